@@ -1,0 +1,740 @@
+package codec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/wire"
+)
+
+// Limits bound what a decoder accepts from one segment. Sizes are checked
+// against decoded values, not only against the bytes they arrive in. The
+// zero value of each field selects its default.
+type Limits struct {
+	MaxSegmentBytes int // default 4 MiB
+	MaxStringBytes  int // per string or bytes value; default 64 KiB
+	MaxContainerLen int // elements of one list, map or bag; default 65,536
+	MaxDepth        int // nesting of structs and containers; default 16
+	MaxEntities     int // entities created, updated or destroyed per segment; default 65,536
+	MaxValues       int // container elements and records decoded per segment; default 1,048,576
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxSegmentBytes, 4<<20)
+	def(&l.MaxStringBytes, 64<<10)
+	def(&l.MaxContainerLen, 1<<16)
+	def(&l.MaxDepth, 16)
+	def(&l.MaxEntities, 1<<16)
+	def(&l.MaxValues, 1<<20)
+	return l
+}
+
+// Errors of the decoder, beyond those of package wire and package state.
+var (
+	// ErrUnknown means the data names a class or field the sender's schema
+	// does not have.
+	ErrUnknown = errors.New("codec: unknown class or field")
+	// ErrIncompatible means two schema versions disagree on a field.
+	ErrIncompatible = errors.New("codec: incompatible schema")
+)
+
+// A DecodeError reports why a segment was rejected and where.
+type DecodeError struct {
+	Bit int   // bit offset in the segment where decoding stopped
+	Err error // the cause; errors.Is works through it
+}
+
+func (e *DecodeError) Error() string { return fmt.Sprintf("codec: bad segment at bit %d: %v", e.Bit, e.Err) }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// A Decoder decodes segments produced by an [Encoder] into a client's
+// entity table. The sender's schema (remote) may be a different version
+// of the local one: fields the local schema lacks are skipped, fields the
+// sender lacks keep their zero values, and classes the local schema lacks
+// are decoded with the sender's layout.
+//
+// A Decoder is not safe for concurrent use.
+type Decoder struct {
+	lim    Limits
+	local  *schema.Schema
+	remote *schema.Schema
+	maps   map[[2]*schema.Struct][]int
+	r      wire.Reader
+
+	steps    []step
+	ids      []state.ID
+	entities int
+	values   int
+	keys     []state.Value
+	vals     []state.Value
+	nkeys    []uint64
+	recs     []*state.Record
+}
+
+type step struct {
+	leaf  int32 // remote leaf
+	local int32 // local leaf, or −1 to skip
+	k     uint8
+}
+
+// NewDecoder returns a decoder for data encoded with the remote schema into
+// entities of the local schema. It reports ErrIncompatible if the two
+// disagree on the type of any field both have.
+func NewDecoder(local, remote *schema.Schema, lim Limits) (*Decoder, error) {
+	if remote == nil {
+		remote = local
+	}
+	if err := schema.Compatible(local, remote); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
+	}
+	return &Decoder{lim: lim.withDefaults(), local: local, remote: remote,
+		maps: make(map[[2]*schema.Struct][]int)}, nil
+}
+
+// localClass returns the class entities of remote class rc are stored as.
+func (d *Decoder) localClass(rc *schema.Struct) *schema.Struct {
+	if lc := d.local.Class(rc.ID); lc != nil {
+		return lc
+	}
+	return rc
+}
+
+// leafMap returns, for each leaf of remote struct rs, the leaf of local
+// struct ls with the same field ID path, or −1.
+func (d *Decoder) leafMap(rs, ls *schema.Struct) []int {
+	key := [2]*schema.Struct{rs, ls}
+	if m, ok := d.maps[key]; ok {
+		return m
+	}
+	m := make([]int, rs.Leaves)
+	byPath := make(map[string]int, ls.Leaves)
+	for i := 0; i < ls.Leaves; i++ {
+		byPath[pathKey(ls.Leaf(i).Path)] = i
+	}
+	for i := 0; i < rs.Leaves; i++ {
+		if rs == ls {
+			m[i] = i
+			continue
+		}
+		j, ok := byPath[pathKey(rs.Leaf(i).Path)]
+		if !ok {
+			j = -1
+		}
+		m[i] = j
+	}
+	d.maps[key] = m
+	return m
+}
+
+func pathKey(p []uint32) string {
+	b := make([]byte, 0, 4*len(p))
+	for _, id := range p {
+		b = append(b, byte(id), byte(id>>8), byte(id>>16), byte(id>>24))
+	}
+	return string(b)
+}
+
+// Apply decodes one segment into txn. On error the transaction holds a
+// partial tick: the caller rolls it back.
+func (d *Decoder) Apply(txn *state.Txn, seg []byte) error {
+	if len(seg) > d.lim.MaxSegmentBytes {
+		return &DecodeError{Err: fmt.Errorf("%w: segment of %d bytes > %d", wire.ErrLimit, len(seg), d.lim.MaxSegmentBytes)}
+	}
+	d.r.Reset(seg)
+	d.entities, d.values = 0, 0
+	err := d.apply(txn)
+	if err == nil {
+		err = d.r.Err()
+	}
+	if err != nil {
+		return &DecodeError{Bit: d.r.Consumed(), Err: err}
+	}
+	return nil
+}
+
+func (d *Decoder) apply(txn *state.Txn) error {
+	r := &d.r
+	for {
+		tag := r.Bits(3)
+		if err := r.Err(); err != nil {
+			return err
+		}
+		switch tag {
+		case secEnd:
+			// Only zero padding may follow.
+			if rem := r.Remaining(); rem >= 8 || r.Bits(uint(rem)) != 0 {
+				return fmt.Errorf("%w: trailing data after the end of the segment", wire.ErrMalformed)
+			}
+			return nil
+		case secDestroy:
+			if err := d.readIDs(); err != nil {
+				return err
+			}
+			for _, id := range d.ids {
+				if err := txn.Destroy(id); err != nil {
+					return err
+				}
+			}
+		case secCreate, secUpdate, secFill:
+			cid := r.U(4)
+			rc := d.remote.Class(uint32(cid))
+			if r.Err() == nil && (rc == nil || cid > math.MaxUint32) {
+				return fmt.Errorf("%w: class %d", ErrUnknown, cid)
+			}
+			groups := r.Count(0, d.lim.MaxEntities, 8, "groups")
+			for g := 0; g < groups && r.Err() == nil; g++ {
+				if err := d.group(txn, uint8(tag), rc); err != nil {
+					return err
+				}
+			}
+		default:
+			return fmt.Errorf("%w: section tag %d", wire.ErrMalformed, tag)
+		}
+	}
+}
+
+func (d *Decoder) readIDs() error {
+	r := &d.r
+	n := r.Count(3, d.lim.MaxEntities-d.entities, 1, "entities")
+	d.entities += n
+	k := uint(r.Bits(6))
+	d.ids = d.ids[:0]
+	prev := int64(-1)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		id := prev + 1 + int64(r.U(k)&(1<<40-1))
+		if id > math.MaxUint32 {
+			return fmt.Errorf("%w: entity ID out of range", wire.ErrMalformed)
+		}
+		d.ids = append(d.ids, state.ID(id))
+		prev = id
+	}
+	return r.Err()
+}
+
+func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
+	lc := d.localClass(rc)
+	lmap := d.leafMap(rc, lc)
+	delta := tag == secUpdate
+	d.steps = d.steps[:0]
+	if err := d.readTree(rc, 0, delta, true, 0); err != nil {
+		return err
+	}
+	for i := range d.steps {
+		d.steps[i].local = int32(lmap[d.steps[i].leaf])
+	}
+	if err := d.readIDs(); err != nil {
+		return err
+	}
+	for _, id := range d.ids {
+		var e *state.Entity
+		var err error
+		switch tag {
+		case secCreate:
+			e, err = txn.Create(lc, id)
+		case secFill:
+			e = txn.Get(id)
+			if e == nil || !txn.CreatedNow(id) {
+				err = fmt.Errorf("%w: fill for entity %d not created in this tick", state.ErrNotFound, id)
+			}
+		default:
+			e = txn.Get(id)
+			if e == nil {
+				err = fmt.Errorf("%w: update of %d", state.ErrNotFound, id)
+			}
+		}
+		if err == nil && e.Class().ID != rc.ID {
+			err = fmt.Errorf("%w: entity %d is a %s, not a %s", wire.ErrMalformed, id, e.Class().Name, rc.Name)
+		}
+		if err != nil {
+			return err
+		}
+		if err := d.entityValues(txn, e, rc, delta); err != nil {
+			return err
+		}
+	}
+	return d.r.Err()
+}
+
+// readTree reads a field tree of remote struct st into d.steps (group
+// trees, with a code parameter per numeric leaf) and returns the number of
+// steps read. base is the remote leaf index of st's first leaf.
+func (d *Decoder) readTree(st *schema.Struct, base int, delta, group bool, depth int) error {
+	if depth >= d.lim.MaxDepth {
+		return fmt.Errorf("%w: nesting deeper than %d", wire.ErrLimit, d.lim.MaxDepth)
+	}
+	r := &d.r
+	n := r.Count(2, len(st.Fields), 2, "fields")
+	prev := uint64(0)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		id := prev + 1 + r.U(2)
+		if id > math.MaxUint32 {
+			return fmt.Errorf("%w: field ID out of range", wire.ErrMalformed)
+		}
+		prev = id
+		f := st.Field(uint32(id))
+		if r.Err() != nil {
+			break
+		}
+		if f == nil || f.Deprecated {
+			return fmt.Errorf("%w: field %d of %s", ErrUnknown, id, st.Name)
+		}
+		t := &f.Type
+		switch {
+		case t.Kind == schema.Nested:
+			if err := d.readTree(t.Struct, base+f.Leaf, delta, group, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		s := step{leaf: int32(base + f.Leaf)}
+		if t.Kind.Numeric() && rawBits(t, delta) == 0 {
+			s.k = uint8(r.Bits(6))
+			if s.k > wire.MaxK {
+				return fmt.Errorf("%w: code parameter %d", wire.ErrMalformed, s.k)
+			}
+		}
+		d.steps = append(d.steps, s)
+	}
+	return r.Err()
+}
+
+// readNum reads one numeric value of type t.
+func (d *Decoder) readNum(t *schema.Type, k uint, delta bool, old uint64) (uint64, error) {
+	r := &d.r
+	if rb := rawBits(t, delta); rb != 0 {
+		v := r.Bits(rb)
+		if t.Kind == schema.Float32 && !t.Quant.Enabled() || t.Kind == schema.Bool {
+			return v, nil
+		}
+		return v, nil
+	}
+	u := r.U(k)
+	var v uint64
+	var ok bool
+	if delta {
+		v, ok = decodeDelta(t, old, u)
+	} else {
+		v, ok = decodeFull(t, u)
+	}
+	if !ok && r.Err() == nil {
+		return 0, fmt.Errorf("%w: value out of range for %s", wire.ErrMalformed, t)
+	}
+	return v, nil
+}
+
+func (d *Decoder) entityValues(txn *state.Txn, e *state.Entity, rc *schema.Struct, delta bool) error {
+	for _, s := range d.steps {
+		l := rc.Leaf(int(s.leaf))
+		t := &l.Field.Type
+		var ll *schema.LeafInfo
+		if s.local >= 0 {
+			ll = e.Class().Leaf(int(s.local))
+		}
+		switch k := t.Kind; {
+		case k.Numeric():
+			var old uint64
+			if delta && ll != nil {
+				old = e.Num(ll.Num)
+			}
+			v, err := d.readNum(t, uint(s.k), delta, old)
+			if err != nil {
+				return err
+			}
+			if ll != nil {
+				txn.SetNum(e, int(s.local), v)
+			}
+		case k == schema.String || k == schema.Bytes:
+			str := d.r.String(d.lim.MaxStringBytes)
+			if ll != nil {
+				txn.SetStr(e, int(s.local), str)
+			}
+		default:
+			var lt *schema.Type
+			if ll != nil {
+				lt = &ll.Field.Type
+			}
+			if !delta || d.r.Bool() {
+				c, err := d.readContainer(t, lt, 1)
+				if err != nil {
+					return err
+				}
+				if ll != nil {
+					txn.ReplaceContainer(e, int(s.local), c)
+				}
+				continue
+			}
+			if err := d.containerOps(txn, e, t, int(s.local)); err != nil {
+				return err
+			}
+		}
+		if err := d.r.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Decoder) countValues(n int) error {
+	d.values += n
+	if d.values > d.lim.MaxValues {
+		return fmt.Errorf("%w: more than %d values in one segment", wire.ErrLimit, d.lim.MaxValues)
+	}
+	return nil
+}
+
+// readElem reads one element of remote type t; lt is the local element
+// type, or nil when the element is skipped.
+func (d *Decoder) readElem(t, lt *schema.Type, k uint, depth int) (state.Value, error) {
+	switch {
+	case t.Kind.Numeric():
+		v, err := d.readNum(t, k, false, 0)
+		return state.Value{N: v}, err
+	case t.Kind == schema.Nested:
+		var ls *schema.Struct
+		if lt != nil {
+			ls = lt.Struct
+		}
+		rec, err := d.readRecord(t.Struct, ls, nil, depth+1)
+		return state.Value{R: rec}, err
+	}
+	return state.Value{S: d.r.String(d.lim.MaxStringBytes)}, nil
+}
+
+func (d *Decoder) readK(t *schema.Type, n int) uint {
+	if n == 0 || !t.Kind.Numeric() || rawBits(t, false) != 0 {
+		return 0
+	}
+	k := uint(d.r.Bits(6))
+	if k > wire.MaxK {
+		d.r.Fail(fmt.Errorf("%w: code parameter %d", wire.ErrMalformed, k))
+	}
+	return k
+}
+
+func (d *Decoder) readKey(key schema.Kind, k uint) state.Value {
+	if key == schema.String {
+		return state.Value{S: d.r.String(d.lim.MaxStringBytes)}
+	}
+	t := schema.Type{Kind: key}
+	u := d.r.U(k)
+	v, ok := decodeFull(&t, u)
+	if !ok && d.r.Err() == nil {
+		d.r.Fail(fmt.Errorf("%w: key out of range for %s", wire.ErrMalformed, key))
+	}
+	return state.Value{N: v}
+}
+
+func (d *Decoder) elemType(lt *schema.Type) *schema.Type {
+	if lt == nil {
+		return nil
+	}
+	return lt.Elem
+}
+
+// readContainer reads a whole container of remote type t and returns it
+// as a container of local type lt (or of t when lt is nil, to be dropped).
+func (d *Decoder) readContainer(t, lt *schema.Type, depth int) (any, error) {
+	if depth >= d.lim.MaxDepth {
+		return nil, fmt.Errorf("%w: nesting deeper than %d", wire.ErrLimit, d.lim.MaxDepth)
+	}
+	if lt == nil {
+		lt = t
+	}
+	r := &d.r
+	n := r.Count(4, d.lim.MaxContainerLen, 1, "container length")
+	if err := d.countValues(n); err != nil {
+		return nil, err
+	}
+	switch t.Kind {
+	case schema.List:
+		vals := make([]state.Value, 0, n)
+		k := d.readK(t.Elem, n)
+		for i := 0; i < n && r.Err() == nil; i++ {
+			v, err := d.readElem(t.Elem, lt.Elem, k, depth)
+			if err != nil {
+				return nil, err
+			}
+			vals = append(vals, v)
+		}
+		return state.NewList(lt, vals), r.Err()
+	case schema.Map:
+		keys := make([]state.Value, 0, n)
+		vals := make([]state.Value, 0, n)
+		kk := uint(0)
+		if t.Key != schema.String && n > 0 {
+			kk = uint(r.Bits(6))
+		}
+		vk := d.readK(t.Elem, n)
+		for i := 0; i < n && r.Err() == nil; i++ {
+			keys = append(keys, d.readKey(t.Key, kk))
+			v, err := d.readElem(t.Elem, lt.Elem, vk, depth)
+			if err != nil {
+				return nil, err
+			}
+			vals = append(vals, v)
+		}
+		return state.NewMapOf(lt, keys, vals), r.Err()
+	default: // Bag
+		keys := make([]uint64, 0, n)
+		items := make([]*state.Record, 0, n)
+		kk := uint(0)
+		if n > 0 {
+			kk = uint(r.Bits(6))
+		}
+		for i := 0; i < n && r.Err() == nil; i++ {
+			keys = append(keys, d.readKey(t.Key, kk).N)
+			rec, err := d.readRecord(t.Struct, lt.Struct, nil, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, rec)
+		}
+		return state.NewBagOf(lt, keys, items), r.Err()
+	}
+}
+
+// readRecord reads a standalone struct value of remote type rs into a new
+// record of local type ls (rs when ls is nil). With into set, the values
+// are applied to an existing bag item through txn instead.
+func (d *Decoder) readRecord(rs, ls *schema.Struct, into *itemTarget, depth int) (*state.Record, error) {
+	if depth >= d.lim.MaxDepth {
+		return nil, fmt.Errorf("%w: nesting deeper than %d", wire.ErrLimit, d.lim.MaxDepth)
+	}
+	if err := d.countValues(1); err != nil {
+		return nil, err
+	}
+	if ls == nil {
+		ls = rs
+	}
+	lmap := d.leafMap(rs, ls)
+	start := len(d.steps)
+	if err := d.readTree(rs, 0, false, false, depth); err != nil {
+		return nil, err
+	}
+	var b state.Builder
+	if into == nil {
+		b = state.Build(ls)
+	}
+	// d.steps may grow while nested records decode: index, don't range.
+	end := len(d.steps)
+	for i := start; i < end; i++ {
+		s := d.steps[i]
+		l := rs.Leaf(int(s.leaf))
+		t := &l.Field.Type
+		local := lmap[s.leaf]
+		switch k := t.Kind; {
+		case k.Numeric():
+			v, err := d.readNum(t, uint(s.k), false, 0)
+			if err != nil {
+				return nil, err
+			}
+			if local < 0 {
+				break
+			}
+			if into != nil {
+				into.txn.SetItemNum(into.e, into.leaf, into.key, into.rec, local, v)
+			} else {
+				b.SetNum(local, v)
+			}
+		case k == schema.String || k == schema.Bytes:
+			str := d.r.String(d.lim.MaxStringBytes)
+			if local < 0 {
+				break
+			}
+			if into != nil {
+				into.txn.SetItemStr(into.e, into.leaf, into.key, into.rec, local, str)
+			} else {
+				b.SetStr(local, str)
+			}
+		default:
+			var lt *schema.Type
+			if local >= 0 {
+				lt = &ls.Leaf(local).Field.Type
+			}
+			c, err := d.readContainer(t, lt, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if local < 0 {
+				break
+			}
+			if into != nil {
+				into.txn.SetItemContainer(into.e, into.leaf, into.key, into.rec, local, c)
+			} else {
+				b.SetContainer(local, c)
+			}
+		}
+		if err := d.r.Err(); err != nil {
+			return nil, err
+		}
+	}
+	d.steps = d.steps[:start]
+	return b.Record(), nil
+}
+
+type itemTarget struct {
+	txn  *state.Txn
+	e    *state.Entity
+	leaf int
+	key  uint64
+	rec  *state.Record
+}
+
+// containerOps reads and applies the operations on one container of e;
+// local is the local leaf, or −1 when the container is skipped.
+func (d *Decoder) containerOps(txn *state.Txn, e *state.Entity, t *schema.Type, local int) error {
+	r := &d.r
+	var lt *schema.Type
+	if local >= 0 {
+		lt = &e.Class().Leaf(local).Field.Type
+	}
+	switch t.Kind {
+	case schema.List:
+		n := r.Count(2, d.lim.MaxContainerLen, 3, "list operations")
+		if err := d.countValues(n); err != nil {
+			return err
+		}
+		k := d.readK(t.Elem, n)
+		for i := 0; i < n && r.Err() == nil; i++ {
+			op := state.OpCode(r.Bits(3))
+			idx := 0
+			if op == state.OpInsert || op == state.OpSet || op == state.OpRemove {
+				idx = int(min(r.U(4), uint64(d.lim.MaxContainerLen)+1))
+			}
+			var v state.Value
+			if op == state.OpPush || op == state.OpInsert || op == state.OpSet {
+				var err error
+				if v, err = d.readElem(t.Elem, d.elemType(lt), k, 1); err != nil {
+					return err
+				}
+			}
+			if r.Err() != nil {
+				break
+			}
+			if local < 0 {
+				continue
+			}
+			var err error
+			switch op {
+			case state.OpPush:
+				if txn.ListLen(e, local) >= d.lim.MaxContainerLen {
+					return fmt.Errorf("%w: list longer than %d", wire.ErrLimit, d.lim.MaxContainerLen)
+				}
+				err = txn.ListInsert(e, local, txn.ListLen(e, local), v)
+			case state.OpInsert:
+				if txn.ListLen(e, local) >= d.lim.MaxContainerLen {
+					return fmt.Errorf("%w: list longer than %d", wire.ErrLimit, d.lim.MaxContainerLen)
+				}
+				err = txn.ListInsert(e, local, idx, v)
+			case state.OpRemove:
+				err = txn.ListRemove(e, local, idx)
+			case state.OpSet:
+				err = txn.ListSet(e, local, idx, v)
+			case state.OpClear:
+				txn.ListClear(e, local)
+			default:
+				err = fmt.Errorf("%w: list operation %d", wire.ErrMalformed, op)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	case schema.Map:
+		for pass := 0; pass < 2 && r.Err() == nil; pass++ {
+			n := r.Count(2, d.lim.MaxContainerLen, 1, "map keys")
+			if err := d.countValues(n); err != nil {
+				return err
+			}
+			kk := uint(0)
+			if t.Key != schema.String && n > 0 {
+				kk = uint(r.Bits(6))
+			}
+			vk := uint(0)
+			if pass == 1 {
+				vk = d.readK(t.Elem, n)
+			}
+			for i := 0; i < n && r.Err() == nil; i++ {
+				key := d.readKey(t.Key, kk)
+				if pass == 0 {
+					if local >= 0 && r.Err() == nil {
+						if err := txn.MapDelete(e, local, key); err != nil {
+							return err
+						}
+					}
+					continue
+				}
+				v, err := d.readElem(t.Elem, d.elemType(lt), vk, 1)
+				if err != nil {
+					return err
+				}
+				if local >= 0 && r.Err() == nil {
+					if e.Map(e.Class().Leaf(local).Obj).Len() >= d.lim.MaxContainerLen {
+						return fmt.Errorf("%w: map larger than %d", wire.ErrLimit, d.lim.MaxContainerLen)
+					}
+					txn.MapPut(e, local, key, v)
+				}
+			}
+		}
+	case schema.Bag:
+		var ls *schema.Struct
+		if lt != nil {
+			ls = lt.Struct
+		}
+		for pass := 0; pass < 3 && r.Err() == nil; pass++ {
+			n := r.Count(2, d.lim.MaxContainerLen, 1, "bag keys")
+			if err := d.countValues(n); err != nil {
+				return err
+			}
+			kk := uint(0)
+			if n > 0 {
+				kk = uint(r.Bits(6))
+			}
+			for i := 0; i < n && r.Err() == nil; i++ {
+				key := d.readKey(t.Key, kk).N
+				if r.Err() != nil {
+					break
+				}
+				switch pass {
+				case 0:
+					if local >= 0 {
+						if err := txn.BagRemove(e, local, key); err != nil {
+							return err
+						}
+					}
+				case 1:
+					rec, err := d.readRecord(t.Struct, ls, nil, 2)
+					if err != nil {
+						return err
+					}
+					if local >= 0 {
+						if e.Bag(e.Class().Leaf(local).Obj).Len() >= d.lim.MaxContainerLen {
+							return fmt.Errorf("%w: bag larger than %d", wire.ErrLimit, d.lim.MaxContainerLen)
+						}
+						txn.BagPut(e, local, key, rec)
+					}
+				case 2:
+					var into *itemTarget
+					if local >= 0 {
+						item, err := txn.BagItem(e, local, key)
+						if err != nil {
+							return err
+						}
+						into = &itemTarget{txn: txn, e: e, leaf: local, key: key, rec: item}
+					}
+					if _, err := d.readRecord(t.Struct, ls, into, 2); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return r.Err()
+}

@@ -1,0 +1,786 @@
+package codec
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/wire"
+)
+
+// A Part is a visibility partition: the fields one kind of audience sees
+// of an entity. A client receives, for each entity it sees, the PartAll
+// segment, plus PartOwner if it owns the entity or PartOthers if it does
+// not. Splitting by partition lets every segment be encoded once per tick
+// and shared by all of its audience.
+type Part uint8
+
+// Partitions.
+const (
+	PartAll    Part = iota // fields visible to everyone; carries creates and destroys
+	PartOthers             // fields visible only to clients that do not own the entity
+	PartOwner              // fields visible only to the owner
+)
+
+func (p Part) vis() schema.Visibility {
+	switch p {
+	case PartOthers:
+		return schema.VisOthers
+	case PartOwner:
+		return schema.VisOwner
+	}
+	return schema.VisAll
+}
+
+// Section tags (3 bits).
+const (
+	secEnd     = 0
+	secCreate  = 1
+	secUpdate  = 2
+	secDestroy = 3
+	secFill    = 4
+)
+
+// An Encoder encodes changesets and full states. It keeps scratch buffers
+// between calls so that encoding allocates nothing in steady state. An
+// Encoder is not safe for concurrent use.
+type Encoder struct {
+	w, ops, whole wire.Writer
+
+	items []item
+	sets  []uint64 // leaf sets of items, ws words each
+	masks map[*schema.Struct]*[3][]uint64
+	lastC *schema.Struct // one-entry cache in front of masks
+	lastM *[3][]uint64
+	stats []kStats
+	ks    []uint8
+	gaps  kStats
+
+	nkeys []uint64
+	skeys []string
+	vals  []state.Value
+	kst   kStats
+	rsets [][]uint64 // per nesting depth, for element records
+	depth int
+}
+
+type item struct {
+	sec   uint8
+	class uint32
+	id    state.ID
+	e     *state.Entity
+	ch    *state.Change
+	set   int32 // offset in sets
+	words int32
+	hash  uint64
+}
+
+// Delta encodes the changes of cs that partition part may see, for the
+// entities include accepts (all when include is nil), and appends the
+// segment to dst. In PartAll the segment creates and destroys entities; in
+// the other partitions it fills in the new entities' partition fields.
+func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include func(*state.Entity) bool) []byte {
+	enc.items, enc.sets = enc.items[:0], enc.sets[:0]
+	for _, c := range cs.Changes {
+		e := c.Entity
+		if include != nil && !include(e) {
+			continue
+		}
+		switch {
+		case c.Destroyed:
+			if part == PartAll {
+				enc.items = append(enc.items, item{sec: secDestroy, id: e.ID()})
+			}
+		case c.Created:
+			enc.addFull(e, part)
+		default:
+			m := enc.mask(e.Class(), part)
+			off := len(enc.sets)
+			var any uint64
+			for i, w := range c.DirtySet() {
+				x := w & m[i]
+				enc.sets = append(enc.sets, x)
+				any |= x
+			}
+			if any == 0 {
+				enc.sets = enc.sets[:off]
+				continue
+			}
+			enc.items = append(enc.items, item{sec: secUpdate, class: e.Class().ID, id: e.ID(),
+				e: e, ch: c, set: int32(off), words: int32(len(c.DirtySet()))})
+		}
+	}
+	return enc.emit(dst)
+}
+
+// Full encodes the full state of ents as partition part sees it, for a
+// client that has none of them yet, and appends the segment to dst.
+func (enc *Encoder) Full(dst []byte, ents []*state.Entity, part Part) []byte {
+	enc.items, enc.sets = enc.items[:0], enc.sets[:0]
+	for _, e := range ents {
+		enc.addFull(e, part)
+	}
+	return enc.emit(dst)
+}
+
+// addFull queues e's full state: every leaf of the partition that differs
+// from its zero value.
+func (enc *Encoder) addFull(e *state.Entity, part Part) {
+	c := e.Class()
+	m := enc.mask(c, part)
+	off := len(enc.sets)
+	words := len(m)
+	enc.sets = append(enc.sets, make([]uint64, words)...)
+	set := enc.sets[off:]
+	var any uint64
+	for leaf := state.NextDirty(m, 0); leaf >= 0; leaf = state.NextDirty(m, leaf+1) {
+		if !isZero(&e.Record, c.Leaf(leaf)) {
+			set[leaf>>6] |= 1 << (leaf & 63)
+			any = 1
+		}
+	}
+	sec := uint8(secCreate)
+	if part != PartAll {
+		if any == 0 {
+			enc.sets = enc.sets[:off]
+			return
+		}
+		sec = secFill
+	}
+	enc.items = append(enc.items, item{sec: sec, class: c.ID, id: e.ID(), e: e, set: int32(off), words: int32(words)})
+}
+
+func isZero(r *state.Record, l *schema.LeafInfo) bool {
+	switch k := l.Field.Type.Kind; {
+	case k.Numeric():
+		return r.Num(l.Num) == 0
+	case k == schema.String || k == schema.Bytes:
+		return r.Str(l.Obj) == ""
+	case k == schema.List:
+		return r.List(l.Obj).Len() == 0
+	case k == schema.Map:
+		return r.Map(l.Obj).Len() == 0
+	case k == schema.Bag:
+		return r.Bag(l.Obj).Len() == 0
+	}
+	return true
+}
+
+// mask returns the leaf set of class c that partition part carries.
+func (enc *Encoder) mask(c *schema.Struct, part Part) []uint64 {
+	if c == enc.lastC {
+		return enc.lastM[part]
+	}
+	if enc.masks == nil {
+		enc.masks = make(map[*schema.Struct]*[3][]uint64)
+	}
+	ms := enc.masks[c]
+	if ms == nil {
+		ms = new([3][]uint64)
+		words := (c.Leaves + 63) / 64
+		for p := range ms {
+			ms[p] = make([]uint64, words)
+			want := Part(p).vis()
+			for i := 0; i < c.Leaves; i++ {
+				if c.Leaf(i).Vis == want {
+					ms[p][i>>6] |= 1 << (i & 63)
+				}
+			}
+		}
+		enc.masks[c] = ms
+	}
+	enc.lastC, enc.lastM = c, ms
+	return ms[part]
+}
+
+func (enc *Encoder) set(it *item) []uint64 { return enc.sets[it.set : it.set+it.words] }
+
+func (enc *Encoder) emit(dst []byte) []byte {
+	items := enc.items
+	for i := range items {
+		it := &items[i]
+		if it.sec != secDestroy {
+			it.hash = hashSet(enc.set(it))
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		if c := cmp.Compare(a.sec, b.sec); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.class, b.class); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		if a.sec != secDestroy {
+			if c := slices.Compare(enc.set(&a), enc.set(&b)); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	w := &enc.w
+	w.Reset(dst[len(dst):])
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].sec == items[i].sec && items[j].class == items[i].class {
+			j++
+		}
+		sec := items[i].sec
+		w.Bits(uint64(sec), 3)
+		if sec == secDestroy {
+			enc.writeIDs(w, items[i:j])
+		} else {
+			w.U(uint64(items[i].class), 4)
+			groups := 1
+			for g := i + 1; g < j; g++ {
+				if !enc.sameSet(&items[g-1], &items[g]) {
+					groups++
+				}
+			}
+			w.U(uint64(groups), 0)
+			for g := i; g < j; {
+				h := g + 1
+				for h < j && enc.sameSet(&items[g], &items[h]) {
+					h++
+				}
+				enc.writeGroup(w, items[g:h], sec == secUpdate)
+				g = h
+			}
+		}
+		i = j
+	}
+	w.Bits(secEnd, 3)
+	return append(dst, w.Finish()...)
+}
+
+func (enc *Encoder) sameSet(a, b *item) bool {
+	return a.hash == b.hash && slices.Equal(enc.set(a), enc.set(b))
+}
+
+func hashSet(set []uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for _, w := range set {
+		h = (h ^ w) * 1099511628211
+		h ^= h >> 29
+	}
+	return h
+}
+
+// writeIDs writes a count, a gap code parameter and the ascending IDs of
+// items as gaps.
+func (enc *Encoder) writeIDs(w *wire.Writer, items []item) {
+	enc.gaps.reset()
+	prev := int64(-1)
+	for i := range items {
+		enc.gaps.add(uint64(int64(items[i].id) - prev - 1))
+		prev = int64(items[i].id)
+	}
+	k := enc.gaps.best()
+	w.U(uint64(len(items)), 3)
+	w.Bits(uint64(k), 6)
+	prev = -1
+	for i := range items {
+		w.U(uint64(int64(items[i].id)-prev-1), k)
+		prev = int64(items[i].id)
+	}
+}
+
+// writeGroup writes entities that share a class and a leaf set: the field
+// tree once, with a code parameter per numeric leaf, then each entity's ID
+// gap and values.
+func (enc *Encoder) writeGroup(w *wire.Writer, items []item, delta bool) {
+	c := items[0].e.Class()
+	set := enc.set(&items[0])
+	if len(enc.stats) < c.Leaves {
+		enc.stats = make([]kStats, c.Leaves)
+		enc.ks = make([]uint8, c.Leaves)
+	}
+	for leaf := state.NextDirty(set, 0); leaf >= 0; leaf = state.NextDirty(set, leaf+1) {
+		l := c.Leaf(leaf)
+		t := &l.Field.Type
+		if !t.Kind.Numeric() || rawBits(t, delta) != 0 {
+			continue
+		}
+		st := &enc.stats[leaf]
+		st.reset()
+		for i := range items {
+			e := items[i].e
+			if delta {
+				st.add(codeDelta(t, items[i].ch.Base(l.Num), e.Num(l.Num)))
+			} else {
+				st.add(codeFull(t, e.Num(l.Num)))
+			}
+		}
+		enc.ks[leaf] = uint8(st.best())
+	}
+	writeTree(w, c, 0, set, enc.ks, delta)
+	enc.writeIDs(w, items)
+	// writeIDs wrote the IDs as one run; values follow per entity in the
+	// same order, so the decoder reads all IDs first.
+	for i := range items {
+		enc.writeValues(w, &items[i], set, delta)
+	}
+}
+
+// writeTree writes the subset of st's fields whose leaves intersect set,
+// recursively, with the code parameter of each numeric leaf that needs one.
+// base is the leaf index of st's first leaf.
+func writeTree(w *wire.Writer, st *schema.Struct, base int, set []uint64, ks []uint8, delta bool) {
+	n := 0
+	for _, f := range st.Fields {
+		if !f.Deprecated && state.AnyDirty(set, base+f.Leaf, base+f.Leaf+span(f)) {
+			n++
+		}
+	}
+	w.U(uint64(n), 2)
+	prev := uint32(0)
+	for _, f := range st.Fields {
+		if f.Deprecated || !state.AnyDirty(set, base+f.Leaf, base+f.Leaf+span(f)) {
+			continue
+		}
+		w.U(uint64(f.ID-prev-1), 2)
+		prev = f.ID
+		switch t := &f.Type; {
+		case t.Kind == schema.Nested:
+			writeTree(w, t.Struct, base+f.Leaf, set, ks, delta)
+		case t.Kind.Numeric() && rawBits(t, delta) == 0:
+			w.Bits(uint64(ks[base+f.Leaf]), 6)
+		}
+	}
+}
+
+func span(f *schema.Field) int {
+	if f.Type.Kind == schema.Nested {
+		return f.Type.Struct.Leaves
+	}
+	return 1
+}
+
+func (enc *Encoder) writeValues(w *wire.Writer, it *item, set []uint64, delta bool) {
+	e := it.e
+	c := e.Class()
+	for leaf := state.NextDirty(set, 0); leaf >= 0; leaf = state.NextDirty(set, leaf+1) {
+		l := c.Leaf(leaf)
+		t := &l.Field.Type
+		switch k := t.Kind; {
+		case k.Numeric():
+			v := e.Num(l.Num)
+			if rb := rawBits(t, delta); rb != 0 {
+				w.Bits(v, rb)
+			} else if delta {
+				w.U(codeDelta(t, it.ch.Base(l.Num), v), uint(enc.ks[leaf]))
+			} else {
+				w.U(codeFull(t, v), uint(enc.ks[leaf]))
+			}
+		case k == schema.String || k == schema.Bytes:
+			w.String(e.Str(l.Obj))
+		case delta:
+			enc.writeContDelta(w, &e.Record, l, it.ch.Cont(leaf))
+		default:
+			enc.writeContWhole(w, &e.Record, l)
+		}
+	}
+}
+
+// writeContWhole writes the container at leaf l of r whole.
+func (enc *Encoder) writeContWhole(w *wire.Writer, r *state.Record, l *schema.LeafInfo) {
+	switch l.Field.Type.Kind {
+	case schema.List:
+		enc.writeList(w, r.List(l.Obj))
+	case schema.Map:
+		enc.writeMap(w, r.Map(l.Obj))
+	case schema.Bag:
+		enc.writeBag(w, r.Bag(l.Obj))
+	}
+}
+
+// elemK picks and writes the code parameter shared by the numeric element
+// values vals, if their type codes them with U(k).
+func (enc *Encoder) elemK(w *wire.Writer, t *schema.Type, vals []state.Value) uint {
+	if !t.Kind.Numeric() || rawBits(t, false) != 0 || len(vals) == 0 {
+		return 0
+	}
+	enc.kst.reset()
+	for _, v := range vals {
+		enc.kst.add(codeFull(t, v.N))
+	}
+	k := enc.kst.best()
+	w.Bits(uint64(k), 6)
+	return k
+}
+
+func (enc *Encoder) writeElem(w *wire.Writer, t *schema.Type, v state.Value, k uint) {
+	switch {
+	case t.Kind.Numeric():
+		if rb := rawBits(t, false); rb != 0 {
+			w.Bits(v.N, rb)
+		} else {
+			w.U(codeFull(t, v.N), k)
+		}
+	case t.Kind == schema.Nested:
+		enc.writeRecord(w, v.R)
+	default:
+		w.String(v.S)
+	}
+}
+
+func (enc *Encoder) writeList(w *wire.Writer, l *state.List) {
+	n := l.Len()
+	w.U(uint64(n), 4)
+	start := len(enc.vals)
+	for i := 0; i < n; i++ {
+		enc.vals = append(enc.vals, l.At(i))
+	}
+	vals := enc.vals[start:]
+	k := enc.elemK(w, l.Type().Elem, vals)
+	for _, v := range vals {
+		enc.writeElem(w, l.Type().Elem, v, k)
+	}
+	enc.vals = enc.vals[:start]
+}
+
+// writeKeys writes the code parameter for integer keys, if any.
+func (enc *Encoder) keyK(w *wire.Writer, key schema.Kind, keys []uint64) uint {
+	if key == schema.String || len(keys) == 0 {
+		return 0
+	}
+	t := schema.Type{Kind: key}
+	enc.kst.reset()
+	for _, k := range keys {
+		enc.kst.add(codeFull(&t, k))
+	}
+	k := enc.kst.best()
+	w.Bits(uint64(k), 6)
+	return k
+}
+
+func writeKey(w *wire.Writer, key schema.Kind, n uint64, s string, k uint) {
+	if key == schema.String {
+		w.String(s)
+		return
+	}
+	t := schema.Type{Kind: key}
+	w.U(codeFull(&t, n), k)
+}
+
+func (enc *Encoder) writeMap(w *wire.Writer, m *state.Map) {
+	t := m.Type()
+	start := len(enc.vals)
+	enc.vals = m.Keys(enc.vals)
+	keys := enc.vals[start:]
+	w.U(uint64(len(keys)), 4)
+	vstart := len(enc.vals)
+	nstart := len(enc.nkeys)
+	for _, k := range keys {
+		v, _ := m.Get(k)
+		enc.vals = append(enc.vals, v)
+		enc.nkeys = append(enc.nkeys, k.N)
+	}
+	keys = enc.vals[start:vstart]
+	vals := enc.vals[vstart:]
+	kk := enc.keyK(w, t.Key, enc.nkeys[nstart:])
+	vk := enc.elemK(w, t.Elem, vals)
+	for i, k := range keys {
+		writeKey(w, t.Key, k.N, k.S, kk)
+		enc.writeElem(w, t.Elem, vals[i], vk)
+	}
+	enc.vals = enc.vals[:start]
+	enc.nkeys = enc.nkeys[:nstart]
+}
+
+func (enc *Encoder) writeBag(w *wire.Writer, b *state.Bag) {
+	start := len(enc.nkeys)
+	enc.nkeys = b.Keys(enc.nkeys)
+	keys := enc.nkeys[start:]
+	w.U(uint64(len(keys)), 4)
+	kk := enc.keyK(w, b.Type().Key, keys)
+	for _, k := range keys {
+		writeKey(w, b.Type().Key, k, "", kk)
+		enc.writeRecord(w, b.Get(k))
+	}
+	enc.nkeys = enc.nkeys[:start]
+}
+
+// writeRecord writes a standalone struct value: the tree of its non-zero
+// leaves, each numeric leaf with its own code parameter, then the values.
+func (enc *Encoder) writeRecord(w *wire.Writer, r *state.Record) {
+	enc.writeRecordLeaves(w, r, nil)
+}
+
+// writeRecordLeaves writes the leaves of r in only (all non-zero leaves when
+// only is nil) as a standalone value.
+func (enc *Encoder) writeRecordLeaves(w *wire.Writer, r *state.Record, only []uint64) {
+	st := r.Type()
+	if enc.depth == len(enc.rsets) {
+		enc.rsets = append(enc.rsets, nil)
+	}
+	words := (st.Leaves + 63) / 64
+	set := slices.Grow(enc.rsets[enc.depth][:0], words)[:words]
+	clear(set)
+	for i := 0; i < st.Leaves; i++ {
+		if only != nil {
+			if only[i>>6]&(1<<(i&63)) != 0 {
+				set[i>>6] |= 1 << (i & 63)
+			}
+		} else if !isZero(r, st.Leaf(i)) {
+			set[i>>6] |= 1 << (i & 63)
+		}
+	}
+	enc.rsets[enc.depth] = set
+	enc.depth++
+	writeRecordTree(w, st, 0, set, r)
+	for leaf := state.NextDirty(set, 0); leaf >= 0; leaf = state.NextDirty(set, leaf+1) {
+		l := st.Leaf(leaf)
+		t := &l.Field.Type
+		switch k := t.Kind; {
+		case k.Numeric():
+			v := r.Num(l.Num)
+			if rb := rawBits(t, false); rb != 0 {
+				w.Bits(v, rb)
+			} else {
+				u := codeFull(t, v)
+				w.U(u, uint(bits.Len64(u)))
+			}
+		case k == schema.String || k == schema.Bytes:
+			w.String(r.Str(l.Obj))
+		default:
+			enc.writeContWhole(w, r, l)
+		}
+	}
+	enc.depth--
+}
+
+// writeRecordTree is writeTree for a standalone record, whose numeric
+// leaves use k = the bit length of their own code.
+func writeRecordTree(w *wire.Writer, st *schema.Struct, base int, set []uint64, r *state.Record) {
+	n := 0
+	for _, f := range st.Fields {
+		if !f.Deprecated && state.AnyDirty(set, base+f.Leaf, base+f.Leaf+span(f)) {
+			n++
+		}
+	}
+	w.U(uint64(n), 2)
+	prev := uint32(0)
+	for _, f := range st.Fields {
+		if f.Deprecated || !state.AnyDirty(set, base+f.Leaf, base+f.Leaf+span(f)) {
+			continue
+		}
+		w.U(uint64(f.ID-prev-1), 2)
+		prev = f.ID
+		switch t := &f.Type; {
+		case t.Kind == schema.Nested:
+			writeRecordTree(w, t.Struct, base+f.Leaf, set, r)
+		case t.Kind.Numeric() && rawBits(t, false) == 0:
+			l := r.Type().Leaf(base + f.Leaf)
+			w.Bits(uint64(bits.Len64(codeFull(t, r.Num(l.Num)))), 6)
+		}
+	}
+}
+
+// writeContDelta writes what happened to a container in a tick: a 1 bit
+// flag, then either the container whole or its operations, whichever is
+// smaller.
+func (enc *Encoder) writeContDelta(w *wire.Writer, r *state.Record, l *schema.LeafInfo, cc *state.ContChange) {
+	if cc == nil || cc.Whole {
+		w.Bool(true)
+		enc.writeContWhole(w, r, l)
+		return
+	}
+	// Sending the container whole can only win when a large part of it
+	// changed; otherwise skip the trial so a small change to a big
+	// container costs O(change).
+	changes, size := len(cc.Ops)+len(cc.Keys)+len(cc.SKeys), 0
+	switch l.Field.Type.Kind {
+	case schema.List:
+		size = r.List(l.Obj).Len()
+	case schema.Map:
+		size = r.Map(l.Obj).Len()
+	case schema.Bag:
+		size = r.Bag(l.Obj).Len()
+	}
+	ops := &enc.ops
+	if 2*changes < size {
+		w.Bool(false)
+		ops = w
+	} else {
+		ops.Reset(ops.Finish())
+	}
+	switch l.Field.Type.Kind {
+	case schema.List:
+		enc.writeListOps(ops, r.List(l.Obj), cc)
+	case schema.Map:
+		enc.writeMapOps(ops, r.Map(l.Obj), cc)
+	case schema.Bag:
+		enc.writeBagOps(ops, r.Bag(l.Obj), cc)
+	}
+	if ops == w {
+		return
+	}
+	whole := &enc.whole
+	whole.Reset(whole.Finish())
+	enc.writeContWhole(whole, r, l)
+	src := ops
+	if whole.BitLen() < ops.BitLen() {
+		src = whole
+	}
+	w.Bool(src == whole)
+	n := src.BitLen()
+	w.Append(src.Finish(), n)
+}
+
+func (enc *Encoder) writeListOps(w *wire.Writer, l *state.List, cc *state.ContChange) {
+	t := l.Type().Elem
+	w.U(uint64(len(cc.Ops)), 2)
+	start := len(enc.vals)
+	for _, op := range cc.Ops {
+		if op.Code == state.OpPush || op.Code == state.OpInsert || op.Code == state.OpSet {
+			enc.vals = append(enc.vals, op.V)
+		}
+	}
+	k := enc.elemK(w, t, enc.vals[start:])
+	enc.vals = enc.vals[:start]
+	for _, op := range cc.Ops {
+		w.Bits(uint64(op.Code), 3)
+		switch op.Code {
+		case state.OpPush:
+			enc.writeElem(w, t, op.V, k)
+		case state.OpInsert, state.OpSet:
+			w.U(uint64(op.Index), 4)
+			enc.writeElem(w, t, op.V, k)
+		case state.OpRemove:
+			w.U(uint64(op.Index), 4)
+		}
+	}
+}
+
+// sortedKeys collects the changed keys of cc, sorted, into enc.nkeys or
+// enc.skeys, and returns the start offset.
+func (enc *Encoder) sortedKeys(cc *state.ContChange, key schema.Kind) int {
+	if key == schema.String {
+		start := len(enc.skeys)
+		for k := range cc.SKeys {
+			enc.skeys = append(enc.skeys, k)
+		}
+		slices.Sort(enc.skeys[start:])
+		return start
+	}
+	start := len(enc.nkeys)
+	for k := range cc.Keys {
+		enc.nkeys = append(enc.nkeys, k)
+	}
+	if key.Signed() {
+		slices.SortFunc(enc.nkeys[start:], func(a, b uint64) int { return cmp.Compare(int64(a), int64(b)) })
+	} else {
+		slices.Sort(enc.nkeys[start:])
+	}
+	return start
+}
+
+func (enc *Encoder) keyChange(cc *state.ContChange, key schema.Kind, i int) (*state.KeyChange, state.Value) {
+	if key == schema.String {
+		return cc.SKeys[enc.skeys[i]], state.Value{S: enc.skeys[i]}
+	}
+	return cc.Keys[enc.nkeys[i]], state.Value{N: enc.nkeys[i]}
+}
+
+// writeMapOps writes the deleted keys, then the keys put with their values.
+func (enc *Encoder) writeMapOps(w *wire.Writer, m *state.Map, cc *state.ContChange) {
+	t := m.Type()
+	nstart, sstart := len(enc.nkeys), len(enc.skeys)
+	start := enc.sortedKeys(cc, t.Key)
+	end := len(enc.nkeys)
+	if t.Key == schema.String {
+		end = len(enc.skeys)
+	}
+	// Deleted keys first, then puts: two passes over the sorted keys.
+	for pass := 0; pass < 2; pass++ {
+		n := 0
+		kstart := len(enc.nkeys)
+		vstart := len(enc.vals)
+		for i := start; i < end; i++ {
+			kc, k := enc.keyChange(cc, t.Key, i)
+			if pass == 0 && kc.Removed && kc.Existed || pass == 1 && !kc.Removed {
+				n++
+				enc.nkeys = append(enc.nkeys, k.N)
+				if pass == 1 {
+					v, _ := m.Get(k)
+					enc.vals = append(enc.vals, v)
+				}
+			}
+		}
+		w.U(uint64(n), 2)
+		kk := enc.keyK(w, t.Key, enc.nkeys[kstart:])
+		var vk uint
+		if pass == 1 {
+			vk = enc.elemK(w, t.Elem, enc.vals[vstart:])
+		}
+		j := 0
+		for i := start; i < end; i++ {
+			kc, k := enc.keyChange(cc, t.Key, i)
+			if pass == 0 && kc.Removed && kc.Existed {
+				writeKey(w, t.Key, k.N, k.S, kk)
+			} else if pass == 1 && !kc.Removed {
+				writeKey(w, t.Key, k.N, k.S, kk)
+				enc.writeElem(w, t.Elem, enc.vals[vstart+j], vk)
+				j++
+			}
+		}
+		enc.nkeys = enc.nkeys[:kstart]
+		enc.vals = enc.vals[:vstart]
+	}
+	enc.nkeys, enc.skeys = enc.nkeys[:nstart], enc.skeys[:sstart]
+}
+
+// writeBagOps writes removed keys, added items whole, then updated items as
+// the tree of their changed fields.
+func (enc *Encoder) writeBagOps(w *wire.Writer, b *state.Bag, cc *state.ContChange) {
+	t := b.Type()
+	start := enc.sortedKeys(cc, t.Key)
+	end := len(enc.nkeys)
+	for pass := 0; pass < 3; pass++ {
+		kstart := len(enc.nkeys)
+		for i := start; i < end; i++ {
+			kc := cc.Keys[enc.nkeys[i]]
+			if bagPass(kc) == pass {
+				enc.nkeys = append(enc.nkeys, enc.nkeys[i])
+			}
+		}
+		keys := enc.nkeys[kstart:]
+		w.U(uint64(len(keys)), 2)
+		kk := enc.keyK(w, t.Key, keys)
+		for _, k := range keys {
+			writeKey(w, t.Key, k, "", kk)
+			switch pass {
+			case 1:
+				enc.writeRecord(w, b.Get(k))
+			case 2:
+				enc.writeRecordLeaves(w, b.Get(k), cc.Keys[k].Dirty)
+			}
+		}
+		enc.nkeys = enc.nkeys[:kstart]
+	}
+	enc.nkeys = enc.nkeys[:start]
+}
+
+// bagPass classifies a key change: 0 removed, 1 added, 2 updated, −1 none.
+func bagPass(kc *state.KeyChange) int {
+	switch {
+	case kc.Removed:
+		if kc.Existed {
+			return 0
+		}
+		return -1
+	case kc.Added || !kc.Existed:
+		return 1
+	}
+	for _, w := range kc.Dirty {
+		if w != 0 {
+			return 2
+		}
+	}
+	return -1
+}

@@ -1,0 +1,166 @@
+package codec
+
+import (
+	"math/bits"
+
+	"github.com/replicago/replica/schema"
+)
+
+// Numeric values are coded in one of two modes. In full mode a value stands
+// alone; in delta mode it is coded against the value the client already
+// has. Each kind either writes a fixed number of raw bits or a U(k) code
+// whose k the encoder picks per group (see docs/protocol.md, "Numbers").
+
+// rawBits returns the fixed bit width a numeric value of type t is written
+// with in the given mode, or 0 if it is written as a U(k) code.
+func rawBits(t *schema.Type, delta bool) uint {
+	switch t.Kind {
+	case schema.Bool:
+		return 1
+	case schema.Float32, schema.Float64:
+		if delta {
+			return 0
+		}
+		if !t.Quant.Enabled() {
+			return t.Kind.Width()
+		}
+		if t.Quant.Bounded {
+			return uint(t.Quant.Bits)
+		}
+	}
+	return 0
+}
+
+// deltaWidth returns the modulus, in bits, of delta arithmetic on t.
+func deltaWidth(t *schema.Type) uint {
+	switch {
+	case t.Quant.Enabled() && t.Quant.Bounded:
+		return uint(t.Quant.Bits)
+	case t.Quant.Enabled():
+		return 64
+	}
+	return t.Kind.Width()
+}
+
+// signExtend interprets the low w bits of v as a two's complement number.
+func signExtend(v uint64, w uint) int64 {
+	s := 64 - w
+	return int64(v<<s) >> s
+}
+
+// codeFull returns the unsigned code of a stored numeric value in full mode
+// (for kinds that use U(k); see rawBits).
+func codeFull(t *schema.Type, v uint64) uint64 {
+	switch {
+	case t.Kind.Signed():
+		return zigzag(int64(v))
+	case t.Kind == schema.Float32 || t.Kind == schema.Float64:
+		return zigzag(int64(v)) // unbounded quantization code
+	}
+	return v
+}
+
+// codeDelta returns the unsigned code of the change old → new in delta mode.
+func codeDelta(t *schema.Type, old, new uint64) uint64 {
+	if t.Kind == schema.Ref {
+		return new
+	}
+	w := deltaWidth(t)
+	return zigzag(signExtend(new-old, w))
+}
+
+// decodeFull maps a full-mode code back to a stored value, reporting false
+// if the value does not fit the kind.
+func decodeFull(t *schema.Type, u uint64) (uint64, bool) {
+	switch k := t.Kind; {
+	case k.Signed():
+		v := unzigzag(u)
+		w := k.Width()
+		return uint64(v), w == 64 || v == signExtend(uint64(v), w)
+	case k == schema.Float32 || k == schema.Float64:
+		return uint64(unzigzag(u)), true
+	case k == schema.Bool:
+		return u, u <= 1
+	default:
+		w := k.Width()
+		return u, w == 64 || u>>w == 0
+	}
+}
+
+// decodeDelta applies a delta-mode code to old.
+func decodeDelta(t *schema.Type, old, u uint64) (uint64, bool) {
+	switch t.Kind {
+	case schema.Ref:
+		return u, u>>32 == 0
+	case schema.Bool:
+		return u, u <= 1
+	}
+	w := deltaWidth(t)
+	v := old + uint64(unzigzag(u))
+	if w < 64 {
+		v &= 1<<w - 1
+	}
+	// Re-extend to the stored representation.
+	if t.Kind.Signed() {
+		v = uint64(signExtend(v, w))
+	}
+	return v, true
+}
+
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// kStats accumulates the bit lengths of the codes written with one k.
+type kStats struct {
+	hist   [65]uint32
+	lo, hi uint8
+	n      uint32
+}
+
+func (s *kStats) reset() {
+	if s.n > 0 {
+		clear(s.hist[s.lo : s.hi+1])
+	}
+	s.n, s.lo, s.hi = 0, 64, 0
+}
+
+func (s *kStats) add(u uint64) {
+	b := uint8(bits.Len64(u))
+	s.hist[b]++
+	s.n++
+	s.lo = min(s.lo, b)
+	s.hi = max(s.hi, b)
+}
+
+// best returns the k that minimises the total U(k) size of the values seen.
+func (s *kStats) best() uint {
+	if s.n == 0 {
+		return 0
+	}
+	best, bestCost := uint(0), uint64(1<<63)
+	lo := uint(s.lo)
+	if lo > 0 {
+		lo--
+	}
+	for k := lo; k <= uint(s.hi) && k <= 63; k++ {
+		var cost uint64
+		for b := uint(s.lo); b <= uint(s.hi); b++ {
+			c := uint64(s.hist[b])
+			if c == 0 {
+				continue
+			}
+			switch {
+			case b <= k:
+				cost += c * uint64(k+1)
+			case b == 64:
+				cost += c * uint64(64-k+63)
+			default:
+				cost += c * uint64(2*b-k)
+			}
+		}
+		if cost < bestCost {
+			best, bestCost = k, cost
+		}
+	}
+	return best
+}

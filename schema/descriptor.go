@@ -1,0 +1,294 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/replicago/replica/wire"
+)
+
+// DescriptorVersion is the version of the descriptor encoding.
+const DescriptorVersion = 1
+
+// ErrDescriptor wraps every error of DecodeDescriptor.
+var ErrDescriptor = errors.New("schema: bad descriptor")
+
+// Descriptor limits: a descriptor is read from the network before anything
+// else, so it is bounded independently of any configuration.
+const (
+	maxDescStructs = 4096
+	maxDescFields  = 65536
+	maxDescName    = 256
+)
+
+// AppendDescriptor appends the compact descriptor of s to b: every class
+// and every struct type it reaches, with field IDs, names, types and
+// flags. docs/protocol.md specifies the format.
+func (s *Schema) AppendDescriptor(b []byte) []byte {
+	var structs []*Struct
+	index := make(map[*Struct]int)
+	var visit func(st *Struct)
+	var visitType func(t *Type)
+	visit = func(st *Struct) {
+		if _, ok := index[st]; ok {
+			return
+		}
+		index[st] = len(structs)
+		structs = append(structs, st)
+		for _, f := range st.Fields {
+			visitType(&f.Type)
+		}
+	}
+	visitType = func(t *Type) {
+		if t.Struct != nil {
+			visit(t.Struct)
+		}
+		if t.Elem != nil {
+			visitType(t.Elem)
+		}
+	}
+	for _, c := range s.Classes {
+		visit(c)
+	}
+	var w wire.Writer
+	w.Reset(b[len(b):])
+	w.U(DescriptorVersion, 0)
+	w.U(uint64(len(structs)), 2)
+	for _, st := range structs {
+		w.String(st.Name)
+		w.U(uint64(len(st.Fields)), 2)
+		prev := uint32(0)
+		for _, f := range st.Fields {
+			w.U(uint64(f.ID-prev-1), 2)
+			prev = f.ID
+			w.String(f.Name)
+			writeType(&w, &f.Type, index)
+			w.Bits(uint64(f.Vis), 2)
+			w.Bits(uint64(f.Life), 2)
+			w.Bits(uint64(f.Chan), 1)
+			w.Bool(f.Deprecated)
+		}
+	}
+	w.U(uint64(len(s.Classes)), 2)
+	for _, c := range s.Classes {
+		w.U(uint64(index[c]), 2)
+		w.U(uint64(c.ID), 4)
+	}
+	return append(b, w.Finish()...)
+}
+
+func writeType(w *wire.Writer, t *Type, index map[*Struct]int) {
+	w.Bits(uint64(t.Kind), 5)
+	switch t.Kind {
+	case Float32, Float64:
+		switch q := t.Quant; {
+		case !q.Enabled():
+			w.Bits(0, 2)
+		case !q.Bounded:
+			w.Bits(1, 2)
+			w.Bits(math.Float64bits(q.Step), 64)
+		default:
+			w.Bits(2, 2)
+			w.Bits(math.Float64bits(q.Step), 64)
+			w.Bits(math.Float64bits(q.Min), 64)
+			w.Bits(uint64(q.Bits), 6)
+		}
+	case Nested:
+		w.U(uint64(index[t.Struct]), 2)
+	case List:
+		writeType(w, t.Elem, index)
+	case Map:
+		w.Bits(uint64(t.Key), 5)
+		writeType(w, t.Elem, index)
+	case Bag:
+		w.Bits(uint64(t.Key), 5)
+		w.U(uint64(index[t.Struct]), 2)
+	}
+}
+
+// DecodeDescriptor decodes a descriptor produced by AppendDescriptor and
+// returns the schema it describes, laid out and validated. Every failure
+// wraps ErrDescriptor.
+func DecodeDescriptor(b []byte) (*Schema, error) {
+	s, err := decodeDescriptor(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDescriptor, err)
+	}
+	return s, nil
+}
+
+func decodeDescriptor(b []byte) (*Schema, error) {
+	r := wire.NewReader(b)
+	if v := r.U(0); r.Err() == nil && v != DescriptorVersion {
+		return nil, fmt.Errorf("version %d, want %d", v, DescriptorVersion)
+	}
+	n := r.Count(2, maxDescStructs, 8, "structs")
+	structs := make([]*Struct, n)
+	for i := range structs {
+		structs[i] = new(Struct)
+	}
+	fields := 0
+	for _, st := range structs {
+		st.Name = r.String(maxDescName)
+		nf := r.Count(2, maxDescFields-fields, 8, "fields")
+		fields += nf
+		prev := uint64(0)
+		for j := 0; j < nf && r.Err() == nil; j++ {
+			id := prev + 1 + r.U(2)
+			if id > math.MaxUint32 {
+				return nil, errors.New("field ID out of range")
+			}
+			prev = id
+			f := &Field{ID: uint32(id), Name: r.String(maxDescName)}
+			if err := readType(r, &f.Type, structs, 0); err != nil {
+				return nil, err
+			}
+			f.Vis = Visibility(r.Bits(2))
+			f.Life = Lifetime(r.Bits(2))
+			f.Chan = Channel(r.Bits(1))
+			f.Deprecated = r.Bool()
+			st.Fields = append(st.Fields, f)
+		}
+	}
+	nc := r.Count(2, n, 2, "classes")
+	classes := make([]*Struct, 0, nc)
+	for i := 0; i < nc && r.Err() == nil; i++ {
+		idx := r.U(2)
+		id := r.U(4)
+		if r.Err() != nil {
+			break
+		}
+		if idx >= uint64(n) || id > math.MaxUint32 {
+			return nil, errors.New("class entry out of range")
+		}
+		c := structs[idx]
+		if c.Class {
+			return nil, fmt.Errorf("struct %s listed as a class twice", c.Name)
+		}
+		c.Class, c.ID = true, uint32(id)
+		classes = append(classes, c)
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	if rem := r.Remaining(); rem >= 8 || r.Bits(uint(rem)) != 0 {
+		return nil, errors.New("trailing data")
+	}
+	return New(classes...)
+}
+
+func readType(r *wire.Reader, t *Type, structs []*Struct, depth int) error {
+	if depth > 4 {
+		return errors.New("type nested too deeply")
+	}
+	t.Kind = Kind(r.Bits(5))
+	if r.Err() != nil {
+		return r.Err()
+	}
+	structAt := func() (*Struct, error) {
+		i := r.U(2)
+		if r.Err() != nil {
+			return nil, r.Err()
+		}
+		if i >= uint64(len(structs)) {
+			return nil, fmt.Errorf("struct index %d out of range", i)
+		}
+		return structs[i], nil
+	}
+	var err error
+	switch t.Kind {
+	case Bool, Int8, Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64, String, Bytes, Ref:
+	case Float32, Float64:
+		switch mode := r.Bits(2); mode {
+		case 0:
+		case 1, 2:
+			t.Quant.Step = math.Float64frombits(r.Bits(64))
+			if mode == 2 {
+				t.Quant.Bounded = true
+				t.Quant.Min = math.Float64frombits(r.Bits(64))
+				t.Quant.Bits = uint8(r.Bits(6))
+				if math.IsNaN(t.Quant.Min) || math.IsInf(t.Quant.Min, 0) {
+					return errors.New("invalid quantization minimum")
+				}
+			}
+			if !(t.Quant.Step > 0) || math.IsInf(t.Quant.Step, 0) {
+				return errors.New("invalid quantization step")
+			}
+		default:
+			return fmt.Errorf("quantization mode %d", mode)
+		}
+	case Nested:
+		t.Struct, err = structAt()
+	case List:
+		t.Elem = new(Type)
+		err = readType(r, t.Elem, structs, depth+1)
+	case Map:
+		t.Key = Kind(r.Bits(5))
+		t.Elem = new(Type)
+		err = readType(r, t.Elem, structs, depth+1)
+	case Bag:
+		t.Key = Kind(r.Bits(5))
+		t.Struct, err = structAt()
+	default:
+		return fmt.Errorf("kind %d", t.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	return r.Err()
+}
+
+// Compatible reports whether data encoded with schema remote can be decoded
+// into schema local: every field both versions have (matched by class ID
+// and field ID path) must have the same type, including quantization.
+// Fields only one side has are fine: the decoder skips or defaults them.
+func Compatible(local, remote *Schema) error {
+	if local == remote {
+		return nil
+	}
+	seen := make(map[[2]*Struct]bool)
+	for _, rc := range remote.Classes {
+		lc := local.Class(rc.ID)
+		if lc == nil {
+			continue
+		}
+		if err := compatStruct(lc, rc, seen); err != nil {
+			return fmt.Errorf("class %s: %w", lc.Name, err)
+		}
+	}
+	return nil
+}
+
+func compatStruct(l, r *Struct, seen map[[2]*Struct]bool) error {
+	key := [2]*Struct{l, r}
+	if seen[key] {
+		return nil
+	}
+	seen[key] = true
+	for _, rf := range r.Fields {
+		lf := l.Field(rf.ID)
+		if lf == nil || lf.Deprecated || rf.Deprecated {
+			continue
+		}
+		if err := compatType(&lf.Type, &rf.Type, seen); err != nil {
+			return fmt.Errorf("field %s (ID %d): %w", lf.Name, lf.ID, err)
+		}
+	}
+	return nil
+}
+
+func compatType(l, r *Type, seen map[[2]*Struct]bool) error {
+	if l.Kind != r.Kind || l.Key != r.Key || l.Quant != r.Quant {
+		return fmt.Errorf("type %s here, %s on the other side", l, r)
+	}
+	if l.Struct != nil {
+		if err := compatStruct(l.Struct, r.Struct, seen); err != nil {
+			return err
+		}
+	}
+	if l.Elem != nil {
+		return compatType(l.Elem, r.Elem, seen)
+	}
+	return nil
+}

@@ -1,0 +1,487 @@
+// Package schema is replica's model of declared entity classes: value kinds,
+// per-field flags, quantization, stable field IDs and the slot layout that
+// the runtime stores values in. It also encodes the compact schema
+// descriptor exchanged at connect time and decides whether two versions of
+// a schema are compatible.
+//
+// Schemas are normally built by code that replicagen generates; building
+// them by hand is supported for tests and tools.
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Kind is the kind of a value.
+type Kind uint8
+
+// Value kinds. The numeric value of each is part of the wire format.
+const (
+	Invalid Kind = iota
+	Bool
+	Int8
+	Int16
+	Int32
+	Int64
+	Uint8
+	Uint16
+	Uint32
+	Uint64
+	Float32
+	Float64
+	String
+	Bytes
+	Ref    // reference to another entity, by network ID
+	Nested // nested struct, stored inline
+	List   // ordered list of Elem
+	Map    // map from an int or string Key to Elem
+	Bag    // id-keyed container of struct items with per-item field updates
+	numKinds
+)
+
+var kindNames = [...]string{"invalid", "bool", "int8", "int16", "int32", "int64",
+	"uint8", "uint16", "uint32", "uint64", "float32", "float64", "string", "bytes",
+	"ref", "nested", "list", "map", "bag"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Numeric reports whether values of kind k live in a numeric slot (a uint64).
+func (k Kind) Numeric() bool { return k >= Bool && k <= Float64 || k == Ref }
+
+// Signed reports whether k is a signed integer kind.
+func (k Kind) Signed() bool { return k >= Int8 && k <= Int64 }
+
+// Width returns the bit width of an integer, float or bool kind (Ref is 32).
+func (k Kind) Width() uint {
+	switch k {
+	case Bool:
+		return 1
+	case Int8, Uint8:
+		return 8
+	case Int16, Uint16:
+		return 16
+	case Int32, Uint32, Float32, Ref:
+		return 32
+	case Int64, Uint64, Float64:
+		return 64
+	}
+	return 0
+}
+
+// Container reports whether k is List, Map or Bag.
+func (k Kind) Container() bool { return k == List || k == Map || k == Bag }
+
+// ValidKey reports whether k may key a Map or Bag.
+func (k Kind) ValidKey() bool { return k >= Int8 && k <= Uint64 || k == String }
+
+// Visibility says which clients may see a field. It is a bit set: a field is
+// sent to an entity's owner when VisOwner is set and to every other client
+// that sees the entity when VisOthers is set.
+type Visibility uint8
+
+// Visibilities.
+const (
+	VisServer Visibility = 0                    // never leaves the server
+	VisOwner  Visibility = 1                    // only the owning client
+	VisOthers Visibility = 2                    // every client except the owner
+	VisAll    Visibility = VisOwner | VisOthers // every client
+)
+
+func (v Visibility) String() string {
+	switch v {
+	case VisServer:
+		return "server"
+	case VisOwner:
+		return "owner"
+	case VisOthers:
+		return "others"
+	case VisAll:
+		return "all"
+	}
+	return fmt.Sprintf("visibility(%d)", uint8(v))
+}
+
+// Lifetime says when a field's value is reset or kept.
+type Lifetime uint8
+
+// Lifetimes.
+const (
+	LifeSession Lifetime = iota // the default: kept for the entity's life, reset at re-login
+	LifeScene                   // reset when the entity changes scene or space
+	LifeProcess                 // dropped when the entity migrates to another process
+	LifePersist                 // saved to the database
+)
+
+func (l Lifetime) String() string {
+	switch l {
+	case LifeScene:
+		return "scene"
+	case LifeProcess:
+		return "process"
+	case LifeSession:
+		return "session"
+	case LifePersist:
+		return "persist"
+	}
+	return fmt.Sprintf("lifetime(%d)", uint8(l))
+}
+
+// Channel says how changes to a field travel.
+type Channel uint8
+
+// Channels.
+const (
+	Reliable   Channel = iota // ordered, latest value wins, intermediate values may be skipped
+	Unreliable                // datagrams, delta against the last acknowledged baseline
+)
+
+func (c Channel) String() string {
+	if c == Unreliable {
+		return "unreliable"
+	}
+	return "reliable"
+}
+
+// Quant describes the quantization of a float field. A bounded quantization
+// maps [Min, Min+Step·(2^Bits−1)] onto Bits-bit integers; an unbounded one
+// maps v to round(v/Step) as a signed integer.
+type Quant struct {
+	Step    float64
+	Min     float64 // bounded only
+	Bits    uint8   // bounded only, 1..32
+	Bounded bool
+}
+
+// NewQuant builds a quantization from the tag parameters quant (step), min,
+// max and bits; zero means absent. Valid combinations: step alone
+// (unbounded); step with min and max (bits derived); bits with min and max
+// (step derived).
+func NewQuant(step, min, max float64, bits int, hasMin, hasMax bool) (Quant, error) {
+	switch {
+	case bits != 0 && step != 0:
+		return Quant{}, errors.New("give either quant= or bits=, not both")
+	case bits != 0:
+		if !hasMin || !hasMax {
+			return Quant{}, errors.New("bits= needs both min= and max=")
+		}
+		if bits < 1 || bits > 32 {
+			return Quant{}, fmt.Errorf("bits=%d out of range 1..32", bits)
+		}
+		if !(max > min) {
+			return Quant{}, fmt.Errorf("max=%v must be greater than min=%v", max, min)
+		}
+		return Quant{Step: (max - min) / float64(uint64(1)<<bits-1), Min: min, Bits: uint8(bits), Bounded: true}, nil
+	case step != 0:
+		if !(step > 0) || math.IsInf(step, 0) {
+			return Quant{}, fmt.Errorf("quant=%v must be a positive step", step)
+		}
+		if hasMin != hasMax {
+			return Quant{}, errors.New("min= and max= go together")
+		}
+		if !hasMin {
+			return Quant{Step: step}, nil
+		}
+		if !(max > min) {
+			return Quant{}, fmt.Errorf("max=%v must be greater than min=%v", max, min)
+		}
+		n := math.Ceil((max-min)/step - 1e-9)
+		b := 1
+		for b < 32 && float64(uint64(1)<<b-1) < n {
+			b++
+		}
+		if float64(uint64(1)<<b-1) < n {
+			return Quant{}, fmt.Errorf("range %v..%v at step %v needs more than 32 bits", min, max, step)
+		}
+		return Quant{Step: step, Min: min, Bits: uint8(b), Bounded: true}, nil
+	case hasMin || hasMax:
+		return Quant{}, errors.New("min= and max= need quant= or bits=")
+	}
+	return Quant{}, nil
+}
+
+// Enabled reports whether q quantizes at all.
+func (q Quant) Enabled() bool { return q.Step != 0 }
+
+// Max returns the largest representable value of a bounded quantization.
+func (q Quant) Max() float64 { return q.Min + q.Step*float64(uint64(1)<<q.Bits-1) }
+
+// Quantize maps v to its integer code (clamped for bounded quantizations).
+// NaN maps to 0.
+func (q Quant) Quantize(v float64) int64 {
+	if v != v {
+		return 0
+	}
+	if q.Bounded {
+		x := math.Round((v - q.Min) / q.Step)
+		if !(x > 0) {
+			return 0
+		}
+		top := float64(uint64(1)<<q.Bits - 1)
+		if x > top {
+			return int64(top)
+		}
+		return int64(x)
+	}
+	x := math.Round(v / q.Step)
+	if x >= 1<<62 {
+		return 1 << 62
+	}
+	if x <= -(1 << 62) {
+		return -(1 << 62)
+	}
+	return int64(x)
+}
+
+// Dequantize maps an integer code back to a value.
+func (q Quant) Dequantize(c int64) float64 {
+	if q.Bounded {
+		return q.Min + float64(c)*q.Step
+	}
+	return float64(c) * q.Step
+}
+
+// Type is a value type: a kind plus what the kind needs.
+type Type struct {
+	Kind   Kind
+	Quant  Quant   // Float32, Float64
+	Struct *Struct // Nested, and the item type of a Bag
+	Elem   *Type   // List, Map: element type
+	Key    Kind    // Map, Bag: key kind
+}
+
+// String renders t the way the schema lock file records it, for example
+// "list<float32 q(0.015625)>" or "bag<uint32,Item>".
+func (t *Type) String() string {
+	switch t.Kind {
+	case Float32, Float64:
+		if t.Quant.Enabled() {
+			if t.Quant.Bounded {
+				return fmt.Sprintf("%s q(%g,%g,%d)", t.Kind, t.Quant.Step, t.Quant.Min, t.Quant.Bits)
+			}
+			return fmt.Sprintf("%s q(%g)", t.Kind, t.Quant.Step)
+		}
+	case Nested:
+		return t.Struct.Name
+	case List:
+		return "list<" + t.Elem.String() + ">"
+	case Map:
+		return "map<" + t.Key.String() + "," + t.Elem.String() + ">"
+	case Bag:
+		return "bag<" + t.Key.String() + "," + t.Struct.Name + ">"
+	}
+	return t.Kind.String()
+}
+
+// Field is one declared field of a struct.
+type Field struct {
+	ID         uint32
+	Name       string
+	Type       Type
+	Vis        Visibility
+	Life       Lifetime
+	Chan       Channel
+	Deprecated bool // kept for its ID; never stored or sent
+
+	// Layout, set by Struct.Layout. Offsets are relative to the start of
+	// the enclosing struct's slots.
+	Num  int // numeric slot (numeric kinds)
+	Obj  int // object slot (string, bytes, containers)
+	Leaf int // first leaf index; a nested struct spans Leaf..Leaf+Type.Struct.Leaves-1
+}
+
+// MaxLeaves bounds the number of leaves a struct flattens to: its scalar
+// and container fields, counting those of nested structs.
+const MaxLeaves = 1 << 16
+
+// Struct is an entity class or a nested struct type.
+type Struct struct {
+	Name   string
+	Class  bool   // entity class (top level) rather than a nested type
+	ID     uint32 // class ID when Class
+	Fields []*Field
+
+	// Layout, set by Layout: totals over nested structs, which are stored
+	// inline in their parent's slots.
+	NumSlots int
+	ObjSlots int
+	Leaves   int // leaves: scalar and container fields, nested ones flattened
+	laidOut  bool
+	laying   bool
+	byID     map[uint32]*Field
+	leaves   []LeafInfo
+}
+
+// LeafInfo locates one leaf of a struct's flattened layout.
+type LeafInfo struct {
+	Field *Field
+	Num   int        // absolute numeric slot, or −1
+	Obj   int        // absolute object slot, or −1
+	Vis   Visibility // effective visibility: the parent fields' visibilities intersected
+	Path  []uint32   // field IDs from the struct down to the leaf
+}
+
+// Field returns the field with the given ID, or nil.
+func (s *Struct) Field(id uint32) *Field { return s.byID[id] }
+
+// Leaf returns information about leaf i of the flattened layout.
+func (s *Struct) Leaf(i int) *LeafInfo { return &s.leaves[i] }
+
+// Layout validates s and every struct it reaches and assigns slots. It is
+// idempotent and must be called before s is used by the runtime.
+func (s *Struct) Layout() error {
+	return s.layout(nil)
+}
+
+func (s *Struct) layout(stack []*Struct) error {
+	if s.laidOut {
+		return nil
+	}
+	for _, t := range stack {
+		if t == s {
+			return fmt.Errorf("schema: struct %s contains itself; use a list, map or bag for recursion", s.Name)
+		}
+	}
+	if s.laying {
+		return nil // reached again through a container while being laid out
+	}
+	s.laying = true
+	defer func() { s.laying = false }()
+	stack = append(stack, s)
+	sort.Slice(s.Fields, func(i, j int) bool { return s.Fields[i].ID < s.Fields[j].ID })
+	s.byID = make(map[uint32]*Field, len(s.Fields))
+	s.NumSlots, s.ObjSlots, s.Leaves = 0, 0, 0
+	s.leaves = s.leaves[:0]
+	for _, f := range s.Fields {
+		if f.ID == 0 {
+			return fmt.Errorf("schema: %s.%s: field ID 0 is reserved", s.Name, f.Name)
+		}
+		if _, dup := s.byID[f.ID]; dup {
+			return fmt.Errorf("schema: %s.%s: duplicate field ID %d", s.Name, f.Name, f.ID)
+		}
+		s.byID[f.ID] = f
+		if err := f.Type.validate(stack); err != nil {
+			return fmt.Errorf("schema: %s.%s: %w", s.Name, f.Name, err)
+		}
+		f.Num, f.Obj, f.Leaf = -1, -1, s.Leaves
+		if f.Deprecated {
+			continue
+		}
+		switch {
+		case f.Type.Kind.Numeric():
+			f.Num = s.NumSlots
+			s.leaves = append(s.leaves, LeafInfo{Field: f, Num: f.Num, Obj: -1, Vis: f.Vis, Path: []uint32{f.ID}})
+			s.NumSlots++
+			s.Leaves++
+		case f.Type.Kind == Nested:
+			sub := f.Type.Struct
+			f.Num, f.Obj = s.NumSlots, s.ObjSlots
+			for _, l := range sub.leaves {
+				l.Num = offset(l.Num, s.NumSlots)
+				l.Obj = offset(l.Obj, s.ObjSlots)
+				l.Vis &= f.Vis
+				l.Path = append([]uint32{f.ID}, l.Path...)
+				s.leaves = append(s.leaves, l)
+			}
+			s.NumSlots += sub.NumSlots
+			s.ObjSlots += sub.ObjSlots
+			s.Leaves += sub.Leaves
+			if s.Leaves > MaxLeaves {
+				return fmt.Errorf("schema: %s flattens to more than %d fields", s.Name, MaxLeaves)
+			}
+		default:
+			f.Obj = s.ObjSlots
+			s.leaves = append(s.leaves, LeafInfo{Field: f, Num: -1, Obj: f.Obj, Vis: f.Vis, Path: []uint32{f.ID}})
+			s.ObjSlots++
+			s.Leaves++
+		}
+	}
+	s.laidOut = true
+	return nil
+}
+
+func offset(slot, base int) int {
+	if slot < 0 {
+		return slot
+	}
+	return slot + base
+}
+
+func (t *Type) validate(stack []*Struct) error {
+	switch k := t.Kind; {
+	case k == Invalid || k >= numKinds:
+		return fmt.Errorf("invalid kind %d", k)
+	case k == Float32 || k == Float64:
+		if q := t.Quant; q.Enabled() && (!(q.Step > 0) || q.Bounded && (q.Bits < 1 || q.Bits > 32)) {
+			return fmt.Errorf("invalid quantization %+v", q)
+		}
+	case k == Nested:
+		if t.Struct == nil {
+			return errors.New("struct kind without a struct")
+		}
+		if t.Struct.Class {
+			return fmt.Errorf("entity class %s cannot be nested; use a ref", t.Struct.Name)
+		}
+		return t.Struct.layout(stack)
+	case k == List || k == Map:
+		if t.Elem == nil {
+			return fmt.Errorf("%s without an element type", k)
+		}
+		if k == Map && !t.Key.ValidKey() {
+			return fmt.Errorf("map key kind %s: want an integer or string", t.Key)
+		}
+		if t.Elem.Kind.Container() {
+			return fmt.Errorf("%s of %s: wrap the inner container in a struct", k, t.Elem.Kind)
+		}
+		if t.Elem.Kind == Nested {
+			// Elements are separate records, so recursion through a
+			// container is allowed: lay the element out on its own stack.
+			return t.Elem.Struct.layout(nil)
+		}
+		return t.Elem.validate(stack)
+	case k == Bag:
+		if t.Struct == nil || t.Struct.Class {
+			return errors.New("bag items must be a nested struct type")
+		}
+		if !t.Key.ValidKey() || t.Key == String {
+			return fmt.Errorf("bag key kind %s: want an integer", t.Key)
+		}
+		return t.Struct.layout(nil)
+	}
+	return nil
+}
+
+// Schema is a set of entity classes.
+type Schema struct {
+	Classes []*Struct // sorted by ID after Layout
+	byID    map[uint32]*Struct
+}
+
+// New lays out the given classes and returns a schema.
+func New(classes ...*Struct) (*Schema, error) {
+	s := &Schema{Classes: classes, byID: make(map[uint32]*Struct, len(classes))}
+	sort.Slice(s.Classes, func(i, j int) bool { return s.Classes[i].ID < s.Classes[j].ID })
+	for _, c := range classes {
+		if !c.Class {
+			return nil, fmt.Errorf("schema: %s is not an entity class", c.Name)
+		}
+		if _, dup := s.byID[c.ID]; dup {
+			return nil, fmt.Errorf("schema: duplicate class ID %d (%s)", c.ID, c.Name)
+		}
+		if err := c.Layout(); err != nil {
+			return nil, err
+		}
+		s.byID[c.ID] = c
+	}
+	return s, nil
+}
+
+// Class returns the class with the given ID, or nil.
+func (s *Schema) Class(id uint32) *Struct { return s.byID[id] }

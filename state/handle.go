@@ -1,0 +1,392 @@
+package state
+
+import (
+	"fmt"
+
+	"github.com/replicago/replica/schema"
+)
+
+// A Handle addresses the fields of one struct inside a record: an entity's
+// own fields, a nested struct stored inline, or a bag item. Generated code
+// wraps handles in typed accessors; setters on a handle record the change in
+// the entity's tracker, so code outside a schema package can only change
+// state in ways that replicate.
+//
+// Leaf and slot numbers passed to a handle are relative to the struct it
+// addresses (schema.Field.Leaf, .Num, .Obj).
+type Handle struct {
+	e                *Entity // root entity; nil for a detached value
+	r                *Record
+	leaf, num, obj   int32 // offsets of the addressed struct within r
+	bagLeaf          int32 // leaf of e's bag holding r, or −1 when r is e's record
+	pin              int32 // ≥ 0: mark this item leaf instead (r is inside a container of the item)
+	key              uint64
+	container, plain bool
+}
+
+// NewValue returns a handle on a new detached struct value of type t: a
+// value not yet part of any entity, for passing to a list, map or bag.
+// Setters on a detached value change only the value.
+func NewValue(t *schema.Struct) Handle {
+	return Handle{r: NewRecord(t), bagLeaf: -1, pin: -1}
+}
+
+// ValueOf returns a detached handle on a copy of r.
+func ValueOf(r *Record) Handle {
+	return Handle{r: r.Clone(), bagLeaf: -1, pin: -1}
+}
+
+// Record returns the record the handle points into.
+func (h Handle) Record() *Record { return h.r }
+
+// Valid reports whether h addresses anything.
+func (h Handle) Valid() bool { return h.r != nil }
+
+// Value returns the addressed struct as a container element value. It is
+// only meaningful for a handle on a whole record (a detached value or a bag
+// item).
+func (h Handle) Value() Value { return Value{R: h.r} }
+
+// Num returns numeric slot i of the addressed struct.
+func (h Handle) Num(i int) uint64 { return h.r.num[int(h.num)+i] }
+
+// Str returns the string or bytes in object slot i.
+func (h Handle) Str(i int) string { return h.r.obj[int(h.obj)+i].s }
+
+// Nested returns a handle on the nested struct field that starts at leaf
+// and its slots.
+func (h Handle) Nested(leaf, num, obj int) Handle {
+	h.leaf += int32(leaf)
+	h.num += int32(num)
+	h.obj += int32(obj)
+	return h
+}
+
+func (h Handle) leafInfo(leaf int) (int, *schema.LeafInfo) {
+	abs := int(h.leaf) + leaf
+	return abs, h.r.t.Leaf(abs)
+}
+
+// mark records that leaf abs of h.r changed. It reports false when the
+// change need not be recorded in detail (untracked, created this tick, or
+// inside a bag item, which mark handles itself).
+func (h Handle) mark(abs int) bool {
+	if !h.e.tracked() {
+		return false
+	}
+	if h.bagLeaf < 0 {
+		return true
+	}
+	item := abs
+	if h.pin >= 0 {
+		item = int(h.pin)
+	}
+	bag := h.e.Record.obj[h.e.t.Leaf(int(h.bagLeaf)).Obj].c.(*Bag)
+	kc := h.e.keyed(int(h.bagLeaf), Value{N: h.key}, bag.items[h.key] != nil)
+	if !kc.Added {
+		words := (bag.t.Struct.Leaves + 63) / 64
+		for len(kc.Dirty) < words {
+			kc.Dirty = append(kc.Dirty, 0)
+		}
+		kc.Dirty[item>>6] |= 1 << (item & 63)
+	}
+	return false
+}
+
+// SetNum sets the numeric field at leaf to v, given in its plain
+// representation (see [Normalize]).
+func (h Handle) SetNum(leaf int, v uint64) {
+	abs, l := h.leafInfo(leaf)
+	v = Normalize(&l.Field.Type, v)
+	old := h.r.num[l.Num]
+	if old == v {
+		return
+	}
+	h.r.num[l.Num] = v
+	if h.mark(abs) {
+		h.e.markNum(abs, l.Num, old)
+	}
+}
+
+// SetStr sets the string or bytes field at leaf.
+func (h Handle) SetStr(leaf int, s string) {
+	abs, l := h.leafInfo(leaf)
+	if h.r.obj[l.Obj].s == s {
+		return
+	}
+	h.r.obj[l.Obj].s = s
+	if h.mark(abs) {
+		h.e.markLeaf(abs)
+	}
+}
+
+// SetNested copies every field of src, a value of the nested struct type at
+// leaf, into the nested struct field.
+func (h Handle) SetNested(leaf int, src Handle) {
+	abs, _ := h.leafInfo(leaf)
+	f := h.r.t.Leaf(abs).Field
+	_ = f
+	st := src.r.t
+	for i := 0; i < st.Leaves; i++ {
+		l := st.Leaf(i)
+		switch k := l.Field.Type.Kind; {
+		case k.Numeric():
+			h.SetNum(leaf+i, src.r.num[l.Num])
+		case k == schema.String || k == schema.Bytes:
+			h.SetStr(leaf+i, src.r.obj[l.Obj].s)
+		default:
+			h.setContainer(leaf+i, src.r.obj[l.Obj].c)
+		}
+	}
+}
+
+// setContainer replaces the container at leaf with a copy of c.
+func (h Handle) setContainer(leaf int, c any) {
+	abs, l := h.leafInfo(leaf)
+	h.r.obj[l.Obj].c = cloneContainer(c)
+	if h.mark(abs) {
+		cc := h.e.cont(abs)
+		cc.Whole = true
+		cc.Ops = cc.Ops[:0]
+		// Keyed containers are sent whole by marking every key as added.
+		switch c := h.r.obj[l.Obj].c.(type) {
+		case *Map:
+			h.wholeKeys(abs, c)
+		case *Bag:
+			for k := range c.items {
+				h.e.keyed(abs, Value{N: k}, true).Added = true
+			}
+		}
+	}
+}
+
+func (h Handle) wholeKeys(abs int, m *Map) {
+	for k := range m.n {
+		h.e.keyed(abs, Value{N: k}, true).Added = true
+	}
+	for k := range m.s {
+		h.e.keyed(abs, Value{S: k}, true).Added = true
+	}
+}
+
+// List returns a handle on the list field at leaf.
+func (h Handle) List(leaf int) ListHandle {
+	abs, l := h.leafInfo(leaf)
+	return ListHandle{h: h, leaf: int32(abs), l: h.r.obj[l.Obj].c.(*List)}
+}
+
+// Map returns a handle on the map field at leaf.
+func (h Handle) Map(leaf int) MapHandle {
+	abs, l := h.leafInfo(leaf)
+	return MapHandle{h: h, leaf: int32(abs), m: h.r.obj[l.Obj].c.(*Map)}
+}
+
+// Bag returns a handle on the bag field at leaf.
+func (h Handle) Bag(leaf int) BagHandle {
+	abs, l := h.leafInfo(leaf)
+	return BagHandle{h: h, leaf: int32(abs), b: h.r.obj[l.Obj].c.(*Bag)}
+}
+
+// inner returns the handle for a record stored inside the container at
+// leaf abs of h: changes inside it mark that container leaf of the
+// enclosing bag item, or nothing for a container owned by the entity (only
+// bags give out tracked handles on their items).
+func (h Handle) inner(abs int) Handle {
+	if h.bagLeaf >= 0 && h.pin < 0 {
+		h.pin = int32(abs)
+	}
+	return h
+}
+
+func checkElem(t *schema.Type, v Value) Value {
+	if t.Kind == schema.Nested {
+		if v.R == nil || v.R.t != t.Struct {
+			panic(fmt.Sprintf("state: element of type %s expected", t.Struct.Name))
+		}
+		return Value{R: v.R.Clone()}
+	}
+	if t.Kind.Numeric() {
+		return Value{N: Normalize(t, v.N)}
+	}
+	return Value{S: v.S}
+}
+
+// A ListHandle changes a list and records each change.
+type ListHandle struct {
+	h    Handle
+	leaf int32
+	l    *List
+}
+
+// List returns the list for reading.
+func (lh ListHandle) List() *List { return lh.l }
+
+// Len returns the number of elements.
+func (lh ListHandle) Len() int { return len(lh.l.v) }
+
+// At returns element i. A struct element's record must not be modified:
+// copy it with [ValueOf] and store it back with Set.
+func (lh ListHandle) At(i int) Value { return lh.l.v[i] }
+
+func (lh ListHandle) record(op ListOp) {
+	if !lh.h.mark(int(lh.leaf)) {
+		if lh.h.bagLeaf >= 0 && lh.h.e.tracked() {
+			lh.h.inner(int(lh.leaf)).mark(int(lh.leaf))
+		}
+		return
+	}
+	lh.h.e.listOp(int(lh.leaf), lh.l, op)
+}
+
+// Push appends v.
+func (lh ListHandle) Push(v Value) {
+	v = checkElem(lh.l.t.Elem, v)
+	lh.l.v = append(lh.l.v, v)
+	lh.record(ListOp{Code: OpPush, V: v})
+}
+
+// Insert inserts v at index i (0 ≤ i ≤ Len).
+func (lh ListHandle) Insert(i int, v Value) {
+	v = checkElem(lh.l.t.Elem, v)
+	lh.l.insert(i, v)
+	lh.record(ListOp{Code: OpInsert, Index: i, V: v})
+}
+
+// Remove removes element i.
+func (lh ListHandle) Remove(i int) {
+	lh.l.remove(i)
+	lh.record(ListOp{Code: OpRemove, Index: i})
+}
+
+// Set replaces element i with v.
+func (lh ListHandle) Set(i int, v Value) {
+	v = checkElem(lh.l.t.Elem, v)
+	lh.l.v[i] = v
+	lh.record(ListOp{Code: OpSet, Index: i, V: v})
+}
+
+// Clear removes every element.
+func (lh ListHandle) Clear() {
+	clear(lh.l.v)
+	lh.l.v = lh.l.v[:0]
+	lh.record(ListOp{Code: OpClear})
+}
+
+// A MapHandle changes a map and records each change.
+type MapHandle struct {
+	h    Handle
+	leaf int32
+	m    *Map
+}
+
+// Map returns the map for reading.
+func (mh MapHandle) Map() *Map { return mh.m }
+
+// Key normalizes an integer key given in plain representation.
+func (mh MapHandle) Key(k uint64) Value {
+	return Value{N: Normalize(&schema.Type{Kind: mh.m.t.Key}, k)}
+}
+
+func (mh MapHandle) record(k Value, existed, removed bool) {
+	if !mh.h.mark(int(mh.leaf)) {
+		if mh.h.bagLeaf >= 0 && mh.h.e.tracked() {
+			mh.h.inner(int(mh.leaf)).mark(int(mh.leaf))
+		}
+		return
+	}
+	kc := mh.h.e.keyed(int(mh.leaf), k, existed)
+	kc.Removed = removed
+	kc.Added = !removed
+}
+
+// Put sets the value of key k (already normalized, see Key).
+func (mh MapHandle) Put(k, v Value) {
+	v = checkElem(mh.m.t.Elem, v)
+	_, existed := mh.m.put(k, v)
+	mh.record(k, existed, false)
+}
+
+// Delete removes key k.
+func (mh MapHandle) Delete(k Value) {
+	if _, existed := mh.m.del(k); existed {
+		mh.record(k, true, true)
+	}
+}
+
+// Clear removes every key.
+func (mh MapHandle) Clear() {
+	for _, k := range mh.m.Keys(nil) {
+		mh.Delete(k)
+	}
+}
+
+// A BagHandle changes a bag and records each change.
+type BagHandle struct {
+	h    Handle
+	leaf int32
+	b    *Bag
+}
+
+// Bag returns the bag for reading.
+func (bh BagHandle) Bag() *Bag { return bh.b }
+
+// Key normalizes an integer key given in plain representation.
+func (bh BagHandle) Key(k uint64) uint64 {
+	return Normalize(&schema.Type{Kind: bh.b.t.Key}, k)
+}
+
+// Get returns a tracked handle on item k, or an invalid handle if absent.
+func (bh BagHandle) Get(k uint64) Handle {
+	r := bh.b.items[k]
+	if r == nil {
+		return Handle{}
+	}
+	return bh.itemHandle(k, r)
+}
+
+func (bh BagHandle) itemHandle(k uint64, r *Record) Handle {
+	h := bh.h
+	if h.bagLeaf >= 0 {
+		// An item of a bag inside a bag item: changes resend the outer
+		// item's bag field whole.
+		h = h.inner(int(bh.leaf))
+	} else {
+		h.bagLeaf, h.key, h.pin = bh.leaf, k, -1
+	}
+	h.r, h.leaf, h.num, h.obj = r, 0, 0, 0
+	return h
+}
+
+func (bh BagHandle) record(k uint64, existed, removed bool) {
+	if !bh.h.mark(int(bh.leaf)) {
+		if bh.h.bagLeaf >= 0 && bh.h.e.tracked() {
+			bh.h.inner(int(bh.leaf)).mark(int(bh.leaf))
+		}
+		return
+	}
+	kc := bh.h.e.keyed(int(bh.leaf), Value{N: k}, existed)
+	kc.Removed = removed
+	kc.Added = !removed
+	clear(kc.Dirty)
+}
+
+// Add stores a copy of item v under key k, replacing any item there, and
+// returns a tracked handle on the stored item.
+func (bh BagHandle) Add(k uint64, v Handle) Handle {
+	if v.r == nil || v.r.t != bh.b.t.Struct {
+		panic(fmt.Sprintf("state: bag item of type %s expected", bh.b.t.Struct.Name))
+	}
+	r := v.r.Clone()
+	_, existed := bh.b.items[k]
+	bh.b.items[k] = r
+	bh.record(k, existed, false)
+	return bh.itemHandle(k, r)
+}
+
+// Remove removes item k.
+func (bh BagHandle) Remove(k uint64) {
+	if _, existed := bh.b.items[k]; existed {
+		delete(bh.b.items, k)
+		bh.record(k, true, true)
+	}
+}

@@ -1,0 +1,375 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/replicago/replica/schema"
+)
+
+// ID is an entity's network ID.
+type ID uint32
+
+// An Entity is a replicated object: a record of its class plus its network
+// ID. Server entities belong to a [Tracker], which records every change made
+// through generated setters; client entities are changed only by a [Txn].
+type Entity struct {
+	Record
+	id ID
+	tr *Tracker
+	ch *Change // this tick's change, or nil
+}
+
+// ID returns the entity's network ID.
+func (e *Entity) ID() ID { return e.id }
+
+// Class returns the entity's class.
+func (e *Entity) Class() *schema.Struct { return e.t }
+
+// Handle returns a handle on the entity's own fields.
+func (e *Entity) Handle() Handle { return Handle{e: e, r: &e.Record, bagLeaf: -1, pin: -1} }
+
+// NewEntity returns an untracked entity of class c with the given ID. Client
+// replicas create their entities this way.
+func NewEntity(c *schema.Struct, id ID) *Entity {
+	e := &Entity{id: id}
+	e.init(c)
+	return e
+}
+
+// ErrUnknownClass is returned when spawning a class the tracker's schema
+// does not contain.
+var ErrUnknownClass = errors.New("state: unknown class")
+
+// A Tracker owns the server's entities and records what changes in each
+// tick. It is not safe for concurrent use: the tick goroutine owns it.
+type Tracker struct {
+	schema *schema.Schema
+	ents   map[ID]*Entity
+	nextID ID
+
+	cur     []*Change // changes of the tick in progress, in first-touch order
+	done    Changeset // the last committed tick
+	pool    []*Change
+	keyPool []*KeyChange
+}
+
+// NewTracker returns a tracker for the classes of s.
+func NewTracker(s *schema.Schema) *Tracker {
+	return &Tracker{schema: s, ents: make(map[ID]*Entity)}
+}
+
+// Schema returns the tracker's schema.
+func (t *Tracker) Schema() *schema.Schema { return t.schema }
+
+// Spawn creates an entity of class c with every field at its zero value and
+// records its creation in the current tick.
+func (t *Tracker) Spawn(c *schema.Struct) (*Entity, error) {
+	if t.schema.Class(c.ID) != c {
+		return nil, fmt.Errorf("%w: %s (ID %d)", ErrUnknownClass, c.Name, c.ID)
+	}
+	t.nextID++
+	e := &Entity{id: t.nextID, tr: t}
+	e.init(c)
+	t.ents[e.id] = e
+	e.change().Created = true
+	return e, nil
+}
+
+// Destroy removes e and records its destruction in the current tick. An
+// entity created and destroyed in the same tick leaves no trace.
+func (t *Tracker) Destroy(e *Entity) {
+	if e.tr != t || t.ents[e.id] != e {
+		return
+	}
+	delete(t.ents, e.id)
+	e.change().Destroyed = true
+	e.tr = nil // later writes to a destroyed entity are not replicated
+}
+
+// Entity returns the live entity with the given ID, or nil.
+func (t *Tracker) Entity(id ID) *Entity { return t.ents[id] }
+
+// Len returns the number of live entities.
+func (t *Tracker) Len() int { return len(t.ents) }
+
+// AppendEntities appends every live entity, in ascending ID order, to dst.
+func (t *Tracker) AppendEntities(dst []*Entity) []*Entity {
+	start := len(dst)
+	for _, e := range t.ents {
+		dst = append(dst, e)
+	}
+	slices.SortFunc(dst[start:], func(a, b *Entity) int { return int(a.id) - int(b.id) })
+	return dst
+}
+
+// Commit ends the current tick and returns its changeset. The changeset and
+// everything it references stay valid until the next call to Commit.
+func (t *Tracker) Commit() *Changeset {
+	for _, c := range t.done.Changes {
+		t.recycle(c)
+	}
+	t.done.Changes = t.done.Changes[:0]
+	t.done.Tick++
+	for _, c := range t.cur {
+		c.Entity.ch = nil
+		if c.Created && c.Destroyed {
+			t.recycle(c)
+			continue
+		}
+		t.done.Changes = append(t.done.Changes, c)
+	}
+	t.cur = t.cur[:0]
+	return &t.done
+}
+
+func (t *Tracker) recycle(c *Change) {
+	clear(c.dirty)
+	for _, cc := range c.conts {
+		for _, k := range cc.Keys {
+			t.keyPool = append(t.keyPool, k)
+		}
+		for _, k := range cc.SKeys {
+			t.keyPool = append(t.keyPool, k)
+		}
+		clear(cc.Keys)
+		clear(cc.SKeys)
+		cc.Ops = cc.Ops[:0]
+		cc.Whole = false
+	}
+	c.nconts = 0
+	c.Entity, c.Created, c.Destroyed = nil, false, false
+	t.pool = append(t.pool, c)
+}
+
+func (e *Entity) change() *Change {
+	if e.ch != nil {
+		return e.ch
+	}
+	t := e.tr
+	var c *Change
+	if n := len(t.pool); n > 0 {
+		c, t.pool = t.pool[n-1], t.pool[:n-1]
+	} else {
+		c = new(Change)
+	}
+	words := (e.t.Leaves + 63) / 64
+	c.dirty = slices.Grow(c.dirty[:0], words)[:words]
+	clear(c.dirty)
+	if cap(c.base) < e.t.NumSlots {
+		c.base = make([]uint64, e.t.NumSlots)
+	}
+	c.base = c.base[:e.t.NumSlots]
+	c.Entity = e
+	e.ch = c
+	t.cur = append(t.cur, c)
+	return c
+}
+
+func (t *Tracker) keyChange(existed bool) *KeyChange {
+	var k *KeyChange
+	if n := len(t.keyPool); n > 0 {
+		k, t.keyPool = t.keyPool[n-1], t.keyPool[:n-1]
+		clear(k.Dirty)
+		k.Dirty = k.Dirty[:0]
+		k.Added, k.Removed = false, false
+	} else {
+		k = new(KeyChange)
+	}
+	k.Existed = existed
+	return k
+}
+
+// tracked reports whether changes to e must be recorded now.
+func (e *Entity) tracked() bool {
+	return e != nil && e.tr != nil && (e.ch == nil || !e.ch.Created)
+}
+
+func (e *Entity) markNum(leaf, slot int, old uint64) {
+	c := e.change()
+	w, b := leaf>>6, uint64(1)<<(leaf&63)
+	if c.dirty[w]&b == 0 {
+		c.dirty[w] |= b
+		c.base[slot] = old
+	}
+}
+
+func (e *Entity) markLeaf(leaf int) {
+	c := e.change()
+	c.dirty[leaf>>6] |= 1 << (leaf & 63)
+}
+
+func (e *Entity) cont(leaf int) *ContChange {
+	c := e.change()
+	c.dirty[leaf>>6] |= 1 << (leaf & 63)
+	for _, cc := range c.conts[:c.nconts] {
+		if cc.Leaf == leaf {
+			return cc
+		}
+	}
+	if c.nconts == len(c.conts) {
+		c.conts = append(c.conts, &ContChange{})
+	}
+	cc := c.conts[c.nconts]
+	c.nconts++
+	cc.Leaf = leaf
+	return cc
+}
+
+// listOp records a list operation on the entity's list at leaf.
+func (e *Entity) listOp(leaf int, l *List, op ListOp) {
+	cc := e.cont(leaf)
+	if cc.Whole {
+		return
+	}
+	// Past this many ops the whole list is cheaper to send and to keep.
+	if len(cc.Ops) > len(l.v)+8 {
+		cc.Whole = true
+		cc.Ops = cc.Ops[:0]
+		return
+	}
+	cc.Ops = append(cc.Ops, op)
+}
+
+// keyed returns the change record of key k in the map or bag at leaf.
+func (e *Entity) keyed(leaf int, k Value, existed bool) *KeyChange {
+	cc := e.cont(leaf)
+	if l := e.t.Leaf(leaf); l.Field.Type.Kind == schema.Map && l.Field.Type.Key == schema.String {
+		if cc.SKeys == nil {
+			cc.SKeys = make(map[string]*KeyChange)
+		}
+		kc := cc.SKeys[k.S]
+		if kc == nil {
+			kc = e.tr.keyChange(existed)
+			cc.SKeys[k.S] = kc
+		}
+		return kc
+	}
+	if cc.Keys == nil {
+		cc.Keys = make(map[uint64]*KeyChange)
+	}
+	kc := cc.Keys[k.N]
+	if kc == nil {
+		kc = e.tr.keyChange(existed)
+		cc.Keys[k.N] = kc
+	}
+	return kc
+}
+
+// A Changeset is what changed in one tick: per entity, whether it was
+// created or destroyed, which leaves changed and, for containers, which
+// operations or keys. It is the one input of every consumer of a tick:
+// network encoders, persistence, history and replay.
+type Changeset struct {
+	Tick    uint64
+	Changes []*Change // in the order entities were first touched in the tick
+}
+
+// A Change is what happened to one entity in a tick.
+//
+// A created entity is sent whole, so its dirty set is not maintained. A
+// destroyed entity's record is still readable until the next commit.
+type Change struct {
+	Entity    *Entity
+	Created   bool
+	Destroyed bool
+
+	dirty  []uint64 // leaf bit set
+	base   []uint64 // numeric values at tick start, by slot; valid for dirty numeric leaves
+	conts  []*ContChange
+	nconts int
+}
+
+// Dirty reports whether leaf changed.
+func (c *Change) Dirty(leaf int) bool { return c.dirty[leaf>>6]&(1<<(leaf&63)) != 0 }
+
+// DirtySet returns the leaf bit set: bit i of word i/64 is leaf i. The slice
+// must not be modified.
+func (c *Change) DirtySet() []uint64 { return c.dirty }
+
+// Base returns numeric slot i's value at the start of the tick. It is valid
+// only for slots of dirty leaves.
+func (c *Change) Base(i int) uint64 { return c.base[i] }
+
+// Cont returns the change record of the container at leaf, or nil.
+func (c *Change) Cont(leaf int) *ContChange {
+	for _, cc := range c.conts[:c.nconts] {
+		if cc.Leaf == leaf {
+			return cc
+		}
+	}
+	return nil
+}
+
+// A ContChange is what happened to one container of an entity in a tick.
+// Lists record operations in order; maps and bags record per key what
+// happened, so repeated writes to one key or one item field coalesce.
+type ContChange struct {
+	Leaf  int
+	Whole bool     // a list changed too much: send it whole
+	Ops   []ListOp // list operations, in order
+	Keys  map[uint64]*KeyChange
+	SKeys map[string]*KeyChange // string-keyed maps
+}
+
+// OpCode names a list operation.
+type OpCode uint8
+
+// List operations. The numeric values are part of the wire format.
+const (
+	OpPush   OpCode = iota // append V
+	OpInsert               // insert V at Index
+	OpRemove               // remove the element at Index
+	OpSet                  // replace the element at Index with V
+	OpClear                // remove every element
+)
+
+// ListOp is one recorded list operation.
+type ListOp struct {
+	Code  OpCode
+	Index int
+	V     Value
+}
+
+// KeyChange is what happened to one key of a map or bag in a tick.
+type KeyChange struct {
+	Existed bool     // the key was present at the start of the tick
+	Removed bool     // the key is absent now
+	Added   bool     // the value was replaced wholesale: send it whole
+	Dirty   []uint64 // bag items: leaf bit set of changed item fields
+}
+
+// AnyDirty reports whether any bit in set is in [lo, hi).
+func AnyDirty(set []uint64, lo, hi int) bool {
+	for lo < hi {
+		w := lo >> 6
+		m := ^uint64(0) << (lo & 63)
+		if end := (w + 1) << 6; hi < end {
+			m &= ^uint64(0) >> (end - hi)
+		}
+		if set[w]&m != 0 {
+			return true
+		}
+		lo = (w + 1) << 6
+	}
+	return false
+}
+
+// NextDirty returns the first set bit ≥ i in set, or −1.
+func NextDirty(set []uint64, i int) int {
+	w := i >> 6
+	if w >= len(set) {
+		return -1
+	}
+	if m := set[w] >> (i & 63); m != 0 {
+		return i + bits.TrailingZeros64(m)
+	}
+	for w++; w < len(set); w++ {
+		if set[w] != 0 {
+			return w<<6 + bits.TrailingZeros64(set[w])
+		}
+	}
+	return -1
+}

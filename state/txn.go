@@ -1,0 +1,495 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/replicago/replica/schema"
+)
+
+// Errors a [Txn] returns for operations that contradict the table's state.
+// Decoders wrap them; a peer that sends such data is misbehaving or out of
+// sync.
+var (
+	ErrExists   = errors.New("state: entity already exists")
+	ErrNotFound = errors.New("state: no such entity")
+	ErrIndex    = errors.New("state: container index out of range")
+	ErrNoKey    = errors.New("state: no such key")
+)
+
+// A Table is a client's set of entities, changed only through a [Txn]
+// so that each tick applies atomically.
+type Table struct {
+	ents map[ID]*Entity
+	txn  Txn
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table {
+	t := &Table{ents: make(map[ID]*Entity)}
+	t.txn.t = t
+	t.txn.created = make(map[ID]bool)
+	return t
+}
+
+// Entity returns the entity with the given ID, or nil.
+func (t *Table) Entity(id ID) *Entity { return t.ents[id] }
+
+// Len returns the number of entities.
+func (t *Table) Len() int { return len(t.ents) }
+
+// AppendEntities appends every entity, in ascending ID order, to dst.
+func (t *Table) AppendEntities(dst []*Entity) []*Entity {
+	start := len(dst)
+	for _, e := range t.ents {
+		dst = append(dst, e)
+	}
+	slices.SortFunc(dst[start:], func(a, b *Entity) int { return int(a.id) - int(b.id) })
+	return dst
+}
+
+// Begin starts a transaction. A table has one transaction at a time: Begin
+// discards the events of the previous one.
+func (t *Table) Begin() *Txn {
+	x := &t.txn
+	x.undo = x.undo[:0]
+	clear(x.Events)
+	x.Events = x.Events[:0]
+	clear(x.created)
+	return x
+}
+
+// EventKind says what an [Event] reports.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EvCreate     EventKind = iota + 1 // entity created (its initial values follow as field and item events)
+	EvDestroy                         // entity destroyed
+	EvField                           // scalar leaf changed: Old → New
+	EvListAdd                         // element added at Index: New
+	EvListRemove                      // element removed from Index: Old
+	EvListSet                         // element at Index replaced: Old → New
+	EvMapAdd                          // key added: New
+	EvMapRemove                       // key removed: Old
+	EvMapSet                          // key's value replaced: Old → New
+	EvBagAdd                          // item added (or replaced) under Key
+	EvBagRemove                       // item removed from Key: Old.R
+	EvBagItem                         // item field ItemLeaf changed: Old → New (zero for container fields)
+)
+
+// An Event is one change a transaction applied, for callbacks.
+type Event struct {
+	Kind     EventKind
+	E        *Entity
+	Leaf     int // leaf of the entity's class: the field or container
+	Index    int
+	Key      Value
+	ItemLeaf int
+	Old, New Value
+}
+
+type undoKind uint8
+
+const (
+	uNum undoKind = iota
+	uStr
+	uCont
+	uCreate
+	uDestroy
+	uListInsert
+	uListRemove
+	uListSet
+	uListAll
+	uMapPut
+	uMapDel
+	uBagPut
+	uBagDel
+)
+
+type undo struct {
+	kind    undoKind
+	r       *Record
+	slot    int
+	n       uint64
+	s       string
+	c       any
+	idx     int
+	key     Value
+	v       Value
+	vals    []Value
+	existed bool
+	e       *Entity
+}
+
+// A Txn applies one tick to a [Table] atomically: Commit keeps every
+// change and returns the events to report; Rollback undoes them all. A Txn
+// only changes untracked (client) entities.
+type Txn struct {
+	t       *Table
+	undo    []undo
+	created map[ID]bool
+	Events  []Event
+}
+
+// Get returns the entity with the given ID, or nil.
+func (x *Txn) Get(id ID) *Entity { return x.t.ents[id] }
+
+// CreatedNow reports whether the entity was created in this transaction.
+func (x *Txn) CreatedNow(id ID) bool { return x.created[id] }
+
+// Create adds an entity of class c.
+func (x *Txn) Create(c *schema.Struct, id ID) (*Entity, error) {
+	if x.t.ents[id] != nil {
+		return nil, fmt.Errorf("%w: %d", ErrExists, id)
+	}
+	e := NewEntity(c, id)
+	x.t.ents[id] = e
+	x.created[id] = true
+	x.undo = append(x.undo, undo{kind: uCreate, e: e})
+	x.Events = append(x.Events, Event{Kind: EvCreate, E: e})
+	return e, nil
+}
+
+// Destroy removes the entity with the given ID.
+func (x *Txn) Destroy(id ID) error {
+	e := x.t.ents[id]
+	if e == nil {
+		return fmt.Errorf("%w: %d", ErrNotFound, id)
+	}
+	delete(x.t.ents, id)
+	x.undo = append(x.undo, undo{kind: uDestroy, e: e})
+	x.Events = append(x.Events, Event{Kind: EvDestroy, E: e})
+	return nil
+}
+
+func (x *Txn) field(e *Entity, leaf int, old, new Value) {
+	x.Events = append(x.Events, Event{Kind: EvField, E: e, Leaf: leaf, Old: old, New: new})
+}
+
+// SetNum sets numeric leaf of e to v, already in stored representation.
+func (x *Txn) SetNum(e *Entity, leaf int, v uint64) {
+	slot := e.t.Leaf(leaf).Num
+	old := e.num[slot]
+	if old == v {
+		return
+	}
+	x.undo = append(x.undo, undo{kind: uNum, r: &e.Record, slot: slot, n: old})
+	e.num[slot] = v
+	x.field(e, leaf, Value{N: old}, Value{N: v})
+}
+
+// SetStr sets string or bytes leaf of e to s.
+func (x *Txn) SetStr(e *Entity, leaf int, s string) {
+	slot := e.t.Leaf(leaf).Obj
+	old := e.obj[slot].s
+	if old == s {
+		return
+	}
+	x.undo = append(x.undo, undo{kind: uStr, r: &e.Record, slot: slot, s: old})
+	e.obj[slot].s = s
+	x.field(e, leaf, Value{S: old}, Value{S: s})
+}
+
+// ReplaceContainer replaces the container at leaf of e with c, a container
+// built by [NewList], [NewMap] or [NewBag], and reports the difference as
+// item events.
+func (x *Txn) ReplaceContainer(e *Entity, leaf int, c any) {
+	slot := e.t.Leaf(leaf).Obj
+	old := e.obj[slot].c
+	x.undo = append(x.undo, undo{kind: uCont, r: &e.Record, slot: slot, c: old})
+	e.obj[slot].c = c
+	x.diff(e, leaf, old, c)
+}
+
+func (x *Txn) diff(e *Entity, leaf int, old, new any) {
+	switch o := old.(type) {
+	case *List:
+		n := new.(*List)
+		common := min(len(o.v), len(n.v))
+		for i := 0; i < common; i++ {
+			if !o.v[i].equal(n.v[i]) {
+				x.Events = append(x.Events, Event{Kind: EvListSet, E: e, Leaf: leaf, Index: i, Old: o.v[i], New: n.v[i]})
+			}
+		}
+		for i := len(o.v) - 1; i >= common; i-- {
+			x.Events = append(x.Events, Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: o.v[i]})
+		}
+		for i := common; i < len(n.v); i++ {
+			x.Events = append(x.Events, Event{Kind: EvListAdd, E: e, Leaf: leaf, Index: i, New: n.v[i]})
+		}
+	case *Map:
+		n := new.(*Map)
+		for _, k := range o.Keys(nil) {
+			ov, _ := o.Get(k)
+			if nv, ok := n.Get(k); !ok {
+				x.Events = append(x.Events, Event{Kind: EvMapRemove, E: e, Leaf: leaf, Key: k, Old: ov})
+			} else if !ov.equal(nv) {
+				x.Events = append(x.Events, Event{Kind: EvMapSet, E: e, Leaf: leaf, Key: k, Old: ov, New: nv})
+			}
+		}
+		for _, k := range n.Keys(nil) {
+			if _, ok := o.Get(k); !ok {
+				nv, _ := n.Get(k)
+				x.Events = append(x.Events, Event{Kind: EvMapAdd, E: e, Leaf: leaf, Key: k, New: nv})
+			}
+		}
+	case *Bag:
+		n := new.(*Bag)
+		for _, k := range o.Keys(nil) {
+			or := o.items[k]
+			if nr := n.items[k]; nr == nil {
+				x.Events = append(x.Events, Event{Kind: EvBagRemove, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: or}})
+			} else if !or.Equal(nr) {
+				x.Events = append(x.Events, Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: or}, New: Value{R: nr}})
+			}
+		}
+		for _, k := range n.Keys(nil) {
+			if o.items[k] == nil {
+				x.Events = append(x.Events, Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, New: Value{R: n.items[k]}})
+			}
+		}
+	}
+}
+
+func (x *Txn) list(e *Entity, leaf int) *List { return e.obj[e.t.Leaf(leaf).Obj].c.(*List) }
+
+// ListInsert inserts v at index i of the list at leaf (i = Len appends).
+func (x *Txn) ListInsert(e *Entity, leaf, i int, v Value) error {
+	l := x.list(e, leaf)
+	if i < 0 || i > len(l.v) {
+		return fmt.Errorf("%w: insert at %d of %d", ErrIndex, i, len(l.v))
+	}
+	l.insert(i, v)
+	x.undo = append(x.undo, undo{kind: uListInsert, c: l, idx: i})
+	x.Events = append(x.Events, Event{Kind: EvListAdd, E: e, Leaf: leaf, Index: i, New: v})
+	return nil
+}
+
+// ListRemove removes element i of the list at leaf.
+func (x *Txn) ListRemove(e *Entity, leaf, i int) error {
+	l := x.list(e, leaf)
+	if i < 0 || i >= len(l.v) {
+		return fmt.Errorf("%w: remove %d of %d", ErrIndex, i, len(l.v))
+	}
+	old := l.remove(i)
+	x.undo = append(x.undo, undo{kind: uListRemove, c: l, idx: i, v: old})
+	x.Events = append(x.Events, Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: old})
+	return nil
+}
+
+// ListSet replaces element i of the list at leaf.
+func (x *Txn) ListSet(e *Entity, leaf, i int, v Value) error {
+	l := x.list(e, leaf)
+	if i < 0 || i >= len(l.v) {
+		return fmt.Errorf("%w: set %d of %d", ErrIndex, i, len(l.v))
+	}
+	old := l.v[i]
+	l.v[i] = v
+	x.undo = append(x.undo, undo{kind: uListSet, c: l, idx: i, v: old})
+	x.Events = append(x.Events, Event{Kind: EvListSet, E: e, Leaf: leaf, Index: i, Old: old, New: v})
+	return nil
+}
+
+// ListClear removes every element of the list at leaf.
+func (x *Txn) ListClear(e *Entity, leaf int) {
+	l := x.list(e, leaf)
+	old := l.v
+	l.v = nil
+	x.undo = append(x.undo, undo{kind: uListAll, c: l, vals: old})
+	for i := len(old) - 1; i >= 0; i-- {
+		x.Events = append(x.Events, Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: old[i]})
+	}
+}
+
+// ListLen returns the current length of the list at leaf.
+func (x *Txn) ListLen(e *Entity, leaf int) int { return len(x.list(e, leaf).v) }
+
+// MapPut sets key k of the map at leaf to v.
+func (x *Txn) MapPut(e *Entity, leaf int, k, v Value) {
+	m := e.obj[e.t.Leaf(leaf).Obj].c.(*Map)
+	old, existed := m.put(k, v)
+	x.undo = append(x.undo, undo{kind: uMapPut, c: m, key: k, v: old, existed: existed})
+	if existed {
+		x.Events = append(x.Events, Event{Kind: EvMapSet, E: e, Leaf: leaf, Key: k, Old: old, New: v})
+	} else {
+		x.Events = append(x.Events, Event{Kind: EvMapAdd, E: e, Leaf: leaf, Key: k, New: v})
+	}
+}
+
+// MapDelete removes key k of the map at leaf.
+func (x *Txn) MapDelete(e *Entity, leaf int, k Value) error {
+	m := e.obj[e.t.Leaf(leaf).Obj].c.(*Map)
+	old, existed := m.del(k)
+	if !existed {
+		return fmt.Errorf("%w: delete of an absent map key", ErrNoKey)
+	}
+	x.undo = append(x.undo, undo{kind: uMapDel, c: m, key: k, v: old})
+	x.Events = append(x.Events, Event{Kind: EvMapRemove, E: e, Leaf: leaf, Key: k, Old: old})
+	return nil
+}
+
+func (x *Txn) bag(e *Entity, leaf int) *Bag { return e.obj[e.t.Leaf(leaf).Obj].c.(*Bag) }
+
+// BagPut stores item r under key k of the bag at leaf.
+func (x *Txn) BagPut(e *Entity, leaf int, k uint64, r *Record) {
+	b := x.bag(e, leaf)
+	old, existed := b.items[k]
+	b.items[k] = r
+	x.undo = append(x.undo, undo{kind: uBagPut, c: b, key: Value{N: k}, v: Value{R: old}, existed: existed})
+	x.Events = append(x.Events, Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: old}, New: Value{R: r}})
+}
+
+// BagRemove removes key k of the bag at leaf.
+func (x *Txn) BagRemove(e *Entity, leaf int, k uint64) error {
+	b := x.bag(e, leaf)
+	old := b.items[k]
+	if old == nil {
+		return fmt.Errorf("%w: remove of absent bag item %d", ErrNoKey, k)
+	}
+	delete(b.items, k)
+	x.undo = append(x.undo, undo{kind: uBagDel, c: b, key: Value{N: k}, v: Value{R: old}})
+	x.Events = append(x.Events, Event{Kind: EvBagRemove, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: old}})
+	return nil
+}
+
+// BagItem returns item k of the bag at leaf, or an error if absent.
+func (x *Txn) BagItem(e *Entity, leaf int, k uint64) (*Record, error) {
+	r := x.bag(e, leaf).items[k]
+	if r == nil {
+		return nil, fmt.Errorf("%w: update of absent bag item %d", ErrNoKey, k)
+	}
+	return r, nil
+}
+
+// SetItemNum sets numeric leaf itemLeaf of item r (key k of the bag at
+// leaf of e).
+func (x *Txn) SetItemNum(e *Entity, leaf int, k uint64, r *Record, itemLeaf int, v uint64) {
+	slot := r.t.Leaf(itemLeaf).Num
+	old := r.num[slot]
+	if old == v {
+		return
+	}
+	x.undo = append(x.undo, undo{kind: uNum, r: r, slot: slot, n: old})
+	r.num[slot] = v
+	x.Events = append(x.Events, Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf, Old: Value{N: old}, New: Value{N: v}})
+}
+
+// SetItemStr sets string or bytes leaf itemLeaf of item r.
+func (x *Txn) SetItemStr(e *Entity, leaf int, k uint64, r *Record, itemLeaf int, s string) {
+	slot := r.t.Leaf(itemLeaf).Obj
+	old := r.obj[slot].s
+	if old == s {
+		return
+	}
+	x.undo = append(x.undo, undo{kind: uStr, r: r, slot: slot, s: old})
+	r.obj[slot].s = s
+	x.Events = append(x.Events, Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf, Old: Value{S: old}, New: Value{S: s}})
+}
+
+// SetItemContainer replaces container leaf itemLeaf of item r with c.
+func (x *Txn) SetItemContainer(e *Entity, leaf int, k uint64, r *Record, itemLeaf int, c any) {
+	slot := r.t.Leaf(itemLeaf).Obj
+	x.undo = append(x.undo, undo{kind: uCont, r: r, slot: slot, c: r.obj[slot].c})
+	r.obj[slot].c = c
+	x.Events = append(x.Events, Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf})
+}
+
+// Commit keeps every change and returns the events, in the order the
+// changes were applied. The events are valid until the next Begin.
+func (x *Txn) Commit() []Event {
+	clear(x.undo)
+	x.undo = x.undo[:0]
+	return x.Events
+}
+
+// Rollback undoes every change of the transaction, newest first.
+func (x *Txn) Rollback() {
+	for i := len(x.undo) - 1; i >= 0; i-- {
+		u := &x.undo[i]
+		switch u.kind {
+		case uNum:
+			u.r.num[u.slot] = u.n
+		case uStr:
+			u.r.obj[u.slot].s = u.s
+		case uCont:
+			u.r.obj[u.slot].c = u.c
+		case uCreate:
+			delete(x.t.ents, u.e.id)
+		case uDestroy:
+			x.t.ents[u.e.id] = u.e
+		case uListInsert:
+			u.c.(*List).remove(u.idx)
+		case uListRemove:
+			u.c.(*List).insert(u.idx, u.v)
+		case uListSet:
+			u.c.(*List).v[u.idx] = u.v
+		case uListAll:
+			u.c.(*List).v = u.vals
+		case uMapPut:
+			m := u.c.(*Map)
+			if u.existed {
+				m.put(u.key, u.v)
+			} else {
+				m.del(u.key)
+			}
+		case uMapDel:
+			u.c.(*Map).put(u.key, u.v)
+		case uBagPut:
+			b := u.c.(*Bag)
+			if u.existed {
+				b.items[u.key.N] = u.v.R
+			} else {
+				delete(b.items, u.key.N)
+			}
+		case uBagDel:
+			u.c.(*Bag).items[u.key.N] = u.v.R
+		}
+	}
+	clear(x.undo)
+	x.undo = x.undo[:0]
+	clear(x.Events)
+	x.Events = x.Events[:0]
+	clear(x.created)
+}
+
+// A Builder fills in a new record before anything else can see it;
+// decoders use it for container elements and bag items.
+type Builder struct{ r *Record }
+
+// Build starts a new record of type t.
+func Build(t *schema.Struct) Builder { return Builder{r: NewRecord(t)} }
+
+// SetNum sets numeric leaf to v, in stored representation.
+func (b Builder) SetNum(leaf int, v uint64) { b.r.num[b.r.t.Leaf(leaf).Num] = v }
+
+// SetStr sets string or bytes leaf.
+func (b Builder) SetStr(leaf int, s string) { b.r.obj[b.r.t.Leaf(leaf).Obj].s = s }
+
+// SetContainer sets container leaf to c.
+func (b Builder) SetContainer(leaf int, c any) { b.r.obj[b.r.t.Leaf(leaf).Obj].c = c }
+
+// Record returns the record being built.
+func (b Builder) Record() *Record { return b.r }
+
+// NewList returns a list of type t holding vals (which it keeps).
+func NewList(t *schema.Type, vals []Value) *List { return &List{t: t, v: vals} }
+
+// NewMapOf returns a map of type t with the given keys and values.
+func NewMapOf(t *schema.Type, keys, vals []Value) *Map {
+	m := newMap(t)
+	for i, k := range keys {
+		m.put(k, vals[i])
+	}
+	return m
+}
+
+// NewBagOf returns a bag of type t with the given keys and items.
+func NewBagOf(t *schema.Type, keys []uint64, items []*Record) *Bag {
+	b := newBag(t)
+	for i, k := range keys {
+		b.items[k] = items[i]
+	}
+	return b
+}

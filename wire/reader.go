@@ -1,0 +1,214 @@
+package wire
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// A Reader decodes a bit stream written by [Writer].
+//
+// Errors are sticky: after the first failure every read returns zero and
+// [Reader.Err] reports the cause. Decoders check Err at their commit points
+// and bound every count they read with [Reader.Count], so a lying length can
+// neither loop for long nor allocate much before it is caught.
+type Reader struct {
+	buf  []byte
+	pos  int    // next byte of buf to load into acc
+	acc  uint64 // loaded bits, least significant first
+	n    uint   // number of valid bits in acc
+	err  error
+	read int // bits consumed
+}
+
+// NewReader returns a Reader over b.
+func NewReader(b []byte) *Reader {
+	r := new(Reader)
+	r.Reset(b)
+	return r
+}
+
+// Reset starts reading b from its first bit.
+func (r *Reader) Reset(b []byte) {
+	*r = Reader{buf: b}
+}
+
+// Err returns the first error the Reader met, or nil.
+func (r *Reader) Err() error { return r.err }
+
+// Fail records err as the Reader's error unless one is already recorded.
+// Decoders use it to report semantic errors through the same sticky path.
+func (r *Reader) Fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.n, r.acc, r.pos = 0, 0, len(r.buf)
+}
+
+// Remaining returns the number of unread bits, including the zero padding of
+// the last byte.
+func (r *Reader) Remaining() int {
+	if r.err != nil {
+		return 0
+	}
+	return (len(r.buf)-r.pos)*8 + int(r.n)
+}
+
+// Consumed returns the number of bits read so far.
+func (r *Reader) Consumed() int { return r.read }
+
+func (r *Reader) fill() {
+	for r.n <= 56 && r.pos < len(r.buf) {
+		r.acc |= uint64(r.buf[r.pos]) << r.n
+		r.pos++
+		r.n += 8
+	}
+}
+
+// Bits reads n bits (n ≤ 64).
+func (r *Reader) Bits(n uint) uint64 {
+	if n == 0 || r.err != nil {
+		return 0
+	}
+	if n > 56 {
+		lo := r.Bits(32)
+		return lo | r.Bits(n-32)<<32
+	}
+	if r.n < n {
+		r.fill()
+		if r.n < n {
+			r.Fail(ErrTruncated)
+			return 0
+		}
+	}
+	v := r.acc & (1<<n - 1)
+	r.acc >>= n
+	r.n -= n
+	r.read += int(n)
+	return v
+}
+
+// Bool reads one bit.
+func (r *Reader) Bool() bool { return r.Bits(1) == 1 }
+
+// U reads a value written with the U(k) code.
+func (r *Reader) U(k uint) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if k > MaxK {
+		r.Fail(fmt.Errorf("%w: code parameter %d", ErrMalformed, k))
+		return 0
+	}
+	// Count the leading one bits (at most 64−k of them).
+	maxOnes := 64 - k
+	var ones uint
+	for {
+		if r.n == 0 {
+			r.fill()
+			if r.n == 0 {
+				r.Fail(ErrTruncated)
+				return 0
+			}
+		}
+		t := uint(bits.TrailingZeros64(^r.acc))
+		if t > r.n {
+			t = r.n
+		}
+		if ones+t >= maxOnes {
+			t = maxOnes - ones
+			r.acc >>= t
+			r.n -= t
+			r.read += int(t)
+			ones = maxOnes
+			break
+		}
+		ones += t
+		r.acc >>= t
+		r.n -= t
+		r.read += int(t)
+		if r.n > 0 {
+			// The next bit is the 0 terminator.
+			r.acc >>= 1
+			r.n--
+			r.read++
+			break
+		}
+	}
+	if ones == 0 {
+		return r.Bits(k)
+	}
+	b := k + ones
+	return 1<<(b-1) | r.Bits(b-1)
+}
+
+// S reads a signed value written with [Writer.S].
+func (r *Reader) S(k uint) int64 { return Unzigzag(r.U(k)) }
+
+// Count reads a U(k) count and checks it against max and against the bits
+// left in the input, assuming each counted item takes at least minBits bits.
+// On failure it records an error wrapping ErrLimit or ErrTruncated and
+// returns 0.
+func (r *Reader) Count(k uint, max int, minBits int, what string) int {
+	n := r.U(k)
+	if r.err != nil {
+		return 0
+	}
+	if n > uint64(max) {
+		r.Fail(fmt.Errorf("%w: %s %d > %d", ErrLimit, what, n, max))
+		return 0
+	}
+	if minBits > 0 && n*uint64(minBits) > uint64(r.Remaining()) {
+		r.Fail(fmt.Errorf("%w: %s %d needs more bits than remain", ErrTruncated, what, n))
+		return 0
+	}
+	return int(n)
+}
+
+// Bytes reads a length-prefixed byte string of at most max bytes into a new
+// slice.
+func (r *Reader) Bytes(max int) []byte {
+	n := r.Count(4, max, 8, "byte length")
+	if r.err != nil {
+		return nil
+	}
+	p := make([]byte, n)
+	r.raw(p)
+	return p
+}
+
+// String reads a length-prefixed string of at most max bytes.
+func (r *Reader) String(max int) string {
+	n := r.Count(4, max, 8, "string length")
+	if r.err != nil || n == 0 {
+		return ""
+	}
+	p := make([]byte, n)
+	r.raw(p)
+	return string(p)
+}
+
+// SkipBytes skips a length-prefixed byte string of at most max bytes.
+func (r *Reader) SkipBytes(max int) {
+	n := r.Count(4, max, 8, "byte length")
+	for ; n >= 7; n -= 7 {
+		r.Bits(56)
+	}
+	r.Bits(uint(n) * 8)
+}
+
+func (r *Reader) raw(p []byte) {
+	if r.n == 0 && r.err == nil {
+		// Byte aligned with nothing buffered: copy directly.
+		if len(r.buf)-r.pos < len(p) {
+			r.Fail(ErrTruncated)
+			return
+		}
+		copy(p, r.buf[r.pos:])
+		r.pos += len(p)
+		r.read += 8 * len(p)
+		return
+	}
+	for i := range p {
+		p[i] = byte(r.Bits(8))
+	}
+}

@@ -1,0 +1,140 @@
+package wire
+
+import "math/bits"
+
+// A Writer appends a bit stream to a caller-owned buffer. The zero value is
+// ready to use. Writers never fail: every value is representable.
+type Writer struct {
+	buf []byte
+	acc uint64 // pending bits, least significant first
+	n   uint   // number of pending bits in acc, always < 64
+}
+
+// Reset discards the stream and reuses buf's storage for the next one.
+func (w *Writer) Reset(buf []byte) {
+	w.buf, w.acc, w.n = buf[:0], 0, 0
+}
+
+// BitLen returns the number of bits written so far.
+func (w *Writer) BitLen() int { return len(w.buf)*8 + int(w.n) }
+
+// Bits writes the low n bits of v (n ≤ 64).
+func (w *Writer) Bits(v uint64, n uint) {
+	if n == 0 {
+		return
+	}
+	if n < 64 {
+		v &= 1<<n - 1
+	}
+	w.acc |= v << w.n
+	if w.n+n < 64 {
+		w.n += n
+		return
+	}
+	// acc is full: flush 8 bytes and keep the bits of v that did not fit.
+	a := w.acc
+	w.buf = append(w.buf, byte(a), byte(a>>8), byte(a>>16), byte(a>>24),
+		byte(a>>32), byte(a>>40), byte(a>>48), byte(a>>56))
+	used := 64 - w.n
+	if used < 64 {
+		w.acc = v >> used
+	} else {
+		w.acc = 0
+	}
+	w.n = w.n + n - 64
+}
+
+// Bool writes one bit.
+func (w *Writer) Bool(b bool) {
+	var v uint64
+	if b {
+		v = 1
+	}
+	w.Bits(v, 1)
+}
+
+// U writes n with the U(k) code (see the package documentation).
+func (w *Writer) U(n uint64, k uint) {
+	b := uint(bits.Len64(n))
+	if b <= k {
+		w.Bits(n<<1, k+1) // a 0 bit, then n
+		return
+	}
+	ones := b - k
+	if b < 64 {
+		w.Bits(1<<ones-1, ones+1) // ones, then the 0 terminator
+	} else {
+		w.Bits(1<<ones-1, ones) // ones ≤ 64 here only when k = 0
+	}
+	w.Bits(n, b-1) // the top bit is implied
+}
+
+// S writes a signed value with the U(k) code of its zigzag form.
+func (w *Writer) S(v int64, k uint) { w.U(Zigzag(v), k) }
+
+// Bytes writes a length with U(4) followed by the bytes.
+func (w *Writer) Bytes(p []byte) {
+	w.U(uint64(len(p)), 4)
+	w.raw(p)
+}
+
+// String writes s exactly like [Writer.Bytes].
+func (w *Writer) String(s string) {
+	w.U(uint64(len(s)), 4)
+	for len(s) >= 8 {
+		w.Bits(uint64(s[0])|uint64(s[1])<<8|uint64(s[2])<<16|uint64(s[3])<<24|
+			uint64(s[4])<<32|uint64(s[5])<<40|uint64(s[6])<<48|uint64(s[7])<<56, 64)
+		s = s[8:]
+	}
+	for i := 0; i < len(s); i++ {
+		w.Bits(uint64(s[i]), 8)
+	}
+}
+
+func (w *Writer) raw(p []byte) {
+	if w.n == 0 {
+		w.buf = append(w.buf, p...)
+		return
+	}
+	for len(p) >= 8 {
+		w.Bits(uint64(p[0])|uint64(p[1])<<8|uint64(p[2])<<16|uint64(p[3])<<24|
+			uint64(p[4])<<32|uint64(p[5])<<40|uint64(p[6])<<48|uint64(p[7])<<56, 64)
+		p = p[8:]
+	}
+	for _, c := range p {
+		w.Bits(uint64(c), 8)
+	}
+}
+
+// Append copies the first nbits bits of src, a stream produced by another
+// Writer, onto this one.
+func (w *Writer) Append(src []byte, nbits int) {
+	for nbits >= 64 {
+		w.Bits(uint64(src[0])|uint64(src[1])<<8|uint64(src[2])<<16|uint64(src[3])<<24|
+			uint64(src[4])<<32|uint64(src[5])<<40|uint64(src[6])<<48|uint64(src[7])<<56, 64)
+		src, nbits = src[8:], nbits-64
+	}
+	for nbits >= 8 {
+		w.Bits(uint64(src[0]), 8)
+		src, nbits = src[1:], nbits-8
+	}
+	if nbits > 0 {
+		w.Bits(uint64(src[0]), uint(nbits))
+	}
+}
+
+// Finish flushes the pending bits, padding the last byte with zeros, and
+// returns the stream. The Writer may be reused after Reset.
+func (w *Writer) Finish() []byte {
+	for w.n > 0 {
+		w.buf = append(w.buf, byte(w.acc))
+		w.acc >>= 8
+		if w.n < 8 {
+			w.n = 0
+		} else {
+			w.n -= 8
+		}
+	}
+	w.acc = 0
+	return w.buf
+}
