@@ -123,21 +123,40 @@ func (h Handle) SetStr(leaf int, s string) {
 // SetNested copies every field of src, a value of the nested struct type at
 // leaf, into the nested struct field.
 func (h Handle) SetNested(leaf int, src Handle) {
-	abs, _ := h.leafInfo(leaf)
-	f := h.r.t.Leaf(abs).Field
-	_ = f
-	st := src.r.t
+	st := h.r.t.Leaf(int(h.leaf) + leaf).Field.Type.Struct
 	for i := 0; i < st.Leaves; i++ {
 		l := st.Leaf(i)
 		switch k := l.Field.Type.Kind; {
 		case k.Numeric():
-			h.SetNum(leaf+i, src.r.num[l.Num])
+			h.SetNum(leaf+i, src.r.num[int(src.num)+l.Num])
 		case k == schema.String || k == schema.Bytes:
-			h.SetStr(leaf+i, src.r.obj[l.Obj].s)
+			h.SetStr(leaf+i, src.r.obj[int(src.obj)+l.Obj].s)
 		default:
-			h.setContainer(leaf+i, src.r.obj[l.Obj].c)
+			h.setContainer(leaf+i, src.r.obj[int(src.obj)+l.Obj].c)
 		}
 	}
+}
+
+// Copy returns a detached copy of the struct h addresses, of type t.
+func (h Handle) Copy(t *schema.Struct) Handle {
+	r := NewRecord(t)
+	copy(r.num, h.r.num[h.num:int(h.num)+t.NumSlots])
+	for i := range r.obj {
+		o := h.r.obj[int(h.obj)+i]
+		r.obj[i].s = o.s
+		if o.c != nil {
+			r.obj[i].c = cloneContainer(o.c)
+		}
+	}
+	return Handle{r: r, bagLeaf: -1, pin: -1}
+}
+
+// BoolBits returns the plain representation of b.
+func BoolBits(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // setContainer replaces the container at leaf with a copy of c.
@@ -389,4 +408,13 @@ func (bh BagHandle) Remove(k uint64) {
 		delete(bh.b.items, k)
 		bh.record(k, true, true)
 	}
+}
+
+// Elem returns the struct h addresses, of type t, as a container element
+// value. The list, map or bag that receives it stores a copy.
+func (h Handle) Elem(t *schema.Struct) Value {
+	if h.r.t == t && h.leaf == 0 {
+		return Value{R: h.r}
+	}
+	return h.Copy(t).Value()
 }

@@ -1,0 +1,43 @@
+// Command replica runs replica's demo and benchmarks.
+//
+// Usage:
+//
+//	replica demo  [-entities N] [-clients N] [-hz N] [-duration D]
+//	replica bench -scenario w1 [-clients N] [-quantized] [-json]
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage:
+  replica demo  [-entities N] [-clients N] [-hz N] [-duration D]
+  replica bench -scenario w1 [-clients N] [-quantized] [-json]
+
+Run "replica <command> -h" for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "demo":
+		err = runDemo(args)
+	case "bench":
+		err = runBench(args)
+	case "help", "-h", "-help", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "replica: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "replica:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,259 @@
+// Package bench runs replica's benchmark scenarios (see the W1 workload)
+// and reports them as JSON-ready results.
+package bench
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/internal/arena"
+	"github.com/replicago/replica/internal/workload/w1"
+	"github.com/replicago/replica/state"
+)
+
+// W1Config selects a W1 run.
+type W1Config struct {
+	Clients   int  // clients in broadcast mode; default 1
+	Quantized bool // positions at 1/64 unit and angle in 12 bits
+	Warmup    int  // unmeasured ticks; default 100
+	Measured  int  // measured ticks; default 500
+}
+
+// Percentiles are microsecond percentiles.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+// W1Result is the outcome of a W1 run.
+type W1Result struct {
+	Scenario           string      `json:"scenario"`
+	Mode               string      `json:"mode"`
+	Clients            int         `json:"clients"`
+	Quantized          bool        `json:"quantized"`
+	Ticks              int         `json:"ticks"`
+	Verified           bool        `json:"verified"`
+	ReferenceOK        bool        `json:"reference_ok"`
+	Entity0            [4]string   `json:"entity0"`
+	BytesPerClientTick float64     `json:"bytes_per_client_tick"`
+	ServerUSPerTick    Percentiles `json:"server_us_per_tick"`
+	ClientUSPerTick    Percentiles `json:"client_us_per_tick"`
+	AllocsPerTick      float64     `json:"allocs_per_tick"`
+	ClientAllocsPerTick float64    `json:"client_allocs_per_tick"`
+	BytesPerEntity     float64     `json:"bytes_per_entity_server"`
+	MetadataPerEntity  float64     `json:"metadata_bytes_per_entity_server"`
+	FullStateBytes     int         `json:"full_state_bytes"`
+}
+
+// The W1 reference state of entity 0 after 600 ticks.
+var w1Entity0 = [4]string{"640.8127", "12.208303", "3.2121308", "21"}
+
+// unit is the part of the two generated arena classes the run uses.
+type unit interface {
+	SetX(float32)
+	SetY(float32)
+	SetAngle(float32)
+	SetHp(int16)
+	SetName(string)
+	Entity() *state.Entity
+}
+
+type client struct {
+	tab *state.Table
+	dec *codec.Decoder
+}
+
+// RunW1 runs the W1 arena workload in broadcast mode with real generated
+// entities, a real encoder and one real decoder per client.
+func RunW1(cfg W1Config) (*W1Result, error) {
+	if cfg.Clients <= 0 {
+		cfg.Clients = 1
+	}
+	if cfg.Warmup <= 0 {
+		cfg.Warmup = 100
+	}
+	if cfg.Measured <= 0 {
+		cfg.Measured = 500
+	}
+	sch := arena.Schema()
+	tr := state.NewTracker(sch)
+	world := w1.New(w1.DefaultConfig())
+	n := len(world.X)
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	units := make([]unit, n)
+	for id := range n {
+		var u unit
+		var err error
+		if cfg.Quantized {
+			u, err = arena.SpawnQunit(tr)
+		} else {
+			u, err = arena.SpawnUnit(tr)
+		}
+		if err != nil {
+			return nil, err
+		}
+		u.SetX(world.X[id])
+		u.SetY(world.Y[id])
+		u.SetAngle(world.Angle[id])
+		u.SetHp(world.HP[id])
+		u.SetName(world.Name[id])
+		units[id] = u
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	res := &W1Result{Scenario: "w1", Mode: "broadcast", Clients: cfg.Clients, Quantized: cfg.Quantized,
+		Ticks: cfg.Warmup + cfg.Measured}
+	res.BytesPerEntity = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	// What a plain Go struct of the same fields would hold: three float32s,
+	// an int16, a string header and the name's bytes.
+	var values float64
+	for _, name := range world.Name {
+		values += 12 + 2 + 16 + float64(len(name))
+	}
+	res.MetadataPerEntity = res.BytesPerEntity - values/float64(n)
+
+	var enc codec.Encoder
+	clients := make([]client, cfg.Clients)
+	for i := range clients {
+		dec, err := codec.NewDecoder(sch, nil, codec.Limits{})
+		if err != nil {
+			return nil, err
+		}
+		clients[i] = client{tab: state.NewTable(), dec: dec}
+	}
+	// Everyone joins before the first tick: the creation tick is the full
+	// state.
+	cs := tr.Commit()
+	buf := enc.Delta(nil, cs, codec.PartAll, nil)
+	res.FullStateBytes = len(buf)
+	for _, c := range clients {
+		if err := c.apply(buf); err != nil {
+			return nil, fmt.Errorf("initial state: %w", err)
+		}
+	}
+
+	var (
+		serverUS, clientUS []float64
+		bytes              int
+		allocs, callocs    uint64
+		ms                 runtime.MemStats
+		others             []byte
+	)
+	inbox := make([][]byte, cfg.Clients)
+	for tick := 1; tick <= res.Ticks; tick++ {
+		measured := tick > cfg.Warmup
+		if measured {
+			runtime.ReadMemStats(&ms)
+		}
+		m0 := ms.Mallocs
+		start := time.Now()
+		moved, hpChanged := world.Step()
+		for _, id := range moved {
+			u := units[id]
+			u.SetX(world.X[id])
+			u.SetY(world.Y[id])
+			u.SetAngle(world.Angle[id])
+		}
+		for _, id := range hpChanged {
+			units[id].SetHp(world.HP[id])
+		}
+		cs := tr.Commit()
+		buf = enc.Delta(buf[:0], cs, codec.PartAll, nil)
+		// Broadcast: no client owns anything, so every client also gets the
+		// others partition; W1 has no such fields, so it is empty and not
+		// sent.
+		others = enc.Delta(others[:0], cs, codec.PartOthers, nil)
+		for i := range inbox {
+			inbox[i] = buf // encoded once, shared by every client
+		}
+		elapsed := time.Since(start)
+		if measured {
+			runtime.ReadMemStats(&ms)
+			allocs += ms.Mallocs - m0
+			serverUS = append(serverUS, float64(elapsed.Nanoseconds())/1e3)
+			bytes += len(buf)
+			if !emptySegment(others) {
+				bytes += len(others)
+			}
+		}
+		for i, c := range clients {
+			if measured && i == 0 {
+				runtime.ReadMemStats(&ms)
+			}
+			m0 := ms.Mallocs
+			start := time.Now()
+			if err := c.apply(inbox[i]); err != nil {
+				return nil, fmt.Errorf("tick %d client %d: %w", tick, i, err)
+			}
+			if !emptySegment(others) {
+				if err := c.apply(others); err != nil {
+					return nil, fmt.Errorf("tick %d client %d: %w", tick, i, err)
+				}
+			}
+			if measured {
+				clientUS = append(clientUS, float64(time.Since(start).Nanoseconds())/1e3)
+				if i == 0 {
+					runtime.ReadMemStats(&ms)
+					callocs += ms.Mallocs - m0
+				}
+			}
+		}
+	}
+	res.BytesPerClientTick = float64(bytes) / float64(cfg.Measured)
+	res.ServerUSPerTick = percentiles(serverUS)
+	res.ClientUSPerTick = percentiles(clientUS)
+	// ReadMemStats itself allocates nothing; what remains is the tick's.
+	res.AllocsPerTick = float64(allocs) / float64(cfg.Measured)
+	res.ClientAllocsPerTick = float64(callocs) / float64(cfg.Measured)
+
+	res.Verified = true
+	for _, u := range units {
+		e := u.Entity()
+		for _, c := range clients {
+			got := c.tab.Entity(e.ID())
+			if got == nil || !got.Equal(&e.Record) {
+				res.Verified = false
+			}
+		}
+	}
+	f := func(v float32) string { return strconv.FormatFloat(float64(v), 'g', -1, 32) }
+	res.Entity0 = [4]string{f(world.X[0]), f(world.Y[0]), f(world.Angle[0]), strconv.Itoa(int(world.HP[0]))}
+	res.ReferenceOK = res.Ticks == 600 && res.Entity0 == w1Entity0
+	if res.Ticks == 600 && !res.ReferenceOK {
+		res.Verified = false
+	}
+	return res, nil
+}
+
+func (c client) apply(seg []byte) error {
+	txn := c.tab.Begin()
+	if err := c.dec.Apply(txn, seg); err != nil {
+		txn.Rollback()
+		return err
+	}
+	txn.Commit()
+	return nil
+}
+
+// emptySegment reports whether seg carries nothing but its end tag.
+func emptySegment(seg []byte) bool { return len(seg) == 1 && seg[0] == 0 }
+
+func percentiles(v []float64) Percentiles {
+	if len(v) == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(v)
+	at := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(v)))) - 1
+		return math.Round(v[max(i, 0)]*100) / 100
+	}
+	return Percentiles{P50: at(0.50), P99: at(0.99)}
+}
