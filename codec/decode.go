@@ -52,7 +52,9 @@ type DecodeError struct {
 	Err error // the cause; errors.Is works through it
 }
 
-func (e *DecodeError) Error() string { return fmt.Sprintf("codec: bad segment at bit %d: %v", e.Bit, e.Err) }
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("codec: bad segment at bit %d: %v", e.Bit, e.Err)
+}
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // A Decoder decodes segments produced by an [Encoder] into a client's

@@ -49,7 +49,11 @@ const (
 type Encoder struct {
 	w, ops, whole wire.Writer
 
-	items []item
+	items  []item
+	groups []group
+	order  []uint64 // per group: ID<<32 | item index, sorted by ID
+	remap  []int32
+	byHash map[uint64]int32
 	sets  []uint64 // leaf sets of items, ws words each
 	masks map[*schema.Struct]*[3][]uint64
 	lastC *schema.Struct // one-entry cache in front of masks
@@ -75,6 +79,20 @@ type item struct {
 	set   int32 // offset in sets
 	words int32
 	hash  uint64
+	group int32
+}
+
+// A group is a run of items written together: same section, class and
+// leaf set.
+type group struct {
+	id       int32 // index at creation, before sorting
+	sec      uint8
+	class    uint32
+	hash     uint64
+	set      int32
+	words    int32
+	n, start int
+	next     int32 // next group with the same hash key, or −1
 }
 
 // Delta encodes the changes of cs that partition part may see, for the
@@ -197,15 +215,22 @@ func (enc *Encoder) mask(c *schema.Struct, part Part) []uint64 {
 
 func (enc *Encoder) set(it *item) []uint64 { return enc.sets[it.set : it.set+it.words] }
 
+// emit groups the queued items by section, class and leaf set, orders the
+// groups and the IDs within each, and writes the segment.
 func (enc *Encoder) emit(dst []byte) []byte {
 	items := enc.items
+	enc.groups = enc.groups[:0]
+	clear(enc.byHash)
 	for i := range items {
 		it := &items[i]
 		if it.sec != secDestroy {
 			it.hash = hashSet(enc.set(it))
 		}
+		it.group = enc.findGroup(it)
+		enc.groups[it.group].n++
 	}
-	slices.SortFunc(items, func(a, b item) int {
+	groups := enc.groups
+	slices.SortFunc(groups, func(a, b group) int {
 		if c := cmp.Compare(a.sec, b.sec); c != 0 {
 			return c
 		}
@@ -215,40 +240,49 @@ func (enc *Encoder) emit(dst []byte) []byte {
 		if c := cmp.Compare(a.hash, b.hash); c != 0 {
 			return c
 		}
-		if a.sec != secDestroy {
-			if c := slices.Compare(enc.set(&a), enc.set(&b)); c != 0 {
-				return c
-			}
-		}
-		return cmp.Compare(a.id, b.id)
+		return slices.Compare(enc.sets[a.set:a.set+a.words], enc.sets[b.set:b.set+b.words])
 	})
+	// Lay the groups out in order in enc.order, each entry an ID in the
+	// high half and an item index in the low half, so that sorting a
+	// group's entries sorts its items by ID.
+	if cap(enc.remap) < len(groups) {
+		enc.remap = make([]int32, len(groups))
+	}
+	remap := enc.remap[:len(groups)]
+	start := 0
+	for i := range groups {
+		remap[groups[i].id] = int32(i)
+		groups[i].start = start
+		start += groups[i].n
+		groups[i].n = 0
+	}
+	enc.order = slices.Grow(enc.order[:0], len(items))[:len(items)]
+	for i := range items {
+		g := &groups[remap[items[i].group]]
+		enc.order[g.start+g.n] = uint64(items[i].id)<<32 | uint64(i)
+		g.n++
+	}
 	w := &enc.w
 	w.Reset(dst[len(dst):])
-	for i := 0; i < len(items); {
+	for i := 0; i < len(groups); {
+		// A section is the run of groups with the same tag and class.
 		j := i + 1
-		for j < len(items) && items[j].sec == items[i].sec && items[j].class == items[i].class {
+		for j < len(groups) && groups[j].sec == groups[i].sec && groups[j].class == groups[i].class {
 			j++
 		}
-		sec := items[i].sec
+		sec := groups[i].sec
 		w.Bits(uint64(sec), 3)
-		if sec == secDestroy {
-			enc.writeIDs(w, items[i:j])
-		} else {
-			w.U(uint64(items[i].class), 4)
-			groups := 1
-			for g := i + 1; g < j; g++ {
-				if !enc.sameSet(&items[g-1], &items[g]) {
-					groups++
-				}
-			}
-			w.U(uint64(groups), 0)
-			for g := i; g < j; {
-				h := g + 1
-				for h < j && enc.sameSet(&items[g], &items[h]) {
-					h++
-				}
-				enc.writeGroup(w, items[g:h], sec == secUpdate)
-				g = h
+		if sec != secDestroy {
+			w.U(uint64(groups[i].class), 4)
+			w.U(uint64(j-i), 0)
+		}
+		for g := i; g < j; g++ {
+			order := enc.order[groups[g].start : groups[g].start+groups[g].n]
+			slices.Sort(order)
+			if sec == secDestroy {
+				enc.writeIDs(w, order)
+			} else {
+				enc.writeGroup(w, order, sec == secUpdate)
 			}
 		}
 		i = j
@@ -257,44 +291,85 @@ func (enc *Encoder) emit(dst []byte) []byte {
 	return append(dst, w.Finish()...)
 }
 
-func (enc *Encoder) sameSet(a, b *item) bool {
-	return a.hash == b.hash && slices.Equal(enc.set(a), enc.set(b))
+// findGroup returns the index of the group of it, creating it if needed.
+// Few groups are scanned; many go through a hash index.
+func (enc *Encoder) findGroup(it *item) int32 {
+	same := func(g *group) bool {
+		return g.sec == it.sec && g.class == it.class && g.hash == it.hash &&
+			slices.Equal(enc.sets[g.set:g.set+g.words], enc.set(it))
+	}
+	const scan = 8
+	if len(enc.groups) <= scan {
+		for i := range enc.groups {
+			if same(&enc.groups[i]) {
+				return int32(i)
+			}
+		}
+	} else {
+		if len(enc.byHash) == 0 {
+			if enc.byHash == nil {
+				enc.byHash = make(map[uint64]int32)
+			}
+			for i := range enc.groups {
+				enc.link(int32(i))
+			}
+		}
+		for i, ok := enc.byHash[it.hash^uint64(it.class)<<8^uint64(it.sec)]; ok && i >= 0; i = enc.groups[i].next {
+			if same(&enc.groups[i]) {
+				return i
+			}
+		}
+	}
+	id := int32(len(enc.groups))
+	enc.groups = append(enc.groups, group{id: id, sec: it.sec, class: it.class, hash: it.hash,
+		set: it.set, words: it.words, next: -1})
+	if len(enc.byHash) > 0 || len(enc.groups) > scan {
+		if len(enc.byHash) > 0 {
+			enc.link(id)
+		}
+	}
+	return id
 }
 
-func hashSet(set []uint64) uint64 {
-	h := uint64(14695981039346656037)
-	for _, w := range set {
-		h = (h ^ w) * 1099511628211
-		h ^= h >> 29
+func (enc *Encoder) link(i int32) {
+	g := &enc.groups[i]
+	key := g.hash ^ uint64(g.class)<<8 ^ uint64(g.sec)
+	if head, ok := enc.byHash[key]; ok {
+		g.next = head
+	} else {
+		g.next = -1
 	}
-	return h
+	enc.byHash[key] = i
 }
 
 // writeIDs writes a count, a gap code parameter and the ascending IDs of
-// items as gaps.
-func (enc *Encoder) writeIDs(w *wire.Writer, items []item) {
+// the items in order as gaps.
+func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
 	enc.gaps.reset()
 	prev := int64(-1)
-	for i := range items {
-		enc.gaps.add(uint64(int64(items[i].id) - prev - 1))
-		prev = int64(items[i].id)
+	for _, o := range order {
+		id := int64(o >> 32)
+		enc.gaps.add(uint64(id - prev - 1))
+		prev = id
 	}
 	k := enc.gaps.best()
-	w.U(uint64(len(items)), 3)
+	w.U(uint64(len(order)), 3)
 	w.Bits(uint64(k), 6)
 	prev = -1
-	for i := range items {
-		w.U(uint64(int64(items[i].id)-prev-1), k)
-		prev = int64(items[i].id)
+	for _, o := range order {
+		id := int64(o >> 32)
+		w.U(uint64(id-prev-1), k)
+		prev = id
 	}
 }
 
 // writeGroup writes entities that share a class and a leaf set: the field
-// tree once, with a code parameter per numeric leaf, then each entity's ID
-// gap and values.
-func (enc *Encoder) writeGroup(w *wire.Writer, items []item, delta bool) {
-	c := items[0].e.Class()
-	set := enc.set(&items[0])
+// tree once, with a code parameter per numeric leaf, then the IDs, then each
+// entity's values in ID order.
+func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, delta bool) {
+	first := &enc.items[uint32(order[0])]
+	c := first.e.Class()
+	set := enc.set(first)
 	if len(enc.stats) < c.Leaves {
 		enc.stats = make([]kStats, c.Leaves)
 		enc.ks = make([]uint8, c.Leaves)
@@ -307,22 +382,20 @@ func (enc *Encoder) writeGroup(w *wire.Writer, items []item, delta bool) {
 		}
 		st := &enc.stats[leaf]
 		st.reset()
-		for i := range items {
-			e := items[i].e
+		for _, o := range order {
+			it := &enc.items[uint32(o)]
 			if delta {
-				st.add(codeDelta(t, items[i].ch.Base(l.Num), e.Num(l.Num)))
+				st.add(codeDelta(t, it.ch.Base(l.Num), it.e.Num(l.Num)))
 			} else {
-				st.add(codeFull(t, e.Num(l.Num)))
+				st.add(codeFull(t, it.e.Num(l.Num)))
 			}
 		}
 		enc.ks[leaf] = uint8(st.best())
 	}
 	writeTree(w, c, 0, set, enc.ks, delta)
-	enc.writeIDs(w, items)
-	// writeIDs wrote the IDs as one run; values follow per entity in the
-	// same order, so the decoder reads all IDs first.
-	for i := range items {
-		enc.writeValues(w, &items[i], set, delta)
+	enc.writeIDs(w, order)
+	for _, o := range order {
+		enc.writeValues(w, &enc.items[uint32(o)], set, delta)
 	}
 }
 
@@ -783,4 +856,13 @@ func bagPass(kc *state.KeyChange) int {
 		}
 	}
 	return -1
+}
+
+func hashSet(set []uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for _, w := range set {
+		h = (h ^ w) * 1099511628211
+		h ^= h >> 29
+	}
+	return h
 }

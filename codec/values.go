@@ -133,30 +133,36 @@ func (s *kStats) add(u uint64) {
 }
 
 // best returns the k that minimises the total U(k) size of the values seen.
+// With c(b) values of bit length b, U(k) costs k+1 bits for b ≤ k and
+// 2b−k for b > k, so the total is (k+1)·N≤k + 2·S>k − k·N>k, where N and S
+// count and sum the bit lengths on each side; one pass over k updates them.
 func (s *kStats) best() uint {
 	if s.n == 0 {
 		return 0
 	}
-	best, bestCost := uint(0), uint64(1<<63)
-	lo := uint(s.lo)
-	if lo > 0 {
-		lo--
+	lo, hi := uint(s.lo), uint(s.hi)
+	var nGT, sGT uint64
+	for b := lo; b <= hi; b++ {
+		nGT += uint64(s.hist[b])
+		sGT += uint64(s.hist[b]) * uint64(b)
 	}
-	for k := lo; k <= uint(s.hi) && k <= 63; k++ {
-		var cost uint64
-		for b := uint(s.lo); b <= uint(s.hi); b++ {
-			c := uint64(s.hist[b])
-			if c == 0 {
-				continue
-			}
-			switch {
-			case b <= k:
-				cost += c * uint64(k+1)
-			case b == 64:
-				cost += c * uint64(64-k+63)
-			default:
-				cost += c * uint64(2*b-k)
-			}
+	best, bestCost := uint(0), uint64(1<<63)
+	start := uint(0)
+	if lo > 0 {
+		start = lo - 1
+		// Bit lengths below lo are empty: nothing moves to the ≤ side yet.
+	}
+	for k := start; k <= hi && k <= 63; k++ {
+		if k >= lo {
+			c := uint64(s.hist[k])
+			nGT -= c
+			sGT -= c * uint64(k)
+		}
+		nLE := uint64(s.n) - nGT
+		cost := uint64(k+1)*nLE + 2*sGT - uint64(k)*nGT
+		if s.hist[64] > 0 && k < 64 {
+			// A 64-bit value has no terminator: one bit less than 2b−k.
+			cost -= uint64(s.hist[64])
 		}
 		if cost < bestCost {
 			best, bestCost = k, cost

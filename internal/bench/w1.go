@@ -32,22 +32,22 @@ type Percentiles struct {
 
 // W1Result is the outcome of a W1 run.
 type W1Result struct {
-	Scenario           string      `json:"scenario"`
-	Mode               string      `json:"mode"`
-	Clients            int         `json:"clients"`
-	Quantized          bool        `json:"quantized"`
-	Ticks              int         `json:"ticks"`
-	Verified           bool        `json:"verified"`
-	ReferenceOK        bool        `json:"reference_ok"`
-	Entity0            [4]string   `json:"entity0"`
-	BytesPerClientTick float64     `json:"bytes_per_client_tick"`
-	ServerUSPerTick    Percentiles `json:"server_us_per_tick"`
-	ClientUSPerTick    Percentiles `json:"client_us_per_tick"`
-	AllocsPerTick      float64     `json:"allocs_per_tick"`
-	ClientAllocsPerTick float64    `json:"client_allocs_per_tick"`
-	BytesPerEntity     float64     `json:"bytes_per_entity_server"`
-	MetadataPerEntity  float64     `json:"metadata_bytes_per_entity_server"`
-	FullStateBytes     int         `json:"full_state_bytes"`
+	Scenario            string      `json:"scenario"`
+	Mode                string      `json:"mode"`
+	Clients             int         `json:"clients"`
+	Quantized           bool        `json:"quantized"`
+	Ticks               int         `json:"ticks"`
+	Verified            bool        `json:"verified"`
+	ReferenceOK         bool        `json:"reference_ok"`
+	Entity0             [4]string   `json:"entity0"`
+	BytesPerClientTick  float64     `json:"bytes_per_client_tick"`
+	ServerUSPerTick     Percentiles `json:"server_us_per_tick"`
+	ClientUSPerTick     Percentiles `json:"client_us_per_tick"`
+	AllocsPerTick       float64     `json:"allocs_per_tick"`
+	ClientAllocsPerTick float64     `json:"client_allocs_per_tick"`
+	BytesPerEntity      float64     `json:"bytes_per_entity_server"`
+	MetadataPerEntity   float64     `json:"metadata_bytes_per_entity_server"`
+	FullStateBytes      int         `json:"full_state_bytes"`
 }
 
 // The W1 reference state of entity 0 after 600 ticks.
@@ -256,4 +256,61 @@ func percentiles(v []float64) Percentiles {
 		return math.Round(v[max(i, 0)]*100) / 100
 	}
 	return Percentiles{P50: at(0.50), P99: at(0.99)}
+}
+
+// w1Server is a W1 world with one client, for benchmarks of each side.
+type w1Server struct {
+	world  *w1.World
+	tr     *state.Tracker
+	units  []unit
+	enc    codec.Encoder
+	buf    []byte
+	others []byte
+	client client
+}
+
+func newW1Server(quantized bool) (*w1Server, error) {
+	sch := arena.Schema()
+	s := &w1Server{world: w1.New(w1.DefaultConfig()), tr: state.NewTracker(sch)}
+	for id := range s.world.X {
+		var u unit
+		var err error
+		if quantized {
+			u, err = arena.SpawnQunit(s.tr)
+		} else {
+			u, err = arena.SpawnUnit(s.tr)
+		}
+		if err != nil {
+			return nil, err
+		}
+		u.SetX(s.world.X[id])
+		u.SetY(s.world.Y[id])
+		u.SetAngle(s.world.Angle[id])
+		u.SetHp(s.world.HP[id])
+		u.SetName(s.world.Name[id])
+		s.units = append(s.units, u)
+	}
+	dec, err := codec.NewDecoder(sch, nil, codec.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	s.client = client{tab: state.NewTable(), dec: dec}
+	s.buf = s.enc.Delta(nil, s.tr.Commit(), codec.PartAll, nil)
+	return s, s.client.apply(s.buf)
+}
+
+func (s *w1Server) tick() {
+	moved, hpChanged := s.world.Step()
+	for _, id := range moved {
+		u := s.units[id]
+		u.SetX(s.world.X[id])
+		u.SetY(s.world.Y[id])
+		u.SetAngle(s.world.Angle[id])
+	}
+	for _, id := range hpChanged {
+		s.units[id].SetHp(s.world.HP[id])
+	}
+	cs := s.tr.Commit()
+	s.buf = s.enc.Delta(s.buf[:0], cs, codec.PartAll, nil)
+	s.others = s.enc.Delta(s.others[:0], cs, codec.PartOthers, nil)
 }

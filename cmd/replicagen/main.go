@@ -1,0 +1,60 @@
+// Command replicagen generates typed, change-tracking entity types from the
+// spec structs of a Go package.
+//
+// Put this line in a file of the package that declares the specs:
+//
+//	//go:generate go run github.com/replicago/replica/cmd/replicagen
+//
+// replicagen writes <package>_replica.go beside the specs and keeps the
+// stable class and field IDs in replica.lock.json, which belongs in version
+// control. See package github.com/replicago/replica/gen for the spec
+// conventions and the tag grammar.
+//
+// Usage:
+//
+//	replicagen [-check] [-force] [dir]
+//
+// The flags are:
+//
+//	-check
+//		Write nothing; fail if the generated file or the lock file is out
+//		of date. For CI.
+//	-force
+//		Accept schema changes that break clients built against the locked
+//		schema (a field whose type changed, an ID that belonged to another
+//		field) and rewrite the lock file.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/replicago/replica/gen"
+)
+
+func main() {
+	check := flag.Bool("check", false, "write nothing; fail if generated files are out of date")
+	force := flag.Bool("force", false, "accept incompatible schema changes and rewrite the lock file")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: replicagen [-check] [-force] [dir]\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	dir := "."
+	if flag.NArg() == 1 {
+		dir = flag.Arg(0)
+	}
+	p, err := gen.Load(gen.Config{Dir: dir, Force: *force, Check: *check})
+	if err == nil {
+		err = p.Write(*check)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

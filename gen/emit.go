@@ -1,0 +1,519 @@
+package gen
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"go/token"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/replicago/replica/schema"
+)
+
+// Generate renders the generated file of p. If the result does not parse
+// as Go, Generate returns it unformatted together with the error, so that
+// it can be inspected.
+func (p *Package) Generate() ([]byte, error) {
+	if err := p.checkNames(); err != nil {
+		return nil, err
+	}
+	e := &emitter{p: p, imports: map[string]bool{}}
+	e.file()
+	var out bytes.Buffer
+	out.WriteString(GeneratedMarker + "\n\n")
+	fmt.Fprintf(&out, "package %s\n\n", p.Name)
+	out.WriteString("import (\n")
+	for _, imp := range []string{"iter", "math"} {
+		if e.imports[imp] {
+			fmt.Fprintf(&out, "\t%q\n", imp)
+		}
+	}
+	out.WriteString("\n")
+	if e.imports["replica"] {
+		out.WriteString("\t\"github.com/replicago/replica\"\n")
+	}
+	out.WriteString("\t\"github.com/replicago/replica/schema\"\n")
+	out.WriteString("\t\"github.com/replicago/replica/state\"\n")
+	out.WriteString(")\n\n")
+	out.Write(e.buf.Bytes())
+	src, err := format.Source(out.Bytes())
+	if err != nil {
+		return out.Bytes(), fmt.Errorf("replicagen: formatting generated code: %w", err)
+	}
+	return src, nil
+}
+
+// Write generates p's file and, when needed, rewrites the lock file. With
+// check set it writes nothing and reports an error if either file would
+// change.
+func (p *Package) Write(check bool) error {
+	src, err := p.Generate()
+	if err != nil {
+		if src != nil {
+			os.WriteFile(p.OutFile, src, 0o644) // unformatted, for debugging
+		}
+		return err
+	}
+	old, _ := os.ReadFile(p.OutFile)
+	if check {
+		var stale []string
+		if !bytes.Equal(old, src) {
+			stale = append(stale, p.OutFile)
+		}
+		if p.LockChanged {
+			stale = append(stale, p.LockPath)
+		}
+		if len(stale) > 0 {
+			return fmt.Errorf("replicagen: out of date: %s; run go generate", strings.Join(stale, ", "))
+		}
+		return nil
+	}
+	if !bytes.Equal(old, src) {
+		if err := os.WriteFile(p.OutFile, src, 0o644); err != nil {
+			return err
+		}
+	}
+	if p.LockChanged {
+		return p.WriteLock()
+	}
+	return nil
+}
+
+// generatedNames returns every top-level name the generated file declares,
+// with the struct it belongs to.
+func (p *Package) generatedNames() map[string]*Struct {
+	names := map[string]*Struct{}
+	for _, s := range p.Structs {
+		names[s.Name] = s
+		if s.Class() {
+			names["Spawn"+s.Name] = s
+			names[s.Name+"Of"] = s
+		} else {
+			names["New"+s.Name] = s
+		}
+		for _, f := range s.Fields {
+			if f.Schema.Deprecated {
+				continue
+			}
+			switch f.Schema.Type.Kind {
+			case schema.List:
+				names[s.Name+f.Method+"List"] = s
+			case schema.Map:
+				names[s.Name+f.Method+"Map"] = s
+			case schema.Bag:
+				names[s.Name+f.Method+"Bag"] = s
+			}
+		}
+	}
+	return names
+}
+
+// checkNames reports generated names that clash with declarations of the
+// package or with each other, and field accessors that clash with the
+// methods every generated type has.
+func (p *Package) checkNames() error {
+	var errs ErrorList
+	names := p.generatedNames()
+	keys := make([]string, 0, len(names))
+	for n := range names {
+		keys = append(keys, n)
+	}
+	sort.Strings(keys)
+	for _, n := range keys {
+		s := names[n]
+		if n == s.Name {
+			continue // the front end checks the type names themselves
+		}
+		if p.Types != nil && p.Types.Scope().Lookup(n) != nil {
+			errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf(
+				"replicagen generates %s for %s, but the package already declares %s; rename one of them", n, s.Spec, n)})
+		}
+	}
+	for _, s := range p.Structs {
+		reserved := []string{"Valid"}
+		if s.Class() {
+			reserved = append(reserved, "ID", "Entity")
+		} else {
+			reserved = append(reserved, "Clone")
+		}
+		for _, f := range s.Fields {
+			for _, r := range reserved {
+				if f.Method == r || "Set"+f.Method == r {
+					errs = append(errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+						"field %s would generate method %s, which every generated %s has; rename the field", f.Name, r, s.Name)})
+				}
+			}
+			if pos, ok := s.UserMethods[f.Method]; ok && !f.Schema.Deprecated {
+				errs = append(errs, clash(pos, s, f.Method))
+			}
+			if pos, ok := s.UserMethods["Set"+f.Method]; ok && !f.Schema.Deprecated {
+				errs = append(errs, clash(pos, s, "Set"+f.Method))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		sort.Sort(errs)
+		return errs
+	}
+	return nil
+}
+
+func clash(pos token.Position, s *Struct, m string) *Error {
+	return &Error{Pos: pos, Msg: fmt.Sprintf("method %s.%s clashes with the accessor replicagen generates for a field of %s; rename the method", s.Name, m, s.Spec)}
+}
+
+type emitter struct {
+	p       *Package
+	buf     bytes.Buffer
+	imports map[string]bool
+}
+
+func (e *emitter) f(format string, args ...any) { fmt.Fprintf(&e.buf, format, args...) }
+
+func schemaVar(s *Struct) string { return "replica" + s.Name }
+
+func quantVar(s *Struct, f *Field) string { return "replica" + s.Name + "_" + f.Name + "Q" }
+
+var kindIdent = map[schema.Kind]string{
+	schema.Bool: "Bool", schema.Int8: "Int8", schema.Int16: "Int16", schema.Int32: "Int32",
+	schema.Int64: "Int64", schema.Uint8: "Uint8", schema.Uint16: "Uint16", schema.Uint32: "Uint32",
+	schema.Uint64: "Uint64", schema.Float32: "Float32", schema.Float64: "Float64",
+	schema.String: "String", schema.Bytes: "Bytes", schema.Ref: "Ref", schema.Nested: "Nested",
+	schema.List: "List", schema.Map: "Map", schema.Bag: "Bag",
+}
+
+var visIdent = map[schema.Visibility]string{schema.VisServer: "VisServer", schema.VisOwner: "VisOwner", schema.VisOthers: "VisOthers", schema.VisAll: "VisAll"}
+var lifeIdent = map[schema.Lifetime]string{schema.LifeSession: "LifeSession", schema.LifeScene: "LifeScene", schema.LifeProcess: "LifeProcess", schema.LifePersist: "LifePersist"}
+var chanIdent = map[schema.Channel]string{schema.Reliable: "Reliable", schema.Unreliable: "Unreliable"}
+
+func float(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+func quantLit(q schema.Quant) string {
+	if q.Bounded {
+		return fmt.Sprintf("schema.Quant{Step: %s, Min: %s, Bits: %d, Bounded: true}", float(q.Step), float(q.Min), q.Bits)
+	}
+	return fmt.Sprintf("schema.Quant{Step: %s}", float(q.Step))
+}
+
+// quantOf returns the quantization that applies to a field's values or
+// elements.
+func quantOf(f *Field) schema.Quant {
+	t := &f.Schema.Type
+	if t.Elem != nil {
+		return t.Elem.Quant
+	}
+	return t.Quant
+}
+
+func (e *emitter) typeLit(t *schema.Type, s *Struct, f *Field) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "schema.Type{Kind: schema.%s", kindIdent[t.Kind])
+	if t.Quant.Enabled() {
+		fmt.Fprintf(&b, ", Quant: %s", quantVar(s, f))
+	}
+	if t.Kind == schema.Map || t.Kind == schema.Bag {
+		fmt.Fprintf(&b, ", Key: schema.%s", kindIdent[t.Key])
+	}
+	if t.Struct != nil {
+		fmt.Fprintf(&b, ", Struct: replica%s", t.Struct.Name)
+	}
+	if t.Elem != nil {
+		fmt.Fprintf(&b, ", Elem: &%s", e.typeLit(t.Elem, s, f))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+func (e *emitter) file() {
+	p := e.p
+	e.f("// Schema returns the replicated classes of package %s.\n", p.Name)
+	e.f("func Schema() *schema.Schema { return replicaSchema }\n\n")
+	e.f("var (\n")
+	for _, s := range p.Structs {
+		e.f("\t%s = new(schema.Struct)\n", schemaVar(s))
+	}
+	for _, s := range p.Structs {
+		for _, f := range s.Fields {
+			if q := quantOf(f); q.Enabled() {
+				e.f("\t%s = %s\n", quantVar(s, f), quantLit(q))
+			}
+		}
+	}
+	e.f("\treplicaSchema = replicaInit()\n)\n\n")
+
+	e.f("func replicaInit() *schema.Schema {\n")
+	for _, s := range p.Structs {
+		e.f("\t*%s = schema.Struct{Name: %q", schemaVar(s), s.Name)
+		if s.Class() {
+			e.f(", Class: true, ID: %d", s.Schema.ID)
+		}
+		e.f(", Fields: []*schema.Field{\n")
+		for _, f := range s.Fields {
+			sf := f.Schema
+			e.f("\t\t{ID: %d, Name: %q, Type: %s, Vis: schema.%s, Life: schema.%s, Chan: schema.%s",
+				sf.ID, sf.Name, e.typeLit(&sf.Type, s, f), visIdent[sf.Vis], lifeIdent[sf.Life], chanIdent[sf.Chan])
+			if sf.Deprecated {
+				e.f(", Deprecated: true")
+			}
+			e.f("},\n")
+		}
+		e.f("\t}}\n")
+	}
+	e.f("\ts, err := schema.New(")
+	for i, c := range p.Classes {
+		if i > 0 {
+			e.f(", ")
+		}
+		e.f("%s", schemaVar(c))
+	}
+	e.f(")\n\tif err != nil {\n\t\tpanic(\"replicagen: generated schema does not lay out: \" + err.Error())\n\t}\n\treturn s\n}\n\n")
+
+	for _, s := range p.Structs {
+		e.structType(s)
+	}
+}
+
+// recv describes how a generated type reaches its fields.
+type recv struct {
+	name   string // receiver name
+	typ    string
+	num    string // format of a numeric slot read, with %d for the slot
+	str    string // format of an object slot read
+	handle string // expression of the state.Handle
+}
+
+func (e *emitter) structType(s *Struct) {
+	doc := s.Doc
+	if rest, ok := strings.CutPrefix(doc, s.Spec+" "); ok {
+		doc = s.Name + " " + rest // the doc describes the spec by its own name
+	}
+	if doc == "" {
+		doc = fmt.Sprintf("%s is generated from the spec %s.\n", s.Name, s.Spec)
+	}
+	for _, line := range strings.Split(strings.TrimRight(doc, "\n"), "\n") {
+		e.f("// %s\n", strings.TrimRight(line, " "))
+	}
+	var r recv
+	if s.Class() {
+		e.f("type %s struct{ e *state.Entity }\n\n", s.Name)
+		e.f("// Spawn%[1]s creates a %[1]s with every field at its zero value in tr and\n// records its creation in the current tick.\n", s.Name)
+		e.f("func Spawn%[1]s(tr *state.Tracker) (%[1]s, error) {\n\te, err := tr.Spawn(%[2]s)\n\treturn %[1]s{e}, err\n}\n\n", s.Name, schemaVar(s))
+		e.f("// %[1]sOf returns e as a %[1]s; ok is false if e is nil or of another class.\n", s.Name)
+		e.f("func %[1]sOf(e *state.Entity) (v %[1]s, ok bool) {\n\tif e == nil || e.Class() != %[2]s {\n\t\treturn v, false\n\t}\n\treturn %[1]s{e}, true\n}\n\n", s.Name, schemaVar(s))
+		e.f("// Entity returns the underlying entity.\nfunc (p %s) Entity() *state.Entity { return p.e }\n\n", s.Name)
+		e.f("// ID returns the network ID.\nfunc (p %s) ID() state.ID { return p.e.ID() }\n\n", s.Name)
+		e.f("// Valid reports whether p refers to an entity.\nfunc (p %s) Valid() bool { return p.e != nil }\n\n", s.Name)
+		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()"}
+	} else {
+		e.f("//\n// A %s is a handle: a field of an entity, an item of a bag, or a detached\n// value made by New%s.\n", s.Name, s.Name)
+		e.f("type %s struct{ h state.Handle }\n\n", s.Name)
+		e.f("// New%[1]s returns a detached %[1]s with every field at its zero value, to\n// store into a list, map, bag or nested field.\n", s.Name)
+		e.f("func New%[1]s() %[1]s { return %[1]s{state.NewValue(%[2]s)} }\n\n", s.Name, schemaVar(s))
+		e.f("// Clone returns a detached copy of v.\nfunc (v %[1]s) Clone() %[1]s { return %[1]s{v.h.Copy(%[2]s)} }\n\n", s.Name, schemaVar(s))
+		e.f("// Valid reports whether v refers to a value.\nfunc (v %s) Valid() bool { return v.h.Valid() }\n\n", s.Name)
+		r = recv{name: "v", typ: s.Name, num: "v.h.Num(%d)", str: "v.h.Str(%d)", handle: "v.h"}
+	}
+	for _, f := range s.Fields {
+		if !f.Schema.Deprecated {
+			e.field(s, f, r)
+		}
+	}
+}
+
+func (e *emitter) fieldDoc(f *Field, fallback string) {
+	doc := strings.TrimRight(f.Doc, "\n")
+	if doc == "" {
+		doc = fallback
+	}
+	for _, line := range strings.Split(doc, "\n") {
+		e.f("// %s\n", strings.TrimRight(line, " "))
+	}
+}
+
+func (e *emitter) field(s *Struct, f *Field, r recv) {
+	sf := f.Schema
+	t := &sf.Type
+	leaf, num, obj := sf.Leaf, sf.Num, sf.Obj
+	switch k := t.Kind; {
+	case k.Numeric():
+		e.fieldDoc(f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
+		read := fmt.Sprintf(r.num, num)
+		e.f("func (%s %s) %s() %s { return %s }\n\n", r.name, r.typ, f.Method, f.GoType, e.fromNum(t, f.GoType, quantVar(s, f), read))
+		e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
+		e.f("func (%s %s) Set%s(x %s) { %s.SetNum(%d, %s) }\n\n", r.name, r.typ, f.Method, f.GoType, r.handle, leaf, e.plain(t, "x"))
+	case k == schema.String || k == schema.Bytes:
+		e.fieldDoc(f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
+		e.f("func (%s %s) %s() %s { return %s(%s) }\n\n", r.name, r.typ, f.Method, f.GoType, f.GoType, fmt.Sprintf(r.str, obj))
+		e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
+		e.f("func (%s %s) Set%s(x %s) { %s.SetStr(%d, string(x)) }\n\n", r.name, r.typ, f.Method, f.GoType, r.handle, leaf)
+	case k == schema.Nested:
+		n := f.Struct.Name
+		e.fieldDoc(f, fmt.Sprintf("%s returns the %s field; setters on the result change this %s.", f.Method, f.Name, s.Name))
+		e.f("func (%s %s) %s() %s { return %s{%s.Nested(%d, %d, %d)} }\n\n", r.name, r.typ, f.Method, n, n, r.handle, leaf, num, obj)
+		e.f("// Set%s copies every field of x into the %s field.\n", f.Method, f.Name)
+		e.f("func (%s %s) Set%s(x %s) { %s.SetNested(%d, x.h) }\n\n", r.name, r.typ, f.Method, n, r.handle, leaf)
+	case k == schema.List:
+		w := s.Name + f.Method + "List"
+		e.fieldDoc(f, fmt.Sprintf("%s returns the %s list.", f.Method, f.Name))
+		e.f("func (%s %s) %s() %s { return %s{%s.List(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
+		e.list(s, f, w)
+	case k == schema.Map:
+		w := s.Name + f.Method + "Map"
+		e.fieldDoc(f, fmt.Sprintf("%s returns the %s map.", f.Method, f.Name))
+		e.f("func (%s %s) %s() %s { return %s{%s.Map(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
+		e.mapType(s, f, w)
+	case k == schema.Bag:
+		w := s.Name + f.Method + "Bag"
+		e.fieldDoc(f, fmt.Sprintf("%s returns the %s bag.", f.Method, f.Name))
+		e.f("func (%s %s) %s() %s { return %s{%s.Bag(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
+		e.bag(s, f, w)
+	}
+}
+
+// plain returns the expression of the plain uint64 representation of the
+// Go value x of numeric type t (see state.Normalize).
+func (e *emitter) plain(t *schema.Type, x string) string {
+	switch k := t.Kind; {
+	case k == schema.Bool:
+		return "state.BoolBits(bool(" + x + "))"
+	case k.Signed():
+		return "uint64(int64(" + x + "))"
+	case k == schema.Float32:
+		e.imports["math"] = true
+		return "uint64(math.Float32bits(float32(" + x + ")))"
+	case k == schema.Float64:
+		e.imports["math"] = true
+		return "math.Float64bits(float64(" + x + "))"
+	}
+	return "uint64(" + x + ")"
+}
+
+// fromNum returns the expression converting a stored numeric slot value to
+// the Go type goType.
+func (e *emitter) fromNum(t *schema.Type, goType, q, x string) string {
+	if strings.HasPrefix(goType, "replica.") {
+		e.imports["replica"] = true
+	}
+	switch t.Kind {
+	case schema.Bool:
+		return goType + "(" + x + " != 0)"
+	case schema.Float32, schema.Float64:
+		if t.Quant.Enabled() {
+			return goType + "(" + q + ".Dequantize(int64(" + x + ")))"
+		}
+		e.imports["math"] = true
+		if t.Kind == schema.Float32 {
+			return goType + "(math.Float32frombits(uint32(" + x + ")))"
+		}
+		return goType + "(math.Float64frombits(" + x + "))"
+	}
+	return goType + "(" + x + ")"
+}
+
+// elemFrom returns the expression converting state.Value x to the element
+// Go type of field f; elemTo the reverse.
+func (e *emitter) elemFrom(s *Struct, f *Field, t *schema.Type, x string) string {
+	switch {
+	case t.Kind == schema.Nested:
+		return f.Struct.Name + "{state.ValueOf(" + x + ".R)}"
+	case t.Kind.Numeric():
+		return e.fromNum(t, f.GoType, quantVar(s, f), x+".N")
+	}
+	return f.GoType + "(" + x + ".S)"
+}
+
+func (e *emitter) elemTo(f *Field, t *schema.Type, x string) string {
+	switch {
+	case t.Kind == schema.Nested:
+		return x + ".h.Elem(" + schemaVar(f.Struct) + ")"
+	case t.Kind.Numeric():
+		return "state.Value{N: " + e.plain(t, x) + "}"
+	}
+	return "state.Value{S: string(" + x + ")}"
+}
+
+func (e *emitter) elemGoType(f *Field) string {
+	if f.Struct != nil {
+		return f.Struct.Name
+	}
+	return f.GoType
+}
+
+func (e *emitter) list(s *Struct, f *Field, w string) {
+	t := f.Schema.Type.Elem
+	g := e.elemGoType(f)
+	e.imports["iter"] = true
+	e.f("// %s is the %s list of a %s. Every change replicates.\n", w, f.Name, s.Name)
+	e.f("type %s struct{ l state.ListHandle }\n\n", w)
+	e.f("// Len returns the number of elements.\nfunc (l %s) Len() int { return l.l.Len() }\n\n", w)
+	copyNote := ""
+	if t.Kind == schema.Nested {
+		copyNote = " It is a copy: store changes with Set."
+	}
+	e.f("// At returns element i.%s\nfunc (l %s) At(i int) %s { return %s }\n\n", copyNote, w, g, e.elemFrom(s, f, t, "l.l.At(i)"))
+	e.f("// All iterates over the elements in order.\nfunc (l %s) All() iter.Seq2[int, %s] {\n", w, g)
+	e.f("\treturn func(yield func(int, %s) bool) {\n\t\tfor i := 0; i < l.l.Len(); i++ {\n\t\t\tif !yield(i, l.At(i)) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", g)
+	e.f("// Push appends x.\nfunc (l %s) Push(x %s) { l.l.Push(%s) }\n\n", w, g, e.elemTo(f, t, "x"))
+	e.f("// Insert inserts x at index i.\nfunc (l %s) Insert(i int, x %s) { l.l.Insert(i, %s) }\n\n", w, g, e.elemTo(f, t, "x"))
+	e.f("// Set replaces element i with x.\nfunc (l %s) Set(i int, x %s) { l.l.Set(i, %s) }\n\n", w, g, e.elemTo(f, t, "x"))
+	e.f("// Remove removes element i.\nfunc (l %s) Remove(i int) { l.l.Remove(i) }\n\n", w)
+	e.f("// Clear removes every element.\nfunc (l %s) Clear() { l.l.Clear() }\n\n", w)
+}
+
+// keyTo returns the expression of the normalized state.Value of key x.
+func (e *emitter) keyTo(t *schema.Type, h, x string) string {
+	if t.Key == schema.String {
+		return "state.Value{S: string(" + x + ")}"
+	}
+	return h + ".Key(" + e.plain(&schema.Type{Kind: t.Key}, x) + ")"
+}
+
+func (e *emitter) keyFrom(f *Field, t *schema.Type, x string) string {
+	if t.Key == schema.String {
+		return f.KeyGoType + "(" + x + ".S)"
+	}
+	return f.KeyGoType + "(" + x + ".N)"
+}
+
+func (e *emitter) mapType(s *Struct, f *Field, w string) {
+	t := &f.Schema.Type
+	g := e.elemGoType(f)
+	k := f.KeyGoType
+	e.imports["iter"] = true
+	e.f("// %s is the %s map of a %s. Every change replicates.\n", w, f.Name, s.Name)
+	e.f("type %s struct{ m state.MapHandle }\n\n", w)
+	e.f("// Len returns the number of entries.\nfunc (m %s) Len() int { return m.m.Map().Len() }\n\n", w)
+	copyNote := ""
+	if t.Elem.Kind == schema.Nested {
+		copyNote = " A struct value is a copy: store changes with Put."
+	}
+	e.f("// Get returns the value of key k.%s\nfunc (m %s) Get(k %s) (v %s, ok bool) {\n", copyNote, w, k, g)
+	e.f("\tx, ok := m.m.Map().Get(%s)\n\tif !ok {\n\t\treturn v, false\n\t}\n\treturn %s, true\n}\n\n", e.keyTo(t, "m.m", "k"), e.elemFrom(s, f, t.Elem, "x"))
+	e.f("// Put sets the value of key k.\nfunc (m %s) Put(k %s, x %s) { m.m.Put(%s, %s) }\n\n", w, k, g, e.keyTo(t, "m.m", "k"), e.elemTo(f, t.Elem, "x"))
+	e.f("// Delete removes key k.\nfunc (m %s) Delete(k %s) { m.m.Delete(%s) }\n\n", w, k, e.keyTo(t, "m.m", "k"))
+	e.f("// Clear removes every key.\nfunc (m %s) Clear() { m.m.Clear() }\n\n", w)
+	e.f("// All iterates over the entries in ascending key order.\nfunc (m %s) All() iter.Seq2[%s, %s] {\n", w, k, g)
+	e.f("\treturn func(yield func(%s, %s) bool) {\n\t\tfor _, key := range m.m.Map().Keys(nil) {\n", k, g)
+	e.f("\t\t\tx, _ := m.m.Map().Get(key)\n\t\t\tif !yield(%s, %s) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", e.keyFrom(f, t, "key"), e.elemFrom(s, f, t.Elem, "x"))
+}
+
+func (e *emitter) bag(s *Struct, f *Field, w string) {
+	t := &f.Schema.Type
+	g := f.Struct.Name
+	k := f.KeyGoType
+	e.imports["iter"] = true
+	e.f("// %s is the %s bag of a %s: items keyed by ID, where changing one\n// field of one item replicates only that field.\n", w, f.Name, s.Name)
+	e.f("type %s struct{ b state.BagHandle }\n\n", w)
+	e.f("// Len returns the number of items.\nfunc (b %s) Len() int { return b.b.Bag().Len() }\n\n", w)
+	e.f("// Get returns item k; setters on it replicate.\nfunc (b %s) Get(k %s) (%s, bool) {\n", w, k, g)
+	e.f("\th := b.b.Get(b.b.Key(%s))\n\treturn %s{h}, h.Valid()\n}\n\n", e.plain(&schema.Type{Kind: t.Key}, "k"), g)
+	e.f("// Add stores a copy of x under key k, replacing any item there, and\n// returns the stored item.\n")
+	e.f("func (b %s) Add(k %s, x %s) %s { return %s{b.b.Add(b.b.Key(%s), x.h.Copy(%s))} }\n\n", w, k, g, g, g, e.plain(&schema.Type{Kind: t.Key}, "k"), schemaVar(f.Struct))
+	e.f("// Remove removes item k.\nfunc (b %s) Remove(k %s) { b.b.Remove(b.b.Key(%s)) }\n\n", w, k, e.plain(&schema.Type{Kind: t.Key}, "k"))
+	e.f("// All iterates over the items in ascending key order.\nfunc (b %s) All() iter.Seq2[%s, %s] {\n", w, k, g)
+	e.f("\treturn func(yield func(%s, %s) bool) {\n\t\tfor _, key := range b.b.Bag().Keys(nil) {\n", k, g)
+	e.f("\t\t\tif !yield(%s(key), %s{b.b.Get(key)}) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", k, g)
+}

@@ -1,0 +1,560 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/tools/go/packages"
+
+	"github.com/replicago/replica/schema"
+)
+
+const replicaPath = "github.com/replicago/replica"
+
+// typeDecl is a package-level type declaration.
+type typeDecl struct {
+	spec  *ast.TypeSpec
+	doc   *ast.CommentGroup
+	obj   *types.TypeName
+	class bool   // has a //replica:class directive
+	id    uint32 // explicit class id, or 0
+}
+
+// loader holds the state of one Load.
+type loader struct {
+	cfg      Config
+	dir      string
+	fset     *token.FileSet
+	pkg      *packages.Package
+	info     *types.Info
+	errs     ErrorList
+	decls    map[*types.TypeName]*typeDecl
+	order    []*typeDecl       // declarations in source order
+	genNames map[string]string // generated type name → spec name, for hints
+	specs    map[*types.TypeName]*Struct
+	queue    []*Struct
+	explicit map[*Field]uint32 // explicit id= of fields
+	typeErrs []types.Error
+	cycles   map[string]bool // inline recursions reported, by member names
+	isGen    map[string]bool // absolute names of generated files
+	methods  map[string]map[string]token.Position
+}
+
+// Load loads the package in cfg.Dir, resolves its spec structs, assigns
+// stable IDs against the lock file and lays out the schema. Mistakes in the
+// package come back as an ErrorList of every one found; problems loading
+// the package at all (no Go files, go command failure) as other errors.
+// Load does not write anything: call WriteLock after generating.
+func Load(cfg Config) (*Package, error) {
+	dir := cfg.Dir
+	if dir == "" {
+		dir = "."
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	overlay, genFiles, err := stubGenerated(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &loader{
+		cfg:      cfg,
+		dir:      dir,
+		fset:     token.NewFileSet(),
+		decls:    map[*types.TypeName]*typeDecl{},
+		genNames: map[string]string{},
+		specs:    map[*types.TypeName]*Struct{},
+		explicit: map[*Field]uint32{},
+		isGen:    map[string]bool{},
+		cycles:   map[string]bool{},
+		methods:  map[string]map[string]token.Position{},
+	}
+	for _, f := range genFiles {
+		l.isGen[f] = true
+	}
+	pcfg := &packages.Config{
+		Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax |
+			packages.NeedTypes | packages.NeedTypesInfo | packages.NeedImports,
+		Dir:     dir,
+		Fset:    l.fset,
+		Overlay: overlay,
+	}
+	pkgs, err := packages.Load(pcfg, ".")
+	if err != nil {
+		return nil, fmt.Errorf("replicagen: loading %s: %w", dir, err)
+	}
+	if len(pkgs) != 1 {
+		return nil, fmt.Errorf("replicagen: %s: found %d packages, want 1", dir, len(pkgs))
+	}
+	pkg := pkgs[0]
+	l.pkg, l.info, l.typeErrs = pkg, pkg.TypesInfo, pkg.TypeErrors
+	var other []string
+	for _, e := range pkg.Errors {
+		switch e.Kind {
+		case packages.ParseError:
+			l.errs = append(l.errs, &Error{Pos: parsePos(e.Pos), Msg: e.Msg})
+		case packages.TypeError:
+			// Tolerated: user code may call methods of the generated
+			// types, which are stubbed out. Spec field types that do not
+			// resolve are reported where they are used.
+		default:
+			other = append(other, e.Error())
+		}
+	}
+	if pkg.Types == nil || pkg.TypesInfo == nil || len(pkg.Syntax) == 0 || pkg.Name == "" {
+		if len(other) == 0 {
+			other = append(other, "no Go files")
+		}
+		return nil, fmt.Errorf("replicagen: loading %s: %s", dir, strings.Join(other, "; "))
+	}
+	if len(l.errs) > 0 {
+		return nil, l.errs.sort()
+	}
+
+	p := &Package{
+		Name:           pkg.Name,
+		ImportPath:     pkg.PkgPath,
+		Dir:            dir,
+		OutFile:        filepath.Join(dir, pkg.Name+"_replica.go"),
+		GeneratedFiles: genFiles,
+		LockPath:       filepath.Join(dir, LockFile),
+		Types:          pkg.Types,
+		Fset:           l.fset,
+	}
+	if cfg.lockFile != "" {
+		p.LockPath = cfg.lockFile
+	}
+	l.collect()
+	classes := l.findClasses()
+	for len(l.queue) > 0 {
+		s := l.queue[0]
+		l.queue = l.queue[1:]
+		l.resolveFields(s)
+	}
+	for _, s := range l.specs {
+		l.checkStruct(s)
+		s.UserMethods = l.methods[s.Name]
+	}
+	if len(l.errs) > 0 {
+		return nil, l.errs.sort()
+	}
+
+	for _, s := range l.specs {
+		p.Structs = append(p.Structs, s)
+	}
+	slices.SortFunc(p.Structs, func(a, b *Struct) int { return strings.Compare(a.Spec, b.Spec) })
+	if err := l.assignIDs(p, classes); err != nil {
+		return nil, err
+	}
+	if len(l.errs) > 0 {
+		return nil, l.errs.sort()
+	}
+
+	for _, s := range p.Structs {
+		s.Schema.Fields = s.Schema.Fields[:0]
+		for _, f := range s.Fields {
+			s.Schema.Fields = append(s.Schema.Fields, f.Schema)
+		}
+	}
+	p.Classes = slices.Clone(classes)
+	slices.SortFunc(p.Classes, func(a, b *Struct) int { return cmpID(a.Schema.ID, b.Schema.ID) })
+	sc := make([]*schema.Struct, len(p.Classes))
+	for i, c := range p.Classes {
+		sc[i] = c.Schema
+	}
+	if p.Schema, err = schema.New(sc...); err != nil {
+		// The checks above should have caught everything schema checks.
+		return nil, ErrorList{{Pos: token.Position{Filename: dir}, Msg: err.Error()}}
+	}
+	if cfg.Check && p.LockChanged {
+		msg := LockFile + " is out of date"
+		if len(p.LockChanges) > 0 {
+			msg += " (" + strings.Join(p.LockChanges, "; ") + ")"
+		} else if _, err := os.Stat(p.LockPath); err != nil {
+			msg = LockFile + " is missing"
+		}
+		msg += "; run go generate and commit " + LockFile
+		return nil, ErrorList{{Pos: token.Position{Filename: p.LockPath}, Msg: msg}}
+	}
+	return p, nil
+}
+
+// stubGenerated finds the generated files in dir and returns an overlay
+// that replaces each with its package clause, and their sorted paths.
+func stubGenerated(dir string) (map[string][]byte, []string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replicagen: %w", err)
+	}
+	overlay := map[string][]byte{}
+	var files []string
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil || f.Name == nil {
+			continue // the package loader reports it
+		}
+		gen := name == f.Name.Name+"_replica.go"
+		for _, cg := range f.Comments {
+			if cg.Pos() > f.Package {
+				break
+			}
+			for _, c := range cg.List {
+				if c.Text == GeneratedMarker {
+					gen = true
+				}
+			}
+		}
+		if gen {
+			overlay[path] = []byte(GeneratedMarker + "\n\npackage " + f.Name.Name + "\n")
+			files = append(files, path)
+		}
+	}
+	return overlay, files, nil
+}
+
+// parsePos parses "file:line:col" as printed by go/packages.
+func parsePos(s string) token.Position {
+	var p token.Position
+	rest := s
+	var nums []int
+	for range 2 {
+		i := strings.LastIndexByte(rest, ':')
+		if i < 0 {
+			break
+		}
+		n, err := strconv.Atoi(rest[i+1:])
+		if err != nil {
+			break
+		}
+		nums = append(nums, n)
+		rest = rest[:i]
+	}
+	p.Filename = rest
+	switch len(nums) {
+	case 2:
+		p.Line, p.Column = nums[1], nums[0]
+	case 1:
+		p.Line = nums[0]
+	}
+	return p
+}
+
+func (l *loader) errorf(pos token.Pos, format string, args ...any) {
+	l.errs = append(l.errs, &Error{Pos: l.fset.Position(pos), Msg: fmt.Sprintf(format, args...)})
+}
+
+// upperFirst upper-cases the first rune of s.
+func upperFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// collect records the package-level type declarations, their directives
+// and the methods user files declare.
+func (l *loader) collect() {
+	for _, f := range l.pkg.Syntax {
+		if l.isGen[l.fset.Position(f.Package).Filename] {
+			continue
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				l.collectMethod(d)
+			case *ast.GenDecl:
+				if d.Tok != token.TYPE {
+					continue
+				}
+				for _, sp := range d.Specs {
+					ts := sp.(*ast.TypeSpec)
+					doc := ts.Doc
+					if doc == nil && !d.Lparen.IsValid() {
+						doc = d.Doc
+					}
+					obj, _ := l.info.Defs[ts.Name].(*types.TypeName)
+					if obj == nil {
+						continue
+					}
+					td := &typeDecl{spec: ts, doc: doc, obj: obj}
+					l.parseDirectives(td)
+					l.decls[obj] = td
+					l.order = append(l.order, td)
+					if _, ok := ts.Type.(*ast.StructType); ok && !ts.Assign.IsValid() && !obj.Exported() {
+						l.genNames[upperFirst(obj.Name())] = obj.Name()
+					}
+				}
+			}
+		}
+	}
+}
+
+// collectMethod records a method declared on some type, keyed by the
+// receiver's base type name.
+func (l *loader) collectMethod(d *ast.FuncDecl) {
+	if d.Recv == nil || len(d.Recv.List) == 0 {
+		return
+	}
+	t := d.Recv.List[0].Type
+	for {
+		switch x := t.(type) {
+		case *ast.StarExpr:
+			t = x.X
+			continue
+		case *ast.ParenExpr:
+			t = x.X
+			continue
+		case *ast.IndexExpr:
+			t = x.X
+			continue
+		case *ast.IndexListExpr:
+			t = x.X
+			continue
+		}
+		break
+	}
+	id, ok := t.(*ast.Ident)
+	if !ok {
+		return
+	}
+	m := l.methods[id.Name]
+	if m == nil {
+		m = map[string]token.Position{}
+		l.methods[id.Name] = m
+	}
+	m[d.Name.Name] = l.fset.Position(d.Name.Pos())
+}
+
+// parseDirectives reads the //replica: directives of a type declaration.
+func (l *loader) parseDirectives(td *typeDecl) {
+	if td.doc == nil {
+		return
+	}
+	for _, c := range td.doc.List {
+		if strings.HasPrefix(c.Text, "// replica:class") {
+			l.errorf(c.Pos(), "write the directive as //replica:class, with no space after //")
+			continue
+		}
+		rest, ok := strings.CutPrefix(c.Text, "//replica:")
+		if !ok {
+			continue
+		}
+		words := strings.Fields(rest)
+		if len(words) == 0 || words[0] != "class" {
+			l.errorf(c.Pos(), "unknown directive %s; the only directive is //replica:class, optionally with id=N", c.Text)
+			continue
+		}
+		if td.class {
+			l.errorf(c.Pos(), "//replica:class is given twice for %s", td.spec.Name.Name)
+			continue
+		}
+		td.class = true
+		for _, w := range words[1:] {
+			v, ok := strings.CutPrefix(w, "id=")
+			if !ok {
+				l.errorf(c.Pos(), "bad //replica:class argument %q: the only argument is id=N", w)
+				continue
+			}
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil || n == 0 {
+				l.errorf(c.Pos(), "bad id=%s in //replica:class: want a whole number from 1 to 4294967295", v)
+				continue
+			}
+			if td.id != 0 {
+				l.errorf(c.Pos(), "//replica:class gives id= twice")
+				continue
+			}
+			td.id = uint32(n)
+		}
+	}
+}
+
+// findClasses creates the classes marked with //replica:class, in source
+// order.
+func (l *loader) findClasses() []*Struct {
+	var classes []*Struct
+	for _, td := range l.order {
+		if !td.class {
+			continue
+		}
+		name := td.spec.Name.Name
+		pos := td.spec.Name.Pos()
+		_, isStruct := td.spec.Type.(*ast.StructType)
+		switch {
+		case td.spec.Assign.IsValid():
+			l.errorf(pos, "//replica:class marks %s, which is an alias; mark the struct type itself", name)
+		case !isStruct:
+			l.errorf(pos, "//replica:class marks %s, which is not declared as a struct type", name)
+		case td.spec.TypeParams != nil:
+			l.errorf(pos, "spec type %s cannot be generic", name)
+		case td.obj.Exported():
+			l.errorf(pos, "spec type %s must be unexported: replicagen generates the exported type %s from it; rename the spec to %s",
+				name, name, lowerFirst(name))
+		case !startsLower(name):
+			l.errorf(pos, "spec type name %s must start with a lower-case letter, so that replicagen can name the generated type by upper-casing it", name)
+		default:
+			classes = append(classes, l.newStruct(td, true))
+		}
+	}
+	ids := map[uint32]*Struct{}
+	for _, c := range classes {
+		id := l.decls[c.Type.Obj()].id
+		if id == 0 {
+			continue
+		}
+		if other := ids[id]; other != nil {
+			l.errs = append(l.errs, &Error{Pos: c.Pos, Msg: fmt.Sprintf(
+				"classes %s and %s both have id %d; every class needs its own id", other.Spec, c.Spec, id)})
+			continue
+		}
+		ids[id] = c
+	}
+	if len(classes) == 0 && len(l.errs) == 0 {
+		l.errs = append(l.errs, &Error{Pos: token.Position{Filename: l.dir}, Msg: fmt.Sprintf(
+			"package %s has no entity classes; mark an unexported spec struct with a //replica:class line in its doc comment", l.pkg.Name)})
+	}
+	return classes
+}
+
+func lowerFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToLower(r)) + s[n:]
+}
+
+func startsLower(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsLower(r) && unicode.ToUpper(r) != r
+}
+
+// newStruct creates the spec struct of a declaration and queues its fields.
+func (l *loader) newStruct(td *typeDecl, class bool) *Struct {
+	name := td.spec.Name.Name
+	s := &Struct{
+		Spec:   name,
+		Name:   upperFirst(name),
+		Doc:    td.doc.Text(),
+		Pos:    l.fset.Position(td.spec.Name.Pos()),
+		Schema: &schema.Struct{Name: upperFirst(name), Class: class},
+		Type:   td.obj.Type().(*types.Named),
+	}
+	l.specs[td.obj] = s
+	l.queue = append(l.queue, s)
+	if obj := l.pkg.Types.Scope().Lookup(s.Name); obj != nil {
+		l.errorf(td.spec.Name.Pos(), "replicagen generates the type %s from spec %s, but %s is already declared at %s; rename one of them",
+			s.Name, name, s.Name, posString(l.fset.Position(obj.Pos())))
+	}
+	return s
+}
+
+// resolveFields turns the fields of s into Fields.
+func (l *loader) resolveFields(s *Struct) {
+	td := l.decls[s.Type.Obj()]
+	st := td.spec.Type.(*ast.StructType)
+	for _, af := range st.Fields.List {
+		var tg *tag
+		var tagErrs []string
+		if af.Tag != nil {
+			raw, err := strconv.Unquote(af.Tag.Value)
+			if err != nil {
+				raw = ""
+			}
+			tg, tagErrs = parseTag(raw)
+		} else {
+			tg, _ = parseTag("")
+		}
+		if tg.skip {
+			continue
+		}
+		for _, msg := range tagErrs {
+			if len(af.Names) > 0 {
+				msg = "field " + af.Names[0].Name + ": " + msg
+			}
+			l.errorf(af.Tag.Pos(), "%s", msg)
+		}
+		if len(af.Names) == 0 {
+			l.errorf(af.Type.Pos(), "embedded field %s is not supported in a spec struct; give it a name, or tag it replica:\"-\" to leave it out",
+				types.ExprString(af.Type))
+			continue
+		}
+		names := make([]string, len(af.Names))
+		for i, n := range af.Names {
+			names[i] = n.Name
+		}
+		typ, goType, keyGoType, sub, ok := l.fieldType(s, names[0], af, tg)
+		doc := af.Doc.Text() + af.Comment.Text()
+		for _, n := range af.Names {
+			if n.Name == "_" {
+				l.errorf(n.Pos(), "blank field _ cannot be replicated; give it a name, or tag it replica:\"-\" to leave it out")
+				continue
+			}
+			method := upperFirst(n.Name)
+			if !token.IsExported(method) {
+				l.errorf(n.Pos(), "field %s must start with a letter that has an upper-case form, so that its accessors are exported", n.Name)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			f := &Field{
+				Name:      n.Name,
+				Method:    method,
+				Doc:       doc,
+				Pos:       l.fset.Position(n.Pos()),
+				GoType:    goType,
+				KeyGoType: keyGoType,
+				Struct:    sub,
+				Schema: &schema.Field{
+					Name:       n.Name,
+					Type:       typ,
+					Vis:        tg.vis,
+					Life:       tg.life,
+					Chan:       tg.ch,
+					Deprecated: tg.deprecated,
+				},
+			}
+			if tg.id != 0 {
+				l.explicit[f] = tg.id
+			}
+			s.Fields = append(s.Fields, f)
+		}
+	}
+}
+
+// checkStruct reports accessor name clashes and duplicate explicit IDs.
+func (l *loader) checkStruct(s *Struct) {
+	methods := map[string]*Field{}
+	ids := map[uint32]*Field{}
+	for _, f := range s.Fields {
+		if g := methods[f.Method]; g != nil {
+			l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+				"fields %s and %s of %s both get the accessor name %s; rename one of them", g.Name, f.Name, s.Spec, f.Method)})
+		} else {
+			methods[f.Method] = f
+		}
+		if id := l.explicit[f]; id != 0 {
+			if g := ids[id]; g != nil {
+				l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+					"id=%d is given to both %s and %s in %s; every field needs its own id", id, g.Name, f.Name, s.Spec)})
+			} else {
+				ids[id] = f
+			}
+		}
+	}
+}
+
+var errUnresolved = errors.New("unresolved")

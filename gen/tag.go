@@ -1,0 +1,202 @@
+package gen
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/replicago/replica/schema"
+)
+
+// tagKeys lists the replica tag keys in the order messages name them.
+var tagKeys = []string{"id", "vis", "life", "chan", "quant", "min", "max", "bits", "bag", "deprecated"}
+
+// tagAllowed describes the values each key accepts, for messages.
+var tagAllowed = map[string]string{
+	"id":    "a whole number from 1 to 4294967295",
+	"vis":   "server, owner, others or all",
+	"life":  "scene, process, session or persist",
+	"chan":  "reliable or unreliable",
+	"quant": "a positive step such as 0.25 or 1/64",
+	"min":   "a number such as -100 or 0.5",
+	"max":   "a number such as 100 or 0.5",
+	"bits":  "a whole number from 1 to 32",
+}
+
+// tag is a parsed replica struct tag.
+type tag struct {
+	skip       bool // replica:"-"
+	id         uint32
+	vis        schema.Visibility
+	life       schema.Lifetime
+	ch         schema.Channel
+	bag        bool
+	deprecated bool
+
+	// Quantization parameters, as given.
+	step, min, max float64
+	bits           int
+	quantKey       string // the first of quant, min, max and bits given, or ""
+	hasMin, hasMax bool
+}
+
+// quant builds the quantization the tag asks for.
+func (t *tag) quant() (schema.Quant, error) {
+	return schema.NewQuant(t.step, t.min, t.max, t.bits, t.hasMin, t.hasMax)
+}
+
+// parseTag parses the replica key of a Go struct tag (the raw string
+// between the backquotes). It returns the tag and one message per mistake.
+func parseTag(structTag string) (*tag, []string) {
+	t := &tag{vis: schema.VisAll, life: schema.LifeSession, ch: schema.Reliable}
+	v, ok := reflect.StructTag(structTag).Lookup("replica")
+	if !ok {
+		if strings.Contains(structTag, "replica:") {
+			return t, []string{fmt.Sprintf("malformed struct tag %s: write it as replica:\"key=value,...\"", "`"+structTag+"`")}
+		}
+		return t, nil
+	}
+	if v == "-" {
+		t.skip = true
+		return t, nil
+	}
+	if strings.TrimSpace(v) == "" {
+		return t, nil
+	}
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	seen := map[string]bool{}
+	for item := range strings.SplitSeq(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			bad("replica tag %q has an empty item; separate items with single commas", v)
+			continue
+		}
+		key, val, hasVal := strings.Cut(item, "=")
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		allowed, takesValue := tagAllowed[key]
+		isFlag := key == "bag" || key == "deprecated"
+		switch {
+		case !takesValue && !isFlag:
+			bad("unknown replica tag key %q; the keys are %s", key, keyList())
+			continue
+		case seen[key]:
+			bad("replica tag key %q is given twice", key)
+			continue
+		case isFlag && hasVal:
+			bad("replica tag flag %q takes no value; write just %s", key, key)
+			continue
+		case takesValue && (!hasVal || val == ""):
+			bad("replica tag key %q needs a value: %s=%s", key, key, allowed)
+			continue
+		}
+		seen[key] = true
+		badValue := func() { bad("bad %s=%s in replica tag: want %s", key, val, allowed) }
+		switch key {
+		case "id":
+			n, err := strconv.ParseUint(val, 10, 32)
+			if err != nil || n == 0 {
+				badValue()
+				continue
+			}
+			t.id = uint32(n)
+		case "vis":
+			switch val {
+			case "server":
+				t.vis = schema.VisServer
+			case "owner":
+				t.vis = schema.VisOwner
+			case "others":
+				t.vis = schema.VisOthers
+			case "all":
+				t.vis = schema.VisAll
+			default:
+				badValue()
+			}
+		case "life":
+			switch val {
+			case "scene":
+				t.life = schema.LifeScene
+			case "process":
+				t.life = schema.LifeProcess
+			case "session":
+				t.life = schema.LifeSession
+			case "persist":
+				t.life = schema.LifePersist
+			default:
+				badValue()
+			}
+		case "chan":
+			switch val {
+			case "reliable":
+				t.ch = schema.Reliable
+			case "unreliable":
+				t.ch = schema.Unreliable
+			default:
+				badValue()
+			}
+		case "quant":
+			step, ok := parseStep(val)
+			if !ok {
+				badValue()
+				continue
+			}
+			t.step = step
+		case "min", "max":
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				badValue()
+				continue
+			}
+			if key == "min" {
+				t.min, t.hasMin = f, true
+			} else {
+				t.max, t.hasMax = f, true
+			}
+		case "bits":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > 32 {
+				badValue()
+				continue
+			}
+			t.bits = n
+		case "bag":
+			t.bag = true
+		case "deprecated":
+			t.deprecated = true
+		}
+		if t.quantKey == "" && (key == "quant" || key == "min" || key == "max" || key == "bits") {
+			t.quantKey = key
+		}
+	}
+	return t, errs
+}
+
+// parseStep parses a quantization step: a decimal such as 0.25 or a
+// fraction such as 1/64. It must be positive and finite.
+func parseStep(s string) (float64, bool) {
+	var f float64
+	if num, den, ok := strings.Cut(s, "/"); ok {
+		n, err1 := strconv.ParseFloat(strings.TrimSpace(num), 64)
+		d, err2 := strconv.ParseFloat(strings.TrimSpace(den), 64)
+		if err1 != nil || err2 != nil || !(d > 0) {
+			return 0, false
+		}
+		f = n / d
+	} else {
+		var err error
+		if f, err = strconv.ParseFloat(s, 64); err != nil {
+			return 0, false
+		}
+	}
+	if !(f > 0) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+func keyList() string {
+	return strings.Join(tagKeys[:len(tagKeys)-1], ", ") + " and " + tagKeys[len(tagKeys)-1]
+}
