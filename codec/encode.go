@@ -54,13 +54,13 @@ type Encoder struct {
 	order  []uint64 // per group: ID<<32 | item index, sorted by ID
 	remap  []int32
 	byHash map[uint64]int32
-	sets  []uint64 // leaf sets of items, ws words each
-	masks map[*schema.Struct]*[3][]uint64
-	lastC *schema.Struct // one-entry cache in front of masks
-	lastM *[3][]uint64
-	stats []kStats
-	ks    []uint8
-	gaps  kStats
+	sets   []uint64 // leaf sets of items, ws words each
+	masks  map[*schema.Struct]*[3][]uint64
+	lastC  *schema.Struct // one-entry cache in front of masks
+	lastM  *[3][]uint64
+	stats  []kStats
+	ks     []uint8
+	gaps   kStats
 
 	nkeys []uint64
 	skeys []string

@@ -21,8 +21,9 @@ var (
 // A Table is a client's set of entities, changed only through a [Txn]
 // so that each tick applies atomically.
 type Table struct {
-	ents map[ID]*Entity
-	txn  Txn
+	ents  map[ID]*Entity
+	txn   Txn
+	watch map[*schema.Struct][]uint64 // leaves whose changes are reported as events
 }
 
 // NewTable returns an empty table.
@@ -49,11 +50,36 @@ func (t *Table) AppendEntities(dst []*Entity) []*Entity {
 	return dst
 }
 
+// Watch asks for events about leaf of class c: field changes for scalar
+// leaves, item events for containers. Leaves nobody watches cost nothing
+// beyond applying them. Entity creation and destruction are always
+// reported.
+func (t *Table) Watch(c *schema.Struct, leaf int) {
+	if t.watch == nil {
+		t.watch = make(map[*schema.Struct][]uint64)
+	}
+	w := t.watch[c]
+	if w == nil {
+		w = make([]uint64, (c.Leaves+63)/64)
+		t.watch[c] = w
+	}
+	w[leaf>>6] |= 1 << (leaf & 63)
+	t.txn.lastC = nil
+}
+
+// WatchAll asks for events about every leaf of class c.
+func (t *Table) WatchAll(c *schema.Struct) {
+	for i := 0; i < c.Leaves; i++ {
+		t.Watch(c, i)
+	}
+}
+
 // Begin starts a transaction. A table has one transaction at a time: Begin
 // discards the events of the previous one.
 func (t *Table) Begin() *Txn {
 	x := &t.txn
 	x.undo = x.undo[:0]
+	x.nums = x.nums[:0]
 	clear(x.Events)
 	x.Events = x.Events[:0]
 	clear(x.created)
@@ -129,8 +155,25 @@ type undo struct {
 type Txn struct {
 	t       *Table
 	undo    []undo
+	nums    []numUndo // numeric slot writes, the bulk of most ticks
 	created map[ID]bool
 	Events  []Event
+
+	lastC *schema.Struct // one-entry cache of t.watch
+	lastW []uint64
+}
+
+type numUndo struct {
+	p   *uint64
+	old uint64
+}
+
+// wants reports whether events about leaf of e's class are watched.
+func (x *Txn) wants(e *Entity, leaf int) bool {
+	if e.t != x.lastC {
+		x.lastC, x.lastW = e.t, x.t.watch[e.t]
+	}
+	return x.lastW != nil && x.lastW[leaf>>6]&(1<<(leaf&63)) != 0
 }
 
 // Get returns the entity with the given ID, or nil.
@@ -165,19 +208,29 @@ func (x *Txn) Destroy(id ID) error {
 }
 
 func (x *Txn) field(e *Entity, leaf int, old, new Value) {
-	x.Events = append(x.Events, Event{Kind: EvField, E: e, Leaf: leaf, Old: old, New: new})
+	if x.wants(e, leaf) {
+		x.Events = append(x.Events, Event{Kind: EvField, E: e, Leaf: leaf, Old: old, New: new})
+	}
+}
+
+func (x *Txn) event(ev Event) {
+	if x.wants(ev.E, ev.Leaf) {
+		x.Events = append(x.Events, ev)
+	}
 }
 
 // SetNum sets numeric leaf of e to v, already in stored representation.
 func (x *Txn) SetNum(e *Entity, leaf int, v uint64) {
-	slot := e.t.Leaf(leaf).Num
-	old := e.num[slot]
+	p := &e.num[e.t.Leaf(leaf).Num]
+	old := *p
 	if old == v {
 		return
 	}
-	x.undo = append(x.undo, undo{kind: uNum, r: &e.Record, slot: slot, n: old})
-	e.num[slot] = v
-	x.field(e, leaf, Value{N: old}, Value{N: v})
+	x.nums = append(x.nums, numUndo{p: p, old: old})
+	*p = v
+	if x.wants(e, leaf) {
+		x.Events = append(x.Events, Event{Kind: EvField, E: e, Leaf: leaf, Old: Value{N: old}, New: Value{N: v}})
+	}
 }
 
 // SetStr sets string or bytes leaf of e to s.
@@ -210,29 +263,29 @@ func (x *Txn) diff(e *Entity, leaf int, old, new any) {
 		common := min(len(o.v), len(n.v))
 		for i := 0; i < common; i++ {
 			if !o.v[i].equal(n.v[i]) {
-				x.Events = append(x.Events, Event{Kind: EvListSet, E: e, Leaf: leaf, Index: i, Old: o.v[i], New: n.v[i]})
+				x.event(Event{Kind: EvListSet, E: e, Leaf: leaf, Index: i, Old: o.v[i], New: n.v[i]})
 			}
 		}
 		for i := len(o.v) - 1; i >= common; i-- {
-			x.Events = append(x.Events, Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: o.v[i]})
+			x.event(Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: o.v[i]})
 		}
 		for i := common; i < len(n.v); i++ {
-			x.Events = append(x.Events, Event{Kind: EvListAdd, E: e, Leaf: leaf, Index: i, New: n.v[i]})
+			x.event(Event{Kind: EvListAdd, E: e, Leaf: leaf, Index: i, New: n.v[i]})
 		}
 	case *Map:
 		n := new.(*Map)
 		for _, k := range o.Keys(nil) {
 			ov, _ := o.Get(k)
 			if nv, ok := n.Get(k); !ok {
-				x.Events = append(x.Events, Event{Kind: EvMapRemove, E: e, Leaf: leaf, Key: k, Old: ov})
+				x.event(Event{Kind: EvMapRemove, E: e, Leaf: leaf, Key: k, Old: ov})
 			} else if !ov.equal(nv) {
-				x.Events = append(x.Events, Event{Kind: EvMapSet, E: e, Leaf: leaf, Key: k, Old: ov, New: nv})
+				x.event(Event{Kind: EvMapSet, E: e, Leaf: leaf, Key: k, Old: ov, New: nv})
 			}
 		}
 		for _, k := range n.Keys(nil) {
 			if _, ok := o.Get(k); !ok {
 				nv, _ := n.Get(k)
-				x.Events = append(x.Events, Event{Kind: EvMapAdd, E: e, Leaf: leaf, Key: k, New: nv})
+				x.event(Event{Kind: EvMapAdd, E: e, Leaf: leaf, Key: k, New: nv})
 			}
 		}
 	case *Bag:
@@ -240,14 +293,14 @@ func (x *Txn) diff(e *Entity, leaf int, old, new any) {
 		for _, k := range o.Keys(nil) {
 			or := o.items[k]
 			if nr := n.items[k]; nr == nil {
-				x.Events = append(x.Events, Event{Kind: EvBagRemove, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: or}})
+				x.event(Event{Kind: EvBagRemove, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: or}})
 			} else if !or.Equal(nr) {
-				x.Events = append(x.Events, Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: or}, New: Value{R: nr}})
+				x.event(Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: or}, New: Value{R: nr}})
 			}
 		}
 		for _, k := range n.Keys(nil) {
 			if o.items[k] == nil {
-				x.Events = append(x.Events, Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, New: Value{R: n.items[k]}})
+				x.event(Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, New: Value{R: n.items[k]}})
 			}
 		}
 	}
@@ -263,7 +316,7 @@ func (x *Txn) ListInsert(e *Entity, leaf, i int, v Value) error {
 	}
 	l.insert(i, v)
 	x.undo = append(x.undo, undo{kind: uListInsert, c: l, idx: i})
-	x.Events = append(x.Events, Event{Kind: EvListAdd, E: e, Leaf: leaf, Index: i, New: v})
+	x.event(Event{Kind: EvListAdd, E: e, Leaf: leaf, Index: i, New: v})
 	return nil
 }
 
@@ -275,7 +328,7 @@ func (x *Txn) ListRemove(e *Entity, leaf, i int) error {
 	}
 	old := l.remove(i)
 	x.undo = append(x.undo, undo{kind: uListRemove, c: l, idx: i, v: old})
-	x.Events = append(x.Events, Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: old})
+	x.event(Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: old})
 	return nil
 }
 
@@ -288,7 +341,7 @@ func (x *Txn) ListSet(e *Entity, leaf, i int, v Value) error {
 	old := l.v[i]
 	l.v[i] = v
 	x.undo = append(x.undo, undo{kind: uListSet, c: l, idx: i, v: old})
-	x.Events = append(x.Events, Event{Kind: EvListSet, E: e, Leaf: leaf, Index: i, Old: old, New: v})
+	x.event(Event{Kind: EvListSet, E: e, Leaf: leaf, Index: i, Old: old, New: v})
 	return nil
 }
 
@@ -299,7 +352,7 @@ func (x *Txn) ListClear(e *Entity, leaf int) {
 	l.v = nil
 	x.undo = append(x.undo, undo{kind: uListAll, c: l, vals: old})
 	for i := len(old) - 1; i >= 0; i-- {
-		x.Events = append(x.Events, Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: old[i]})
+		x.event(Event{Kind: EvListRemove, E: e, Leaf: leaf, Index: i, Old: old[i]})
 	}
 }
 
@@ -312,9 +365,9 @@ func (x *Txn) MapPut(e *Entity, leaf int, k, v Value) {
 	old, existed := m.put(k, v)
 	x.undo = append(x.undo, undo{kind: uMapPut, c: m, key: k, v: old, existed: existed})
 	if existed {
-		x.Events = append(x.Events, Event{Kind: EvMapSet, E: e, Leaf: leaf, Key: k, Old: old, New: v})
+		x.event(Event{Kind: EvMapSet, E: e, Leaf: leaf, Key: k, Old: old, New: v})
 	} else {
-		x.Events = append(x.Events, Event{Kind: EvMapAdd, E: e, Leaf: leaf, Key: k, New: v})
+		x.event(Event{Kind: EvMapAdd, E: e, Leaf: leaf, Key: k, New: v})
 	}
 }
 
@@ -326,7 +379,7 @@ func (x *Txn) MapDelete(e *Entity, leaf int, k Value) error {
 		return fmt.Errorf("%w: delete of an absent map key", ErrNoKey)
 	}
 	x.undo = append(x.undo, undo{kind: uMapDel, c: m, key: k, v: old})
-	x.Events = append(x.Events, Event{Kind: EvMapRemove, E: e, Leaf: leaf, Key: k, Old: old})
+	x.event(Event{Kind: EvMapRemove, E: e, Leaf: leaf, Key: k, Old: old})
 	return nil
 }
 
@@ -338,7 +391,7 @@ func (x *Txn) BagPut(e *Entity, leaf int, k uint64, r *Record) {
 	old, existed := b.items[k]
 	b.items[k] = r
 	x.undo = append(x.undo, undo{kind: uBagPut, c: b, key: Value{N: k}, v: Value{R: old}, existed: existed})
-	x.Events = append(x.Events, Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: old}, New: Value{R: r}})
+	x.event(Event{Kind: EvBagAdd, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: old}, New: Value{R: r}})
 }
 
 // BagRemove removes key k of the bag at leaf.
@@ -350,7 +403,7 @@ func (x *Txn) BagRemove(e *Entity, leaf int, k uint64) error {
 	}
 	delete(b.items, k)
 	x.undo = append(x.undo, undo{kind: uBagDel, c: b, key: Value{N: k}, v: Value{R: old}})
-	x.Events = append(x.Events, Event{Kind: EvBagRemove, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: old}})
+	x.event(Event{Kind: EvBagRemove, E: e, Leaf: leaf, Key: Value{N: k}, Old: Value{R: old}})
 	return nil
 }
 
@@ -371,9 +424,9 @@ func (x *Txn) SetItemNum(e *Entity, leaf int, k uint64, r *Record, itemLeaf int,
 	if old == v {
 		return
 	}
-	x.undo = append(x.undo, undo{kind: uNum, r: r, slot: slot, n: old})
+	x.nums = append(x.nums, numUndo{p: &r.num[slot], old: old})
 	r.num[slot] = v
-	x.Events = append(x.Events, Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf, Old: Value{N: old}, New: Value{N: v}})
+	x.event(Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf, Old: Value{N: old}, New: Value{N: v}})
 }
 
 // SetItemStr sets string or bytes leaf itemLeaf of item r.
@@ -385,7 +438,7 @@ func (x *Txn) SetItemStr(e *Entity, leaf int, k uint64, r *Record, itemLeaf int,
 	}
 	x.undo = append(x.undo, undo{kind: uStr, r: r, slot: slot, s: old})
 	r.obj[slot].s = s
-	x.Events = append(x.Events, Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf, Old: Value{S: old}, New: Value{S: s}})
+	x.event(Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf, Old: Value{S: old}, New: Value{S: s}})
 }
 
 // SetItemContainer replaces container leaf itemLeaf of item r with c.
@@ -393,7 +446,7 @@ func (x *Txn) SetItemContainer(e *Entity, leaf int, k uint64, r *Record, itemLea
 	slot := r.t.Leaf(itemLeaf).Obj
 	x.undo = append(x.undo, undo{kind: uCont, r: r, slot: slot, c: r.obj[slot].c})
 	r.obj[slot].c = c
-	x.Events = append(x.Events, Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf})
+	x.event(Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf})
 }
 
 // Commit keeps every change and returns the events, in the order the
@@ -401,11 +454,18 @@ func (x *Txn) SetItemContainer(e *Entity, leaf int, k uint64, r *Record, itemLea
 func (x *Txn) Commit() []Event {
 	clear(x.undo)
 	x.undo = x.undo[:0]
+	x.nums = x.nums[:0]
 	return x.Events
 }
 
 // Rollback undoes every change of the transaction, newest first.
 func (x *Txn) Rollback() {
+	// Numeric writes are independent of the structural changes in x.undo
+	// (they never move a slot), so the two logs unwind separately.
+	for i := len(x.nums) - 1; i >= 0; i-- {
+		*x.nums[i].p = x.nums[i].old
+	}
+	x.nums = x.nums[:0]
 	for i := len(x.undo) - 1; i >= 0; i-- {
 		u := &x.undo[i]
 		switch u.kind {
