@@ -110,14 +110,13 @@ type vec struct {
 		t.Errorf("v1 reloaded: LockChanged")
 	}
 
-	// v2: remove mana and class npc, deprecate hp, change a quantization,
-	// add fields and a class.
+	// v2: remove mana and class npc, deprecate hp, add fields and a class.
 	writeFiles(t, dir, map[string]string{"spec.go": header + `
 //replica:class
 type player struct {
 	hp      int16 ` + "`replica:\"deprecated\"`" + `
 	pos     vec
-	angle   float32 ` + "`replica:\"quant=0.5\"`" + `
+	angle   float32 ` + "`replica:\"quant=0.25\"`" + `
 	stamina int32
 }
 
@@ -137,7 +136,6 @@ type vec struct {
 		"class npc removed (id 2 retired)",
 		"new class door (id 3)",
 		"player.hp: deprecated",
-		"player.angle: type float32 q(0.25) changed to float32 q(0.5)",
 		"player: field mana removed (id 2 retired)",
 		"player: new field stamina (id 5)",
 		"vec: new field z (id 3)",
@@ -166,7 +164,7 @@ type vec struct {
 type player struct {
 	hp      int16 ` + "`replica:\"deprecated\"`" + `
 	pos     vec
-	angle   float32 ` + "`replica:\"quant=0.5\"`" + `
+	angle   float32 ` + "`replica:\"quant=0.25\"`" + `
 	stamina int32
 	mana    int32
 	focus   uint8
@@ -205,6 +203,12 @@ type vec struct {
 	if got := fmt.Sprint(p.LockChanges); got != "[player.stamina: type int32 changed to int64]" {
 		t.Errorf("v4 forced: LockChanges = %s", got)
 	}
+
+	// v5: a changed quantization is a type change too: clients apply
+	// deltas to the codes they store.
+	writeFiles(t, dir, map[string]string{"spec.go": strings.Replace(v3, "quant=0.25", "quant=0.5", 1)})
+	_, err = Load(Config{Dir: dir})
+	checkErrors(t, err, []want{{"quant change", "spec.go", 10, "field angle of player changed type from float32 q(0.25) to float32 q(0.5)"}})
 }
 
 // TestLarge loads a class with 1,000 fields and a chain of structs nested

@@ -313,6 +313,7 @@ func TestLockBreak(t *testing.T) {
 		{"id reuse of live field", "hero.go", 7, "id=1 of field health belongs to field hp in replica.lock.json"},
 		{"id reuse of retired field", "hero.go", 8, "id=3 of field shield was used by the removed field mana"},
 		{"type change", "hero.go", 9, "field level of hero changed type from int16 to int32"},
+		{"quant change", "hero.go", 10, "field pos of hero changed type from float32 q(0.25) to float32 q(0.5)"},
 		{"id change", "hero.go", 11, "field armor has id 4 in replica.lock.json; id=9 would change it"},
 		{"class id reuse", "hero.go", 16, "//replica:class id=1 of class villain belongs to class monster"},
 		{"retired class id reuse", "hero.go", 21, "//replica:class id=5 of class spirit was used by the removed class ghost"},

@@ -223,9 +223,9 @@ func sortedKeys[V any](m map[string]V) []string {
 
 var quantRE = regexp.MustCompile(` q\([^)]*\)`)
 
-// kindSig is a type signature without quantization parameters: two types
-// with the same kindSig are wire-compatible, because decoders use the
-// quantization of the server's schema descriptor.
+// kindSig is a type signature without quantization parameters: a removed
+// field that comes back with the same kindSig gets its old ID back (the
+// type check that follows still refuses a changed quantization).
 func kindSig(typ string) string { return quantRE.ReplaceAllString(typ, "") }
 
 // idItem is a field or class that needs an ID.
@@ -326,7 +326,10 @@ func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired
 	}
 	if what == "field" {
 		for _, it := range items {
-			if e, ok := byID[it.id]; ok && e.Name == it.name && kindSig(e.Type) != kindSig(it.typ) {
+			// The full signature counts, quantization included: clients
+			// apply deltas to the quantized codes they store, so a client
+			// built with other quantization parameters cannot follow.
+			if e, ok := byID[it.id]; ok && e.Name == it.name && e.Type != it.typ {
 				refuse(it.pos, "field %s of %s changed type from %s to %s; clients built with the schema in %s would decode id %d as %s. Add a field with a new name instead (and tag the old one deprecated)",
 					it.name, owner, e.Type, it.typ, LockFile, e.ID, e.Type)
 			}

@@ -7,7 +7,7 @@ type hero struct {
 	health int16   `replica:"id=1"`
 	shield int32   `replica:"id=3"`
 	level  int32   // was int16
-	pos    float32 `replica:"quant=0.5"` // was quant=0.25: allowed
+	pos    float32 `replica:"quant=0.5"` // was quant=0.25
 	armor  int32   `replica:"id=9"`      // was id 4
 	speed  float32
 }
