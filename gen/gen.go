@@ -109,7 +109,7 @@ type Config struct {
 	Dir string
 
 	// Force accepts changes that break clients built against the schema
-	// recorded in the lock file: a field whose kind changed, an explicit
+	// recorded in the lock file: a field whose type changed (quantization included), an explicit
 	// field or class id that belongs to another name, a field or class
 	// whose recorded ID changed. The lock is then rewritten to the new state.
 	Force bool
