@@ -54,11 +54,14 @@ type Encoder struct {
 	order  []uint64 // per group: ID<<32 | item index, sorted by ID
 	remap  []int32
 	byHash map[uint64]int32
+	bitmap []uint64
+	slots  []uint32
 	sets   []uint64 // leaf sets of items, ws words each
 	masks  map[*schema.Struct]*[3][]uint64
 	lastC  *schema.Struct // one-entry cache in front of masks
 	lastM  *[3][]uint64
-	stats  []kStats
+	plans  []leafPlan
+	codes  []uint64
 	ks     []uint8
 	gaps   kStats
 
@@ -115,6 +118,9 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 			enc.addFull(e, part)
 		default:
 			m := enc.mask(e.Class(), part)
+			if m[0] == 0 && len(m) == 1 {
+				continue // the class has no leaf in this partition
+			}
 			off := len(enc.sets)
 			var any uint64
 			for i, w := range c.DirtySet() {
@@ -278,7 +284,7 @@ func (enc *Encoder) emit(dst []byte) []byte {
 		}
 		for g := i; g < j; g++ {
 			order := enc.order[groups[g].start : groups[g].start+groups[g].n]
-			slices.Sort(order)
+			enc.sortByID(order)
 			if sec == secDestroy {
 				enc.writeIDs(w, order)
 			} else {
@@ -289,6 +295,43 @@ func (enc *Encoder) emit(dst []byte) []byte {
 	}
 	w.Bits(secEnd, 3)
 	return append(dst, w.Finish()...)
+}
+
+// sortByID sorts entries of the form ID<<32 | index by ID. Network IDs of
+// one tick are usually dense, so a bitmap over the ID span sorts in
+// O(n + span/64); sparse spans fall back to a comparison sort.
+func (enc *Encoder) sortByID(order []uint64) {
+	if len(order) < 16 {
+		slices.Sort(order)
+		return
+	}
+	lo, hi := order[0]>>32, order[0]>>32
+	for _, o := range order {
+		lo, hi = min(lo, o>>32), max(hi, o>>32)
+	}
+	span := int(hi-lo) + 1
+	if span > 64*len(order) {
+		slices.Sort(order)
+		return
+	}
+	words := (span + 63) / 64
+	enc.bitmap = slices.Grow(enc.bitmap[:0], words)[:words]
+	clear(enc.bitmap)
+	enc.slots = slices.Grow(enc.slots[:0], span)[:span]
+	for _, o := range order {
+		d := int(o>>32 - lo)
+		enc.bitmap[d>>6] |= 1 << (d & 63)
+		enc.slots[d] = uint32(o)
+	}
+	n := 0
+	for wi, word := range enc.bitmap {
+		for word != 0 {
+			d := wi<<6 + bits.TrailingZeros64(word)
+			word &= word - 1
+			order[n] = (lo+uint64(d))<<32 | uint64(enc.slots[d])
+			n++
+		}
+	}
 }
 
 // findGroup returns the index of the group of it, creating it if needed.
@@ -363,6 +406,68 @@ func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
 	}
 }
 
+// A leafPlan is how one leaf of a group is written, resolved once per group
+// so that the per-entity loop touches no schema.
+type leafPlan struct {
+	l     *schema.LeafInfo
+	leaf  int32
+	slot  int32 // numeric or object slot
+	code  uint8 // planRaw, planDelta, planU, planZigzag, planStr, planCont
+	width uint8 // raw bits, or the modulus of a delta
+	k     uint8
+}
+
+const (
+	planRaw    = iota // width raw bits of the stored value
+	planDelta         // U(k) of zigzag(new−old mod 2^width)
+	planU             // U(k) of the stored value
+	planZigzag        // U(k) of zigzag(stored value)
+	planStr
+	planCont
+)
+
+func (enc *Encoder) plan(c *schema.Struct, set []uint64, delta bool) []leafPlan {
+	plans := enc.plans[:0]
+	for leaf := state.NextDirty(set, 0); leaf >= 0; leaf = state.NextDirty(set, leaf+1) {
+		l := c.Leaf(leaf)
+		t := &l.Field.Type
+		p := leafPlan{l: l, leaf: int32(leaf)}
+		switch k := t.Kind; {
+		case k.Numeric():
+			p.slot = int32(l.Num)
+			switch rb := rawBits(t, delta); {
+			case rb != 0:
+				p.code, p.width = planRaw, uint8(rb)
+			case delta && k != schema.Ref:
+				p.code, p.width = planDelta, uint8(deltaWidth(t))
+			case !delta && (k.Signed() || k == schema.Float32 || k == schema.Float64):
+				p.code = planZigzag
+			default:
+				p.code = planU
+			}
+		case k == schema.String || k == schema.Bytes:
+			p.code, p.slot = planStr, int32(l.Obj)
+		default:
+			p.code, p.slot = planCont, int32(l.Obj)
+		}
+		plans = append(plans, p)
+	}
+	enc.plans = plans
+	return plans
+}
+
+// numCode returns the value p codes with U(k) for entity it.
+func (p *leafPlan) numCode(it *item) uint64 {
+	v := it.e.Num(int(p.slot))
+	switch p.code {
+	case planDelta:
+		return zigzag(signExtend(v-it.ch.Base(int(p.slot)), uint(p.width)))
+	case planZigzag:
+		return zigzag(int64(v))
+	}
+	return v
+}
+
 // writeGroup writes entities that share a class and a leaf set: the field
 // tree once, with a code parameter per numeric leaf, then the IDs, then each
 // entity's values in ID order.
@@ -370,32 +475,52 @@ func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, delta bool) {
 	first := &enc.items[uint32(order[0])]
 	c := first.e.Class()
 	set := enc.set(first)
-	if len(enc.stats) < c.Leaves {
-		enc.stats = make([]kStats, c.Leaves)
+	if len(enc.ks) < c.Leaves {
 		enc.ks = make([]uint8, c.Leaves)
 	}
-	for leaf := state.NextDirty(set, 0); leaf >= 0; leaf = state.NextDirty(set, leaf+1) {
-		l := c.Leaf(leaf)
-		t := &l.Field.Type
-		if !t.Kind.Numeric() || rawBits(t, delta) != 0 {
+	plans := enc.plan(c, set, delta)
+	// Codes are computed once, in the pass that picks each leaf's k, and
+	// kept for the write pass: codes[e*len(plans)+i] is entity e's code
+	// for plan i.
+	np := len(plans)
+	enc.codes = slices.Grow(enc.codes[:0], np*len(order))[:np*len(order)]
+	codes := enc.codes
+	for i := range plans {
+		p := &plans[i]
+		if p.code != planDelta && p.code != planU && p.code != planZigzag {
 			continue
 		}
-		st := &enc.stats[leaf]
+		st := &enc.kst
 		st.reset()
-		for _, o := range order {
-			it := &enc.items[uint32(o)]
-			if delta {
-				st.add(codeDelta(t, it.ch.Base(l.Num), it.e.Num(l.Num)))
-			} else {
-				st.add(codeFull(t, it.e.Num(l.Num)))
-			}
+		for e, o := range order {
+			u := p.numCode(&enc.items[uint32(o)])
+			codes[e*np+i] = u
+			st.add(u)
 		}
-		enc.ks[leaf] = uint8(st.best())
+		p.k = uint8(st.best())
+		enc.ks[p.leaf] = p.k
 	}
 	writeTree(w, c, 0, set, enc.ks, delta)
 	enc.writeIDs(w, order)
-	for _, o := range order {
-		enc.writeValues(w, &enc.items[uint32(o)], set, delta)
+	for e, o := range order {
+		it := &enc.items[uint32(o)]
+		for i := range plans {
+			p := &plans[i]
+			switch p.code {
+			case planRaw:
+				w.Bits(it.e.Num(int(p.slot)), uint(p.width))
+			case planDelta, planU, planZigzag:
+				w.U(codes[e*np+i], uint(p.k))
+			case planStr:
+				w.String(it.e.Str(int(p.slot)))
+			case planCont:
+				if delta {
+					enc.writeContDelta(w, &it.e.Record, p.l, it.ch.Cont(int(p.leaf)))
+				} else {
+					enc.writeContWhole(w, &it.e.Record, p.l)
+				}
+			}
+		}
 	}
 }
 
@@ -431,32 +556,6 @@ func span(f *schema.Field) int {
 		return f.Type.Struct.Leaves
 	}
 	return 1
-}
-
-func (enc *Encoder) writeValues(w *wire.Writer, it *item, set []uint64, delta bool) {
-	e := it.e
-	c := e.Class()
-	for leaf := state.NextDirty(set, 0); leaf >= 0; leaf = state.NextDirty(set, leaf+1) {
-		l := c.Leaf(leaf)
-		t := &l.Field.Type
-		switch k := t.Kind; {
-		case k.Numeric():
-			v := e.Num(l.Num)
-			if rb := rawBits(t, delta); rb != 0 {
-				w.Bits(v, rb)
-			} else if delta {
-				w.U(codeDelta(t, it.ch.Base(l.Num), v), uint(enc.ks[leaf]))
-			} else {
-				w.U(codeFull(t, v), uint(enc.ks[leaf]))
-			}
-		case k == schema.String || k == schema.Bytes:
-			w.String(e.Str(l.Obj))
-		case delta:
-			enc.writeContDelta(w, &e.Record, l, it.ch.Cont(leaf))
-		default:
-			enc.writeContWhole(w, &e.Record, l)
-		}
-	}
 }
 
 // writeContWhole writes the container at leaf l of r whole.

@@ -96,6 +96,10 @@ func (h Handle) mark(abs int) bool {
 // SetNum sets the numeric field at leaf to v, given in its plain
 // representation (see [Normalize]).
 func (h Handle) SetNum(leaf int, v uint64) {
+	if h.bagLeaf < 0 && h.e != nil {
+		h.e.SetNum(int(h.leaf)+leaf, v)
+		return
+	}
 	abs, l := h.leafInfo(leaf)
 	v = Normalize(&l.Field.Type, v)
 	old := h.r.num[l.Num]
@@ -120,20 +124,36 @@ func (h Handle) SetStr(leaf int, s string) {
 	}
 }
 
-// SetNested copies every field of src, a value of the nested struct type at
-// leaf, into the nested struct field.
-func (h Handle) SetNested(leaf int, src Handle) {
-	st := h.r.t.Leaf(int(h.leaf) + leaf).Field.Type.Struct
+// SetNested copies every field of src, a value of struct type st, into the
+// nested struct field of type st that starts at leaf. The type is passed
+// explicitly: leaf is also the first leaf of the nested struct's own first
+// field, so it does not identify the field on its own.
+func (h Handle) SetNested(leaf int, st *schema.Struct, src Handle) {
 	for i := 0; i < st.Leaves; i++ {
 		l := st.Leaf(i)
 		switch k := l.Field.Type.Kind; {
 		case k.Numeric():
-			h.SetNum(leaf+i, src.r.num[int(src.num)+l.Num])
+			// src holds stored values, which SetNum would normalize
+			// again: a quantized code is not a float's bits.
+			h.setStored(leaf+i, src.r.num[int(src.num)+l.Num])
 		case k == schema.String || k == schema.Bytes:
 			h.SetStr(leaf+i, src.r.obj[int(src.obj)+l.Obj].s)
 		default:
 			h.setContainer(leaf+i, src.r.obj[int(src.obj)+l.Obj].c)
 		}
+	}
+}
+
+// setStored is SetNum for a value already in stored representation.
+func (h Handle) setStored(leaf int, v uint64) {
+	abs, l := h.leafInfo(leaf)
+	old := h.r.num[l.Num]
+	if old == v {
+		return
+	}
+	h.r.num[l.Num] = v
+	if h.mark(abs) {
+		h.e.markNum(abs, l.Num, old)
 	}
 }
 

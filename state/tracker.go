@@ -31,6 +31,38 @@ func (e *Entity) Class() *schema.Struct { return e.t }
 // Handle returns a handle on the entity's own fields.
 func (e *Entity) Handle() Handle { return Handle{e: e, r: &e.Record, bagLeaf: -1, pin: -1} }
 
+// SetNum sets numeric leaf of e to v, given in its plain representation
+// (see [Normalize]), and records the change. It is the fast path of the
+// setters generated for an entity's own fields.
+func (e *Entity) SetNum(leaf int, v uint64) {
+	l := e.t.Leaf(leaf)
+	if t := &l.Field.Type; t.Kind != schema.Float32 || t.Quant.Enabled() {
+		v = Normalize(t, v)
+	} else {
+		v = uint64(uint32(v))
+	}
+	p := &e.num[l.Num]
+	old := *p
+	if old == v {
+		return
+	}
+	*p = v
+	if e.tr == nil {
+		return
+	}
+	c := e.ch
+	if c == nil {
+		c = e.change()
+	} else if c.Created {
+		return
+	}
+	w, b := leaf>>6, uint64(1)<<(leaf&63)
+	if c.dirty[w]&b == 0 {
+		c.dirty[w] |= b
+		c.base[l.Num] = old
+	}
+}
+
 // NewEntity returns an untracked entity of class c with the given ID. Client
 // replicas create their entities this way.
 func NewEntity(c *schema.Struct, id ID) *Entity {

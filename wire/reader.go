@@ -138,7 +138,11 @@ func (r *Reader) U(k uint) uint64 {
 		return r.Bits(k)
 	}
 	b := k + ones
-	return 1<<(b-1) | r.Bits(b-1)
+	v := r.Bits(b - 1)
+	if r.err != nil {
+		return 0
+	}
+	return 1<<(b-1) | v
 }
 
 // S reads a signed value written with [Writer.S].
@@ -157,7 +161,7 @@ func (r *Reader) Count(k uint, max int, minBits int, what string) int {
 		r.Fail(fmt.Errorf("%w: %s %d > %d", ErrLimit, what, n, max))
 		return 0
 	}
-	if minBits > 0 && n*uint64(minBits) > uint64(r.Remaining()) {
+	if minBits > 0 && n > uint64(r.Remaining())/uint64(minBits) {
 		r.Fail(fmt.Errorf("%w: %s %d needs more bits than remain", ErrTruncated, what, n))
 		return 0
 	}

@@ -20,27 +20,26 @@ func (w *Writer) BitLen() int { return len(w.buf)*8 + int(w.n) }
 
 // Bits writes the low n bits of v (n ≤ 64).
 func (w *Writer) Bits(v uint64, n uint) {
-	if n == 0 {
-		return
-	}
-	if n < 64 {
-		v &= 1<<n - 1
-	}
-	w.acc |= v << w.n
+	v &= ^uint64(0) >> (64 - n) // Go shifts ≥ 64 give 0, so n = 0 masks all
 	if w.n+n < 64 {
+		w.acc |= v << w.n
 		w.n += n
 		return
 	}
-	// acc is full: flush 8 bytes and keep the bits of v that did not fit.
-	a := w.acc
+	w.spill(v, n)
+}
+
+// spill writes n bits of v that do not fit in the accumulator: it flushes 8
+// bytes and keeps the bits of v that did not fit.
+func (w *Writer) spill(v uint64, n uint) {
+	if n == 0 {
+		return
+	}
+	a := w.acc | v<<w.n
 	w.buf = append(w.buf, byte(a), byte(a>>8), byte(a>>16), byte(a>>24),
 		byte(a>>32), byte(a>>40), byte(a>>48), byte(a>>56))
-	used := 64 - w.n
-	if used < 64 {
-		w.acc = v >> used
-	} else {
-		w.acc = 0
-	}
+	used := 64 - w.n // bits of v that went out; Go shifts ≥ 64 give 0
+	w.acc = v >> used
 	w.n = w.n + n - 64
 }
 
@@ -56,15 +55,37 @@ func (w *Writer) Bool(b bool) {
 // U writes n with the U(k) code (see the package documentation).
 func (w *Writer) U(n uint64, k uint) {
 	b := uint(bits.Len64(n))
+	var v uint64
+	var total uint
 	if b <= k {
-		w.Bits(n<<1, k+1) // a 0 bit, then n
+		v, total = n<<1, k+1 // a 0 bit, then n
+	} else {
+		// (b−k) ones, the 0 terminator, then the low b−1 bits of n. The
+		// implied top bit of n lands at bit total and is masked off.
+		ones := b - k
+		total = ones + b
+		if total > 64 {
+			w.uLong(n, ones, b)
+			return
+		}
+		v = 1<<ones - 1 | n<<(ones+1)
+	}
+	// Bits, by hand: this is the hottest path of every encoder.
+	v &= ^uint64(0) >> (64 - total)
+	if w.n+total < 64 {
+		w.acc |= v << w.n
+		w.n += total
 		return
 	}
-	ones := b - k
+	w.spill(v, total)
+}
+
+// uLong writes a U code longer than 64 bits in two parts.
+func (w *Writer) uLong(n uint64, ones, b uint) {
 	if b < 64 {
 		w.Bits(1<<ones-1, ones+1) // ones, then the 0 terminator
 	} else {
-		w.Bits(1<<ones-1, ones) // ones ≤ 64 here only when k = 0
+		w.Bits(1<<ones-1, ones) // no terminator at b = 64
 	}
 	w.Bits(n, b-1) // the top bit is implied
 }

@@ -31,8 +31,8 @@ func runBench(args []string) error {
 			return json.NewEncoder(os.Stdout).Encode(res)
 		}
 		fmt.Printf("w1 broadcast clients=%d quantized=%v verified=%v reference=%v\n", res.Clients, res.Quantized, res.Verified, res.ReferenceOK)
-		fmt.Printf("  %.1f B/client/tick, server %.1f/%.1f µs (p50/p99), client %.1f/%.1f µs, %.1f allocs/tick, %.0f B/entity\n",
-			res.BytesPerClientTick, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99,
+		fmt.Printf("  %.1f B/client/tick, server %.1f/%.1f µs (p50/p99; encode %.1f/%.1f), client %.1f/%.1f µs, %.1f allocs/tick, %.0f B/entity\n",
+			res.BytesPerClientTick, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99, res.EncodeUSPerTick.P50, res.EncodeUSPerTick.P99,
 			res.ClientUSPerTick.P50, res.ClientUSPerTick.P99, res.AllocsPerTick, res.BytesPerEntity)
 		if !res.Verified {
 			return fmt.Errorf("bench: w1 run did not verify")

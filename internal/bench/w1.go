@@ -42,6 +42,7 @@ type W1Result struct {
 	Entity0             [4]string   `json:"entity0"`
 	BytesPerClientTick  float64     `json:"bytes_per_client_tick"`
 	ServerUSPerTick     Percentiles `json:"server_us_per_tick"`
+	EncodeUSPerTick     Percentiles `json:"encode_us_per_tick"`
 	ClientUSPerTick     Percentiles `json:"client_us_per_tick"`
 	AllocsPerTick       float64     `json:"allocs_per_tick"`
 	ClientAllocsPerTick float64     `json:"client_allocs_per_tick"`
@@ -141,7 +142,8 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 	}
 
 	var (
-		serverUS, clientUS []float64
+		serverUS, encodeUS []float64
+		clientUS           []float64
 		bytes              int
 		allocs, callocs    uint64
 		ms                 runtime.MemStats
@@ -165,6 +167,7 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 		for _, id := range hpChanged {
 			units[id].SetHp(world.HP[id])
 		}
+		mid := time.Now()
 		cs := tr.Commit()
 		buf = enc.Delta(buf[:0], cs, codec.PartAll, nil)
 		// Broadcast: no client owns anything, so every client also gets the
@@ -179,6 +182,7 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 			runtime.ReadMemStats(&ms)
 			allocs += ms.Mallocs - m0
 			serverUS = append(serverUS, float64(elapsed.Nanoseconds())/1e3)
+			encodeUS = append(encodeUS, float64((elapsed-mid.Sub(start)).Nanoseconds())/1e3)
 			bytes += len(buf)
 			if !emptySegment(others) {
 				bytes += len(others)
@@ -209,6 +213,7 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 	}
 	res.BytesPerClientTick = float64(bytes) / float64(cfg.Measured)
 	res.ServerUSPerTick = percentiles(serverUS)
+	res.EncodeUSPerTick = percentiles(encodeUS)
 	res.ClientUSPerTick = percentiles(clientUS)
 	// ReadMemStats itself allocates nothing; what remains is the tick's.
 	res.AllocsPerTick = float64(allocs) / float64(cfg.Measured)

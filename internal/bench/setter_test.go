@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/replicago/replica/internal/arena"
+	"github.com/replicago/replica/state"
+)
+
+// BenchmarkSetter measures one tracked float32 setter on a live entity.
+func BenchmarkSetter(b *testing.B) {
+	tr := state.NewTracker(arena.Schema())
+	units := make([]arena.Unit, 1000)
+	for i := range units {
+		units[i], _ = arena.SpawnUnit(tr)
+	}
+	tr.Commit()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		units[(i*7919)%1000].SetX(float32(i))
+		i++
+		if i%300 == 0 {
+			tr.Commit()
+		}
+	}
+}
+
+// BenchmarkW1Encode measures commit and encode of one W1 tick, without
+// the workload step and the setters (reported as encode-ns/tick).
+func BenchmarkW1Encode(b *testing.B) {
+	s, err := newW1Server(false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var encode time.Duration
+	for b.Loop() {
+		moved, hpChanged := s.world.Step()
+		for _, id := range moved {
+			u := s.units[id]
+			u.SetX(s.world.X[id])
+			u.SetY(s.world.Y[id])
+			u.SetAngle(s.world.Angle[id])
+		}
+		for _, id := range hpChanged {
+			s.units[id].SetHp(s.world.HP[id])
+		}
+		start := time.Now()
+		cs := s.tr.Commit()
+		s.buf = s.enc.Delta(s.buf[:0], cs, 0, nil)
+		s.others = s.enc.Delta(s.others[:0], cs, 1, nil)
+		encode += time.Since(start)
+	}
+	b.ReportMetric(float64(encode.Nanoseconds())/float64(b.N), "encode-ns/tick")
+}
