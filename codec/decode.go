@@ -85,6 +85,44 @@ type step struct {
 	leaf  int32 // remote leaf
 	local int32 // local leaf, or −1 to skip
 	k     uint8
+
+	// Resolved once per group by planSteps for the per-entity loop.
+	code  uint8 // planRaw, planDelta, planU, planZigzag (numbers), planStr, planCont
+	width uint8 // raw bits, or the modulus of a delta
+	sign  bool  // planDelta: the kind is signed, re-extend the result
+	slot  int32 // local numeric or object slot
+	t     *schema.Type
+}
+
+// planSteps resolves each step of a group of remote class rc stored as
+// local class lc.
+func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
+	for i := range d.steps {
+		s := &d.steps[i]
+		s.local = int32(lmap[s.leaf])
+		l := rc.Leaf(int(s.leaf))
+		t := &l.Field.Type
+		s.t = t
+		s.slot = -1
+		switch k := t.Kind; {
+		case k.Numeric():
+			if s.local >= 0 {
+				s.slot = int32(lc.Leaf(int(s.local)).Num)
+			}
+			switch rb := rawBits(t, delta); {
+			case rb != 0:
+				s.code, s.width = planRaw, uint8(rb)
+			case delta && k != schema.Ref:
+				s.code, s.width, s.sign = planDelta, uint8(deltaWidth(t)), k.Signed()
+			default:
+				s.code = planU // full values and refs: decodeFull / decodeDelta check the range
+			}
+		case k == schema.String || k == schema.Bytes:
+			s.code = planStr
+		default:
+			s.code = planCont
+		}
+	}
 }
 
 // NewDecoder returns a decoder for data encoded with the remote schema into
@@ -229,9 +267,7 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 	if err := d.readTree(rc, 0, delta, true, 0); err != nil {
 		return err
 	}
-	for i := range d.steps {
-		d.steps[i].local = int32(lmap[d.steps[i].leaf])
-	}
+	d.planSteps(rc, lc, lmap, delta)
 	if err := d.readIDs(); err != nil {
 		return err
 	}
@@ -333,51 +369,65 @@ func (d *Decoder) readNum(t *schema.Type, k uint, delta bool, old uint64) (uint6
 }
 
 func (d *Decoder) entityValues(txn *state.Txn, e *state.Entity, rc *schema.Struct, delta bool) error {
-	for _, s := range d.steps {
-		l := rc.Leaf(int(s.leaf))
-		t := &l.Field.Type
-		var ll *schema.LeafInfo
-		if s.local >= 0 {
-			ll = e.Class().Leaf(int(s.local))
-		}
-		switch k := t.Kind; {
-		case k.Numeric():
-			var old uint64
-			if delta && ll != nil {
-				old = e.Num(ll.Num)
+	r := &d.r
+	for i := range d.steps {
+		s := &d.steps[i]
+		switch s.code {
+		case planDelta:
+			u := r.U(uint(s.k))
+			if s.slot < 0 {
+				break
 			}
-			v, err := d.readNum(t, uint(s.k), delta, old)
+			v := e.Num(int(s.slot)) + uint64(unzigzag(u))
+			if s.width < 64 {
+				v &= 1<<s.width - 1
+				if s.sign {
+					v = uint64(signExtend(v, uint(s.width)))
+				}
+			}
+			txn.SetNumAt(e, int(s.local), int(s.slot), v)
+		case planRaw:
+			v := r.Bits(uint(s.width))
+			if s.slot >= 0 {
+				txn.SetNumAt(e, int(s.local), int(s.slot), v)
+			}
+		case planU:
+			var old uint64
+			if delta && s.slot >= 0 {
+				old = e.Num(int(s.slot))
+			}
+			v, err := d.readNum(s.t, uint(s.k), delta, old)
 			if err != nil {
 				return err
 			}
-			if ll != nil {
-				txn.SetNum(e, int(s.local), v)
+			if s.slot >= 0 {
+				txn.SetNumAt(e, int(s.local), int(s.slot), v)
 			}
-		case k == schema.String || k == schema.Bytes:
-			str := d.r.String(d.lim.MaxStringBytes)
-			if ll != nil {
+		case planStr:
+			str := r.String(d.lim.MaxStringBytes)
+			if s.local >= 0 {
 				txn.SetStr(e, int(s.local), str)
 			}
 		default:
 			var lt *schema.Type
-			if ll != nil {
-				lt = &ll.Field.Type
+			if s.local >= 0 {
+				lt = &e.Class().Leaf(int(s.local)).Field.Type
 			}
-			if !delta || d.r.Bool() {
-				c, err := d.readContainer(t, lt, 1)
+			if !delta || r.Bool() {
+				c, err := d.readContainer(s.t, lt, 1)
 				if err != nil {
 					return err
 				}
-				if ll != nil {
+				if lt != nil {
 					txn.ReplaceContainer(e, int(s.local), c)
 				}
-				continue
+				break
 			}
-			if err := d.containerOps(txn, e, t, int(s.local)); err != nil {
+			if err := d.containerOps(txn, e, s.t, int(s.local)); err != nil {
 				return err
 			}
 		}
-		if err := d.r.Err(); err != nil {
+		if err := r.Err(); err != nil {
 			return err
 		}
 	}

@@ -715,7 +715,7 @@ func (enc *Encoder) writeRecordLeaves(w *wire.Writer, r *state.Record, only []ui
 				w.Bits(v, rb)
 			} else {
 				u := codeFull(t, v)
-				w.U(u, uint(bits.Len64(u)))
+				w.U(u, ownK(u))
 			}
 		case k == schema.String || k == schema.Bytes:
 			w.String(r.Str(l.Obj))
@@ -748,7 +748,7 @@ func writeRecordTree(w *wire.Writer, st *schema.Struct, base int, set []uint64, 
 			writeRecordTree(w, t.Struct, base+f.Leaf, set, r)
 		case t.Kind.Numeric() && rawBits(t, false) == 0:
 			l := r.Type().Leaf(base + f.Leaf)
-			w.Bits(uint64(bits.Len64(codeFull(t, r.Num(l.Num)))), 6)
+			w.Bits(uint64(ownK(codeFull(t, r.Num(l.Num)))), 6)
 		}
 	}
 }
@@ -814,6 +814,11 @@ func (enc *Encoder) writeListOps(w *wire.Writer, l *state.List, cc *state.ContCh
 		}
 	}
 	k := enc.elemK(w, t, enc.vals[start:])
+	if len(enc.vals) == start && len(cc.Ops) > 0 && t.Kind.Numeric() && rawBits(t, false) == 0 {
+		// The decoder reads a k whenever there are operations, even if
+		// none of them carries a value.
+		w.Bits(0, 6)
+	}
 	enc.vals = enc.vals[:start]
 	for _, op := range cc.Ops {
 		w.Bits(uint64(op.Code), 3)
@@ -965,3 +970,7 @@ func hashSet(set []uint64) uint64 {
 	}
 	return h
 }
+
+// ownK is the code parameter of a value written on its own: its bit
+// length, which costs bitlen+1 bits, capped to what 6 bits can say.
+func ownK(u uint64) uint { return min(uint(bits.Len64(u)), wire.MaxK) }

@@ -79,7 +79,8 @@ var ErrUnknownClass = errors.New("state: unknown class")
 // tick. It is not safe for concurrent use: the tick goroutine owns it.
 type Tracker struct {
 	schema *schema.Schema
-	ents   map[ID]*Entity
+	ents   []*Entity // indexed by ID; nil for destroyed entities and ID 0
+	live   int
 	nextID ID
 
 	cur     []*Change // changes of the tick in progress, in first-touch order
@@ -90,7 +91,7 @@ type Tracker struct {
 
 // NewTracker returns a tracker for the classes of s.
 func NewTracker(s *schema.Schema) *Tracker {
-	return &Tracker{schema: s, ents: make(map[ID]*Entity)}
+	return &Tracker{schema: s, ents: make([]*Entity, 1)}
 }
 
 // Schema returns the tracker's schema.
@@ -105,7 +106,8 @@ func (t *Tracker) Spawn(c *schema.Struct) (*Entity, error) {
 	t.nextID++
 	e := &Entity{id: t.nextID, tr: t}
 	e.init(c)
-	t.ents[e.id] = e
+	t.ents = append(t.ents, e) // IDs are handed out in order: index = ID
+	t.live++
 	e.change().Created = true
 	return e, nil
 }
@@ -113,27 +115,33 @@ func (t *Tracker) Spawn(c *schema.Struct) (*Entity, error) {
 // Destroy removes e and records its destruction in the current tick. An
 // entity created and destroyed in the same tick leaves no trace.
 func (t *Tracker) Destroy(e *Entity) {
-	if e.tr != t || t.ents[e.id] != e {
+	if e.tr != t || t.Entity(e.id) != e {
 		return
 	}
-	delete(t.ents, e.id)
+	t.ents[e.id] = nil
+	t.live--
 	e.change().Destroyed = true
 	e.tr = nil // later writes to a destroyed entity are not replicated
 }
 
 // Entity returns the live entity with the given ID, or nil.
-func (t *Tracker) Entity(id ID) *Entity { return t.ents[id] }
+func (t *Tracker) Entity(id ID) *Entity {
+	if uint64(id) >= uint64(len(t.ents)) {
+		return nil
+	}
+	return t.ents[id]
+}
 
 // Len returns the number of live entities.
-func (t *Tracker) Len() int { return len(t.ents) }
+func (t *Tracker) Len() int { return t.live }
 
 // AppendEntities appends every live entity, in ascending ID order, to dst.
 func (t *Tracker) AppendEntities(dst []*Entity) []*Entity {
-	start := len(dst)
 	for _, e := range t.ents {
-		dst = append(dst, e)
+		if e != nil {
+			dst = append(dst, e)
+		}
 	}
-	slices.SortFunc(dst[start:], func(a, b *Entity) int { return int(a.id) - int(b.id) })
 	return dst
 }
 
@@ -143,6 +151,7 @@ func (t *Tracker) Commit() *Changeset {
 	for _, c := range t.done.Changes {
 		t.recycle(c)
 	}
+	clear(t.done.Changes) // the pool owns them now; the array must not pin them
 	t.done.Changes = t.done.Changes[:0]
 	t.done.Tick++
 	for _, c := range t.cur {
@@ -153,7 +162,14 @@ func (t *Tracker) Commit() *Changeset {
 		}
 		t.done.Changes = append(t.done.Changes, c)
 	}
+	clear(t.cur)
 	t.cur = t.cur[:0]
+	// Keep enough pooled records for a tick like this one; let a spike
+	// (a mass spawn) go to the garbage collector.
+	if keep := 2*len(t.done.Changes) + 64; len(t.pool) > keep {
+		clear(t.pool[keep:])
+		t.pool = t.pool[:keep]
+	}
 	return &t.done
 }
 

@@ -221,7 +221,12 @@ func (x *Txn) event(ev Event) {
 
 // SetNum sets numeric leaf of e to v, already in stored representation.
 func (x *Txn) SetNum(e *Entity, leaf int, v uint64) {
-	p := &e.num[e.t.Leaf(leaf).Num]
+	x.SetNumAt(e, leaf, e.t.Leaf(leaf).Num, v)
+}
+
+// SetNumAt is SetNum for a caller that already knows the leaf's slot.
+func (x *Txn) SetNumAt(e *Entity, leaf, slot int, v uint64) {
+	p := &e.num[slot]
 	old := *p
 	if old == v {
 		return
