@@ -35,6 +35,9 @@ func (p *Package) Generate() ([]byte, error) {
 	if e.imports["replica"] {
 		out.WriteString("\t\"github.com/replicago/replica\"\n")
 	}
+	if e.imports["client"] {
+		out.WriteString("\t\"github.com/replicago/replica/client\"\n")
+	}
 	out.WriteString("\t\"github.com/replicago/replica/schema\"\n")
 	out.WriteString("\t\"github.com/replicago/replica/state\"\n")
 	out.WriteString(")\n\n")
@@ -108,6 +111,7 @@ func (p *Package) generatedNames() map[string]*Struct {
 			}
 		}
 	}
+	p.addCallbackNames(names)
 	return names
 }
 
@@ -132,6 +136,7 @@ func (p *Package) checkNames() error {
 				"replicagen generates %s for %s, but the package already declares %s; rename one of them", n, s.Spec, n)})
 		}
 	}
+	errs = append(errs, p.callbackClashes()...)
 	for _, s := range p.Structs {
 		reserved := []string{"Valid"}
 		if s.Class() {
@@ -273,6 +278,9 @@ func (e *emitter) file() {
 
 	for _, s := range p.Structs {
 		e.structType(s)
+		if s.Class() {
+			e.callbacks(s)
+		}
 	}
 }
 
@@ -354,7 +362,7 @@ func (e *emitter) field(s *Struct, f *Field, r recv) {
 		e.fieldDoc(f, fmt.Sprintf("%s returns the %s field; setters on the result change this %s.", f.Method, f.Name, s.Name))
 		e.f("func (%s %s) %s() %s { return %s{%s.Nested(%d, %d, %d)} }\n\n", r.name, r.typ, f.Method, n, n, r.handle, leaf, num, obj)
 		e.f("// Set%s copies every field of x into the %s field.\n", f.Method, f.Name)
-		e.f("func (%s %s) Set%s(x %s) { %s.SetNested(%d, x.h) }\n\n", r.name, r.typ, f.Method, n, r.handle, leaf)
+		e.f("func (%s %s) Set%s(x %s) { %s.SetNested(%d, %s, x.h) }\n\n", r.name, r.typ, f.Method, n, r.handle, leaf, schemaVar(f.Struct))
 	case k == schema.List:
 		w := s.Name + f.Method + "List"
 		e.fieldDoc(f, fmt.Sprintf("%s returns the %s list.", f.Method, f.Name))

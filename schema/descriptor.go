@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -110,8 +111,16 @@ func writeType(w *wire.Writer, t *Type, index map[*Struct]int) {
 // DecodeDescriptor decodes a descriptor produced by AppendDescriptor and
 // returns the schema it describes, laid out and validated. Every failure
 // wraps ErrDescriptor.
+//
+// Only the canonical encoding is accepted: the one AppendDescriptor
+// produces for the decoded schema. That rules out unreachable structs,
+// reordered classes and any other second spelling of one schema, so a
+// descriptor can be compared or hashed byte for byte.
 func DecodeDescriptor(b []byte) (*Schema, error) {
 	s, err := decodeDescriptor(b)
+	if err == nil && !bytes.Equal(s.AppendDescriptor(nil), b) {
+		err = errors.New("not in canonical form (unreachable structs, or classes or structs out of order)")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDescriptor, err)
 	}

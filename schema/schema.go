@@ -337,10 +337,21 @@ func (s *Struct) Leaf(i int) *LeafInfo { return &s.leaves[i] }
 // Layout validates s and every struct it reaches and assigns slots. It is
 // idempotent and must be called before s is used by the runtime.
 func (s *Struct) Layout() error {
-	return s.layout(nil)
+	// Element types of containers are laid out after the struct that holds
+	// them: a struct may hold a list of a type that embeds it inline, and
+	// that type needs the holder's finished layout.
+	pending := []*Struct{s}
+	for len(pending) > 0 {
+		st := pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		if err := st.layout(nil, &pending); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (s *Struct) layout(stack []*Struct) error {
+func (s *Struct) layout(stack []*Struct, pending *[]*Struct) error {
 	if s.laidOut {
 		return nil
 	}
@@ -367,7 +378,7 @@ func (s *Struct) layout(stack []*Struct) error {
 			return fmt.Errorf("schema: %s.%s: duplicate field ID %d", s.Name, f.Name, f.ID)
 		}
 		s.byID[f.ID] = f
-		if err := f.Type.validate(stack); err != nil {
+		if err := f.Type.validate(stack, pending); err != nil {
 			return fmt.Errorf("schema: %s.%s: %w", s.Name, f.Name, err)
 		}
 		f.Num, f.Obj, f.Leaf = -1, -1, s.Leaves
@@ -403,6 +414,9 @@ func (s *Struct) layout(stack []*Struct) error {
 			s.Leaves++
 		}
 	}
+	if s.Leaves > MaxLeaves {
+		return fmt.Errorf("schema: %s flattens to more than %d fields", s.Name, MaxLeaves)
+	}
 	s.laidOut = true
 	return nil
 }
@@ -414,7 +428,7 @@ func offset(slot, base int) int {
 	return slot + base
 }
 
-func (t *Type) validate(stack []*Struct) error {
+func (t *Type) validate(stack []*Struct, pending *[]*Struct) error {
 	switch k := t.Kind; {
 	case k == Invalid || k >= numKinds:
 		return fmt.Errorf("invalid kind %d", k)
@@ -429,7 +443,7 @@ func (t *Type) validate(stack []*Struct) error {
 		if t.Struct.Class {
 			return fmt.Errorf("entity class %s cannot be nested; use a ref", t.Struct.Name)
 		}
-		return t.Struct.layout(stack)
+		return t.Struct.layout(stack, pending)
 	case k == List || k == Map:
 		if t.Elem == nil {
 			return fmt.Errorf("%s without an element type", k)
@@ -442,10 +456,11 @@ func (t *Type) validate(stack []*Struct) error {
 		}
 		if t.Elem.Kind == Nested {
 			// Elements are separate records, so recursion through a
-			// container is allowed: lay the element out on its own stack.
-			return t.Elem.Struct.layout(nil)
+			// container is allowed: lay the element out later, on its own.
+			*pending = append(*pending, t.Elem.Struct)
+			return nil
 		}
-		return t.Elem.validate(stack)
+		return t.Elem.validate(stack, pending)
 	case k == Bag:
 		if t.Struct == nil || t.Struct.Class {
 			return errors.New("bag items must be a nested struct type")
@@ -453,7 +468,8 @@ func (t *Type) validate(stack []*Struct) error {
 		if !t.Key.ValidKey() || t.Key == String {
 			return fmt.Errorf("bag key kind %s: want an integer", t.Key)
 		}
-		return t.Struct.layout(nil)
+		*pending = append(*pending, t.Struct)
+		return nil
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ package arena
 import (
 	"math"
 
+	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
 )
@@ -100,6 +101,68 @@ func (p Qunit) Name() string { return string(p.e.Str(0)) }
 // SetName sets the name field.
 func (p Qunit) SetName(x string) { p.e.Handle().SetStr(4, string(x)) }
 
+// OnQunitCreate registers fn to run for each new Qunit in r, with the whole
+// tick applied, and returns a func that unregisters it.
+func OnQunitCreate(r *client.Replica, fn func(Qunit)) (cancel func()) {
+	return r.OnCreate(replicaQunit, func(e *state.Entity) { fn(Qunit{e}) })
+}
+
+// OnQunitDestroy registers fn to run for each Qunit destroyed in r, as it was
+// when destroyed, and returns a func that unregisters it.
+func OnQunitDestroy(r *client.Replica, fn func(Qunit)) (cancel func()) {
+	return r.OnDestroy(replicaQunit, func(e *state.Entity) { fn(Qunit{e}) })
+}
+
+// OnQunitXChange registers fn to run when the x field of a Qunit in r changes,
+// with its old and new values, and returns a func that unregisters it. A new
+// Qunit reports its initial x, unless it is the value every new Qunit starts
+// with, as a change from that value.
+func OnQunitXChange(r *client.Replica, fn func(p Qunit, old, new float32)) (cancel func()) {
+	return r.OnField(replicaQunit, 0, func(e *state.Entity, o, n state.Value) {
+		fn(Qunit{e}, float32(replicaQunit_xQ.Dequantize(int64(o.N))), float32(replicaQunit_xQ.Dequantize(int64(n.N))))
+	})
+}
+
+// OnQunitYChange registers fn to run when the y field of a Qunit in r changes,
+// with its old and new values, and returns a func that unregisters it. A new
+// Qunit reports its initial y, unless it is the value every new Qunit starts
+// with, as a change from that value.
+func OnQunitYChange(r *client.Replica, fn func(p Qunit, old, new float32)) (cancel func()) {
+	return r.OnField(replicaQunit, 1, func(e *state.Entity, o, n state.Value) {
+		fn(Qunit{e}, float32(replicaQunit_yQ.Dequantize(int64(o.N))), float32(replicaQunit_yQ.Dequantize(int64(n.N))))
+	})
+}
+
+// OnQunitAngleChange registers fn to run when the angle field of a Qunit in r
+// changes, with its old and new values, and returns a func that unregisters it.
+// A new Qunit reports its initial angle, unless it is the value every new Qunit
+// starts with, as a change from that value.
+func OnQunitAngleChange(r *client.Replica, fn func(p Qunit, old, new float32)) (cancel func()) {
+	return r.OnField(replicaQunit, 2, func(e *state.Entity, o, n state.Value) {
+		fn(Qunit{e}, float32(replicaQunit_angleQ.Dequantize(int64(o.N))), float32(replicaQunit_angleQ.Dequantize(int64(n.N))))
+	})
+}
+
+// OnQunitHpChange registers fn to run when the hp field of a Qunit in r
+// changes, with its old and new values, and returns a func that unregisters it.
+// A new Qunit reports its initial hp, unless it is the value every new Qunit
+// starts with, as a change from that value.
+func OnQunitHpChange(r *client.Replica, fn func(p Qunit, old, new int16)) (cancel func()) {
+	return r.OnField(replicaQunit, 3, func(e *state.Entity, o, n state.Value) {
+		fn(Qunit{e}, int16(o.N), int16(n.N))
+	})
+}
+
+// OnQunitNameChange registers fn to run when the name field of a Qunit in r
+// changes, with its old and new values, and returns a func that unregisters it.
+// A new Qunit reports its initial name, unless it is the value every new Qunit
+// starts with, as a change from that value.
+func OnQunitNameChange(r *client.Replica, fn func(p Qunit, old, new string)) (cancel func()) {
+	return r.OnField(replicaQunit, 4, func(e *state.Entity, o, n state.Value) {
+		fn(Qunit{e}, string(o.S), string(n.S))
+	})
+}
+
 // Unit is an arena entity with full-precision floats.
 type Unit struct{ e *state.Entity }
 
@@ -156,3 +219,65 @@ func (p Unit) Name() string { return string(p.e.Str(0)) }
 
 // SetName sets the name field.
 func (p Unit) SetName(x string) { p.e.Handle().SetStr(4, string(x)) }
+
+// OnUnitCreate registers fn to run for each new Unit in r, with the whole tick
+// applied, and returns a func that unregisters it.
+func OnUnitCreate(r *client.Replica, fn func(Unit)) (cancel func()) {
+	return r.OnCreate(replicaUnit, func(e *state.Entity) { fn(Unit{e}) })
+}
+
+// OnUnitDestroy registers fn to run for each Unit destroyed in r, as it was
+// when destroyed, and returns a func that unregisters it.
+func OnUnitDestroy(r *client.Replica, fn func(Unit)) (cancel func()) {
+	return r.OnDestroy(replicaUnit, func(e *state.Entity) { fn(Unit{e}) })
+}
+
+// OnUnitXChange registers fn to run when the x field of a Unit in r changes,
+// with its old and new values, and returns a func that unregisters it. A new
+// Unit reports its initial x, unless it is the value every new Unit starts
+// with, as a change from that value.
+func OnUnitXChange(r *client.Replica, fn func(p Unit, old, new float32)) (cancel func()) {
+	return r.OnField(replicaUnit, 0, func(e *state.Entity, o, n state.Value) {
+		fn(Unit{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+	})
+}
+
+// OnUnitYChange registers fn to run when the y field of a Unit in r changes,
+// with its old and new values, and returns a func that unregisters it. A new
+// Unit reports its initial y, unless it is the value every new Unit starts
+// with, as a change from that value.
+func OnUnitYChange(r *client.Replica, fn func(p Unit, old, new float32)) (cancel func()) {
+	return r.OnField(replicaUnit, 1, func(e *state.Entity, o, n state.Value) {
+		fn(Unit{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+	})
+}
+
+// OnUnitAngleChange registers fn to run when the angle field of a Unit in r
+// changes, with its old and new values, and returns a func that unregisters it.
+// A new Unit reports its initial angle, unless it is the value every new Unit
+// starts with, as a change from that value.
+func OnUnitAngleChange(r *client.Replica, fn func(p Unit, old, new float32)) (cancel func()) {
+	return r.OnField(replicaUnit, 2, func(e *state.Entity, o, n state.Value) {
+		fn(Unit{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+	})
+}
+
+// OnUnitHpChange registers fn to run when the hp field of a Unit in r changes,
+// with its old and new values, and returns a func that unregisters it. A new
+// Unit reports its initial hp, unless it is the value every new Unit starts
+// with, as a change from that value.
+func OnUnitHpChange(r *client.Replica, fn func(p Unit, old, new int16)) (cancel func()) {
+	return r.OnField(replicaUnit, 3, func(e *state.Entity, o, n state.Value) {
+		fn(Unit{e}, int16(o.N), int16(n.N))
+	})
+}
+
+// OnUnitNameChange registers fn to run when the name field of a Unit in r
+// changes, with its old and new values, and returns a func that unregisters it.
+// A new Unit reports its initial name, unless it is the value every new Unit
+// starts with, as a change from that value.
+func OnUnitNameChange(r *client.Replica, fn func(p Unit, old, new string)) (cancel func()) {
+	return r.OnField(replicaUnit, 4, func(e *state.Entity, o, n state.Value) {
+		fn(Unit{e}, string(o.S), string(n.S))
+	})
+}

@@ -1,0 +1,182 @@
+// Package client is the client side of replica: a replica of the entities
+// a server replicates to this client, updated one tick at a time, with
+// callbacks.
+//
+// # Ticks
+//
+// [Replica.Apply] takes the segments a client received for one tick (the
+// PartAll segment and its partition's segment, see package codec), decodes
+// them into the replica inside one transaction and, only when every segment
+// decoded, commits the transaction and runs the callbacks. A segment that is
+// malformed, exceeds the configured limits or contradicts the replica (an
+// update of an unknown entity, say) makes Apply roll the whole tick back and
+// return an error wrapping a [*codec.DecodeError]: the replica is then
+// exactly as it was before the tick and no callback runs. Bad input never
+// panics.
+//
+// # Callbacks
+//
+// Callbacks are registered per class, and per leaf for value changes: a
+// leaf is a scalar or container field of the class, fields of nested
+// structs included (see [schema.LeafInfo]). Generated packages wrap these
+// registrations in typed functions, for example OnPlayerCreate and
+// OnPlayerHpChange; use them when you can. Code that registers by leaf
+// number finds it as the Leaf of the field in the class's schema (the
+// class's schema.Struct, from the generated Schema function): for a field
+// of a nested struct, add the nested field's Leaf to its parent's.
+//
+// Only leaves that something watches produce events: registering a value
+// callback watches its leaf (state.Table.Watch), and unwatched leaves cost
+// nothing beyond being applied. A leaf stays watched after its callbacks are
+// unregistered.
+//
+// Callbacks run after the whole tick is committed, in the order of the
+// tick's events (the order the changes were applied in) and, for one event,
+// in registration order. So every callback sees the replica as the tick
+// left it: references to entities created in the same tick resolve (see
+// [Replica.Resolve]), and a callback of an earlier event already sees later
+// changes of the same tick. The old and new values an event carries are
+// those of that one change.
+//
+// A new entity reports, in this order (other entities' events may come in
+// between): its OnCreate callbacks, then each watched scalar leaf whose
+// initial value differs from a new record's as a field change from that
+// value, and each item of its watched containers as added. A new record
+// holds zero in every slot, which is the zero value of the field's Go type
+// except for a float with a bounded quantization, where it is the minimum.
+// Leaves that keep the value of a new record report nothing; read them in
+// OnCreate. A destroyed entity reports OnDestroy, with the entity as it was
+// when destroyed; it is no longer in the replica.
+//
+// A callback registered while callbacks run takes effect from the next
+// tick; one unregistered while callbacks run does not run again, not even
+// for the rest of the tick.
+//
+// A Replica is not safe for concurrent use, and callbacks must not call
+// Apply. Callbacks must not modify entities (the setters of generated types
+// would change the replica without a transaction).
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
+)
+
+// Config configures a [Replica]. The zero value for Config is valid.
+type Config struct {
+	// Remote is the sender's schema, when it is a different version of the
+	// local one (normally the descriptor received at connect time); nil
+	// means the same as the local schema.
+	Remote *schema.Schema
+
+	// Limits bound what one segment may contain; zero fields select the
+	// defaults of codec.Limits.
+	Limits codec.Limits
+}
+
+// ErrReentrant is returned by [Replica.Apply] when it is called from a
+// callback.
+var ErrReentrant = errors.New("client: Apply called from a callback")
+
+// A TickError reports that a tick was rejected and the replica left as it
+// was before it. Err is the [*codec.DecodeError] of the segment that failed;
+// errors.As and errors.Is see through a TickError to it and its cause.
+type TickError struct {
+	Segment int   // index of the rejected segment among Apply's arguments
+	Err     error // the decoder's error
+}
+
+func (e *TickError) Error() string {
+	return fmt.Sprintf("client: tick rejected at segment %d: %v", e.Segment, e.Err)
+}
+
+func (e *TickError) Unwrap() error { return e.Err }
+
+// A Replica is a client's copy of the entities replicated to it.
+type Replica struct {
+	local  *schema.Schema
+	remote *schema.Schema
+	tab    *state.Table
+	dec    *codec.Decoder
+
+	classes map[*schema.Struct]*classCallbacks
+	lastC   *schema.Struct // one-entry cache of classes
+	lastCC  *classCallbacks
+
+	tick        uint64 // ticks applied or being applied
+	dispatching bool
+	lastEvents  int // events the last committed tick produced
+}
+
+// New returns an empty replica of the classes of local, decoding data
+// encoded with cfg.Remote. It reports codec.ErrIncompatible if the two
+// schemas disagree on a field.
+func New(local *schema.Schema, cfg Config) (*Replica, error) {
+	if local == nil {
+		return nil, errors.New("client: nil local schema")
+	}
+	dec, err := codec.NewDecoder(local, cfg.Remote, cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	remote := cfg.Remote
+	if remote == nil {
+		remote = local
+	}
+	return &Replica{local: local, remote: remote, tab: state.NewTable(), dec: dec,
+		classes: make(map[*schema.Struct]*classCallbacks)}, nil
+}
+
+// Schema returns the local schema.
+func (r *Replica) Schema() *schema.Schema { return r.local }
+
+// Apply applies one tick: the segments the client received for it, in the
+// order they were encoded (PartAll first). It either applies all of them
+// and then runs the callbacks, or, if any segment is bad, none: it then
+// returns a [*TickError] and the replica is as it was before the call.
+//
+// A panic in a callback propagates out of Apply. The tick is committed by
+// then: the replica stays consistent and usable, but the callbacks of the
+// tick's remaining events do not run.
+func (r *Replica) Apply(segments ...[]byte) error {
+	if r.dispatching {
+		return ErrReentrant
+	}
+	txn := r.tab.Begin()
+	for i, seg := range segments {
+		if err := r.dec.Apply(txn, seg); err != nil {
+			txn.Rollback()
+			return &TickError{Segment: i, Err: err}
+		}
+	}
+	events := txn.Commit()
+	r.tick++
+	r.lastEvents = len(events)
+	r.dispatch(events)
+	return nil
+}
+
+// Entity returns the entity with the given ID, or nil.
+func (r *Replica) Entity(id state.ID) *state.Entity { return r.tab.Entity(id) }
+
+// Resolve returns the entity ref refers to, or nil if ref is zero or the
+// entity is not in the replica. Callbacks run after the whole tick is
+// applied, so a reference to an entity created in the same tick resolves.
+func (r *Replica) Resolve(ref replica.Ref) *state.Entity {
+	if ref == 0 {
+		return nil
+	}
+	return r.tab.Entity(state.ID(ref))
+}
+
+// Len returns the number of entities.
+func (r *Replica) Len() int { return r.tab.Len() }
+
+// Entities appends every entity, in ascending ID order, to dst and returns
+// the extended slice.
+func (r *Replica) Entities(dst []*state.Entity) []*state.Entity { return r.tab.AppendEntities(dst) }

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica/internal/demo"
+)
+
+func TestParseDemoFlags(t *testing.T) {
+	var stderr strings.Builder
+	cfg, err := parseDemoFlags(nil, &stderr)
+	if err != nil || cfg != demo.DefaultConfig() {
+		t.Fatalf("no flags: %+v, %v; want the defaults %+v", cfg, err, demo.DefaultConfig())
+	}
+	cfg, err = parseDemoFlags([]string{"-entities", "40", "-clients", "4", "-hz", "30", "-duration", "3s", "-seed", "9"}, &stderr)
+	want := demo.Config{Entities: 40, Clients: 4, Hz: 30, Duration: 3 * time.Second, Seed: 9}
+	if err != nil || cfg != want {
+		t.Fatalf("got %+v, %v; want %+v", cfg, err, want)
+	}
+}
+
+func TestParseDemoFlagsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-clients", "60", "-entities", "50"}, "need at least as many entities as clients"},
+		{[]string{"-clients", "501"}, "need at least as many entities as clients"}, // 500 entities by default
+		{[]string{"-entities", "0"}, "-entities must be at least 1"},
+		{[]string{"-clients", "0"}, "-clients must be at least 1"},
+		{[]string{"-hz", "0"}, "-hz must be between 1 and 1000, got 0"},
+		{[]string{"-duration", "-1s"}, "-duration must not be negative"},
+		{[]string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"5s"}, `unexpected argument "5s"`},
+	} {
+		var stderr strings.Builder
+		_, err := parseDemoFlags(tc.args, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestDemoHelp checks that -h prints the usage and is not an error.
+func TestDemoHelp(t *testing.T) {
+	var stdout, stderr strings.Builder
+	if err := demoMain(context.Background(), []string{"-h"}, &stdout, &stderr); err != nil {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, want := range []string{"usage: replica demo", "-entities", "-clients", "-hz", "-duration", "-seed", "network transports arrive"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("-h wrote to stdout: %q", stdout.String())
+	}
+}
+
+// TestDemoInterrupted runs the command with an interrupted context: it
+// prints the header and a verified summary and succeeds.
+func TestDemoInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr strings.Builder
+	if err := demoMain(ctx, []string{"-entities", "30", "-clients", "3"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "30 bots") || !strings.Contains(out, "stopped (interrupted)") || !strings.Contains(out, "verified ok") {
+		t.Errorf("output:\n%s", out)
+	}
+}

@@ -1,0 +1,319 @@
+package gen
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCallbackFuncs checks that every leaf of every class of the ok
+// fixture gets exactly one typed callback, at the right leaf index.
+func TestCallbackFuncs(t *testing.T) {
+	p := load(t, Config{Dir: "testdata/ok", Check: true})
+	for _, c := range p.Classes {
+		cbs := callbackFuncs(c)
+		if cbs[0].name != "On"+c.Name+"Create" || cbs[1].name != "On"+c.Name+"Destroy" {
+			t.Errorf("%s: first callbacks %s, %s", c.Name, cbs[0].name, cbs[1].name)
+		}
+		leaves := cbs[2:]
+		if len(leaves) != c.Schema.Leaves {
+			t.Fatalf("%s: %d leaf callbacks for %d leaves", c.Name, len(leaves), c.Schema.Leaves)
+		}
+		// Callbacks follow the declaration order, leaves the field IDs.
+		seen := make([]bool, c.Schema.Leaves)
+		for _, cb := range leaves {
+			if cb.leaf < 0 || cb.leaf >= len(seen) || seen[cb.leaf] || c.Schema.Leaf(cb.leaf).Field != cb.f.Schema {
+				t.Errorf("%s: callback %s has leaf %d, a duplicate or not field %s", c.Name, cb.name, cb.leaf, cb.f.Name)
+				continue
+			}
+			seen[cb.leaf] = true
+		}
+	}
+	var names []string
+	for _, cb := range callbackFuncs(p.Classes[0]) {
+		names = append(names, cb.name)
+	}
+	if got, want := strings.Join(names, " "), "OnProjectileCreate OnProjectileDestroy OnProjectileOwnerChange "+
+		"OnProjectilePosXChange OnProjectilePosYChange OnProjectilePosZChange "+
+		"OnProjectileVelXChange OnProjectileVelYChange OnProjectileVelZChange"; got != want {
+		t.Errorf("projectile callbacks:\n got %s\nwant %s", got, want)
+	}
+	byName := map[string]callbackFunc{}
+	for _, cb := range callbackFuncs(p.Classes[1]) {
+		byName[cb.name] = cb
+	}
+	for name, path := range map[string]string{
+		"OnPlayerHpChange":                 "hp",
+		"OnPlayerBodyStatsResistIceChange": "body.stats.resist.ice",
+		"OnPlayerInvChange":                "inv",
+		"OnPlayerByNameChange":             "byName",
+	} {
+		if cb, ok := byName[name]; !ok || cb.path != path {
+			t.Errorf("%s: %+v, want path %s", name, cb, path)
+		}
+	}
+	if _, ok := byName["OnPlayerOldChange"]; ok {
+		t.Errorf("deprecated field old got a callback")
+	}
+	if _, ok := byName["OnPlayerBodyChange"]; ok {
+		t.Errorf("nested struct field body got a callback of its own")
+	}
+}
+
+// TestCallbackClashes checks that clashes of typed callback names with
+// each other, with generated types and with the package's declarations
+// are reported.
+func TestCallbackClashes(t *testing.T) {
+	dir := tempModule(t, map[string]string{"spec.go": `package fixture
+
+//replica:class
+type player struct {
+	bodyX int32
+	body  vec
+}
+
+type vec struct {
+	x float32
+}
+
+//replica:class
+type onPlayerCreate struct {
+	n int32
+}
+
+//replica:class
+type tower struct {
+	hp int16
+}
+
+func OnTowerHpChange() {}
+`})
+	p := load(t, Config{Dir: dir})
+	_, err := p.Generate()
+	checkErrors(t, err, []want{
+		{"nested path", "spec.go", 10, "replicagen generates OnPlayerBodyXChange both for field player.bodyX and for field player.body.x"},
+		{"type", "spec.go", 14, "replicagen generates the type OnPlayerCreate for onPlayerCreate and the function OnPlayerCreate for class player"},
+		{"declared", "spec.go", 19, "replicagen generates OnTowerHpChange for tower, but the package already declares OnTowerHpChange"},
+	})
+}
+
+// TestTypedCallbacks generates the ok fixture into a module with a test
+// that drives every kind of typed callback through a server, the encoder
+// and a client replica, and runs it.
+func TestTypedCallbacks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a test module")
+	}
+	p := load(t, Config{Dir: "testdata/ok", Check: true})
+	src, err := p.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"ok_replica.go": string(src), "typed_test.go": typedTest}
+	for _, name := range []string{"ok.go", "user.go"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "ok", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = string(b)
+	}
+	dir := tempModule(t, files)
+	for _, args := range [][]string{{"vet", "."}, {"test", "-count=1", "."}} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+const typedTest = `package ok
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/state"
+)
+
+func TestTyped(t *testing.T) {
+	tr := state.NewTracker(Schema())
+	var enc codec.Encoder
+	r, err := client.New(Schema(), client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log []string
+	add := func(format string, args ...any) { log = append(log, fmt.Sprintf(format, args...)) }
+	tick := func(want ...string) {
+		t.Helper()
+		cs := tr.Commit()
+		if err := r.Apply(enc.Delta(nil, cs, codec.PartAll, nil), enc.Delta(nil, cs, codec.PartOwner, nil)); err != nil {
+			t.Fatal(err)
+		}
+		got := log
+		log = nil
+		// The order follows the wire, which groups entities by class.
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("got:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+		}
+	}
+	item := func(it Item) string {
+		if !it.Valid() {
+			return "-"
+		}
+		var tags []string
+		for _, s := range it.Tags().All() {
+			tags = append(tags, s)
+		}
+		return fmt.Sprintf("{kind %d count %d tags %v}", it.Kind(), it.Count(), tags)
+	}
+
+	OnPlayerCreate(r, func(p Player) { add("create %d hp %d", p.ID(), p.Hp()) })
+	OnPlayerDestroy(r, func(p Player) { add("destroy %d", p.ID()) })
+	OnPlayerAliveChange(r, func(p Player, old, new bool) { add("alive %v -> %v", old, new) })
+	OnPlayerHpChange(r, func(p Player, old, new int16) { add("hp %d -> %d", old, new) })
+	OnPlayerXChange(r, func(p Player, old, new float32) { add("x %g -> %g", old, new) })
+	OnPlayerHeightChange(r, func(p Player, old, new float64) { add("height %g -> %g", old, new) })
+	OnPlayerWeightChange(r, func(p Player, old, new float64) { add("weight %g -> %g", old, new) })
+	OnPlayerNameChange(r, func(p Player, old, new string) { add("name %q -> %q", old, new) })
+	OnPlayerAvatarChange(r, func(p Player, old, new []byte) { add("avatar %v -> %v", old, new) })
+	OnPlayerTeamChange(r, func(p Player, old, new Team) { add("team %d -> %d", old, new) })
+	OnPlayerScoreChange(r, func(p Player, old, new Score) { add("score %d -> %d", old, new) })
+	OnPlayerTargetChange(r, func(p Player, old, new replica.Ref) {
+		pr, ok := ProjectileOf(r.Resolve(new))
+		add("target %d -> %d (projectile %v, owner %d)", old, new, ok, pr.Owner())
+	})
+	OnPlayerAimChange(r, func(p Player, old, new Target) { add("aim %d -> %d", old, new) })
+	OnPlayerBodyPosXChange(r, func(p Player, old, new float32) { add("body.pos.x %g -> %g", old, new) })
+	OnPlayerBodyStatsResistIceChange(r, func(p Player, old, new uint8) { add("body.stats.resist.ice %d -> %d", old, new) })
+	OnPlayerBuffsChange(r, func(p Player, ev client.ListChange[Buff]) {
+		buff := func(b Buff) string {
+			if !b.Valid() {
+				return "-"
+			}
+			return fmt.Sprint(b.Kind())
+		}
+		add("buffs %v [%d] %s -> %s", ev.Kind, ev.Index, buff(ev.Old), buff(ev.New))
+	})
+	OnPlayerPathChange(r, func(p Player, ev client.ListChange[float32]) { add("path %v [%d] %g -> %g", ev.Kind, ev.Index, ev.Old, ev.New) })
+	OnPlayerTagsChange(r, func(p Player, ev client.ListChange[string]) { add("tags %v [%d] %q -> %q", ev.Kind, ev.Index, ev.Old, ev.New) })
+	OnPlayerCdsChange(r, func(p Player, ev client.MapChange[string, float32]) { add("cds %v [%s] %g -> %g", ev.Kind, ev.Key, ev.Old, ev.New) })
+	OnPlayerScoresChange(r, func(p Player, ev client.MapChange[Team, int32]) { add("scores %v [%d] %d -> %d", ev.Kind, ev.Key, ev.Old, ev.New) })
+	OnPlayerInvChange(r, func(p Player, ev client.BagChange[uint32, Item]) {
+		add("inv %v [%d] leaf %d %s -> %s", ev.Kind, ev.Key, ev.ItemLeaf, item(ev.Old), item(ev.New))
+	})
+	OnPlayerByNameChange(r, func(p Player, ev client.MapChange[string, Item]) {
+		add("byName %v [%s] %s -> %s", ev.Kind, ev.Key, item(ev.Old), item(ev.New))
+	})
+	cancel := OnProjectileVelXChange(r, func(p Projectile, old, new float32) { add("vel.x %g -> %g", old, new) })
+	OnProjectileCreate(r, func(p Projectile) { add("create projectile %d", p.ID()) })
+
+	pl, _ := SpawnPlayer(tr)
+	pr, _ := SpawnProjectile(tr)
+	pr.SetOwner(replica.Ref(pl.ID()))
+	pr.Vel().SetX(2)
+	pl.SetAlive(true)
+	pl.SetHp(50)
+	pl.SetX(10)
+	pl.SetHeight(1.8)
+	pl.SetWeight(-2.5)
+	pl.SetName("bob")
+	pl.SetAvatar([]byte{1, 2})
+	pl.SetTeam(3)
+	pl.SetScore(-7)
+	pl.SetTarget(replica.Ref(pr.ID()))
+	pl.SetAim(Target(pr.ID()))
+	pl.Body().Pos().SetX(1.5)
+	pl.Body().Stats().Resist().SetIce(9)
+	b := NewBuff()
+	b.SetKind(4)
+	pl.Buffs().Push(b)
+	pl.Path().Push(0.5)
+	pl.Tags().Push("a")
+	pl.Tags().Push("b")
+	pl.Cds().Put("fire", 1.125)
+	pl.Scores().Put(Team(2), -1)
+	it := NewItem()
+	it.SetKind(1)
+	it.SetCount(3)
+	it.Tags().Push("new")
+	pl.Inv().Add(7, it)
+	pl.ByName().Put("sword", it)
+	tick(
+		"create 1 hp 50",
+		"aim 0 -> 2",
+		"alive false -> true",
+		"avatar [] -> [1 2]",
+		"body.pos.x 0 -> 1.5",
+		"body.stats.resist.ice 0 -> 9",
+		"buffs added [0] - -> 4",
+		"byName added [sword] - -> {kind 1 count 3 tags [new]}",
+		"cds added [fire] 0 -> 1.125",
+		"create projectile 2",
+		"height 0 -> 1.8",
+		"hp 0 -> 50",
+		"inv added [7] leaf -1 - -> {kind 1 count 3 tags [new]}",
+		` + "`name \"\" -> \"bob\"`" + `,
+		"path added [0] 0 -> 0.5",
+		"score 0 -> -7",
+		"scores added [2] 0 -> -1",
+		` + "`tags added [0] \"\" -> \"a\"`" + `,
+		` + "`tags added [1] \"\" -> \"b\"`" + `,
+		"target 0 -> 2 (projectile true, owner 1)",
+		"team 0 -> 3",
+		"vel.x 0 -> 2",
+		"weight 0 -> -2.5",
+		// x is bounded from -1024: a new player starts there.
+		"x -1024 -> 10",
+	)
+
+	inv, _ := pl.Inv().Get(7)
+	inv.SetCount(4)
+	pl.Tags().Set(0, "z")
+	pl.Cds().Put("fire", 2)
+	pl.Scores().Delete(Team(2))
+	pl.SetHp(40)
+	cancel()
+	pr.Vel().SetX(3)
+	tick(
+		"cds changed [fire] 1.125 -> 2",
+		"hp 50 -> 40",
+		"inv changed [7] leaf 0 - -> {kind 1 count 4 tags [new]}",
+		"scores removed [2] -1 -> 0",
+		` + "`tags changed [0] \"a\" -> \"z\"`" + `,
+	)
+
+	repl := NewItem()
+	repl.SetKind(2)
+	pl.Inv().Add(7, repl)
+	pl.Inv().Add(8, repl)
+	pl.Buffs().Remove(0)
+	pl.Path().Push(-1)
+	tick(
+		"buffs removed [0] 4 -> -",
+		"inv added [8] leaf -1 - -> {kind 2 count 0 tags []}",
+		"inv changed [7] leaf -1 {kind 1 count 4 tags [new]} -> {kind 2 count 0 tags []}",
+		"path added [1] 0 -> -1",
+	)
+
+	pl.Inv().Remove(8)
+	pl.ByName().Delete("sword")
+	tr.Destroy(pr.Entity())
+	tick(
+		"byName removed [sword] {kind 1 count 3 tags [new]} -> -",
+		"inv removed [8] leaf -1 {kind 2 count 0 tags []} -> -",
+	)
+	tr.Destroy(pl.Entity())
+	tick("destroy 1")
+}
+`
