@@ -249,7 +249,11 @@ func (d *Decoder) readIDs() error {
 	d.ids = d.ids[:0]
 	prev := int64(-1)
 	for i := 0; i < n && r.Err() == nil; i++ {
-		id := prev + 1 + int64(r.U(k)&(1<<40-1))
+		gap := r.U(k)
+		if gap > math.MaxUint32 {
+			return fmt.Errorf("%w: entity ID gap %d out of range", wire.ErrMalformed, gap)
+		}
+		id := prev + 1 + int64(gap)
 		if id > math.MaxUint32 {
 			return fmt.Errorf("%w: entity ID out of range", wire.ErrMalformed)
 		}
@@ -348,11 +352,7 @@ func (d *Decoder) readTree(st *schema.Struct, base int, delta, group bool, depth
 func (d *Decoder) readNum(t *schema.Type, k uint, delta bool, old uint64) (uint64, error) {
 	r := &d.r
 	if rb := rawBits(t, delta); rb != 0 {
-		v := r.Bits(rb)
-		if t.Kind == schema.Float32 && !t.Quant.Enabled() || t.Kind == schema.Bool {
-			return v, nil
-		}
-		return v, nil
+		return r.Bits(rb), nil // every bit pattern of a raw field is valid
 	}
 	u := r.U(k)
 	var v uint64
@@ -374,11 +374,14 @@ func (d *Decoder) entityValues(txn *state.Txn, e *state.Entity, rc *schema.Struc
 		s := &d.steps[i]
 		switch s.code {
 		case planDelta:
-			u := r.U(uint(s.k))
+			d := unzigzag(r.U(uint(s.k)))
+			if s.width < 64 && d != signExtend(uint64(d), uint(s.width)) && r.Err() == nil {
+				return fmt.Errorf("%w: delta %d does not fit %d bits", wire.ErrMalformed, d, s.width)
+			}
 			if s.slot < 0 {
 				break
 			}
-			v := e.Num(int(s.slot)) + uint64(unzigzag(u))
+			v := e.Num(int(s.slot)) + uint64(d)
 			if s.width < 64 {
 				v &= 1<<s.width - 1
 				if s.sign {
@@ -527,6 +530,9 @@ func (d *Decoder) readContainer(t, lt *schema.Type, depth int) (any, error) {
 		vk := d.readK(t.Elem, n)
 		for i := 0; i < n && r.Err() == nil; i++ {
 			keys = append(keys, d.readKey(t.Key, kk))
+			if i > 0 && !keyLess(t.Key, keys[i-1], keys[i]) && r.Err() == nil {
+				return nil, fmt.Errorf("%w: map keys not in ascending order", wire.ErrMalformed)
+			}
 			v, err := d.readElem(t.Elem, lt.Elem, vk, depth)
 			if err != nil {
 				return nil, err
@@ -543,6 +549,9 @@ func (d *Decoder) readContainer(t, lt *schema.Type, depth int) (any, error) {
 		}
 		for i := 0; i < n && r.Err() == nil; i++ {
 			keys = append(keys, d.readKey(t.Key, kk).N)
+			if i > 0 && !keyLess(t.Key, state.Value{N: keys[i-1]}, state.Value{N: keys[i]}) && r.Err() == nil {
+				return nil, fmt.Errorf("%w: bag keys not in ascending order", wire.ErrMalformed)
+			}
 			rec, err := d.readRecord(t.Struct, lt.Struct, nil, depth+1)
 			if err != nil {
 				return nil, err
@@ -657,6 +666,9 @@ func (d *Decoder) containerOps(txn *state.Txn, e *state.Entity, t *schema.Type, 
 		k := d.readK(t.Elem, n)
 		for i := 0; i < n && r.Err() == nil; i++ {
 			op := state.OpCode(r.Bits(3))
+			if op > state.OpClear && r.Err() == nil {
+				return fmt.Errorf("%w: list operation %d", wire.ErrMalformed, op)
+			}
 			idx := 0
 			if op == state.OpInsert || op == state.OpSet || op == state.OpRemove {
 				idx = int(min(r.U(4), uint64(d.lim.MaxContainerLen)+1))
@@ -789,4 +801,16 @@ func (d *Decoder) containerOps(txn *state.Txn, e *state.Entity, t *schema.Type, 
 		}
 	}
 	return r.Err()
+}
+
+// keyLess reports whether key a sorts strictly before key b, in the order
+// encoders write keys: strings bytewise, signed integers as signed.
+func keyLess(k schema.Kind, a, b state.Value) bool {
+	switch {
+	case k == schema.String:
+		return a.S < b.S
+	case k.Signed():
+		return int64(a.N) < int64(b.N)
+	}
+	return a.N < b.N
 }

@@ -96,7 +96,11 @@ func decodeDelta(t *schema.Type, old, u uint64) (uint64, bool) {
 		return u, u <= 1
 	}
 	w := deltaWidth(t)
-	v := old + uint64(unzigzag(u))
+	d := unzigzag(u)
+	if w < 64 && d != signExtend(uint64(d), w) {
+		return 0, false // not the canonical delta: |d| must fit w bits
+	}
+	v := old + uint64(d)
 	if w < 64 {
 		v &= 1<<w - 1
 	}

@@ -242,8 +242,10 @@ func (q Quant) Quantize(v float64) int64 {
 
 // Dequantize maps an integer code back to a value.
 func (q Quant) Dequantize(c int64) float64 {
+	// The explicit conversion rounds the product, so no platform fuses the
+	// multiply-add: every client, in any language, gets the same float.
 	if q.Bounded {
-		return q.Min + float64(c)*q.Step
+		return q.Min + float64(float64(c)*q.Step)
 	}
 	return float64(c) * q.Step
 }
