@@ -291,6 +291,7 @@ type recv struct {
 	num    string // format of a numeric slot read, with %d for the slot
 	str    string // format of an object slot read
 	handle string // expression of the state.Handle
+	setNum string // expression whose SetNum(leaf, v) sets a numeric field
 }
 
 func (e *emitter) structType(s *Struct) {
@@ -314,15 +315,15 @@ func (e *emitter) structType(s *Struct) {
 		e.f("// Entity returns the underlying entity.\nfunc (p %s) Entity() *state.Entity { return p.e }\n\n", s.Name)
 		e.f("// ID returns the network ID.\nfunc (p %s) ID() state.ID { return p.e.ID() }\n\n", s.Name)
 		e.f("// Valid reports whether p refers to an entity.\nfunc (p %s) Valid() bool { return p.e != nil }\n\n", s.Name)
-		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()"}
+		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()", setNum: "p.e"}
 	} else {
-		e.f("//\n// A %s is a handle: a field of an entity, an item of a bag, or a detached\n// value made by New%s.\n", s.Name, s.Name)
+		e.f("//\n// %s %s is a handle: a field of an entity, an item of a bag, or a detached\n// value made by New%s.\n", article(s.Name), s.Name, s.Name)
 		e.f("type %s struct{ h state.Handle }\n\n", s.Name)
 		e.f("// New%[1]s returns a detached %[1]s with every field at its zero value, to\n// store into a list, map, bag or nested field.\n", s.Name)
 		e.f("func New%[1]s() %[1]s { return %[1]s{state.NewValue(%[2]s)} }\n\n", s.Name, schemaVar(s))
 		e.f("// Clone returns a detached copy of v.\nfunc (v %[1]s) Clone() %[1]s { return %[1]s{v.h.Copy(%[2]s)} }\n\n", s.Name, schemaVar(s))
 		e.f("// Valid reports whether v refers to a value.\nfunc (v %s) Valid() bool { return v.h.Valid() }\n\n", s.Name)
-		r = recv{name: "v", typ: s.Name, num: "v.h.Num(%d)", str: "v.h.Str(%d)", handle: "v.h"}
+		r = recv{name: "v", typ: s.Name, num: "v.h.Num(%d)", str: "v.h.Str(%d)", handle: "v.h", setNum: "v.h"}
 	}
 	for _, f := range s.Fields {
 		if !f.Schema.Deprecated {
@@ -331,13 +332,15 @@ func (e *emitter) structType(s *Struct) {
 	}
 }
 
-func (e *emitter) fieldDoc(f *Field, fallback string) {
-	doc := strings.TrimRight(f.Doc, "\n")
-	if doc == "" {
-		doc = fallback
-	}
-	for _, line := range strings.Split(doc, "\n") {
-		e.f("// %s\n", strings.TrimRight(line, " "))
+// fieldDoc writes an accessor's doc comment: the generated first sentence,
+// then the field's own comment, if it has one, as a paragraph.
+func (e *emitter) fieldDoc(f *Field, first string) {
+	e.f("// %s\n", first)
+	if doc := strings.TrimRight(f.Doc, "\n"); doc != "" {
+		e.f("//\n")
+		for _, line := range strings.Split(doc, "\n") {
+			e.f("// %s\n", strings.TrimRight(line, " "))
+		}
 	}
 }
 
@@ -351,7 +354,7 @@ func (e *emitter) field(s *Struct, f *Field, r recv) {
 		read := fmt.Sprintf(r.num, num)
 		e.f("func (%s %s) %s() %s { return %s }\n\n", r.name, r.typ, f.Method, f.GoType, e.fromNum(t, f.GoType, quantVar(s, f), read))
 		e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
-		e.f("func (%s %s) Set%s(x %s) { %s.SetNum(%d, %s) }\n\n", r.name, r.typ, f.Method, f.GoType, r.handle, leaf, e.plain(t, "x"))
+		e.f("func (%s %s) Set%s(x %s) { %s.SetNum(%d, %s) }\n\n", r.name, r.typ, f.Method, f.GoType, r.setNum, leaf, e.plain(t, "x"))
 	case k == schema.String || k == schema.Bytes:
 		e.fieldDoc(f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
 		e.f("func (%s %s) %s() %s { return %s(%s) }\n\n", r.name, r.typ, f.Method, f.GoType, f.GoType, fmt.Sprintf(r.str, obj))
@@ -524,4 +527,12 @@ func (e *emitter) bag(s *Struct, f *Field, w string) {
 	e.f("// All iterates over the items in ascending key order.\nfunc (b %s) All() iter.Seq2[%s, %s] {\n", w, k, g)
 	e.f("\treturn func(yield func(%s, %s) bool) {\n\t\tfor _, key := range b.b.Bag().Keys(nil) {\n", k, g)
 	e.f("\t\t\tif !yield(%s(key), %s{b.b.Get(key)}) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", k, g)
+}
+
+// article returns the indefinite article for name.
+func article(name string) string {
+	if name != "" && strings.ContainsRune("AEIOU", rune(name[0])) {
+		return "An"
+	}
+	return "A"
 }

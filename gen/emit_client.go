@@ -52,6 +52,9 @@ func callbackFuncs(c *Struct) []callbackFunc {
 				walk(f.Struct, leaf, method+f.Method, path+f.Name+".")
 				continue
 			}
+			if c.Schema.Leaf(leaf).Vis == schema.VisServer {
+				continue // never reaches a client: no callback could fire
+			}
 			out = append(out, callbackFunc{name: "On" + c.Name + method + f.Method + "Change", class: c,
 				event: "Change", decl: s, f: f, leaf: leaf, path: path + f.Name})
 		}

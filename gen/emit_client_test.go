@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/replicago/replica/schema"
 )
 
-// TestCallbackFuncs checks that every leaf of every class of the ok
-// fixture gets exactly one typed callback, at the right leaf index.
+// TestCallbackFuncs checks that every leaf a client can see, of every class
+// of the ok fixture, gets exactly one typed callback, at the right leaf
+// index, and that server-only leaves get none.
 func TestCallbackFuncs(t *testing.T) {
 	p := load(t, Config{Dir: "testdata/ok", Check: true})
 	for _, c := range p.Classes {
@@ -18,8 +21,14 @@ func TestCallbackFuncs(t *testing.T) {
 			t.Errorf("%s: first callbacks %s, %s", c.Name, cbs[0].name, cbs[1].name)
 		}
 		leaves := cbs[2:]
-		if len(leaves) != c.Schema.Leaves {
-			t.Fatalf("%s: %d leaf callbacks for %d leaves", c.Name, len(leaves), c.Schema.Leaves)
+		visible := 0
+		for i := 0; i < c.Schema.Leaves; i++ {
+			if c.Schema.Leaf(i).Vis != schema.VisServer {
+				visible++
+			}
+		}
+		if len(leaves) != visible {
+			t.Fatalf("%s: %d leaf callbacks for %d client-visible leaves of %d", c.Name, len(leaves), visible, c.Schema.Leaves)
 		}
 		// Callbacks follow the declaration order, leaves the field IDs.
 		seen := make([]bool, c.Schema.Leaves)
@@ -43,6 +52,9 @@ func TestCallbackFuncs(t *testing.T) {
 	byName := map[string]callbackFunc{}
 	for _, cb := range callbackFuncs(p.Classes[1]) {
 		byName[cb.name] = cb
+		if cb.name == "OnPlayerGoldChange" {
+			t.Errorf("server-only field gold got a callback")
+		}
 	}
 	for name, path := range map[string]string{
 		"OnPlayerHpChange":                 "hp",

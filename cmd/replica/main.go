@@ -2,17 +2,19 @@
 //
 // Usage:
 //
-//	replica demo  [-entities N] [-clients N] [-hz N] [-duration D]
+//	replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N]
 //	replica bench -scenario w1 [-clients N] [-quantized] [-json]
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
 
 const usage = `usage:
-  replica demo  [-entities N] [-clients N] [-hz N] [-duration D]
+  replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N]
   replica bench -scenario w1 [-clients N] [-quantized] [-json]
 
 Run "replica <command> -h" for the flags of a command.
@@ -35,6 +37,9 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "replica: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // the flag package printed the usage
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "replica:", err)

@@ -84,25 +84,25 @@ func (p Bot) Valid() bool { return p.e != nil }
 func (p Bot) X() float32 { return float32(replicaBot_xQ.Dequantize(int64(p.e.Num(0)))) }
 
 // SetX sets the x field.
-func (p Bot) SetX(x float32) { p.e.Handle().SetNum(0, uint64(math.Float32bits(float32(x)))) }
+func (p Bot) SetX(x float32) { p.e.SetNum(0, uint64(math.Float32bits(float32(x)))) }
 
 // Y returns the y field.
 func (p Bot) Y() float32 { return float32(replicaBot_yQ.Dequantize(int64(p.e.Num(1)))) }
 
 // SetY sets the y field.
-func (p Bot) SetY(x float32) { p.e.Handle().SetNum(1, uint64(math.Float32bits(float32(x)))) }
+func (p Bot) SetY(x float32) { p.e.SetNum(1, uint64(math.Float32bits(float32(x)))) }
 
 // Heading returns the heading field.
 func (p Bot) Heading() float32 { return float32(replicaBot_headingQ.Dequantize(int64(p.e.Num(2)))) }
 
 // SetHeading sets the heading field.
-func (p Bot) SetHeading(x float32) { p.e.Handle().SetNum(2, uint64(math.Float32bits(float32(x)))) }
+func (p Bot) SetHeading(x float32) { p.e.SetNum(2, uint64(math.Float32bits(float32(x)))) }
 
 // Hp returns the hp field.
 func (p Bot) Hp() int16 { return int16(p.e.Num(3)) }
 
 // SetHp sets the hp field.
-func (p Bot) SetHp(x int16) { p.e.Handle().SetNum(3, uint64(int64(x))) }
+func (p Bot) SetHp(x int16) { p.e.SetNum(3, uint64(int64(x))) }
 
 // Name returns the name field.
 func (p Bot) Name() string { return string(p.e.Str(0)) }
@@ -114,25 +114,25 @@ func (p Bot) SetName(x string) { p.e.Handle().SetStr(4, string(x)) }
 func (p Bot) Score() int32 { return int32(p.e.Num(4)) }
 
 // SetScore sets the score field.
-func (p Bot) SetScore(x int32) { p.e.Handle().SetNum(5, uint64(int64(x))) }
+func (p Bot) SetScore(x int32) { p.e.SetNum(5, uint64(int64(x))) }
 
 // Bounty returns the bounty field.
 func (p Bot) Bounty() int16 { return int16(p.e.Num(5)) }
 
 // SetBounty sets the bounty field.
-func (p Bot) SetBounty(x int16) { p.e.Handle().SetNum(6, uint64(int64(x))) }
+func (p Bot) SetBounty(x int16) { p.e.SetNum(6, uint64(int64(x))) }
 
 // Target returns the target field.
 func (p Bot) Target() replica.Ref { return replica.Ref(p.e.Num(6)) }
 
 // SetTarget sets the target field.
-func (p Bot) SetTarget(x replica.Ref) { p.e.Handle().SetNum(7, uint64(x)) }
+func (p Bot) SetTarget(x replica.Ref) { p.e.SetNum(7, uint64(x)) }
 
 // Mode returns the mode field.
 func (p Bot) Mode() uint8 { return uint8(p.e.Num(7)) }
 
 // SetMode sets the mode field.
-func (p Bot) SetMode(x uint8) { p.e.Handle().SetNum(8, uint64(x)) }
+func (p Bot) SetMode(x uint8) { p.e.SetNum(8, uint64(x)) }
 
 // Inv returns the inv bag.
 func (p Bot) Inv() BotInvBag { return BotInvBag{p.e.Handle().Bag(9)} }
@@ -262,16 +262,6 @@ func OnBotTargetChange(r *client.Replica, fn func(p Bot, old, new replica.Ref)) 
 	})
 }
 
-// OnBotModeChange registers fn to run when the mode field of a Bot in r
-// changes, with its old and new values, and returns a func that unregisters it.
-// A new Bot reports its initial mode, unless it is the value every new Bot
-// starts with, as a change from that value.
-func OnBotModeChange(r *client.Replica, fn func(p Bot, old, new uint8)) (cancel func()) {
-	return r.OnField(replicaBot, 8, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, uint8(o.N), uint8(n.N))
-	})
-}
-
 // OnBotInvChange registers fn to run for each change to the inv bag of a Bot in
 // r, item field changes included, and returns a func that unregisters it. A new
 // Bot reports its initial items as added.
@@ -290,7 +280,7 @@ func OnBotInvChange(r *client.Replica, fn func(p Bot, ev client.BagChange[uint32
 
 // Item is a stack of one kind of pickup in a bot's inventory.
 //
-// A Item is a handle: a field of an entity, an item of a bag, or a detached
+// An Item is a handle: a field of an entity, an item of a bag, or a detached
 // value made by NewItem.
 type Item struct{ h state.Handle }
 
