@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -360,5 +361,38 @@ func TestLockBreak(t *testing.T) {
 	}
 	if strings.Join(p.LockChanges, "\n") != strings.Join(wantChanges, "\n") {
 		t.Errorf("LockChanges:\n%s", strings.Join(p.LockChanges, "\n"))
+	}
+}
+
+// TestGenerateGolden compares the generated file of the golden fixture with
+// the committed one (rerun with -update to accept a change).
+func TestGenerateGolden(t *testing.T) {
+	p := load(t, Config{Dir: "testdata/golden"})
+	got, err := p.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "golden", "golden_replica.go")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WriteLock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("generated code differs from %s (rerun with -update after reviewing)", golden)
+	}
+	if p.LockChanged {
+		t.Errorf("the golden fixture's lock file is out of date (rerun with -update)")
+	}
+	// The committed output must compile.
+	if out, err := exec.Command("go", "vet", "./testdata/golden").CombinedOutput(); err != nil {
+		t.Errorf("golden output does not compile: %v\n%s", err, out)
 	}
 }
