@@ -13,8 +13,8 @@ type Kind uint8
 //replica:class id=1
 type hero struct {
 	alive  bool
-	hp     int16 `replica:"vis=owner"`
-	gold   int64 `replica:"vis=server,life=persist"`
+	hp     int16   `replica:"vis=owner"`
+	gold   int64   `replica:"vis=server,life=persist"`
 	angle  float32 `replica:"bits=12,min=0,max=6.2816513263917"`
 	x      float32 `replica:"quant=1/64,min=-512,max=512,chan=unreliable"`
 	speed  float64
