@@ -160,7 +160,7 @@ func (enc *Encoder) addFull(e *state.Entity, part Part) {
 	set := enc.sets[off:]
 	var any uint64
 	for leaf := state.NextDirty(m, 0); leaf >= 0; leaf = state.NextDirty(m, leaf+1) {
-		if !isZero(&e.Record, c.Leaf(leaf)) {
+		if !e.IsZero(c.Leaf(leaf)) {
 			set[leaf>>6] |= 1 << (leaf & 63)
 			any = 1
 		}
@@ -174,22 +174,6 @@ func (enc *Encoder) addFull(e *state.Entity, part Part) {
 		sec = secFill
 	}
 	enc.items = append(enc.items, item{sec: sec, class: c.ID, id: e.ID(), e: e, set: int32(off), words: int32(words)})
-}
-
-func isZero(r *state.Record, l *schema.LeafInfo) bool {
-	switch k := l.Field.Type.Kind; {
-	case k.Numeric():
-		return r.Num(l.Num) == 0
-	case k == schema.String || k == schema.Bytes:
-		return r.Str(l.Obj) == ""
-	case k == schema.List:
-		return r.List(l.Obj).Len() == 0
-	case k == schema.Map:
-		return r.Map(l.Obj).Len() == 0
-	case k == schema.Bag:
-		return r.Bag(l.Obj).Len() == 0
-	}
-	return true
 }
 
 // mask returns the leaf set of class c that partition part carries.
@@ -698,7 +682,7 @@ func (enc *Encoder) writeRecordLeaves(w *wire.Writer, r *state.Record, only []ui
 			if only[i>>6]&(1<<(i&63)) != 0 {
 				set[i>>6] |= 1 << (i & 63)
 			}
-		} else if !isZero(r, st.Leaf(i)) {
+		} else if !r.IsZero(st.Leaf(i)) {
 			set[i>>6] |= 1 << (i & 63)
 		}
 	}

@@ -93,6 +93,24 @@ func (r *Record) Map(i int) *Map { return r.obj[i].c.(*Map) }
 // Bag returns the bag in object slot i.
 func (r *Record) Bag(i int) *Bag { return r.obj[i].c.(*Bag) }
 
+// IsZero reports whether leaf l of r holds its zero value: 0, an empty
+// string or an empty container.
+func (r *Record) IsZero(l *schema.LeafInfo) bool {
+	switch k := l.Field.Type.Kind; {
+	case k.Numeric():
+		return r.num[l.Num] == 0
+	case k == schema.String || k == schema.Bytes:
+		return r.obj[l.Obj].s == ""
+	case k == schema.List:
+		return len(r.obj[l.Obj].c.(*List).v) == 0
+	case k == schema.Map:
+		return r.obj[l.Obj].c.(*Map).Len() == 0
+	case k == schema.Bag:
+		return len(r.obj[l.Obj].c.(*Bag).items) == 0
+	}
+	return true
+}
+
 // Clone returns a deep copy of r.
 func (r *Record) Clone() *Record {
 	c := &Record{t: r.t}

@@ -82,65 +82,43 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 	if cfg.Measured <= 0 {
 		cfg.Measured = 500
 	}
-	sch := arena.Schema()
-	tr := state.NewTracker(sch)
-	world := w1.New(w1.DefaultConfig())
-	n := len(world.X)
-
-	units := make([]unit, n)
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	for id := range n {
-		var u unit
-		var err error
-		if cfg.Quantized {
-			u, err = arena.SpawnQunit(tr)
-		} else {
-			u, err = arena.SpawnUnit(tr)
-		}
-		if err != nil {
-			return nil, err
-		}
-		u.SetX(world.X[id])
-		u.SetY(world.Y[id])
-		u.SetAngle(world.Angle[id])
-		u.SetHp(world.HP[id])
-		u.SetName(world.Name[id])
-		units[id] = u
+	s, err := newW1Server(cfg.Quantized)
+	if err != nil {
+		return nil, err
 	}
 	// Two commits: the creation tick's change records go back to the pool,
 	// which keeps only what steady ticks need.
-	tr.Commit()
-	tr.Commit()
+	s.tr.Commit()
+	s.tr.Commit()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
+	n := len(s.units)
 	res := &W1Result{Scenario: "w1", Mode: "broadcast", Clients: cfg.Clients, Quantized: cfg.Quantized,
 		Ticks: cfg.Warmup + cfg.Measured}
+	// The world's own arrays are allocated before and counted too; subtract
+	// them with the values: what a plain Go struct of the same fields would
+	// hold is three float32s, an int16, a string header and the name.
 	res.BytesPerEntity = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
-	// What a plain Go struct of the same fields would hold: three float32s,
-	// an int16, a string header and the name's bytes.
 	var values float64
-	for _, name := range world.Name {
+	for _, name := range s.world.Name {
 		values += 12 + 2 + 16 + float64(len(name))
 	}
-	res.MetadataPerEntity = res.BytesPerEntity - values/float64(n)
+	res.MetadataPerEntity = res.BytesPerEntity - 2*values/float64(n)
 
-	var enc codec.Encoder
 	clients := make([]client, cfg.Clients)
 	for i := range clients {
-		dec, err := codec.NewDecoder(sch, nil, codec.Limits{})
-		if err != nil {
+		if clients[i], err = newClient(); err != nil {
 			return nil, err
 		}
-		clients[i] = client{tab: state.NewTable(), dec: dec}
 	}
 	// Everyone joins before the first tick and gets the full state.
-	all := tr.AppendEntities(nil)
-	buf := enc.Full(nil, all, codec.PartAll)
-	res.FullStateBytes = len(buf)
+	s.buf = s.enc.Full(s.buf[:0], s.tr.AppendEntities(nil), codec.PartAll)
+	res.FullStateBytes = len(s.buf)
 	for _, c := range clients {
-		if err := c.apply(buf); err != nil {
+		if err := c.apply(s.buf); err != nil {
 			return nil, fmt.Errorf("initial state: %w", err)
 		}
 	}
@@ -150,7 +128,6 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 		clientUS           []float64
 		bytes              int
 		allocs, callocs    uint64
-		others             []byte
 	)
 	// runtime/metrics reads the allocation count without stopping the
 	// world, so counting does not disturb the timings.
@@ -164,35 +141,21 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 		measured := tick > cfg.Warmup
 		m0 := mallocs()
 		start := time.Now()
-		moved, hpChanged := world.Step()
-		for _, id := range moved {
-			u := units[id]
-			u.SetX(world.X[id])
-			u.SetY(world.Y[id])
-			u.SetAngle(world.Angle[id])
-		}
-		for _, id := range hpChanged {
-			units[id].SetHp(world.HP[id])
-		}
+		s.mutate()
 		mid := time.Now()
-		cs := tr.Commit()
-		buf = enc.Delta(buf[:0], cs, codec.PartAll, nil)
-		// Broadcast: no client owns anything, so every client also gets the
-		// others partition; W1 has no such fields, so it is empty and not
-		// sent.
-		others = enc.Delta(others[:0], cs, codec.PartOthers, nil)
+		s.encode()
 		for i := range inbox {
-			inbox[i] = buf // encoded once, shared by every client
+			inbox[i] = s.buf // encoded once, shared by every client
 		}
-		elapsed := time.Since(start)
+		end := time.Now()
 		m1 := mallocs()
 		if measured {
 			allocs += m1 - m0
-			serverUS = append(serverUS, float64(elapsed.Nanoseconds())/1e3)
-			encodeUS = append(encodeUS, float64((elapsed-mid.Sub(start)).Nanoseconds())/1e3)
-			bytes += len(buf)
-			if !emptySegment(others) {
-				bytes += len(others)
+			serverUS = append(serverUS, float64(end.Sub(start).Nanoseconds())/1e3)
+			encodeUS = append(encodeUS, float64(end.Sub(mid).Nanoseconds())/1e3)
+			bytes += len(s.buf)
+			if !emptySegment(s.others) {
+				bytes += len(s.others)
 			}
 		}
 		for i, c := range clients {
@@ -201,8 +164,8 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 			if err := c.apply(inbox[i]); err != nil {
 				return nil, fmt.Errorf("tick %d client %d: %w", tick, i, err)
 			}
-			if !emptySegment(others) {
-				if err := c.apply(others); err != nil {
+			if !emptySegment(s.others) {
+				if err := c.apply(s.others); err != nil {
 					return nil, fmt.Errorf("tick %d client %d: %w", tick, i, err)
 				}
 			}
@@ -222,7 +185,7 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 	res.ClientAllocsPerTick = float64(callocs) / float64(cfg.Measured)
 
 	res.Verified = true
-	for _, u := range units {
+	for _, u := range s.units {
 		e := u.Entity()
 		for _, c := range clients {
 			got := c.tab.Entity(e.ID())
@@ -232,12 +195,18 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 		}
 	}
 	f := func(v float32) string { return strconv.FormatFloat(float64(v), 'g', -1, 32) }
-	res.Entity0 = [4]string{f(world.X[0]), f(world.Y[0]), f(world.Angle[0]), strconv.Itoa(int(world.HP[0]))}
+	w := s.world
+	res.Entity0 = [4]string{f(w.X[0]), f(w.Y[0]), f(w.Angle[0]), strconv.Itoa(int(w.HP[0]))}
 	res.ReferenceOK = res.Ticks == 600 && res.Entity0 == w1Entity0
 	if res.Ticks == 600 && !res.ReferenceOK {
 		res.Verified = false
 	}
 	return res, nil
+}
+
+func newClient() (client, error) {
+	dec, err := codec.NewDecoder(arena.Schema(), nil, codec.Limits{})
+	return client{tab: state.NewTable(), dec: dec}, err
 }
 
 func (c client) apply(seg []byte) error {
@@ -265,21 +234,23 @@ func percentiles(v []float64) Percentiles {
 	return Percentiles{P50: at(0.50), P99: at(0.99)}
 }
 
-// w1Server is a W1 world with one client, for benchmarks of each side.
+// w1Server is the server side of W1: the workload, its entities and the
+// encoder.
 type w1Server struct {
 	world  *w1.World
 	tr     *state.Tracker
 	units  []unit
 	enc    codec.Encoder
-	buf    []byte
-	others []byte
-	client client
+	buf    []byte // this tick's PartAll segment
+	others []byte // this tick's PartOthers segment (empty in W1)
 }
 
+// newW1Server spawns the W1 entities in their initial state; the creation
+// is not yet committed.
 func newW1Server(quantized bool) (*w1Server, error) {
-	sch := arena.Schema()
-	s := &w1Server{world: w1.New(w1.DefaultConfig()), tr: state.NewTracker(sch)}
-	for id := range s.world.X {
+	s := &w1Server{world: w1.New(w1.DefaultConfig()), tr: state.NewTracker(arena.Schema())}
+	s.units = make([]unit, len(s.world.X))
+	for id := range s.units {
 		var u unit
 		var err error
 		if quantized {
@@ -295,18 +266,13 @@ func newW1Server(quantized bool) (*w1Server, error) {
 		u.SetAngle(s.world.Angle[id])
 		u.SetHp(s.world.HP[id])
 		u.SetName(s.world.Name[id])
-		s.units = append(s.units, u)
+		s.units[id] = u
 	}
-	dec, err := codec.NewDecoder(sch, nil, codec.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	s.client = client{tab: state.NewTable(), dec: dec}
-	s.buf = s.enc.Delta(nil, s.tr.Commit(), codec.PartAll, nil)
-	return s, s.client.apply(s.buf)
+	return s, nil
 }
 
-func (s *w1Server) tick() {
+// mutate runs one workload step through the generated setters.
+func (s *w1Server) mutate() {
 	moved, hpChanged := s.world.Step()
 	for _, id := range moved {
 		u := s.units[id]
@@ -317,7 +283,18 @@ func (s *w1Server) tick() {
 	for _, id := range hpChanged {
 		s.units[id].SetHp(s.world.HP[id])
 	}
+}
+
+// encode commits the tick and encodes it for every partition a client in
+// broadcast mode receives: all, and others (no client owns anything).
+func (s *w1Server) encode() {
 	cs := s.tr.Commit()
 	s.buf = s.enc.Delta(s.buf[:0], cs, codec.PartAll, nil)
 	s.others = s.enc.Delta(s.others[:0], cs, codec.PartOthers, nil)
+}
+
+// tick is mutate and encode.
+func (s *w1Server) tick() {
+	s.mutate()
+	s.encode()
 }

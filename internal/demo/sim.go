@@ -352,7 +352,7 @@ func (s *Sim) ownInOthers(ch *state.Change) bool {
 		return false
 	case ch.Created:
 		for leaf := state.NextDirty(s.othersMask, 0); leaf >= 0; leaf = state.NextDirty(s.othersMask, leaf+1) {
-			if !isZero(&ch.Entity.Record, replicaBot.Leaf(leaf)) {
+			if !ch.Entity.IsZero(replicaBot.Leaf(leaf)) {
 				return true
 			}
 		}

@@ -82,7 +82,7 @@ func compareProjection(srv, cli *state.Entity, owned bool) error {
 	for i := 0; i < c.Leaves; i++ {
 		l := c.Leaf(i)
 		if !visible(l, owned) {
-			if !isZero(&cli.Record, l) {
+			if !cli.IsZero(l) {
 				return fmt.Errorf("field %s (vis=%s) leaked: the client has %s, want it absent",
 					l.Field.Name, l.Vis, format(&cli.Record, l))
 			}
@@ -109,22 +109,6 @@ func checkRefs(r *client.Replica, e *state.Entity) error {
 		}
 	}
 	return nil
-}
-
-func isZero(r *state.Record, l *schema.LeafInfo) bool {
-	switch k := l.Field.Type.Kind; {
-	case k.Numeric():
-		return r.Num(l.Num) == 0
-	case k == schema.String || k == schema.Bytes:
-		return r.Str(l.Obj) == ""
-	case k == schema.List:
-		return r.List(l.Obj).Len() == 0
-	case k == schema.Map:
-		return r.Map(l.Obj).Len() == 0
-	case k == schema.Bag:
-		return r.Bag(l.Obj).Len() == 0
-	}
-	return true
 }
 
 // leafEqual compares leaf l of two records of the same type and describes
