@@ -153,6 +153,9 @@ func (t *Tracker) Commit() *Changeset {
 	}
 	clear(t.done.Changes) // the pool owns them now; the array must not pin them
 	t.done.Changes = t.done.Changes[:0]
+	if cap(t.done.Changes) > 4*len(t.cur)+256 {
+		t.done.Changes = nil
+	}
 	t.done.Tick++
 	for _, c := range t.cur {
 		c.Entity.ch = nil
@@ -166,9 +169,13 @@ func (t *Tracker) Commit() *Changeset {
 	t.cur = t.cur[:0]
 	// Keep enough pooled records for a tick like this one; let a spike
 	// (a mass spawn) go to the garbage collector.
-	if keep := 2*len(t.done.Changes) + 64; len(t.pool) > keep {
+	keep := 2*len(t.done.Changes) + 64
+	if len(t.pool) > keep {
 		clear(t.pool[keep:])
 		t.pool = t.pool[:keep]
+	}
+	if cap(t.cur) > 4*keep {
+		t.cur = nil
 	}
 	return &t.done
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/replicago/replica/internal/workload/w1"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func BenchmarkSetter(b *testing.B) {
 // BenchmarkW1Encode measures commit and encode of one W1 tick, without
 // the workload step and the setters (reported as encode-ns/tick).
 func BenchmarkW1Encode(b *testing.B) {
-	s, err := newW1Server(false)
+	s, err := newW1Server(w1.New(w1.DefaultConfig()), false, make([]unit, 1000))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -82,10 +82,12 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 	if cfg.Measured <= 0 {
 		cfg.Measured = 500
 	}
+	world := w1.New(w1.DefaultConfig())
+	units := make([]unit, len(world.X)) // the game's own handles, not replica's
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	s, err := newW1Server(cfg.Quantized)
+	s, err := newW1Server(world, cfg.Quantized, units)
 	if err != nil {
 		return nil, err
 	}
@@ -98,15 +100,11 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 	n := len(s.units)
 	res := &W1Result{Scenario: "w1", Mode: "broadcast", Clients: cfg.Clients, Quantized: cfg.Quantized,
 		Ticks: cfg.Warmup + cfg.Measured}
-	// The world's own arrays are allocated before and counted too; subtract
-	// them with the values: what a plain Go struct of the same fields would
-	// hold is three float32s, an int16, a string header and the name.
+	// The names were allocated with the world and are shared, so the
+	// values a plain Go struct of the same fields would hold are three
+	// float32s, an int16 and a string header.
 	res.BytesPerEntity = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
-	var values float64
-	for _, name := range s.world.Name {
-		values += 12 + 2 + 16 + float64(len(name))
-	}
-	res.MetadataPerEntity = res.BytesPerEntity - 2*values/float64(n)
+	res.MetadataPerEntity = res.BytesPerEntity - (12 + 2 + 16)
 
 	clients := make([]client, cfg.Clients)
 	for i := range clients {
@@ -247,9 +245,8 @@ type w1Server struct {
 
 // newW1Server spawns the W1 entities in their initial state; the creation
 // is not yet committed.
-func newW1Server(quantized bool) (*w1Server, error) {
-	s := &w1Server{world: w1.New(w1.DefaultConfig()), tr: state.NewTracker(arena.Schema())}
-	s.units = make([]unit, len(s.world.X))
+func newW1Server(world *w1.World, quantized bool, units []unit) (*w1Server, error) {
+	s := &w1Server{world: world, tr: state.NewTracker(arena.Schema()), units: units}
 	for id := range s.units {
 		var u unit
 		var err error

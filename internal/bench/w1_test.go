@@ -1,6 +1,10 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/replicago/replica/internal/workload/w1"
+)
 
 // TestW1Verifies runs a short W1 in both modes and checks that every
 // client's replica equals the server's entities.
@@ -46,7 +50,7 @@ func BenchmarkW1(b *testing.B) {
 // BenchmarkW1ServerTick measures one W1 server tick: the workload step,
 // the generated setters, commit and the encode for every partition.
 func BenchmarkW1ServerTick(b *testing.B) {
-	s, err := newW1Server(false)
+	s, err := newW1Server(w1.New(w1.DefaultConfig()), false, make([]unit, 1000))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +62,7 @@ func BenchmarkW1ServerTick(b *testing.B) {
 
 // BenchmarkW1ClientApply measures decoding and applying one W1 tick.
 func BenchmarkW1ClientApply(b *testing.B) {
-	s, err := newW1Server(false)
+	s, err := newW1Server(w1.New(w1.DefaultConfig()), false, make([]unit, 1000))
 	if err != nil {
 		b.Fatal(err)
 	}
