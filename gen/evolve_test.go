@@ -27,7 +27,19 @@ func tempModule(t *testing.T, files map[string]string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files["go.mod"] = "module example.com/fixture\n\ngo 1.26\n\nrequire github.com/replicago/replica v0.0.0\n\nreplace github.com/replicago/replica => " + root + "\n"
+	// The fixture uses the root's go directive: the go command wants a
+	// dependency's go version not to exceed the main module's.
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := "go 1.26"
+	for _, line := range strings.Split(string(mod), "\n") {
+		if strings.HasPrefix(line, "go ") {
+			goLine = line
+		}
+	}
+	files["go.mod"] = "module example.com/fixture\n\n" + goLine + "\n\nrequire github.com/replicago/replica v0.0.0\n\nreplace github.com/replicago/replica => " + root + "\n"
 	files["go.sum"] = string(sum)
 	writeFiles(t, dir, files)
 	return dir
