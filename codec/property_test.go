@@ -1084,22 +1084,6 @@ func leafName(st *schema.Struct, l *schema.LeafInfo) string {
 	return strings.Join(names, ".")
 }
 
-func isZeroLeaf(r *state.Record, l *schema.LeafInfo) bool {
-	switch k := l.Field.Type.Kind; {
-	case k.Numeric():
-		return r.Num(l.Num) == 0
-	case k == schema.String || k == schema.Bytes:
-		return r.Str(l.Obj) == ""
-	case k == schema.List:
-		return r.List(l.Obj).Len() == 0
-	case k == schema.Map:
-		return r.Map(l.Obj).Len() == 0
-	case k == schema.Bag:
-		return r.Bag(l.Obj).Len() == 0
-	}
-	return true
-}
-
 func (p *projector) entity(se, ke *state.Entity, view schema.Visibility) error {
 	if se.Class().ID != ke.Class().ID {
 		return fmt.Errorf("client has class %s (ID %d)", ke.Class().Name, ke.Class().ID)
@@ -1121,7 +1105,7 @@ func (p *projector) record(s, k *state.Record, view schema.Visibility, top bool)
 		}
 		sl, kl := st.Leaf(i), kt.Leaf(j)
 		if top && sl.Vis&view == 0 {
-			if !isZeroLeaf(k, kl) {
+			if !k.IsZero(kl) {
 				return fmt.Errorf("%s (vis %s) leaked to a client with view %s", leafName(st, sl), sl.Vis, view)
 			}
 			continue
@@ -1131,7 +1115,7 @@ func (p *projector) record(s, k *state.Record, view schema.Visibility, top bool)
 		}
 	}
 	for _, j := range m.clientOnly {
-		if !isZeroLeaf(k, kt.Leaf(j)) {
+		if !k.IsZero(kt.Leaf(j)) {
 			return fmt.Errorf("%s, which the server's schema lacks, is not zero", leafName(kt, kt.Leaf(j)))
 		}
 	}
