@@ -55,20 +55,21 @@ func (w *Writer) Bool(b bool) {
 // U writes n with the U(k) code (see the package documentation).
 func (w *Writer) U(n uint64, k uint) {
 	b := uint(bits.Len64(n))
-	var v uint64
-	var total uint
+	// Both forms are computed and one is selected without a branch: which
+	// form a value takes is data-dependent and mispredicts about half the
+	// time on real data. For b > k: (b−k) ones, the 0 terminator, then the
+	// low b−1 bits of n; the implied top bit of n lands at bit total and is
+	// masked off. For b ≤ k the first form's shifts are garbage (Go shifts
+	// ≥ 64 give 0) and are replaced.
+	ones := b - k
+	v := (uint64(1)<<ones - 1) | n<<(ones+1)
+	total := ones + b
 	if b <= k {
 		v, total = n<<1, k+1 // a 0 bit, then n
-	} else {
-		// (b−k) ones, the 0 terminator, then the low b−1 bits of n. The
-		// implied top bit of n lands at bit total and is masked off.
-		ones := b - k
-		total = ones + b
-		if total > 64 {
-			w.uLong(n, ones, b)
-			return
-		}
-		v = 1<<ones - 1 | n<<(ones+1)
+	}
+	if total > 64 {
+		w.uLong(n, ones, b)
+		return
 	}
 	// Bits, by hand: this is the hottest path of every encoder.
 	v &= ^uint64(0) >> (64 - total)
