@@ -57,6 +57,18 @@ func (r *Reader) Remaining() int {
 func (r *Reader) Consumed() int { return r.read }
 
 func (r *Reader) fill() {
+	if r.pos+8 <= len(r.buf) {
+		// Load a whole word and keep the bytes that fit: afterwards at
+		// least 56 bits are buffered.
+		b := r.buf[r.pos : r.pos+8]
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		r.acc |= w << r.n
+		take := (63 - r.n) >> 3 // whole bytes that fit
+		r.pos += int(take)
+		r.n += take << 3
+		return
+	}
 	for r.n <= 56 && r.pos < len(r.buf) {
 		r.acc |= uint64(r.buf[r.pos]) << r.n
 		r.pos++
@@ -94,6 +106,26 @@ func (r *Reader) Bool() bool { return r.Bits(1) == 1 }
 func (r *Reader) U(k uint) uint64 {
 	if r.err != nil {
 		return 0
+	}
+	// Fast path: the whole code is in the accumulator.
+	if r.n < 57 {
+		r.fill()
+	}
+	if ones := uint(bits.TrailingZeros64(^r.acc)); ones < r.n && k <= MaxK {
+		b := k + ones
+		var v uint64
+		var total uint
+		if ones == 0 {
+			v, total = (r.acc>>1)&(1<<k-1), k+1
+		} else {
+			v, total = (r.acc>>(ones+1))&(1<<(b-1)-1)|1<<(b-1), ones+b
+		}
+		if total <= r.n && b < 64 {
+			r.acc >>= total
+			r.n -= total
+			r.read += int(total)
+			return v
+		}
 	}
 	if k > MaxK {
 		r.Fail(fmt.Errorf("%w: code parameter %d", ErrMalformed, k))
