@@ -49,21 +49,24 @@ const (
 type Encoder struct {
 	w, ops, whole wire.Writer
 
-	items  []item
-	groups []group
-	order  []uint64 // per group: ID<<32 | item index, sorted by ID
-	remap  []int32
-	byHash map[uint64]int32
-	bitmap []uint64
-	slots  []uint32
-	sets   []uint64 // leaf sets of items, ws words each
-	masks  map[*schema.Struct]*[3][]uint64
-	lastC  *schema.Struct // one-entry cache in front of masks
-	lastM  *[3][]uint64
-	plans  []leafPlan
-	codes  []uint64
-	ks     []uint8
-	gaps   kStats
+	items   []item
+	groups  []group
+	order   []uint64 // per group: ID<<32 | item index, sorted by ID
+	remap   []int32
+	byHash  map[uint64]int32
+	bitmap  []uint64
+	slots   []uint32
+	sets    []uint64 // leaf sets of items, ws words each
+	masks   map[*schema.Struct]*[3][]uint64
+	lastC   *schema.Struct // one-entry cache in front of masks
+	partsOf *schema.Schema // the schema parts describes
+	parts   [3]bool        // whether any class has a leaf in each partition
+	lastM   *[3][]uint64
+	plans   []leafPlan
+	codes   []uint64
+	gapv    []uint64
+	ks      []uint8
+	gaps    kStats
 
 	nkeys []uint64
 	skeys []string
@@ -83,6 +86,8 @@ type item struct {
 	words int32
 	hash  uint64
 	group int32
+	// hashed: hash was computed while the set was built
+	hashed bool
 }
 
 // A group is a run of items written together: same section, class and
@@ -104,6 +109,9 @@ type group struct {
 // the other partitions it fills in the new entities' partition fields.
 func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include func(*state.Entity) bool) []byte {
 	enc.items, enc.sets = enc.items[:0], enc.sets[:0]
+	if part != PartAll && cs.Schema != nil && !enc.hasPart(cs.Schema, part) {
+		return enc.emit(dst) // no class has a field in this partition
+	}
 	for _, c := range cs.Changes {
 		e := c.Entity
 		if include != nil && !include(e) {
@@ -123,17 +131,19 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 			}
 			off := len(enc.sets)
 			var any uint64
+			h := hashSeed
 			for i, w := range c.DirtySet() {
 				x := w & m[i]
 				enc.sets = append(enc.sets, x)
 				any |= x
+				h = hashWord(h, x)
 			}
 			if any == 0 {
 				enc.sets = enc.sets[:off]
 				continue
 			}
 			enc.items = append(enc.items, item{sec: secUpdate, class: e.Class().ID, id: e.ID(),
-				e: e, ch: c, set: int32(off), words: int32(len(c.DirtySet()))})
+				e: e, ch: c, set: int32(off), words: int32(len(c.DirtySet())), hash: h, hashed: true})
 		}
 	}
 	return enc.emit(dst)
@@ -147,6 +157,21 @@ func (enc *Encoder) Full(dst []byte, ents []*state.Entity, part Part) []byte {
 		enc.addFull(e, part)
 	}
 	return enc.emit(dst)
+}
+
+// hasPart reports whether any class of s has a leaf in partition part.
+func (enc *Encoder) hasPart(s *schema.Schema, part Part) bool {
+	if enc.partsOf != s {
+		enc.partsOf, enc.parts = s, [3]bool{}
+		for _, c := range s.Classes {
+			for p := range enc.parts {
+				for _, w := range enc.mask(c, Part(p)) {
+					enc.parts[p] = enc.parts[p] || w != 0
+				}
+			}
+		}
+	}
+	return enc.parts[part]
 }
 
 // addFull queues e's full state: every leaf of the partition that differs
@@ -213,7 +238,7 @@ func (enc *Encoder) emit(dst []byte) []byte {
 	clear(enc.byHash)
 	for i := range items {
 		it := &items[i]
-		if it.sec != secDestroy {
+		if it.sec != secDestroy && !it.hashed {
 			it.hash = hashSet(enc.set(it))
 		}
 		it.group = enc.findGroup(it)
@@ -372,21 +397,21 @@ func (enc *Encoder) link(i int32) {
 // writeIDs writes a count, a gap code parameter and the ascending IDs of
 // the items in order as gaps.
 func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
+	enc.gapv = slices.Grow(enc.gapv[:0], len(order))[:len(order)]
 	enc.gaps.reset()
 	prev := int64(-1)
-	for _, o := range order {
+	for i, o := range order {
 		id := int64(o >> 32)
-		enc.gaps.add(uint64(id - prev - 1))
+		g := uint64(id - prev - 1)
+		enc.gapv[i] = g
+		enc.gaps.add(g)
 		prev = id
 	}
 	k := enc.gaps.best()
 	w.U(uint64(len(order)), 3)
 	w.Bits(uint64(k), 6)
-	prev = -1
-	for _, o := range order {
-		id := int64(o >> 32)
-		w.U(uint64(id-prev-1), k)
-		prev = id
+	for _, g := range enc.gapv {
+		w.U(g, k)
 	}
 }
 
@@ -946,11 +971,17 @@ func bagPass(kc *state.KeyChange) int {
 	return -1
 }
 
+const hashSeed = uint64(14695981039346656037)
+
+func hashWord(h, w uint64) uint64 {
+	h = (h ^ w) * 1099511628211
+	return h ^ h>>29
+}
+
 func hashSet(set []uint64) uint64 {
-	h := uint64(14695981039346656037)
+	h := hashSeed
 	for _, w := range set {
-		h = (h ^ w) * 1099511628211
-		h ^= h >> 29
+		h = hashWord(h, w)
 	}
 	return h
 }

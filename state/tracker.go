@@ -91,7 +91,7 @@ type Tracker struct {
 
 // NewTracker returns a tracker for the classes of s.
 func NewTracker(s *schema.Schema) *Tracker {
-	return &Tracker{schema: s, ents: make([]*Entity, 1)}
+	return &Tracker{schema: s, ents: make([]*Entity, 1), done: Changeset{Schema: s}}
 }
 
 // Schema returns the tracker's schema.
@@ -318,6 +318,7 @@ func (e *Entity) keyed(leaf int, k Value, existed bool) *KeyChange {
 // operations or keys. It is the one input of every consumer of a tick:
 // network encoders, persistence, history and replay.
 type Changeset struct {
+	Schema  *schema.Schema // the classes of every changed entity
 	Tick    uint64
 	Changes []*Change // in the order entities were first touched in the tick
 }
