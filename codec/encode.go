@@ -49,24 +49,26 @@ const (
 type Encoder struct {
 	w, ops, whole wire.Writer
 
-	items   []item
-	groups  []group
-	order   []uint64 // per group: ID<<32 | item index, sorted by ID
-	remap   []int32
-	byHash  map[uint64]int32
-	bitmap  []uint64
-	slots   []uint32
-	sets    []uint64 // leaf sets of items, ws words each
-	masks   map[*schema.Struct]*[3][]uint64
-	lastC   *schema.Struct // one-entry cache in front of masks
-	partsOf *schema.Schema // the schema parts describes
-	parts   [3]bool        // whether any class has a leaf in each partition
-	lastM   *[3][]uint64
-	plans   []leafPlan
-	codes   []uint64
-	gapv    []uint64
-	ks      []uint8
-	gaps    kStats
+	items     []item
+	groups    []group
+	order     []uint64 // per group: ID<<32 | item index, sorted by ID
+	remap     []int32
+	byHash    map[uint64]int32
+	lastGroup int32 // the group findGroup found last
+	bitmap    []uint64
+	slots     []uint32
+	sets      []uint64 // leaf sets of items, ws words each
+	masks     map[*schema.Struct]*[3][]uint64
+	lastC     *schema.Struct // one-entry cache in front of masks
+	partsOf   *schema.Schema // the schema parts describes
+	parts     [3]bool        // whether any class has a leaf in each partition
+	lastM     *[3][]uint64
+	plans     []leafPlan
+	stats     []kStats // per plan
+	codes     []uint64
+	gapv      []uint64
+	ks        []uint8
+	gaps      kStats
 
 	nkeys []uint64
 	skeys []string
@@ -235,6 +237,7 @@ func (enc *Encoder) set(it *item) []uint64 { return enc.sets[it.set : it.set+it.
 func (enc *Encoder) emit(dst []byte) []byte {
 	items := enc.items
 	enc.groups = enc.groups[:0]
+	enc.lastGroup = -1
 	clear(enc.byHash)
 	for i := range items {
 		it := &items[i]
@@ -350,6 +353,17 @@ func (enc *Encoder) findGroup(it *item) int32 {
 		return g.sec == it.sec && g.class == it.class && g.hash == it.hash &&
 			slices.Equal(enc.sets[g.set:g.set+g.words], enc.set(it))
 	}
+	// Consecutive items usually share a group: try the last one first.
+	if g := enc.lastGroup; g >= 0 && int(g) < len(enc.groups) && same(&enc.groups[g]) {
+		return g
+	}
+	id := enc.lookupGroup(it, same)
+	enc.lastGroup = id
+	return id
+}
+
+// lookupGroup finds the group of it among the groups so far, or creates it.
+func (enc *Encoder) lookupGroup(it *item, same func(*group) bool) int32 {
 	const scan = 8
 	if len(enc.groups) <= scan {
 		for i := range enc.groups {
@@ -375,10 +389,8 @@ func (enc *Encoder) findGroup(it *item) int32 {
 	id := int32(len(enc.groups))
 	enc.groups = append(enc.groups, group{id: id, sec: it.sec, class: it.class, hash: it.hash,
 		set: it.set, words: it.words, next: -1})
-	if len(enc.byHash) > 0 || len(enc.groups) > scan {
-		if len(enc.byHash) > 0 {
-			enc.link(id)
-		}
+	if len(enc.byHash) > 0 {
+		enc.link(id) // the index exists: keep it complete
 	}
 	return id
 }
@@ -494,20 +506,30 @@ func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, delta bool) {
 	np := len(plans)
 	enc.codes = slices.Grow(enc.codes[:0], np*len(order))[:np*len(order)]
 	codes := enc.codes
+	if cap(enc.stats) < np {
+		enc.stats = make([]kStats, np)
+	}
+	stats := enc.stats[:np]
+	for i := range stats {
+		stats[i].reset()
+	}
+	// Entity-major, so each entity's record is visited once.
+	for e, o := range order {
+		it := &enc.items[uint32(o)]
+		for i := range plans {
+			p := &plans[i]
+			if p.code == planDelta || p.code == planU || p.code == planZigzag {
+				u := p.numCode(it)
+				codes[e*np+i] = u
+				stats[i].add(u)
+			}
+		}
+	}
 	for i := range plans {
-		p := &plans[i]
-		if p.code != planDelta && p.code != planU && p.code != planZigzag {
-			continue
+		if p := &plans[i]; p.code == planDelta || p.code == planU || p.code == planZigzag {
+			p.k = uint8(stats[i].best())
+			enc.ks[p.leaf] = p.k
 		}
-		st := &enc.kst
-		st.reset()
-		for e, o := range order {
-			u := p.numCode(&enc.items[uint32(o)])
-			codes[e*np+i] = u
-			st.add(u)
-		}
-		p.k = uint8(st.best())
-		enc.ks[p.leaf] = p.k
 	}
 	writeTree(w, c, 0, set, enc.ks, delta)
 	enc.writeIDs(w, order)
