@@ -72,7 +72,8 @@ type Decoder struct {
 	r      wire.Reader
 
 	steps    []step
-	ids      []state.ID
+	ids      []uint32 // slots of the current ID block
+	gens     []uint8  // generations of created entities, parallel to ids
 	entities int
 	values   int
 	keys     []state.Value
@@ -218,8 +219,8 @@ func (d *Decoder) apply(txn *state.Txn) error {
 			if err := d.readIDs(); err != nil {
 				return err
 			}
-			for _, id := range d.ids {
-				if err := txn.Destroy(id); err != nil {
+			for _, slot := range d.ids {
+				if err := txn.DestroySlot(slot); err != nil {
 					return err
 				}
 			}
@@ -251,14 +252,14 @@ func (d *Decoder) readIDs() error {
 	for i := 0; i < n && r.Err() == nil; i++ {
 		gap := r.U(k)
 		if gap > math.MaxUint32 {
-			return fmt.Errorf("%w: entity ID gap %d out of range", wire.ErrMalformed, gap)
+			return fmt.Errorf("%w: entity slot gap %d out of range", wire.ErrMalformed, gap)
 		}
-		id := prev + 1 + int64(gap)
-		if id > math.MaxUint32 {
-			return fmt.Errorf("%w: entity ID out of range", wire.ErrMalformed)
+		slot := prev + 1 + int64(gap)
+		if slot >= 1<<state.SlotBits {
+			return fmt.Errorf("%w: entity slot %d out of range", wire.ErrMalformed, slot)
 		}
-		d.ids = append(d.ids, state.ID(id))
-		prev = id
+		d.ids = append(d.ids, uint32(slot))
+		prev = slot
 	}
 	return r.Err()
 }
@@ -275,25 +276,30 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 	if err := d.readIDs(); err != nil {
 		return err
 	}
-	for _, id := range d.ids {
+	if tag == secCreate {
+		if err := d.readGens(); err != nil {
+			return err
+		}
+	}
+	for i, slot := range d.ids {
 		var e *state.Entity
 		var err error
 		switch tag {
 		case secCreate:
-			e, err = txn.Create(lc, id)
+			e, err = txn.Create(lc, state.MakeID(slot, d.gens[i]))
 		case secFill:
-			e = txn.Get(id)
-			if e == nil || !txn.CreatedNow(id) {
-				err = fmt.Errorf("%w: fill for entity %d not created in this tick", state.ErrNotFound, id)
+			e = txn.AtSlot(slot)
+			if e == nil || !txn.CreatedNow(slot) {
+				err = fmt.Errorf("%w: fill for slot %d, not created in this tick", state.ErrNotFound, slot)
 			}
 		default:
-			e = txn.Get(id)
+			e = txn.AtSlot(slot)
 			if e == nil {
-				err = fmt.Errorf("%w: update of %d", state.ErrNotFound, id)
+				err = fmt.Errorf("%w: update of slot %d", state.ErrNotFound, slot)
 			}
 		}
 		if err == nil && e.Class().ID != rc.ID {
-			err = fmt.Errorf("%w: entity %d is a %s, not a %s", wire.ErrMalformed, id, e.Class().Name, rc.Name)
+			err = fmt.Errorf("%w: slot %d holds a %s, not a %s", wire.ErrMalformed, slot, e.Class().Name, rc.Name)
 		}
 		if err != nil {
 			return err
@@ -303,6 +309,24 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 		}
 	}
 	return d.r.Err()
+}
+
+// readGens reads the generations of the created entities of d.ids.
+func (d *Decoder) readGens() error {
+	r := &d.r
+	k := uint(r.Bits(6))
+	d.gens = d.gens[:0]
+	for range d.ids {
+		g := r.U(k)
+		if g > math.MaxUint8 && r.Err() == nil {
+			return fmt.Errorf("%w: generation %d out of range", wire.ErrMalformed, g)
+		}
+		d.gens = append(d.gens, uint8(g))
+	}
+	if k > wire.MaxK && r.Err() == nil {
+		return fmt.Errorf("%w: code parameter %d", wire.ErrMalformed, k)
+	}
+	return r.Err()
 }
 
 // readTree reads a field tree of remote struct st into d.steps (group

@@ -260,9 +260,10 @@ func (enc *Encoder) emit(dst []byte) []byte {
 		}
 		return slices.Compare(enc.sets[a.set:a.set+a.words], enc.sets[b.set:b.set+b.words])
 	})
-	// Lay the groups out in order in enc.order, each entry an ID in the
+	// Lay the groups out in order in enc.order, each entry a slot in the
 	// high half and an item index in the low half, so that sorting a
-	// group's entries sorts its items by ID.
+	// group's entries sorts its items by slot. Segments name entities by
+	// slot; creates add the generation.
 	if cap(enc.remap) < len(groups) {
 		enc.remap = make([]int32, len(groups))
 	}
@@ -277,7 +278,7 @@ func (enc *Encoder) emit(dst []byte) []byte {
 	enc.order = slices.Grow(enc.order[:0], len(items))[:len(items)]
 	for i := range items {
 		g := &groups[remap[items[i].group]]
-		enc.order[g.start+g.n] = uint64(items[i].id)<<32 | uint64(i)
+		enc.order[g.start+g.n] = uint64(items[i].id.Slot())<<32 | uint64(i)
 		g.n++
 	}
 	w := &enc.w
@@ -300,7 +301,7 @@ func (enc *Encoder) emit(dst []byte) []byte {
 			if sec == secDestroy {
 				enc.writeIDs(w, order)
 			} else {
-				enc.writeGroup(w, order, sec == secUpdate)
+				enc.writeGroup(w, order, sec)
 			}
 		}
 		i = j
@@ -406,14 +407,14 @@ func (enc *Encoder) link(i int32) {
 	enc.byHash[key] = i
 }
 
-// writeIDs writes a count, a gap code parameter and the ascending IDs of
+// writeIDs writes a count, a gap code parameter and the ascending slots of
 // the items in order as gaps.
 func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
 	enc.gapv = slices.Grow(enc.gapv[:0], len(order))[:len(order)]
 	enc.gaps.reset()
 	prev := int64(-1)
 	for i, o := range order {
-		id := int64(o >> 32)
+		id := int64(o >> 32) // the slot
 		g := uint64(id - prev - 1)
 		enc.gapv[i] = g
 		enc.gaps.add(g)
@@ -424,6 +425,20 @@ func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
 	w.Bits(uint64(k), 6)
 	for _, g := range enc.gapv {
 		w.U(g, k)
+	}
+}
+
+// writeGens writes the generation of each created entity of order, after
+// its slots: a code parameter, then one U(k) per entity.
+func (enc *Encoder) writeGens(w *wire.Writer, order []uint64) {
+	enc.gaps.reset()
+	for _, o := range order {
+		enc.gaps.add(uint64(enc.items[uint32(o)].id.Gen()))
+	}
+	k := enc.gaps.best()
+	w.Bits(uint64(k), 6)
+	for _, o := range order {
+		w.U(uint64(enc.items[uint32(o)].id.Gen()), k)
 	}
 }
 
@@ -492,7 +507,8 @@ func (p *leafPlan) numCode(it *item) uint64 {
 // writeGroup writes entities that share a class and a leaf set: the field
 // tree once, with a code parameter per numeric leaf, then the IDs, then each
 // entity's values in ID order.
-func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, delta bool) {
+func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, sec uint8) {
+	delta := sec == secUpdate
 	first := &enc.items[uint32(order[0])]
 	c := first.e.Class()
 	set := enc.set(first)
@@ -533,6 +549,9 @@ func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, delta bool) {
 	}
 	writeTree(w, c, 0, set, enc.ks, delta)
 	enc.writeIDs(w, order)
+	if sec == secCreate {
+		enc.writeGens(w, order)
+	}
 	for e, o := range order {
 		it := &enc.items[uint32(o)]
 		for i := range plans {

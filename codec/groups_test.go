@@ -56,3 +56,59 @@ func TestManyGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotReuseOnTheWire destroys entities and reuses their slots in later
+// ticks; the client must follow, ending with the new generations.
+func TestSlotReuseOnTheWire(t *testing.T) {
+	c := &schema.Struct{Name: "C", Class: true, ID: 1, Fields: []*schema.Field{
+		{ID: 1, Name: "v", Type: schema.Type{Kind: schema.Int32}, Vis: schema.VisAll},
+	}}
+	s, _ := schema.New(c)
+	tr := state.NewTracker(s)
+	var enc Encoder
+	dec, _ := NewDecoder(s, nil, Limits{})
+	tab := state.NewTable()
+	tick := func() {
+		t.Helper()
+		seg := enc.Delta(nil, tr.Commit(), PartAll, nil)
+		x := tab.Begin()
+		if err := dec.Apply(x, seg); err != nil {
+			x.Rollback()
+			t.Fatal(err)
+		}
+		x.Commit()
+	}
+	live := map[state.ID]*state.Entity{}
+	for i := range 50 {
+		e, _ := tr.Spawn(c)
+		e.SetNum(0, uint64(i))
+		live[e.ID()] = e
+	}
+	tick()
+	for round := range 20 {
+		n := 0
+		for id, e := range live {
+			if n == 10 {
+				break
+			}
+			tr.Destroy(e)
+			delete(live, id)
+			n++
+		}
+		tick()
+		for range 10 {
+			e, _ := tr.Spawn(c)
+			e.SetNum(0, uint64(1000+round))
+			live[e.ID()] = e
+		}
+		tick()
+		if tab.Len() != len(live) {
+			t.Fatalf("round %d: client has %d entities, server %d", round, tab.Len(), len(live))
+		}
+		for id, e := range live {
+			if got := tab.Entity(id); got == nil || !got.Equal(&e.Record) {
+				t.Fatalf("round %d: entity %#x missing or different on the client", round, uint32(id))
+			}
+		}
+	}
+}

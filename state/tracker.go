@@ -9,8 +9,27 @@ import (
 	"github.com/replicago/replica/schema"
 )
 
-// ID is an entity's network ID.
+// ID is an entity's network ID: a slot in its low SlotBits bits and the
+// slot's generation in the high bits. A slot is reused only after the tick
+// that freed it is committed, first in first out, and each reuse bumps its
+// generation, so a stale ID held by a client or a reference names no
+// entity rather than the wrong one until its slot has been reused 256
+// times.
 type ID uint32
+
+// SlotBits is the number of bits of an ID that name the slot.
+const SlotBits = 24
+
+const slotMask = 1<<SlotBits - 1
+
+// MakeID returns the ID of generation gen of slot.
+func MakeID(slot uint32, gen uint8) ID { return ID(uint32(gen)<<SlotBits | slot&slotMask) }
+
+// Slot returns the slot of id.
+func (id ID) Slot() uint32 { return uint32(id) & slotMask }
+
+// Gen returns the generation of id.
+func (id ID) Gen() uint8 { return uint8(id >> SlotBits) }
 
 // An Entity is a replicated object: a record of its class plus its network
 // ID. Server entities belong to a [Tracker], which records every change made
@@ -71,17 +90,25 @@ func NewEntity(c *schema.Struct, id ID) *Entity {
 	return e
 }
 
-// ErrUnknownClass is returned when spawning a class the tracker's schema
-// does not contain.
-var ErrUnknownClass = errors.New("state: unknown class")
+// Errors of Spawn.
+var (
+	// ErrUnknownClass is returned when spawning a class the tracker's
+	// schema does not contain.
+	ErrUnknownClass = errors.New("state: unknown class")
+	// ErrFull is returned when every slot holds a live entity.
+	ErrFull = errors.New("state: no free entity slot")
+)
 
 // A Tracker owns the server's entities and records what changes in each
 // tick. It is not safe for concurrent use: the tick goroutine owns it.
 type Tracker struct {
-	schema *schema.Schema
-	ents   []*Entity // indexed by ID; nil for destroyed entities and ID 0
-	live   int
-	nextID ID
+	schema   *schema.Schema
+	ents     []*Entity // by slot; nil for free slots and slot 0
+	gens     []uint8   // by slot: the generation of its current or next entity
+	free     []uint32  // slots reusable now, oldest first, from freeHead on
+	freeHead int
+	freed    []uint32 // slots freed in the current tick
+	live     int
 
 	cur     []*Change // changes of the tick in progress, in first-touch order
 	done    Changeset // the last committed tick
@@ -91,7 +118,7 @@ type Tracker struct {
 
 // NewTracker returns a tracker for the classes of s.
 func NewTracker(s *schema.Schema) *Tracker {
-	return &Tracker{schema: s, ents: make([]*Entity, 1), done: Changeset{Schema: s}}
+	return &Tracker{schema: s, ents: make([]*Entity, 1), gens: make([]uint8, 1), done: Changeset{Schema: s}}
 }
 
 // Schema returns the tracker's schema.
@@ -103,10 +130,21 @@ func (t *Tracker) Spawn(c *schema.Struct) (*Entity, error) {
 	if t.schema.Class(c.ID) != c {
 		return nil, fmt.Errorf("%w: %s (ID %d)", ErrUnknownClass, c.Name, c.ID)
 	}
-	t.nextID++
-	e := &Entity{id: t.nextID, tr: t}
+	var slot uint32
+	if t.freeHead < len(t.free) {
+		slot = t.free[t.freeHead]
+		t.freeHead++
+	} else {
+		if len(t.ents) > slotMask {
+			return nil, ErrFull
+		}
+		slot = uint32(len(t.ents))
+		t.ents = append(t.ents, nil)
+		t.gens = append(t.gens, 0)
+	}
+	e := &Entity{id: MakeID(slot, t.gens[slot]), tr: t}
 	e.init(c)
-	t.ents = append(t.ents, e) // IDs are handed out in order: index = ID
+	t.ents[slot] = e
 	t.live++
 	e.change().Created = true
 	return e, nil
@@ -118,7 +156,10 @@ func (t *Tracker) Destroy(e *Entity) {
 	if e.tr != t || t.Entity(e.id) != e {
 		return
 	}
-	t.ents[e.id] = nil
+	slot := e.id.Slot()
+	t.ents[slot] = nil
+	t.gens[slot]++
+	t.freed = append(t.freed, slot)
 	t.live--
 	e.change().Destroyed = true
 	e.tr = nil // later writes to a destroyed entity are not replicated
@@ -126,16 +167,20 @@ func (t *Tracker) Destroy(e *Entity) {
 
 // Entity returns the live entity with the given ID, or nil.
 func (t *Tracker) Entity(id ID) *Entity {
-	if uint64(id) >= uint64(len(t.ents)) {
+	slot := id.Slot()
+	if int(slot) >= len(t.ents) {
 		return nil
 	}
-	return t.ents[id]
+	if e := t.ents[slot]; e != nil && e.id == id {
+		return e
+	}
+	return nil
 }
 
 // Len returns the number of live entities.
 func (t *Tracker) Len() int { return t.live }
 
-// AppendEntities appends every live entity, in ascending ID order, to dst.
+// AppendEntities appends every live entity, in ascending slot order, to dst.
 func (t *Tracker) AppendEntities(dst []*Entity) []*Entity {
 	for _, e := range t.ents {
 		if e != nil {
@@ -157,6 +202,13 @@ func (t *Tracker) Commit() *Changeset {
 		t.done.Changes = nil
 	}
 	t.done.Tick++
+	// Slots freed in the tick become reusable now, after every older one.
+	if t.freeHead > len(t.free)/2 {
+		t.free = append(t.free[:0], t.free[t.freeHead:]...)
+		t.freeHead = 0
+	}
+	t.free = append(t.free, t.freed...)
+	t.freed = t.freed[:0]
 	for _, c := range t.cur {
 		c.Entity.ch = nil
 		if c.Created && c.Destroyed {

@@ -21,32 +21,42 @@ var (
 // A Table is a client's set of entities, changed only through a [Txn]
 // so that each tick applies atomically.
 type Table struct {
-	ents  map[ID]*Entity
+	ents  map[uint32]*Entity // by slot
 	txn   Txn
 	watch map[*schema.Struct][]uint64 // leaves whose changes are reported as events
 }
 
 // NewTable returns an empty table.
 func NewTable() *Table {
-	t := &Table{ents: make(map[ID]*Entity)}
+	t := &Table{ents: make(map[uint32]*Entity)}
 	t.txn.t = t
-	t.txn.created = make(map[ID]bool)
+	t.txn.created = make(map[uint32]bool)
 	return t
 }
 
-// Entity returns the entity with the given ID, or nil.
-func (t *Table) Entity(id ID) *Entity { return t.ents[id] }
+// Entity returns the entity with the given ID, or nil. An ID of an older
+// generation of the slot names nothing.
+func (t *Table) Entity(id ID) *Entity {
+	if e := t.ents[id.Slot()]; e != nil && e.id == id {
+		return e
+	}
+	return nil
+}
+
+// AtSlot returns the entity in slot, or nil. Segments name entities by
+// slot.
+func (t *Table) AtSlot(slot uint32) *Entity { return t.ents[slot] }
 
 // Len returns the number of entities.
 func (t *Table) Len() int { return len(t.ents) }
 
-// AppendEntities appends every entity, in ascending ID order, to dst.
+// AppendEntities appends every entity, in ascending slot order, to dst.
 func (t *Table) AppendEntities(dst []*Entity) []*Entity {
 	start := len(dst)
 	for _, e := range t.ents {
 		dst = append(dst, e)
 	}
-	slices.SortFunc(dst[start:], func(a, b *Entity) int { return int(a.id) - int(b.id) })
+	slices.SortFunc(dst[start:], func(a, b *Entity) int { return int(a.id.Slot()) - int(b.id.Slot()) })
 	return dst
 }
 
@@ -155,8 +165,8 @@ type undo struct {
 type Txn struct {
 	t       *Table
 	undo    []undo
-	nums    []numUndo // numeric slot writes, the bulk of most ticks
-	created map[ID]bool
+	nums    []numUndo       // numeric slot writes, the bulk of most ticks
+	created map[uint32]bool // slots
 	Events  []Event
 
 	lastC *schema.Struct // one-entry cache of t.watch
@@ -176,32 +186,34 @@ func (x *Txn) wants(e *Entity, leaf int) bool {
 	return x.lastW != nil && x.lastW[leaf>>6]&(1<<(leaf&63)) != 0
 }
 
-// Get returns the entity with the given ID, or nil.
-func (x *Txn) Get(id ID) *Entity { return x.t.ents[id] }
+// AtSlot returns the entity in slot, or nil.
+func (x *Txn) AtSlot(slot uint32) *Entity { return x.t.ents[slot] }
 
-// CreatedNow reports whether the entity was created in this transaction.
-func (x *Txn) CreatedNow(id ID) bool { return x.created[id] }
+// CreatedNow reports whether the entity in slot was created in this
+// transaction.
+func (x *Txn) CreatedNow(slot uint32) bool { return x.created[slot] }
 
 // Create adds an entity of class c.
 func (x *Txn) Create(c *schema.Struct, id ID) (*Entity, error) {
-	if x.t.ents[id] != nil {
-		return nil, fmt.Errorf("%w: %d", ErrExists, id)
+	slot := id.Slot()
+	if old := x.t.ents[slot]; old != nil {
+		return nil, fmt.Errorf("%w: slot %d holds entity %#x", ErrExists, slot, uint32(old.id))
 	}
 	e := NewEntity(c, id)
-	x.t.ents[id] = e
-	x.created[id] = true
+	x.t.ents[slot] = e
+	x.created[slot] = true
 	x.undo = append(x.undo, undo{kind: uCreate, e: e})
 	x.Events = append(x.Events, Event{Kind: EvCreate, E: e})
 	return e, nil
 }
 
-// Destroy removes the entity with the given ID.
-func (x *Txn) Destroy(id ID) error {
-	e := x.t.ents[id]
+// DestroySlot removes the entity in slot.
+func (x *Txn) DestroySlot(slot uint32) error {
+	e := x.t.ents[slot]
 	if e == nil {
-		return fmt.Errorf("%w: %d", ErrNotFound, id)
+		return fmt.Errorf("%w: slot %d", ErrNotFound, slot)
 	}
-	delete(x.t.ents, id)
+	delete(x.t.ents, slot)
 	x.undo = append(x.undo, undo{kind: uDestroy, e: e})
 	x.Events = append(x.Events, Event{Kind: EvDestroy, E: e})
 	return nil
@@ -481,9 +493,9 @@ func (x *Txn) Rollback() {
 		case uCont:
 			u.r.obj[u.slot].c = u.c
 		case uCreate:
-			delete(x.t.ents, u.e.id)
+			delete(x.t.ents, u.e.id.Slot())
 		case uDestroy:
-			x.t.ents[u.e.id] = u.e
+			x.t.ents[u.e.id.Slot()] = u.e
 		case uListInsert:
 			u.c.(*List).remove(u.idx)
 		case uListRemove:

@@ -91,8 +91,8 @@ func TestTxnRollbackEveryMethod(t *testing.T) {
 	tab := populate(t, ts)
 	before := snapshotTable(tab)
 	x := tab.Begin()
-	p1, p2 := x.Get(1), x.Get(2)
-	if p1 == nil || x.Get(99) != nil || x.CreatedNow(1) {
+	p1, p2 := x.AtSlot(1), x.AtSlot(2)
+	if p1 == nil || x.AtSlot(99) != nil || x.CreatedNow(1) {
 		t.Fatal("Get / CreatedNow")
 	}
 	must := func(err error) {
@@ -144,7 +144,7 @@ func TestTxnRollbackEveryMethod(t *testing.T) {
 		[]uint64{7}, []*state.Record{buildItem(ts, 7, "seven")}))
 	x.ListClear(p2, lScores)
 	// Entities: destroy, create, destroy what was created, re-create an ID.
-	must(x.Destroy(3))
+	must(x.DestroySlot(3))
 	e, err := x.Create(ts.other, 3)
 	must(err)
 	x.SetNum(e, 0, 1)
@@ -155,13 +155,13 @@ func TestTxnRollbackEveryMethod(t *testing.T) {
 	if !x.CreatedNow(4) || !x.CreatedNow(3) {
 		t.Fatal("CreatedNow")
 	}
-	must(x.Destroy(4))
-	must(x.Destroy(2))
+	must(x.DestroySlot(4))
+	must(x.DestroySlot(2))
 	// Errors leave nothing behind.
 	if _, err := x.Create(ts.player, 1); !errors.Is(err, state.ErrExists) {
 		t.Errorf("Create of an existing ID: %v", err)
 	}
-	if err := x.Destroy(2); !errors.Is(err, state.ErrNotFound) {
+	if err := x.DestroySlot(2); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("Destroy of a missing ID: %v", err)
 	}
 	for i, err := range []error{
@@ -223,7 +223,7 @@ func TestTxnRollbackRandom(t *testing.T) {
 		ids := []state.ID{1, 2, 3, 4, 5}
 		for range 1 + rng.IntN(40) {
 			id := ids[rng.IntN(len(ids))]
-			e := x.Get(id)
+			e := x.AtSlot(id.Slot())
 			if e == nil {
 				if rng.IntN(2) == 0 {
 					_, _ = x.Create(ts.player, id)
@@ -232,7 +232,7 @@ func TestTxnRollbackRandom(t *testing.T) {
 			}
 			if e.Class() != ts.player {
 				if rng.IntN(4) == 0 {
-					_ = x.Destroy(id)
+					_ = x.DestroySlot(id.Slot())
 				} else {
 					x.SetNum(e, 0, rng.Uint64())
 				}
@@ -241,7 +241,7 @@ func TestTxnRollbackRandom(t *testing.T) {
 			n := x.ListLen(e, lScores)
 			switch rng.IntN(16) {
 			case 0:
-				_ = x.Destroy(id)
+				_ = x.DestroySlot(id.Slot())
 			case 1:
 				x.SetNum(e, rng.IntN(nLeaves-1)%3, rng.Uint64()) // HP, Pos.X, Pos.Y
 			case 2:
@@ -310,10 +310,10 @@ func TestTxnEvents(t *testing.T) {
 	tab := populate(t, ts)
 	// Unwatched: only creation and destruction are reported.
 	x := tab.Begin()
-	p1 := x.Get(1)
+	p1 := x.AtSlot(1)
 	x.SetNum(p1, lHP, 1)
 	x.MapPut(p1, lStats, state.Value{S: "k"}, state.Value{N: 1})
-	_ = x.Destroy(3)
+	_ = x.DestroySlot(3)
 	if _, err := x.Create(ts.other, 9); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestTxnEvents(t *testing.T) {
 	// Watched: field and item events with old and new values, in order.
 	tab.WatchAll(ts.player)
 	x = tab.Begin()
-	p1 = x.Get(1)
+	p1 = x.AtSlot(1)
 	x.SetNum(p1, lHP, 2)
 	x.SetNum(p1, lHP, 2) // no change: no event
 	x.SetStr(p1, lName, "n")
@@ -360,7 +360,7 @@ func TestTxnEvents(t *testing.T) {
 	}
 	// ReplaceContainer reports the difference.
 	x = tab.Begin()
-	p1 = x.Get(1)
+	p1 = x.AtSlot(1)
 	x.ReplaceContainer(p1, lStats, state.NewMapOf(&ts.player.Leaf(lStats).Field.Type,
 		[]state.Value{{S: "k"}, {S: "str"}, {S: "zz"}}, []state.Value{{N: 2}, {N: 6}, {N: 1}}))
 	evs = x.Commit()
