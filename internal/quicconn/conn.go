@@ -1,0 +1,448 @@
+// Package quicconn is the part of quictransport and wttransport they share:
+// a transport.Conn built on one reliable byte stream plus unreliable
+// datagrams, with the framing, the bounded send queue and its writer
+// goroutine, the drop-oldest datagram mailbox, and the mapping of QUIC
+// errors to close codes.
+//
+// # Framing
+//
+// The client writes [Preamble] first. After it, each message is a frame: its
+// length as a uvarint, then its bytes. A frame over the receiver's
+// MaxMessageSize closes the connection with CloseMessageTooLarge.
+package quicconn
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/replicago/replica/transport"
+)
+
+// A Backend is the network under a Conn: a QUIC connection or a WebTransport
+// session.
+type Backend interface {
+	// SendDatagram sends one datagram. It may block.
+	SendDatagram([]byte) error
+	// ReceiveDatagram returns the next datagram.
+	ReceiveDatagram(context.Context) ([]byte, error)
+	// Close closes the network connection, telling the peer code and
+	// reason if it is still open. It is called once, and may block for
+	// about a round trip.
+	Close(code transport.CloseCode, reason string)
+	// MapError says why the connection ended, given err: an error from the
+	// stream, from a datagram call, or the cause of the network
+	// connection's end.
+	MapError(err error) (code transport.CloseCode, reason string, byPeer bool)
+}
+
+// Options configure a Conn.
+type Options struct {
+	Config transport.Config // with defaults applied
+	// MaxDatagramSize is what MaxDatagramSize reports; 0 means no datagrams.
+	MaxDatagramSize int
+	LocalAddr       net.Addr
+	RemoteAddr      net.Addr
+}
+
+// MaxDatagramSize caps the datagram payload every QUIC path should carry:
+// a 1200-byte packet (the QUIC minimum), less the largest QUIC short header,
+// AEAD tag, DATAGRAM frame header and a WebTransport quarter stream ID.
+const MaxDatagramSize = 1150
+
+// MaxReasonLen bounds the close reason sent to the peer, in bytes.
+const MaxReasonLen = 256
+
+// readBufferSize is the read buffer of each connection. It is small so that
+// idle connections are cheap; large payloads are read past it.
+const readBufferSize = 512
+
+// Conn implements transport.Conn over a Backend and its message stream.
+type Conn struct {
+	cfg      transport.Config
+	b        Backend
+	str      io.ReadWriter
+	maxDgram int
+	local    net.Addr
+	remote   net.Addr
+
+	done  chan struct{}
+	recv  chan []byte   // from the read loop
+	wake  chan struct{} // to the write loop
+	dwake chan struct{} // to the datagram loop
+
+	mu       sync.Mutex
+	closed   bool
+	code     transport.CloseCode
+	reason   string
+	byPeer   bool
+	q        ring[[]byte] // messages not yet written
+	qBytes   int
+	dq       ring[[]byte] // datagrams not yet sent
+	dStarted bool
+}
+
+var _ transport.Conn = (*Conn)(nil)
+
+// New returns a Conn that frames messages on str and sends datagrams
+// through b. It starts the connection's reader and writer goroutines; a
+// datagram writer starts with the first datagram. The caller arranges for
+// Ended to be called when the network connection ends.
+func New(str io.ReadWriter, b Backend, o Options) *Conn {
+	c := &Conn{
+		cfg:      o.Config.WithDefaults(),
+		b:        b,
+		str:      str,
+		maxDgram: o.MaxDatagramSize,
+		local:    o.LocalAddr,
+		remote:   o.RemoteAddr,
+		done:     make(chan struct{}),
+		recv:     make(chan []byte),
+		wake:     make(chan struct{}, 1),
+		dwake:    make(chan struct{}, 1),
+	}
+	go c.readLoop()
+	go c.writeLoop()
+	return c
+}
+
+// Send implements transport.Conn.
+func (c *Conn) Send(msg []byte) error {
+	if len(msg) > c.cfg.MaxMessageSize {
+		return transport.ErrMessageTooLarge
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return transport.ErrClosed
+	}
+	if c.q.len() >= c.cfg.SendQueueMessages || c.qBytes+len(msg) > c.cfg.SendQueueBytes {
+		const reason = "send queue overflow"
+		c.shutLocked(transport.CloseSlowConsumer, reason, false)
+		c.mu.Unlock()
+		go c.b.Close(transport.CloseSlowConsumer, reason) // Send never blocks
+		return transport.ErrSlowConsumer
+	}
+	c.q.push(msg)
+	c.qBytes += len(msg)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// SendDatagram implements transport.Conn.
+func (c *Conn) SendDatagram(msg []byte) error {
+	if c.maxDgram == 0 {
+		return transport.ErrDatagramsUnsupported
+	}
+	if len(msg) > c.maxDgram {
+		return transport.ErrMessageTooLarge
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return transport.ErrClosed
+	}
+	if c.dq.len() >= c.cfg.DatagramQueue {
+		c.dq.pop() // the oldest is the least useful
+	}
+	c.dq.push(msg)
+	if !c.dStarted {
+		c.dStarted = true
+		go c.datagramLoop()
+	}
+	c.mu.Unlock()
+	select {
+	case c.dwake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Receive implements transport.Conn.
+func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
+	select {
+	case <-c.done:
+		return nil, c.closeError()
+	default:
+	}
+	select {
+	case m := <-c.recv:
+		return m, nil
+	case <-c.done:
+		return nil, c.closeError()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ReceiveDatagram implements transport.Conn. It returns
+// ErrDatagramsUnsupported at once when the connection has no datagrams.
+func (c *Conn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
+	if c.maxDgram == 0 {
+		return nil, transport.ErrDatagramsUnsupported
+	}
+	select {
+	case <-c.done:
+		return nil, c.closeError()
+	default:
+	}
+	m, err := c.b.ReceiveDatagram(ctx)
+	if err == nil {
+		return m, nil
+	}
+	select {
+	case <-c.done:
+		return nil, c.closeError()
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	c.Ended(err)
+	return nil, c.closeError()
+}
+
+// Close implements transport.Conn.
+func (c *Conn) Close(code transport.CloseCode, reason string) error {
+	reason = TruncateReason(reason)
+	c.mu.Lock()
+	first := c.shutLocked(code, reason, false)
+	c.mu.Unlock()
+	if first {
+		c.b.Close(code, reason)
+	}
+	return nil
+}
+
+// Ended closes c because the network connection or the stream ended with
+// err; the Backend maps err to the close code. It does nothing if c is
+// already closed.
+func (c *Conn) Ended(err error) {
+	code, reason, byPeer := c.b.MapError(err)
+	reason = TruncateReason(reason)
+	c.mu.Lock()
+	first := c.shutLocked(code, reason, byPeer)
+	c.mu.Unlock()
+	if first {
+		c.b.Close(code, reason)
+	}
+}
+
+// Done implements transport.Conn.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// CloseInfo implements transport.Conn.
+func (c *Conn) CloseInfo() (transport.CloseCode, string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.code, c.reason, c.byPeer
+}
+
+// MaxDatagramSize implements transport.Conn.
+func (c *Conn) MaxDatagramSize() int { return c.maxDgram }
+
+// LocalAddr implements transport.Conn.
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr implements transport.Conn.
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// QueuedBytes returns the bytes queued by Send and not yet written.
+func (c *Conn) QueuedBytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.qBytes
+}
+
+func (c *Conn) closeError() error {
+	code, reason, byPeer := c.CloseInfo()
+	return &transport.CloseError{Code: code, Reason: reason, ByPeer: byPeer}
+}
+
+// shutLocked records the close and wakes every goroutine; it reports
+// whether this was the first close.
+func (c *Conn) shutLocked(code transport.CloseCode, reason string, byPeer bool) bool {
+	if c.closed {
+		return false
+	}
+	c.closed = true
+	c.code, c.reason, c.byPeer = code, reason, byPeer
+	c.q.reset()
+	c.qBytes = 0
+	c.dq.reset()
+	close(c.done)
+	return true
+}
+
+func (c *Conn) readLoop() {
+	br := bufio.NewReaderSize(c.str, readBufferSize)
+	for {
+		n, err := readHeader(br, c.cfg.MaxMessageSize)
+		if err != nil {
+			var tl *tooLargeError
+			switch {
+			case errors.As(err, &tl):
+				c.Close(transport.CloseMessageTooLarge, tl.Error())
+			case errors.Is(err, errMalformed):
+				c.Close(transport.CloseProtocolError, err.Error())
+			default:
+				c.Ended(err)
+			}
+			return
+		}
+		msg := make([]byte, n)
+		if _, err := io.ReadFull(br, msg); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			c.Ended(err)
+			return
+		}
+		select {
+		case c.recv <- msg:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// Writes gather queued messages up to batchBytes into one stream write;
+// a payload over directWrite is written from the caller's slice instead of
+// being copied.
+const (
+	batchBytes    = 32 << 10
+	batchMessages = 256
+	directWrite   = 4 << 10
+)
+
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, batchBytes+2*binaryMaxVarintLen); return &b }}
+
+const binaryMaxVarintLen = 10
+
+func (c *Conn) writeLoop() {
+	var batch [][]byte
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				return
+			}
+			n := c.q.len()
+			if n == 0 {
+				c.mu.Unlock()
+				break
+			}
+			size := 0
+			for i := 0; i < n && len(batch) < batchMessages; i++ {
+				m := c.q.at(i)
+				if len(batch) > 0 && size+len(m) > batchBytes {
+					break
+				}
+				batch = append(batch, m)
+				size += len(m)
+			}
+			c.mu.Unlock()
+
+			err := c.writeFrames(batch)
+
+			c.mu.Lock()
+			if !c.closed {
+				c.q.drop(len(batch))
+				c.qBytes -= size
+			}
+			c.mu.Unlock()
+			clear(batch)
+			batch = batch[:0]
+			if err != nil {
+				c.Ended(err)
+				return
+			}
+		}
+		if cap(batch) > 64 {
+			batch = nil
+		}
+	}
+}
+
+func (c *Conn) writeFrames(msgs [][]byte) error {
+	bp := writeBufs.Get().(*[]byte)
+	defer writeBufs.Put(bp)
+	buf := (*bp)[:0]
+	defer func() { *bp = buf[:0] }()
+	for _, m := range msgs {
+		buf = appendHeader(buf, len(m))
+		if len(m) <= directWrite {
+			buf = append(buf, m...)
+			continue
+		}
+		if _, err := c.str.Write(buf); err != nil {
+			return err
+		}
+		buf = buf[:0]
+		if _, err := c.str.Write(m); err != nil {
+			return err
+		}
+	}
+	if len(buf) > 0 {
+		if _, err := c.str.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Conn) datagramLoop() {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		if c.dq.len() == 0 {
+			c.dq.shrink()
+			c.mu.Unlock()
+			select {
+			case <-c.dwake:
+			case <-c.done:
+				return
+			}
+			continue
+		}
+		m := c.dq.pop()
+		c.mu.Unlock()
+		if err := c.b.SendDatagram(m); err != nil {
+			if _, ok := errors.AsType[*quic.DatagramTooLargeError](err); ok {
+				continue // the path shrank; datagrams may be lost anyway
+			}
+			c.Ended(err)
+			return
+		}
+	}
+}
+
+// TruncateReason cuts reason to MaxReasonLen bytes on a UTF-8 boundary.
+func TruncateReason(reason string) string {
+	if len(reason) <= MaxReasonLen {
+		return reason
+	}
+	i := MaxReasonLen
+	for i > 0 && reason[i]&0xc0 == 0x80 {
+		i--
+	}
+	return reason[:i]
+}

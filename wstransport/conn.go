@@ -1,0 +1,266 @@
+package wstransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/replicago/replica/transport"
+)
+
+// conn is a transport.Conn over one WebSocket.
+//
+// Goroutines: one reader, for the connection's life, reads messages and
+// hands each to Receive through an unbuffered channel, so that at most one
+// received message waits in memory and a peer that sends faster than the
+// application receives is pushed back by TCP. A writer runs only while the
+// send queue is not empty, so an idle connection has no writer. Close
+// starts one short-lived goroutine for the close handshake.
+type conn struct {
+	ws            *websocket.Conn
+	cfg           transport.Config
+	local, remote net.Addr
+
+	recv chan []byte   // reader to Receive, unbuffered
+	done chan struct{} // closed on close
+
+	mu       sync.Mutex
+	closed   bool
+	code     transport.CloseCode
+	reason   string
+	byPeer   bool
+	queue    [][]byte // messages to write, from queue[head]
+	head     int
+	pending  int   // messages queued or being written
+	bytes    int   // bytes queued or being written
+	writing  bool  // a writer goroutine is running
+	writeErr error // why the writer stopped
+}
+
+func newConn(ws *websocket.Conn, cfg transport.Config, local, remote net.Addr) *conn {
+	ws.SetReadLimit(int64(cfg.MaxMessageSize))
+	c := &conn{
+		ws:     ws,
+		cfg:    cfg,
+		local:  local,
+		remote: remote,
+		recv:   make(chan []byte),
+		done:   make(chan struct{}),
+	}
+	go c.readLoop()
+	return c
+}
+
+func (c *conn) Send(msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return transport.ErrClosed
+	}
+	if len(msg) > c.cfg.MaxMessageSize {
+		return transport.ErrMessageTooLarge
+	}
+	// A message larger than SendQueueBytes is accepted into an empty queue,
+	// else it could never be sent.
+	if c.pending >= c.cfg.SendQueueMessages || c.bytes > 0 && c.bytes+len(msg) > c.cfg.SendQueueBytes {
+		c.closeLocked(transport.CloseSlowConsumer, "send queue overflow", false)
+		go c.closeHandshake(transport.CloseSlowConsumer, "send queue overflow")
+		return transport.ErrSlowConsumer
+	}
+	c.queue = append(c.queue, msg)
+	c.pending++
+	c.bytes += len(msg)
+	if !c.writing {
+		c.writing = true
+		go c.writeLoop()
+	}
+	return nil
+}
+
+// writeLoop writes queued messages until the queue is empty or the
+// connection closed.
+func (c *conn) writeLoop() {
+	for {
+		c.mu.Lock()
+		if c.closed || c.head == len(c.queue) {
+			c.writing = false
+			if cap(c.queue) > 64 {
+				c.queue = nil // release a burst's backing array
+			} else {
+				clear(c.queue[c.head:])
+				c.queue = c.queue[:0]
+			}
+			c.head = 0
+			c.mu.Unlock()
+			return
+		}
+		msg := c.queue[c.head]
+		c.queue[c.head] = nil
+		c.head++
+		c.mu.Unlock()
+
+		// No context: a canceled context would close the WebSocket. A stuck
+		// write ends when Close's handshake gives up and closes the socket.
+		err := c.ws.Write(context.Background(), websocket.MessageBinary, msg)
+
+		c.mu.Lock()
+		c.pending--
+		c.bytes -= len(msg)
+		if err != nil {
+			// The reader reports the close: the write may have failed
+			// because the peer's close frame, not yet seen by the reader,
+			// closed the socket. Closing the socket makes sure the reader
+			// sees something.
+			c.writing = false
+			c.writeErr = err
+			c.mu.Unlock()
+			c.ws.CloseNow()
+			return
+		}
+		c.mu.Unlock()
+	}
+}
+
+// readLoop reads messages and hands them to Receive until the connection
+// ends.
+func (c *conn) readLoop() {
+	for {
+		typ, msg, err := c.ws.Read(context.Background())
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		if typ != websocket.MessageBinary {
+			if c.closeLocal(transport.CloseProtocolError, "text message") {
+				c.closeHandshake(transport.CloseProtocolError, "text message")
+			}
+			return
+		}
+		select {
+		case c.recv <- msg:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// readFailed ends the connection after a read error.
+func (c *conn) readFailed(err error) {
+	var ce websocket.CloseError
+	switch {
+	case errors.As(err, &ce):
+		// The peer's close frame: the library answered it and closed.
+		code, reason := closeCode(ce.Code, ce.Reason)
+		c.mu.Lock()
+		c.closeLocked(code, reason, true)
+		c.mu.Unlock()
+	case errors.Is(err, websocket.ErrMessageTooBig):
+		// The library sent the peer a close frame with status 1009. Finish
+		// the handshake, discarding the rest of the message.
+		reason := fmt.Sprintf("message over the limit of %d bytes", c.cfg.MaxMessageSize)
+		c.closeLocal(transport.CloseMessageTooLarge, reason)
+		c.ws.Close(websocket.StatusMessageTooBig, "")
+	default:
+		// The socket failed or was closed, by us (then the connection is
+		// already closed and this changes nothing) or by the network.
+		c.mu.Lock()
+		if c.writeErr != nil {
+			err = c.writeErr // the first failure says more
+		}
+		code := transport.CloseNetworkError
+		if !isNetError(err) {
+			code = transport.CloseProtocolError
+		}
+		c.closeLocked(code, err.Error(), false)
+		c.mu.Unlock()
+		c.ws.CloseNow()
+	}
+}
+
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne)
+}
+
+// closeLocal closes the connection locally unless it is already closed,
+// reporting whether it did.
+func (c *conn) closeLocal(code transport.CloseCode, reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeLocked(code, reason, false)
+}
+
+// closeLocked records the close, discards the send queue and closes done;
+// c.mu is held. It reports false if the connection was already closed.
+func (c *conn) closeLocked(code transport.CloseCode, reason string, byPeer bool) bool {
+	if c.closed {
+		return false
+	}
+	c.closed, c.code, c.reason, c.byPeer = true, code, reason, byPeer
+	clear(c.queue)
+	c.queue, c.head = nil, 0
+	close(c.done)
+	return true
+}
+
+// closeHandshake tells the peer code and reason and closes the socket. It
+// waits for a write in progress (so as not to cut a frame) and for the
+// peer's answer, each up to 5 seconds (the library's timeouts), so it runs
+// on its own goroutine.
+func (c *conn) closeHandshake(code transport.CloseCode, reason string) {
+	status, wire := closeStatus(code, reason)
+	c.ws.Close(status, wire)
+}
+
+func (c *conn) SendDatagram([]byte) error { return transport.ErrDatagramsUnsupported }
+
+func (c *conn) Receive(ctx context.Context) ([]byte, error) {
+	select {
+	case <-c.done:
+		return nil, c.closeErr()
+	default:
+	}
+	select {
+	case msg := <-c.recv:
+		return msg, nil
+	case <-c.done:
+		return nil, c.closeErr()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *conn) closeErr() error {
+	code, reason, byPeer := c.CloseInfo()
+	return &transport.CloseError{Code: code, Reason: reason, ByPeer: byPeer}
+}
+
+func (c *conn) ReceiveDatagram(context.Context) ([]byte, error) {
+	return nil, transport.ErrDatagramsUnsupported
+}
+
+func (c *conn) Close(code transport.CloseCode, reason string) error {
+	if c.closeLocal(code, reason) {
+		go c.closeHandshake(code, reason)
+	}
+	return nil
+}
+
+func (c *conn) Done() <-chan struct{} { return c.done }
+
+func (c *conn) CloseInfo() (code transport.CloseCode, reason string, byPeer bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.code, c.reason, c.byPeer
+}
+
+func (c *conn) MaxDatagramSize() int { return 0 }
+
+func (c *conn) LocalAddr() net.Addr { return c.local }
+
+func (c *conn) RemoteAddr() net.Addr { return c.remote }

@@ -1,0 +1,205 @@
+package wstransport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/replicago/replica/transport"
+)
+
+// errListenerClosed is what Accept returns once the listener is closed.
+var errListenerClosed = fmt.Errorf("wstransport: listener closed: %w", net.ErrClosed)
+
+// A Handler upgrades HTTP requests to WebSocket connections and is the
+// transport.Listener that accepts them. Mount it on an http.Server at the
+// path clients dial; the server must speak HTTP/1.1 to the client (a
+// WebSocket upgrade needs a hijackable connection). Close stops the
+// upgrades (later requests get 503 Service Unavailable) without touching
+// the server or the connections already accepted.
+type Handler struct {
+	cfg  Config
+	opts websocket.AcceptOptions
+	addr net.Addr
+
+	conns chan *conn
+	done  chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	err    error // why Accept fails once closed
+}
+
+// NewHandler returns a Handler for connections configured with cfg. Its
+// Addr is cfg.URL; cfg.Path, TLSConfig, HandshakeTimeout and ErrorLog are
+// the http.Server's business and ignored.
+func NewHandler(cfg Config) *Handler {
+	cfg = cfg.withDefaults()
+	return &Handler{
+		cfg: cfg,
+		opts: websocket.AcceptOptions{
+			OriginPatterns:     cfg.OriginPatterns,
+			InsecureSkipVerify: cfg.InsecureSkipOriginCheck,
+			CompressionMode:    websocket.CompressionDisabled,
+		},
+		addr:  &Addr{URL: cfg.URL},
+		conns: make(chan *conn, cfg.AcceptBacklog),
+		done:  make(chan struct{}),
+	}
+}
+
+// ServeHTTP upgrades r to a WebSocket connection and queues it for Accept.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.isClosed() {
+		http.Error(w, "listener closed", http.StatusServiceUnavailable)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &h.opts)
+	if err != nil {
+		return // Accept wrote the response
+	}
+	var local net.Addr
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		local = a
+	} else {
+		local = &Addr{URL: h.cfg.URL}
+	}
+	c := newConn(ws, h.cfg.Config, local, parseAddr(r.RemoteAddr))
+	select {
+	case h.conns <- c:
+	case <-h.done:
+		c.Close(transport.CloseGoingAway, "listener closed")
+	}
+}
+
+// parseAddr returns the net.Addr of an http.Request's RemoteAddr.
+func parseAddr(s string) net.Addr {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return net.TCPAddrFromAddrPort(ap)
+	}
+	return &Addr{URL: s}
+}
+
+// Accept returns the next upgraded connection.
+func (h *Handler) Accept(ctx context.Context) (transport.Conn, error) {
+	select {
+	case c := <-h.conns:
+		return c, nil
+	case <-h.done:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return nil, h.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Addr returns the URL clients dial: Config.URL, for a Handler.
+func (h *Handler) Addr() net.Addr { return h.addr }
+
+// Close stops accepting connections and closes, with CloseGoingAway, those
+// upgraded and not yet accepted. Established connections stay open.
+func (h *Handler) Close() error {
+	h.shutdown(errListenerClosed)
+	return nil
+}
+
+func (h *Handler) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+func (h *Handler) shutdown(err error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed, h.err = true, err
+	close(h.done)
+	h.mu.Unlock()
+	for {
+		select {
+		case c := <-h.conns:
+			c.Close(transport.CloseGoingAway, "listener closed")
+		default:
+			return
+		}
+	}
+}
+
+// listener is a Handler with its own http.Server.
+type listener struct {
+	*Handler
+	srv *http.Server
+}
+
+// Listen listens on the TCP address addr and serves WebSocket connections
+// at cfg.Path, over TLS if cfg.TLSConfig is set.
+func Listen(addr string, cfg Config) (transport.Listener, error) {
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return NewListener(ln, cfg), nil
+}
+
+// NewListener serves WebSocket connections at cfg.Path on ln, over TLS if
+// cfg.TLSConfig is set, until the returned listener is closed. It takes
+// ln over: closing the listener closes ln.
+func NewListener(ln net.Listener, cfg Config) transport.Listener {
+	cfg = cfg.withDefaults()
+	scheme := "ws"
+	if cfg.TLSConfig != nil {
+		tc := cfg.TLSConfig.Clone()
+		tc.NextProtos = []string{"http/1.1"}
+		ln = tls.NewListener(ln, tc)
+		scheme = "wss"
+	}
+	if cfg.URL == "" {
+		cfg.URL = scheme + "://" + ln.Addr().String() + cfg.Path
+	}
+	h := NewHandler(cfg)
+	path := cfg.Path
+	l := &listener{Handler: h}
+	l.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != path {
+				http.NotFound(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: cfg.HandshakeTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          cfg.ErrorLog,
+	}
+	go func() {
+		err := l.srv.Serve(ln)
+		if !errors.Is(err, http.ErrServerClosed) {
+			h.shutdown(fmt.Errorf("wstransport: serving %s: %w", ln.Addr(), err))
+		}
+	}()
+	return l
+}
+
+// Close stops accepting: it closes the net.Listener and the connections
+// still in their HTTP handshake. Established connections stay open.
+func (l *listener) Close() error {
+	l.Handler.Close()
+	// http.Server.Close does not know hijacked (WebSocket) connections.
+	err := l.srv.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}

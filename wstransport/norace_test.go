@@ -1,0 +1,5 @@
+//go:build !race
+
+package wstransport
+
+const raceEnabled = false

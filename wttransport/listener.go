@@ -1,0 +1,188 @@
+package wttransport
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
+
+	"github.com/replicago/replica/internal/quicconn"
+	"github.com/replicago/replica/transport"
+)
+
+type connKey struct{}
+
+type listener struct {
+	cfg Config
+	ep  *quicconn.Endpoint
+	ln  *quic.Listener
+	wt  *webtransport.Server
+	q   *quicconn.AcceptQueue
+
+	// pending holds QUIC connections that have no session yet; each is
+	// closed if it has none within HandshakeTimeout.
+	pending sync.Map // *quic.Conn → struct{}
+}
+
+// Listen serves WebTransport on the UDP address addr (such as
+// "127.0.0.1:0"), with sessions at Config.Path. Close stops accepting and
+// refuses new connections at once; established connections stay open, and
+// the socket closes once the last of them ends.
+func Listen(addr string, cfg Config) (transport.Listener, error) {
+	udp, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := net.ListenUDP("udp", udp)
+	if err != nil {
+		return nil, err
+	}
+	l, err := listen(pc, true, cfg)
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// ListenPacket serves WebTransport on pc, which may be a simulated network.
+// The caller closes pc after closing the listener and its connections.
+func ListenPacket(pc net.PacketConn, cfg Config) (transport.Listener, error) {
+	return listen(pc, false, cfg)
+}
+
+func listen(pc net.PacketConn, ownPC bool, cfg Config) (*listener, error) {
+	if cfg.TLS == nil || (len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil) {
+		return nil, errors.New("wttransport: Config.TLS needs a certificate")
+	}
+	cfg.Config = cfg.Config.WithDefaults()
+	tlsConf := cfg.TLS.Clone()
+	tlsConf.NextProtos = []string{http3.NextProtoH3}
+
+	ep := quicconn.NewEndpoint(pc, ownPC)
+	ln, err := ep.Transport.Listen(tlsConf, cfg.quicConfig())
+	if err != nil {
+		ep.Release()
+		return nil, err
+	}
+	l := &listener{cfg: cfg, ep: ep, ln: ln, q: quicconn.NewAcceptQueue()}
+	mux := http.NewServeMux()
+	mux.HandleFunc(cfg.path(), l.serveSession)
+	if cfg.Fallback != nil {
+		mux.Handle("/", cfg.Fallback)
+	}
+	l.wt = &webtransport.Server{
+		H3: &http3.Server{
+			Handler: mux,
+			ConnContext: func(ctx context.Context, qc *quic.Conn) context.Context {
+				return context.WithValue(ctx, connKey{}, qc)
+			},
+		},
+		CheckOrigin:       cfg.CheckOrigin,
+		ReorderingTimeout: cfg.tunables().HandshakeTimeout,
+	}
+	ep.OnClose = func() {
+		l.wt.Close()
+		ln.Close()
+	}
+	go l.acceptLoop()
+	return l, nil
+}
+
+func (l *listener) acceptLoop() {
+	timeout := l.cfg.tunables().HandshakeTimeout
+	for {
+		qc, err := l.ln.Accept(context.Background())
+		if err != nil {
+			l.Close()
+			return
+		}
+		l.ep.Track(qc)
+		if l.isClosed() {
+			qc.CloseWithError(h3NoError, "server is not accepting connections")
+			continue
+		}
+		l.pending.Store(qc, struct{}{})
+		t := time.AfterFunc(timeout, func() {
+			if _, ok := l.pending.LoadAndDelete(qc); ok {
+				qc.CloseWithError(h3NoError, "no WebTransport session in time")
+			}
+		})
+		context.AfterFunc(qc.Context(), func() {
+			t.Stop()
+			l.pending.Delete(qc)
+		})
+		go l.wt.ServeQUICConn(qc)
+	}
+}
+
+// serveSession upgrades a CONNECT request to a session, waits for the
+// message stream and its preamble, and hands the connection to Accept.
+func (l *listener) serveSession(w http.ResponseWriter, r *http.Request) {
+	qc, _ := r.Context().Value(connKey{}).(*quic.Conn)
+	if qc == nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	if _, ok := l.pending.LoadAndDelete(qc); !ok || l.isClosed() {
+		// One session per connection, and none after Close.
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	sess, err := l.wt.Upgrade(w, r)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		qc.CloseWithError(h3NoError, "WebTransport upgrade failed")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.tunables().HandshakeTimeout)
+	defer cancel()
+	stop := context.AfterFunc(l.q.Context(), cancel)
+	defer stop()
+	str, err := sess.AcceptStream(ctx)
+	if err == nil {
+		deadline, _ := ctx.Deadline()
+		err = quicconn.ReadPreamble(str, deadline)
+	}
+	if err != nil {
+		code, reason := transport.CloseHandshakeTimeout, "no message stream in time"
+		switch {
+		case errors.Is(err, quicconn.ErrNotReplica):
+			code, reason = transport.CloseProtocolError, err.Error()
+		case errors.Is(err, quicconn.ErrIncompatible):
+			code, reason = transport.CloseIncompatible, err.Error()
+		case l.isClosed():
+			code, reason = transport.CloseGoingAway, "server is not accepting connections"
+		}
+		backend{qc: qc, sess: sess}.Close(code, reason)
+		return
+	}
+	l.q.Push(ctx, newConn(qc, sess, str, l.cfg.Config))
+}
+
+func (l *listener) isClosed() bool {
+	select {
+	case <-l.q.Closed():
+		return true
+	default:
+		return false
+	}
+}
+
+func (l *listener) Accept(ctx context.Context) (transport.Conn, error) { return l.q.Accept(ctx) }
+
+func (l *listener) Addr() net.Addr { return l.ln.Addr() }
+
+func (l *listener) Close() error {
+	if l.q.Close() {
+		l.ep.Refuse()
+		l.ep.Release() // closes the socket once no connection uses it
+	}
+	return nil
+}
