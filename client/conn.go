@@ -1,0 +1,242 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/transport"
+)
+
+// DialConfig configures Dial. The zero value is valid.
+type DialConfig struct {
+	// Token is the connect token the server's authenticator checks.
+	Token []byte
+	// Limits bound what the replica accepts from the server.
+	Limits codec.Limits
+	// HandshakeTimeout bounds the handshake. The default is 5 seconds.
+	HandshakeTimeout time.Duration
+	// Buffer is the number of received ticks held for Poll before the
+	// connection stops reading (and the server eventually drops a client
+	// that never polls). The default is 256.
+	Buffer int
+}
+
+// RefusedError is returned by Dial when the server declines the session.
+type RefusedError struct {
+	Code    transport.CloseCode
+	Message string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("client: server refused the session: %s: %s", e.Code, e.Message)
+}
+
+// A Conn is a session with a replica server: a Replica kept up to date by
+// the ticks the server sends. Received ticks queue up until the game
+// applies them with Poll on its own goroutine, where callbacks run.
+type Conn struct {
+	tc      transport.Conn
+	r       *Replica
+	welcome session.Welcome
+	ticks   chan [][]byte
+
+	mu  sync.Mutex
+	err error // why reading stopped
+}
+
+// Dial connects to a server, performs the handshake and starts receiving.
+// local is the client's own schema (the Schema() of its generated package);
+// the server's may be a newer compatible version.
+func Dial(ctx context.Context, d transport.Dialer, addr string, local *schema.Schema, cfg DialConfig) (*Conn, error) {
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 5 * time.Second
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 256
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+	tc, err := d.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	c, err := handshake(ctx, tc, local, cfg)
+	if err != nil {
+		tc.Close(transport.CloseNormal, "handshake failed")
+		return nil, err
+	}
+	go c.read()
+	return c, nil
+}
+
+func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg DialConfig) (*Conn, error) {
+	hello := &session.Hello{Version: session.ProtocolVersion, Descriptor: local.AppendDescriptor(nil), Token: cfg.Token}
+	if err := tc.Send(session.AppendHello(nil, hello)); err != nil {
+		return nil, err
+	}
+	msg, err := tc.Receive(ctx)
+	if err != nil {
+		// The close carries the same code and reason as the REFUSE, which
+		// a transport may drop once the connection closes.
+		var ce *transport.CloseError
+		if errors.As(err, &ce) && ce.ByPeer {
+			return nil, &RefusedError{Code: ce.Code, Message: ce.Reason}
+		}
+		return nil, fmt.Errorf("client: handshake: %w", err)
+	}
+	m, err := session.Parse(msg)
+	if err != nil {
+		return nil, fmt.Errorf("client: handshake: %w", err)
+	}
+	switch m := m.(type) {
+	case *session.Refuse:
+		return nil, &RefusedError{Code: transport.CloseCode(m.Code), Message: m.Message}
+	case *session.Welcome:
+		if m.Version != session.ProtocolVersion {
+			return nil, fmt.Errorf("client: server speaks protocol %d, this client %d", m.Version, session.ProtocolVersion)
+		}
+		remote, err := schema.DecodeDescriptor(m.Descriptor)
+		if err != nil {
+			return nil, fmt.Errorf("client: server schema: %w", err)
+		}
+		r, err := New(local, Config{Remote: remote, Limits: cfg.Limits})
+		if err != nil {
+			return nil, err
+		}
+		return &Conn{tc: tc, r: r, welcome: *m, ticks: make(chan [][]byte, cfg.Buffer)}, nil
+	}
+	return nil, fmt.Errorf("client: handshake: expected WELCOME, got %T", m)
+}
+
+// read receives messages until the connection closes: ticks are queued
+// for Poll, pings answered.
+func (c *Conn) read() {
+	defer close(c.ticks)
+	for {
+		msg, err := c.tc.Receive(context.Background())
+		if err != nil {
+			c.stop(err)
+			return
+		}
+		m, err := session.Parse(msg)
+		if err != nil {
+			c.tc.Close(transport.CloseProtocolError, err.Error())
+			c.stop(err)
+			return
+		}
+		switch m := m.(type) {
+		case *session.Tick:
+			segs := make([][]byte, m.Segments)
+			for i := range segs {
+				if segs[i], err = c.tc.Receive(context.Background()); err != nil {
+					c.stop(err)
+					return
+				}
+			}
+			select {
+			case c.ticks <- segs:
+			case <-c.tc.Done():
+				c.stop(transport.ErrClosed)
+				return
+			}
+		case *session.Ping:
+			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
+		case *session.Pong:
+		default:
+			c.tc.Close(transport.CloseProtocolError, fmt.Sprintf("unexpected %T", m))
+			c.stop(fmt.Errorf("client: unexpected %T from the server", m))
+			return
+		}
+	}
+}
+
+func (c *Conn) stop(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+}
+
+// Replica returns the client's replica. Read it, and register callbacks,
+// on the goroutine that calls Poll.
+func (c *Conn) Replica() *Replica { return c.r }
+
+// UserID returns the user the server authenticated.
+func (c *Conn) UserID() string { return c.welcome.UserID }
+
+// TickRate returns the server's ticks per second.
+func (c *Conn) TickRate() int { return int(c.welcome.TickRate) }
+
+// Poll applies every tick received so far, in order, firing callbacks on
+// the calling goroutine, and returns how many it applied. It returns an
+// error once the connection has closed and every received tick has been
+// applied, or if a tick does not decode (the connection is then closed
+// with a protocol error: the replica keeps the last good state).
+func (c *Conn) Poll() (int, error) {
+	n := 0
+	for {
+		select {
+		case segs, ok := <-c.ticks:
+			if !ok {
+				return n, c.closedErr()
+			}
+			if err := c.r.Apply(segs...); err != nil {
+				c.tc.Close(transport.CloseProtocolError, "bad tick")
+				return n, err
+			}
+			n++
+		default:
+			return n, nil
+		}
+	}
+}
+
+// Wait blocks until a tick has arrived (or ctx is done, or the connection
+// closed) and then polls.
+func (c *Conn) Wait(ctx context.Context) (int, error) {
+	select {
+	case segs, ok := <-c.ticks:
+		if !ok {
+			return 0, c.closedErr()
+		}
+		if err := c.r.Apply(segs...); err != nil {
+			c.tc.Close(transport.CloseProtocolError, "bad tick")
+			return 0, err
+		}
+		n, err := c.Poll()
+		return n + 1, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (c *Conn) closedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	return transport.ErrClosed
+}
+
+// Done is closed when the connection closes.
+func (c *Conn) Done() <-chan struct{} { return c.tc.Done() }
+
+// CloseInfo reports why the connection closed (see transport.Conn).
+func (c *Conn) CloseInfo() (transport.CloseCode, string, bool) { return c.tc.CloseInfo() }
+
+// Close leaves the session.
+func (c *Conn) Close() error { return c.tc.Close(transport.CloseNormal, "client left") }
+
+// ErrRefused reports whether err is a refusal by the server.
+func ErrRefused(err error) bool {
+	var r *RefusedError
+	return errors.As(err, &r)
+}

@@ -1,0 +1,456 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/transport"
+)
+
+// Authenticator checks a client's connect token during the handshake and
+// returns the user it names. Package auth has the HMAC implementation.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token []byte) (userID string, err error)
+}
+
+// Config configures a Server. Schema is required; the zero value of every
+// other field selects its default.
+type Config struct {
+	// Schema holds the replicated classes: the Schema() of a generated
+	// package.
+	Schema *schema.Schema
+	// TickRate is the number of ticks per second Run drives. The default
+	// is 20.
+	TickRate int
+	// Auth authenticates clients. If nil, every client is accepted
+	// anonymously, which suits development only.
+	Auth Authenticator
+	// HandshakeTimeout bounds the time from accepting a connection to
+	// receiving its HELLO. The default is 5 seconds.
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection that sends nothing for this long.
+	// The default is 15 seconds; the server pings every IdleTimeout/3.
+	IdleTimeout time.Duration
+	// Logger receives connection events. The default discards them.
+	Logger *slog.Logger
+	// OnJoin runs on the tick goroutine when a connection joins, before it
+	// receives the full state: spawn its avatar and SetOwner here.
+	OnJoin func(*Conn)
+	// OnLeave runs on the tick goroutine after a connection closed; the
+	// entities it owned are still there and no longer owned.
+	OnLeave func(*Conn)
+}
+
+func (c Config) withDefaults() Config {
+	if c.TickRate <= 0 {
+		c.TickRate = 20
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 5 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 15 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("replica: server closed")
+
+// A Server owns the world of one space: its entities, the connections that
+// watch them and the tick that sends every change. Game code mutates
+// entities on the tick goroutine (in the function given to Run, or between
+// calls to Tick); connections are accepted and served on goroutines of
+// their own, and join or leave at the next tick.
+type Server struct {
+	cfg     Config
+	tr      *state.Tracker
+	enc     codec.Encoder
+	desc    []byte // the schema descriptor sent to clients
+	tick    uint64
+	session atomic.Uint64
+
+	mu      sync.Mutex
+	joining []*Conn
+	closed  bool
+	lns     []transport.Listener
+
+	conns   []*Conn // joined; owned by the tick goroutine
+	owners  []*Conn // by entity slot
+	seg     [][]byte
+	scratch []byte
+}
+
+// A Conn is one client's session on a server.
+type Conn struct {
+	srv     *Server
+	tc      transport.Conn
+	userID  string
+	id      uint64
+	joined  bool
+	changes state.Changeset // this tick's changes of entities the connection owns
+}
+
+// UserID returns the authenticated user of the connection.
+func (c *Conn) UserID() string { return c.userID }
+
+// Session returns the session ID the server assigned.
+func (c *Conn) Session() uint64 { return c.id }
+
+// Close disconnects the client with the given code and reason.
+func (c *Conn) Close(code transport.CloseCode, reason string) error {
+	return c.tc.Close(code, reason)
+}
+
+// NewServer returns a server for cfg.Schema.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Schema == nil {
+		return nil, errors.New("replica: Config.Schema is required")
+	}
+	cfg = cfg.withDefaults()
+	return &Server{cfg: cfg, tr: state.NewTracker(cfg.Schema), desc: cfg.Schema.AppendDescriptor(nil)}, nil
+}
+
+// Tracker returns the server's entity tracker: spawn, find and destroy
+// entities through it, on the tick goroutine.
+func (s *Server) Tracker() *state.Tracker { return s.tr }
+
+// SetOwner makes c the owner of e (nil for none): c receives e's
+// owner-only fields, the others do not, and c may call its RPCs. Call it
+// on the tick goroutine; ownership ends when e is destroyed.
+func (s *Server) SetOwner(e *state.Entity, c *Conn) { s.setOwner(e, c) }
+
+func (s *Server) setOwner(e *state.Entity, c *Conn) {
+	slot := int(e.ID().Slot())
+	for len(s.owners) <= slot {
+		s.owners = append(s.owners, nil)
+	}
+	s.owners[slot] = c
+}
+
+// Owner returns the connection that owns e, or nil.
+func (s *Server) Owner(e *state.Entity) *Conn { return s.ownerOf(e) }
+
+func (s *Server) ownerOf(e *state.Entity) *Conn {
+	if slot := int(e.ID().Slot()); slot < len(s.owners) {
+		return s.owners[slot]
+	}
+	return nil
+}
+
+// Serve accepts connections from ln until ctx is done or the server is
+// closed. Each connection is handshaken on its own goroutine and joins at
+// the next tick.
+func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	for {
+		tc, err := ln.Accept(ctx)
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			return err
+		}
+		go s.handshake(ctx, tc)
+	}
+}
+
+// handshake runs the server side of the session handshake.
+func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
+	refuse := func(code transport.CloseCode, msg string) {
+		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
+		tc.Close(code, msg)
+		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
+	}
+	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
+	msg, err := tc.Receive(hctx)
+	cancel()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			refuse(transport.CloseHandshakeTimeout, "no HELLO in time")
+		} else {
+			tc.Close(transport.CloseProtocolError, "handshake failed")
+		}
+		return
+	}
+	m, err := session.Parse(msg)
+	hello, ok := m.(*session.Hello)
+	switch {
+	case err != nil:
+		refuse(transport.CloseProtocolError, err.Error())
+		return
+	case !ok:
+		refuse(transport.CloseProtocolError, "expected HELLO")
+		return
+	case hello.Version != session.ProtocolVersion:
+		refuse(transport.CloseIncompatible, fmt.Sprintf("protocol version %d, server speaks %d", hello.Version, session.ProtocolVersion))
+		return
+	}
+	clientSchema, err := schema.DecodeDescriptor(hello.Descriptor)
+	if err == nil {
+		// The client decodes what the server encodes.
+		err = schema.Compatible(clientSchema, s.cfg.Schema)
+	}
+	if err != nil {
+		refuse(transport.CloseIncompatible, "schema: "+err.Error())
+		return
+	}
+	user := fmt.Sprintf("anonymous-%d", s.session.Load()+1)
+	if s.cfg.Auth != nil {
+		if user, err = s.cfg.Auth.Authenticate(ctx, hello.Token); err != nil {
+			refuse(transport.CloseAuthFailed, err.Error())
+			return
+		}
+	}
+	c := &Conn{srv: s, tc: tc, userID: user, id: s.session.Add(1)}
+	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
+		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate)}))
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		tc.Close(transport.CloseGoingAway, "server closed")
+		return
+	}
+	s.joining = append(s.joining, c)
+	s.mu.Unlock()
+	s.cfg.Logger.Info("replica: joined", "user", user, "session", c.id, "remote", tc.RemoteAddr())
+	go s.read(c)
+}
+
+// read serves one connection's incoming messages until it closes: pings
+// are answered, silence past IdleTimeout closes the connection, and
+// anything a client may not send closes it with a protocol error.
+func (s *Server) read(c *Conn) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.IdleTimeout)
+		msg, err := c.tc.Receive(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			c.tc.Close(transport.CloseIdleTimeout, "nothing received")
+			return
+		}
+		if err != nil {
+			return
+		}
+		m, err := session.Parse(msg)
+		switch m := m.(type) {
+		case *session.Ping:
+			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
+		case *session.Pong:
+			// Liveness only: receiving it reset the idle timer.
+		default:
+			reason := "clients send no state"
+			if err != nil {
+				reason = err.Error()
+			}
+			c.tc.Close(transport.CloseProtocolError, reason)
+			return
+		}
+	}
+}
+
+// Tick ends the current tick: it commits the changeset, encodes it once per
+// partition and sends every connection its TICK with the segments it may
+// see. Connections that joined since the last tick get the full state
+// instead. Tick must be called from the goroutine that mutates entities.
+//
+// Segments are shared: every client gets the same PartAll bytes, and
+// every client gets the same PartOthers bytes unless one of its own
+// entities changed a field of that partition, in which case it gets a
+// copy without its own entities. PartOwner is encoded per owner, from the
+// owner's changes only, so a tick costs O(changes + connections).
+func (s *Server) Tick() {
+	// Joiners first: what OnJoin spawns belongs to this tick, which the
+	// joiners receive as their full state and everyone else as creates.
+	s.admit()
+	cs := s.tr.Commit()
+	s.tick++
+
+	// Transports keep a reference to what they send until it is written,
+	// so each tick's segments are fresh slices.
+	all := s.enc.Delta(nil, cs, codec.PartAll, nil)
+	others := s.enc.Delta(nil, cs, codec.PartOthers, nil)
+
+	// Bucket the changes by owning connection.
+	for _, c := range s.conns {
+		c.changes.Changes = c.changes.Changes[:0]
+	}
+	for _, ch := range cs.Changes {
+		if o := s.ownerOf(ch.Entity); o != nil && o.joined {
+			o.changes.Changes = append(o.changes.Changes, ch)
+		}
+	}
+	ping := s.tick%uint64(max(1, s.cfg.TickRate*int(s.cfg.IdleTimeout/time.Second)/3)) == 0
+	for _, c := range s.conns {
+		if !c.joined {
+			s.sendFull(c)
+			continue
+		}
+		segs := append(s.seg[:0], all, others)
+		if len(c.changes.Changes) > 0 {
+			c.changes.Schema, c.changes.Tick = cs.Schema, cs.Tick
+			segs = append(segs, s.enc.Delta(nil, &c.changes, codec.PartOwner, nil))
+			// Its own entities changed: does the shared PartOthers
+			// mention them? Then this client needs a copy without them.
+			if s.scratch = s.enc.Delta(s.scratch[:0], &c.changes, codec.PartOthers, nil); !empty(s.scratch) {
+				notMine := func(e *state.Entity) bool { return s.ownerOf(e) != c }
+				segs[1] = s.enc.Delta(nil, cs, codec.PartOthers, notMine)
+			}
+		}
+		s.send(c, segs)
+		if ping {
+			c.tc.Send(session.AppendPing(nil, &session.Ping{Nonce: s.tick}))
+		}
+	}
+	// A destroyed entity's slot may be reused from the next tick on: it
+	// belongs to nobody.
+	for _, ch := range cs.Changes {
+		if ch.Destroyed {
+			s.setOwner(ch.Entity, nil)
+		}
+	}
+	s.reap()
+}
+
+// admit moves handshaken connections into the tick.
+func (s *Server) admit() {
+	s.mu.Lock()
+	joining := s.joining
+	s.joining = nil
+	s.mu.Unlock()
+	s.conns = append(s.conns, joining...)
+	if s.cfg.OnJoin != nil {
+		for _, c := range joining {
+			s.cfg.OnJoin(c)
+		}
+	}
+}
+
+// sendFull sends a joining connection the full state.
+func (s *Server) sendFull(c *Conn) {
+	all := s.tr.AppendEntities(nil)
+	var mine, others []*state.Entity
+	for _, e := range all {
+		if s.ownerOf(e) == c {
+			mine = append(mine, e)
+		} else {
+			others = append(others, e)
+		}
+	}
+	segs := [][]byte{
+		s.enc.Full(nil, all, codec.PartAll),
+		s.enc.Full(nil, others, codec.PartOthers),
+		s.enc.Full(nil, mine, codec.PartOwner),
+	}
+	c.joined = true
+	s.send(c, segs)
+}
+
+// send writes a TICK and its segments, leaving out empty ones. A failed
+// send has already closed the connection; reap removes it.
+func (s *Server) send(c *Conn, segs [][]byte) {
+	n := 0
+	for _, seg := range segs {
+		if !empty(seg) {
+			segs[n] = seg
+			n++
+		}
+	}
+	if c.tc.Send(session.AppendTick(nil, &session.Tick{Tick: s.tick, Segments: n})) != nil {
+		return
+	}
+	for _, seg := range segs[:n] {
+		if c.tc.Send(seg) != nil {
+			return
+		}
+	}
+}
+
+func empty(seg []byte) bool { return len(seg) == 1 && seg[0] == 0 }
+
+// reap drops closed connections and their ownerships.
+func (s *Server) reap() {
+	live := s.conns[:0]
+	for _, c := range s.conns {
+		select {
+		case <-c.tc.Done():
+			for i, o := range s.owners {
+				if o == c {
+					s.owners[i] = nil
+				}
+			}
+			code, reason, byPeer := c.tc.CloseInfo()
+			s.cfg.Logger.Info("replica: left", "user", c.userID, "session", c.id, "code", code, "reason", reason, "by_peer", byPeer)
+			if s.cfg.OnLeave != nil {
+				s.cfg.OnLeave(c)
+			}
+		default:
+			live = append(live, c)
+		}
+	}
+	clear(s.conns[len(live):])
+	s.conns = live
+}
+
+// Conns returns the connections that have joined, for the tick goroutine.
+func (s *Server) Conns() []*Conn { return s.conns }
+
+// Run drives the tick loop at the configured rate until ctx is done:
+// update runs game logic for the tick, then the tick is sent.
+func (s *Server) Run(ctx context.Context, update func(tick uint64)) error {
+	t := time.NewTicker(time.Second / time.Duration(s.cfg.TickRate))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if update != nil {
+				update(s.tick + 1)
+			}
+			s.Tick()
+		}
+	}
+}
+
+// Close stops the listeners and disconnects every client with
+// CloseGoingAway. Call it from the tick goroutine (or after Run returns).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	lns := s.lns
+	joining := s.joining
+	s.joining = nil
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	for _, c := range append(s.conns, joining...) {
+		c.tc.Close(transport.CloseGoingAway, "server shutting down")
+	}
+	return nil
+}

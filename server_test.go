@@ -1,0 +1,281 @@
+package replica_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/internal/demo"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/wstransport"
+)
+
+type rig struct {
+	t      *testing.T
+	srv    *replica.Server
+	ln     transport.Listener
+	dialer transport.Dialer
+	bots   map[*replica.Conn]demo.Bot
+	cancel context.CancelFunc
+}
+
+// newRig starts a server whose OnJoin gives every client a bot it owns.
+func newRig(t *testing.T, ln transport.Listener, d transport.Dialer, cfg replica.Config) *rig {
+	t.Helper()
+	r := &rig{t: t, ln: ln, dialer: d, bots: map[*replica.Conn]demo.Bot{}}
+	cfg.Schema = demo.Schema()
+	cfg.OnJoin = func(c *replica.Conn) {
+		b, err := demo.SpawnBot(r.srv.Tracker())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		b.SetName(c.UserID())
+		b.SetHp(100)
+		r.srv.SetOwner(b.Entity(), c)
+		r.bots[c] = b
+	}
+	srv, err := replica.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv = srv
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go srv.Serve(ctx, ln)
+	t.Cleanup(func() { cancel(); srv.Close() })
+	return r
+}
+
+func (r *rig) dial(token string) *client.Conn {
+	r.t.Helper()
+	c, err := client.Dial(context.Background(), r.dialer, r.ln.Addr().String(), demo.Schema(), client.DialConfig{Token: []byte(token)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// tickUntilJoined ticks until the server has n connections.
+func (r *rig) tickUntilJoined(n int) {
+	r.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.srv.Conns()) < n {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("only %d of %d clients joined", len(r.srv.Conns()), n)
+		}
+		r.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// check verifies that client c, owning bot mine, sees every bot exactly as
+// its view allows: owner fields of its own bot only, others fields of the
+// others only, server fields never.
+func check(srv *replica.Server, c *client.Conn, mine demo.Bot) error {
+	r := c.Replica()
+	ents := srv.Tracker().AppendEntities(nil)
+	if r.Len() != len(ents) {
+		return fmt.Errorf("client has %d entities, server %d", r.Len(), len(ents))
+	}
+	for _, e := range ents {
+		want, _ := demo.BotOf(e)
+		got, ok := demo.BotOf(r.Entity(e.ID()))
+		if !ok {
+			return fmt.Errorf("entity %#x missing", uint32(e.ID()))
+		}
+		own := e == mine.Entity()
+		switch {
+		case got.X() != want.X() || got.Hp() != want.Hp() || got.Name() != want.Name():
+			return fmt.Errorf("bot %s: shared fields differ", want.Name())
+		case got.Mode() != 0:
+			return fmt.Errorf("bot %s: server-only field leaked", want.Name())
+		case own && (got.Score() != want.Score() || got.Bounty() != 0 || got.Inv().Len() != want.Inv().Len()):
+			return fmt.Errorf("own bot: score %d/%d bounty %d inv %d/%d", got.Score(), want.Score(), got.Bounty(), got.Inv().Len(), want.Inv().Len())
+		case !own && (got.Score() != 0 || got.Bounty() != want.Bounty() || got.Inv().Len() != 0):
+			return fmt.Errorf("bot %s: owner fields leaked or others fields missing", want.Name())
+		}
+	}
+	return nil
+}
+
+func runSession(t *testing.T, ln transport.Listener, d transport.Dialer) {
+	r := newRig(t, ln, d, replica.Config{})
+	var clients []*client.Conn
+	for i := range 3 {
+		clients = append(clients, r.dial(fmt.Sprint("player", i)))
+	}
+	r.tickUntilJoined(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for tick := 0; tick < 30; tick++ {
+		i := 0
+		for _, b := range r.bots {
+			b.SetX(float32(tick*10 + i))
+			b.SetScore(int32(tick * i))
+			b.SetBounty(int16(tick + i))
+			b.SetMode(uint8(tick))
+			if tick%5 == i {
+				it := demo.NewItem()
+				it.SetCount(int16(tick))
+				b.Inv().Add(uint32(tick), it)
+			}
+			i++
+		}
+		r.srv.Tick()
+		// Every client gets every tick; wait until each has applied it.
+		for _, c := range clients {
+			for c.Replica().Len() < 3 {
+				if _, err := c.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// Drain to the last tick, then compare views.
+	time.Sleep(50 * time.Millisecond)
+	for i, c := range clients {
+		if _, err := c.Poll(); err != nil {
+			t.Fatal(err)
+		}
+		var mine demo.Bot
+		for conn, b := range r.bots {
+			if conn.UserID() == fmt.Sprint("anonymous-", i+1) || b.Name() == c.UserID() {
+				mine = b
+			}
+		}
+		if err := check(r.srv, c, mine); err != nil {
+			t.Errorf("client %d (%s): %v", i, c.UserID(), err)
+		}
+	}
+}
+
+// TestSessionMem runs three clients against a server over the in-memory
+// transport: each must see exactly its view of every bot.
+func TestSessionMem(t *testing.T) {
+	nw := transport.NewMemNetwork()
+	ln, err := nw.Listen("", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSession(t, ln, nw.Dialer(transport.Config{}))
+}
+
+// TestSessionWebSocket does the same over real WebSocket connections.
+func TestSessionWebSocket(t *testing.T) {
+	ln, err := wstransport.Listen("127.0.0.1:0", wstransport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSession(t, ln, wstransport.NewDialer(transport.Config{}))
+}
+
+// rawConn dials without the client library, to misbehave.
+func rawConn(t *testing.T, r *rig) transport.Conn {
+	t.Helper()
+	tc, err := r.dialer.Dial(context.Background(), r.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+func waitClosed(t *testing.T, tc transport.Conn, want transport.CloseCode) {
+	t.Helper()
+	select {
+	case <-tc.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("connection still open, want it closed with %s", want)
+	}
+	if code, reason, _ := tc.CloseInfo(); code != want {
+		t.Fatalf("closed with %s (%q), want %s", code, reason, want)
+	}
+}
+
+func memRig(t *testing.T, cfg replica.Config) *rig {
+	nw := transport.NewMemNetwork()
+	ln, err := nw.Listen("", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRig(t, ln, nw.Dialer(transport.Config{}), cfg)
+}
+
+func TestRefusals(t *testing.T) {
+	t.Run("incompatible schema", func(t *testing.T) {
+		r := memRig(t, replica.Config{})
+		// A client whose bot class has hp as a string.
+		bad := &schema.Struct{Name: "Bot", Class: true, ID: demo.Schema().Classes[0].ID, Fields: []*schema.Field{
+			{ID: 4, Name: "hp", Type: schema.Type{Kind: schema.String}, Vis: schema.VisAll},
+		}}
+		s, err := schema.New(bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = client.Dial(context.Background(), r.dialer, r.ln.Addr().String(), s, client.DialConfig{})
+		var refused *client.RefusedError
+		if !errors.As(err, &refused) || refused.Code != transport.CloseIncompatible {
+			t.Fatalf("err = %v, want a refusal with %s", err, transport.CloseIncompatible)
+		}
+	})
+	t.Run("protocol version", func(t *testing.T) {
+		r := memRig(t, replica.Config{})
+		tc := rawConn(t, r)
+		tc.Send(session.AppendHello(nil, &session.Hello{Version: 99, Descriptor: demo.Schema().AppendDescriptor(nil)}))
+		waitClosed(t, tc, transport.CloseIncompatible)
+		if _, reason, _ := tc.CloseInfo(); reason != "protocol version 99, server speaks 1" {
+			t.Fatalf("reason %q", reason)
+		}
+	})
+	t.Run("authentication", func(t *testing.T) {
+		r := memRig(t, replica.Config{Auth: tokenAuth{"secret"}})
+		_, err := client.Dial(context.Background(), r.dialer, r.ln.Addr().String(), demo.Schema(), client.DialConfig{Token: []byte("guess")})
+		var refused *client.RefusedError
+		if !errors.As(err, &refused) || refused.Code != transport.CloseAuthFailed {
+			t.Fatalf("err = %v, want a refusal with %s", err, transport.CloseAuthFailed)
+		}
+		if c := r.dial("secret"); c.UserID() != "user-secret" {
+			t.Fatalf("user %q", c.UserID())
+		}
+	})
+	t.Run("handshake timeout", func(t *testing.T) {
+		r := memRig(t, replica.Config{HandshakeTimeout: 100 * time.Millisecond})
+		waitClosed(t, rawConn(t, r), transport.CloseHandshakeTimeout)
+	})
+	t.Run("client sends state", func(t *testing.T) {
+		r := memRig(t, replica.Config{})
+		good := r.dial("a")
+		tc := rawConn(t, r)
+		tc.Send(session.AppendHello(nil, &session.Hello{Version: session.ProtocolVersion, Descriptor: demo.Schema().AppendDescriptor(nil)}))
+		if _, err := tc.Receive(context.Background()); err != nil { // WELCOME
+			t.Fatal(err)
+		}
+		r.tickUntilJoined(2)
+		// A tick-like message from a client is refused: clients send no state.
+		tc.Send(session.AppendTick(nil, &session.Tick{Tick: 1, Segments: 1}))
+		waitClosed(t, tc, transport.CloseProtocolError)
+		// The well-behaved client keeps receiving ticks.
+		r.srv.Tick()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := good.Wait(ctx); err != nil {
+			t.Fatalf("the other client stopped receiving: %v", err)
+		}
+	})
+}
+
+type tokenAuth struct{ secret string }
+
+func (a tokenAuth) Authenticate(_ context.Context, token []byte) (string, error) {
+	if string(token) != a.secret {
+		return "", errors.New("bad token")
+	}
+	return "user-" + string(token), nil
+}

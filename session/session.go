@@ -1,0 +1,203 @@
+// Package session defines the messages a replica server and its clients
+// exchange over a transport.Conn, and their encoding.
+//
+// Every message on the reliable stream starts with a one-byte type; the rest
+// is a wire bit stream. A tick is a TICK message followed by its segments,
+// each sent as its own raw message, so that a segment encoded once is
+// handed to every client's connection without copying.
+//
+//	HELLO    c→s  protocol version, client's schema descriptor, connect token
+//	WELCOME  s→c  protocol version, server's schema descriptor, session ID, user ID, tick rate
+//	REFUSE   s→c  close code and message; the server then closes
+//	TICK     s→c  tick number and segment count; that many segments follow
+//	PING     both nonce
+//	PONG     both nonce of the PING it answers
+//
+// docs/runtime.md describes the protocol; docs/protocol.md the segments.
+package session
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/replicago/replica/wire"
+)
+
+// ProtocolVersion is the version of the session protocol and segment
+// format. Peers with different versions refuse each other.
+const ProtocolVersion = 1
+
+// Type is a message type, the first byte of every non-segment message.
+type Type uint8
+
+// Message types.
+const (
+	TypeHello   Type = 1
+	TypeWelcome Type = 2
+	TypeRefuse  Type = 3
+	TypeTick    Type = 4
+	TypePing    Type = 5
+	TypePong    Type = 6
+)
+
+func (t Type) String() string {
+	switch t {
+	case TypeHello:
+		return "HELLO"
+	case TypeWelcome:
+		return "WELCOME"
+	case TypeRefuse:
+		return "REFUSE"
+	case TypeTick:
+		return "TICK"
+	case TypePing:
+		return "PING"
+	case TypePong:
+		return "PONG"
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Limits of what a message may carry; a peer that exceeds them is closed
+// with a protocol error.
+const (
+	MaxDescriptor = 1 << 20 // bytes of a schema descriptor
+	MaxToken      = 4096    // bytes of a connect token
+	MaxText       = 1024    // bytes of a user ID or refusal message
+	MaxSegments   = 16      // segments announced by one TICK
+)
+
+// ErrMalformed wraps every decoding error of this package.
+var ErrMalformed = errors.New("session: malformed message")
+
+// Hello opens a session.
+type Hello struct {
+	Version    uint32
+	Descriptor []byte // the client's schema, schema.AppendDescriptor
+	Token      []byte
+}
+
+// Welcome accepts a session.
+type Welcome struct {
+	Version    uint32
+	Descriptor []byte // the server's schema as clients see it
+	Session    uint64
+	UserID     string
+	TickRate   uint32 // ticks per second
+}
+
+// Refuse declines a session; Code is a transport.CloseCode.
+type Refuse struct {
+	Code    uint16
+	Message string
+}
+
+// Tick announces one tick and the number of segment messages that follow.
+type Tick struct {
+	Tick     uint64
+	Segments int
+}
+
+// Ping asks for a Pong with the same nonce.
+type Ping struct{ Nonce uint64 }
+
+// Pong answers a Ping.
+type Pong struct{ Nonce uint64 }
+
+// AppendHello appends the encoding of m to b.
+func AppendHello(b []byte, m *Hello) []byte {
+	var w wire.Writer
+	w.U(uint64(m.Version), 0)
+	w.Bytes(m.Descriptor)
+	w.Bytes(m.Token)
+	return append(append(b, byte(TypeHello)), w.Finish()...)
+}
+
+// AppendWelcome appends the encoding of m to b.
+func AppendWelcome(b []byte, m *Welcome) []byte {
+	var w wire.Writer
+	w.U(uint64(m.Version), 0)
+	w.Bytes(m.Descriptor)
+	w.U(m.Session, 8)
+	w.String(m.UserID)
+	w.U(uint64(m.TickRate), 4)
+	return append(append(b, byte(TypeWelcome)), w.Finish()...)
+}
+
+// AppendRefuse appends the encoding of m to b.
+func AppendRefuse(b []byte, m *Refuse) []byte {
+	var w wire.Writer
+	w.U(uint64(m.Code), 4)
+	w.String(m.Message)
+	return append(append(b, byte(TypeRefuse)), w.Finish()...)
+}
+
+// AppendTick appends the encoding of m to b.
+func AppendTick(b []byte, m *Tick) []byte {
+	var w wire.Writer
+	w.U(m.Tick, 8)
+	w.U(uint64(m.Segments), 1)
+	return append(append(b, byte(TypeTick)), w.Finish()...)
+}
+
+// AppendPing appends the encoding of m to b.
+func AppendPing(b []byte, m *Ping) []byte {
+	var w wire.Writer
+	w.Bits(m.Nonce, 64)
+	return append(append(b, byte(TypePing)), w.Finish()...)
+}
+
+// AppendPong appends the encoding of m to b.
+func AppendPong(b []byte, m *Pong) []byte {
+	var w wire.Writer
+	w.Bits(m.Nonce, 64)
+	return append(append(b, byte(TypePong)), w.Finish()...)
+}
+
+// Parse decodes a message. It returns one of *Hello, *Welcome, *Refuse,
+// *Tick, *Ping or *Pong, or an error wrapping ErrMalformed. Byte slices in
+// the result are copies: msg may be reused.
+func Parse(msg []byte) (any, error) {
+	if len(msg) == 0 {
+		return nil, fmt.Errorf("%w: empty message", ErrMalformed)
+	}
+	r := wire.NewReader(msg[1:])
+	var m any
+	switch t := Type(msg[0]); t {
+	case TypeHello:
+		h := &Hello{Version: uint32(r.U(0))}
+		h.Descriptor = r.Bytes(MaxDescriptor)
+		h.Token = r.Bytes(MaxToken)
+		m = h
+	case TypeWelcome:
+		v := &Welcome{Version: uint32(r.U(0))}
+		v.Descriptor = r.Bytes(MaxDescriptor)
+		v.Session = r.U(8)
+		v.UserID = r.String(MaxText)
+		v.TickRate = uint32(r.U(4))
+		m = v
+	case TypeRefuse:
+		code := r.U(4)
+		if code > 0xFFFF && r.Err() == nil {
+			return nil, fmt.Errorf("%w: close code %d", ErrMalformed, code)
+		}
+		m = &Refuse{Code: uint16(code), Message: r.String(MaxText)}
+	case TypeTick:
+		k := &Tick{Tick: r.U(8)}
+		k.Segments = r.Count(1, MaxSegments, 0, "segments")
+		m = k
+	case TypePing:
+		m = &Ping{Nonce: r.Bits(64)}
+	case TypePong:
+		m = &Pong{Nonce: r.Bits(64)}
+	default:
+		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, msg[0])
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, Type(msg[0]), err)
+	}
+	if rem := r.Remaining(); rem >= 8 || r.Bits(uint(rem)) != 0 {
+		return nil, fmt.Errorf("%w: %s: trailing data", ErrMalformed, Type(msg[0]))
+	}
+	return m, nil
+}
