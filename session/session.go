@@ -165,16 +165,16 @@ func Parse(msg []byte) (any, error) {
 	var m any
 	switch t := Type(msg[0]); t {
 	case TypeHello:
-		h := &Hello{Version: uint32(r.U(0))}
+		h := &Hello{Version: u32(r, r.U(0))}
 		h.Descriptor = r.Bytes(MaxDescriptor)
 		h.Token = r.Bytes(MaxToken)
 		m = h
 	case TypeWelcome:
-		v := &Welcome{Version: uint32(r.U(0))}
+		v := &Welcome{Version: u32(r, r.U(0))}
 		v.Descriptor = r.Bytes(MaxDescriptor)
 		v.Session = r.U(8)
 		v.UserID = r.String(MaxText)
-		v.TickRate = uint32(r.U(4))
+		v.TickRate = u32(r, r.U(4))
 		m = v
 	case TypeRefuse:
 		code := r.U(4)
@@ -200,4 +200,12 @@ func Parse(msg []byte) (any, error) {
 		return nil, fmt.Errorf("%w: %s: trailing data", ErrMalformed, Type(msg[0]))
 	}
 	return m, nil
+}
+
+// u32 narrows a decoded number, failing r if it does not fit.
+func u32(r *wire.Reader, v uint64) uint32 {
+	if v > 1<<32-1 {
+		r.Fail(fmt.Errorf("%w: %d does not fit 32 bits", wire.ErrMalformed, v))
+	}
+	return uint32(v)
 }
