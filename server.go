@@ -416,6 +416,9 @@ func (s *Server) reap() {
 	s.conns = live
 }
 
+// TickNumber returns the number of the last tick sent.
+func (s *Server) TickNumber() uint64 { return s.tick }
+
 // Conns returns the connections that have joined, for the tick goroutine.
 func (s *Server) Conns() []*Conn { return s.conns }
 

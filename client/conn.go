@@ -44,7 +44,8 @@ type Conn struct {
 	tc      transport.Conn
 	r       *Replica
 	welcome session.Welcome
-	ticks   chan [][]byte
+	ticks   chan tick
+	last    uint64 // the last tick applied
 
 	mu  sync.Mutex
 	err error // why reading stopped
@@ -109,7 +110,7 @@ func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg
 		if err != nil {
 			return nil, err
 		}
-		return &Conn{tc: tc, r: r, welcome: *m, ticks: make(chan [][]byte, cfg.Buffer)}, nil
+		return &Conn{tc: tc, r: r, welcome: *m, ticks: make(chan tick, cfg.Buffer)}, nil
 	}
 	return nil, fmt.Errorf("client: handshake: expected WELCOME, got %T", m)
 }
@@ -140,7 +141,7 @@ func (c *Conn) read() {
 				}
 			}
 			select {
-			case c.ticks <- segs:
+			case c.ticks <- tick{n: m.Tick, segs: segs}:
 			case <-c.tc.Done():
 				c.stop(transport.ErrClosed)
 				return
@@ -183,12 +184,11 @@ func (c *Conn) Poll() (int, error) {
 	n := 0
 	for {
 		select {
-		case segs, ok := <-c.ticks:
+		case t, ok := <-c.ticks:
 			if !ok {
 				return n, c.closedErr()
 			}
-			if err := c.r.Apply(segs...); err != nil {
-				c.tc.Close(transport.CloseProtocolError, "bad tick")
+			if err := c.apply(t); err != nil {
 				return n, err
 			}
 			n++
@@ -198,16 +198,33 @@ func (c *Conn) Poll() (int, error) {
 	}
 }
 
+type tick struct {
+	n    uint64
+	segs [][]byte
+}
+
+func (c *Conn) apply(t tick) error {
+	if err := c.r.Apply(t.segs...); err != nil {
+		c.tc.Close(transport.CloseProtocolError, "bad tick")
+		return err
+	}
+	c.last = t.n
+	return nil
+}
+
+// LastTick returns the number of the last tick applied (0 before the
+// first).
+func (c *Conn) LastTick() uint64 { return c.last }
+
 // Wait blocks until a tick has arrived (or ctx is done, or the connection
 // closed) and then polls.
 func (c *Conn) Wait(ctx context.Context) (int, error) {
 	select {
-	case segs, ok := <-c.ticks:
+	case t, ok := <-c.ticks:
 		if !ok {
 			return 0, c.closedErr()
 		}
-		if err := c.r.Apply(segs...); err != nil {
-			c.tc.Close(transport.CloseProtocolError, "bad tick")
+		if err := c.apply(t); err != nil {
 			return 0, err
 		}
 		n, err := c.Poll()
