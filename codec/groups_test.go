@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/replicago/replica/schema"
@@ -109,6 +110,73 @@ func TestSlotReuseOnTheWire(t *testing.T) {
 			if got := tab.Entity(id); got == nil || !got.Equal(&e.Record) {
 				t.Fatalf("round %d: entity %#x missing or different on the client", round, uint32(id))
 			}
+		}
+	}
+}
+
+// TestLargeClasses round-trips a class with 1,000 fields and one nested 8
+// levels deep through full state and deltas.
+func TestLargeClasses(t *testing.T) {
+	big := &schema.Struct{Name: "Big", Class: true, ID: 1}
+	for i := 1; i <= 1000; i++ {
+		k := []schema.Kind{schema.Int32, schema.Float32, schema.String, schema.Bool}[i%4]
+		big.Fields = append(big.Fields, &schema.Field{ID: uint32(i), Name: "f", Type: schema.Type{Kind: k}, Vis: schema.VisAll})
+	}
+	var inner *schema.Struct
+	for d := 8; d >= 1; d-- {
+		st := &schema.Struct{Name: "N", Fields: []*schema.Field{{ID: 1, Name: "v", Type: schema.Type{Kind: schema.Int64}, Vis: schema.VisAll}}}
+		if inner != nil {
+			st.Fields = append(st.Fields, &schema.Field{ID: 2, Name: "next", Type: schema.Type{Kind: schema.Nested, Struct: inner}, Vis: schema.VisAll})
+		}
+		inner = st
+	}
+	deep := &schema.Struct{Name: "Deep", Class: true, ID: 2, Fields: []*schema.Field{
+		{ID: 1, Name: "root", Type: schema.Type{Kind: schema.Nested, Struct: inner}, Vis: schema.VisAll},
+	}}
+	s, err := schema.New(big, deep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big.Leaves != 1000 || deep.Leaves != 8 {
+		t.Fatalf("leaves: big %d, deep %d", big.Leaves, deep.Leaves)
+	}
+	tr := state.NewTracker(s)
+	b, _ := tr.Spawn(big)
+	d, _ := tr.Spawn(deep)
+	set := func(tick int) {
+		for leaf := 0; leaf < big.Leaves; leaf += 1 + tick%7 {
+			l := big.Leaf(leaf)
+			if l.Field.Type.Kind == schema.String {
+				b.Handle().SetStr(leaf, fmt.Sprint("s", tick, leaf))
+			} else {
+				b.SetNum(leaf, uint64(tick*leaf))
+			}
+		}
+		for leaf := 0; leaf < deep.Leaves; leaf++ {
+			d.SetNum(leaf, uint64(-tick*leaf))
+		}
+	}
+	var enc Encoder
+	dec, _ := NewDecoder(s, nil, Limits{})
+	tab := state.NewTable()
+	late := state.NewTable()
+	for tick := 1; tick <= 5; tick++ {
+		set(tick)
+		seg := enc.Delta(nil, tr.Commit(), PartAll, nil)
+		x := tab.Begin()
+		if err := dec.Apply(x, seg); err != nil {
+			t.Fatalf("tick %d: %v", tick, err)
+		}
+		x.Commit()
+	}
+	x := late.Begin()
+	if err := dec.Apply(x, enc.Full(nil, tr.AppendEntities(nil), PartAll)); err != nil {
+		t.Fatal(err)
+	}
+	x.Commit()
+	for _, e := range []*state.Entity{b, d} {
+		if !tab.Entity(e.ID()).Equal(&e.Record) || !late.Entity(e.ID()).Equal(&e.Record) {
+			t.Fatalf("%s differs on a client", e.Class().Name)
 		}
 	}
 }
