@@ -10,7 +10,7 @@ import (
 // import only the standard library and each other. Heavy dependencies
 // belong in adapter packages named <backend><role>.
 func TestCoreDeps(t *testing.T) {
-	core := []string{".", "./schema", "./wire", "./state", "./codec", "./client", "./transport", "./session"}
+	core := []string{".", "./schema", "./wire", "./state", "./codec", "./client", "./transport", "./session", "./auth", "./ratelimit"}
 	args := append([]string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}, core...)
 	out, err := exec.Command("go", args...).CombinedOutput()
 	if err != nil {

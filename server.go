@@ -9,18 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/transport"
 )
-
-// Authenticator checks a client's connect token during the handshake and
-// returns the user it names. Package auth has the HMAC implementation.
-type Authenticator interface {
-	Authenticate(ctx context.Context, token []byte) (userID string, err error)
-}
 
 // Config configures a Server. Schema is required; the zero value of every
 // other field selects its default.
@@ -31,9 +26,10 @@ type Config struct {
 	// TickRate is the number of ticks per second Run drives. The default
 	// is 20.
 	TickRate int
-	// Auth authenticates clients. If nil, every client is accepted
-	// anonymously, which suits development only.
-	Auth Authenticator
+	// Auth authenticates clients from the token of their HELLO; see
+	// auth.HMAC for signed, expiring tokens. If nil, every client is
+	// accepted anonymously (auth.Anonymous), which suits development only.
+	Auth auth.Authenticator
 	// HandshakeTimeout bounds the time from accepting a connection to
 	// receiving its HELLO. The default is 5 seconds.
 	HandshakeTimeout time.Duration
@@ -62,6 +58,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Auth == nil {
+		c.Auth = auth.Anonymous{}
 	}
 	return c
 }
@@ -95,16 +94,20 @@ type Server struct {
 
 // A Conn is one client's session on a server.
 type Conn struct {
-	srv     *Server
-	tc      transport.Conn
-	userID  string
-	id      uint64
-	joined  bool
-	changes state.Changeset // this tick's changes of entities the connection owns
+	srv      *Server
+	tc       transport.Conn
+	identity auth.Identity
+	userID   string
+	id       uint64
+	joined   bool
+	changes  state.Changeset // this tick's changes of entities the connection owns
 }
 
 // UserID returns the authenticated user of the connection.
 func (c *Conn) UserID() string { return c.userID }
+
+// Identity returns what the authenticator established about the client.
+func (c *Conn) Identity() auth.Identity { return c.identity }
 
 // Session returns the session ID the server assigned.
 func (c *Conn) Session() uint64 { return c.id }
@@ -216,14 +219,13 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		refuse(transport.CloseIncompatible, "schema: "+err.Error())
 		return
 	}
-	user := fmt.Sprintf("anonymous-%d", s.session.Load()+1)
-	if s.cfg.Auth != nil {
-		if user, err = s.cfg.Auth.Authenticate(ctx, hello.Token); err != nil {
-			refuse(transport.CloseAuthFailed, err.Error())
-			return
-		}
+	id, err := s.cfg.Auth.Authenticate(ctx, hello.Token)
+	if err != nil {
+		refuse(transport.CloseAuthFailed, err.Error())
+		return
 	}
-	c := &Conn{srv: s, tc: tc, userID: user, id: s.session.Add(1)}
+	user := id.UserID
+	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1)}
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
 		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate)}))
 	if err != nil {

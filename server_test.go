@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/demo"
 	"github.com/replicago/replica/schema"
@@ -146,8 +147,8 @@ func runSession(t *testing.T, ln transport.Listener, d transport.Dialer) {
 			t.Fatal(err)
 		}
 		var mine demo.Bot
-		for conn, b := range r.bots {
-			if conn.UserID() == fmt.Sprint("anonymous-", i+1) || b.Name() == c.UserID() {
+		for _, b := range r.bots {
+			if b.Name() == c.UserID() {
 				mine = b
 			}
 		}
@@ -273,9 +274,9 @@ func TestRefusals(t *testing.T) {
 
 type tokenAuth struct{ secret string }
 
-func (a tokenAuth) Authenticate(_ context.Context, token []byte) (string, error) {
+func (a tokenAuth) Authenticate(_ context.Context, token []byte) (auth.Identity, error) {
 	if string(token) != a.secret {
-		return "", errors.New("bad token")
+		return auth.Identity{}, errors.New("bad token")
 	}
-	return "user-" + string(token), nil
+	return auth.Identity{UserID: "user-" + string(token)}, nil
 }
