@@ -25,6 +25,10 @@ type DialConfig struct {
 	// connection stops reading (and the server eventually drops a client
 	// that never polls). The default is 256.
 	Buffer int
+	// IdleTimeout closes the connection with CloseIdleTimeout when the
+	// server sends nothing (no tick, no ping) for this long. The default
+	// is 15 seconds.
+	IdleTimeout time.Duration
 }
 
 // RefusedError is returned by Dial when the server declines the session.
@@ -61,6 +65,9 @@ func Dial(ctx context.Context, d transport.Dialer, addr string, local *schema.Sc
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = 256
 	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 15 * time.Second
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
 	tc, err := d.Dial(ctx, addr)
@@ -72,7 +79,7 @@ func Dial(ctx context.Context, d transport.Dialer, addr string, local *schema.Sc
 		tc.Close(transport.CloseNormal, "handshake failed")
 		return nil, err
 	}
-	go c.read()
+	go c.read(cfg.IdleTimeout)
 	return c, nil
 }
 
@@ -117,10 +124,19 @@ func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg
 
 // read receives messages until the connection closes: ticks are queued
 // for Poll, pings answered.
-func (c *Conn) read() {
+func (c *Conn) read(idle time.Duration) {
 	defer close(c.ticks)
+	receive := func() ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), idle)
+		defer cancel()
+		msg, err := c.tc.Receive(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			c.tc.Close(transport.CloseIdleTimeout, "nothing received from the server")
+		}
+		return msg, err
+	}
 	for {
-		msg, err := c.tc.Receive(context.Background())
+		msg, err := receive()
 		if err != nil {
 			c.stop(err)
 			return
@@ -135,7 +151,7 @@ func (c *Conn) read() {
 		case *session.Tick:
 			segs := make([][]byte, m.Segments)
 			for i := range segs {
-				if segs[i], err = c.tc.Receive(context.Background()); err != nil {
+				if segs[i], err = receive(); err != nil {
 					c.stop(err)
 					return
 				}
