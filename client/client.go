@@ -161,6 +161,34 @@ func (r *Replica) Apply(segments ...[]byte) error {
 	return nil
 }
 
+// Reset empties the replica for a new session whose sender speaks remote
+// (nil: the local schema): every entity is removed, with OnDestroy
+// callbacks, and the next full state creates them again, with OnCreate and
+// initial-value callbacks. Registered callbacks stay.
+func (r *Replica) Reset(remote *schema.Schema) error {
+	if r.dispatching {
+		return ErrReentrant
+	}
+	dec, err := codec.NewDecoder(r.local, remote, r.dec.Limits())
+	if err != nil {
+		return err
+	}
+	txn := r.tab.Begin()
+	for _, e := range r.tab.AppendEntities(nil) {
+		if err := txn.DestroySlot(e.ID().Slot()); err != nil {
+			txn.Rollback()
+			return err
+		}
+	}
+	events := txn.Commit()
+	if remote == nil {
+		remote = r.local
+	}
+	r.dec, r.remote = dec, remote
+	r.dispatch(events)
+	return nil
+}
+
 // Entity returns the entity with the given ID, or nil.
 func (r *Replica) Entity(id state.ID) *state.Entity { return r.tab.Entity(id) }
 

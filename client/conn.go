@@ -45,6 +45,9 @@ func (e *RefusedError) Error() string {
 // the ticks the server sends. Received ticks queue up until the game
 // applies them with Poll on its own goroutine, where callbacks run.
 type Conn struct {
+	dialer  transport.Dialer
+	addr    string
+	cfg     DialConfig
 	tc      transport.Conn
 	r       *Replica
 	welcome session.Welcome
@@ -74,16 +77,47 @@ func Dial(ctx context.Context, d transport.Dialer, addr string, local *schema.Sc
 	if err != nil {
 		return nil, err
 	}
-	c, err := handshake(ctx, tc, local, cfg)
+	c, err := handshake(ctx, tc, local, cfg, nil)
 	if err != nil {
 		tc.Close(transport.CloseNormal, "handshake failed")
 		return nil, err
 	}
+	c.dialer, c.addr, c.cfg = d, addr, cfg
 	go c.read(cfg.IdleTimeout)
 	return c, nil
 }
 
-func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg DialConfig) (*Conn, error) {
+// Reconnect closes the session, if it is still open, and starts a new one
+// with the same server, keeping the Replica and its callbacks: the replica
+// is reset (see Replica.Reset) and the new session's first tick is the
+// full state. Call it on the goroutine that polls; ticks not yet polled
+// from the old session are dropped.
+func (c *Conn) Reconnect(ctx context.Context) error {
+	c.tc.Close(transport.CloseNormal, "reconnecting")
+	for range c.ticks {
+		// Drain until the old reader has stopped.
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
+	defer cancel()
+	tc, err := c.dialer.Dial(ctx, c.addr)
+	if err != nil {
+		return err
+	}
+	n, err := handshake(ctx, tc, c.r.local, c.cfg, c.r)
+	if err != nil {
+		tc.Close(transport.CloseNormal, "handshake failed")
+		return err
+	}
+	c.mu.Lock()
+	c.tc, c.welcome, c.ticks, c.err, c.last = n.tc, n.welcome, n.ticks, nil, 0
+	c.mu.Unlock()
+	go c.read(c.cfg.IdleTimeout)
+	return nil
+}
+
+// handshake runs the client side of the handshake. With keep set, the new
+// session reuses that replica, reset for the server's schema.
+func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg DialConfig, keep *Replica) (*Conn, error) {
 	hello := &session.Hello{Version: session.ProtocolVersion, Descriptor: local.AppendDescriptor(nil), Token: cfg.Token}
 	if err := tc.Send(session.AppendHello(nil, hello)); err != nil {
 		return nil, err
@@ -113,7 +147,12 @@ func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg
 		if err != nil {
 			return nil, fmt.Errorf("client: server schema: %w", err)
 		}
-		r, err := New(local, Config{Remote: remote, Limits: cfg.Limits})
+		r := keep
+		if r == nil {
+			r, err = New(local, Config{Remote: remote, Limits: cfg.Limits})
+		} else {
+			err = r.Reset(remote)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -140,6 +140,9 @@ func NewDecoder(local, remote *schema.Schema, lim Limits) (*Decoder, error) {
 		maps: make(map[[2]*schema.Struct][]int)}, nil
 }
 
+// Limits returns the decoder's limits, defaults filled in.
+func (d *Decoder) Limits() Limits { return d.lim }
+
 // localClass returns the class entities of remote class rc are stored as.
 func (d *Decoder) localClass(rc *schema.Struct) *schema.Struct {
 	if lc := d.local.Class(rc.ID); lc != nil {

@@ -1,0 +1,70 @@
+package replica_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/internal/demo"
+)
+
+// TestReconnect drops a client's connection and reconnects it: the replica
+// keeps its callbacks, reports every entity destroyed once, receives the
+// full state of the new session and ends equal to the server's view.
+func TestReconnect(t *testing.T) {
+	r := memRig(t, replica.Config{})
+	c := r.dial("p")
+	r.tickUntilJoined(1)
+	for range 3 { // a few NPCs besides the client's own bot
+		b, _ := demo.SpawnBot(r.srv.Tracker())
+		b.SetHp(7)
+	}
+	var created, destroyed int
+	demo.OnBotCreate(c.Replica(), func(demo.Bot) { created++ })
+	demo.OnBotDestroy(c.Replica(), func(demo.Bot) { destroyed++ })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sync := func() {
+		t.Helper()
+		r.srv.Tick()
+		for c.LastTick() != r.srv.TickNumber() {
+			if _, err := c.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sync()
+	// The client's own bot arrives in a tick applied after the callbacks
+	// were registered, so it is a create too.
+	if c.Replica().Len() != 4 || created != 4 {
+		t.Fatalf("before: %d entities, %d creates", c.Replica().Len(), created)
+	}
+
+	// The server drops the client (as a network failure would).
+	for _, sc := range r.srv.Conns() {
+		sc.Close(4, "test drop")
+	}
+	r.srv.Tick() // reaps the closed connection
+	if err := c.Reconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if destroyed != 4 || c.Replica().Len() != 0 {
+		t.Fatalf("after reset: %d destroyed, %d entities left", destroyed, c.Replica().Len())
+	}
+	r.tickUntilJoined(1) // the new session joins and gets a new bot
+	sync()
+	var mine demo.Bot
+	for _, b := range r.bots {
+		if b.Name() == c.UserID() {
+			mine = b
+		}
+	}
+	if err := check(r.srv, c, mine); err != nil {
+		t.Fatal(err)
+	}
+	if created != 4+c.Replica().Len() {
+		t.Fatalf("%d creates in all, want %d", created, 4+c.Replica().Len())
+	}
+}
