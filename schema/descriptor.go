@@ -40,6 +40,9 @@ func (s *Schema) AppendDescriptor(b []byte) []byte {
 		for _, f := range st.Fields {
 			visitType(&f.Type)
 		}
+		for _, r := range st.RPCs {
+			visit(r.Args)
+		}
 	}
 	visitType = func(t *Type) {
 		if t.Struct != nil {
@@ -69,6 +72,15 @@ func (s *Schema) AppendDescriptor(b []byte) []byte {
 			w.Bits(uint64(f.Life), 2)
 			w.Bits(uint64(f.Chan), 1)
 			w.Bool(f.Deprecated)
+		}
+		w.U(uint64(len(st.RPCs)), 0)
+		prev = 0
+		for _, r := range st.RPCs {
+			w.U(uint64(r.ID-prev-1), 2)
+			prev = r.ID
+			w.String(r.Name)
+			w.Bits(uint64(r.Dir), 1)
+			w.U(uint64(index[r.Args]), 2)
 		}
 	}
 	w.U(uint64(len(s.Classes)), 2)
@@ -158,6 +170,24 @@ func decodeDescriptor(b []byte) (*Schema, error) {
 			f.Chan = Channel(r.Bits(1))
 			f.Deprecated = r.Bool()
 			st.Fields = append(st.Fields, f)
+		}
+		nr := r.Count(0, maxDescFields, 8, "RPCs")
+		prev = 0
+		for j := 0; j < nr && r.Err() == nil; j++ {
+			id := prev + 1 + r.U(2)
+			if id > math.MaxUint32 {
+				return nil, errors.New("RPC ID out of range")
+			}
+			prev = id
+			rpc := &RPC{ID: uint32(id), Name: r.String(maxDescName), Dir: Direction(r.Bits(1))}
+			idx := r.U(2)
+			if r.Err() == nil && idx >= uint64(n) {
+				return nil, fmt.Errorf("RPC %s: struct index %d out of range", rpc.Name, idx)
+			}
+			if r.Err() == nil {
+				rpc.Args = structs[idx]
+			}
+			st.RPCs = append(st.RPCs, rpc)
 		}
 	}
 	nc := r.Count(2, n, 2, "classes")
@@ -275,6 +305,18 @@ func compatStruct(l, r *Struct, seen map[[2]*Struct]bool) error {
 		return nil
 	}
 	seen[key] = true
+	for _, rr := range r.RPCs {
+		lr := l.RPC(rr.ID)
+		if lr == nil {
+			continue
+		}
+		if lr.Dir != rr.Dir {
+			return fmt.Errorf("RPC %s (ID %d): called by the %s here, by the %s on the other side", lr.Name, lr.ID, lr.Dir, rr.Dir)
+		}
+		if err := compatStruct(lr.Args, rr.Args, seen); err != nil {
+			return fmt.Errorf("RPC %s (ID %d): %w", lr.Name, lr.ID, err)
+		}
+	}
 	for _, rf := range r.Fields {
 		lf := l.Field(rf.ID)
 		if lf == nil || lf.Deprecated || rf.Deprecated {

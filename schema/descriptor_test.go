@@ -235,6 +235,7 @@ func TestDescriptorErrors(t *testing.T) {
 				w.Bits(0, 1)
 				w.Bool(false)
 			}
+			w.U(0, 0) // no RPCs
 		}
 		w.U(uint64(len(classes)), 2)
 		for _, c := range classes {
@@ -459,6 +460,7 @@ func TestDescriptorCanonical(t *testing.T) {
 				w.Bits(0, 1)
 				w.Bool(false)
 			}
+			w.U(0, 0) // no RPCs
 		}
 		w.U(uint64(len(classes)), 2)
 		for _, c := range classes {

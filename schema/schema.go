@@ -309,6 +309,9 @@ type Struct struct {
 	Class  bool   // entity class (top level) rather than a nested type
 	ID     uint32 // class ID when Class
 	Fields []*Field
+	// RPCs are the remote procedure calls declared on an entity class,
+	// sorted by ID after Layout.
+	RPCs []*RPC
 
 	// Layout, set by Layout: totals over nested structs, which are stored
 	// inline in their parent's slots.
@@ -318,7 +321,37 @@ type Struct struct {
 	laidOut  bool
 	laying   bool
 	byID     map[uint32]*Field
+	rpcByID  map[uint32]*RPC
 	leaves   []LeafInfo
+}
+
+// Direction says which side calls an RPC.
+type Direction uint8
+
+// Directions.
+const (
+	// ClientToServer RPCs are called by the client that owns the entity
+	// and handled by the server.
+	ClientToServer Direction = iota
+	// ServerToClient RPCs are sent by the server to clients that see the
+	// entity.
+	ServerToClient
+)
+
+func (d Direction) String() string {
+	if d == ServerToClient {
+		return "server"
+	}
+	return "client"
+}
+
+// An RPC is a remote procedure call on an entity of a class. Its arguments
+// are the fields of Args, a struct type encoded like a container element.
+type RPC struct {
+	ID   uint32
+	Name string
+	Dir  Direction
+	Args *Struct
 }
 
 // LeafInfo locates one leaf of a struct's flattened layout.
@@ -332,6 +365,9 @@ type LeafInfo struct {
 
 // Field returns the field with the given ID, or nil.
 func (s *Struct) Field(id uint32) *Field { return s.byID[id] }
+
+// RPC returns the RPC with the given ID, or nil.
+func (s *Struct) RPC(id uint32) *RPC { return s.rpcByID[id] }
 
 // Leaf returns information about leaf i of the flattened layout.
 func (s *Struct) Leaf(i int) *LeafInfo { return &s.leaves[i] }
@@ -418,6 +454,25 @@ func (s *Struct) layout(stack []*Struct, pending *[]*Struct) error {
 	}
 	if s.Leaves > MaxLeaves {
 		return fmt.Errorf("schema: %s flattens to more than %d fields", s.Name, MaxLeaves)
+	}
+	if len(s.RPCs) > 0 && !s.Class {
+		return fmt.Errorf("schema: %s declares RPCs but is not an entity class", s.Name)
+	}
+	sort.Slice(s.RPCs, func(i, j int) bool { return s.RPCs[i].ID < s.RPCs[j].ID })
+	s.rpcByID = make(map[uint32]*RPC, len(s.RPCs))
+	for _, r := range s.RPCs {
+		switch {
+		case r.ID == 0:
+			return fmt.Errorf("schema: %s.%s: RPC ID 0 is reserved", s.Name, r.Name)
+		case s.rpcByID[r.ID] != nil:
+			return fmt.Errorf("schema: %s.%s: duplicate RPC ID %d", s.Name, r.Name, r.ID)
+		case r.Args == nil || r.Args.Class:
+			return fmt.Errorf("schema: %s.%s: RPC arguments must be a struct type", s.Name, r.Name)
+		case r.Dir > ServerToClient:
+			return fmt.Errorf("schema: %s.%s: invalid direction %d", s.Name, r.Name, r.Dir)
+		}
+		s.rpcByID[r.ID] = r
+		*pending = append(*pending, r.Args)
 	}
 	s.laidOut = true
 	return nil
