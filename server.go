@@ -11,6 +11,7 @@ import (
 
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/ratelimit"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
@@ -44,6 +45,13 @@ type Config struct {
 	// OnLeave runs on the tick goroutine after a connection closed; the
 	// entities it owned are still there and no longer owned.
 	OnLeave func(*Conn)
+	// RPCRate and RPCBurst bound the RPCs one client may send: RPCRate per
+	// second on average, RPCBurst at once. Calls over the limit are
+	// dropped, and a client that keeps flooding is closed with
+	// ClosePolicyViolation within about two seconds. The defaults are 60
+	// per second and a burst of 120.
+	RPCRate  float64
+	RPCBurst int
 }
 
 func (c Config) withDefaults() Config {
@@ -61,6 +69,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Auth == nil {
 		c.Auth = auth.Anonymous{}
+	}
+	if c.RPCRate <= 0 {
+		c.RPCRate = 60
+	}
+	if c.RPCBurst < 2 {
+		c.RPCBurst = 120
 	}
 	return c
 }
@@ -80,16 +94,35 @@ type Server struct {
 	desc    []byte // the schema descriptor sent to clients
 	tick    uint64
 	session atomic.Uint64
+	kicked  atomic.Uint64
 
 	mu      sync.Mutex
 	joining []*Conn
 	closed  bool
 	lns     []transport.Listener
 
-	conns   []*Conn // joined; owned by the tick goroutine
-	owners  []*Conn // by entity slot
-	seg     [][]byte
-	scratch []byte
+	conns    []*Conn // joined; owned by the tick goroutine
+	owners   []*Conn // by entity slot
+	seg      [][]byte
+	scratch  []byte
+	handlers map[rpcKey]RPCHandler
+	rpcEnc   codec.Encoder
+	stats    Stats
+}
+
+type rpcKey struct {
+	class *schema.Struct
+	rpc   uint32
+}
+
+// Stats counts what a server has done since it started. Read it on the
+// tick goroutine.
+type Stats struct {
+	RPCs         uint64 // client RPCs handled
+	RPCsRejected uint64 // refused by their handler or without one
+	RPCsStale    uint64 // aimed at an entity that no longer exists
+	RPCsSent     uint64 // server RPCs queued for clients
+	Kicked       uint64 // connections closed for misbehaving
 }
 
 // A Conn is one client's session on a server.
@@ -101,6 +134,12 @@ type Conn struct {
 	id       uint64
 	joined   bool
 	changes  state.Changeset // this tick's changes of entities the connection owns
+
+	schema  *schema.Schema // the client's, from its HELLO
+	dec     *codec.Decoder // client's schema → server's, for RPC arguments
+	limiter ratelimit.Limiter
+	rpcIn   chan []byte // RPC messages, read goroutine → tick goroutine
+	rpcOut  [][]byte    // RPC messages for the client, sent after the tick
 }
 
 // UserID returns the authenticated user of the connection.
@@ -225,7 +264,14 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		return
 	}
 	user := id.UserID
-	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1)}
+	dec, err := codec.NewDecoder(s.cfg.Schema, clientSchema, codec.Limits{})
+	if err != nil {
+		refuse(transport.CloseIncompatible, "schema: "+err.Error())
+		return
+	}
+	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
+		schema: clientSchema, dec: dec, rpcIn: make(chan []byte, rpcQueue),
+		limiter: ratelimit.NewLimiter(ratelimit.Policy{Rate: s.cfg.RPCRate, Burst: s.cfg.RPCBurst})}
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
 		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate)}))
 	if err != nil {
@@ -264,6 +310,21 @@ func (s *Server) read(c *Conn) {
 			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
 		case *session.Pong:
 			// Liveness only: receiving it reset the idle timer.
+		case *session.RPC:
+			ok, kick := c.limiter.Allow(time.Now())
+			if kick {
+				c.kick(transport.ClosePolicyViolation, "RPC flood")
+				return
+			}
+			if !ok {
+				continue // over the rate: dropped
+			}
+			select {
+			case c.rpcIn <- msg:
+			default:
+				c.kick(transport.ClosePolicyViolation, "RPC queue overflow")
+				return
+			}
 		default:
 			reason := "clients send no state"
 			if err != nil {
@@ -289,6 +350,7 @@ func (s *Server) Tick() {
 	// Joiners first: what OnJoin spawns belongs to this tick, which the
 	// joiners receive as their full state and everyone else as creates.
 	s.admit()
+	s.dispatch()
 	cs := s.tr.Commit()
 	s.tick++
 
@@ -310,6 +372,7 @@ func (s *Server) Tick() {
 	for _, c := range s.conns {
 		if !c.joined {
 			s.sendFull(c)
+			s.flushRPCs(c)
 			continue
 		}
 		segs := append(s.seg[:0], all, others)
@@ -324,6 +387,7 @@ func (s *Server) Tick() {
 			}
 		}
 		s.send(c, segs)
+		s.flushRPCs(c)
 		if ping {
 			c.tc.Send(session.AppendPing(nil, &session.Ping{Nonce: s.tick}))
 		}
@@ -458,4 +522,167 @@ func (s *Server) Close() error {
 		c.tc.Close(transport.CloseGoingAway, "server shutting down")
 	}
 	return nil
+}
+
+// rpcQueue bounds the RPCs a connection may have waiting for the tick.
+const rpcQueue = 256
+
+func (c *Conn) kick(code transport.CloseCode, reason string) {
+	c.srv.cfg.Logger.Warn("replica: kicked", "user", c.userID, "session", c.id, "code", code, "reason", reason)
+	c.srv.kicked.Add(1)
+	c.tc.Close(code, reason)
+}
+
+// RPCHandler handles a client→server RPC on the tick goroutine. e is the
+// entity it was called on, which c owns; args holds the arguments and is
+// valid only during the call. Returning an error refuses the call: it is
+// counted in Stats.RPCsRejected and logged, and has no other effect.
+type RPCHandler func(c *Conn, e *state.Entity, args *state.Record) error
+
+// HandleRPC registers h for RPC rpc of class. Register handlers before
+// serving.
+func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
+	if s.handlers == nil {
+		s.handlers = make(map[rpcKey]RPCHandler)
+	}
+	s.handlers[rpcKey{class, rpc}] = h
+}
+
+// dispatch runs the handlers of the RPCs that arrived since the last tick,
+// connection by connection, each connection's in arrival order.
+func (s *Server) dispatch() {
+	for _, c := range s.conns {
+	drain:
+		for {
+			select {
+			case msg := <-c.rpcIn:
+				s.call(c, msg)
+			default:
+				break drain
+			}
+		}
+	}
+}
+
+// call checks and runs one client RPC. A call the client could not have
+// made in good faith closes its connection: a malformed message, an RPC
+// the class does not have or that only the server may send, or an entity
+// it does not own. A call on an entity that has since been destroyed is
+// dropped: the client could not have known.
+func (s *Server) call(c *Conn, msg []byte) {
+	m, err := session.ParseRPC(msg)
+	if err != nil {
+		c.kick(transport.CloseProtocolError, err.Error())
+		return
+	}
+	e := s.tr.Entity(state.ID(m.Entity))
+	if e == nil {
+		s.stats.RPCsStale++
+		return
+	}
+	rpc := e.Class().RPC(m.RPC)
+	var remote *schema.RPC
+	if rc := c.schema.Class(e.Class().ID); rc != nil {
+		remote = rc.RPC(m.RPC)
+	}
+	switch {
+	case rpc == nil || remote == nil || rpc.Dir != schema.ClientToServer:
+		c.kick(transport.CloseProtocolError, fmt.Sprintf("no client RPC %d on %s", m.RPC, e.Class().Name))
+		return
+	case s.ownerOf(e) != c:
+		c.kick(transport.ClosePolicyViolation, fmt.Sprintf("RPC %s on an entity the client does not own", rpc.Name))
+		return
+	}
+	args, err := c.dec.DecodeRecord(remote.Args, rpc.Args, m.Args)
+	if err != nil {
+		c.kick(transport.CloseProtocolError, "RPC arguments: "+err.Error())
+		return
+	}
+	h := s.handlers[rpcKey{e.Class(), m.RPC}]
+	if h == nil {
+		s.stats.RPCsRejected++
+		return
+	}
+	if err := h(c, e, args); err != nil {
+		s.stats.RPCsRejected++
+		s.cfg.Logger.Debug("replica: RPC refused", "user", c.userID, "rpc", rpc.Name, "err", err)
+		return
+	}
+	s.stats.RPCs++
+}
+
+// RPCTarget says which clients a server RPC goes to.
+type RPCTarget struct {
+	kind uint8
+	conn *Conn
+}
+
+// RPC targets.
+var (
+	ToOwner     = RPCTarget{kind: 1} // the entity's owner
+	ToObservers = RPCTarget{kind: 2} // every client that sees the entity
+)
+
+// ToConn targets one connection.
+func ToConn(c *Conn) RPCTarget { return RPCTarget{kind: 3, conn: c} }
+
+// Errors of SendRPC.
+var (
+	ErrNoRPC    = errors.New("replica: no such server RPC")
+	ErrNoTarget = errors.New("replica: RPC target has no connection")
+)
+
+// SendRPC sends server→client RPC rpc on e with the given arguments (a
+// record of the RPC's argument struct) to the clients of to. Call it on
+// the tick goroutine. The arguments are encoded once; every target
+// receives the call after the state of the current tick, so an entity
+// created in the same tick already exists on the client.
+func (s *Server) SendRPC(to RPCTarget, e *state.Entity, rpc uint32, args *state.Record) error {
+	r := e.Class().RPC(rpc)
+	if r == nil || r.Dir != schema.ServerToClient || args.Type() != r.Args {
+		return fmt.Errorf("%w: %d on %s", ErrNoRPC, rpc, e.Class().Name)
+	}
+	msg := session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: rpc, Args: s.rpcEnc.AppendRecord(nil, args)})
+	queue := func(c *Conn) {
+		c.rpcOut = append(c.rpcOut, msg)
+		s.stats.RPCsSent++
+	}
+	switch to.kind {
+	case 1:
+		c := s.ownerOf(e)
+		if c == nil {
+			return ErrNoTarget
+		}
+		queue(c)
+	case 2:
+		for _, c := range s.conns {
+			queue(c)
+		}
+	case 3:
+		if to.conn == nil {
+			return ErrNoTarget
+		}
+		queue(to.conn)
+	default:
+		return ErrNoTarget
+	}
+	return nil
+}
+
+// flushRPCs sends the RPCs queued for c during this tick.
+func (s *Server) flushRPCs(c *Conn) {
+	for i, msg := range c.rpcOut {
+		if c.tc.Send(msg) != nil {
+			break
+		}
+		c.rpcOut[i] = nil
+	}
+	c.rpcOut = c.rpcOut[:0]
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	st := s.stats
+	st.Kicked = s.kicked.Load()
+	return st
 }

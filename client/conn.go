@@ -10,6 +10,7 @@ import (
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/transport"
 )
 
@@ -56,6 +57,18 @@ type Conn struct {
 
 	mu  sync.Mutex
 	err error // why reading stopped
+
+	enc      codec.Encoder // RPC arguments
+	handlers map[rpcKey][]*rpcHandler
+}
+
+type rpcKey struct {
+	class *schema.Struct
+	rpc   uint32
+}
+
+type rpcHandler struct {
+	fn func(e *state.Entity, args *state.Record)
 }
 
 // Dial connects to a server, performs the handshake and starts receiving.
@@ -204,6 +217,15 @@ func (c *Conn) read(idle time.Duration) {
 		case *session.Ping:
 			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
 		case *session.Pong:
+		case *session.RPC:
+			// In order with the ticks: Poll runs it after the tick it
+			// followed.
+			select {
+			case c.ticks <- tick{rpc: msg}:
+			case <-c.tc.Done():
+				c.stop(transport.ErrClosed)
+				return
+			}
 		default:
 			c.tc.Close(transport.CloseProtocolError, fmt.Sprintf("unexpected %T", m))
 			c.stop(fmt.Errorf("client: unexpected %T from the server", m))
@@ -253,12 +275,17 @@ func (c *Conn) Poll() (int, error) {
 	}
 }
 
+// tick is a tick's segments, or an RPC message.
 type tick struct {
 	n    uint64
 	segs [][]byte
+	rpc  []byte
 }
 
 func (c *Conn) apply(t tick) error {
+	if t.rpc != nil {
+		return c.run(t.rpc)
+	}
 	if err := c.r.Apply(t.segs...); err != nil {
 		c.tc.Close(transport.CloseProtocolError, "bad tick")
 		return err
@@ -311,4 +338,77 @@ func (c *Conn) Close() error { return c.tc.Close(transport.CloseNormal, "client 
 func ErrRefused(err error) bool {
 	var r *RefusedError
 	return errors.As(err, &r)
+}
+
+// Errors of CallRPC.
+var ErrNoRPC = errors.New("client: no such client RPC")
+
+// CallRPC calls client→server RPC rpc on e, an entity this client owns,
+// with the given arguments (a record of the RPC's argument struct). It
+// returns when the call is queued; the server runs it at its next tick.
+// Call it from the goroutine that polls.
+func (c *Conn) CallRPC(e *state.Entity, rpc uint32, args *state.Record) error {
+	r := e.Class().RPC(rpc)
+	if r == nil || r.Dir != schema.ClientToServer || args.Type() != r.Args {
+		return fmt.Errorf("%w: %d on %s", ErrNoRPC, rpc, e.Class().Name)
+	}
+	return c.tc.Send(session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: rpc, Args: c.enc.AppendRecord(nil, args)}))
+}
+
+// HandleRPC registers h to run, on the polling goroutine, for every
+// server→client RPC rpc on an entity of class. args is valid only during
+// the call. It returns a func that unregisters h.
+func (c *Conn) HandleRPC(class *schema.Struct, rpc uint32, h func(e *state.Entity, args *state.Record)) (cancel func()) {
+	if c.handlers == nil {
+		c.handlers = make(map[rpcKey][]*rpcHandler)
+	}
+	k := rpcKey{class, rpc}
+	hd := &rpcHandler{fn: h}
+	c.handlers[k] = append(c.handlers[k], hd)
+	return func() {
+		hs := c.handlers[k]
+		for i, x := range hs {
+			if x == hd {
+				c.handlers[k] = append(hs[:i:i], hs[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// run dispatches one server RPC. An RPC on an entity this client does
+// not have (destroyed since) or without a handler is dropped; one that
+// does not decode closes the connection.
+func (c *Conn) run(msg []byte) error {
+	m, err := session.ParseRPC(msg)
+	if err != nil {
+		c.tc.Close(transport.CloseProtocolError, "bad RPC")
+		return err
+	}
+	e := c.r.Entity(state.ID(m.Entity))
+	if e == nil {
+		return nil
+	}
+	hs := c.handlers[rpcKey{e.Class(), m.RPC}]
+	if len(hs) == 0 {
+		return nil
+	}
+	local := e.Class().RPC(m.RPC)
+	var remote *schema.RPC
+	if rc := c.r.remote.Class(e.Class().ID); rc != nil {
+		remote = rc.RPC(m.RPC)
+	}
+	if local == nil || remote == nil || remote.Dir != schema.ServerToClient {
+		c.tc.Close(transport.CloseProtocolError, "unknown RPC")
+		return fmt.Errorf("client: server sent unknown RPC %d on %s", m.RPC, e.Class().Name)
+	}
+	args, err := c.r.dec.DecodeRecord(remote.Args, local.Args, m.Args)
+	if err != nil {
+		c.tc.Close(transport.CloseProtocolError, "bad RPC arguments")
+		return err
+	}
+	for _, h := range hs {
+		h.fn(e, args)
+	}
+	return nil
 }

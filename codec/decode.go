@@ -80,6 +80,7 @@ type Decoder struct {
 	vals     []state.Value
 	nkeys    []uint64
 	recs     []*state.Record
+	scratch  map[*schema.Struct]state.Builder // DecodeRecord's reusable records
 }
 
 type step struct {
@@ -589,27 +590,69 @@ func (d *Decoder) readContainer(t, lt *schema.Type, depth int) (any, error) {
 	}
 }
 
+// DecodeRecord decodes data, a standalone record of the sender's struct
+// rs (as Encoder.AppendRecord writes it), into a record of the local
+// struct ls: the arguments of an RPC. The record belongs to the decoder
+// and is valid until the next DecodeRecord for ls; decoding allocates
+// nothing unless the record holds strings or containers.
+func (d *Decoder) DecodeRecord(rs, ls *schema.Struct, data []byte) (*state.Record, error) {
+	if len(data) > d.lim.MaxSegmentBytes {
+		return nil, &DecodeError{Err: fmt.Errorf("%w: record of %d bytes", wire.ErrLimit, len(data))}
+	}
+	if d.scratch == nil {
+		d.scratch = make(map[*schema.Struct]state.Builder)
+	}
+	b, ok := d.scratch[ls]
+	if ok {
+		b.Reset()
+	} else {
+		b = state.Build(ls)
+		d.scratch[ls] = b
+	}
+	d.r.Reset(data)
+	d.entities, d.values = 0, 0
+	d.steps = d.steps[:0]
+	_, err := d.readRecordInto(rs, ls, b, nil, 0)
+	if err == nil {
+		err = d.r.Err()
+	}
+	if err == nil {
+		if rem := d.r.Remaining(); rem >= 8 || d.r.Bits(uint(rem)) != 0 {
+			err = fmt.Errorf("%w: trailing data after the record", wire.ErrMalformed)
+		}
+	}
+	if err != nil {
+		return nil, &DecodeError{Bit: d.r.Consumed(), Err: err}
+	}
+	return b.Record(), nil
+}
+
 // readRecord reads a standalone struct value of remote type rs into a new
 // record of local type ls (rs when ls is nil). With into set, the values
 // are applied to an existing bag item through txn instead.
 func (d *Decoder) readRecord(rs, ls *schema.Struct, into *itemTarget, depth int) (*state.Record, error) {
+	if ls == nil {
+		ls = rs
+	}
+	var b state.Builder
+	if into == nil {
+		b = state.Build(ls)
+	}
+	return d.readRecordInto(rs, ls, b, into, depth)
+}
+
+// readRecordInto is readRecord with the record to fill given.
+func (d *Decoder) readRecordInto(rs, ls *schema.Struct, b state.Builder, into *itemTarget, depth int) (*state.Record, error) {
 	if depth >= d.lim.MaxDepth {
 		return nil, fmt.Errorf("%w: nesting deeper than %d", wire.ErrLimit, d.lim.MaxDepth)
 	}
 	if err := d.countValues(1); err != nil {
 		return nil, err
 	}
-	if ls == nil {
-		ls = rs
-	}
 	lmap := d.leafMap(rs, ls)
 	start := len(d.steps)
 	if err := d.readTree(rs, 0, false, false, depth); err != nil {
 		return nil, err
-	}
-	var b state.Builder
-	if into == nil {
-		b = state.Build(ls)
 	}
 	// d.steps may grow while nested records decode: index, don't range.
 	end := len(d.steps)

@@ -727,6 +727,15 @@ func (enc *Encoder) writeBag(w *wire.Writer, b *state.Bag) {
 	enc.nkeys = enc.nkeys[:start]
 }
 
+// AppendRecord appends r as a standalone record, the encoding of RPC
+// arguments, and returns the extended slice.
+func (enc *Encoder) AppendRecord(dst []byte, r *state.Record) []byte {
+	w := &enc.w
+	w.Reset(dst[len(dst):])
+	enc.writeRecord(w, r)
+	return append(dst, w.Finish()...)
+}
+
 // writeRecord writes a standalone struct value: the tree of its non-zero
 // leaves, each numeric leaf with its own code parameter, then the values.
 func (enc *Encoder) writeRecord(w *wire.Writer, r *state.Record) {

@@ -12,11 +12,13 @@
 //	TICK     s→c  tick number and segment count; that many segments follow
 //	PING     both nonce
 //	PONG     both nonce of the PING it answers
+//	RPC      both entity ID, RPC ID, arguments (a standalone record)
 //
 // docs/runtime.md describes the protocol; docs/protocol.md the segments.
 package session
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -38,6 +40,7 @@ const (
 	TypeTick    Type = 4
 	TypePing    Type = 5
 	TypePong    Type = 6
+	TypeRPC     Type = 7
 )
 
 func (t Type) String() string {
@@ -54,6 +57,8 @@ func (t Type) String() string {
 		return "PING"
 	case TypePong:
 		return "PONG"
+	case TypeRPC:
+		return "RPC"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -96,6 +101,14 @@ type Refuse struct {
 type Tick struct {
 	Tick     uint64
 	Segments int
+}
+
+// RPC calls an RPC on an entity. Args is the argument record as
+// codec.Encoder.AppendRecord writes it.
+type RPC struct {
+	Entity uint32
+	RPC    uint32
+	Args   []byte
 }
 
 // Ping asks for a Pong with the same nonce.
@@ -154,12 +167,45 @@ func AppendPong(b []byte, m *Pong) []byte {
 	return append(append(b, byte(TypePong)), w.Finish()...)
 }
 
+// AppendRPC appends the encoding of m to b. Its header is byte-aligned
+// (type, entity ID as 4 little-endian bytes, RPC ID as a uvarint) so that
+// the arguments follow as they are, without copying.
+func AppendRPC(b []byte, m *RPC) []byte {
+	b = append(b, byte(TypeRPC), byte(m.Entity), byte(m.Entity>>8), byte(m.Entity>>16), byte(m.Entity>>24))
+	b = binary.AppendUvarint(b, uint64(m.RPC))
+	return append(b, m.Args...)
+}
+
+// ParseRPC decodes an RPC message without copying: the returned Args
+// aliases msg.
+func ParseRPC(msg []byte) (RPC, error) {
+	if len(msg) < 6 || Type(msg[0]) != TypeRPC {
+		return RPC{}, fmt.Errorf("%w: not an RPC message", ErrMalformed)
+	}
+	m := RPC{Entity: binary.LittleEndian.Uint32(msg[1:5])}
+	id, n := binary.Uvarint(msg[5:])
+	var minimal [binary.MaxVarintLen64]byte
+	if n <= 0 || id == 0 || id > 1<<32-1 || n != binary.PutUvarint(minimal[:], id) {
+		return RPC{}, fmt.Errorf("%w: RPC ID", ErrMalformed) // absent, zero, too large or not minimal
+	}
+	m.RPC, m.Args = uint32(id), msg[5+n:]
+	return m, nil
+}
+
 // Parse decodes a message. It returns one of *Hello, *Welcome, *Refuse,
-// *Tick, *Ping or *Pong, or an error wrapping ErrMalformed. Byte slices in
+// *Tick, *Ping, *Pong or *RPC, or an error wrapping ErrMalformed. Byte slices in
 // the result are copies: msg may be reused.
 func Parse(msg []byte) (any, error) {
 	if len(msg) == 0 {
 		return nil, fmt.Errorf("%w: empty message", ErrMalformed)
+	}
+	if Type(msg[0]) == TypeRPC {
+		m, err := ParseRPC(msg)
+		if err != nil {
+			return nil, err
+		}
+		m.Args = append([]byte{}, m.Args...)
+		return &m, nil
 	}
 	r := wire.NewReader(msg[1:])
 	var m any

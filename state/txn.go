@@ -550,6 +550,20 @@ func (b Builder) SetContainer(leaf int, c any) { b.r.obj[b.r.t.Leaf(leaf).Obj].c
 // Record returns the record being built.
 func (b Builder) Record() *Record { return b.r }
 
+// Reset sets every field of the record being built back to its zero
+// value, so that one record can be decoded into again and again.
+func (b Builder) Reset() {
+	clear(b.r.num)
+	for i := range b.r.obj {
+		b.r.obj[i].s = ""
+	}
+	for i := 0; i < b.r.t.Leaves; i++ {
+		if l := b.r.t.Leaf(i); l.Obj >= 0 && l.Field.Type.Kind.Container() {
+			b.r.obj[l.Obj].c = newContainer(&l.Field.Type)
+		}
+	}
+}
+
 // NewList returns a list of type t holding vals (which it keeps).
 func NewList(t *schema.Type, vals []Value) *List { return &List{t: t, v: vals} }
 

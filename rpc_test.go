@@ -1,0 +1,308 @@
+package replica_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/transport"
+)
+
+// shipSchema is a class with a client→server RPC (fire) and a
+// server→client RPC (hit).
+func shipSchema(t testing.TB) (*schema.Schema, *schema.Struct) {
+	fire := &schema.Struct{Name: "Fire", Fields: []*schema.Field{
+		{ID: 1, Name: "seq", Type: schema.Type{Kind: schema.Uint32}, Vis: schema.VisAll},
+		{ID: 2, Name: "x", Type: schema.Type{Kind: schema.Float32, Quant: schema.Quant{Step: 1.0 / 64}}, Vis: schema.VisAll},
+	}}
+	hit := &schema.Struct{Name: "Hit", Fields: []*schema.Field{
+		{ID: 1, Name: "damage", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll},
+		{ID: 2, Name: "by", Type: schema.Type{Kind: schema.Ref}, Vis: schema.VisAll},
+	}}
+	ship := &schema.Struct{Name: "Ship", Class: true, ID: 1,
+		Fields: []*schema.Field{
+			{ID: 1, Name: "last", Type: schema.Type{Kind: schema.Uint32}, Vis: schema.VisAll},
+			{ID: 2, Name: "x", Type: schema.Type{Kind: schema.Float32, Quant: schema.Quant{Step: 1.0 / 64}}, Vis: schema.VisAll},
+		},
+		RPCs: []*schema.RPC{
+			{ID: 1, Name: "fire", Dir: schema.ClientToServer, Args: fire},
+			{ID: 2, Name: "hit", Dir: schema.ServerToClient, Args: hit},
+		}}
+	s, err := schema.New(ship)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, ship
+}
+
+type rpcRig struct {
+	t      testing.TB
+	srv    *replica.Server
+	ln     transport.Listener
+	d      transport.Dialer
+	ship   *schema.Struct
+	sch    *schema.Schema
+	owned  map[*replica.Conn]*state.Entity
+	fired  []uint32 // seq of every fire handled, in order
+	joined []*replica.Conn
+}
+
+func newRPCRig(t testing.TB, cfg replica.Config) *rpcRig {
+	sch, ship := shipSchema(t)
+	nw := transport.NewMemNetwork()
+	ln, err := nw.Listen("", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rpcRig{t: t, ln: ln, d: nw.Dialer(transport.Config{}), ship: ship, sch: sch, owned: map[*replica.Conn]*state.Entity{}}
+	cfg.Schema = sch
+	cfg.OnJoin = func(c *replica.Conn) {
+		e, _ := r.srv.Tracker().Spawn(ship)
+		r.srv.SetOwner(e, c)
+		r.owned[c] = e
+		r.joined = append(r.joined, c)
+	}
+	if r.srv, err = replica.NewServer(cfg); err != nil {
+		t.Fatal(err)
+	}
+	r.srv.HandleRPC(ship, 1, func(c *replica.Conn, e *state.Entity, args *state.Record) error {
+		seq := uint32(args.Num(0))
+		if seq == 0 {
+			return errors.New("seq 0 is invalid") // the validation hook refuses it
+		}
+		r.fired = append(r.fired, seq)
+		e.SetNum(0, uint64(seq))
+		e.SetNum(1, uint64(math.Float32bits(state.Float32(&ship.RPC(1).Args.Field(2).Type, args.Num(1)))))
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go r.srv.Serve(ctx, ln)
+	t.Cleanup(func() { cancel(); r.srv.Close() })
+	return r
+}
+
+func (r *rpcRig) dial() *client.Conn {
+	c, err := client.Dial(context.Background(), r.d, r.ln.Addr().String(), r.sch, client.DialConfig{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { c.Close() })
+	n := len(r.joined) + 1
+	for deadline := time.Now().Add(5 * time.Second); len(r.joined) < n; {
+		if time.Now().After(deadline) {
+			r.t.Fatal("client did not join")
+		}
+		r.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+	return c
+}
+
+// sync ticks and waits until c has applied the tick.
+func (r *rpcRig) sync(c *client.Conn) {
+	r.t.Helper()
+	r.srv.Tick()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for c.LastTick() != r.srv.TickNumber() {
+		if _, err := c.Wait(ctx); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+func (r *rpcRig) mine(c *client.Conn) *state.Entity {
+	for sc, e := range r.owned {
+		if sc.UserID() == c.UserID() {
+			return c.Replica().Entity(e.ID())
+		}
+	}
+	r.t.Fatal("no entity for the client")
+	return nil
+}
+
+func fireArgs(ship *schema.Struct, seq uint32, x float32) *state.Record {
+	h := state.NewValue(ship.RPC(1).Args)
+	h.SetNum(0, uint64(seq))
+	h.SetNum(1, uint64(math.Float32bits(x)))
+	return h.Record()
+}
+
+// TestRPCRoundTrip calls fire from the owner, checks the handler ran once
+// per call in order and its state change replicated, and has the server
+// answer with hit, which the client receives after the tick's state.
+func TestRPCRoundTrip(t *testing.T) {
+	r := newRPCRig(t, replica.Config{RPCRate: 1000, RPCBurst: 1000})
+	c := r.dial()
+	r.sync(c)
+	me := r.mine(c)
+	var hits []int16
+	var hitBy []*state.Entity
+	c.HandleRPC(r.ship, 2, func(e *state.Entity, args *state.Record) {
+		hits = append(hits, int16(args.Num(0)))
+		hitBy = append(hitBy, c.Replica().Entity(state.ID(args.Num(1))))
+	})
+	for seq := uint32(1); seq <= 200; seq++ {
+		if err := c.CallRPC(me, 1, fireArgs(r.ship, seq, 1.5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CallRPC(me, 1, fireArgs(r.ship, 0, 0)); err != nil { // refused by the handler
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.fired) < 200 && time.Now().Before(deadline) {
+		r.sync(c)
+	}
+	for i, seq := range r.fired {
+		if seq != uint32(i+1) {
+			t.Fatalf("call %d ran with seq %d: calls must run exactly once, in order", i, seq)
+		}
+	}
+	if len(r.fired) != 200 || r.srv.Stats().RPCsRejected != 1 {
+		t.Fatalf("%d calls ran, %d rejected", len(r.fired), r.srv.Stats().RPCsRejected)
+	}
+	r.sync(c)
+	if got := me.Num(0); got != 200 {
+		t.Fatalf("replicated last seq %d, want 200", got)
+	}
+
+	// The server spawns an attacker and sends hit in the same tick: the
+	// client resolves the attacker when the RPC runs.
+	attacker, _ := r.srv.Tracker().Spawn(r.ship)
+	h := state.NewValue(r.ship.RPC(2).Args)
+	damage := int64(-7)
+	h.SetNum(0, uint64(damage))
+	h.SetNum(1, uint64(attacker.ID()))
+	var owner *replica.Conn
+	for sc := range r.owned {
+		owner = sc
+	}
+	if err := r.srv.SendRPC(replica.ToOwner, r.owned[owner], 2, h.Record()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.srv.SendRPC(replica.ToOwner, r.owned[owner], 1, h.Record()); !errors.Is(err, replica.ErrNoRPC) {
+		t.Fatalf("sending a client RPC: %v", err)
+	}
+	r.sync(c)
+	c.Poll()
+	if len(hits) != 1 || hits[0] != -7 || hitBy[0] == nil {
+		t.Fatalf("hits %v, attacker resolved %v", hits, hitBy)
+	}
+}
+
+func TestRPCAbuse(t *testing.T) {
+	t.Run("entity not owned", func(t *testing.T) {
+		r := newRPCRig(t, replica.Config{})
+		a, b := r.dial(), r.dial()
+		r.sync(a)
+		r.sync(b)
+		theirs := r.mine(b)
+		theirsOnA := a.Replica().Entity(theirs.ID())
+		if err := a.CallRPC(theirsOnA, 1, fireArgs(r.ship, 1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		waitKicked(t, r, a, transport.ClosePolicyViolation)
+		r.sync(b) // the other client is unaffected
+	})
+	t.Run("flood", func(t *testing.T) {
+		r := newRPCRig(t, replica.Config{RPCRate: 20, RPCBurst: 20})
+		c := r.dial()
+		r.sync(c)
+		me := r.mine(c)
+		start := time.Now()
+		for i := 0; i < 10000; i++ {
+			if c.CallRPC(me, 1, fireArgs(r.ship, uint32(i+1), 0)) != nil {
+				break
+			}
+		}
+		waitKicked(t, r, c, transport.ClosePolicyViolation)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("flood kicked after %v, want within 2 s", d)
+		}
+	})
+	t.Run("stale entity", func(t *testing.T) {
+		r := newRPCRig(t, replica.Config{})
+		c := r.dial()
+		r.sync(c)
+		me := r.mine(c)
+		for sc, e := range r.owned {
+			if sc.UserID() == c.UserID() {
+				r.srv.Tracker().Destroy(e)
+			}
+		}
+		if err := c.CallRPC(me, 1, fireArgs(r.ship, 1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		r.sync(c)
+		time.Sleep(20 * time.Millisecond)
+		r.srv.Tick()
+		if st := r.srv.Stats(); st.RPCsStale != 1 || len(r.fired) != 0 {
+			t.Fatalf("stats %+v, fired %v", st, r.fired)
+		}
+	})
+	t.Run("server RPC from a client", func(t *testing.T) {
+		r := newRPCRig(t, replica.Config{})
+		c := r.dial()
+		r.sync(c)
+		me := r.mine(c)
+		hit := state.NewValue(r.ship.RPC(2).Args).Record()
+		if err := c.CallRPC(me, 2, hit); !errors.Is(err, client.ErrNoRPC) {
+			t.Fatalf("the client library sent a server RPC: %v", err)
+		}
+	})
+}
+
+// waitKicked ticks until the server closed c's connection with code.
+func waitKicked(t *testing.T, r *rpcRig, c *client.Conn, code transport.CloseCode) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		r.srv.Tick()
+		select {
+		case <-c.Done():
+			if got, reason, _ := c.CloseInfo(); got != code {
+				t.Fatalf("closed with %s (%s), want %s", got, reason, code)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not kicked, want %s", code)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// BenchmarkRPCDispatch measures checking, decoding and running one client
+// RPC with scalar arguments on the server.
+func BenchmarkRPCDispatch(b *testing.B) {
+	r := newRPCRig(b, replica.Config{})
+	var enc codec.Encoder
+	c, err := client.Dial(context.Background(), r.d, r.ln.Addr().String(), r.sch, client.DialConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for len(r.joined) < 1 {
+		r.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+	sc := r.joined[0]
+	e := r.owned[sc]
+	msg := session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: 1, Args: enc.AppendRecord(nil, fireArgs(r.ship, 7, 2.5))})
+	b.ReportAllocs()
+	for b.Loop() {
+		r.srv.CallForTest(sc, msg)
+	}
+	if len(r.fired) == 0 {
+		b.Fatal("the handler never ran")
+	}
+}
