@@ -15,8 +15,9 @@ import (
 
 // TestKeepAlive runs in virtual time: a client that answers the server's
 // pings stays connected through a long quiet spell, one that completes the
-// handshake and then goes silent is closed with CloseIdleTimeout, and a
-// client whose server stops sending closes on its own.
+// handshake and then goes silent is closed with CloseIdleTimeout, a server
+// that stops ticking keeps its clients, and a client whose server goes
+// silent closes on its own.
 func TestKeepAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := transport.NewMemNetwork()
@@ -32,7 +33,7 @@ func TestKeepAlive(t *testing.T) {
 		go srv.Serve(ctx, ln)
 		d := nw.Dialer(transport.Config{})
 
-		good, err := client.Dial(ctx, d, ln.Addr().String(), demo.Schema(), client.DialConfig{IdleTimeout: 2 * time.Second})
+		good, err := client.Dial(ctx, d, ln.Addr().String(), demo.Schema(), client.DialConfig{IdleTimeout: 3 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,15 +74,40 @@ func TestKeepAlive(t *testing.T) {
 		default:
 		}
 
-		// The server stops ticking and pinging: the client gives up after
-		// its own idle timeout (2 s, shorter than the server's 3 s, so it
-		// is the client that notices first).
+		// A server that stops ticking is still alive: it answers the
+		// client's pings, so the client stays.
 		stop()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		select {
+		case <-good.Done():
+			code, reason, _ := good.CloseInfo()
+			t.Fatalf("client left a live server: %s %s", code, reason)
+		default:
+		}
+
+		// A server that completes the handshake and then goes silent
+		// (dead, or cut off) is left by the client after its idle timeout.
+		deadLn, _ := nw.Listen("", transport.Config{})
+		go func() {
+			tc, err := deadLn.Accept(ctx)
+			if err != nil {
+				return
+			}
+			tc.Receive(ctx) // HELLO
+			tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion, Descriptor: demo.Schema().AppendDescriptor(nil), TickRate: 10}))
+			<-ctx.Done() // never reads or sends again
+		}()
+		lonely, err := client.Dial(ctx, d, deadLn.Addr().String(), demo.Schema(), client.DialConfig{IdleTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		if code, _, byPeer := good.CloseInfo(); code != transport.CloseIdleTimeout || byPeer {
+		if code, _, byPeer := lonely.CloseInfo(); code != transport.CloseIdleTimeout || byPeer {
 			t.Fatalf("client closed with %s (by peer %v), want its own %s", code, byPeer, transport.CloseIdleTimeout)
 		}
+		deadLn.Close()
 		cancel()
 		srv.Close()
 		ln.Close()

@@ -97,7 +97,27 @@ func Dial(ctx context.Context, d transport.Dialer, addr string, local *schema.Sc
 	}
 	c.dialer, c.addr, c.cfg = d, addr, cfg
 	go c.read(cfg.IdleTimeout)
+	go c.keepAlive(c.tc, cfg.IdleTimeout)
 	return c, nil
+}
+
+// keepAlive pings the server every third of the idle timeout until tc
+// closes. The server answers, but the point is the PING itself: the
+// client→server direction is never stuck behind a backlog of ticks, so a
+// client that lags on a slow network still shows the server it is alive.
+func (c *Conn) keepAlive(tc transport.Conn, idle time.Duration) {
+	t := time.NewTicker(idle / 3)
+	defer t.Stop()
+	var nonce uint64
+	for {
+		select {
+		case <-tc.Done():
+			return
+		case <-t.C:
+			nonce++
+			tc.Send(session.AppendPing(nil, &session.Ping{Nonce: nonce}))
+		}
+	}
 }
 
 // Reconnect closes the session, if it is still open, and starts a new one
@@ -125,6 +145,7 @@ func (c *Conn) Reconnect(ctx context.Context) error {
 	c.tc, c.welcome, c.ticks, c.err, c.last = n.tc, n.welcome, n.ticks, nil, 0
 	c.mu.Unlock()
 	go c.read(c.cfg.IdleTimeout)
+	go c.keepAlive(c.tc, c.cfg.IdleTimeout)
 	return nil
 }
 
