@@ -6,6 +6,7 @@ import (
 	"go/format"
 	"go/token"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,6 +113,7 @@ func (p *Package) generatedNames() map[string]*Struct {
 		}
 	}
 	p.addCallbackNames(names)
+	p.addRPCNames(names)
 	return names
 }
 
@@ -137,6 +139,7 @@ func (p *Package) checkNames() error {
 		}
 	}
 	errs = append(errs, p.callbackClashes()...)
+	errs = append(errs, p.rpcClashes()...)
 	for _, s := range p.Structs {
 		reserved := []string{"Valid"}
 		if s.Class() {
@@ -265,7 +268,21 @@ func (e *emitter) file() {
 			}
 			e.f("},\n")
 		}
-		e.f("\t}}\n")
+		e.f("\t}")
+		if len(s.RPCs) > 0 {
+			e.f(", RPCs: []*schema.RPC{\n")
+			rpcs := slices.Clone(s.RPCs)
+			slices.SortFunc(rpcs, func(a, b *RPC) int { return cmpID(a.Schema.ID, b.Schema.ID) })
+			for _, r := range rpcs {
+				dir := "ClientToServer"
+				if r.Dir == schema.ServerToClient {
+					dir = "ServerToClient"
+				}
+				e.f("\t\t{ID: %d, Name: %q, Dir: schema.%s, Args: %s},\n", r.Schema.ID, r.Name, dir, schemaVar(r.Args))
+			}
+			e.f("\t}")
+		}
+		e.f("}\n")
 	}
 	e.f("\ts, err := schema.New(")
 	for i, c := range p.Classes {
@@ -280,6 +297,7 @@ func (e *emitter) file() {
 		e.structType(s)
 		if s.Class() {
 			e.callbacks(s)
+			e.rpcs(s)
 		}
 	}
 }
@@ -317,9 +335,18 @@ func (e *emitter) structType(s *Struct) {
 		e.f("// Valid reports whether p refers to an entity.\nfunc (p %s) Valid() bool { return p.e != nil }\n\n", s.Name)
 		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()", setNum: "p.e"}
 	} else {
-		e.f("//\n// %s %s is a handle: a field of an entity, an item of a bag, or a detached\n// value made by New%s.\n", article(s.Name), s.Name, s.Name)
+		if s.RPC != nil {
+			e.f("//\n")
+			e.comment(rpcDoc(s.RPC))
+		} else {
+			e.f("//\n// %s %s is a handle: a field of an entity, an item of a bag, or a detached\n// value made by New%s.\n", article(s.Name), s.Name, s.Name)
+		}
 		e.f("type %s struct{ h state.Handle }\n\n", s.Name)
-		e.f("// New%[1]s returns a detached %[1]s with every field at its zero value, to\n// store into a list, map, bag or nested field.\n", s.Name)
+		if s.RPC != nil {
+			e.f("// New%[1]s returns a detached %[1]s with every argument at its zero value.\n", s.Name)
+		} else {
+			e.f("// New%[1]s returns a detached %[1]s with every field at its zero value, to\n// store into a list, map, bag or nested field.\n", s.Name)
+		}
 		e.f("func New%[1]s() %[1]s { return %[1]s{state.NewValue(%[2]s)} }\n\n", s.Name, schemaVar(s))
 		e.f("// Clone returns a detached copy of v.\nfunc (v %[1]s) Clone() %[1]s { return %[1]s{v.h.Copy(%[2]s)} }\n\n", s.Name, schemaVar(s))
 		e.f("// Valid reports whether v refers to a value.\nfunc (v %s) Valid() bool { return v.h.Valid() }\n\n", s.Name)
@@ -457,7 +484,7 @@ func (e *emitter) list(s *Struct, f *Field, w string) {
 	t := f.Schema.Type.Elem
 	g := e.elemGoType(f)
 	e.imports["iter"] = true
-	e.f("// %s is the %s list of a %s. Every change replicates.\n", w, f.Name, s.Name)
+	e.f("// %s is the %s list of %s %s.%s\n", w, f.Name, strings.ToLower(article(s.Name)), s.Name, replicates(s))
 	e.f("type %s struct{ l state.ListHandle }\n\n", w)
 	e.f("// Len returns the number of elements.\nfunc (l %s) Len() int { return l.l.Len() }\n\n", w)
 	copyNote := ""
@@ -494,7 +521,7 @@ func (e *emitter) mapType(s *Struct, f *Field, w string) {
 	g := e.elemGoType(f)
 	k := f.KeyGoType
 	e.imports["iter"] = true
-	e.f("// %s is the %s map of a %s. Every change replicates.\n", w, f.Name, s.Name)
+	e.f("// %s is the %s map of %s %s.%s\n", w, f.Name, strings.ToLower(article(s.Name)), s.Name, replicates(s))
 	e.f("type %s struct{ m state.MapHandle }\n\n", w)
 	e.f("// Len returns the number of entries.\nfunc (m %s) Len() int { return m.m.Map().Len() }\n\n", w)
 	copyNote := ""
@@ -516,7 +543,11 @@ func (e *emitter) bag(s *Struct, f *Field, w string) {
 	g := f.Struct.Name
 	k := f.KeyGoType
 	e.imports["iter"] = true
-	e.f("// %s is the %s bag of a %s: items keyed by ID, where changing one\n// field of one item replicates only that field.\n", w, f.Name, s.Name)
+	if s.RPC != nil {
+		e.f("// %s is the %s bag of %s %s: items keyed by ID.\n", w, f.Name, strings.ToLower(article(s.Name)), s.Name)
+	} else {
+		e.f("// %s is the %s bag of a %s: items keyed by ID, where changing one\n// field of one item replicates only that field.\n", w, f.Name, s.Name)
+	}
 	e.f("type %s struct{ b state.BagHandle }\n\n", w)
 	e.f("// Len returns the number of items.\nfunc (b %s) Len() int { return b.b.Bag().Len() }\n\n", w)
 	e.f("// Get returns item k; setters on it replicate.\nfunc (b %s) Get(k %s) (%s, bool) {\n", w, k, g)
@@ -527,6 +558,15 @@ func (e *emitter) bag(s *Struct, f *Field, w string) {
 	e.f("// All iterates over the items in ascending key order.\nfunc (b %s) All() iter.Seq2[%s, %s] {\n", w, k, g)
 	e.f("\treturn func(yield func(%s, %s) bool) {\n\t\tfor _, key := range b.b.Bag().Keys(nil) {\n", k, g)
 	e.f("\t\t\tif !yield(%s(key), %s{b.b.Get(key)}) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", k, g)
+}
+
+// replicates is the sentence container docs end with: changes to the
+// containers of an entity replicate, those of RPC arguments do not.
+func replicates(s *Struct) string {
+	if s.RPC != nil {
+		return ""
+	}
+	return " Every change replicates."
 }
 
 // article returns the indefinite article for name.

@@ -79,13 +79,70 @@
 //	}
 //
 // Types are written by (*schema.Type).String. Structs that disappear keep
-// their entry with every field retired. Appending fields, deprecating them,
-// removing them (they are retired) and changing a quantization are
-// compatible. Load refuses, unless Config.Force is set, a field whose type
-// changed other than in its quantization, an explicit id that the lock
-// records for another name (live or retired), and an explicit id that
-// differs from the one the lock records for the same name; for classes
-// likewise. Duplicate explicit IDs are always errors.
+// their entry with every field retired. Appending fields, deprecating them
+// and removing them (they are retired) are compatible. Load refuses, unless
+// Config.Force is set, a field whose type changed (a changed quantization
+// included: clients apply deltas to the quantized codes they store), an
+// explicit id that the lock records for another name (live or retired), and
+// an explicit id that differs from the one the lock records for the same
+// name; for classes and RPCs likewise. Duplicate explicit IDs are always
+// errors.
+//
+// # RPCs
+//
+// An unexported struct type whose doc comment holds the directive line
+//
+//	//replica:rpc CLASS DIRECTION
+//
+// or "//replica:rpc CLASS DIRECTION id=N" declares a remote procedure call on
+// the entity class whose spec name is CLASS. DIRECTION is client (the
+// client that owns the entity calls it and the server handles it) or server
+// (the server sends it to clients that see the entity). The RPC is named
+// after the struct (fire; exported form Fire) and the struct's fields are
+// its arguments, with the field rules, tags and types of a nested spec
+// except that vis=, life= and chan= mean nothing on an argument and are
+// errors. The argument struct is an RPC's own: it cannot also be an entity
+// class, a field type or the arguments of another RPC. The generated type
+// of the argument struct (Fire) is like that of a nested spec; besides it,
+// for an RPC fire called by the client on class player, replicagen
+// generates
+//
+//	func (p Player) Fire(c *client.Conn, x, y float32, weapon uint8) error
+//	func HandlePlayerFire(s *replica.Server, fn func(c *replica.Conn, p Player, x, y float32, weapon uint8) error)
+//
+// and for an RPC hit sent by the server
+//
+//	func SendPlayerHit(s *replica.Server, to replica.RPCTarget, p Player, damage int16) error
+//	func OnPlayerHit(c *client.Conn, fn func(p Player, damage int16)) (cancel func())
+//
+// The arguments are positional parameters, in declaration order, when every
+// one is a number, bool, string, []byte or replica.Ref (deprecated ones are
+// left out); otherwise the functions take and pass the argument struct
+// (args Fire), and handlers get a copy that they may keep. A parameter
+// named like an identifier of the generated code (p, c, s, to, state, ...)
+// gets the suffix Arg. Handlers with positional parameters read them from
+// the runtime's argument record and allocate nothing, except for []byte.
+//
+// RPC IDs are per class and stable like field IDs: an explicit id wins,
+// then the lock's, then one above every ID the class's RPCs ever used. The
+// lock records them in the class's struct entry with their direction and
+// argument signature, the arguments in field ID order:
+//
+//	"player": {
+//	  "fields": [...],
+//	  "rpcs": [
+//	    {"name": "fire", "id": 1, "dir": "client", "args": "(x float32, y float32, weapon uint8)"}
+//	  ],
+//	  "retiredRpcs": [
+//	    {"name": "taunt", "id": 2, "dir": "server", "args": "()"}
+//	  ]
+//	}
+//
+// and the argument struct has a struct entry of its own, so argument IDs are
+// stable too. Adding and removing RPCs is compatible; Load refuses, unless
+// Config.Force is set, an RPC whose direction or argument signature
+// (arguments added, removed, deprecated, renamed or retyped) changed, and
+// explicit ids that disagree with the lock, as for fields.
 package gen
 
 import (
@@ -132,8 +189,8 @@ type Package struct {
 
 	// Classes are the entity classes, sorted by class ID.
 	Classes []*Struct
-	// Structs are all spec structs, classes and nested ones, sorted by spec
-	// name.
+	// Structs are all spec structs, classes, nested ones and RPC argument
+	// structs, sorted by spec name.
 	Structs []*Struct
 	// Schema holds the classes, laid out (schema.New has run).
 	Schema *schema.Schema
@@ -184,6 +241,12 @@ type Struct struct {
 	// ones included. Fields tagged replica:"-" are left out (see Type).
 	Fields []*Field
 
+	// RPCs are the RPCs declared on an entity class, in declaration order;
+	// nil for nested structs.
+	RPCs []*RPC
+	// RPC is the RPC whose argument struct this is, or nil.
+	RPC *RPC
+
 	// UserMethods are the methods that non-generated files of the package
 	// declare on the generated type (Name), with their positions, so the
 	// emitter can report a clash with a method it generates.
@@ -195,6 +258,49 @@ type Struct struct {
 
 // Class reports whether s is an entity class.
 func (s *Struct) Class() bool { return s.Schema.Class }
+
+// RPC is a remote procedure call declared on an entity class by a
+// //replica:rpc directive.
+type RPC struct {
+	Name   string // spec name of the argument struct, "fire"; also schema.RPC.Name
+	Method string // exported form, "Fire": the name of the argument type and of the client call
+	Dir    schema.Direction
+	Pos    token.Position // position of the directive
+
+	Class *Struct // the class the RPC is declared on
+	Args  *Struct // the argument struct, a non-class spec struct whose RPC is this one
+
+	// Schema is the schema RPC, with its ID, on Class.Schema.RPCs.
+	Schema *schema.RPC
+}
+
+// Positional reports whether the generated functions take the arguments
+// one by one (see Params) rather than as the argument struct: whether every
+// argument that is sent is a number, bool, string, bytes or ref.
+func (r *RPC) Positional() bool {
+	for _, f := range r.Args.Fields {
+		if k := f.Schema.Type.Kind; !f.Schema.Deprecated && !k.Numeric() && k != schema.String && k != schema.Bytes {
+			return false
+		}
+	}
+	return true
+}
+
+// Params are the arguments as the generated functions of a positional RPC
+// take them: the non-deprecated fields of the argument struct in
+// declaration order. Params is nil when the RPC is not positional.
+func (r *RPC) Params() []*Field {
+	if !r.Positional() {
+		return nil
+	}
+	var out []*Field
+	for _, f := range r.Args.Fields {
+		if !f.Schema.Deprecated {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // Field is one replicated field of a spec struct.
 type Field struct {

@@ -29,6 +29,13 @@ type typeDecl struct {
 	obj   *types.TypeName
 	class bool   // has a //replica:class directive
 	id    uint32 // explicit class id, or 0
+
+	// A //replica:rpc directive.
+	rpc      bool
+	rpcPos   token.Pos // the directive
+	rpcClass string    // the class's spec name
+	rpcDir   schema.Direction
+	rpcID    uint32 // explicit RPC id, or 0
 }
 
 // loader holds the state of one Load.
@@ -138,6 +145,7 @@ func Load(cfg Config) (*Package, error) {
 	}
 	l.collect()
 	classes := l.findClasses()
+	l.findRPCs(classes)
 	for len(l.queue) > 0 {
 		s := l.queue[0]
 		l.queue = l.queue[1:]
@@ -346,8 +354,9 @@ func (l *loader) parseDirectives(td *typeDecl) {
 		return
 	}
 	for _, c := range td.doc.List {
-		if strings.HasPrefix(c.Text, "// replica:class") {
-			l.errorf(c.Pos(), "write the directive as //replica:class, with no space after //")
+		if strings.HasPrefix(c.Text, "// replica:class") || strings.HasPrefix(c.Text, "// replica:rpc") {
+			word, _, _ := strings.Cut(strings.TrimPrefix(c.Text, "// replica:"), " ")
+			l.errorf(c.Pos(), "write the directive as //replica:%s, with no space after //", word)
 			continue
 		}
 		rest, ok := strings.CutPrefix(c.Text, "//replica:")
@@ -355,32 +364,79 @@ func (l *loader) parseDirectives(td *typeDecl) {
 			continue
 		}
 		words := strings.Fields(rest)
-		if len(words) == 0 || words[0] != "class" {
-			l.errorf(c.Pos(), "unknown directive %s; the only directive is //replica:class, optionally with id=N", c.Text)
+		switch {
+		case len(words) > 0 && words[0] == "class":
+			l.classDirective(td, c, words[1:])
+		case len(words) > 0 && words[0] == "rpc":
+			l.rpcDirective(td, c, words[1:])
+		default:
+			l.errorf(c.Pos(), "unknown directive %s; the directives are //replica:class [id=N] and //replica:rpc CLASS client|server [id=N]", c.Text)
+		}
+	}
+}
+
+// parseID parses the argument id=N, w, of a directive into *id, and
+// reports a bad or repeated one.
+func (l *loader) parseID(c *ast.Comment, directive, w string, id *uint32) {
+	v, ok := strings.CutPrefix(w, "id=")
+	if !ok {
+		return
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	switch {
+	case err != nil || n == 0:
+		l.errorf(c.Pos(), "bad id=%s in //replica:%s: want a whole number from 1 to 4294967295", v, directive)
+	case *id != 0:
+		l.errorf(c.Pos(), "//replica:%s gives id= twice", directive)
+	default:
+		*id = uint32(n)
+	}
+}
+
+// classDirective reads //replica:class [id=N].
+func (l *loader) classDirective(td *typeDecl, c *ast.Comment, args []string) {
+	if td.class {
+		l.errorf(c.Pos(), "//replica:class is given twice for %s", td.spec.Name.Name)
+		return
+	}
+	td.class = true
+	for _, w := range args {
+		if !strings.HasPrefix(w, "id=") {
+			l.errorf(c.Pos(), "bad //replica:class argument %q: the only argument is id=N", w)
 			continue
 		}
-		if td.class {
-			l.errorf(c.Pos(), "//replica:class is given twice for %s", td.spec.Name.Name)
-			continue
+		l.parseID(c, "class", w, &td.id)
+	}
+}
+
+// rpcDirective reads //replica:rpc CLASS client|server [id=N].
+func (l *loader) rpcDirective(td *typeDecl, c *ast.Comment, args []string) {
+	if td.rpc {
+		l.errorf(c.Pos(), "//replica:rpc is given twice for %s; an RPC is named after its argument struct, so every RPC needs a struct type of its own",
+			td.spec.Name.Name)
+		return
+	}
+	var pos []string
+	for _, w := range args {
+		if strings.HasPrefix(w, "id=") {
+			l.parseID(c, "rpc", w, &td.rpcID)
+		} else {
+			pos = append(pos, w)
 		}
-		td.class = true
-		for _, w := range words[1:] {
-			v, ok := strings.CutPrefix(w, "id=")
-			if !ok {
-				l.errorf(c.Pos(), "bad //replica:class argument %q: the only argument is id=N", w)
-				continue
-			}
-			n, err := strconv.ParseUint(v, 10, 32)
-			if err != nil || n == 0 {
-				l.errorf(c.Pos(), "bad id=%s in //replica:class: want a whole number from 1 to 4294967295", v)
-				continue
-			}
-			if td.id != 0 {
-				l.errorf(c.Pos(), "//replica:class gives id= twice")
-				continue
-			}
-			td.id = uint32(n)
-		}
+	}
+	if len(pos) != 2 {
+		l.errorf(c.Pos(), "//replica:rpc needs the class and the direction, as in //replica:rpc player client or //replica:rpc player server id=3")
+		return
+	}
+	td.rpc, td.rpcPos, td.rpcClass = true, c.Pos(), pos[0]
+	switch pos[1] {
+	case "client":
+		td.rpcDir = schema.ClientToServer
+	case "server":
+		td.rpcDir = schema.ServerToClient
+	default:
+		l.errorf(c.Pos(), "bad direction %q in //replica:rpc: want client (the client that owns the entity calls it, the server handles it) or server (the server sends it to the clients that see the entity)",
+			pos[1])
 	}
 }
 
@@ -392,22 +448,11 @@ func (l *loader) findClasses() []*Struct {
 		if !td.class {
 			continue
 		}
-		name := td.spec.Name.Name
-		pos := td.spec.Name.Pos()
-		_, isStruct := td.spec.Type.(*ast.StructType)
-		switch {
-		case td.spec.Assign.IsValid():
-			l.errorf(pos, "//replica:class marks %s, which is an alias; mark the struct type itself", name)
-		case !isStruct:
-			l.errorf(pos, "//replica:class marks %s, which is not declared as a struct type", name)
-		case td.spec.TypeParams != nil:
-			l.errorf(pos, "spec type %s cannot be generic", name)
-		case td.obj.Exported():
-			l.errorf(pos, "spec type %s must be unexported: replicagen generates the exported type %s from it; rename the spec to %s",
-				name, name, lowerFirst(name))
-		case !startsLower(name):
-			l.errorf(pos, "spec type name %s must start with a lower-case letter, so that replicagen can name the generated type by upper-casing it", name)
-		default:
+		if td.rpc {
+			l.errorf(td.rpcPos, "%s is marked both //replica:class and //replica:rpc; an RPC's argument struct cannot be an entity class", td.spec.Name.Name)
+			continue
+		}
+		if l.checkSpecDecl(td, "//replica:class") {
 			classes = append(classes, l.newStruct(td, true))
 		}
 	}
@@ -429,6 +474,81 @@ func (l *loader) findClasses() []*Struct {
 			"package %s has no entity classes; mark an unexported spec struct with a //replica:class line in its doc comment", l.pkg.Name)})
 	}
 	return classes
+}
+
+// checkSpecDecl reports whether the declaration that directive marks can
+// be a spec struct, and reports why not.
+func (l *loader) checkSpecDecl(td *typeDecl, directive string) bool {
+	name := td.spec.Name.Name
+	pos := td.spec.Name.Pos()
+	_, isStruct := td.spec.Type.(*ast.StructType)
+	switch {
+	case td.spec.Assign.IsValid():
+		l.errorf(pos, "%s marks %s, which is an alias; mark the struct type itself", directive, name)
+	case !isStruct:
+		l.errorf(pos, "%s marks %s, which is not declared as a struct type", directive, name)
+	case td.spec.TypeParams != nil:
+		l.errorf(pos, "spec type %s cannot be generic", name)
+	case td.obj.Exported():
+		l.errorf(pos, "spec type %s must be unexported: replicagen generates the exported type %s from it; rename the spec to %s",
+			name, name, lowerFirst(name))
+	case !startsLower(name):
+		l.errorf(pos, "spec type name %s must start with a lower-case letter, so that replicagen can name the generated type by upper-casing it", name)
+	default:
+		return true
+	}
+	return false
+}
+
+// findRPCs creates the RPCs marked with //replica:rpc, in source order,
+// with their argument structs, and attaches them to their classes.
+func (l *loader) findRPCs(classes []*Struct) {
+	bySpec := map[string]*Struct{}
+	for _, c := range classes {
+		bySpec[c.Spec] = c
+	}
+	for _, td := range l.order {
+		if !td.rpc || td.class {
+			continue // both: findClasses reported it
+		}
+		c := bySpec[td.rpcClass]
+		if c == nil {
+			l.errorf(td.rpcPos, "//replica:rpc names class %s, %s", td.rpcClass, l.notAClass(td.rpcClass))
+			continue
+		}
+		if !l.checkSpecDecl(td, "//replica:rpc") {
+			continue
+		}
+		args := l.newStruct(td, false)
+		r := &RPC{
+			Name:   args.Spec,
+			Method: args.Name,
+			Dir:    td.rpcDir,
+			Pos:    l.fset.Position(td.rpcPos),
+			Class:  c,
+			Args:   args,
+			Schema: &schema.RPC{Name: args.Spec, Dir: td.rpcDir, Args: args.Schema},
+		}
+		args.RPC = r
+		c.RPCs = append(c.RPCs, r)
+		c.Schema.RPCs = append(c.Schema.RPCs, r.Schema)
+	}
+}
+
+// notAClass explains why name, given to //replica:rpc, names no class.
+func (l *loader) notAClass(name string) string {
+	if td := l.declNamed(name); td != nil {
+		if td.class {
+			return "which is not a valid entity class (see the errors there)"
+		}
+		return fmt.Sprintf("but %s is not an entity class; mark it with //replica:class", name)
+	}
+	if spec, ok := l.genNames[name]; ok {
+		if td := l.declNamed(spec); td != nil && td.class {
+			return fmt.Sprintf("but %s is the generated type; name the class by its spec type, %s", name, spec)
+		}
+	}
+	return fmt.Sprintf("but the package declares no type %s; name the spec type of an entity class (the one marked //replica:class)", name)
 }
 
 func lowerFirst(s string) string {
@@ -479,6 +599,13 @@ func (l *loader) resolveFields(s *Struct) {
 		}
 		if tg.skip {
 			continue
+		}
+		if s.RPC != nil {
+			for _, key := range []string{"vis", "life", "chan"} {
+				if tg.given[key] {
+					tagErrs = append(tagErrs, fmt.Sprintf("%s= means nothing on an argument of RPC %s, which goes once to whoever receives the call; remove it", key, s.Spec))
+				}
+			}
 		}
 		for _, msg := range tagErrs {
 			if len(af.Names) > 0 {
@@ -535,7 +662,8 @@ func (l *loader) resolveFields(s *Struct) {
 	}
 }
 
-// checkStruct reports accessor name clashes and duplicate explicit IDs.
+// checkStruct reports accessor name clashes and duplicate explicit field
+// and RPC IDs.
 func (l *loader) checkStruct(s *Struct) {
 	methods := map[string]*Field{}
 	ids := map[uint32]*Field{}
@@ -553,6 +681,19 @@ func (l *loader) checkStruct(s *Struct) {
 			} else {
 				ids[id] = f
 			}
+		}
+	}
+	rpcs := map[uint32]*RPC{}
+	for _, r := range s.RPCs {
+		id := l.decls[r.Args.Type.Obj()].rpcID
+		if id == 0 {
+			continue
+		}
+		if o := rpcs[id]; o != nil {
+			l.errs = append(l.errs, &Error{Pos: r.Pos, Msg: fmt.Sprintf(
+				"RPCs %s and %s of %s both have id %d; every RPC of a class needs its own id", o.Name, r.Name, s.Spec, id)})
+		} else {
+			rpcs[id] = r
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/replicago/replica/schema"
 )
 
 // lockVersion is the version of the lock file format.
@@ -32,10 +34,40 @@ type lockFile struct {
 	Structs map[string]*lockStruct `json:"structs"`
 }
 
-// lockStruct records the field IDs of one spec struct.
+// lockStruct records the field IDs of one spec struct and, for a class,
+// its RPC IDs.
 type lockStruct struct {
-	Fields  []lockEntry `json:"fields"`            // present fields, by ID
-	Retired []lockEntry `json:"retired,omitempty"` // removed fields, by ID; their IDs are never reused
+	Fields      []lockEntry `json:"fields"`                // present fields, by ID
+	Retired     []lockEntry `json:"retired,omitempty"`     // removed fields, by ID; their IDs are never reused
+	RPCs        []lockRPC   `json:"rpcs,omitempty"`        // present RPCs, by ID
+	RetiredRPCs []lockRPC   `json:"retiredRpcs,omitempty"` // removed RPCs, by ID; their IDs are never reused
+}
+
+// lockRPC is an RPC or retired RPC of a class.
+type lockRPC struct {
+	Name string `json:"name"`
+	ID   uint32 `json:"id"`
+	Dir  string `json:"dir"`  // schema.Direction.String(): client or server
+	Args string `json:"args"` // the argument signature, see rpcArgs
+}
+
+// entry and rpcOf convert between lockRPC and the lockEntry that assign
+// works on, whose Type is the direction and the arguments.
+func (r lockRPC) entry() lockEntry {
+	return lockEntry{Name: r.Name, ID: r.ID, Type: r.Dir + " " + r.Args}
+}
+
+func rpcOf(e lockEntry) lockRPC {
+	dir, args, _ := strings.Cut(e.Type, " ")
+	return lockRPC{Name: e.Name, ID: e.ID, Dir: dir, Args: args}
+}
+
+func rpcEntries(rs []lockRPC) []lockEntry {
+	out := make([]lockEntry, len(rs))
+	for i, r := range rs {
+		out[i] = r.entry()
+	}
+	return out
 }
 
 // lockEntry is a field, retired field or retired class.
@@ -71,6 +103,20 @@ func (f *lockFile) marshal() []byte {
 		}
 		b.WriteString("]")
 	}
+	rpcs := func(indent string, rs []lockRPC) {
+		b.WriteString("[")
+		for i, r := range rs {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "\n%s  {\"name\": %s, \"id\": %d, \"dir\": %s, \"args\": %s}",
+				indent, jsonString(r.Name), r.ID, jsonString(r.Dir), jsonString(r.Args))
+		}
+		if len(rs) > 0 {
+			b.WriteString("\n" + indent)
+		}
+		b.WriteString("]")
+	}
 	fmt.Fprintf(&b, "{\n  \"version\": %d,\n  \"classes\": {", f.Version)
 	for i, name := range sortedKeys(f.Classes) {
 		if i > 0 {
@@ -98,6 +144,14 @@ func (f *lockFile) marshal() []byte {
 		if len(s.Retired) > 0 {
 			b.WriteString(",\n      \"retired\": ")
 			entries("      ", s.Retired)
+		}
+		if len(s.RPCs) > 0 {
+			b.WriteString(",\n      \"rpcs\": ")
+			rpcs("      ", s.RPCs)
+		}
+		if len(s.RetiredRPCs) > 0 {
+			b.WriteString(",\n      \"retiredRpcs\": ")
+			rpcs("      ", s.RetiredRPCs)
 		}
 		b.WriteString("\n    }")
 	}
@@ -208,6 +262,26 @@ func readLock(path string) (lf *lockFile, data []byte, exists bool, err error) {
 				names[e.Name] = true
 			}
 		}
+		clear(ids)
+		clear(names)
+		for i, r := range slices.Concat(s.RPCs, s.RetiredRPCs) {
+			if r.ID == 0 || r.Name == "" {
+				return nil, nil, false, inconsistent("struct %s has an RPC without a name or id", sname)
+			}
+			if r.Dir != schema.ClientToServer.String() && r.Dir != schema.ServerToClient.String() {
+				return nil, nil, false, inconsistent("RPC %s of %s has direction %q", r.Name, sname, r.Dir)
+			}
+			if other, dup := ids[r.ID]; dup {
+				return nil, nil, false, inconsistent("struct %s records RPC id %d for both %s and %s", sname, r.ID, other, r.Name)
+			}
+			ids[r.ID] = r.Name
+			if i < len(s.RPCs) {
+				if names[r.Name] {
+					return nil, nil, false, inconsistent("struct %s records RPC %s twice", sname, r.Name)
+				}
+				names[r.Name] = true
+			}
+		}
 	}
 	return lf, data, true, nil
 }
@@ -237,9 +311,21 @@ type idItem struct {
 	id       uint32 // result
 }
 
+// refuse reports a change that breaks clients built with the locked
+// schema, unless Config.Force accepts it.
+func (l *loader) refuse(pos token.Position, format string, args ...any) {
+	if !l.cfg.Force {
+		msg := fmt.Sprintf(format, args...) + ", or run replicagen with -force if every client will be rebuilt"
+		l.errs = append(l.errs, &Error{Pos: pos, Msg: msg})
+	}
+}
+
 // assign gives each item an ID against the locked entries of its struct
-// (what is "field") or package (what is "class") and returns the new
-// retired entries. owner names the struct for field messages.
+// (what is "field", or "argument" for an RPC's argument struct), class
+// (what is "RPC") or package (what is "class") and returns the new retired
+// entries. owner names the struct for field messages. Type changes are
+// refused only for fields: the argument signature of an RPC covers those
+// of its arguments (see assignRPCs).
 func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired []lockEntry) []lockEntry {
 	byID := map[uint32]lockEntry{}
 	retired := map[uint32]bool{}
@@ -255,12 +341,7 @@ func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired
 		retired[e.ID] = true
 		top = max(top, e.ID)
 	}
-	refuse := func(pos token.Position, format string, args ...any) {
-		if !l.cfg.Force {
-			msg := fmt.Sprintf(format, args...) + ", or run replicagen with -force if every client will be rebuilt"
-			l.errs = append(l.errs, &Error{Pos: pos, Msg: msg})
-		}
-	}
+	refuse := l.refuse
 	idTag := "id=%d"
 	if what == "class" {
 		idTag = "//replica:class id=%d"
@@ -394,7 +475,12 @@ func (l *loader) assignIDs(p *Package, classes []*Struct) error {
 		for i, f := range s.Fields {
 			items[i] = &idItem{name: f.Name, explicit: l.explicit[f], typ: f.Schema.Type.String(), pos: f.Pos}
 		}
-		retired := l.assign("field", s.Spec, items, ls.Fields, ls.Retired)
+		what := "field"
+		if s.RPC != nil {
+			// The RPC's argument signature covers type changes.
+			what = "argument"
+		}
+		retired := l.assign(what, s.Spec, items, ls.Fields, ls.Retired)
 		live := make([]lockEntry, len(items))
 		for i, f := range s.Fields {
 			f.Schema.ID = items[i].id
@@ -402,6 +488,12 @@ func (l *loader) assignIDs(p *Package, classes []*Struct) error {
 		}
 		slices.SortFunc(live, func(a, b lockEntry) int { return cmpID(a.ID, b.ID) })
 		nf.Structs[s.Spec] = &lockStruct{Fields: live, Retired: retired}
+	}
+	// RPCs, once the argument structs have their field IDs.
+	for _, s := range p.Structs {
+		if o := old.Structs[s.Spec]; len(s.RPCs) > 0 || o != nil && len(o.RPCs)+len(o.RetiredRPCs) > 0 {
+			l.assignRPCs(s, o, nf.Structs[s.Spec])
+		}
 	}
 	// Removed structs keep their IDs, all retired.
 	for name, o := range old.Structs {
@@ -413,7 +505,9 @@ func (l *loader) assignIDs(p *Package, classes []*Struct) error {
 			r[i].Deprecated = false
 		}
 		slices.SortFunc(r, func(a, b lockEntry) int { return cmpID(a.ID, b.ID) })
-		nf.Structs[name] = &lockStruct{Fields: []lockEntry{}, Retired: r}
+		rr := slices.Concat(o.RetiredRPCs, o.RPCs)
+		slices.SortFunc(rr, func(a, b lockRPC) int { return cmpID(a.ID, b.ID) })
+		nf.Structs[name] = &lockStruct{Fields: []lockEntry{}, Retired: r, RetiredRPCs: rr}
 	}
 
 	p.lockData = nf.marshal()
@@ -422,6 +516,58 @@ func (l *loader) assignIDs(p *Package, classes []*Struct) error {
 		p.LockChanges = diffLock(old, nf)
 	}
 	return nil
+}
+
+// assignRPCs assigns the IDs of the RPCs of s against o, its old lock
+// entry or nil, and records them in ls, its new one.
+func (l *loader) assignRPCs(s *Struct, o, ls *lockStruct) {
+	if o == nil {
+		o = &lockStruct{}
+	}
+	items := make([]*idItem, len(s.RPCs))
+	for i, r := range s.RPCs {
+		items[i] = &idItem{name: r.Name, explicit: l.decls[r.Args.Type.Obj()].rpcID, typ: r.Dir.String() + " " + rpcArgs(r), pos: r.Pos}
+	}
+	retired := l.assign("RPC", s.Spec, items, rpcEntries(o.RPCs), rpcEntries(o.RetiredRPCs))
+	byID := map[uint32]lockRPC{}
+	for _, e := range slices.Concat(o.RPCs, o.RetiredRPCs) {
+		byID[e.ID] = e
+	}
+	for i, r := range s.RPCs {
+		r.Schema.ID = items[i].id
+		n := rpcOf(lockEntry{Name: r.Name, ID: r.Schema.ID, Type: items[i].typ})
+		ls.RPCs = append(ls.RPCs, n)
+		e, ok := byID[n.ID]
+		if !ok || e.Name != n.Name {
+			continue
+		}
+		if e.Dir != n.Dir {
+			l.refuse(r.Pos, "RPC %s of %s changed direction from %s to %s; clients built with the schema in %s disagree about who calls it and would be refused. Declare a new RPC with another name instead",
+				r.Name, s.Spec, e.Dir, n.Dir, LockFile)
+		} else if e.Args != n.Args {
+			l.refuse(r.Args.Pos, "RPC %s of %s changed its arguments from %s to %s; clients built with the schema in %s would %s the old arguments. Declare a new RPC with another name instead",
+				r.Name, s.Spec, e.Args, n.Args, LockFile, map[string]string{"client": "send", "server": "expect"}[e.Dir])
+		}
+	}
+	slices.SortFunc(ls.RPCs, func(a, b lockRPC) int { return cmpID(a.ID, b.ID) })
+	for _, e := range retired {
+		ls.RetiredRPCs = append(ls.RetiredRPCs, rpcOf(e))
+	}
+}
+
+// rpcArgs is the argument signature of r that the lock records: the
+// arguments that are sent, in field ID order, as a Go parameter list of
+// schema types, "(x float32, y float32 q(0.25))".
+func rpcArgs(r *RPC) string {
+	fields := slices.Clone(r.Args.Fields)
+	slices.SortFunc(fields, func(a, b *Field) int { return cmpID(a.Schema.ID, b.Schema.ID) })
+	var parts []string
+	for _, f := range fields {
+		if !f.Schema.Deprecated {
+			parts = append(parts, f.Name+" "+f.Schema.Type.String())
+		}
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // diffLock describes the changes from old to nf.
@@ -488,6 +634,38 @@ func diffLock(old, nf *lockFile) []string {
 		for _, e := range o.Fields {
 			if !newNames[e.Name] {
 				add("%s: field %s removed (id %d %s)", sname, e.Name, e.ID, gone(retired[e.ID]))
+			}
+		}
+
+		oldRPCs := map[string]lockRPC{}
+		for _, r := range o.RPCs {
+			oldRPCs[r.Name] = r
+		}
+		newRPCs := map[string]bool{}
+		for _, r := range s.RPCs {
+			newRPCs[r.Name] = true
+			or, ok := oldRPCs[r.Name]
+			if !ok {
+				add("%s: new RPC %s (id %d)", sname, r.Name, r.ID)
+				continue
+			}
+			if or.ID != r.ID {
+				add("%s.%s: RPC id %d changed to %d", sname, r.Name, or.ID, r.ID)
+			}
+			if or.Dir != r.Dir {
+				add("%s.%s: RPC direction %s changed to %s", sname, r.Name, or.Dir, r.Dir)
+			}
+			if or.Args != r.Args {
+				add("%s.%s: RPC arguments %s changed to %s", sname, r.Name, or.Args, r.Args)
+			}
+		}
+		retiredRPCs := map[uint32]bool{}
+		for _, r := range s.RetiredRPCs {
+			retiredRPCs[r.ID] = true
+		}
+		for _, r := range o.RPCs {
+			if !newRPCs[r.Name] {
+				add("%s: RPC %s removed (id %d %s)", sname, r.Name, r.ID, gone(retiredRPCs[r.ID]))
 			}
 		}
 	}

@@ -34,6 +34,7 @@ type tag struct {
 	ch         schema.Channel
 	bag        bool
 	deprecated bool
+	given      map[string]bool // the keys given
 
 	// Quantization parameters, as given.
 	step, min, max float64
@@ -68,6 +69,7 @@ func parseTag(structTag string) (*tag, []string) {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	seen := map[string]bool{}
+	t.given = seen
 	for item := range strings.SplitSeq(v, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {

@@ -291,6 +291,10 @@ func (l *loader) nested(obj *types.TypeName) (*Struct, error) {
 	if s := l.specs[obj]; s != nil && s.Schema.Class || td != nil && td.class {
 		return nil, typeErrorf("entity class %s cannot be nested; use replica.Ref to refer to an entity", obj.Name())
 	}
+	if td != nil && td.rpc {
+		return nil, typeErrorf("%s is the argument struct of RPC %s on %s and cannot also be a field type; declare a struct type of its own for the field",
+			obj.Name(), obj.Name(), td.rpcClass)
+	}
 	if s := l.specs[obj]; s != nil {
 		return s, nil
 	}

@@ -40,3 +40,35 @@ type item struct {
 	count int16
 	pos   vec
 }
+
+// fire shoots from the hero's position: an RPC the owning client calls,
+// with scalar arguments only.
+//
+//replica:rpc hero client
+type fire struct {
+	x, y   float32 `replica:"quant=1/64"`
+	weapon Kind
+	label  string
+	target replica.Ref
+}
+
+// hit tells the clients that see a hero that it took damage.
+//
+//replica:rpc hero server id=5
+type hit struct {
+	damage int16
+	from   replica.Ref
+	fx     []byte
+}
+
+// aim is an RPC with a nested struct argument: the functions take an Aim.
+//
+//replica:rpc hero client
+type aim struct {
+	at    vec
+	tags  []string
+	power float32 `replica:"bits=8,min=0,max=1"`
+}
+
+//replica:rpc hero server
+type taunt struct{}

@@ -16,15 +16,34 @@ import (
 func Schema() *schema.Schema { return replicaSchema }
 
 var (
+	replicaAim         = new(schema.Struct)
+	replicaFire        = new(schema.Struct)
 	replicaHero        = new(schema.Struct)
+	replicaHit         = new(schema.Struct)
 	replicaItem        = new(schema.Struct)
+	replicaTaunt       = new(schema.Struct)
 	replicaVec         = new(schema.Struct)
+	replicaAim_powerQ  = schema.Quant{Step: 0.00392156862745098, Min: 0, Bits: 8, Bounded: true}
+	replicaFire_xQ     = schema.Quant{Step: 0.015625}
+	replicaFire_yQ     = schema.Quant{Step: 0.015625}
 	replicaHero_angleQ = schema.Quant{Step: 0.0015339807878856412, Min: 0, Bits: 12, Bounded: true}
 	replicaHero_xQ     = schema.Quant{Step: 0.015625, Min: -512, Bits: 17, Bounded: true}
 	replicaSchema      = replicaInit()
 )
 
 func replicaInit() *schema.Schema {
+	*replicaAim = schema.Struct{Name: "Aim", Fields: []*schema.Field{
+		{ID: 1, Name: "at", Type: schema.Type{Kind: schema.Nested, Struct: replicaVec}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 2, Name: "tags", Type: schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.String}}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 3, Name: "power", Type: schema.Type{Kind: schema.Float32, Quant: replicaAim_powerQ}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+	}}
+	*replicaFire = schema.Struct{Name: "Fire", Fields: []*schema.Field{
+		{ID: 1, Name: "x", Type: schema.Type{Kind: schema.Float32, Quant: replicaFire_xQ}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 2, Name: "y", Type: schema.Type{Kind: schema.Float32, Quant: replicaFire_yQ}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 3, Name: "weapon", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 4, Name: "label", Type: schema.Type{Kind: schema.String}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 5, Name: "target", Type: schema.Type{Kind: schema.Ref}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+	}}
 	*replicaHero = schema.Struct{Name: "Hero", Class: true, ID: 1, Fields: []*schema.Field{
 		{ID: 1, Name: "alive", Type: schema.Type{Kind: schema.Bool}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 2, Name: "hp", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisOwner, Life: schema.LifeSession, Chan: schema.Reliable},
@@ -42,12 +61,23 @@ func replicaInit() *schema.Schema {
 		{ID: 14, Name: "scores", Type: schema.Type{Kind: schema.Map, Key: schema.String, Elem: &schema.Type{Kind: schema.Int32}}, Vis: schema.VisOthers, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 15, Name: "inv", Type: schema.Type{Kind: schema.Bag, Key: schema.Uint32, Struct: replicaItem}, Vis: schema.VisOwner, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 16, Name: "old", Type: schema.Type{Kind: schema.Int32}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable, Deprecated: true},
+	}, RPCs: []*schema.RPC{
+		{ID: 5, Name: "hit", Dir: schema.ServerToClient, Args: replicaHit},
+		{ID: 6, Name: "fire", Dir: schema.ClientToServer, Args: replicaFire},
+		{ID: 7, Name: "aim", Dir: schema.ClientToServer, Args: replicaAim},
+		{ID: 8, Name: "taunt", Dir: schema.ServerToClient, Args: replicaTaunt},
+	}}
+	*replicaHit = schema.Struct{Name: "Hit", Fields: []*schema.Field{
+		{ID: 1, Name: "damage", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 2, Name: "from", Type: schema.Type{Kind: schema.Ref}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 3, Name: "fx", Type: schema.Type{Kind: schema.Bytes}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 	}}
 	*replicaItem = schema.Struct{Name: "Item", Fields: []*schema.Field{
 		{ID: 1, Name: "kind", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 2, Name: "count", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 3, Name: "pos", Type: schema.Type{Kind: schema.Nested, Struct: replicaVec}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 	}}
+	*replicaTaunt = schema.Struct{Name: "Taunt", Fields: []*schema.Field{}}
 	*replicaVec = schema.Struct{Name: "Vec", Fields: []*schema.Field{
 		{ID: 1, Name: "x", Type: schema.Type{Kind: schema.Float32}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 2, Name: "y", Type: schema.Type{Kind: schema.Float32}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
@@ -58,6 +88,119 @@ func replicaInit() *schema.Schema {
 	}
 	return s
 }
+
+// Aim is an RPC with a nested struct argument: the functions take an Aim.
+//
+// Aim holds the arguments of the RPC aim of Hero, which the client that owns a
+// Hero calls with Hero.Aim and the server handles with HandleHeroAim; both take
+// an Aim. An Aim is a detached value: make one with NewAim and set its fields.
+type Aim struct{ h state.Handle }
+
+// NewAim returns a detached Aim with every argument at its zero value.
+func NewAim() Aim { return Aim{state.NewValue(replicaAim)} }
+
+// Clone returns a detached copy of v.
+func (v Aim) Clone() Aim { return Aim{v.h.Copy(replicaAim)} }
+
+// Valid reports whether v refers to a value.
+func (v Aim) Valid() bool { return v.h.Valid() }
+
+// At returns the at field; setters on the result change this Aim.
+func (v Aim) At() Vec { return Vec{v.h.Nested(0, 0, 0)} }
+
+// SetAt copies every field of x into the at field.
+func (v Aim) SetAt(x Vec) { v.h.SetNested(0, replicaVec, x.h) }
+
+// Tags returns the tags list.
+func (v Aim) Tags() AimTagsList { return AimTagsList{v.h.List(2)} }
+
+// AimTagsList is the tags list of an Aim.
+type AimTagsList struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l AimTagsList) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l AimTagsList) At(i int) string { return string(l.l.At(i).S) }
+
+// All iterates over the elements in order.
+func (l AimTagsList) All() iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Push appends x.
+func (l AimTagsList) Push(x string) { l.l.Push(state.Value{S: string(x)}) }
+
+// Insert inserts x at index i.
+func (l AimTagsList) Insert(i int, x string) { l.l.Insert(i, state.Value{S: string(x)}) }
+
+// Set replaces element i with x.
+func (l AimTagsList) Set(i int, x string) { l.l.Set(i, state.Value{S: string(x)}) }
+
+// Remove removes element i.
+func (l AimTagsList) Remove(i int) { l.l.Remove(i) }
+
+// Clear removes every element.
+func (l AimTagsList) Clear() { l.l.Clear() }
+
+// Power returns the power field.
+func (v Aim) Power() float32 { return float32(replicaAim_powerQ.Dequantize(int64(v.h.Num(2)))) }
+
+// SetPower sets the power field.
+func (v Aim) SetPower(x float32) { v.h.SetNum(3, uint64(math.Float32bits(float32(x)))) }
+
+// Fire shoots from the hero's position: an RPC the owning client calls,
+// with scalar arguments only.
+//
+// Fire holds the arguments of the RPC fire of Hero, which the client that owns
+// a Hero calls with Hero.Fire and the server handles with HandleHeroFire; both
+// take the arguments one by one. A Fire is a detached value made by NewFire.
+type Fire struct{ h state.Handle }
+
+// NewFire returns a detached Fire with every argument at its zero value.
+func NewFire() Fire { return Fire{state.NewValue(replicaFire)} }
+
+// Clone returns a detached copy of v.
+func (v Fire) Clone() Fire { return Fire{v.h.Copy(replicaFire)} }
+
+// Valid reports whether v refers to a value.
+func (v Fire) Valid() bool { return v.h.Valid() }
+
+// X returns the x field.
+func (v Fire) X() float32 { return float32(replicaFire_xQ.Dequantize(int64(v.h.Num(0)))) }
+
+// SetX sets the x field.
+func (v Fire) SetX(x float32) { v.h.SetNum(0, uint64(math.Float32bits(float32(x)))) }
+
+// Y returns the y field.
+func (v Fire) Y() float32 { return float32(replicaFire_yQ.Dequantize(int64(v.h.Num(1)))) }
+
+// SetY sets the y field.
+func (v Fire) SetY(x float32) { v.h.SetNum(1, uint64(math.Float32bits(float32(x)))) }
+
+// Weapon returns the weapon field.
+func (v Fire) Weapon() Kind { return Kind(v.h.Num(2)) }
+
+// SetWeapon sets the weapon field.
+func (v Fire) SetWeapon(x Kind) { v.h.SetNum(2, uint64(x)) }
+
+// Label returns the label field.
+func (v Fire) Label() string { return string(v.h.Str(0)) }
+
+// SetLabel sets the label field.
+func (v Fire) SetLabel(x string) { v.h.SetStr(3, string(x)) }
+
+// Target returns the target field.
+func (v Fire) Target() replica.Ref { return replica.Ref(v.h.Num(3)) }
+
+// SetTarget sets the target field.
+func (v Fire) SetTarget(x replica.Ref) { v.h.SetNum(4, uint64(x)) }
 
 // Hero is a class using every kind of accessor.
 type Hero struct{ e *state.Entity }
@@ -491,6 +634,121 @@ func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint
 	})
 }
 
+// Fire calls the RPC fire on p: c sends it to the server, which runs the
+// function registered with HandleHeroFire at its next tick. The server accepts
+// it only from the client that owns p. Call it from the goroutine that polls c.
+func (p Hero) Fire(c *client.Conn, x, y float32, weapon Kind, label string, target replica.Ref) error {
+	a := state.NewValue(replicaFire)
+	a.SetNum(0, uint64(math.Float32bits(float32(x))))
+	a.SetNum(1, uint64(math.Float32bits(float32(y))))
+	a.SetNum(2, uint64(weapon))
+	a.SetStr(3, string(label))
+	a.SetNum(4, uint64(target))
+	return c.CallRPC(p.e, 6, a.Record())
+}
+
+// HandleHeroFire registers fn to handle the RPC fire, which the client that
+// owns a Hero calls with Hero.Fire. s runs fn on the tick goroutine, only for
+// calls from the owner; an error from fn refuses the call, as for a
+// replica.RPCHandler.
+func HandleHeroFire(s *replica.Server, fn func(c *replica.Conn, p Hero, x, y float32, weapon Kind, label string, target replica.Ref) error) {
+	s.HandleRPC(replicaHero, 6, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
+		return fn(c, Hero{e}, float32(replicaFire_xQ.Dequantize(int64(a.Num(0)))), float32(replicaFire_yQ.Dequantize(int64(a.Num(1)))), Kind(a.Num(2)), string(a.Str(0)), replica.Ref(a.Num(3)))
+	})
+}
+
+// SendHeroHit sends the RPC hit on p to the clients that to selects
+// (replica.ToOwner, replica.ToObservers or replica.ToConn), which run the
+// functions registered with OnHeroHit after applying the state of the current
+// tick. Call it on the tick goroutine.
+func SendHeroHit(s *replica.Server, to replica.RPCTarget, p Hero, damage int16, from replica.Ref, fx []byte) error {
+	a := state.NewValue(replicaHit)
+	a.SetNum(0, uint64(int64(damage)))
+	a.SetNum(1, uint64(from))
+	a.SetStr(2, string(fx))
+	return s.SendRPC(to, p.e, 5, a.Record())
+}
+
+// OnHeroHit registers fn to run, on the goroutine that polls c, when the server
+// sends the RPC hit on a Hero to c, and returns a func that unregisters it.
+func OnHeroHit(c *client.Conn, fn func(p Hero, damage int16, from replica.Ref, fx []byte)) (cancel func()) {
+	return c.HandleRPC(replicaHero, 5, func(e *state.Entity, a *state.Record) {
+		fn(Hero{e}, int16(a.Num(0)), replica.Ref(a.Num(1)), []byte(a.Str(0)))
+	})
+}
+
+// Aim calls the RPC aim on p: c sends it to the server, which runs the function
+// registered with HandleHeroAim at its next tick. The server accepts it only
+// from the client that owns p. Call it from the goroutine that polls c.
+func (p Hero) Aim(c *client.Conn, args Aim) error {
+	if !args.Valid() {
+		args = NewAim()
+	}
+	return c.CallRPC(p.e, 7, args.h.Record())
+}
+
+// HandleHeroAim registers fn to handle the RPC aim, which the client that owns
+// a Hero calls with Hero.Aim. s runs fn on the tick goroutine, only for calls
+// from the owner; an error from fn refuses the call, as for a
+// replica.RPCHandler.
+func HandleHeroAim(s *replica.Server, fn func(c *replica.Conn, p Hero, args Aim) error) {
+	s.HandleRPC(replicaHero, 7, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
+		return fn(c, Hero{e}, Aim{state.ValueOf(a)})
+	})
+}
+
+// SendHeroTaunt sends the RPC taunt on p to the clients that to selects
+// (replica.ToOwner, replica.ToObservers or replica.ToConn), which run the
+// functions registered with OnHeroTaunt after applying the state of the current
+// tick. Call it on the tick goroutine.
+func SendHeroTaunt(s *replica.Server, to replica.RPCTarget, p Hero) error {
+	a := state.NewValue(replicaTaunt)
+	return s.SendRPC(to, p.e, 8, a.Record())
+}
+
+// OnHeroTaunt registers fn to run, on the goroutine that polls c, when the
+// server sends the RPC taunt on a Hero to c, and returns a func that
+// unregisters it.
+func OnHeroTaunt(c *client.Conn, fn func(p Hero)) (cancel func()) {
+	return c.HandleRPC(replicaHero, 8, func(e *state.Entity, a *state.Record) {
+		fn(Hero{e})
+	})
+}
+
+// Hit tells the clients that see a hero that it took damage.
+//
+// Hit holds the arguments of the RPC hit of Hero, which the server sends with
+// SendHeroHit and clients receive with OnHeroHit; both take the arguments one
+// by one. A Hit is a detached value made by NewHit.
+type Hit struct{ h state.Handle }
+
+// NewHit returns a detached Hit with every argument at its zero value.
+func NewHit() Hit { return Hit{state.NewValue(replicaHit)} }
+
+// Clone returns a detached copy of v.
+func (v Hit) Clone() Hit { return Hit{v.h.Copy(replicaHit)} }
+
+// Valid reports whether v refers to a value.
+func (v Hit) Valid() bool { return v.h.Valid() }
+
+// Damage returns the damage field.
+func (v Hit) Damage() int16 { return int16(v.h.Num(0)) }
+
+// SetDamage sets the damage field.
+func (v Hit) SetDamage(x int16) { v.h.SetNum(0, uint64(int64(x))) }
+
+// From returns the from field.
+func (v Hit) From() replica.Ref { return replica.Ref(v.h.Num(1)) }
+
+// SetFrom sets the from field.
+func (v Hit) SetFrom(x replica.Ref) { v.h.SetNum(1, uint64(x)) }
+
+// Fx returns the fx field.
+func (v Hit) Fx() []byte { return []byte(v.h.Str(0)) }
+
+// SetFx sets the fx field.
+func (v Hit) SetFx(x []byte) { v.h.SetStr(2, string(x)) }
+
 // Item is an inventory item.
 //
 // An Item is a handle: a field of an entity, an item of a bag, or a detached
@@ -524,6 +782,22 @@ func (v Item) Pos() Vec { return Vec{v.h.Nested(2, 2, 0)} }
 
 // SetPos copies every field of x into the pos field.
 func (v Item) SetPos(x Vec) { v.h.SetNested(2, replicaVec, x.h) }
+
+// Taunt is generated from the spec taunt.
+//
+// Taunt holds the arguments of the RPC taunt of Hero, which the server sends
+// with SendHeroTaunt and clients receive with OnHeroTaunt; both take the
+// arguments one by one. A Taunt is a detached value made by NewTaunt.
+type Taunt struct{ h state.Handle }
+
+// NewTaunt returns a detached Taunt with every argument at its zero value.
+func NewTaunt() Taunt { return Taunt{state.NewValue(replicaTaunt)} }
+
+// Clone returns a detached copy of v.
+func (v Taunt) Clone() Taunt { return Taunt{v.h.Copy(replicaTaunt)} }
+
+// Valid reports whether v refers to a value.
+func (v Taunt) Valid() bool { return v.h.Valid() }
 
 // Vec is generated from the spec vec.
 //

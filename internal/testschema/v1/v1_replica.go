@@ -1918,7 +1918,7 @@ func (v Item) SetPos(x Vec) { v.h.SetNested(2, replicaVec, x.h) }
 // Tags returns the tags list.
 func (v Item) Tags() ItemTagsList { return ItemTagsList{v.h.List(5)} }
 
-// ItemTagsList is the tags list of a Item. Every change replicates.
+// ItemTagsList is the tags list of an Item. Every change replicates.
 type ItemTagsList struct{ l state.ListHandle }
 
 // Len returns the number of elements.
@@ -1956,7 +1956,7 @@ func (l ItemTagsList) Clear() { l.l.Clear() }
 // Mods returns the mods map.
 func (v Item) Mods() ItemModsMap { return ItemModsMap{v.h.Map(6)} }
 
-// ItemModsMap is the mods map of a Item. Every change replicates.
+// ItemModsMap is the mods map of an Item. Every change replicates.
 type ItemModsMap struct{ m state.MapHandle }
 
 // Len returns the number of entries.

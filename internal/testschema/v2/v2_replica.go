@@ -2274,7 +2274,7 @@ func (v Item) SetPos(x Vec) { v.h.SetNested(2, replicaVec, x.h) }
 // Tags returns the tags list.
 func (v Item) Tags() ItemTagsList { return ItemTagsList{v.h.List(6)} }
 
-// ItemTagsList is the tags list of a Item. Every change replicates.
+// ItemTagsList is the tags list of an Item. Every change replicates.
 type ItemTagsList struct{ l state.ListHandle }
 
 // Len returns the number of elements.
@@ -2312,7 +2312,7 @@ func (l ItemTagsList) Clear() { l.l.Clear() }
 // Mods returns the mods map.
 func (v Item) Mods() ItemModsMap { return ItemModsMap{v.h.Map(7)} }
 
-// ItemModsMap is the mods map of a Item. Every change replicates.
+// ItemModsMap is the mods map of an Item. Every change replicates.
 type ItemModsMap struct{ m state.MapHandle }
 
 // Len returns the number of entries.
@@ -2395,7 +2395,7 @@ func (v Item) SetRarity(x uint8) { v.h.SetNum(9, uint64(x)) }
 // Notes returns the notes map.
 func (v Item) Notes() ItemNotesMap { return ItemNotesMap{v.h.Map(10)} }
 
-// ItemNotesMap is the notes map of a Item. Every change replicates.
+// ItemNotesMap is the notes map of an Item. Every change replicates.
 type ItemNotesMap struct{ m state.MapHandle }
 
 // Len returns the number of entries.
