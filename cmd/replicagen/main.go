@@ -21,8 +21,9 @@
 //		of date. For CI.
 //	-force
 //		Accept schema changes that break clients built against the locked
-//		schema (a field whose type changed, an ID that belonged to another
-//		field) and rewrite the lock file.
+//		schema (a field whose type or quantization changed, an ID that
+//		belonged to another field, an RPC whose direction or arguments
+//		changed) and rewrite the lock file.
 package main
 
 import (
