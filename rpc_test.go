@@ -47,6 +47,7 @@ type rpcRig struct {
 	t      testing.TB
 	srv    *replica.Server
 	ln     transport.Listener
+	nw     *transport.MemNetwork
 	d      transport.Dialer
 	ship   *schema.Struct
 	sch    *schema.Schema
@@ -62,7 +63,7 @@ func newRPCRig(t testing.TB, cfg replica.Config) *rpcRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rpcRig{t: t, ln: ln, d: nw.Dialer(transport.Config{}), ship: ship, sch: sch, owned: map[*replica.Conn]*state.Entity{}}
+	r := &rpcRig{t: t, ln: ln, nw: nw, d: nw.Dialer(transport.Config{}), ship: ship, sch: sch, owned: map[*replica.Conn]*state.Entity{}}
 	cfg.Schema = sch
 	cfg.OnJoin = func(c *replica.Conn) {
 		e, _ := r.srv.Tracker().Spawn(ship)
@@ -215,6 +216,9 @@ func TestRPCAbuse(t *testing.T) {
 	})
 	t.Run("flood", func(t *testing.T) {
 		r := newRPCRig(t, replica.Config{RPCRate: 20, RPCBurst: 20})
+		// The flooding client's own queue must not overflow first: then it
+		// would close itself as a slow consumer before the server kicks it.
+		r.d = r.nw.Dialer(transport.Config{SendQueueMessages: 1 << 16, SendQueueBytes: 64 << 20})
 		c := r.dial()
 		r.sync(c)
 		me := r.mine(c)

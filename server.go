@@ -52,6 +52,10 @@ type Config struct {
 	// per second and a burst of 120.
 	RPCRate  float64
 	RPCBurst int
+	// MaxDescriptorBytes bounds the schema descriptor a client may send in
+	// its HELLO; larger ones are refused before they are decoded. The
+	// default is four times the server's own, and at least 64 KiB.
+	MaxDescriptorBytes int
 }
 
 func (c Config) withDefaults() Config {
@@ -96,10 +100,11 @@ type Server struct {
 	session atomic.Uint64
 	kicked  atomic.Uint64
 
-	mu      sync.Mutex
-	joining []*Conn
-	closed  bool
-	lns     []transport.Listener
+	mu          sync.Mutex
+	joining     []*Conn
+	handshaking map[transport.Conn]bool
+	closed      bool
+	lns         []transport.Listener
 
 	conns    []*Conn // joined; owned by the tick goroutine
 	owners   []*Conn // by entity slot
@@ -162,7 +167,11 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, errors.New("replica: Config.Schema is required")
 	}
 	cfg = cfg.withDefaults()
-	return &Server{cfg: cfg, tr: state.NewTracker(cfg.Schema), desc: cfg.Schema.AppendDescriptor(nil)}, nil
+	desc := cfg.Schema.AppendDescriptor(nil)
+	if cfg.MaxDescriptorBytes <= 0 {
+		cfg.MaxDescriptorBytes = max(64<<10, 4*len(desc))
+	}
+	return &Server{cfg: cfg, tr: state.NewTracker(cfg.Schema), desc: desc, handshaking: map[transport.Conn]bool{}}, nil
 }
 
 // Tracker returns the server's entity tracker: spawn, find and destroy
@@ -218,8 +227,23 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 	}
 }
 
-// handshake runs the server side of the session handshake.
+// handshake runs the server side of the session handshake. The cheap
+// checks come first: the protocol version, the descriptor's size and the
+// token; only then is the client's descriptor decoded.
 func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		tc.Close(transport.CloseGoingAway, "server closed")
+		return
+	}
+	s.handshaking[tc] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.handshaking, tc)
+		s.mu.Unlock()
+	}()
 	refuse := func(code transport.CloseCode, msg string) {
 		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
 		tc.Close(code, msg)
@@ -229,9 +253,15 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	msg, err := tc.Receive(hctx)
 	cancel()
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		switch {
+		case closed || ctx.Err() != nil:
+			tc.Close(transport.CloseGoingAway, "server shutting down")
+		case errors.Is(err, context.DeadlineExceeded):
 			refuse(transport.CloseHandshakeTimeout, "no HELLO in time")
-		} else {
+		default:
 			tc.Close(transport.CloseProtocolError, "handshake failed")
 		}
 		return
@@ -249,6 +279,15 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		refuse(transport.CloseIncompatible, fmt.Sprintf("protocol version %d, server speaks %d", hello.Version, session.ProtocolVersion))
 		return
 	}
+	if len(hello.Descriptor) > s.cfg.MaxDescriptorBytes {
+		refuse(transport.CloseIncompatible, fmt.Sprintf("schema descriptor of %d bytes, over the server's limit of %d", len(hello.Descriptor), s.cfg.MaxDescriptorBytes))
+		return
+	}
+	id, err := s.cfg.Auth.Authenticate(ctx, hello.Token)
+	if err != nil {
+		refuse(transport.CloseAuthFailed, err.Error())
+		return
+	}
 	clientSchema, err := schema.DecodeDescriptor(hello.Descriptor)
 	if err == nil {
 		// The client decodes what the server encodes.
@@ -256,11 +295,6 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	}
 	if err != nil {
 		refuse(transport.CloseIncompatible, "schema: "+err.Error())
-		return
-	}
-	id, err := s.cfg.Auth.Authenticate(ctx, hello.Token)
-	if err != nil {
-		refuse(transport.CloseAuthFailed, err.Error())
 		return
 	}
 	user := id.UserID
@@ -304,13 +338,7 @@ func (s *Server) read(c *Conn) {
 		if err != nil {
 			return
 		}
-		m, err := session.Parse(msg)
-		switch m := m.(type) {
-		case *session.Ping:
-			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
-		case *session.Pong:
-			// Liveness only: receiving it reset the idle timer.
-		case *session.RPC:
+		if len(msg) > 0 && session.Type(msg[0]) == session.TypeRPC {
 			ok, kick := c.limiter.Allow(time.Now())
 			if kick {
 				c.kick(transport.ClosePolicyViolation, "RPC flood")
@@ -320,11 +348,19 @@ func (s *Server) read(c *Conn) {
 				continue // over the rate: dropped
 			}
 			select {
-			case c.rpcIn <- msg:
+			case c.rpcIn <- msg: // checked and parsed at the tick
 			default:
 				c.kick(transport.ClosePolicyViolation, "RPC queue overflow")
 				return
 			}
+			continue
+		}
+		m, err := session.Parse(msg)
+		switch m := m.(type) {
+		case *session.Ping:
+			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
+		case *session.Pong:
+			// Liveness only: receiving it reset the idle timer.
 		default:
 			reason := "clients send no state"
 			if err != nil {
@@ -507,20 +543,36 @@ func (s *Server) Run(ctx context.Context, update func(tick uint64)) error {
 }
 
 // Close stops the listeners and disconnects every client with
-// CloseGoingAway. Call it from the tick goroutine (or after Run returns).
+// CloseGoingAway, including those still in their handshake; OnLeave runs
+// for every joined one. Call it from the tick goroutine (or after Run
+// returns).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	lns := s.lns
 	joining := s.joining
 	s.joining = nil
+	var shaking []transport.Conn
+	for tc := range s.handshaking {
+		shaking = append(shaking, tc)
+	}
 	s.mu.Unlock()
 	for _, ln := range lns {
 		ln.Close()
 	}
-	for _, c := range append(s.conns, joining...) {
+	for _, tc := range shaking {
+		tc.Close(transport.CloseGoingAway, "server shutting down")
+	}
+	for _, c := range joining {
 		c.tc.Close(transport.CloseGoingAway, "server shutting down")
 	}
+	for _, c := range s.conns {
+		c.tc.Close(transport.CloseGoingAway, "server shutting down")
+		if s.cfg.OnLeave != nil {
+			s.cfg.OnLeave(c)
+		}
+	}
+	s.conns = nil
 	return nil
 }
 
@@ -552,6 +604,11 @@ func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
 // connection by connection, each connection's in arrival order.
 func (s *Server) dispatch() {
 	for _, c := range s.conns {
+		select {
+		case <-c.tc.Done():
+			continue // gone: its pending calls are dropped with it
+		default:
+		}
 	drain:
 		for {
 			select {

@@ -19,8 +19,16 @@ var ErrDescriptor = errors.New("schema: bad descriptor")
 // else, so it is bounded independently of any configuration.
 const (
 	maxDescStructs = 4096
-	maxDescFields  = 65536
+	maxDescFields  = 65536 // fields of all structs together
+	maxDescRPCs    = 4096  // RPCs of all classes together
 	maxDescName    = 256
+	maxDescLeaves  = 1 << 20 // leaves of all classes and RPC arguments, nesting flattened
+
+	// The fewest bits an item can take, so a count is checked against
+	// what the rest of the input can hold before anything is allocated.
+	minStructBits = 5 + 3 + 1     // name, field count, RPC count
+	minFieldBits  = 3 + 5 + 5 + 6 // ID gap, name, kind, flags
+	minRPCBits    = 3 + 5 + 1 + 3 // ID gap, name, direction, struct index
 )
 
 // AppendDescriptor appends the compact descriptor of s to b: every class
@@ -144,15 +152,15 @@ func decodeDescriptor(b []byte) (*Schema, error) {
 	if v := r.U(0); r.Err() == nil && v != DescriptorVersion {
 		return nil, fmt.Errorf("version %d, want %d", v, DescriptorVersion)
 	}
-	n := r.Count(2, maxDescStructs, 8, "structs")
+	n := r.Count(2, maxDescStructs, minStructBits, "structs")
 	structs := make([]*Struct, n)
 	for i := range structs {
 		structs[i] = new(Struct)
 	}
-	fields := 0
+	fields, rpcs := 0, 0
 	for _, st := range structs {
 		st.Name = r.String(maxDescName)
-		nf := r.Count(2, maxDescFields-fields, 8, "fields")
+		nf := r.Count(2, maxDescFields-fields, minFieldBits, "fields")
 		fields += nf
 		prev := uint64(0)
 		for j := 0; j < nf && r.Err() == nil; j++ {
@@ -171,7 +179,8 @@ func decodeDescriptor(b []byte) (*Schema, error) {
 			f.Deprecated = r.Bool()
 			st.Fields = append(st.Fields, f)
 		}
-		nr := r.Count(0, maxDescFields, 8, "RPCs")
+		nr := r.Count(0, maxDescRPCs-rpcs, minRPCBits, "RPCs")
+		rpcs += nr
 		prev = 0
 		for j := 0; j < nr && r.Err() == nil; j++ {
 			id := prev + 1 + r.U(2)
@@ -214,7 +223,57 @@ func decodeDescriptor(b []byte) (*Schema, error) {
 	if rem := r.Remaining(); rem >= 8 || r.Bits(uint(rem)) != 0 {
 		return nil, errors.New("trailing data")
 	}
+	// Nested structs multiply: a few hundred bytes of descriptor can name
+	// billions of flattened fields. Count them before laying anything out.
+	if err := leafBudget(structs); err != nil {
+		return nil, err
+	}
 	return New(classes...)
+}
+
+// leafBudget counts the leaves every struct would flatten to once laid
+// out (each struct is laid out once, nested structs inline), without
+// laying anything out, and refuses more than maxDescLeaves in all (or
+// inline recursion, which has no finite count).
+func leafBudget(structs []*Struct) error {
+	memo := map[*Struct]int{}
+	const visiting = -1
+	var count func(s *Struct) (int, error)
+	count = func(s *Struct) (int, error) {
+		switch n, ok := memo[s]; {
+		case ok && n == visiting:
+			return 0, fmt.Errorf("struct %s contains itself", s.Name)
+		case ok:
+			return n, nil
+		}
+		memo[s] = visiting
+		total := 0
+		for _, f := range s.Fields {
+			n := 1
+			if f.Type.Kind == Nested && f.Type.Struct != nil {
+				var err error
+				if n, err = count(f.Type.Struct); err != nil {
+					return 0, err
+				}
+			}
+			if total += n; total > maxDescLeaves {
+				return 0, fmt.Errorf("more than %d fields once nested structs are flattened", maxDescLeaves)
+			}
+		}
+		memo[s] = total
+		return total, nil
+	}
+	total := 0
+	for _, s := range structs {
+		n, err := count(s)
+		if err != nil {
+			return err
+		}
+		if total += n; total > maxDescLeaves {
+			return fmt.Errorf("more than %d fields once nested structs are flattened", maxDescLeaves)
+		}
+	}
+	return nil
 }
 
 func readType(r *wire.Reader, t *Type, structs []*Struct, depth int) error {
