@@ -218,6 +218,7 @@ func TestRPCAbuse(t *testing.T) {
 		r := newRPCRig(t, replica.Config{RPCRate: 20, RPCBurst: 20})
 		// The flooding client's own queue must not overflow first: then it
 		// would close itself as a slow consumer before the server kicks it.
+		bystander := r.dial()
 		r.d = r.nw.Dialer(transport.Config{SendQueueMessages: 1 << 16, SendQueueBytes: 64 << 20})
 		c := r.dial()
 		r.sync(c)
@@ -231,6 +232,14 @@ func TestRPCAbuse(t *testing.T) {
 		waitKicked(t, r, c, transport.ClosePolicyViolation)
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("flood kicked after %v, want within 2 s", d)
+		}
+		// The other client's ticks are unaffected: it is still connected
+		// and keeps applying every tick.
+		for range 5 {
+			r.sync(bystander)
+		}
+		if bystander.Replica().Len() != len(r.srv.Tracker().AppendEntities(nil)) {
+			t.Fatal("the bystander's replica diverged")
 		}
 	})
 	t.Run("stale entity", func(t *testing.T) {
