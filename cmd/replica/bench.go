@@ -11,12 +11,19 @@ import (
 
 func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	scenario := fs.String("scenario", "w1", "scenario to run: w1")
-	clients := fs.Int("clients", 1, "number of clients")
+	scenario := fs.String("scenario", "w1", "scenario to run: w1 (in-process encode and decode) or clients (a server and real client connections over loopback)")
+	clients := fs.Int("clients", 1, "number of clients (clients scenario: 100 unless given)")
 	quantized := fs.Bool("quantized", false, "w1: positions at 1/64 unit, angle in 12 bits")
+	transportName := fs.String("transport", "ws", "clients: ws or quic")
+	ticks := fs.Int("ticks", 200, "clients: measured ticks at 20 Hz, after the clients joined and 20 ticks of warm-up")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *scenario == "clients" && !set["clients"] {
+		*clients = 100
 	}
 	if *clients < 1 {
 		return fmt.Errorf("bench: -clients must be at least 1, got %d", *clients)
@@ -38,7 +45,35 @@ func runBench(args []string) error {
 			return fmt.Errorf("bench: w1 run did not verify")
 		}
 		return nil
+	case "clients":
+		if *transportName != "ws" && *transportName != "quic" {
+			return fmt.Errorf("bench: -transport must be ws or quic, got %q", *transportName)
+		}
+		if *ticks < 1 {
+			return fmt.Errorf("bench: -ticks must be at least 1, got %d", *ticks)
+		}
+		res, err := bench.RunClients(bench.ClientsConfig{Transport: *transportName, Clients: *clients, Measured: *ticks})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(os.Stdout).Encode(res)
+		}
+		fmt.Printf("clients %s broadcast clients=%d entities=%d ticks=%d at %d Hz (achieved %.1f Hz) verified=%v dropped=%d\n",
+			res.Transport, res.Clients, res.Entities, res.Ticks, res.Hz, res.AchievedHz, res.Verified, res.Dropped)
+		fmt.Printf("  server tick %.0f/%.0f µs (p50/p99; update %.0f/%.0f µs), %.0f B/client/s received (%.1f B/client/tick), joined in %.1fs\n",
+			res.ServerUSPerTick.P50, res.ServerUSPerTick.P99, res.UpdateUSPerTick.P50, res.UpdateUSPerTick.P99,
+			res.BytesPerClientPerSecond, res.BytesPerClientTick, res.JoinSeconds)
+		if m := res.Memory; m != nil {
+			fmt.Printf("  server memory per idle connection %.1f KiB: heap %.1f + stacks %.1f (%.1f goroutines) + goroutine records %.1f + half of %.1f shared; client side %.1f KiB\n",
+				res.MemoryPerConnection/1024, m.ServerHeap/1024, m.ServerStack/1024, m.ServerGoroutines, m.ServerOther/1024, m.SharedHeap/1024,
+				(m.ClientHeap+m.ClientStack)/1024)
+		}
+		if !res.Verified {
+			return fmt.Errorf("bench: clients run did not verify")
+		}
+		return nil
 	default:
-		return fmt.Errorf("bench: unknown scenario %q (known: w1)", *scenario)
+		return fmt.Errorf("bench: unknown scenario %q (known: w1, clients)", *scenario)
 	}
 }

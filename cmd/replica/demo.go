@@ -13,13 +13,18 @@ import (
 	"github.com/replicago/replica/internal/demo"
 )
 
-const demoUsage = `usage: replica demo [-entities N] [-clients N] [-hz N] [-duration D] [-seed N]
+const demoUsage = `usage: replica demo [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
 
-Runs an arena of wandering, fighting bots on an authoritative server and
-replicates it every tick to clients that each own one bot. Server and
-clients run in this process; network transports arrive with the runtime
-milestone. Prints one status line per second and a summary at the end;
-Ctrl-C stops it cleanly.
+Runs an arena of wandering, fighting bots on a replica.Server that listens
+on WebSocket and QUIC, and connects -clients bot clients to it over
+loopback sockets, half over each transport. The server moves every bot:
+the NPCs and one bot per client, which that client owns. The clients only
+watch: client RPCs arrive with the next milestone.
+
+Prints one status line per second: clients connected, entities, the
+server's tick time, bytes each client received, callbacks fired and
+whether every client's replica matched the server's view for it. Ctrl-C
+stops it cleanly (a second Ctrl-C kills it).
 
 Flags:
 `
@@ -27,6 +32,9 @@ Flags:
 func runDemo(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, the default behaviour again: a second
+	// Ctrl-C kills a shutdown that hangs.
+	context.AfterFunc(ctx, stop)
 	return demoMain(ctx, args, os.Stdout, os.Stderr)
 }
 
@@ -40,7 +48,8 @@ func demoMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	return demo.Run(ctx, cfg, stdout)
+	_, err = demo.Run(ctx, cfg, stdout)
+	return err
 }
 
 // parseDemoFlags turns the demo's arguments into a validated configuration.
@@ -53,11 +62,13 @@ func parseDemoFlags(args []string, stderr io.Writer) (demo.Config, error) {
 		fs.PrintDefaults()
 	}
 	cfg := demo.Config{}
-	fs.IntVar(&cfg.Entities, "entities", def.Entities, fmt.Sprintf("bots in the arena, 1 to %d", demo.MaxEntities))
-	fs.IntVar(&cfg.Clients, "clients", def.Clients, "in-process clients, each owning one bot; at most -entities")
+	fs.IntVar(&cfg.Entities, "entities", def.Entities, fmt.Sprintf("bots in the arena, NPCs plus one per client; 1 to %d", demo.MaxEntities))
+	fs.IntVar(&cfg.Clients, "clients", def.Clients, fmt.Sprintf("bot clients, half over WebSocket and half over QUIC; 1 to %d and at most -entities", demo.MaxClients))
 	fs.IntVar(&cfg.Hz, "hz", def.Hz, fmt.Sprintf("ticks per second, 1 to %d", demo.MaxHz))
-	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "how long to run, e.g. 30s; 0 runs until interrupted")
-	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the deterministic simulation")
+	fs.DurationVar(&cfg.Duration, "duration", def.Duration, "how long to run, in simulated time, e.g. 30s; 0 runs until interrupted")
+	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the simulation")
+	fs.StringVar(&cfg.WSAddr, "ws-addr", def.WSAddr, "TCP address of the WebSocket listener")
+	fs.StringVar(&cfg.QUICAddr, "quic-addr", def.QUICAddr, "UDP address of the QUIC listener")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

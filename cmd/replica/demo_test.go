@@ -15,10 +15,14 @@ func TestParseDemoFlags(t *testing.T) {
 	if err != nil || cfg != demo.DefaultConfig() {
 		t.Fatalf("no flags: %+v, %v; want the defaults %+v", cfg, err, demo.DefaultConfig())
 	}
-	cfg, err = parseDemoFlags([]string{"-entities", "40", "-clients", "4", "-hz", "30", "-duration", "3s", "-seed", "9"}, &stderr)
-	want := demo.Config{Entities: 40, Clients: 4, Hz: 30, Duration: 3 * time.Second, Seed: 9}
+	cfg, err = parseDemoFlags([]string{"-entities", "40", "-clients", "4", "-hz", "30", "-duration", "3s", "-seed", "9",
+		"-ws-addr", "0.0.0.0:8080", "-quic-addr", "[::1]:4433"}, &stderr)
+	want := demo.Config{Entities: 40, Clients: 4, Hz: 30, Duration: 3 * time.Second, Seed: 9, WSAddr: "0.0.0.0:8080", QUICAddr: "[::1]:4433"}
 	if err != nil || cfg != want {
 		t.Fatalf("got %+v, %v; want %+v", cfg, err, want)
+	}
+	if def := demo.DefaultConfig(); def.Entities != 500 || def.Clients != 50 || def.Hz != 20 || def.Duration != 0 {
+		t.Errorf("defaults %+v, want 500 entities, 50 clients, 20 Hz, no duration", def)
 	}
 }
 
@@ -29,11 +33,15 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 	}{
 		{[]string{"-clients", "60", "-entities", "50"}, "need at least as many entities as clients"},
 		{[]string{"-clients", "501"}, "need at least as many entities as clients"}, // 500 entities by default
+		{[]string{"-clients", "1001", "-entities", "2000"}, "-clients must be at most 1000, got 1001"},
 		{[]string{"-entities", "0"}, "-entities must be at least 1"},
 		{[]string{"-clients", "0"}, "-clients must be at least 1"},
+		{[]string{"-clients", "-3"}, "-clients must be at least 1"},
 		{[]string{"-hz", "0"}, "-hz must be between 1 and 1000, got 0"},
 		{[]string{"-duration", "-1s"}, "-duration must not be negative"},
 		{[]string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
+		{[]string{"-ws-addr", "8080"}, `-ws-addr must be host:port, got "8080"`},
+		{[]string{"-quic-addr", "localhost"}, `-quic-addr must be host:port, got "localhost"`},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"5s"}, `unexpected argument "5s"`},
 	} {
@@ -51,7 +59,8 @@ func TestDemoHelp(t *testing.T) {
 	if err := demoMain(context.Background(), []string{"-h"}, &stdout, &stderr); err != nil {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, want := range []string{"usage: replica demo", "-entities", "-clients", "-hz", "-duration", "-seed", "network transports arrive"} {
+	for _, want := range []string{"usage: replica demo", "-entities", "-clients", "-hz", "-duration", "-seed",
+		"-ws-addr", "-quic-addr", "WebSocket and QUIC", "RPCs arrive with the next milestone", "Ctrl-C"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, stderr.String())
 		}
@@ -71,7 +80,9 @@ func TestDemoInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := stdout.String()
-	if !strings.Contains(out, "30 bots") || !strings.Contains(out, "stopped (interrupted)") || !strings.Contains(out, "verified ok") {
-		t.Errorf("output:\n%s", out)
+	for _, want := range []string{"30 bots", "listening on ws://127.0.0.1:", "stopped (interrupted)", "verified ok"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

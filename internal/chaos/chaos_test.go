@@ -178,6 +178,7 @@ type scenario struct {
 	profile chaos.Profile
 	nw      *chaos.Network
 	srv     *replica.Server
+	closing bool // the test is shutting the server down
 	rng     *rand.Rand
 
 	mu      sync.Mutex         // guards players' conn during the dial phase
@@ -232,7 +233,9 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) {
 		IdleTimeout:      to.serverIdle,
 		OnJoin:           s.onJoin,
 		OnLeave: func(c *replica.Conn) {
-			t.Errorf("server: %s left at tick %d", c.UserID(), s.srv.TickNumber())
+			if !s.closing { // Close reports every client leaving
+				t.Errorf("server: %s left at tick %d", c.UserID(), s.srv.TickNumber())
+			}
 		},
 	})
 	if err != nil {
@@ -248,6 +251,7 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) {
 	t.Cleanup(func() {
 		cancel()
 		dials.Wait()
+		s.closing = true
 		for _, pl := range s.order {
 			if pl.conn != nil {
 				pl.conn.Close()

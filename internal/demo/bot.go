@@ -1,16 +1,19 @@
-// Package demo is replica's end-to-end demo: an arena of wandering bots on
-// an authoritative server, replicated every tick to clients that each own
-// one bot.
+// Package demo is replica's end-to-end demo: an arena of wandering,
+// fighting bots on a replica.Server, replicated every tick to bot clients
+// connected over real loopback sockets, half over WebSocket and half over
+// QUIC.
 //
-// Server and clients run in one process; network transports arrive with
-// the runtime milestone. Everything between the game code and the clients'
-// callbacks is the real thing: generated entity types (this file is their
-// spec), change tracking in a state.Tracker, per-partition delta encoding
-// with codec.Encoder, and per client a client.Replica that decodes each
-// tick atomically and runs the generated typed callbacks.
+// The server moves every bot: the NPCs and the one it spawns for each
+// client that joins, which that client owns. The clients only watch:
+// client RPCs arrive with the next milestone. Each client is a
+// client.Conn on a goroutine of its own that applies ticks and counts the
+// generated typed callbacks they fire. Every second the demo holds every
+// client at the same tick and compares its replica with the server's state
+// as that client may see it (owner fields of its own bot only, others
+// fields of the other bots only, server-only fields never).
 //
-// Use [Run] for the timed demo and [New] with [Sim.Step] to drive it tick
-// by tick.
+// This file is the spec of the generated entity types. Use [Run] for the
+// timed demo.
 package demo
 
 import "github.com/replicago/replica"

@@ -3,180 +3,101 @@ package demo
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/transport"
 )
 
-func newSim(t testing.TB, cfg Config) *Sim {
-	t.Helper()
-	s, err := New(cfg)
+var statusRE = regexp.MustCompile(`^t=(\d+)s clients=(\d+) \(ws (\d+), quic (\d+)\) entities=(\d+) tick p50=\d+\.\d\dms p99=\d+\.\d\dms  in=\d+(\.\d)? K?B/client/s  events=\d+/s  rpc=0/s  verified=(ok \((\d+) clients at tick (\d+)\)|FAILED)(  \(behind: .*\))?$`)
+
+// TestRun runs the networked demo for two seconds of ticks with six
+// clients, three over WebSocket and three over QUIC: every verification
+// must pass, with every client, and the clients must see the server close.
+func TestRun(t *testing.T) {
+	var out strings.Builder
+	cfg := DefaultConfig()
+	cfg.Entities, cfg.Clients, cfg.Duration = 60, 6, 2*time.Second
+	rep, err := Run(context.Background(), cfg, &out)
+	t.Logf("output:\n%s", out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
-}
-
-var statusRE = regexp.MustCompile(`^t=(\d+)s clients=(\d+) entities=(\d+) tick p50=\d+\.\d\dms p99=\d+\.\d\dms  out=\d+(\.\d)? K?B/client/s  events=\d+/s verified=(ok|FAILED)( .*)?$`)
-
-// TestStepVerifies runs two seconds of ticks by hand and checks, every
-// tick, that every client matches the server's view for it, and that the
-// arena does what the demo claims: bots die and respawn, inventories gain,
-// change and lose items, and clients see it through their callbacks.
-func TestStepVerifies(t *testing.T) {
-	cfg := Config{Entities: 100, Clients: 20, Hz: 20, Seed: 1}
-	s := newSim(t, cfg)
-	if err := s.Verify(); err != nil {
-		t.Fatalf("after joining: %v", err)
+	if rep.Joined["WebSocket"] != 3 || rep.Joined["QUIC"] != 3 {
+		t.Errorf("joined %v, want 3 over each transport", rep.Joined)
 	}
-	var lines []string
-	for range 2 * cfg.Hz {
-		if err := s.Step(); err != nil {
-			t.Fatal(err)
-		}
-		err := s.Verify()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.win.ticks == cfg.Hz {
-			lines = append(lines, s.Status(err))
+	// Two status lines and the final round, which compared every client.
+	if rep.Ticks != 40 || rep.Checks != 3 || rep.Checked != 6 {
+		t.Errorf("%d ticks, %d checks, %d clients in the last; want 40, 3 and 6", rep.Ticks, rep.Checks, rep.Checked)
+	}
+	if n := rep.Closed["closed by the server: going away"]; n != 6 {
+		t.Errorf("clients' connections ended %v, want all 6 closed by the server (going away)", rep.Closed)
+	}
+	if rep.Bytes == 0 || rep.Callbacks.Creates < 60*6 || rep.Callbacks.HP == 0 || rep.Callbacks.Targets == 0 {
+		t.Errorf("bytes %d, callbacks %+v: want bytes, every client's creates, hp and target changes", rep.Bytes, rep.Callbacks)
+	}
+	var status []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "t=") {
+			status = append(status, line)
 		}
 	}
-	for i, line := range lines {
+	if len(status) != 2 {
+		t.Fatalf("%d status lines, want 2", len(status))
+	}
+	for i, line := range status {
 		m := statusRE.FindStringSubmatch(line)
 		if m == nil {
 			t.Fatalf("status line %q does not match %v", line, statusRE)
 		}
-		if want := []string{strconv.Itoa(i + 1), "20", "100", "ok"}; m[1] != want[0] || m[2] != want[1] || m[3] != want[2] || m[5] != want[3] {
-			t.Errorf("status line %q: want t=%ss clients=%s entities=%s verified=%s", line, want[0], want[1], want[2], want[3])
+		if m[1] != strconv.Itoa(i+1) || !strings.HasPrefix(m[7], "ok") || m[9] != strconv.Itoa(20*(i+1)) {
+			t.Errorf("status line %q: want t=%ds, verified ok at tick %d", line, i+1, 20*(i+1))
 		}
 	}
-	if len(lines) != 2 {
-		t.Fatalf("got %d status lines in 2 s of ticks, want 2", len(lines))
+	// Joining takes well under a second, even under the race detector.
+	if want := "clients=6 (ws 3, quic 3) entities=60 "; !strings.Contains(status[1], want) {
+		t.Errorf("last status line %q lacks %q", status[1], want)
 	}
-
-	st := s.Stats()
-	t.Logf("%+v", st)
-	if st.Ticks != 40 || st.Verifications != 41 {
-		t.Errorf("ticks %d, verifications %d; want 40 and 41", st.Ticks, st.Verifications)
-	}
-	if st.Destroyed == 0 || st.Spawned != cfg.Entities+st.Destroyed {
-		t.Errorf("%d destroyed, %d spawned: want some bots to die and each to respawn", st.Destroyed, st.Spawned)
-	}
-	if s.tr.Len() != cfg.Entities {
-		t.Errorf("server has %d bots, want %d", s.tr.Len(), cfg.Entities)
-	}
-	if st.BagAdds == 0 || st.BagUpdates == 0 || st.BagRemoves == 0 {
-		t.Errorf("bags: %d adds, %d updates, %d removes; want each", st.BagAdds, st.BagUpdates, st.BagRemoves)
-	}
-	cb := st.Callbacks
-	if want := int64(cfg.Clients * st.Destroyed); cb.Destroys != want {
-		t.Errorf("clients saw %d destroys, want %d (every client, every death)", cb.Destroys, want)
-	}
-	if want := int64(cfg.Clients * st.Spawned); cb.Creates != want {
-		t.Errorf("clients saw %d creates, want %d", cb.Creates, want)
-	}
-	// Inventories are owner-only: each client sees only its own bot's.
-	if cb.ItemsAdded == 0 || cb.ItemsChanged == 0 || cb.ItemsRemoved == 0 || cb.HP == 0 || cb.Targets == 0 {
-		t.Errorf("client callbacks %+v: want item adds, changes and removes, hp and target changes", cb)
-	}
-	if st.Bytes == 0 || st.JoinBytes == 0 {
-		t.Errorf("no bytes counted: %+v", st)
+	for _, want := range []string{
+		"replica demo: 60 bots in a 1000×1000 arena (54 NPCs and one per client), 6 clients (3 WebSocket, 3 QUIC), 20 Hz",
+		"listening on ws://127.0.0.1:",
+		"stopped (duration reached) after 2s: 40 ticks",
+		"verified ok (3 checks)",
+		"6 joined (3 WebSocket, 3 QUIC); 6 closed by the server: going away",
+		"client RPCs arrive with the next milestone",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
 	}
 }
 
-// TestDeterministic checks that a seed fixes the run.
-func TestDeterministic(t *testing.T) {
-	cfg := Config{Entities: 60, Clients: 5, Hz: 20, Seed: 7}
-	a, b := newSim(t, cfg), newSim(t, cfg)
-	for range 30 {
-		if err := a.Step(); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if sa, sb := a.Stats(), b.Stats(); sa != sb {
-		t.Fatalf("same seed, different runs:\n%+v\n%+v", sa, sb)
-	}
-	ea, eb := a.tr.AppendEntities(nil), b.tr.AppendEntities(nil)
-	for i := range ea {
-		if ea[i].ID() != eb[i].ID() || !ea[i].Record.Equal(&eb[i].Record) {
-			t.Fatalf("entity %d differs between runs with the same seed", ea[i].ID())
-		}
-	}
-	cfg.Seed++
-	c := newSim(t, cfg)
-	for range 30 {
-		if err := c.Step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if c.Stats() == a.Stats() {
-		t.Error("another seed gave the same run")
-	}
-}
-
-// TestVerifyCatchesDivergence checks that Verify reports a client that
-// missed a tick and a client that was sent a field it may not see.
-func TestVerifyCatchesDivergence(t *testing.T) {
-	cfg := Config{Entities: 10, Clients: 2, Hz: 20, Seed: 1}
-
-	s := newSim(t, cfg)
-	b := s.slots[5].b
-	b.SetHp(b.Hp() - 1)
-	s.tr.Commit() // a tick nobody receives
-	err := s.Verify()
-	if err == nil || !strings.Contains(err.Error(), "field hp: the client has") {
-		t.Fatalf("missed tick: Verify = %v, want a difference in field hp", err)
-	}
-
-	// Client 0 owns slot 0. Sending it the shared PartOthers segment while
-	// its own bot's bounty changed leaks the bounty to it.
-	s = newSim(t, cfg)
-	s.slots[0].b.SetBounty(3)
-	cs := s.tr.Commit()
-	var enc codec.Encoder
-	all := enc.Delta(nil, cs, codec.PartAll, nil)
-	others := enc.Delta(nil, cs, codec.PartOthers, nil)
-	if err := s.players[0].r.Apply(all, others); err != nil {
+// TestRunInterrupted checks that a run interrupted at once stops cleanly
+// with a verified summary.
+func TestRunInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out strings.Builder
+	cfg := DefaultConfig()
+	cfg.Entities, cfg.Clients = 20, 3
+	if _, err := Run(ctx, cfg, &out); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.players[1].r.Apply(all, others); err != nil {
-		t.Fatal(err)
-	}
-	err = s.Verify()
-	if err == nil || !strings.Contains(err.Error(), "client 0") || !strings.Contains(err.Error(), "field bounty (vis=others) leaked") {
-		t.Fatalf("leak: Verify = %v, want client 0's bounty reported as leaked", err)
-	}
-}
-
-// TestOwnBotLeftOutOfOthers drives a client's own bot into the PartOthers
-// segment and checks that the Sim sends that client a segment without it.
-func TestOwnBotLeftOutOfOthers(t *testing.T) {
-	s := newSim(t, Config{Entities: 10, Clients: 2, Hz: 20, Seed: 1})
-	s.slots[0].b.SetBounty(3)
-	s.slots[1].b.SetBounty(4)
-	if err := s.Step(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Verify(); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.Stats().OwnOthers; got < 2 {
-		t.Fatalf("%d own-bot PartOthers segments, want one per client", got)
-	}
-	own := s.players[0].r.Entity(s.slots[0].b.ID())
-	other := s.players[0].r.Entity(s.slots[1].b.ID())
-	if b, _ := BotOf(own); b.Bounty() != 0 {
-		t.Errorf("client 0 sees its own bounty %d", b.Bounty())
-	}
-	if b, _ := BotOf(other); b.Bounty() != s.slots[1].b.Bounty() {
-		t.Errorf("client 0 sees client 1's bounty as %d, want %d", b.Bounty(), s.slots[1].b.Bounty())
+	for _, want := range []string{
+		"replica demo: 20 bots in a 1000×1000 arena (17 NPCs and one per client), 3 clients (2 WebSocket, 1 QUIC), 20 Hz, seed 1, until interrupted",
+		"stopped (interrupted) after 0s: 0 ticks",
+		"verified ok (1 check)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
@@ -192,10 +113,13 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Entities = 0 }, "-entities must be at least 1"},
 		{func(c *Config) { c.Entities = MaxEntities + 1 }, "-entities must be at most"},
 		{func(c *Config) { c.Clients = 0 }, "-clients must be at least 1"},
+		{func(c *Config) { c.Clients, c.Entities = MaxClients+1, 2000 }, "-clients must be at most 1000"},
 		{func(c *Config) { c.Entities, c.Clients = MaxEntities, 50 }, "-entities × -clients must be at most"},
 		{func(c *Config) { c.Hz = 0 }, "-hz must be between 1 and"},
 		{func(c *Config) { c.Hz = MaxHz + 1 }, "-hz must be between 1 and"},
 		{func(c *Config) { c.Duration = -time.Second }, "-duration must not be negative"},
+		{func(c *Config) { c.WSAddr = "8080" }, "-ws-addr must be host:port"},
+		{func(c *Config) { c.QUICAddr = "" }, "-quic-addr must be host:port"},
 	} {
 		c := DefaultConfig()
 		tc.change(&c)
@@ -203,75 +127,277 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: Validate = %v, want %q", c, err, tc.want)
 		}
-		if _, err := New(c); err == nil {
-			t.Errorf("%+v: New accepted it", c)
+		if _, err := Run(context.Background(), c, &strings.Builder{}); err == nil {
+			t.Errorf("%+v: Run accepted it", c)
 		}
 	}
 }
 
-// TestRunInterrupted checks that a cancelled run stops cleanly with a
-// verified summary.
-func TestRunInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	var out strings.Builder
-	if err := Run(ctx, Config{Entities: 20, Clients: 3, Hz: 20, Seed: 1}, &out); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"replica demo: 20 bots in a 1000×1000 arena, 3 clients, 20 Hz, seed 1, until interrupted",
-		"in-process clients; network transports arrive with the runtime milestone",
-		"stopped (interrupted) after 0s: 0 ticks",
-		"verified ok (1 check)",
+func TestLoopback(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:80": "127.0.0.1:80",
+		"0.0.0.0:80":   "127.0.0.1:80",
+		"[::]:80":      "[::1]:80",
+		":80":          "127.0.0.1:80",
+		"[::1]:80":     "[::1]:80",
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if got := loopback(in); got != want {
+			t.Errorf("loopback(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
 
-// TestRunDuration runs the timed loop for one second of ticks at a high
-// rate. Only the output's content is checked, not the timing.
-func TestRunDuration(t *testing.T) {
-	var out strings.Builder
-	err := Run(context.Background(), Config{Entities: 30, Clients: 3, Hz: 100, Duration: time.Second, Seed: 1}, &out)
+// arena is a world on a server ticked by hand, with clients on the
+// in-memory transport that the test goroutine drives: no timing, no
+// concurrency between the test and the clients.
+type arena struct {
+	t       *testing.T
+	srv     *replica.Server
+	w       *world
+	nw      *transport.MemNetwork
+	addr    string
+	conns   map[string]*replica.Conn // by user
+	clients map[string]*client.Conn
+	players map[string]*player // their callback counters
+}
+
+func newArena(t *testing.T, npcs int, seed uint64) *arena {
+	t.Helper()
+	a := &arena{t: t, nw: transport.NewMemNetwork(), conns: map[string]*replica.Conn{},
+		clients: map[string]*client.Conn{}, players: map[string]*player{}}
+	ln, err := a.nw.Listen("", transport.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var status []string
-	for _, line := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(line, "t=") {
-			status = append(status, line)
+	a.addr = ln.Addr().String()
+	a.srv, err = replica.NewServer(replica.Config{
+		Schema: Schema(),
+		OnJoin: func(c *replica.Conn) {
+			if err := a.w.join(c); err != nil {
+				t.Error(err)
+			}
+			a.conns[c.UserID()] = c
+		},
+		OnLeave: func(c *replica.Conn) { a.w.leave(c) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.w, err = newWorld(a.srv, seed, npcs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go a.srv.Serve(ctx, ln)
+	t.Cleanup(func() {
+		cancel()
+		a.srv.Close()
+	})
+	return a
+}
+
+// join connects a client named name and ticks until the server has
+// admitted it.
+func (a *arena) join(name string) {
+	a.t.Helper()
+	c, err := client.Dial(context.Background(), a.nw.Dialer(transport.Config{}), a.addr, Schema(), client.DialConfig{Token: []byte(name)})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.t.Cleanup(func() { c.Close() })
+	p := &player{name: name}
+	p.watch(c.Replica())
+	a.clients[name], a.players[name] = c, p
+	for deadline := time.Now().Add(5 * time.Second); a.conns[name] == nil; {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("%s did not join", name)
 		}
-	}
-	if len(status) != 1 || !statusRE.MatchString(status[0]) || !strings.HasPrefix(status[0], "t=1s clients=3 entities=30 ") {
-		t.Errorf("status lines %q, want one t=1s line", status)
-	}
-	if !strings.Contains(out.String(), "stopped (duration reached) after 1s: 100 ticks") {
-		t.Errorf("summary missing:\n%s", out.String())
+		time.Sleep(time.Millisecond)
+		a.tick()
 	}
 }
 
-// BenchmarkTick measures a full tick at the default size, with PartOthers
-// shared (what the demo does) and encoded per client (the alternative).
-// server-ms is the server's part: simulation, commit and encoding.
-func BenchmarkTick(b *testing.B) {
-	for _, perClient := range []bool{false, true} {
-		name := "others=shared"
-		if perClient {
-			name = "others=perclient"
+// tick runs one tick and waits until every joined client has applied it.
+func (a *arena) tick() {
+	a.t.Helper()
+	a.w.step()
+	a.srv.Tick()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for name, c := range a.clients {
+		if a.conns[name] == nil {
+			continue
 		}
-		b.Run(name, func(b *testing.B) {
-			s := newSim(b, DefaultConfig())
-			s.othersPerClient = perClient
-			var server time.Duration
-			for b.Loop() {
-				if err := s.Step(); err != nil {
-					b.Fatal(err)
-				}
-				server += s.win.server[len(s.win.server)-1]
+		for c.LastTick() < a.srv.TickNumber() {
+			if _, err := c.Wait(ctx); err != nil {
+				a.t.Fatalf("%s at tick %d: %v", name, a.srv.TickNumber(), err)
 			}
-			b.ReportMetric(float64(server.Microseconds())/1e3/float64(b.N), "server-ms/tick")
-		})
+		}
+	}
+}
+
+// verify compares every client with the server and checks the world's
+// bookkeeping.
+func (a *arena) verify() {
+	a.t.Helper()
+	ents := a.srv.Tracker().AppendEntities(nil)
+	for name, c := range a.clients {
+		conn := a.conns[name]
+		if p := a.players[name]; p.badRef != "" {
+			a.t.Fatalf("client %s: %s", name, p.badRef)
+		}
+		err := verifyView(ents, func(e *state.Entity) bool { return a.srv.Owner(e) == conn }, c.Replica())
+		if err != nil {
+			a.t.Fatalf("after tick %d, client %s: %v", a.srv.TickNumber(), name, err)
+		}
+	}
+	w := a.w
+	if len(w.slots) != len(w.byID) || len(w.slots) != w.tr.Len() {
+		a.t.Fatalf("%d slots, %d in byID, %d entities", len(w.slots), len(w.byID), w.tr.Len())
+	}
+	for j, sl := range w.slots {
+		// The server forgets a connection's ownerships when it sees it
+		// leave; its bot goes at the next step.
+		gone := slices.Contains(w.leaving, sl.owner) && a.srv.Owner(sl.b.Entity()) == nil
+		if w.byID[sl.b.ID()] != j || a.srv.Owner(sl.b.Entity()) != sl.owner && !gone {
+			a.t.Fatalf("slot %d (%s): byID %d, owner %v, want %v", j, sl.name, w.byID[sl.b.ID()], a.srv.Owner(sl.b.Entity()), sl.owner)
+		}
+	}
+}
+
+// TestArena ticks the arena by hand with clients that join, leave and
+// join late, and checks every client after every tick: bots die and
+// respawn, inventories change, a leaving client's bot goes and no
+// reference to it dangles, and clients see it all through their
+// callbacks.
+func TestArena(t *testing.T) {
+	a := newArena(t, 40, 1)
+	for _, name := range []string{"ann", "bob", "cat", "dan"} {
+		a.join(name)
+	}
+	a.verify()
+	if got := a.srv.Tracker().Len(); got != 44 {
+		t.Fatalf("%d bots, want 40 NPCs and 4 players", got)
+	}
+	for range 60 {
+		a.tick()
+		a.verify()
+	}
+	// bob leaves: the server sees it at a tick, its bot goes at the next.
+	a.clients["bob"].Close()
+	delete(a.clients, "bob")
+	for a.w.stats.Leaves == 0 {
+		if a.srv.TickNumber() > 200 {
+			t.Fatal("the server never saw bob leave")
+		}
+		a.tick()
+		a.verify()
+	}
+	if got := a.srv.Tracker().Len(); got != 43 {
+		t.Fatalf("%d bots after bob left, want 43", got)
+	}
+	a.join("eve")
+	for range 60 {
+		a.tick()
+		a.verify()
+	}
+	st := a.w.stats
+	t.Logf("%+v", st)
+	if st.Joins != 5 || st.Leaves != 1 || a.srv.Tracker().Len() != 44 {
+		t.Errorf("%d joins, %d leaves, %d bots; want 5, 1 and 44", st.Joins, st.Leaves, a.srv.Tracker().Len())
+	}
+	if st.Destroyed == 0 || st.Spawned != 40+st.Joins+st.Destroyed {
+		t.Errorf("%d destroyed, %d spawned: want some bots to die and each to respawn", st.Destroyed, st.Spawned)
+	}
+	if st.BagAdds == 0 || st.BagUpdates == 0 || st.BagRemoves == 0 {
+		t.Errorf("bags: %d adds, %d updates, %d removes; want each", st.BagAdds, st.BagUpdates, st.BagRemoves)
+	}
+	// ann was there from the start: it saw every death and bob leave.
+	ann := a.players["ann"].ev.load()
+	if ann.Destroys != int64(st.Destroyed+st.Leaves) {
+		t.Errorf("ann saw %d destroys, want %d deaths and %d leave", ann.Destroys, st.Destroyed, st.Leaves)
+	}
+	if held := int64(a.clients["ann"].Replica().Len()); ann.Creates-ann.Destroys != held {
+		t.Errorf("ann saw %d creates and %d destroys but holds %d bots", ann.Creates, ann.Destroys, held)
+	}
+	var all Callbacks
+	for _, p := range a.players {
+		all.add(p.ev.load())
+	}
+	// Inventories are owner-only: each client sees only its own bot's.
+	if all.HP == 0 || all.Targets == 0 || all.ItemsAdded == 0 {
+		t.Errorf("client callbacks %+v: want hp and target changes and items added", all)
+	}
+}
+
+// TestVerifyCatchesDivergence checks that verifyView reports a client
+// that missed a change and a client that was sent a field it may not see.
+func TestVerifyCatchesDivergence(t *testing.T) {
+	a := newArena(t, 10, 1)
+	a.join("ann")
+	a.join("bob")
+	a.verify()
+	tr := a.srv.Tracker()
+	owned := func(c *replica.Conn) func(*state.Entity) bool {
+		return func(e *state.Entity) bool { return a.srv.Owner(e) == c }
+	}
+
+	b := a.w.slots[5].b
+	b.SetHp(b.Hp() - 1) // not sent
+	err := verifyView(tr.AppendEntities(nil), owned(a.conns["ann"]), a.clients["ann"].Replica())
+	if err == nil || !strings.Contains(err.Error(), "field hp: the client has") {
+		t.Fatalf("missed change: verifyView = %v, want a difference in field hp", err)
+	}
+
+	// Sending ann the shared PartOthers segment while her own bot's
+	// bounty changed leaks the bounty to her.
+	var mine Bot
+	for _, sl := range a.w.slots {
+		if sl.owner == a.conns["ann"] {
+			mine = sl.b
+		}
+	}
+	mine.SetBounty(3)
+	cs := tr.Commit() // by hand, not through the server
+	var enc codec.Encoder
+	all := enc.Delta(nil, cs, codec.PartAll, nil)
+	others := enc.Delta(nil, cs, codec.PartOthers, nil)
+	if err := a.clients["ann"].Replica().Apply(all, others); err != nil {
+		t.Fatal(err)
+	}
+	err = verifyView(tr.AppendEntities(nil), owned(a.conns["ann"]), a.clients["ann"].Replica())
+	if err == nil || !strings.Contains(err.Error(), "field bounty (vis=others) leaked") {
+		t.Fatalf("leak: verifyView = %v, want ann's bounty reported as leaked", err)
+	}
+}
+
+// TestDeterministic checks that a seed fixes the arena's run.
+func TestDeterministic(t *testing.T) {
+	run := func(seed uint64) (Stats, []*state.Entity) {
+		srv, err := replica.NewServer(replica.Config{Schema: Schema()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := newWorld(srv, seed, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 60 {
+			w.step()
+			srv.Tick()
+		}
+		return w.stats, srv.Tracker().AppendEntities(nil)
+	}
+	sa, ea := run(7)
+	sb, eb := run(7)
+	if sa != sb {
+		t.Fatalf("same seed, different runs:\n%+v\n%+v", sa, sb)
+	}
+	for i := range ea {
+		if ea[i].ID() != eb[i].ID() || !ea[i].Record.Equal(&eb[i].Record) {
+			t.Fatalf("entity %d differs between runs with the same seed", ea[i].ID())
+		}
+	}
+	if sc, _ := run(8); sc == sa {
+		t.Error("another seed gave the same run")
 	}
 }

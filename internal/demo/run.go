@@ -5,32 +5,49 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math"
+	"net"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
+	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/quictransport"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/wstransport"
 )
 
 // Config selects a demo run.
 type Config struct {
-	Entities int           // bots in the arena
-	Clients  int           // in-process clients, each owning one bot
+	Entities int           // bots in the arena: NPCs plus one per client
+	Clients  int           // bot clients, half over WebSocket and half over QUIC
 	Hz       int           // ticks per second
-	Duration time.Duration // how long to run; 0 runs until the context is done
-	Seed     uint64        // seed of the deterministic simulation
+	Duration time.Duration // how long to run, in ticks of simulated time; 0 runs until the context is done
+	Seed     uint64        // seed of the simulation
+	WSAddr   string        // TCP address of the WebSocket listener
+	QUICAddr string        // UDP address of the QUIC listener
 }
 
 // Bounds of a Config. Every client holds a copy of every bot, at about
-// 1.3 KB a copy, so MaxCopies bounds Entities × Clients.
+// 1.3 KB a copy, so MaxCopies bounds Entities × Clients. Every client is
+// one or two sockets.
 const (
 	MaxEntities = 50000
+	MaxClients  = 1000
 	MaxCopies   = 1000000
 	MaxHz       = 1000
 )
 
 // DefaultConfig returns the configuration of "replica demo" without flags.
 func DefaultConfig() Config {
-	return Config{Entities: 500, Clients: 50, Hz: 20, Seed: 1}
+	return Config{Entities: 500, Clients: 50, Hz: 20, Seed: 1, WSAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0"}
 }
 
 // Validate reports the first problem with c. Messages name the fields by
@@ -43,6 +60,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("-entities must be at most %d, got %d", MaxEntities, c.Entities)
 	case c.Clients < 1:
 		return fmt.Errorf("-clients must be at least 1, got %d", c.Clients)
+	case c.Clients > MaxClients:
+		return fmt.Errorf("-clients must be at most %d, got %d", MaxClients, c.Clients)
 	case c.Clients > c.Entities:
 		return fmt.Errorf("need at least as many entities as clients, each client owns a bot: -clients %d > -entities %d", c.Clients, c.Entities)
 	case c.Entities*c.Clients > MaxCopies:
@@ -51,6 +70,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("-hz must be between 1 and %d, got %d", MaxHz, c.Hz)
 	case c.Duration < 0:
 		return fmt.Errorf("-duration must not be negative, got %v", c.Duration)
+	}
+	if _, _, err := net.SplitHostPort(c.WSAddr); err != nil {
+		return fmt.Errorf("-ws-addr must be host:port, got %q", c.WSAddr)
+	}
+	if _, _, err := net.SplitHostPort(c.QUICAddr); err != nil {
+		return fmt.Errorf("-quic-addr must be host:port, got %q", c.QUICAddr)
 	}
 	return nil
 }
@@ -64,58 +89,109 @@ func (c Config) ticks() uint64 {
 	return uint64(max(1, math.Ceil(c.Duration.Seconds()*float64(c.Hz))))
 }
 
-// ErrVerify is returned (wrapped) by Run when a client's table differs from
-// the server's state for that client.
+// ErrVerify is returned (wrapped) by Run when a client's replica differs
+// from the server's state for that client.
 var ErrVerify = errors.New("verification failed")
 
-// Run runs the demo of cfg at its tick rate until cfg.Duration of ticks
-// has run or ctx is done, writing a header, one status line per second and
-// a summary to w. Stopping through ctx is not an error. Run verifies every
-// client each second and at the end; a difference is returned as an error
-// wrapping ErrVerify that describes it.
-func Run(ctx context.Context, cfg Config, w io.Writer) error {
+// Timeouts of a run.
+const (
+	// roundTimeout bounds the wait for every client to reach the tick of
+	// a verification round.
+	roundTimeout = 10 * time.Second
+	// closeTimeout bounds the wait for the clients to see the server
+	// close their connections.
+	closeTimeout = 10 * time.Second
+	// dialers is the number of clients that connect at a time.
+	dialers = 16
+)
+
+// Report sums up a run.
+type Report struct {
+	Ticks     uint64
+	Checks    int            // verification rounds passed, the final one included
+	Checked   int            // clients compared in the last round
+	Joined    map[string]int // clients that joined, by transport ("WebSocket", "QUIC")
+	Closed    map[string]int // how the clients' connections ended, by close code
+	World     Stats
+	Callbacks Callbacks // client callbacks run, joins included
+	Bytes     int64     // message bytes the clients received, handshakes included
+}
+
+// runner is one run of the demo. Its fields belong to the tick goroutine,
+// the one that calls Run.
+type runner struct {
+	cfg     Config
+	out     io.Writer
+	srv     *replica.Server
+	world   *world
+	players []*player
+	byName  map[string]*player
+	hub     *hub
+
+	lns       []transport.Listener
+	wsURL     string
+	quicAddr  string
+	serving   sync.WaitGroup
+	playing   sync.WaitGroup
+	dial      func(*player) (*client.Conn, error)
+	stopServe context.CancelFunc
+	stopDial  context.CancelFunc
+	abandon   context.CancelFunc
+
+	ents    []*state.Entity
+	checks  int
+	checked int // clients compared in the last round
+	win     window
+	ticks   histogram // update and Tick
+	verify  histogram // verification rounds
+	started time.Time
+	elapsed time.Duration // of ticking
+}
+
+// window collects the figures of one status line.
+type window struct {
+	ticks  int
+	server []time.Duration
+	start  time.Time
+	bytes  int64 // received by all players when the window started
+	events int64
+}
+
+// Run runs the demo of cfg: a replica.Server listening on WebSocket and
+// QUIC, its arena of bots moved at cfg.Hz, and cfg.Clients bot clients
+// connected to it over loopback sockets, half over each transport. It
+// writes a header, one status line per second of ticks and a summary to
+// w, and runs until cfg.Duration of ticks has run or ctx is done; stopping
+// through ctx is not an error. Every second, and at the end, every client's
+// replica is compared with the server's state as that client may see it; a
+// difference is returned as an error wrapping ErrVerify that describes it.
+func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprint(w, intro(cfg)) // before the clients join, which takes a moment with many
-	s, err := New(cfg)
+	fmt.Fprint(w, intro(cfg))
+	r := &runner{cfg: cfg, out: w, byName: make(map[string]*player, cfg.Clients)}
+	if err := r.start(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "listening on %s (WebSocket) and quic://%s (QUIC, self-signed development certificate)\n", r.wsURL, r.quicAddr)
+	r.connect()
+
+	reason, err := r.loop(ctx)
+	r.elapsed = time.Since(r.started)
+	if err == nil {
+		// A final round, at the last tick.
+		if err = r.round(); err != nil {
+			reason = "verification failed"
+		}
+	}
+	closeErr := r.stop()
+	rep := r.report()
+	fmt.Fprint(w, r.summary(rep, reason, err, closeErr))
 	if err != nil {
-		return err
+		return rep, fmt.Errorf("%w %v", ErrVerify, err)
 	}
-	fmt.Fprintf(w, "join: full state %s/client\n", kb(float64(s.stats.JoinBytes)/float64(cfg.Clients)))
-	limit := cfg.ticks()
-	t := time.NewTicker(time.Second / time.Duration(cfg.Hz))
-	defer t.Stop()
-	started := time.Now()
-	s.win.start = started
-	reason := "duration reached"
-	for limit == 0 || s.stats.Ticks < limit {
-		if ctx.Err() != nil {
-			reason = "interrupted"
-			break
-		}
-		select {
-		case <-ctx.Done():
-			continue
-		case <-t.C:
-		}
-		if err := s.Step(); err != nil {
-			return err
-		}
-		if s.win.ticks == cfg.Hz {
-			verr := s.Verify()
-			fmt.Fprintln(w, s.Status(verr))
-			if verr != nil {
-				return fmt.Errorf("%w %v", ErrVerify, verr)
-			}
-		}
-	}
-	verr := s.Verify()
-	fmt.Fprint(w, s.Summary(time.Since(started), reason, verr))
-	if verr != nil {
-		return fmt.Errorf("%w %v", ErrVerify, verr)
-	}
-	return nil
+	return rep, nil
 }
 
 // intro describes the run of c.
@@ -124,74 +200,417 @@ func intro(c Config) string {
 	if c.Duration > 0 {
 		until = "for " + c.Duration.String()
 	}
+	ws := (c.Clients + 1) / 2
 	var b strings.Builder
-	fmt.Fprintf(&b, "replica demo: %d bots in a %d×%d arena, %d clients, %d Hz, seed %d, %s\n",
-		c.Entities, worldSize, worldSize, c.Clients, c.Hz, c.Seed, until)
-	b.WriteString("in-process clients; network transports arrive with the runtime milestone. Generated entities,\n")
-	b.WriteString("change tracking, the encoder and each client's replica (decoder and callbacks) are the real ones;\n")
-	b.WriteString("every second each client's replica is checked against the server's view for that client.\n")
+	fmt.Fprintf(&b, "replica demo: %d bots in a %d×%d arena (%d NPCs and one per client), %d clients (%d WebSocket, %d QUIC), %d Hz, seed %d, %s\n",
+		c.Entities, worldSize, worldSize, c.Entities-c.Clients, c.Clients, ws, c.Clients-ws, c.Hz, c.Seed, until)
+	b.WriteString("A replica.Server moves every bot; bot clients connect over loopback sockets and only watch:\n")
+	b.WriteString("client RPCs arrive with the next milestone, so rpc=0/s. Every second each client's replica is\n")
+	b.WriteString("checked against the server's view for that client, with the clients held at the same tick.\n")
 	return b.String()
 }
 
-// Status returns the status line of the ticks since the last one and
-// starts a new window. verr is the result of the verification that goes
+// start opens the listeners, makes the server and its arena and starts
+// serving.
+func (r *runner) start() (err error) {
+	defer func() {
+		if err != nil {
+			for _, ln := range r.lns {
+				ln.Close()
+			}
+		}
+	}()
+	quiet := log.New(io.Discard, "", 0)
+	wsln, err := wstransport.Listen(r.cfg.WSAddr, wstransport.Config{ErrorLog: quiet})
+	if err != nil {
+		return fmt.Errorf("WebSocket listener: %w", err)
+	}
+	r.lns = append(r.lns, wsln)
+	serverTLS, clientTLS, err := quictransport.DevTLS()
+	if err != nil {
+		return err
+	}
+	qln, err := quictransport.Listen(r.cfg.QUICAddr, quictransport.Config{TLS: serverTLS})
+	if err != nil {
+		return fmt.Errorf("QUIC listener: %w", err)
+	}
+	r.lns = append(r.lns, qln)
+
+	u, err := url.Parse(wsln.Addr().String())
+	if err != nil {
+		return err
+	}
+	r.wsURL = wsln.Addr().String()
+	wsAddr, quicAddr := loopback(u.Host), loopback(qln.Addr().String())
+	r.quicAddr = qln.Addr().String()
+
+	r.srv, err = replica.NewServer(replica.Config{
+		Schema:   Schema(),
+		TickRate: r.cfg.Hz,
+		Auth:     auth.Anonymous{}, // the clients' tokens are their names
+		OnJoin:   r.join,
+		OnLeave:  r.leave,
+	})
+	if err != nil {
+		return err
+	}
+	if r.world, err = newWorld(r.srv, r.cfg.Seed, r.cfg.Entities-r.cfg.Clients); err != nil {
+		return err
+	}
+
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	r.stopServe = stopServe
+	for _, ln := range r.lns {
+		r.serving.Add(1)
+		go func() {
+			defer r.serving.Done()
+			r.srv.Serve(serveCtx, ln)
+		}()
+	}
+
+	base, abandon := context.WithCancel(context.Background())
+	r.abandon = abandon
+	r.hub = newHub(base)
+	dialCtx, stopDial := context.WithCancel(base)
+	r.stopDial = stopDial
+	wsd := wstransport.NewDialer(transport.Config{})
+	qd := &quictransport.Dialer{Config: quictransport.Config{TLS: clientTLS}}
+	sem := make(chan struct{}, dialers)
+	r.dial = func(p *player) (*client.Conn, error) {
+		select {
+		case sem <- struct{}{}:
+		case <-dialCtx.Done():
+			return nil, dialCtx.Err()
+		}
+		defer func() { <-sem }()
+		var d transport.Dialer = wsd
+		addr := wsAddr
+		if p.net == overQUIC {
+			d, addr = qd, quicAddr
+		}
+		return client.Dial(dialCtx, countingDialer{d, &p.recv}, addr, Schema(), client.DialConfig{Token: []byte(p.name)})
+	}
+
+	width := len(fmt.Sprint(r.cfg.Clients - 1))
+	for i := range r.cfg.Clients {
+		p := &player{name: fmt.Sprintf("player-%0*d", width, i)}
+		if i%2 == 1 {
+			p.net = overQUIC
+		}
+		r.players = append(r.players, p)
+		r.byName[p.name] = p
+	}
+	return nil
+}
+
+// loopback returns the address to dial a listener on hostport at: the
+// loopback address if it listens on every address (or names no host).
+func loopback(hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return hostport
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	} else if a, err := netip.ParseAddr(host); err == nil && a.IsUnspecified() {
+		host = "127.0.0.1"
+		if a.Is6() {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// connect starts the players' goroutines, which dial the server.
+func (r *runner) connect() {
+	for _, p := range r.players {
+		r.playing.Add(1)
+		go func() {
+			defer r.playing.Done()
+			p.run(r.hub, r.dial)
+		}()
+	}
+}
+
+// join runs on the tick goroutine when a connection joins: it gets a bot.
+func (r *runner) join(c *replica.Conn) {
+	if err := r.world.join(c); err != nil {
+		c.Close(transport.CloseInternalError, err.Error())
+		return
+	}
+	if p := r.byName[c.UserID()]; p != nil && p.srv == nil {
+		p.srv, p.joinedAt = c, r.srv.TickNumber()+1
+	}
+}
+
+// leave runs on the tick goroutine once a connection has closed.
+func (r *runner) leave(c *replica.Conn) {
+	r.world.leave(c)
+	if p := r.byName[c.UserID()]; p != nil && p.srv == c {
+		p.left = true
+	}
+}
+
+// loop ticks until ctx is done, the run's duration is reached or a
+// verification fails.
+func (r *runner) loop(ctx context.Context) (string, error) {
+	limit := r.cfg.ticks()
+	t := time.NewTicker(time.Second / time.Duration(r.cfg.Hz))
+	defer t.Stop()
+	r.started = time.Now()
+	r.win.start = r.started
+	for limit == 0 || r.world.stats.Ticks < limit {
+		select {
+		case <-ctx.Done():
+			return "interrupted", nil
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			return "interrupted", nil
+		}
+		// This is what Server.Run does, timed: Run has no hook after
+		// Tick, and Tick (encoding and sending) is most of the cost.
+		start := time.Now()
+		r.world.step()
+		r.srv.Tick()
+		d := time.Since(start)
+		r.win.server = append(r.win.server, d)
+		r.win.ticks++
+		r.ticks.add(d)
+		if r.win.ticks == r.cfg.Hz {
+			err := r.round()
+			fmt.Fprintln(r.out, r.status(err))
+			if err != nil {
+				return "verification failed", err
+			}
+		}
+	}
+	return "duration reached", nil
+}
+
+// round verifies every client that has joined against the server's state
+// after the last tick. The tick goroutine does not tick meanwhile, so the
+// server's state is the one that tick sent; the round holds every client
+// once it has applied that tick, so its replica stays put while it is
+// compared.
+func (r *runner) round() error {
+	start := time.Now()
+	tick := r.srv.TickNumber()
+	rd := &round{tick: tick, arrived: make(chan *player, len(r.players)), release: make(chan struct{})}
+	r.hub.announce(rd)
+	defer close(rd.release)
+	expected := func(p *player) bool { return p.srv != nil && !p.left && p.joinedAt <= tick }
+	arrived := make(map[*player]bool, len(r.players))
+	timeout := time.NewTimer(roundTimeout)
+	defer timeout.Stop()
+	for {
+		var late *player
+		for _, p := range r.players {
+			if expected(p) && !arrived[p] && !p.exited.Load() {
+				late = p
+				break
+			}
+		}
+		if late == nil {
+			break
+		}
+		select {
+		case p := <-rd.arrived:
+			arrived[p] = true
+		case <-r.hub.exits:
+		case <-timeout.C:
+			return fmt.Errorf("after tick %d, client %s (%s) did not reach it within %v: it is at tick %d",
+				tick, late.name, late.net, roundTimeout, late.tick.Load())
+		}
+	}
+	r.ents = r.srv.Tracker().AppendEntities(r.ents[:0])
+	r.checked = 0
+	for _, p := range r.players {
+		if !arrived[p] || !expected(p) {
+			continue
+		}
+		if err := p.verify(r.srv, r.ents, tick); err != nil {
+			return fmt.Errorf("after tick %d, client %s (%s): %w", tick, p.name, p.net, err)
+		}
+		r.checked++
+	}
+	r.checks++
+	r.verify.add(time.Since(start))
+	return nil
+}
+
+// verify compares the player's replica, at tick, with the server's
+// entities ents. The player must be waiting at a round.
+func (p *player) verify(srv *replica.Server, ents []*state.Entity, tick uint64) error {
+	if p.badRef != "" {
+		return errors.New(p.badRef)
+	}
+	if got := p.conn.LastTick(); got != tick {
+		return fmt.Errorf("the client is at tick %d, want %d", got, tick)
+	}
+	return verifyView(ents, func(e *state.Entity) bool { return srv.Owner(e) == p.srv }, p.conn.Replica())
+}
+
+// stop closes the server, which closes every connection with
+// CloseGoingAway, and waits for the clients to see it.
+func (r *runner) stop() error {
+	r.stopDial() // clients still dialing give up
+	r.srv.Close()
+	var err error
+	done := make(chan struct{})
+	go func() {
+		r.playing.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeTimeout):
+		err = fmt.Errorf("clients still connected %v after the server closed", closeTimeout)
+		r.abandon()
+		<-done
+	}
+	r.abandon()
+	r.stopServe()
+	r.serving.Wait()
+	for _, p := range r.players {
+		if p.conn != nil {
+			p.conn.Close()
+		}
+	}
+	return err
+}
+
+// connected counts the players connected now, by transport, and the other
+// connections (guests).
+func (r *runner) connected() (ws, quic, guests int) {
+	for _, p := range r.players {
+		if p.srv != nil && !p.left {
+			if p.net == overQUIC {
+				quic++
+			} else {
+				ws++
+			}
+		}
+	}
+	return ws, quic, len(r.srv.Conns()) - ws - quic
+}
+
+// totals sums the players' received bytes and callbacks.
+func (r *runner) totals() (bytes int64, ev Callbacks) {
+	for _, p := range r.players {
+		bytes += p.recv.Load()
+		ev.add(p.ev.load())
+	}
+	return bytes, ev
+}
+
+// status returns the status line of the ticks since the last one and
+// starts a new window. err is the result of the verification that goes
 // with it.
-func (s *Sim) Status(verr error) string {
-	w := &s.win
-	secs := float64(max(w.ticks, 1)) / float64(s.cfg.Hz)
+func (r *runner) status(err error) string {
+	w := &r.win
+	wall := time.Since(w.start).Seconds()
 	slices.Sort(w.server)
-	verified := "ok"
-	if verr != nil {
+	ws, quic, guests := r.connected()
+	bytes, ev := r.totals()
+	clients := fmt.Sprintf("%d (ws %d, quic %d)", ws+quic, ws, quic)
+	if guests > 0 {
+		clients = fmt.Sprintf("%d (ws %d, quic %d, %d guests)", ws+quic+guests, ws, quic, guests)
+	}
+	verified := fmt.Sprintf("ok (%d clients at tick %d)", r.checked, r.srv.TickNumber())
+	if err != nil {
 		verified = "FAILED"
 	}
-	line := fmt.Sprintf("t=%s clients=%d entities=%d tick p50=%.2fms p99=%.2fms  out=%s/client/s  events=%d/s verified=%s",
-		simTime(s.stats.Ticks, s.cfg.Hz), len(s.players), s.tr.Len(),
+	line := fmt.Sprintf("t=%s clients=%s entities=%d tick p50=%.2fms p99=%.2fms  in=%s/client/s  events=%d/s  rpc=0/s  verified=%s",
+		simTime(r.world.stats.Ticks, r.cfg.Hz), clients, r.srv.Tracker().Len(),
 		ms(percentile(w.server, 0.50)), ms(percentile(w.server, 0.99)),
-		kb(float64(w.bytes)/float64(len(s.players))/secs),
-		int64(math.Round(float64(w.events)/secs)), verified)
+		kb(float64(bytes-w.bytes)/float64(max(ws+quic, 1))/wall),
+		int64(math.Round(float64(ev.Total()-w.events)/wall)), verified)
 	// The ticker drops ticks the process cannot keep up with: say so.
-	if wall := time.Since(w.start).Seconds(); wall > 1.2*secs && secs > 0 {
+	if secs := float64(w.ticks) / float64(r.cfg.Hz); wall > 1.2*secs {
 		line += fmt.Sprintf("  (behind: %.1fs of ticks took %.1fs)", secs, wall)
 	}
-	s.stats.Bytes += w.bytes
-	*w = window{server: w.server[:0], start: time.Now()}
+	*w = window{server: w.server[:0], start: time.Now(), bytes: bytes, events: ev.Total()}
 	return line
 }
 
-// Summary describes the whole run: elapsed is the wall time it took, why
-// it stopped and verr the final verification.
-func (s *Sim) Summary(elapsed time.Duration, why string, verr error) string {
-	st := s.Stats()
-	var b strings.Builder
-	result := fmt.Sprintf("verified ok (%d %s)", st.Verifications, plural(st.Verifications, "check"))
-	if verr != nil {
-		result = fmt.Sprintf("verification FAILED after %d good checks", st.Verifications)
+// report sums up the run; the players' goroutines have returned.
+func (r *runner) report() *Report {
+	rep := &Report{Ticks: r.world.stats.Ticks, Checks: r.checks, Checked: r.checked, World: r.world.stats,
+		Joined: map[string]int{}, Closed: map[string]int{}}
+	rep.Bytes, rep.Callbacks = r.totals()
+	for _, p := range r.players {
+		if p.joinedAt != 0 {
+			rep.Joined[p.net.String()]++
+		}
+		switch {
+		case p.conn == nil:
+			rep.Closed["never connected"]++
+		case p.closed.byPeer:
+			rep.Closed["closed by the server: "+p.closed.code.String()]++
+		default:
+			rep.Closed["closed by the client: "+p.closed.code.String()]++
+		}
 	}
+	return rep
+}
+
+// summary describes the whole run: why it stopped, err the verification
+// that failed if one did, closeErr a problem closing.
+func (r *runner) summary(rep *Report, why string, err, closeErr error) string {
+	var b strings.Builder
+	result := fmt.Sprintf("verified ok (%d %s)", r.checks, plural(r.checks, "check"))
+	if err != nil {
+		result = fmt.Sprintf("verification FAILED after %d good %s", r.checks, plural(r.checks, "check"))
+	}
+	st := rep.World
+	elapsed := r.elapsed
 	fmt.Fprintf(&b, "stopped (%s) after %s: %d ticks in %.1fs, %s\n",
-		why, simTime(st.Ticks, s.cfg.Hz), st.Ticks, elapsed.Seconds(), result)
+		why, simTime(st.Ticks, r.cfg.Hz), st.Ticks, elapsed.Seconds(), result)
+	joined := rep.Joined["WebSocket"] + rep.Joined["QUIC"]
+	fmt.Fprintf(&b, "  clients: %d joined (%d WebSocket, %d QUIC); %s\n",
+		joined, rep.Joined["WebSocket"], rep.Joined["QUIC"], counts(rep.Closed))
+	if closeErr != nil {
+		fmt.Fprintf(&b, "  shutdown: %v\n", closeErr)
+	}
 	fmt.Fprintf(&b, "  bots:    %d destroyed and respawned (%d in fights, %d by hazards), %d retargets\n",
 		st.Destroyed, st.Kills, st.Destroyed-st.Kills, st.Retargets)
 	fmt.Fprintf(&b, "  bags:    %d items added, %d counts changed, %d items removed\n",
 		st.BagAdds, st.BagUpdates, st.BagRemoves)
-	secs := float64(max(st.Ticks, 1)) / float64(s.cfg.Hz)
-	fmt.Fprintf(&b, "  traffic: %s/client/s on average, %s/client to join; %d PartOthers segments encoded for one client (own bot left out)\n",
-		kb(float64(st.Bytes)/float64(len(s.players))/secs), kb(float64(st.JoinBytes)/float64(len(s.players))), st.OwnOthers)
-	ev := &st.Callbacks
+	var join int64
+	for _, p := range r.players {
+		join += p.joinBytes.Load()
+	}
+	secs := max(elapsed.Seconds(), 1e-3)
+	n := float64(max(joined, 1))
+	fmt.Fprintf(&b, "  traffic: %s/client/s received on average, %s/client to join (handshake and full state)\n",
+		kb(float64(rep.Bytes-join)/n/secs), kb(float64(join)/n))
+	ev := rep.Callbacks
 	fmt.Fprintf(&b, "  events:  %d client callbacks: %d creates, %d destroys, %d hp, %d target, %d score, %d/%d/%d items added/changed/removed\n",
 		ev.Total(), ev.Creates, ev.Destroys, ev.HP, ev.Targets, ev.Scores, ev.ItemsAdded, ev.ItemsChanged, ev.ItemsRemoved)
-	fmt.Fprintf(&b, "  timing:  server tick p50=%.2fms p99=%.2fms; client apply p50=%.2fms p99=%.2fms per client per tick\n",
-		s.run.quantile(0.50), s.run.quantile(0.99), s.apply.quantile(0.50), s.apply.quantile(0.99))
+	fmt.Fprintf(&b, "  timing:  server tick (update and Tick) p50=%.2fms p99=%.2fms; verification round p50=%.2fms p99=%.2fms\n",
+		r.ticks.quantile(0.50), r.ticks.quantile(0.99), r.verify.quantile(0.50), r.verify.quantile(0.99))
+	b.WriteString("  rpc:     none yet; client RPCs arrive with the next milestone\n")
 	return b.String()
 }
 
-// Stats returns the counters so far.
-func (s *Sim) Stats() Stats {
-	st := s.stats
-	st.Bytes += s.win.bytes // the window not yet reported
-	for _, p := range s.players {
-		st.Callbacks.add(p.ev)
+// counts renders a count per key, most frequent first.
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	return st
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func plural(n int, word string) string {

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,50 +11,40 @@ import (
 	"github.com/replicago/replica/state"
 )
 
-// Verify checks that every client's table equals the server's state as
-// that client may see it: the same entities, every field the client sees
-// with the server's value, every field it may not see (server-only fields,
-// other clients' owner fields, its own bot's others fields) at its zero
-// value, and every reference resolving. It returns the first difference.
-// Call it between ticks.
-func (s *Sim) Verify() error {
-	s.ents = s.tr.AppendEntities(s.ents[:0])
-	for ci, p := range s.players {
-		if err := s.verifyClient(ci, p); err != nil {
-			return fmt.Errorf("after tick %d, client %d (owns %s): %w", s.stats.Ticks, ci, s.slots[ci].name, err)
-		}
-	}
-	s.stats.Verifications++
-	return nil
-}
-
-func (s *Sim) verifyClient(ci int, p *player) error {
-	if p.badRef != "" {
-		return errors.New(p.badRef)
-	}
-	for _, e := range s.ents {
-		got := p.r.Entity(e.ID())
+// verifyView checks that replica r equals the server's entities ents as a
+// client sees them: the same entities, every field the client sees with
+// the server's value, every field it may not see (server-only fields,
+// other clients' owner fields, its own bots' others fields) at its zero
+// value, and every reference resolving. owned reports whether the client
+// owns an entity. It returns the first difference. Neither side may change
+// while it runs.
+func verifyView(ents []*state.Entity, owned func(*state.Entity) bool, r *client.Replica) error {
+	for _, e := range ents {
+		got := r.Entity(e.ID())
 		if got == nil {
 			return fmt.Errorf("entity %d (%s) is missing", e.ID(), describe(e))
 		}
 		if got.Class() != e.Class() {
 			return fmt.Errorf("entity %d is a %s, want a %s", e.ID(), got.Class().Name, e.Class().Name)
 		}
-		owned := s.ownerOf(e) == ci
-		if err := compareProjection(e, got, owned); err != nil {
+		if err := compareProjection(e, got, owned(e)); err != nil {
 			return fmt.Errorf("entity %d (%s): %w", e.ID(), describe(e), err)
 		}
-		if err := checkRefs(p.r, got); err != nil {
+		if err := checkRefs(r, got); err != nil {
 			return fmt.Errorf("entity %d (%s): %w", e.ID(), describe(e), err)
 		}
 	}
-	if p.r.Len() != len(s.ents) {
-		for _, e := range p.r.Entities(nil) {
-			if s.tr.Entity(e.ID()) == nil {
+	if r.Len() != len(ents) {
+		have := make(map[state.ID]bool, len(ents))
+		for _, e := range ents {
+			have[e.ID()] = true
+		}
+		for _, e := range r.Entities(nil) {
+			if !have[e.ID()] {
 				return fmt.Errorf("entity %d (%s) should not exist: the server has no such entity", e.ID(), describe(e))
 			}
 		}
-		return fmt.Errorf("has %d entities, the server %d", p.r.Len(), len(s.ents))
+		return fmt.Errorf("has %d entities, the server %d", r.Len(), len(ents))
 	}
 	return nil
 }
