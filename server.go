@@ -111,6 +111,7 @@ type Server struct {
 	seg      [][]byte
 	scratch  []byte
 	handlers map[rpcKey]RPCHandler
+	lastPing time.Time
 	rpcEnc   codec.Encoder
 	stats    Stats
 }
@@ -143,8 +144,10 @@ type Conn struct {
 	schema  *schema.Schema // the client's, from its HELLO
 	dec     *codec.Decoder // client's schema → server's, for RPC arguments
 	limiter ratelimit.Limiter
-	rpcIn   chan []byte // RPC messages, read goroutine → tick goroutine
-	rpcOut  [][]byte    // RPC messages for the client, sent after the tick
+	rpcMu   sync.Mutex
+	rpcIn   [][]byte // RPC messages, read goroutine → tick goroutine; nil until the first
+	rpcBuf  [][]byte // the tick goroutine's spare, swapped with rpcIn
+	rpcOut  [][]byte // RPC messages for the client, sent after the tick
 }
 
 // UserID returns the authenticated user of the connection.
@@ -304,7 +307,7 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		return
 	}
 	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
-		schema: clientSchema, dec: dec, rpcIn: make(chan []byte, rpcQueue),
+		schema: clientSchema, dec: dec,
 		limiter: ratelimit.NewLimiter(ratelimit.Policy{Rate: s.cfg.RPCRate, Burst: s.cfg.RPCBurst})}
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
 		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate)}))
@@ -347,9 +350,13 @@ func (s *Server) read(c *Conn) {
 			if !ok {
 				continue // over the rate: dropped
 			}
-			select {
-			case c.rpcIn <- msg: // checked and parsed at the tick
-			default:
+			c.rpcMu.Lock()
+			full := len(c.rpcIn) >= rpcQueue
+			if !full {
+				c.rpcIn = append(c.rpcIn, msg) // checked and parsed at the tick
+			}
+			c.rpcMu.Unlock()
+			if full {
 				c.kick(transport.ClosePolicyViolation, "RPC queue overflow")
 				return
 			}
@@ -404,7 +411,13 @@ func (s *Server) Tick() {
 			o.changes.Changes = append(o.changes.Changes, ch)
 		}
 	}
-	ping := s.tick%uint64(max(1, s.cfg.TickRate*int(s.cfg.IdleTimeout/time.Second)/3)) == 0
+	// Ping every third of the idle timeout, by the clock: ticks may be
+	// slow or manual.
+	now := time.Now()
+	ping := now.Sub(s.lastPing) >= s.cfg.IdleTimeout/3
+	if ping {
+		s.lastPing = now
+	}
 	for _, c := range s.conns {
 		if !c.joined {
 			s.sendFull(c)
@@ -609,15 +622,15 @@ func (s *Server) dispatch() {
 			continue // gone: its pending calls are dropped with it
 		default:
 		}
-	drain:
-		for {
-			select {
-			case msg := <-c.rpcIn:
-				s.call(c, msg)
-			default:
-				break drain
-			}
+		c.rpcMu.Lock()
+		in := c.rpcIn
+		c.rpcIn = c.rpcBuf[:0]
+		c.rpcMu.Unlock()
+		for i, msg := range in {
+			s.call(c, msg)
+			in[i] = nil
 		}
+		c.rpcBuf = in[:0]
 	}
 }
 

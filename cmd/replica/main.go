@@ -2,8 +2,8 @@
 //
 // Usage:
 //
-//	replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N]
-//	replica bench -scenario w1 [-clients N] [-quantized] [-json]
+//	replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
+//	replica bench -scenario w1|clients [-clients N] [-quantized] [-transport ws|quic] [-ticks N] [-json]
 package main
 
 import (
@@ -14,8 +14,8 @@ import (
 )
 
 const usage = `usage:
-  replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N]
-  replica bench -scenario w1 [-clients N] [-quantized] [-json]
+  replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
+  replica bench -scenario w1|clients [-clients N] [-quantized] [-transport ws|quic] [-ticks N] [-json]
 
 Run "replica <command> -h" for the flags of a command.
 `
