@@ -1247,8 +1247,8 @@ func TestAbuseRPCRaw(t *testing.T) {
 			b := binary.LittleEndian.AppendUint32([]byte{byte(session.TypeRPC)}, uint32(own.ID()))
 			return append(b, ones(20)...)
 		}, transport.CloseProtocolError},
-		{"undeclared RPC on its own bot", func(own demo.Bot) []byte { return rpc(uint32(own.ID()), 1) }, transport.CloseProtocolError},
-		{"undeclared RPC on another client's bot", func(demo.Bot) []byte { return rpc(uint32(theirs.ID()), 1) }, transport.CloseProtocolError},
+		{"undeclared RPC on its own bot", func(own demo.Bot) []byte { return rpc(uint32(own.ID()), 99) }, transport.CloseProtocolError},
+		{"undeclared RPC on another client's bot", func(demo.Bot) []byte { return rpc(uint32(theirs.ID()), 99) }, transport.CloseProtocolError},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

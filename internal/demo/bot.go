@@ -45,3 +45,22 @@ type item struct {
 	kind  uint8
 	count int16
 }
+
+// emote is sent by a player's client to make its bot emote; seq numbers
+// the client's calls, so tests can check that every call arrives once, in
+// order.
+//
+//replica:rpc bot client
+type emote struct {
+	seq  uint32
+	kind uint8
+}
+
+// hurt tells a player's client that its bot was hit, and by whom.
+//
+//replica:rpc bot server
+type hurt struct {
+	seq    uint32
+	damage int16
+	by     replica.Ref
+}

@@ -17,6 +17,8 @@ func Schema() *schema.Schema { return replicaSchema }
 
 var (
 	replicaBot          = new(schema.Struct)
+	replicaEmote        = new(schema.Struct)
+	replicaHurt         = new(schema.Struct)
 	replicaItem         = new(schema.Struct)
 	replicaBot_xQ       = schema.Quant{Step: 0.015625, Min: 0, Bits: 16, Bounded: true}
 	replicaBot_yQ       = schema.Quant{Step: 0.015625, Min: 0, Bits: 16, Bounded: true}
@@ -36,6 +38,18 @@ func replicaInit() *schema.Schema {
 		{ID: 8, Name: "target", Type: schema.Type{Kind: schema.Ref}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 9, Name: "mode", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisServer, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 10, Name: "inv", Type: schema.Type{Kind: schema.Bag, Key: schema.Uint32, Struct: replicaItem}, Vis: schema.VisOwner, Life: schema.LifeSession, Chan: schema.Reliable},
+	}, RPCs: []*schema.RPC{
+		{ID: 1, Name: "emote", Dir: schema.ClientToServer, Args: replicaEmote},
+		{ID: 2, Name: "hurt", Dir: schema.ServerToClient, Args: replicaHurt},
+	}}
+	*replicaEmote = schema.Struct{Name: "Emote", Fields: []*schema.Field{
+		{ID: 1, Name: "seq", Type: schema.Type{Kind: schema.Uint32}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 2, Name: "kind", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+	}}
+	*replicaHurt = schema.Struct{Name: "Hurt", Fields: []*schema.Field{
+		{ID: 1, Name: "seq", Type: schema.Type{Kind: schema.Uint32}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 2, Name: "damage", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 3, Name: "by", Type: schema.Type{Kind: schema.Ref}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 	}}
 	*replicaItem = schema.Struct{Name: "Item", Fields: []*schema.Field{
 		{ID: 1, Name: "kind", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
@@ -277,6 +291,110 @@ func OnBotInvChange(r *client.Replica, fn func(p Bot, ev client.BagChange[uint32
 		fn(Bot{e}, c)
 	})
 }
+
+// Emote calls the RPC emote on p: c sends it to the server, which runs the
+// function registered with HandleBotEmote at its next tick. The server accepts
+// it only from the client that owns p. Call it from the goroutine that polls c.
+func (p Bot) Emote(c *client.Conn, seq uint32, kind uint8) error {
+	a := state.NewValue(replicaEmote)
+	a.SetNum(0, uint64(seq))
+	a.SetNum(1, uint64(kind))
+	return c.CallRPC(p.e, 1, a.Record())
+}
+
+// HandleBotEmote registers fn to handle the RPC emote, which the client that
+// owns a Bot calls with Bot.Emote. s runs fn on the tick goroutine, only for
+// calls from the owner; an error from fn refuses the call, as for a
+// replica.RPCHandler.
+func HandleBotEmote(s *replica.Server, fn func(c *replica.Conn, p Bot, seq uint32, kind uint8) error) {
+	s.HandleRPC(replicaBot, 1, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
+		return fn(c, Bot{e}, uint32(a.Num(0)), uint8(a.Num(1)))
+	})
+}
+
+// SendBotHurt sends the RPC hurt on p to the clients that to selects
+// (replica.ToOwner, replica.ToObservers or replica.ToConn), which run the
+// functions registered with OnBotHurt after applying the state of the current
+// tick. Call it on the tick goroutine.
+func SendBotHurt(s *replica.Server, to replica.RPCTarget, p Bot, seq uint32, damage int16, by replica.Ref) error {
+	a := state.NewValue(replicaHurt)
+	a.SetNum(0, uint64(seq))
+	a.SetNum(1, uint64(int64(damage)))
+	a.SetNum(2, uint64(by))
+	return s.SendRPC(to, p.e, 2, a.Record())
+}
+
+// OnBotHurt registers fn to run, on the goroutine that polls c, when the server
+// sends the RPC hurt on a Bot to c, and returns a func that unregisters it.
+func OnBotHurt(c *client.Conn, fn func(p Bot, seq uint32, damage int16, by replica.Ref)) (cancel func()) {
+	return c.HandleRPC(replicaBot, 2, func(e *state.Entity, a *state.Record) {
+		fn(Bot{e}, uint32(a.Num(0)), int16(a.Num(1)), replica.Ref(a.Num(2)))
+	})
+}
+
+// Emote is sent by a player's client to make its bot emote; seq numbers
+// the client's calls, so tests can check that every call arrives once, in
+// order.
+//
+// Emote holds the arguments of the RPC emote of Bot, which the client that owns
+// a Bot calls with Bot.Emote and the server handles with HandleBotEmote; both
+// take the arguments one by one. An Emote is a detached value made by NewEmote.
+type Emote struct{ h state.Handle }
+
+// NewEmote returns a detached Emote with every argument at its zero value.
+func NewEmote() Emote { return Emote{state.NewValue(replicaEmote)} }
+
+// Clone returns a detached copy of v.
+func (v Emote) Clone() Emote { return Emote{v.h.Copy(replicaEmote)} }
+
+// Valid reports whether v refers to a value.
+func (v Emote) Valid() bool { return v.h.Valid() }
+
+// Seq returns the seq field.
+func (v Emote) Seq() uint32 { return uint32(v.h.Num(0)) }
+
+// SetSeq sets the seq field.
+func (v Emote) SetSeq(x uint32) { v.h.SetNum(0, uint64(x)) }
+
+// Kind returns the kind field.
+func (v Emote) Kind() uint8 { return uint8(v.h.Num(1)) }
+
+// SetKind sets the kind field.
+func (v Emote) SetKind(x uint8) { v.h.SetNum(1, uint64(x)) }
+
+// Hurt tells a player's client that its bot was hit, and by whom.
+//
+// Hurt holds the arguments of the RPC hurt of Bot, which the server sends with
+// SendBotHurt and clients receive with OnBotHurt; both take the arguments one
+// by one. A Hurt is a detached value made by NewHurt.
+type Hurt struct{ h state.Handle }
+
+// NewHurt returns a detached Hurt with every argument at its zero value.
+func NewHurt() Hurt { return Hurt{state.NewValue(replicaHurt)} }
+
+// Clone returns a detached copy of v.
+func (v Hurt) Clone() Hurt { return Hurt{v.h.Copy(replicaHurt)} }
+
+// Valid reports whether v refers to a value.
+func (v Hurt) Valid() bool { return v.h.Valid() }
+
+// Seq returns the seq field.
+func (v Hurt) Seq() uint32 { return uint32(v.h.Num(0)) }
+
+// SetSeq sets the seq field.
+func (v Hurt) SetSeq(x uint32) { v.h.SetNum(0, uint64(x)) }
+
+// Damage returns the damage field.
+func (v Hurt) Damage() int16 { return int16(v.h.Num(1)) }
+
+// SetDamage sets the damage field.
+func (v Hurt) SetDamage(x int16) { v.h.SetNum(1, uint64(int64(x))) }
+
+// By returns the by field.
+func (v Hurt) By() replica.Ref { return replica.Ref(v.h.Num(2)) }
+
+// SetBy sets the by field.
+func (v Hurt) SetBy(x replica.Ref) { v.h.SetNum(2, uint64(x)) }
 
 // Item is a stack of one kind of pickup in a bot's inventory.
 //
