@@ -161,18 +161,26 @@ type player struct {
 	checked  uint64
 	diverged int
 	pollErr  error
+
+	// Numbered reliable RPCs, to check exactly-once, in-order delivery:
+	// emote client→server, hurt server→client.
+	emoteSent uint32
+	emoteGot  []uint32 // on the server, in the order handled
+	hurtSent  uint32
+	hurtGot   []uint32 // on the client, in the order run
+	hurtOn    bool     // the client's hurt handler is registered
 }
 
 // A scenario is one run: a server, its clients and the network between
 // them, all driven from the test goroutine (the server's tick goroutine,
 // which also polls every client's replica).
 //
-// The run has one kind of traffic so far, state: mutate changes it every
-// tick, record and poll compare each client with the server at every tick
-// the client applies, and checkConvergence compares them at the end. The
-// chaos requirement's second half, reliable RPCs arriving exactly once and
-// in order, is not checked here yet: the demo class declares no RPC. The
-// places marked "RPC:" in mutate and runScenario are where it belongs.
+// The run has two kinds of traffic. State: mutate changes it every tick,
+// record and poll compare each client with the server at every tick the
+// client applies, and checkConvergence compares them at the end. RPCs:
+// mutate sends numbered emote calls from clients and hurt calls from the
+// server, and checkRPCs checks at the end that each arrived exactly once,
+// in order.
 type scenario struct {
 	t       *testing.T
 	profile chaos.Profile
@@ -242,6 +250,7 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) {
 		t.Fatal(err)
 	}
 	s.srv = srv
+	demo.HandleBotEmote(srv, s.onEmote)
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Serve(ctx, s.bl.listener(ln))
 	var dials sync.WaitGroup
@@ -343,9 +352,13 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) {
 
 	s.checkConnected()
 	s.checkConvergence()
-	// RPC: once RPCs exist, assert here that every reliable RPC sent
-	// during the run (see mutate) arrived exactly once and in order, in
-	// both directions. Until then nothing here checks RPCs.
+	// RPCs sent in the last ticks may still be on the wire: keep ticking,
+	// with no more changes, until every call has arrived or the bound
+	// passes; checkRPCs then says what is missing.
+	for start := time.Now(); !s.rpcsSettled() && time.Since(start) < drainBound; {
+		s.tick(false)
+	}
+	s.checkRPCs()
 
 	t.Logf("during the game: %s", cwnd.summary(gameStart, gameEnd))
 	t.Log(s.backlogSummary())
@@ -547,14 +560,13 @@ func (s *scenario) checkConvergence() {
 
 // mutate changes the world as a game tick would, from the scenario's
 // PRNG: every field class (all, owner, others, server), the inventory bag,
-// references, and NPC bots spawned and destroyed.
-//
-// RPC: once RPCs exist, this is where the run sends them: a numbered
-// reliable server→client RPC on some players' bots, and numbered
-// client→server RPCs from some clients, so that runScenario can check
-// exactly-once, in-order delivery at the end.
+// references, and NPC bots spawned and destroyed. It also sends numbered
+// RPCs: emote from some clients, about one every other tick each (well
+// under the server's rate limit), and hurt from the server to some bots'
+// owners.
 func (s *scenario) mutate() {
 	r := s.rng
+	s.sendRPCs()
 	tr := s.srv.Tracker()
 	step := func(v float32) float32 { return min(1000, max(0, v+r.Float32()*8-4)) }
 	move := func(b demo.Bot) {
@@ -673,4 +685,90 @@ func parseProfile(s string) (chaos.Profile, error) {
 	p.Loss, err[2] = strconv.ParseFloat(f[2], 64)
 	p.Duplication, err[3] = strconv.ParseFloat(f[3], 64)
 	return p, errors.Join(err[:]...)
+}
+
+// sendRPCs sends this tick's numbered RPCs (see mutate).
+func (s *scenario) sendRPCs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pl := range s.order {
+		if pl.conn == nil || !pl.bot.Valid() {
+			continue
+		}
+		if !pl.hurtOn {
+			pl.hurtOn = true
+			demo.OnBotHurt(pl.conn, func(_ demo.Bot, seq uint32, _ int16, _ replica.Ref) {
+				pl.hurtGot = append(pl.hurtGot, seq)
+			})
+		}
+		// The client calls on its own bot, once its replica has it.
+		if mine, ok := demo.BotOf(pl.conn.Replica().Entity(pl.bot.ID())); ok && s.rng.IntN(2) == 0 {
+			if err := mine.Emote(pl.conn, pl.emoteSent+1, 1); err == nil {
+				pl.emoteSent++
+			}
+		}
+		if s.rng.IntN(3) == 0 {
+			if err := demo.SendBotHurt(s.srv, replica.ToOwner, pl.bot, pl.hurtSent+1, 5, 0); err != nil {
+				s.t.Errorf("SendBotHurt: %v", err)
+			} else {
+				pl.hurtSent++
+			}
+		}
+	}
+}
+
+// onEmote is the server's handler of emote.
+func (s *scenario) onEmote(c *replica.Conn, b demo.Bot, seq uint32, _ uint8) error {
+	pl := s.players[c.UserID()]
+	if pl == nil || b.Entity() != pl.bot.Entity() {
+		s.t.Errorf("emote from %s on a bot it does not own", c.UserID())
+		return nil
+	}
+	pl.emoteGot = append(pl.emoteGot, seq)
+	return nil
+}
+
+// rpcsSettled reports whether as many RPCs have arrived as were sent, in
+// both directions.
+func (s *scenario) rpcsSettled() bool {
+	for _, pl := range s.order {
+		if uint32(len(pl.emoteGot)) < pl.emoteSent || uint32(len(pl.hurtGot)) < pl.hurtSent {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRPCs checks that every numbered RPC arrived exactly once, in order:
+// the sequence received is exactly 1, 2, …, sent.
+func (s *scenario) checkRPCs() {
+	exact := func(got []uint32, sent uint32) error {
+		if uint32(len(got)) != sent {
+			return fmt.Errorf("%d sent, %d arrived", sent, len(got))
+		}
+		for i, seq := range got {
+			if seq != uint32(i+1) {
+				return fmt.Errorf("call %d arrived as number %d: lost, duplicated or reordered", i+1, seq)
+			}
+		}
+		return nil
+	}
+	total, bad := 0, 0
+	for _, pl := range s.order {
+		if err := exact(pl.emoteGot, pl.emoteSent); err != nil {
+			s.t.Errorf("%s: emote (client→server): %v", pl.name, err)
+			bad++
+		}
+		if err := exact(pl.hurtGot, pl.hurtSent); err != nil {
+			s.t.Errorf("%s: hurt (server→client): %v", pl.name, err)
+			bad++
+		}
+		total += int(pl.emoteSent + pl.hurtSent)
+	}
+	switch {
+	case total == 0:
+		s.t.Error("the run sent no RPCs")
+	case bad == 0:
+		s.t.Logf("RPCs: %d sent, each arrived exactly once, in order", total)
+	}
 }

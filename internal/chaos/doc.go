@@ -19,9 +19,9 @@
 // hash like the server's state of that tick for that client; at the end
 // every client must have applied the last tick and still be connected.
 //
-// Reliable RPCs are not checked yet: the demo class declares none. The
-// exactly-once, in-order check belongs in the same scenario, at the places
-// marked "RPC:" in chaos_test.go.
+// Reliable RPCs travel in both directions during the game, numbered: emote
+// calls from every client, hurt calls from the server to owners. At the end
+// every call must have arrived exactly once, in order.
 //
 // Flags (go test ./internal/chaos -args -chaos.…) vary the scenario:
 // -chaos.profile, -chaos.custom latency,jitter,loss,duplication,
