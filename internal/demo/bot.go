@@ -4,8 +4,8 @@
 // QUIC.
 //
 // The server moves every bot: the NPCs and the one it spawns for each
-// client that joins, which that client owns. The clients only watch:
-// client RPCs arrive with the next milestone. Each client is a
+// client that joins, which that client owns. The clients watch, and call
+// their own bot's emote RPC once a second. Each client is a
 // client.Conn on a goroutine of its own that applies ticks and counts the
 // generated typed callbacks they fire. Every second the demo holds every
 // client at the same tick and compares its replica with the server's state

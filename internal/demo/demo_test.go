@@ -16,7 +16,7 @@ import (
 	"github.com/replicago/replica/transport"
 )
 
-var statusRE = regexp.MustCompile(`^t=(\d+)s clients=(\d+) \(ws (\d+), quic (\d+)\) entities=(\d+) tick p50=\d+\.\d\dms p99=\d+\.\d\dms  in=\d+(\.\d)? K?B/client/s  events=\d+/s  rpc=0/s  verified=(ok \((\d+) clients at tick (\d+)\)|FAILED)(  \(behind: .*\))?$`)
+var statusRE = regexp.MustCompile(`^t=(\d+)s clients=(\d+) \(ws (\d+), quic (\d+)\) entities=(\d+) tick p50=\d+\.\d\dms p99=\d+\.\d\dms  in=\d+(\.\d)? K?B/client/s  events=\d+/s  rpc=\d+/s  verified=(ok \((\d+) clients at tick (\d+)\)|FAILED)(  \(behind: .*\))?$`)
 
 // TestRun runs the networked demo for two seconds of ticks with six
 // clients, three over WebSocket and three over QUIC: every verification
@@ -71,7 +71,7 @@ func TestRun(t *testing.T) {
 		"stopped (duration reached) after 2s: 40 ticks",
 		"verified ok (3 checks)",
 		"6 joined (3 WebSocket, 3 QUIC); 6 closed by the server: going away",
-		"client RPCs arrive with the next milestone",
+		"call\ntheir bot's emote RPC once a second",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)

@@ -69,8 +69,8 @@ func (c *counters) load() Callbacks {
 
 // A player is one bot client: a client.Conn over a real socket, served by
 // a goroutine of its own that waits for ticks, applies them and counts the
-// callbacks they fire. The server gives it a bot when it joins; the client
-// only watches (client RPCs arrive with the next milestone).
+// callbacks they fire. The server gives it a bot when it joins; once a
+// second the client calls the bot's emote RPC.
 type player struct {
 	name string // its connect token, which the demo's authenticator takes as the user ID
 	net  network
@@ -85,6 +85,8 @@ type player struct {
 	// while the player waits at a verification round, or once the
 	// goroutine has returned: both are happens-before edges.
 	conn      *client.Conn
+	mine      Bot    // its own bot, once the replica has it
+	emotes    uint32 // emote calls made
 	badRef    string // the first target change that did not resolve
 	lastRound *round
 	err       error // why the goroutine returned
@@ -178,6 +180,12 @@ func (p *player) run(h *hub, dial func(p *player) (*client.Conn, error)) {
 		if t := c.LastTick(); t != 0 && p.tick.Swap(t) == 0 {
 			p.joinBytes.Store(p.recv.Load())
 		}
+		// Once a second (every 20th tick at the default rate), emote.
+		if t := c.LastTick(); err == nil && p.mine.Valid() && t/20 > uint64(p.emotes) {
+			if p.mine.Emote(c, p.emotes+1, uint8(t%4)) == nil {
+				p.emotes++
+			}
+		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) && h.base.Err() == nil {
 				continue // a round was announced
@@ -193,8 +201,18 @@ func (p *player) run(h *hub, dial func(p *player) (*client.Conn, error)) {
 // typed callbacks of the generated package among them.
 func (p *player) watch(r *client.Replica) {
 	ev := &p.ev
-	OnBotCreate(r, func(Bot) { ev.creates.Add(1) })
-	OnBotDestroy(r, func(Bot) { ev.destroys.Add(1) })
+	OnBotCreate(r, func(b Bot) {
+		ev.creates.Add(1)
+		if b.Name() == p.name {
+			p.mine = b // the server names a player's bot after the player
+		}
+	})
+	OnBotDestroy(r, func(b Bot) {
+		ev.destroys.Add(1)
+		if b.Entity() == p.mine.Entity() {
+			p.mine = Bot{}
+		}
+	})
 	OnBotHpChange(r, func(Bot, int16, int16) { ev.hp.Add(1) })
 	OnBotScoreChange(r, func(Bot, int32, int32) { ev.scores.Add(1) })
 	OnBotTargetChange(r, func(b Bot, _, ref replica.Ref) {
