@@ -300,6 +300,15 @@ type memConn struct {
 	side int
 }
 
+// Backlog implements Backlogger: what this end sent and the peer has not
+// received.
+func (c *memConn) Backlog() (messages, bytes int) {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	peer := &c.p.ends[1-c.side]
+	return peer.queued(), peer.qBytes
+}
+
 func (c *memConn) Send(msg []byte) error {
 	p := c.p
 	p.mu.Lock()

@@ -75,6 +75,14 @@ type Conn interface {
 	RemoteAddr() net.Addr
 }
 
+// A Backlogger reports how much Send has queued and not yet written. The
+// transports of this module implement it on their connections; the server
+// uses it to pause a client that falls behind before its queue overflows,
+// and to resynchronise it once the queue has drained.
+type Backlogger interface {
+	Backlog() (messages, bytes int)
+}
+
 // A Listener accepts connections.
 type Listener interface {
 	// Accept waits for the next connection.

@@ -42,6 +42,13 @@ type conn struct {
 	writeErr error // why the writer stopped
 }
 
+// Backlog implements transport.Backlogger.
+func (c *conn) Backlog() (messages, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending, c.bytes
+}
+
 func newConn(ws *websocket.Conn, cfg transport.Config, local, remote net.Addr) *conn {
 	ws.SetReadLimit(int64(cfg.MaxMessageSize))
 	c := &conn{

@@ -256,6 +256,13 @@ func (c *Conn) LocalAddr() net.Addr { return c.local }
 // RemoteAddr implements transport.Conn.
 func (c *Conn) RemoteAddr() net.Addr { return c.remote }
 
+// Backlog implements transport.Backlogger.
+func (c *Conn) Backlog() (messages, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.q.len(), c.qBytes
+}
+
 // QueuedBytes returns the bytes queued by Send and not yet written.
 func (c *Conn) QueuedBytes() int {
 	c.mu.Lock()

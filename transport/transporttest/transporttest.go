@@ -61,7 +61,8 @@ const timeout = 10 * time.Second
 // many goroutines; one message sent to two connections, unmodified; Close
 // codes and reasons as seen by both sides (Done, CloseInfo, the
 // *CloseError of Receive, ErrClosed from Send); idempotent and concurrent
-// Close; Receive's context; a slow consumer (Send never blocks, then
+// Close; Receive's context; the backlog a Backlogger reports; a slow
+// consumer (Send never blocks, then
 // ErrSlowConsumer, CloseSlowConsumer on both sides, other connections
 // unaffected); datagrams, or ErrDatagramsUnsupported; many independent
 // connections on one listener; and listener Close, which ends Accept and
@@ -84,6 +85,7 @@ func Run(t *testing.T, f Factory) {
 		{"CloseIdempotent", testCloseIdempotent},
 		{"ReceiveContext", testReceiveContext},
 		{"SlowConsumer", testSlowConsumer},
+		{"Backlog", testBacklog},
 		{"Datagrams", testDatagrams},
 		{"ManyConns", testManyConns},
 		{"ListenerClose", testListenerClose},
@@ -873,5 +875,51 @@ func testListenerClose(t *testing.T, f Factory) {
 	if c, err := d.Dial(ctx, addr); err == nil {
 		c.Close(transport.CloseNormal, "")
 		t.Fatal("Dial to a closed listener succeeded")
+	}
+}
+
+// testBacklog checks a connection that implements transport.Backlogger:
+// while the peer does not read, what Send queued shows in Backlog; once
+// the peer has read everything, Backlog is back to zero. Connections
+// without it are not required to report anything.
+func testBacklog(t *testing.T, f Factory) {
+	cfg := testConfig()
+	cfg.SendQueueMessages = 1 << 16
+	cfg.SendQueueBytes = 64 << 20
+	client, server := newPair(t, f, cfg)
+	bl, ok := server.(transport.Backlogger)
+	if !ok {
+		t.Skip("the connection does not report a backlog (optional)")
+	}
+	if m, b := bl.Backlog(); m != 0 || b != 0 {
+		t.Fatalf("Backlog of a new connection = %d messages, %d bytes", m, b)
+	}
+	// Send until something stays queued: network buffers absorb the first
+	// messages, the queue the rest.
+	msg := pattern(7, 16<<10)
+	sent := 0
+	deadline := time.Now().Add(timeout)
+	for {
+		send(t, server, msg)
+		sent++
+		if m, b := bl.Backlog(); m > 0 && b >= len(msg) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Backlog stayed empty after %d unread messages of %d KiB", sent, len(msg)>>10)
+		}
+	}
+	ctx := ctxT(t)
+	for range sent {
+		if _, err := client.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(timeout); ; time.Sleep(time.Millisecond) {
+		if m, b := bl.Backlog(); m == 0 && b == 0 {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("Backlog = %d messages, %d bytes after the peer read everything", m, b)
+		}
 	}
 }
