@@ -49,13 +49,28 @@ type Config struct {
 	// second on average, RPCBurst at once. Calls over the limit are
 	// dropped, and a client that keeps flooding is closed with
 	// ClosePolicyViolation within about two seconds. The defaults are 60
-	// per second and a burst of 120.
+	// per second and a burst of ten seconds' worth: calls made at an honest
+	// rate arrive bunched after a network stall, and must not be dropped
+	// for it.
 	RPCRate  float64
 	RPCBurst int
 	// MaxDescriptorBytes bounds the schema descriptor a client may send in
 	// its HELLO; larger ones are refused before they are decoded. The
 	// default is four times the server's own, and at least 64 KiB.
 	MaxDescriptorBytes int
+	// LagMessages and LagBytes are the backlog (what the connection has
+	// queued and not yet written) past which a client counts as fallen
+	// behind: the server stops sending it ticks, holds its RPCs, and once
+	// the backlog has drained to an eighth sends RESYNC and the full
+	// state. Keep them under the transport's SendQueueMessages and
+	// SendQueueBytes, or the queue overflows first and the client is
+	// dropped as a slow consumer. The defaults are 512 messages and 1 MiB,
+	// half and a quarter of the transports' defaults.
+	LagMessages int
+	LagBytes    int
+	// LagTimeout drops, as a slow consumer, a client that stays fallen
+	// behind this long. The default is 30 seconds.
+	LagTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -77,8 +92,17 @@ func (c Config) withDefaults() Config {
 	if c.RPCRate <= 0 {
 		c.RPCRate = 60
 	}
+	if c.LagMessages <= 0 {
+		c.LagMessages = 512
+	}
+	if c.LagBytes <= 0 {
+		c.LagBytes = 1 << 20
+	}
+	if c.LagTimeout <= 0 {
+		c.LagTimeout = 30 * time.Second
+	}
 	if c.RPCBurst < 2 {
-		c.RPCBurst = 120
+		c.RPCBurst = int(10 * c.RPCRate)
 	}
 	return c
 }
@@ -129,6 +153,8 @@ type Stats struct {
 	RPCsStale    uint64 // aimed at an entity that no longer exists
 	RPCsSent     uint64 // server RPCs queued for clients
 	Kicked       uint64 // connections closed for misbehaving
+	Paused       uint64 // times a client fell behind and was paused
+	Resyncs      uint64 // paused clients brought back with the full state
 }
 
 // A Conn is one client's session on a server.
@@ -148,6 +174,9 @@ type Conn struct {
 	rpcIn   [][]byte // RPC messages, read goroutine → tick goroutine; nil until the first
 	rpcBuf  [][]byte // the tick goroutine's spare, swapped with rpcIn
 	rpcOut  [][]byte // RPC messages for the client, sent after the tick
+
+	paused      bool      // fallen behind: no ticks until the backlog drains
+	pausedSince time.Time // when it was paused
 }
 
 // UserID returns the authenticated user of the connection.
@@ -422,6 +451,9 @@ func (s *Server) Tick() {
 		if !c.joined {
 			s.sendFull(c)
 			s.flushRPCs(c)
+			continue
+		}
+		if s.behind(c) {
 			continue
 		}
 		segs := append(s.seg[:0], all, others)
@@ -755,4 +787,43 @@ func (s *Server) Stats() Stats {
 	st := s.stats
 	st.Kicked = s.kicked.Load()
 	return st
+}
+
+// maxHeldRPCs bounds the server RPCs held for a paused client.
+const maxHeldRPCs = 4096
+
+// behind reports whether c gets no regular tick now: it has fallen behind
+// (its backlog passed LagMessages or LagBytes) and is paused, or it has
+// just caught up and was sent RESYNC and the full state instead. The
+// client keeps applying what is queued; its replica reaches the server's
+// state at the resync. RPCs for it are held while it is paused and sent
+// after the full state, so none overtakes the state it was sent against.
+func (s *Server) behind(c *Conn) bool {
+	bl, ok := c.tc.(transport.Backlogger)
+	if !ok {
+		return false
+	}
+	msgs, bytes := bl.Backlog()
+	if !c.paused {
+		if msgs <= s.cfg.LagMessages && bytes <= s.cfg.LagBytes {
+			return false
+		}
+		c.paused, c.pausedSince = true, time.Now()
+		s.stats.Paused++
+		s.cfg.Logger.Info("replica: client fell behind; paused", "user", c.userID, "session", c.id, "messages", msgs, "bytes", bytes)
+		return true
+	}
+	if msgs > s.cfg.LagMessages/8 || bytes > s.cfg.LagBytes/8 {
+		if time.Since(c.pausedSince) > s.cfg.LagTimeout || len(c.rpcOut) > maxHeldRPCs {
+			c.kick(transport.CloseSlowConsumer, "fell behind and did not catch up")
+		}
+		return true
+	}
+	c.paused = false
+	s.stats.Resyncs++
+	if c.tc.Send(session.AppendResync(nil)) == nil {
+		s.sendFull(c)
+		s.flushRPCs(c)
+	}
+	return true
 }

@@ -208,6 +208,7 @@ func (c *Conn) read(idle time.Duration) {
 		}
 		return msg, err
 	}
+	resync := false // a RESYNC came: the next tick is the full state
 	for {
 		msg, err := receive()
 		if err != nil {
@@ -229,8 +230,10 @@ func (c *Conn) read(idle time.Duration) {
 					return
 				}
 			}
+			t := tick{n: m.Tick, segs: segs, resync: resync}
+			resync = false
 			select {
-			case c.ticks <- tick{n: m.Tick, segs: segs}:
+			case c.ticks <- t:
 			case <-c.tc.Done():
 				c.stop(transport.ErrClosed)
 				return
@@ -238,6 +241,11 @@ func (c *Conn) read(idle time.Duration) {
 		case *session.Ping:
 			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
 		case *session.Pong:
+		case *session.Resync:
+			// The server paused this client and now sends the full
+			// state: the next tick resets the replica before it applies,
+			// in one step, so Poll never shows an empty replica.
+			resync = true
 		case *session.RPC:
 			// In order with the ticks: Poll runs it after the tick it
 			// followed.
@@ -296,16 +304,25 @@ func (c *Conn) Poll() (int, error) {
 	}
 }
 
-// tick is a tick's segments, or an RPC message.
+// tick is a tick's segments (after a reset, for a resync), or an RPC
+// message.
 type tick struct {
-	n    uint64
-	segs [][]byte
-	rpc  []byte
+	n      uint64
+	segs   [][]byte
+	rpc    []byte
+	resync bool
 }
 
 func (c *Conn) apply(t tick) error {
 	if t.rpc != nil {
 		return c.run(t.rpc)
+	}
+	if t.resync {
+		// Callbacks see every entity destroyed, then created again by
+		// the full state this tick carries.
+		if err := c.r.Reset(c.r.remote); err != nil {
+			return err
+		}
 	}
 	if err := c.r.Apply(t.segs...); err != nil {
 		c.tc.Close(transport.CloseProtocolError, "bad tick")

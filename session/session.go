@@ -13,6 +13,7 @@
 //	PING     both nonce
 //	PONG     both nonce of the PING it answers
 //	RPC      both entity ID, RPC ID, arguments (a standalone record)
+//	RESYNC   s→c  the client fell behind: reset the replica; the next TICK is the full state
 //
 // docs/runtime.md describes the protocol; docs/protocol.md the segments.
 package session
@@ -41,6 +42,7 @@ const (
 	TypePing    Type = 5
 	TypePong    Type = 6
 	TypeRPC     Type = 7
+	TypeResync  Type = 8
 )
 
 func (t Type) String() string {
@@ -59,6 +61,8 @@ func (t Type) String() string {
 		return "PONG"
 	case TypeRPC:
 		return "RPC"
+	case TypeResync:
+		return "RESYNC"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -110,6 +114,13 @@ type RPC struct {
 	RPC    uint32
 	Args   []byte
 }
+
+// Resync tells a client that fell behind to reset its replica: the next
+// tick is the full state.
+type Resync struct{}
+
+// AppendResync appends the encoding of a RESYNC to b.
+func AppendResync(b []byte) []byte { return append(b, byte(TypeResync)) }
 
 // Ping asks for a Pong with the same nonce.
 type Ping struct{ Nonce uint64 }
@@ -193,7 +204,7 @@ func ParseRPC(msg []byte) (RPC, error) {
 }
 
 // Parse decodes a message. It returns one of *Hello, *Welcome, *Refuse,
-// *Tick, *Ping, *Pong or *RPC, or an error wrapping ErrMalformed. Byte slices in
+// *Tick, *Ping, *Pong, *RPC or *Resync, or an error wrapping ErrMalformed. Byte slices in
 // the result are copies: msg may be reused.
 func Parse(msg []byte) (any, error) {
 	if len(msg) == 0 {
@@ -206,6 +217,12 @@ func Parse(msg []byte) (any, error) {
 		}
 		m.Args = append([]byte{}, m.Args...)
 		return &m, nil
+	}
+	if Type(msg[0]) == TypeResync {
+		if len(msg) != 1 {
+			return nil, fmt.Errorf("%w: RESYNC: trailing data", ErrMalformed)
+		}
+		return &Resync{}, nil
 	}
 	r := wire.NewReader(msg[1:])
 	var m any

@@ -19,6 +19,7 @@ func messages() []any {
 		&session.Pong{Nonce: 1},
 		&session.RPC{Entity: 0x01000005, RPC: 3, Args: []byte{1, 2}},
 		&session.RPC{Entity: 1, RPC: 1 << 20, Args: []byte{}},
+		&session.Resync{},
 	}
 }
 
@@ -38,6 +39,8 @@ func encode(m any) []byte {
 		return session.AppendPong(nil, m)
 	case *session.RPC:
 		return session.AppendRPC(nil, m)
+	case *session.Resync:
+		return session.AppendResync(nil)
 	}
 	panic("unknown message")
 }

@@ -159,6 +159,15 @@ type serverCounting struct {
 	addr string
 }
 
+// Backlog forwards transport.Backlogger, which the server relies on to
+// notice a client falling behind.
+func (c serverCounting) Backlog() (messages, bytes int) {
+	if bl, ok := c.Conn.(transport.Backlogger); ok {
+		return bl.Backlog()
+	}
+	return 0, 0
+}
+
 func (c serverCounting) Send(msg []byte) error {
 	err := c.Conn.Send(msg)
 	if err == nil {

@@ -1,0 +1,103 @@
+package replica_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/internal/demo"
+	"github.com/replicago/replica/transport"
+)
+
+// TestFallBehindAndResync has a client stop polling while the server keeps
+// changing a large world: its backlog grows, the server pauses it instead
+// of dropping it, and when the client polls again it is resynchronised to
+// exactly the server's view, with every server RPC sent meanwhile
+// delivered once, in order, after the state.
+func TestFallBehindAndResync(t *testing.T) {
+	nw := transport.NewMemNetwork()
+	ln, err := nw.Listen("", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, ln, nw.Dialer(transport.Config{}), replica.Config{LagMessages: 40, LagBytes: 1 << 30})
+	for range 300 {
+		b, _ := demo.SpawnBot(r.srv.Tracker())
+		b.SetHp(1)
+	}
+	c, err := client.Dial(context.Background(), r.dialer, r.ln.Addr().String(), demo.Schema(), client.DialConfig{Buffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r.tickUntilJoined(1)
+	var mine demo.Bot
+	for _, b := range r.bots {
+		mine = b
+	}
+	var hurts []uint32
+	demo.OnBotHurt(c, func(_ demo.Bot, seq uint32, _ int16, _ replica.Ref) { hurts = append(hurts, seq) })
+
+	// The client does not poll: its reader fills Buffer, then stops
+	// reading, and the server's queue for it grows past LagMessages.
+	var sent uint32
+	for tick := 0; r.srv.Stats().Paused == 0; tick++ {
+		if tick > 2000 {
+			t.Fatal("the server never paused the client that stopped reading")
+		}
+		for _, e := range r.srv.Tracker().AppendEntities(nil) {
+			if b, ok := demo.BotOf(e); ok {
+				b.SetX(float32(tick % 1000))
+			}
+		}
+		sent++
+		if err := demo.SendBotHurt(r.srv, replica.ToOwner, mine, sent, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		r.srv.Tick()
+	}
+	// Paused: more ticks and RPCs pile up on the server side only.
+	for range 20 {
+		mine.SetHp(mine.Hp() + 1)
+		sent++
+		demo.SendBotHurt(r.srv, replica.ToOwner, mine, sent, 1, 0)
+		r.srv.Tick()
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("the client was dropped instead of paused")
+	default:
+	}
+
+	// The client polls again; the server resynchronises it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for r.srv.Stats().Resyncs == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("no resync: stats %+v, client at tick %d of %d", r.srv.Stats(), c.LastTick(), r.srv.TickNumber())
+		}
+		c.Poll()
+		r.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+	// Now it keeps up: one more tick, applied.
+	r.srv.Tick()
+	for c.LastTick() != r.srv.TickNumber() {
+		if _, err := c.Wait(ctx); err != nil {
+			t.Fatalf("client at tick %d of %d: %v", c.LastTick(), r.srv.TickNumber(), err)
+		}
+	}
+	if err := check(r.srv, c, mine); err != nil {
+		t.Fatalf("after the resync: %v", err)
+	}
+	if uint32(len(hurts)) != sent {
+		t.Fatalf("%d RPCs sent, %d arrived", sent, len(hurts))
+	}
+	for i, seq := range hurts {
+		if seq != uint32(i+1) {
+			t.Fatalf("RPC %d arrived as number %d", i+1, seq)
+		}
+	}
+}
