@@ -23,11 +23,7 @@ type listener struct {
 // once; established connections stay open, and the socket closes once the
 // last of them ends.
 func Listen(addr string, cfg Config) (transport.Listener, error) {
-	udp, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return nil, err
-	}
-	pc, err := net.ListenUDP("udp", udp)
+	pc, err := quicconn.ListenUDP(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -47,8 +43,8 @@ func ListenPacket(pc net.PacketConn, cfg Config) (transport.Listener, error) {
 }
 
 func listen(pc net.PacketConn, ownPC bool, cfg Config) (*listener, error) {
-	if cfg.TLS == nil || (len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil) {
-		return nil, errors.New("quictransport: Config.TLS needs a certificate")
+	if err := quicconn.CheckServerTLS("quictransport", cfg.TLS); err != nil {
+		return nil, err
 	}
 	cfg.Config = cfg.Config.WithDefaults()
 	ep := quicconn.NewEndpoint(pc, ownPC)

@@ -35,11 +35,7 @@ type listener struct {
 // refuses new connections at once; established connections stay open, and
 // the socket closes once the last of them ends.
 func Listen(addr string, cfg Config) (transport.Listener, error) {
-	udp, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return nil, err
-	}
-	pc, err := net.ListenUDP("udp", udp)
+	pc, err := quicconn.ListenUDP(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +54,8 @@ func ListenPacket(pc net.PacketConn, cfg Config) (transport.Listener, error) {
 }
 
 func listen(pc net.PacketConn, ownPC bool, cfg Config) (*listener, error) {
-	if cfg.TLS == nil || (len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil) {
-		return nil, errors.New("wttransport: Config.TLS needs a certificate")
+	if err := quicconn.CheckServerTLS("wttransport", cfg.TLS); err != nil {
+		return nil, err
 	}
 	cfg.Config = cfg.Config.WithDefaults()
 	tlsConf := cfg.TLS.Clone()

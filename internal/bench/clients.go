@@ -431,7 +431,7 @@ func connect(clients []*benchClient, d transport.Dialer, addr string) error {
 		wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("side", "client"), func(ctx context.Context) {
 			defer func() { <-sem; wg.Done() }()
-			conn, err := rclient.Dial(ctx, countingDialer{d, &c.recv}, addr, arena.Schema(),
+			conn, err := rclient.Dial(ctx, transport.CountReceived(d, &c.recv), addr, arena.Schema(),
 				rclient.DialConfig{HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
 			if err != nil {
 				mu.Lock()
@@ -464,32 +464,6 @@ func (c *benchClient) play(ctx context.Context, warmEnd *atomic.Uint64) {
 			return
 		}
 	}
-}
-
-// countingDialer dials connections that count the bytes they receive.
-type countingDialer struct {
-	transport.Dialer
-	n *atomic.Int64
-}
-
-func (d countingDialer) Dial(ctx context.Context, addr string) (transport.Conn, error) {
-	c, err := d.Dialer.Dial(ctx, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &countingConn{Conn: c, n: d.n}, nil
-}
-
-// countingConn counts the payload bytes of the messages it receives.
-type countingConn struct {
-	transport.Conn
-	n *atomic.Int64
-}
-
-func (c *countingConn) Receive(ctx context.Context) ([]byte, error) {
-	msg, err := c.Conn.Receive(ctx)
-	c.n.Add(int64(len(msg)))
-	return msg, err
 }
 
 // memSnapshot is the process's memory at one moment, after GC.

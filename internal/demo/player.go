@@ -75,7 +75,7 @@ type player struct {
 	name string // its connect token, which the demo's authenticator takes as the user ID
 	net  network
 
-	recv      atomic.Int64  // message bytes received, counted by its countingConn
+	recv      atomic.Int64  // message bytes received, counted by transport.CountReceived
 	joinBytes atomic.Int64  // bytes received until the first tick was applied
 	tick      atomic.Uint64 // the last tick applied
 	exited    atomic.Bool   // its goroutine has returned
@@ -233,37 +233,4 @@ func (p *player) watch(r *client.Replica) {
 			ev.itemsChanged.Add(1)
 		}
 	})
-}
-
-// countingDialer dials connections that count the bytes they receive.
-type countingDialer struct {
-	transport.Dialer
-	n *atomic.Int64
-}
-
-func (d countingDialer) Dial(ctx context.Context, addr string) (transport.Conn, error) {
-	c, err := d.Dialer.Dial(ctx, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &countingConn{Conn: c, n: d.n}, nil
-}
-
-// countingConn counts the payload bytes of the messages and datagrams it
-// receives: what the session layer gets, without the transport's framing.
-type countingConn struct {
-	transport.Conn
-	n *atomic.Int64
-}
-
-func (c *countingConn) Receive(ctx context.Context) ([]byte, error) {
-	msg, err := c.Conn.Receive(ctx)
-	c.n.Add(int64(len(msg)))
-	return msg, err
-}
-
-func (c *countingConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
-	msg, err := c.Conn.ReceiveDatagram(ctx)
-	c.n.Add(int64(len(msg)))
-	return msg, err
 }

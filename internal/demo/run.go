@@ -293,7 +293,7 @@ func (r *runner) start() (err error) {
 		if p.net == overQUIC {
 			d, addr = qd, quicAddr
 		}
-		return client.Dial(dialCtx, countingDialer{d, &p.recv}, addr, Schema(), client.DialConfig{Token: []byte(p.name)})
+		return client.Dial(dialCtx, transport.CountReceived(d, &p.recv), addr, Schema(), client.DialConfig{Token: []byte(p.name)})
 	}
 
 	width := len(fmt.Sprint(r.cfg.Clients - 1))
