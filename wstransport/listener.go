@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -74,8 +75,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := newConn(ws, h.cfg.Config, local, parseAddr(r.RemoteAddr))
 	select {
 	case h.conns <- c:
+		// Close may have drained the queue before c went in (select picks
+		// at random when both cases are ready): drain again, so that no
+		// connection waits in a queue nobody reads.
+		if h.isClosed() {
+			h.drain()
+		}
 	case <-h.done:
 		c.Close(transport.CloseGoingAway, "listener closed")
+	}
+}
+
+// drain closes, with CloseGoingAway, the connections upgraded and queued
+// for an Accept that will not come.
+func (h *Handler) drain() {
+	for {
+		select {
+		case c := <-h.conns:
+			c.Close(transport.CloseGoingAway, "listener closed")
+		default:
+			return
+		}
 	}
 }
 
@@ -126,14 +146,7 @@ func (h *Handler) shutdown(err error) {
 	h.closed, h.err = true, err
 	close(h.done)
 	h.mu.Unlock()
-	for {
-		select {
-		case c := <-h.conns:
-			c.Close(transport.CloseGoingAway, "listener closed")
-		default:
-			return
-		}
-	}
+	h.drain()
 }
 
 // listener is a Handler with its own http.Server.
@@ -192,12 +205,22 @@ func NewListener(ln net.Listener, cfg Config) transport.Listener {
 	return l
 }
 
-// Close stops accepting: it closes the net.Listener and the connections
-// still in their HTTP handshake. Established connections stay open.
+// Close stops accepting: it closes the net.Listener, lets upgrades in
+// flight finish (their connections then close with CloseGoingAway, like
+// any upgraded and unaccepted one), and after a second closes the
+// connections still in their HTTP handshake. Established connections stay
+// open: http.Server does not track hijacked (WebSocket) connections.
 func (l *listener) Close() error {
 	l.Handler.Close()
-	// http.Server.Close does not know hijacked (WebSocket) connections.
-	err := l.srv.Close()
+	// Close alone would also cut a connection whose 101 response is out
+	// but which the WebSocket library has not hijacked yet: its client
+	// would see EOF instead of the close frame.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := l.srv.Shutdown(ctx)
+	if err != nil {
+		err = l.srv.Close()
+	}
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}

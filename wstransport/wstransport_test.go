@@ -549,7 +549,7 @@ func TestListenerClosePending(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("an unaccepted connection stayed open after the listener closed")
 	}
-	if code, _, byPeer := c.CloseInfo(); code != transport.CloseGoingAway || !byPeer {
-		t.Fatalf("CloseInfo = %v, %v; want CloseGoingAway by peer", code, byPeer)
+	if code, reason, byPeer := c.CloseInfo(); code != transport.CloseGoingAway || !byPeer {
+		t.Fatalf("CloseInfo = %v, %q, %v; want CloseGoingAway by peer", code, reason, byPeer)
 	}
 }
