@@ -101,3 +101,52 @@ func TestFallBehindAndResync(t *testing.T) {
 		}
 	}
 }
+
+// TestFallBehindForever has a client stop polling for good: the server
+// pauses it, sees its backlog never shrink, and drops it as a slow consumer
+// after LagTimeout, while it keeps serving the others.
+func TestFallBehindForever(t *testing.T) {
+	nw := transport.NewMemNetwork()
+	ln, err := nw.Listen("", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, ln, nw.Dialer(transport.Config{}), replica.Config{LagMessages: 40, LagBytes: 1 << 30, LagTimeout: 200 * time.Millisecond})
+	for range 300 {
+		demo.SpawnBot(r.srv.Tracker())
+	}
+	stuck, err := client.Dial(context.Background(), r.dialer, r.ln.Addr().String(), demo.Schema(), client.DialConfig{Buffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	good := r.dial("good")
+	r.tickUntilJoined(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for tick := 0; ; tick++ {
+		for _, e := range r.srv.Tracker().AppendEntities(nil) {
+			if b, ok := demo.BotOf(e); ok {
+				b.SetX(float32(tick % 1000))
+			}
+		}
+		r.srv.Tick()
+		if _, err := good.Poll(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-stuck.Done():
+			if code, reason, _ := stuck.CloseInfo(); code != transport.CloseSlowConsumer {
+				t.Fatalf("closed with %s (%s), want %s", code, reason, transport.CloseSlowConsumer)
+			}
+			if r.srv.Stats().Paused == 0 {
+				t.Fatal("dropped without being paused first")
+			}
+			return
+		case <-ctx.Done():
+			t.Fatalf("a client that never reads again is still connected (stats %+v)", r.srv.Stats())
+		default:
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -68,8 +68,10 @@ type Config struct {
 	// half and a quarter of the transports' defaults.
 	LagMessages int
 	LagBytes    int
-	// LagTimeout drops, as a slow consumer, a client that stays fallen
-	// behind this long. The default is 30 seconds.
+	// LagTimeout drops, as a slow consumer, a paused client whose backlog
+	// has not shrunk for this long: one that has stopped reading, as
+	// opposed to one draining slowly over a poor network. The default is
+	// 30 seconds.
 	LagTimeout time.Duration
 }
 
@@ -175,8 +177,9 @@ type Conn struct {
 	rpcBuf  [][]byte // the tick goroutine's spare, swapped with rpcIn
 	rpcOut  [][]byte // RPC messages for the client, sent after the tick
 
-	paused      bool      // fallen behind: no ticks until the backlog drains
-	pausedSince time.Time // when it was paused
+	paused   bool      // fallen behind: no ticks until the backlog drains
+	lagLow   int       // the smallest backlog (messages) seen while paused
+	progress time.Time // when the backlog last reached a new low
 }
 
 // UserID returns the authenticated user of the connection.
@@ -808,14 +811,17 @@ func (s *Server) behind(c *Conn) bool {
 		if msgs <= s.cfg.LagMessages && bytes <= s.cfg.LagBytes {
 			return false
 		}
-		c.paused, c.pausedSince = true, time.Now()
+		c.paused, c.lagLow, c.progress = true, msgs, time.Now()
 		s.stats.Paused++
 		s.cfg.Logger.Info("replica: client fell behind; paused", "user", c.userID, "session", c.id, "messages", msgs, "bytes", bytes)
 		return true
 	}
 	if msgs > s.cfg.LagMessages/8 || bytes > s.cfg.LagBytes/8 {
-		if time.Since(c.pausedSince) > s.cfg.LagTimeout || len(c.rpcOut) > maxHeldRPCs {
-			c.kick(transport.CloseSlowConsumer, "fell behind and did not catch up")
+		if msgs < c.lagLow {
+			c.lagLow, c.progress = msgs, time.Now()
+		}
+		if time.Since(c.progress) > s.cfg.LagTimeout || len(c.rpcOut) > maxHeldRPCs {
+			c.kick(transport.CloseSlowConsumer, "fell behind and stopped catching up")
 		}
 		return true
 	}
