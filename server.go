@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/codec"
-	"github.com/replicago/replica/ratelimit"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
@@ -142,11 +140,6 @@ type Server struct {
 	stats    Stats
 }
 
-type rpcKey struct {
-	class *schema.Struct
-	rpc   uint32
-}
-
 // Stats counts what a server has done since it started. Read it on the
 // tick goroutine.
 type Stats struct {
@@ -157,43 +150,6 @@ type Stats struct {
 	Kicked       uint64 // connections closed for misbehaving
 	Paused       uint64 // times a client fell behind and was paused
 	Resyncs      uint64 // paused clients brought back with the full state
-}
-
-// A Conn is one client's session on a server.
-type Conn struct {
-	srv      *Server
-	tc       transport.Conn
-	identity auth.Identity
-	userID   string
-	id       uint64
-	joined   bool
-	changes  state.Changeset // this tick's changes of entities the connection owns
-
-	schema  *schema.Schema // the client's, from its HELLO
-	dec     *codec.Decoder // client's schema → server's, for RPC arguments
-	limiter ratelimit.Limiter
-	rpcMu   sync.Mutex
-	rpcIn   [][]byte // RPC messages, read goroutine → tick goroutine; nil until the first
-	rpcBuf  [][]byte // the tick goroutine's spare, swapped with rpcIn
-	rpcOut  [][]byte // RPC messages for the client, sent after the tick
-
-	paused   bool      // fallen behind: no ticks until the backlog drains
-	lagLow   int       // the smallest backlog (messages) seen while paused
-	progress time.Time // when the backlog last reached a new low
-}
-
-// UserID returns the authenticated user of the connection.
-func (c *Conn) UserID() string { return c.userID }
-
-// Identity returns what the authenticator established about the client.
-func (c *Conn) Identity() auth.Identity { return c.identity }
-
-// Session returns the session ID the server assigned.
-func (c *Conn) Session() uint64 { return c.id }
-
-// Close disconnects the client with the given code and reason.
-func (c *Conn) Close(code transport.CloseCode, reason string) error {
-	return c.tc.Close(code, reason)
 }
 
 // NewServer returns a server for cfg.Schema.
@@ -259,155 +215,6 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 			return err
 		}
 		go s.handshake(ctx, tc)
-	}
-}
-
-// handshake runs the server side of the session handshake. The cheap
-// checks come first: the protocol version, the descriptor's size and the
-// token; only then is the client's descriptor decoded.
-func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		tc.Close(transport.CloseGoingAway, "server closed")
-		return
-	}
-	s.handshaking[tc] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.handshaking, tc)
-		s.mu.Unlock()
-	}()
-	refuse := func(code transport.CloseCode, msg string) {
-		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
-		tc.Close(code, msg)
-		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
-	}
-	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
-	msg, err := tc.Receive(hctx)
-	cancel()
-	if err != nil {
-		s.mu.Lock()
-		closed := s.closed
-		s.mu.Unlock()
-		switch {
-		case closed || ctx.Err() != nil:
-			tc.Close(transport.CloseGoingAway, "server shutting down")
-		case errors.Is(err, context.DeadlineExceeded):
-			refuse(transport.CloseHandshakeTimeout, "no HELLO in time")
-		default:
-			tc.Close(transport.CloseProtocolError, "handshake failed")
-		}
-		return
-	}
-	m, err := session.Parse(msg)
-	hello, ok := m.(*session.Hello)
-	switch {
-	case err != nil:
-		refuse(transport.CloseProtocolError, err.Error())
-		return
-	case !ok:
-		refuse(transport.CloseProtocolError, "expected HELLO")
-		return
-	case hello.Version != session.ProtocolVersion:
-		refuse(transport.CloseIncompatible, fmt.Sprintf("protocol version %d, server speaks %d", hello.Version, session.ProtocolVersion))
-		return
-	}
-	if len(hello.Descriptor) > s.cfg.MaxDescriptorBytes {
-		refuse(transport.CloseIncompatible, fmt.Sprintf("schema descriptor of %d bytes, over the server's limit of %d", len(hello.Descriptor), s.cfg.MaxDescriptorBytes))
-		return
-	}
-	id, err := s.cfg.Auth.Authenticate(ctx, hello.Token)
-	if err != nil {
-		refuse(transport.CloseAuthFailed, err.Error())
-		return
-	}
-	clientSchema, err := schema.DecodeDescriptor(hello.Descriptor)
-	if err == nil {
-		// The client decodes what the server encodes.
-		err = schema.Compatible(clientSchema, s.cfg.Schema)
-	}
-	if err != nil {
-		refuse(transport.CloseIncompatible, "schema: "+err.Error())
-		return
-	}
-	user := id.UserID
-	dec, err := codec.NewDecoder(s.cfg.Schema, clientSchema, codec.Limits{})
-	if err != nil {
-		refuse(transport.CloseIncompatible, "schema: "+err.Error())
-		return
-	}
-	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
-		schema: clientSchema, dec: dec,
-		limiter: ratelimit.NewLimiter(ratelimit.Policy{Rate: s.cfg.RPCRate, Burst: s.cfg.RPCBurst})}
-	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
-		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate)}))
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		tc.Close(transport.CloseGoingAway, "server closed")
-		return
-	}
-	s.joining = append(s.joining, c)
-	s.mu.Unlock()
-	s.cfg.Logger.Info("replica: joined", "user", user, "session", c.id, "remote", tc.RemoteAddr())
-	go s.read(c)
-}
-
-// read serves one connection's incoming messages until it closes: pings
-// are answered, silence past IdleTimeout closes the connection, and
-// anything a client may not send closes it with a protocol error.
-func (s *Server) read(c *Conn) {
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.IdleTimeout)
-		msg, err := c.tc.Receive(ctx)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			c.tc.Close(transport.CloseIdleTimeout, "nothing received")
-			return
-		}
-		if err != nil {
-			return
-		}
-		if len(msg) > 0 && session.Type(msg[0]) == session.TypeRPC {
-			ok, kick := c.limiter.Allow(time.Now())
-			if kick {
-				c.kick(transport.ClosePolicyViolation, "RPC flood")
-				return
-			}
-			if !ok {
-				continue // over the rate: dropped
-			}
-			c.rpcMu.Lock()
-			full := len(c.rpcIn) >= rpcQueue
-			if !full {
-				c.rpcIn = append(c.rpcIn, msg) // checked and parsed at the tick
-			}
-			c.rpcMu.Unlock()
-			if full {
-				c.kick(transport.ClosePolicyViolation, "RPC queue overflow")
-				return
-			}
-			continue
-		}
-		m, err := session.Parse(msg)
-		switch m := m.(type) {
-		case *session.Ping:
-			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
-		case *session.Pong:
-			// Liveness only: receiving it reset the idle timer.
-		default:
-			reason := "clients send no state"
-			if err != nil {
-				reason = err.Error()
-			}
-			c.tc.Close(transport.CloseProtocolError, reason)
-			return
-		}
 	}
 }
 
@@ -624,212 +431,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// rpcQueue bounds the RPCs a connection may have waiting for the tick.
-const rpcQueue = 256
-
-func (c *Conn) kick(code transport.CloseCode, reason string) {
-	c.srv.cfg.Logger.Warn("replica: kicked", "user", c.userID, "session", c.id, "code", code, "reason", reason)
-	c.srv.kicked.Add(1)
-	c.tc.Close(code, reason)
-}
-
-// RPCHandler handles a client→server RPC on the tick goroutine. e is the
-// entity it was called on, which c owns; args holds the arguments and is
-// valid only during the call. Returning an error refuses the call: it is
-// counted in Stats.RPCsRejected and logged, and has no other effect.
-type RPCHandler func(c *Conn, e *state.Entity, args *state.Record) error
-
-// HandleRPC registers h for RPC rpc of class. Register handlers before
-// serving.
-func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
-	if s.handlers == nil {
-		s.handlers = make(map[rpcKey]RPCHandler)
-	}
-	s.handlers[rpcKey{class, rpc}] = h
-}
-
-// dispatch runs the handlers of the RPCs that arrived since the last tick,
-// connection by connection, each connection's in arrival order.
-func (s *Server) dispatch() {
-	for _, c := range s.conns {
-		select {
-		case <-c.tc.Done():
-			continue // gone: its pending calls are dropped with it
-		default:
-		}
-		c.rpcMu.Lock()
-		in := c.rpcIn
-		c.rpcIn = c.rpcBuf[:0]
-		c.rpcMu.Unlock()
-		for i, msg := range in {
-			s.call(c, msg)
-			in[i] = nil
-		}
-		c.rpcBuf = in[:0]
-	}
-}
-
-// call checks and runs one client RPC. A call the client could not have
-// made in good faith closes its connection: a malformed message, an RPC
-// the class does not have or that only the server may send, or an entity
-// it does not own. A call on an entity that has since been destroyed is
-// dropped: the client could not have known.
-func (s *Server) call(c *Conn, msg []byte) {
-	m, err := session.ParseRPC(msg)
-	if err != nil {
-		c.kick(transport.CloseProtocolError, err.Error())
-		return
-	}
-	e := s.tr.Entity(state.ID(m.Entity))
-	if e == nil {
-		s.stats.RPCsStale++
-		return
-	}
-	rpc := e.Class().RPC(m.RPC)
-	var remote *schema.RPC
-	if rc := c.schema.Class(e.Class().ID); rc != nil {
-		remote = rc.RPC(m.RPC)
-	}
-	switch {
-	case rpc == nil || remote == nil || rpc.Dir != schema.ClientToServer:
-		c.kick(transport.CloseProtocolError, fmt.Sprintf("no client RPC %d on %s", m.RPC, e.Class().Name))
-		return
-	case s.ownerOf(e) != c:
-		c.kick(transport.ClosePolicyViolation, fmt.Sprintf("RPC %s on an entity the client does not own", rpc.Name))
-		return
-	}
-	args, err := c.dec.DecodeRecord(remote.Args, rpc.Args, m.Args)
-	if err != nil {
-		c.kick(transport.CloseProtocolError, "RPC arguments: "+err.Error())
-		return
-	}
-	h := s.handlers[rpcKey{e.Class(), m.RPC}]
-	if h == nil {
-		s.stats.RPCsRejected++
-		return
-	}
-	if err := h(c, e, args); err != nil {
-		s.stats.RPCsRejected++
-		s.cfg.Logger.Debug("replica: RPC refused", "user", c.userID, "rpc", rpc.Name, "err", err)
-		return
-	}
-	s.stats.RPCs++
-}
-
-// RPCTarget says which clients a server RPC goes to.
-type RPCTarget struct {
-	kind uint8
-	conn *Conn
-}
-
-// RPC targets.
-var (
-	ToOwner     = RPCTarget{kind: 1} // the entity's owner
-	ToObservers = RPCTarget{kind: 2} // every client that sees the entity
-)
-
-// ToConn targets one connection.
-func ToConn(c *Conn) RPCTarget { return RPCTarget{kind: 3, conn: c} }
-
-// Errors of SendRPC.
-var (
-	ErrNoRPC    = errors.New("replica: no such server RPC")
-	ErrNoTarget = errors.New("replica: RPC target has no connection")
-)
-
-// SendRPC sends server→client RPC rpc on e with the given arguments (a
-// record of the RPC's argument struct) to the clients of to. Call it on
-// the tick goroutine. The arguments are encoded once; every target
-// receives the call after the state of the current tick, so an entity
-// created in the same tick already exists on the client.
-func (s *Server) SendRPC(to RPCTarget, e *state.Entity, rpc uint32, args *state.Record) error {
-	r := e.Class().RPC(rpc)
-	if r == nil || r.Dir != schema.ServerToClient || args.Type() != r.Args {
-		return fmt.Errorf("%w: %d on %s", ErrNoRPC, rpc, e.Class().Name)
-	}
-	msg := session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: rpc, Args: s.rpcEnc.AppendRecord(nil, args)})
-	queue := func(c *Conn) {
-		c.rpcOut = append(c.rpcOut, msg)
-		s.stats.RPCsSent++
-	}
-	switch to.kind {
-	case 1:
-		c := s.ownerOf(e)
-		if c == nil {
-			return ErrNoTarget
-		}
-		queue(c)
-	case 2:
-		for _, c := range s.conns {
-			queue(c)
-		}
-	case 3:
-		if to.conn == nil {
-			return ErrNoTarget
-		}
-		queue(to.conn)
-	default:
-		return ErrNoTarget
-	}
-	return nil
-}
-
-// flushRPCs sends the RPCs queued for c during this tick.
-func (s *Server) flushRPCs(c *Conn) {
-	for i, msg := range c.rpcOut {
-		if c.tc.Send(msg) != nil {
-			break
-		}
-		c.rpcOut[i] = nil
-	}
-	c.rpcOut = c.rpcOut[:0]
-}
-
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
 	st := s.stats
 	st.Kicked = s.kicked.Load()
 	return st
-}
-
-// maxHeldRPCs bounds the server RPCs held for a paused client.
-const maxHeldRPCs = 4096
-
-// behind reports whether c gets no regular tick now: it has fallen behind
-// (its backlog passed LagMessages or LagBytes) and is paused, or it has
-// just caught up and was sent RESYNC and the full state instead. The
-// client keeps applying what is queued; its replica reaches the server's
-// state at the resync. RPCs for it are held while it is paused and sent
-// after the full state, so none overtakes the state it was sent against.
-func (s *Server) behind(c *Conn) bool {
-	bl, ok := c.tc.(transport.Backlogger)
-	if !ok {
-		return false
-	}
-	msgs, bytes := bl.Backlog()
-	if !c.paused {
-		if msgs <= s.cfg.LagMessages && bytes <= s.cfg.LagBytes {
-			return false
-		}
-		c.paused, c.lagLow, c.progress = true, msgs, time.Now()
-		s.stats.Paused++
-		s.cfg.Logger.Info("replica: client fell behind; paused", "user", c.userID, "session", c.id, "messages", msgs, "bytes", bytes)
-		return true
-	}
-	if msgs > s.cfg.LagMessages/8 || bytes > s.cfg.LagBytes/8 {
-		if msgs < c.lagLow {
-			c.lagLow, c.progress = msgs, time.Now()
-		}
-		if time.Since(c.progress) > s.cfg.LagTimeout || len(c.rpcOut) > maxHeldRPCs {
-			c.kick(transport.CloseSlowConsumer, "fell behind and stopped catching up")
-		}
-		return true
-	}
-	c.paused = false
-	s.stats.Resyncs++
-	if c.tc.Send(session.AppendResync(nil)) == nil {
-		s.sendFull(c)
-		s.flushRPCs(c)
-	}
-	return true
 }

@@ -1,0 +1,209 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/replicago/replica/auth"
+	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/ratelimit"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/transport"
+)
+
+// A Conn is one client's session on a server.
+type Conn struct {
+	srv      *Server
+	tc       transport.Conn
+	identity auth.Identity
+	userID   string
+	id       uint64
+	joined   bool
+	changes  state.Changeset // this tick's changes of entities the connection owns
+
+	schema  *schema.Schema // the client's, from its HELLO
+	dec     *codec.Decoder // client's schema → server's, for RPC arguments
+	limiter ratelimit.Limiter
+	rpcMu   sync.Mutex
+	rpcIn   [][]byte // RPC messages, read goroutine → tick goroutine; nil until the first
+	rpcBuf  [][]byte // the tick goroutine's spare, swapped with rpcIn
+	rpcOut  [][]byte // RPC messages for the client, sent after the tick
+
+	paused   bool      // fallen behind: no ticks until the backlog drains
+	lagLow   int       // the smallest backlog (messages) seen while paused
+	progress time.Time // when the backlog last reached a new low
+}
+
+// handshake runs the server side of the session handshake. The cheap
+// checks come first: the protocol version, the descriptor's size and the
+// token; only then is the client's descriptor decoded.
+func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		tc.Close(transport.CloseGoingAway, "server closed")
+		return
+	}
+	s.handshaking[tc] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.handshaking, tc)
+		s.mu.Unlock()
+	}()
+	refuse := func(code transport.CloseCode, msg string) {
+		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
+		tc.Close(code, msg)
+		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
+	}
+	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
+	msg, err := tc.Receive(hctx)
+	cancel()
+	if err != nil {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		switch {
+		case closed || ctx.Err() != nil:
+			tc.Close(transport.CloseGoingAway, "server shutting down")
+		case errors.Is(err, context.DeadlineExceeded):
+			refuse(transport.CloseHandshakeTimeout, "no HELLO in time")
+		default:
+			tc.Close(transport.CloseProtocolError, "handshake failed")
+		}
+		return
+	}
+	m, err := session.Parse(msg)
+	hello, ok := m.(*session.Hello)
+	switch {
+	case err != nil:
+		refuse(transport.CloseProtocolError, err.Error())
+		return
+	case !ok:
+		refuse(transport.CloseProtocolError, "expected HELLO")
+		return
+	case hello.Version != session.ProtocolVersion:
+		refuse(transport.CloseIncompatible, fmt.Sprintf("protocol version %d, server speaks %d", hello.Version, session.ProtocolVersion))
+		return
+	}
+	if len(hello.Descriptor) > s.cfg.MaxDescriptorBytes {
+		refuse(transport.CloseIncompatible, fmt.Sprintf("schema descriptor of %d bytes, over the server's limit of %d", len(hello.Descriptor), s.cfg.MaxDescriptorBytes))
+		return
+	}
+	id, err := s.cfg.Auth.Authenticate(ctx, hello.Token)
+	if err != nil {
+		refuse(transport.CloseAuthFailed, err.Error())
+		return
+	}
+	clientSchema, err := schema.DecodeDescriptor(hello.Descriptor)
+	if err == nil {
+		// The client decodes what the server encodes.
+		err = schema.Compatible(clientSchema, s.cfg.Schema)
+	}
+	if err != nil {
+		refuse(transport.CloseIncompatible, "schema: "+err.Error())
+		return
+	}
+	user := id.UserID
+	dec, err := codec.NewDecoder(s.cfg.Schema, clientSchema, codec.Limits{})
+	if err != nil {
+		refuse(transport.CloseIncompatible, "schema: "+err.Error())
+		return
+	}
+	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
+		schema: clientSchema, dec: dec,
+		limiter: ratelimit.NewLimiter(ratelimit.Policy{Rate: s.cfg.RPCRate, Burst: s.cfg.RPCBurst})}
+	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
+		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate)}))
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		tc.Close(transport.CloseGoingAway, "server closed")
+		return
+	}
+	s.joining = append(s.joining, c)
+	s.mu.Unlock()
+	s.cfg.Logger.Info("replica: joined", "user", user, "session", c.id, "remote", tc.RemoteAddr())
+	go s.read(c)
+}
+
+// read serves one connection's incoming messages until it closes: pings
+// are answered, silence past IdleTimeout closes the connection, and
+// anything a client may not send closes it with a protocol error.
+func (s *Server) read(c *Conn) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.IdleTimeout)
+		msg, err := c.tc.Receive(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			c.tc.Close(transport.CloseIdleTimeout, "nothing received")
+			return
+		}
+		if err != nil {
+			return
+		}
+		if len(msg) > 0 && session.Type(msg[0]) == session.TypeRPC {
+			ok, kick := c.limiter.Allow(time.Now())
+			if kick {
+				c.kick(transport.ClosePolicyViolation, "RPC flood")
+				return
+			}
+			if !ok {
+				continue // over the rate: dropped
+			}
+			c.rpcMu.Lock()
+			full := len(c.rpcIn) >= rpcQueue
+			if !full {
+				c.rpcIn = append(c.rpcIn, msg) // checked and parsed at the tick
+			}
+			c.rpcMu.Unlock()
+			if full {
+				c.kick(transport.ClosePolicyViolation, "RPC queue overflow")
+				return
+			}
+			continue
+		}
+		m, err := session.Parse(msg)
+		switch m := m.(type) {
+		case *session.Ping:
+			c.tc.Send(session.AppendPong(nil, &session.Pong{Nonce: m.Nonce}))
+		case *session.Pong:
+			// Liveness only: receiving it reset the idle timer.
+		default:
+			reason := "clients send no state"
+			if err != nil {
+				reason = err.Error()
+			}
+			c.tc.Close(transport.CloseProtocolError, reason)
+			return
+		}
+	}
+}
+
+func (c *Conn) kick(code transport.CloseCode, reason string) {
+	c.srv.cfg.Logger.Warn("replica: kicked", "user", c.userID, "session", c.id, "code", code, "reason", reason)
+	c.srv.kicked.Add(1)
+	c.tc.Close(code, reason)
+}
+
+// UserID returns the authenticated user of the connection.
+func (c *Conn) UserID() string { return c.userID }
+
+// Identity returns what the authenticator established about the client.
+func (c *Conn) Identity() auth.Identity { return c.identity }
+
+// Session returns the session ID the server assigned.
+func (c *Conn) Session() uint64 { return c.id }
+
+// Close disconnects the client with the given code and reason.
+func (c *Conn) Close(code transport.CloseCode, reason string) error {
+	return c.tc.Close(code, reason)
+}

@@ -1,0 +1,50 @@
+package replica
+
+import (
+	"time"
+
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/transport"
+)
+
+// maxHeldRPCs bounds the server RPCs held for a paused client.
+const maxHeldRPCs = 4096
+
+// behind reports whether c gets no regular tick now: it has fallen behind
+// (its backlog passed LagMessages or LagBytes) and is paused, or it has
+// just caught up and was sent RESYNC and the full state instead. The
+// client keeps applying what is queued; its replica reaches the server's
+// state at the resync. RPCs for it are held while it is paused and sent
+// after the full state, so none overtakes the state it was sent against.
+func (s *Server) behind(c *Conn) bool {
+	bl, ok := c.tc.(transport.Backlogger)
+	if !ok {
+		return false
+	}
+	msgs, bytes := bl.Backlog()
+	if !c.paused {
+		if msgs <= s.cfg.LagMessages && bytes <= s.cfg.LagBytes {
+			return false
+		}
+		c.paused, c.lagLow, c.progress = true, msgs, time.Now()
+		s.stats.Paused++
+		s.cfg.Logger.Info("replica: client fell behind; paused", "user", c.userID, "session", c.id, "messages", msgs, "bytes", bytes)
+		return true
+	}
+	if msgs > s.cfg.LagMessages/8 || bytes > s.cfg.LagBytes/8 {
+		if msgs < c.lagLow {
+			c.lagLow, c.progress = msgs, time.Now()
+		}
+		if time.Since(c.progress) > s.cfg.LagTimeout || len(c.rpcOut) > maxHeldRPCs {
+			c.kick(transport.CloseSlowConsumer, "fell behind and stopped catching up")
+		}
+		return true
+	}
+	c.paused = false
+	s.stats.Resyncs++
+	if c.tc.Send(session.AppendResync(nil)) == nil {
+		s.sendFull(c)
+		s.flushRPCs(c)
+	}
+	return true
+}

@@ -1,0 +1,171 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/transport"
+)
+
+type rpcKey struct {
+	class *schema.Struct
+	rpc   uint32
+}
+
+// rpcQueue bounds the RPCs a connection may have waiting for the tick.
+const rpcQueue = 256
+
+// RPCHandler handles a client→server RPC on the tick goroutine. e is the
+// entity it was called on, which c owns; args holds the arguments and is
+// valid only during the call. Returning an error refuses the call: it is
+// counted in Stats.RPCsRejected and logged, and has no other effect.
+type RPCHandler func(c *Conn, e *state.Entity, args *state.Record) error
+
+// HandleRPC registers h for RPC rpc of class. Register handlers before
+// serving.
+func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
+	if s.handlers == nil {
+		s.handlers = make(map[rpcKey]RPCHandler)
+	}
+	s.handlers[rpcKey{class, rpc}] = h
+}
+
+// dispatch runs the handlers of the RPCs that arrived since the last tick,
+// connection by connection, each connection's in arrival order.
+func (s *Server) dispatch() {
+	for _, c := range s.conns {
+		select {
+		case <-c.tc.Done():
+			continue // gone: its pending calls are dropped with it
+		default:
+		}
+		c.rpcMu.Lock()
+		in := c.rpcIn
+		c.rpcIn = c.rpcBuf[:0]
+		c.rpcMu.Unlock()
+		for i, msg := range in {
+			s.call(c, msg)
+			in[i] = nil
+		}
+		c.rpcBuf = in[:0]
+	}
+}
+
+// call checks and runs one client RPC. A call the client could not have
+// made in good faith closes its connection: a malformed message, an RPC
+// the class does not have or that only the server may send, or an entity
+// it does not own. A call on an entity that has since been destroyed is
+// dropped: the client could not have known.
+func (s *Server) call(c *Conn, msg []byte) {
+	m, err := session.ParseRPC(msg)
+	if err != nil {
+		c.kick(transport.CloseProtocolError, err.Error())
+		return
+	}
+	e := s.tr.Entity(state.ID(m.Entity))
+	if e == nil {
+		s.stats.RPCsStale++
+		return
+	}
+	rpc := e.Class().RPC(m.RPC)
+	var remote *schema.RPC
+	if rc := c.schema.Class(e.Class().ID); rc != nil {
+		remote = rc.RPC(m.RPC)
+	}
+	switch {
+	case rpc == nil || remote == nil || rpc.Dir != schema.ClientToServer:
+		c.kick(transport.CloseProtocolError, fmt.Sprintf("no client RPC %d on %s", m.RPC, e.Class().Name))
+		return
+	case s.ownerOf(e) != c:
+		c.kick(transport.ClosePolicyViolation, fmt.Sprintf("RPC %s on an entity the client does not own", rpc.Name))
+		return
+	}
+	args, err := c.dec.DecodeRecord(remote.Args, rpc.Args, m.Args)
+	if err != nil {
+		c.kick(transport.CloseProtocolError, "RPC arguments: "+err.Error())
+		return
+	}
+	h := s.handlers[rpcKey{e.Class(), m.RPC}]
+	if h == nil {
+		s.stats.RPCsRejected++
+		return
+	}
+	if err := h(c, e, args); err != nil {
+		s.stats.RPCsRejected++
+		s.cfg.Logger.Debug("replica: RPC refused", "user", c.userID, "rpc", rpc.Name, "err", err)
+		return
+	}
+	s.stats.RPCs++
+}
+
+// RPCTarget says which clients a server RPC goes to.
+type RPCTarget struct {
+	kind uint8
+	conn *Conn
+}
+
+// RPC targets.
+var (
+	ToOwner     = RPCTarget{kind: 1} // the entity's owner
+	ToObservers = RPCTarget{kind: 2} // every client that sees the entity
+)
+
+// ToConn targets one connection.
+func ToConn(c *Conn) RPCTarget { return RPCTarget{kind: 3, conn: c} }
+
+// Errors of SendRPC.
+var (
+	ErrNoRPC    = errors.New("replica: no such server RPC")
+	ErrNoTarget = errors.New("replica: RPC target has no connection")
+)
+
+// SendRPC sends server→client RPC rpc on e with the given arguments (a
+// record of the RPC's argument struct) to the clients of to. Call it on
+// the tick goroutine. The arguments are encoded once; every target
+// receives the call after the state of the current tick, so an entity
+// created in the same tick already exists on the client.
+func (s *Server) SendRPC(to RPCTarget, e *state.Entity, rpc uint32, args *state.Record) error {
+	r := e.Class().RPC(rpc)
+	if r == nil || r.Dir != schema.ServerToClient || args.Type() != r.Args {
+		return fmt.Errorf("%w: %d on %s", ErrNoRPC, rpc, e.Class().Name)
+	}
+	msg := session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: rpc, Args: s.rpcEnc.AppendRecord(nil, args)})
+	queue := func(c *Conn) {
+		c.rpcOut = append(c.rpcOut, msg)
+		s.stats.RPCsSent++
+	}
+	switch to.kind {
+	case 1:
+		c := s.ownerOf(e)
+		if c == nil {
+			return ErrNoTarget
+		}
+		queue(c)
+	case 2:
+		for _, c := range s.conns {
+			queue(c)
+		}
+	case 3:
+		if to.conn == nil {
+			return ErrNoTarget
+		}
+		queue(to.conn)
+	default:
+		return ErrNoTarget
+	}
+	return nil
+}
+
+// flushRPCs sends the RPCs queued for c during this tick.
+func (s *Server) flushRPCs(c *Conn) {
+	for i, msg := range c.rpcOut {
+		if c.tc.Send(msg) != nil {
+			break
+		}
+		c.rpcOut[i] = nil
+	}
+	c.rpcOut = c.rpcOut[:0]
+}
