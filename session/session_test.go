@@ -111,3 +111,30 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestDocumentedBytes pins the byte layouts docs/protocol.md §10.2 gives,
+// worked out by hand from the document, so that the two cannot drift.
+func TestDocumentedBytes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		got  []byte
+		want []byte
+	}{
+		// A RESYNC is the type byte alone.
+		{"resync", session.AppendResync(nil), []byte{0x08}},
+		// bits(64) nonce, least-significant bit first: little-endian bytes.
+		{"ping", session.AppendPing(nil, &session.Ping{Nonce: 0x0102030405060708}),
+			[]byte{0x05, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}},
+		// Type, entity ID little-endian, RPC ID 300 as LEB128 (AC 02), args.
+		{"rpc", session.AppendRPC(nil, &session.RPC{Entity: 0x01000005, RPC: 300, Args: []byte{0xAA}}),
+			[]byte{0x07, 0x05, 0x00, 0x00, 0x01, 0xAC, 0x02, 0xAA}},
+		// U(8) of 1 is the bit 0 then 8 bits of 1 (stream bits 0–8:
+		// 0 1 0000000); U(1) of 2 is one 1, the 0 terminator, then the low
+		// bit of 2 (stream bits 9–11: 1 0 0); then 4 bits of padding.
+		{"tick", session.AppendTick(nil, &session.Tick{Tick: 1, Segments: 2}), []byte{0x04, 0x02, 0x02}},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: % x, documented % x", c.name, c.got, c.want)
+		}
+	}
+}

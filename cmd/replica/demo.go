@@ -18,13 +18,13 @@ const demoUsage = `usage: replica demo [-entities N] [-clients N] [-hz N] [-dura
 Runs an arena of wandering, fighting bots on a replica.Server that listens
 on WebSocket and QUIC, and connects -clients bot clients to it over
 loopback sockets, half over each transport. The server moves every bot:
-the NPCs and one bot per client, which that client owns. The clients only
-watch: client RPCs arrive with the next milestone.
+the NPCs and one bot per client, which that client owns. Each client
+calls its own bot's emote RPC once a second.
 
 Prints one status line per second: clients connected, entities, the
-server's tick time, bytes each client received, callbacks fired and
-whether every client's replica matched the server's view for it. Ctrl-C
-stops it cleanly (a second Ctrl-C kills it).
+server's tick time, bytes each client received, callbacks fired, RPCs
+handled and whether every client's replica matched the server's view
+for it. Ctrl-C stops it cleanly (a second Ctrl-C kills it).
 
 Flags:
 `

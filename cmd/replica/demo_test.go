@@ -60,7 +60,7 @@ func TestDemoHelp(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 	for _, want := range []string{"usage: replica demo", "-entities", "-clients", "-hz", "-duration", "-seed",
-		"-ws-addr", "-quic-addr", "WebSocket and QUIC", "RPCs arrive with the next milestone", "Ctrl-C"} {
+		"-ws-addr", "-quic-addr", "WebSocket and QUIC", "emote RPC once a second", "Ctrl-C"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, stderr.String())
 		}
