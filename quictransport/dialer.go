@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -43,53 +42,20 @@ func (d *Dialer) Dial(ctx context.Context, addr string) (transport.Conn, error) 
 			tlsConf.ServerName = host
 		}
 	}
-	var pc net.PacketConn
-	if d.PacketConn != nil {
-		pc, err = d.PacketConn()
-	} else {
-		pc, err = listenUDPFor(raddr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	tr := &quic.Transport{Conn: pc}
-	release := func() {
-		tr.Close()
-		pc.Close()
-	}
-
 	ctx, cancel := context.WithTimeout(ctx, cfg.tunables().HandshakeTimeout)
 	defer cancel()
-	qc, err := tr.Dial(ctx, raddr, tlsConf, cfg.quicConfig(false))
+	qc, err := quicconn.Dial(ctx, raddr, d.PacketConn, tlsConf, cfg.quicConfig(false))
 	if err != nil {
-		release()
 		return nil, err
 	}
-	context.AfterFunc(qc.Context(), release)
 	str, err := qc.OpenStreamSync(ctx)
 	if err == nil {
 		deadline, _ := ctx.Deadline()
-		str.SetWriteDeadline(deadline)
-		_, err = str.Write(quicconn.Preamble[:])
-		str.SetWriteDeadline(time.Time{})
+		err = quicconn.WritePreamble(str, deadline)
 	}
 	if err != nil {
 		qc.CloseWithError(quic.ApplicationErrorCode(transport.CloseHandshakeTimeout), "could not open the message stream")
 		return nil, err
 	}
 	return newConn(qc, str, cfg.Config), nil
-}
-
-// listenUDPFor opens a UDP socket on the local address the system routes to
-// raddr from, so that LocalAddr reports the address the server sees rather
-// than a wildcard.
-func listenUDPFor(raddr *net.UDPAddr) (*net.UDPConn, error) {
-	var laddr *net.UDPAddr
-	if probe, err := net.DialUDP("udp", nil, raddr); err == nil {
-		if a, ok := probe.LocalAddr().(*net.UDPAddr); ok {
-			laddr = &net.UDPAddr{IP: a.IP, Zone: a.Zone}
-		}
-		probe.Close()
-	}
-	return net.ListenUDP("udp", laddr)
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
 
@@ -63,29 +62,12 @@ func (d *Dialer) Dial(ctx context.Context, addr string) (transport.Conn, error) 
 	if err != nil {
 		return nil, err
 	}
-	var pc net.PacketConn
-	if d.PacketConn != nil {
-		pc, err = d.PacketConn()
-	} else {
-		pc, err = listenUDPFor(raddr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	tr := &quic.Transport{Conn: pc}
-	release := func() {
-		tr.Close()
-		pc.Close()
-	}
-
 	ctx, cancel := context.WithTimeout(ctx, cfg.tunables().HandshakeTimeout)
 	defer cancel()
-	qc, err := tr.Dial(ctx, raddr, tlsConf, cfg.quicConfig())
+	qc, err := quicconn.Dial(ctx, raddr, d.PacketConn, tlsConf, cfg.quicConfig())
 	if err != nil {
-		release()
 		return nil, err
 	}
-	context.AfterFunc(qc.Context(), release)
 	fail := func(err error) (transport.Conn, error) {
 		qc.CloseWithError(h3NoError, "")
 		return nil, err
@@ -104,9 +86,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string) (transport.Conn, error) 
 	str, err := sess.OpenStreamSync(ctx)
 	if err == nil {
 		deadline, _ := ctx.Deadline()
-		str.SetWriteDeadline(deadline)
-		_, err = str.Write(quicconn.Preamble[:])
-		str.SetWriteDeadline(time.Time{})
+		err = quicconn.WritePreamble(str, deadline)
 	}
 	if err != nil {
 		sess.CloseWithError(webtransport.SessionErrorCode(transport.CloseHandshakeTimeout), "could not open the message stream")
@@ -177,18 +157,4 @@ func verifyHash(cs tls.ConnectionState, hashes [][32]byte, now time.Time) error 
 		return errors.New("wttransport: a certificate given by hash must be valid for at most 14 days")
 	}
 	return nil
-}
-
-// listenUDPFor opens a UDP socket on the local address the system routes to
-// raddr from, so that LocalAddr reports the address the server sees rather
-// than a wildcard.
-func listenUDPFor(raddr *net.UDPAddr) (*net.UDPConn, error) {
-	var laddr *net.UDPAddr
-	if probe, err := net.DialUDP("udp", nil, raddr); err == nil {
-		if a, ok := probe.LocalAddr().(*net.UDPAddr); ok {
-			laddr = &net.UDPAddr{IP: a.IP, Zone: a.Zone}
-		}
-		probe.Close()
-	}
-	return net.ListenUDP("udp", laddr)
 }

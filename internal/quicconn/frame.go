@@ -80,6 +80,18 @@ func ReadPreamble(str io.Reader, deadline time.Time) error {
 	return nil
 }
 
+// WritePreamble writes the client's preamble to str, waiting at most until
+// deadline (none if zero).
+func WritePreamble(str interface {
+	io.Writer
+	SetWriteDeadline(time.Time) error
+}, deadline time.Time) error {
+	str.SetWriteDeadline(deadline)
+	defer str.SetWriteDeadline(time.Time{})
+	_, err := str.Write(Preamble[:])
+	return err
+}
+
 // Errors of ReadPreamble.
 var (
 	ErrNotReplica   = errors.New("stream does not start with the replica preamble")
