@@ -68,6 +68,7 @@ type Encoder struct {
 	codes     []uint64
 	gapv      []uint64
 	ks        []uint8
+	rks       []uint8 // ks of the record being written
 	gaps      kStats
 
 	nkeys []uint64
@@ -752,18 +753,23 @@ func (enc *Encoder) writeRecordLeaves(w *wire.Writer, r *state.Record, only []ui
 	words := (st.Leaves + 63) / 64
 	set := slices.Grow(enc.rsets[enc.depth][:0], words)[:words]
 	clear(set)
+	// The numeric leaves of a record use k = the bit length of their own
+	// code. The tree is written before the values, whose nested records
+	// reuse rks.
+	enc.rks = slices.Grow(enc.rks[:0], st.Leaves)[:st.Leaves]
 	for i := 0; i < st.Leaves; i++ {
-		if only != nil {
-			if only[i>>6]&(1<<(i&63)) != 0 {
-				set[i>>6] |= 1 << (i & 63)
-			}
-		} else if !r.IsZero(st.Leaf(i)) {
-			set[i>>6] |= 1 << (i & 63)
+		l := st.Leaf(i)
+		if only != nil && only[i>>6]&(1<<(i&63)) == 0 || only == nil && r.IsZero(l) {
+			continue
+		}
+		set[i>>6] |= 1 << (i & 63)
+		if t := &l.Field.Type; t.Kind.Numeric() && rawBits(t, false) == 0 {
+			enc.rks[i] = uint8(ownK(codeFull(t, r.Num(l.Num))))
 		}
 	}
 	enc.rsets[enc.depth] = set
 	enc.depth++
-	writeRecordTree(w, st, 0, set, r)
+	writeTree(w, st, 0, set, enc.rks, false)
 	for leaf := state.NextDirty(set, 0); leaf >= 0; leaf = state.NextDirty(set, leaf+1) {
 		l := st.Leaf(leaf)
 		t := &l.Field.Type
@@ -783,33 +789,6 @@ func (enc *Encoder) writeRecordLeaves(w *wire.Writer, r *state.Record, only []ui
 		}
 	}
 	enc.depth--
-}
-
-// writeRecordTree is writeTree for a standalone record, whose numeric
-// leaves use k = the bit length of their own code.
-func writeRecordTree(w *wire.Writer, st *schema.Struct, base int, set []uint64, r *state.Record) {
-	n := 0
-	for _, f := range st.Fields {
-		if !f.Deprecated && state.AnyDirty(set, base+f.Leaf, base+f.Leaf+span(f)) {
-			n++
-		}
-	}
-	w.U(uint64(n), 2)
-	prev := uint32(0)
-	for _, f := range st.Fields {
-		if f.Deprecated || !state.AnyDirty(set, base+f.Leaf, base+f.Leaf+span(f)) {
-			continue
-		}
-		w.U(uint64(f.ID-prev-1), 2)
-		prev = f.ID
-		switch t := &f.Type; {
-		case t.Kind == schema.Nested:
-			writeRecordTree(w, t.Struct, base+f.Leaf, set, r)
-		case t.Kind.Numeric() && rawBits(t, false) == 0:
-			l := r.Type().Leaf(base + f.Leaf)
-			w.Bits(uint64(ownK(codeFull(t, r.Num(l.Num)))), 6)
-		}
-	}
 }
 
 // writeContDelta writes what happened to a container in a tick: a 1 bit
