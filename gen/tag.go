@@ -105,38 +105,15 @@ func parseTag(structTag string) (*tag, []string) {
 			}
 			t.id = uint32(n)
 		case "vis":
-			switch val {
-			case "server":
-				t.vis = schema.VisServer
-			case "owner":
-				t.vis = schema.VisOwner
-			case "others":
-				t.vis = schema.VisOthers
-			case "all":
-				t.vis = schema.VisAll
-			default:
+			if !named(&t.vis, val, schema.VisServer, schema.VisOwner, schema.VisOthers, schema.VisAll) {
 				badValue()
 			}
 		case "life":
-			switch val {
-			case "scene":
-				t.life = schema.LifeScene
-			case "process":
-				t.life = schema.LifeProcess
-			case "session":
-				t.life = schema.LifeSession
-			case "persist":
-				t.life = schema.LifePersist
-			default:
+			if !named(&t.life, val, schema.LifeScene, schema.LifeProcess, schema.LifeSession, schema.LifePersist) {
 				badValue()
 			}
 		case "chan":
-			switch val {
-			case "reliable":
-				t.ch = schema.Reliable
-			case "unreliable":
-				t.ch = schema.Unreliable
-			default:
+			if !named(&t.ch, val, schema.Reliable, schema.Unreliable) {
 				badValue()
 			}
 		case "quant":
@@ -174,6 +151,18 @@ func parseTag(structTag string) (*tag, []string) {
 		}
 	}
 	return t, errs
+}
+
+// named sets *dst to the value of all whose name (String) is val, and
+// reports whether there was one.
+func named[T fmt.Stringer](dst *T, val string, all ...T) bool {
+	for _, v := range all {
+		if v.String() == val {
+			*dst = v
+			return true
+		}
+	}
+	return false
 }
 
 // parseStep parses a quantization step: a decimal such as 0.25 or a

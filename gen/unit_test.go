@@ -24,6 +24,7 @@ func TestParseTag(t *testing.T) {
 		{`replica:"id=7, vis=owner ,life=persist,chan=unreliable,deprecated"`, "id=7 vis=owner life=persist chan=unreliable deprecated"},
 		{`replica:"vis=server,life=scene"`, "vis=server life=scene chan=reliable"},
 		{`replica:"vis=others,life=process"`, "vis=others life=process chan=reliable"},
+		{`replica:"vis=all,life=session,chan=reliable"`, "vis=all life=session chan=reliable"},
 		{`replica:"bag"`, "vis=all life=session chan=reliable bag"},
 		{`replica:"quant=1/64"`, "vis=all life=session chan=reliable q=0.015625 key=quant"},
 		{`replica:"min=-5,quant=0.5,max=5"`, "vis=all life=session chan=reliable q=0.5 min=-5 max=5 key=min"},
