@@ -60,15 +60,6 @@ func codeFull(t *schema.Type, v uint64) uint64 {
 	return v
 }
 
-// codeDelta returns the unsigned code of the change old → new in delta mode.
-func codeDelta(t *schema.Type, old, new uint64) uint64 {
-	if t.Kind == schema.Ref {
-		return new
-	}
-	w := deltaWidth(t)
-	return zigzag(signExtend(new-old, w))
-}
-
 // decodeFull maps a full-mode code back to a stored value, reporting false
 // if the value does not fit the kind.
 func decodeFull(t *schema.Type, u uint64) (uint64, bool) {

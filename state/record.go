@@ -141,18 +141,6 @@ func cloneContainer(c any) any {
 	return nil
 }
 
-// CopyFrom overwrites r's values with a deep copy of src's; both must have
-// the same type.
-func (r *Record) copyFrom(src *Record) {
-	copy(r.num, src.num)
-	for i, o := range src.obj {
-		r.obj[i].s = o.s
-		if o.c != nil {
-			r.obj[i].c = cloneContainer(o.c)
-		}
-	}
-}
-
 // Equal reports whether r and o hold the same values. Unquantized floats
 // compare by bits, so NaNs with equal payloads are equal.
 func (r *Record) Equal(o *Record) bool {

@@ -82,9 +82,6 @@ func NewNetwork(p Profile, seed uint64) *Network {
 	return &Network{profile: p, seed: seed, sim: simnet.Simnet{Router: r}, router: r}
 }
 
-// Profile returns the network's profile.
-func (n *Network) Profile() Profile { return n.profile }
-
 // Endpoint adds a node at addr and returns its packet conn. Add every
 // endpoint before Start (simnet starts the links it knows of).
 func (n *Network) Endpoint(addr *net.UDPAddr) *simnet.SimConn {

@@ -153,8 +153,3 @@ func (q *AcceptQueue) Closed() <-chan struct{} { return q.closed }
 
 // Context is canceled by Close.
 func (q *AcceptQueue) Context() context.Context { return q.ctx }
-
-// IsClosed reports whether err means the listener was closed.
-func IsClosed(err error) bool {
-	return errors.Is(err, quic.ErrServerClosed) || errors.Is(err, net.ErrClosed)
-}

@@ -153,9 +153,6 @@ func count(n int, frac float64, name string) int {
 	return int(k)
 }
 
-// Config returns the configuration the world was created with.
-func (w *World) Config() Config { return w.cfg }
-
 // Sample draws k distinct entity ids by a partial Fisher–Yates shuffle of
 // the world's persistent permutation, advancing the world's PRNG exactly as
 // the reference sample(k) does. It returns a newly allocated slice; Step uses
