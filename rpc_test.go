@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -317,5 +318,64 @@ func BenchmarkRPCDispatch(b *testing.B) {
 	}
 	if len(r.fired) == 0 {
 		b.Fatal("the handler never ran")
+	}
+}
+
+// TestRPCTargets sends server RPCs on one client's entity to its owner, to
+// every observer and to one other connection: each reaches exactly the
+// clients it names.
+func TestRPCTargets(t *testing.T) {
+	r := newRPCRig(t, replica.Config{TickRate: 30})
+	a, b := r.dial(), r.dial()
+	sa, sb := r.joined[0], r.joined[1]
+	if a.TickRate() != 30 {
+		t.Fatalf("client reports %d ticks per second, the server runs 30", a.TickRate())
+	}
+	got := map[*client.Conn][]int16{}
+	for _, c := range []*client.Conn{a, b} {
+		c.HandleRPC(r.ship, 2, func(e *state.Entity, args *state.Record) {
+			if e.ID() != r.owned[sa].ID() {
+				t.Errorf("hit on entity %v, sent on %v", e.ID(), r.owned[sa].ID())
+			}
+			got[c] = append(got[c], int16(args.Num(0)))
+		})
+	}
+	hit := func(damage int64) *state.Record {
+		h := state.NewValue(r.ship.RPC(2).Args)
+		h.SetNum(0, uint64(damage))
+		return h.Record()
+	}
+	both := func() {
+		r.sync(a)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for b.LastTick() != r.srv.TickNumber() {
+			if _, err := b.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	both()
+	for _, s := range []struct {
+		to     replica.RPCTarget
+		damage int64
+	}{{replica.ToConn(sb), -1}, {replica.ToOwner, -2}, {replica.ToObservers, -3}} {
+		if err := r.srv.SendRPC(s.to, r.owned[sa], 2, hit(s.damage)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.srv.SendRPC(replica.ToConn(nil), r.owned[sa], 2, hit(-4)); !errors.Is(err, replica.ErrNoTarget) {
+		t.Fatalf("ToConn(nil): %v, want ErrNoTarget", err)
+	}
+	unowned, _ := r.srv.Tracker().Spawn(r.ship)
+	if err := r.srv.SendRPC(replica.ToOwner, unowned, 2, hit(-5)); !errors.Is(err, replica.ErrNoTarget) {
+		t.Fatalf("ToOwner on an entity nobody owns: %v, want ErrNoTarget", err)
+	}
+	// The RPCs follow their tick on each ordered stream, so once the next
+	// tick is applied they have all run.
+	both()
+	both()
+	if !slices.Equal(got[a], []int16{-2, -3}) || !slices.Equal(got[b], []int16{-1, -3}) {
+		t.Fatalf("owner received %v, want [-2 -3]; the other client %v, want [-1 -3]", got[a], got[b])
 	}
 }

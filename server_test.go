@@ -242,6 +242,9 @@ func TestRefusals(t *testing.T) {
 		if !errors.As(err, &refused) || refused.Code != transport.CloseAuthFailed {
 			t.Fatalf("err = %v, want a refusal with %s", err, transport.CloseAuthFailed)
 		}
+		if !client.ErrRefused(err) || client.ErrRefused(transport.ErrClosed) {
+			t.Fatalf("ErrRefused(%v) = %v, ErrRefused(ErrClosed) = %v", err, client.ErrRefused(err), client.ErrRefused(transport.ErrClosed))
+		}
 		if c := r.dial("secret"); c.UserID() != "user-secret" {
 			t.Fatalf("user %q", c.UserID())
 		}

@@ -105,6 +105,12 @@ func TestListenAddr(t *testing.T) {
 		s := accept(t, ln)
 		roundTrip(t, c, s)
 	}
+	// So does the package-level Dial.
+	c, err := Dial(ctxT(t), a.String(), transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, c, accept(t, ln))
 	// Any other path is not found.
 	_, err = (&Dialer{Path: "/other"}).Dial(ctxT(t), hostport)
 	if err == nil || !strings.Contains(err.Error(), "404") {
