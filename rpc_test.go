@@ -76,13 +76,13 @@ func newRPCRig(t testing.TB, cfg replica.Config) *rpcRig {
 		t.Fatal(err)
 	}
 	r.srv.HandleRPC(ship, 1, func(c *replica.Conn, e *state.Entity, args *state.Record) error {
-		seq := uint32(args.Num(0))
+		seq := uint32(fieldNum(args, 1))
 		if seq == 0 {
 			return errors.New("seq 0 is invalid") // the validation hook refuses it
 		}
 		r.fired = append(r.fired, seq)
 		e.SetNum(0, uint64(seq))
-		e.SetNum(1, uint64(math.Float32bits(state.Float32(&ship.RPC(1).Args.Field(2).Type, args.Num(1)))))
+		e.SetNum(1, uint64(math.Float32bits(state.Float32(&ship.RPC(1).Args.Field(2).Type, fieldNum(args, 2)))))
 		return nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -131,6 +131,9 @@ func (r *rpcRig) mine(c *client.Conn) *state.Entity {
 	return nil
 }
 
+// fieldNum returns the stored value of numeric field id of r.
+func fieldNum(r *state.Record, id uint32) uint64 { return r.Num(r.Type().Field(id).Num) }
+
 func fireArgs(ship *schema.Struct, seq uint32, x float32) *state.Record {
 	h := state.NewValue(ship.RPC(1).Args)
 	h.SetNum(0, uint64(seq))
@@ -149,8 +152,8 @@ func TestRPCRoundTrip(t *testing.T) {
 	var hits []int16
 	var hitBy []*state.Entity
 	c.HandleRPC(r.ship, 2, func(e *state.Entity, args *state.Record) {
-		hits = append(hits, int16(args.Num(0)))
-		hitBy = append(hitBy, c.Replica().Entity(state.ID(args.Num(1))))
+		hits = append(hits, int16(fieldNum(args, 1)))
+		hitBy = append(hitBy, c.Replica().Entity(state.ID(fieldNum(args, 2))))
 	})
 	for seq := uint32(1); seq <= 200; seq++ {
 		if err := c.CallRPC(me, 1, fireArgs(r.ship, seq, 1.5)); err != nil {
@@ -173,7 +176,7 @@ func TestRPCRoundTrip(t *testing.T) {
 		t.Fatalf("%d calls ran, %d rejected", len(r.fired), r.srv.Stats().RPCsRejected)
 	}
 	r.sync(c)
-	if got := me.Num(0); got != 200 {
+	if got := fieldNum(&me.Record, 1); got != 200 {
 		t.Fatalf("replicated last seq %d, want 200", got)
 	}
 
@@ -337,7 +340,7 @@ func TestRPCTargets(t *testing.T) {
 			if e.ID() != r.owned[sa].ID() {
 				t.Errorf("hit on entity %v, sent on %v", e.ID(), r.owned[sa].ID())
 			}
-			got[c] = append(got[c], int16(args.Num(0)))
+			got[c] = append(got[c], int16(fieldNum(args, 1)))
 		})
 	}
 	hit := func(damage int64) *state.Record {

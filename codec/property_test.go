@@ -1727,7 +1727,7 @@ func TestDescriptorRoundTrip(t *testing.T) {
 			}
 			seen[a] = true
 			if a.Name != b.Name || a.Class != b.Class || a.ID != b.ID || len(a.Fields) != len(b.Fields) ||
-				a.Leaves != b.Leaves || a.NumSlots != b.NumSlots || a.ObjSlots != b.ObjSlots {
+				a.Leaves != b.Leaves || a.NumSlots != b.NumSlots || (a.StrSlots+a.ContSlots) != (b.StrSlots+b.ContSlots) {
 				return fmt.Errorf("struct %s: decoded %+v", a.Name, *b)
 			}
 			for i, f := range a.Fields {

@@ -137,7 +137,7 @@ func TestSmokeRoundTrip(t *testing.T) {
 	late := state.NewTable()
 	ents := tr.AppendEntities(nil)
 	apply(late, enc.Full(nil, ents, PartAll), enc.Full(nil, ents, PartOthers))
-	if got := late.Entity(e.ID()); got == nil || got.Num(0) != e.Num(0) {
+	if got := late.Entity(e.ID()); got == nil || got.Num(player.Leaf(0).Num) != e.Num(player.Leaf(0).Num) {
 		t.Fatalf("late joiner")
 	}
 }

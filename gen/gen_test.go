@@ -222,12 +222,12 @@ func checkOK(t *testing.T, p *Package) {
 		{"resist", 2, 0, 2}, {"vec", 3, 0, 3}, {"item", 2, 1, 3}, {"buff", 2, 0, 2},
 	} {
 		s := structs[c.spec].Schema
-		if s.NumSlots != c.num || s.ObjSlots != c.obj || s.Leaves != c.lvs {
-			t.Errorf("%s slots = %d/%d/%d, want %d/%d/%d", c.spec, s.NumSlots, s.ObjSlots, s.Leaves, c.num, c.obj, c.lvs)
+		if s.NumSlots != c.num || (s.StrSlots+s.ContSlots) != c.obj || s.Leaves != c.lvs {
+			t.Errorf("%s slots = %d/%d/%d, want %d/%d/%d", c.spec, s.NumSlots, (s.StrSlots + s.ContSlots), s.Leaves, c.num, c.obj, c.lvs)
 		}
 	}
-	if f := pl.Schema.Field(40); f == nil || f.Num != 0 {
-		t.Errorf("uid (lowest ID) should take numeric slot 0: %+v", f)
+	if f := pl.Schema.Field(40); f == nil || f.Num>>3 != 0 {
+		t.Errorf("uid (lowest ID) should take the first numeric bytes: %+v", f)
 	}
 	if f := pl.Schema.Field(69); f == nil || f.Num != -1 || f.Obj != -1 {
 		t.Errorf("deprecated old should take no slot: %+v", f)

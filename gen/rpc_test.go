@@ -94,7 +94,7 @@ func TestRPCModel(t *testing.T) {
 	if fire == nil || fire.Name != "fire" || fire.Dir != schema.ClientToServer || fire.Args.Name != "Fire" || fire.Args.NumSlots != 3 {
 		t.Fatalf("schema RPC 1 = %+v", fire)
 	}
-	if f := fire.Args.Field(1); f.Type.Quant.Step != 1.0/64 || f.Num != 0 {
+	if f := fire.Args.Field(1); f.Type.Quant.Step != 1.0/64 || f.Num>>3 != 0 {
 		t.Errorf("fire.x = %+v", f)
 	}
 	if hit := c.RPC(3); hit == nil || hit.Dir != schema.ServerToClient || hit.Args.Field(2).Type.Kind != schema.Ref {

@@ -109,8 +109,8 @@ func diffStruct(a, b *schema.Struct, seen map[*schema.Struct]bool) string {
 	if a.Name != b.Name || a.Class != b.Class || a.ID != b.ID {
 		return fmt.Sprintf("struct %s/%v/%d vs %s/%v/%d", a.Name, a.Class, a.ID, b.Name, b.Class, b.ID)
 	}
-	if a.NumSlots != b.NumSlots || a.ObjSlots != b.ObjSlots || a.Leaves != b.Leaves {
-		return fmt.Sprintf("%s layout %d/%d/%d vs %d/%d/%d", a.Name, a.NumSlots, a.ObjSlots, a.Leaves, b.NumSlots, b.ObjSlots, b.Leaves)
+	if a.NumSlots != b.NumSlots || (a.StrSlots+a.ContSlots) != (b.StrSlots+b.ContSlots) || a.Leaves != b.Leaves {
+		return fmt.Sprintf("%s layout %d/%d/%d vs %d/%d/%d", a.Name, a.NumSlots, (a.StrSlots + a.ContSlots), a.Leaves, b.NumSlots, (b.StrSlots + b.ContSlots), b.Leaves)
 	}
 	if len(a.Fields) != len(b.Fields) {
 		return fmt.Sprintf("%s: %d fields vs %d", a.Name, len(a.Fields), len(b.Fields))

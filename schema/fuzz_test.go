@@ -53,8 +53,12 @@ func FuzzDescriptor(f *testing.F) {
 			}
 			for l := 0; l < c.Leaves; l++ {
 				li := c.Leaf(l)
-				if li.Num >= c.NumSlots || li.Obj >= c.ObjSlots || (li.Num < 0) == (li.Obj < 0) {
-					t.Fatalf("class %s leaf %d: slots %d/%d of %d/%d", c.Name, l, li.Num, li.Obj, c.NumSlots, c.ObjSlots)
+				objs := c.StrSlots
+				if li.Field.Type.Kind.Container() {
+					objs = c.ContSlots
+				}
+				if li.Num>>3 >= c.NumBytes || li.Obj >= objs || (li.Num < 0) == (li.Obj < 0) {
+					t.Fatalf("class %s leaf %d: slots %d/%d of %d bytes/%d", c.Name, l, li.Num, li.Obj, c.NumBytes, objs)
 				}
 			}
 		}

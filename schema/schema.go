@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 )
 
@@ -53,7 +54,7 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Numeric reports whether values of kind k live in a numeric slot (a uint64).
+// Numeric reports whether values of kind k live in a numeric slot.
 func (k Kind) Numeric() bool { return k >= Bool && k <= Float64 || k == Ref }
 
 // Signed reports whether k is a signed integer kind.
@@ -294,8 +295,8 @@ type Field struct {
 
 	// Layout, set by Struct.Layout. Offsets are relative to the start of
 	// the enclosing struct's slots.
-	Num  int // numeric slot (numeric kinds)
-	Obj  int // object slot (string, bytes, containers)
+	Num  int // numeric slot (see [NumSlot]); for a nested struct, the slot of its first byte
+	Obj  int // string slot (string, bytes), container slot (containers), or first string slot (nested)
 	Leaf int // first leaf index; a nested struct spans Leaf..Leaf+Type.Struct.Leaves-1
 }
 
@@ -315,14 +316,16 @@ type Struct struct {
 
 	// Layout, set by Layout: totals over nested structs, which are stored
 	// inline in their parent's slots.
-	NumSlots int
-	ObjSlots int
-	Leaves   int // leaves: scalar and container fields, nested ones flattened
-	laidOut  bool
-	laying   bool
-	byID     map[uint32]*Field
-	rpcByID  map[uint32]*RPC
-	leaves   []LeafInfo
+	NumSlots  int // numeric slots
+	NumBytes  int // bytes of numeric storage, a multiple of 8
+	StrSlots  int // string and bytes slots
+	ContSlots int // container slots
+	Leaves    int // leaves: scalar and container fields, nested ones flattened
+	laidOut   bool
+	laying    bool
+	byID      map[uint32]*Field
+	rpcByID   map[uint32]*RPC
+	leaves    []LeafInfo
 }
 
 // Direction says which side calls an RPC.
@@ -357,8 +360,8 @@ type RPC struct {
 // LeafInfo locates one leaf of a struct's flattened layout.
 type LeafInfo struct {
 	Field *Field
-	Num   int        // absolute numeric slot, or −1
-	Obj   int        // absolute object slot, or −1
+	Num   int        // absolute numeric slot (see [NumSlot]), or −1
+	Obj   int        // absolute string slot or container slot, by kind, or −1
 	Vis   Visibility // effective visibility: the parent fields' visibilities intersected
 	Path  []uint32   // field IDs from the struct down to the leaf
 }
@@ -406,7 +409,7 @@ func (s *Struct) layout(stack []*Struct, pending *[]*Struct) error {
 	stack = append(stack, s)
 	sort.Slice(s.Fields, func(i, j int) bool { return s.Fields[i].ID < s.Fields[j].ID })
 	s.byID = make(map[uint32]*Field, len(s.Fields))
-	s.NumSlots, s.ObjSlots, s.Leaves = 0, 0, 0
+	s.NumSlots, s.NumBytes, s.StrSlots, s.ContSlots, s.Leaves = 0, 0, 0, 0, 0
 	s.leaves = s.leaves[:0]
 	for _, f := range s.Fields {
 		if f.ID == 0 {
@@ -423,35 +426,53 @@ func (s *Struct) layout(stack []*Struct, pending *[]*Struct) error {
 		if f.Deprecated {
 			continue
 		}
-		switch {
-		case f.Type.Kind.Numeric():
-			f.Num = s.NumSlots
+		switch k := f.Type.Kind; {
+		case k.Numeric():
+			size, signed := f.Type.stored()
+			s.NumBytes = align(s.NumBytes, size)
+			f.Num = NumSlot(s.NumBytes, size, signed)
 			s.leaves = append(s.leaves, LeafInfo{Field: f, Num: f.Num, Obj: -1, Vis: f.Vis, Path: []uint32{f.ID}})
+			s.NumBytes += size
 			s.NumSlots++
 			s.Leaves++
-		case f.Type.Kind == Nested:
+		case k == Nested:
 			sub := f.Type.Struct
-			f.Num, f.Obj = s.NumSlots, s.ObjSlots
+			s.NumBytes = align(s.NumBytes, 8)
+			f.Num, f.Obj = NumSlot(s.NumBytes, 1, false), s.StrSlots
 			for _, l := range sub.leaves {
-				l.Num = offset(l.Num, s.NumSlots)
-				l.Obj = offset(l.Obj, s.ObjSlots)
+				switch lk := l.Field.Type.Kind; {
+				case lk.Numeric():
+					l.Num += s.NumBytes << 3
+				case lk.Container():
+					l.Obj += s.ContSlots
+				default:
+					l.Obj += s.StrSlots
+				}
 				l.Vis &= f.Vis
 				l.Path = append([]uint32{f.ID}, l.Path...)
 				s.leaves = append(s.leaves, l)
 			}
+			s.NumBytes += sub.NumBytes
 			s.NumSlots += sub.NumSlots
-			s.ObjSlots += sub.ObjSlots
+			s.StrSlots += sub.StrSlots
+			s.ContSlots += sub.ContSlots
 			s.Leaves += sub.Leaves
 			if s.Leaves > MaxLeaves {
 				return fmt.Errorf("schema: %s flattens to more than %d fields", s.Name, MaxLeaves)
 			}
-		default:
-			f.Obj = s.ObjSlots
+		case k.Container():
+			f.Obj = s.ContSlots
 			s.leaves = append(s.leaves, LeafInfo{Field: f, Num: -1, Obj: f.Obj, Vis: f.Vis, Path: []uint32{f.ID}})
-			s.ObjSlots++
+			s.ContSlots++
+			s.Leaves++
+		default:
+			f.Obj = s.StrSlots
+			s.leaves = append(s.leaves, LeafInfo{Field: f, Num: -1, Obj: f.Obj, Vis: f.Vis, Path: []uint32{f.ID}})
+			s.StrSlots++
 			s.Leaves++
 		}
 	}
+	s.NumBytes = align(s.NumBytes, 8)
 	if s.Leaves > MaxLeaves {
 		return fmt.Errorf("schema: %s flattens to more than %d fields", s.Name, MaxLeaves)
 	}
@@ -478,12 +499,43 @@ func (s *Struct) layout(stack []*Struct, pending *[]*Struct) error {
 	return nil
 }
 
-func offset(slot, base int) int {
-	if slot < 0 {
-		return slot
+// A numeric slot names where a numeric value is stored in a record: its
+// byte offset, its size in bytes (1, 2, 4 or 8) and whether narrower values
+// are sign-extended when read, packed as offset<<3 | signed<<2 | log2(size).
+// Slots of a nested struct are relative to its first byte; adding the
+// nested struct's slot, whose low bits are zero, makes them absolute.
+func NumSlot(off, size int, signed bool) int {
+	s := off<<3 | bits.TrailingZeros(uint(size))
+	if signed {
+		s |= 4
 	}
-	return slot + base
+	return s
 }
+
+// stored returns the size in bytes of a numeric type's stored value and
+// whether it is sign-extended: integers keep their width; floats keep
+// theirs unquantized, 4 bytes for a bounded quantized code (at most 32
+// bits) and 8 for an unbounded one (an int64).
+func (t *Type) stored() (size int, signed bool) {
+	switch k := t.Kind; {
+	case k == Float32 || k == Float64:
+		switch {
+		case t.Quant.Bounded:
+			return 4, false
+		case t.Quant.Enabled():
+			return 8, true
+		case k == Float32:
+			return 4, false
+		}
+		return 8, false
+	case k == Bool:
+		return 1, false
+	default:
+		return int(k.Width() / 8), k.Signed()
+	}
+}
+
+func align(n, a int) int { return (n + a - 1) &^ (a - 1) }
 
 func (t *Type) validate(stack []*Struct, pending *[]*Struct) error {
 	switch k := t.Kind; {

@@ -211,14 +211,14 @@ func TestLayoutSlots(t *testing.T) {
 			t.Fatalf("fields not sorted by ID: %d before %d", c.Fields[i-1].ID, f.ID)
 		}
 	}
-	if inner.NumSlots != 2 || inner.ObjSlots != 1 || inner.Leaves != 3 {
-		t.Errorf("Inner: %d num, %d obj, %d leaves", inner.NumSlots, inner.ObjSlots, inner.Leaves)
+	if inner.NumSlots != 2 || (inner.StrSlots+inner.ContSlots) != 1 || inner.Leaves != 3 {
+		t.Errorf("Inner: %d num, %d obj, %d leaves", inner.NumSlots, (inner.StrSlots + inner.ContSlots), inner.Leaves)
 	}
-	if mid.NumSlots != 3 || mid.ObjSlots != 2 || mid.Leaves != 5 {
-		t.Errorf("Mid: %d num, %d obj, %d leaves", mid.NumSlots, mid.ObjSlots, mid.Leaves)
+	if mid.NumSlots != 3 || (mid.StrSlots+mid.ContSlots) != 2 || mid.Leaves != 5 {
+		t.Errorf("Mid: %d num, %d obj, %d leaves", mid.NumSlots, (mid.StrSlots + mid.ContSlots), mid.Leaves)
 	}
-	if c.NumSlots != 5 || c.ObjSlots != 4 || c.Leaves != 9 {
-		t.Errorf("C: %d num, %d obj, %d leaves", c.NumSlots, c.ObjSlots, c.Leaves)
+	if c.NumSlots != 5 || (c.StrSlots+c.ContSlots) != 4 || c.Leaves != 9 {
+		t.Errorf("C: %d num, %d obj, %d leaves", c.NumSlots, (c.StrSlots + c.ContSlots), c.Leaves)
 	}
 	type want struct {
 		field string
@@ -228,15 +228,18 @@ func TestLayoutSlots(t *testing.T) {
 		path  []uint32
 	}
 	wants := []want{
-		{"B", 0, -1, schema.VisAll, []uint32{1}},
-		{"R", 1, -1, schema.VisServer, []uint32{2}},
+		// Numeric values are packed at their natural alignment; nested
+		// structs start on 8 bytes. Strings and containers number their
+		// slots apart.
+		{"B", schema.NumSlot(0, 1, false), -1, schema.VisAll, []uint32{1}},
+		{"R", schema.NumSlot(4, 4, false), -1, schema.VisServer, []uint32{2}},
 		{"Name", -1, 0, schema.VisOthers, []uint32{3}},
-		{"M", 2, -1, schema.VisOwner, []uint32{5, 1}},
-		{"A", 3, -1, schema.VisOwner, []uint32{5, 2, 1}},  // all ∩ all ∩ owner
-		{"S", -1, 1, schema.VisOwner, []uint32{5, 2, 2}},  // all ∩ all ∩ owner
-		{"O", 4, -1, schema.VisServer, []uint32{5, 2, 3}}, // others ∩ all ∩ owner
-		{"L", -1, 2, schema.VisOwner, []uint32{5, 3}},     // all ∩ owner
-		{"Tags", -1, 3, schema.VisAll, []uint32{9}},
+		{"M", schema.NumSlot(8, 8, false), -1, schema.VisOwner, []uint32{5, 1}},
+		{"A", schema.NumSlot(16, 4, true), -1, schema.VisOwner, []uint32{5, 2, 1}},   // all ∩ all ∩ owner
+		{"S", -1, 1, schema.VisOwner, []uint32{5, 2, 2}},                             // all ∩ all ∩ owner
+		{"O", schema.NumSlot(20, 1, false), -1, schema.VisServer, []uint32{5, 2, 3}}, // others ∩ all ∩ owner
+		{"L", -1, 0, schema.VisOwner, []uint32{5, 3}},                                // all ∩ owner
+		{"Tags", -1, 1, schema.VisAll, []uint32{9}},
 	}
 	for i, w := range wants {
 		l := c.Leaf(i)
@@ -256,16 +259,19 @@ func TestLayoutSlots(t *testing.T) {
 		}
 	}
 	checkField(c, 1, 0, -1, 0)
-	checkField(c, 2, 1, -1, 1)
+	checkField(c, 2, schema.NumSlot(4, 4, false), -1, 1)
 	checkField(c, 3, -1, 0, 2)
-	checkField(c, 4, -1, -1, 3) // deprecated: no slots, no leaf of its own
-	checkField(c, 5, 2, 1, 3)   // nested: where its slots and leaves start
-	checkField(c, 9, -1, 3, 8)
-	checkField(mid, 2, 1, 0, 1)
-	checkField(mid, 3, -1, 1, 4)
-	checkField(inner, 1, 0, -1, 0)
+	checkField(c, 4, -1, -1, 3)                         // deprecated: no slots, no leaf of its own
+	checkField(c, 5, schema.NumSlot(8, 1, false), 1, 3) // nested: its first byte, first string slot and leaf
+	checkField(c, 9, -1, 1, 8)
+	checkField(mid, 2, schema.NumSlot(8, 1, false), 0, 1)
+	checkField(mid, 3, -1, 0, 4)
+	checkField(inner, 1, schema.NumSlot(0, 4, true), -1, 0)
 	checkField(inner, 2, -1, 0, 1)
-	checkField(inner, 3, 1, -1, 2)
+	checkField(inner, 3, schema.NumSlot(4, 1, false), -1, 2)
+	if c.NumBytes != 24 || mid.NumBytes != 16 || inner.NumBytes != 8 {
+		t.Errorf("numeric bytes C %d, Mid %d, Inner %d; want 24, 16, 8", c.NumBytes, mid.NumBytes, inner.NumBytes)
+	}
 	if c.Field(6) != nil {
 		t.Error("Field(6) exists")
 	}
@@ -368,11 +374,11 @@ func TestRecursionThroughContainers(t *testing.T) {
 	if _, err := schema.New(c); err != nil {
 		t.Fatal(err)
 	}
-	if node.Leaves != 4 || node.NumSlots != 1 || node.ObjSlots != 3 {
-		t.Errorf("Node: %d leaves, %d num, %d obj", node.Leaves, node.NumSlots, node.ObjSlots)
+	if node.Leaves != 4 || node.NumSlots != 1 || (node.StrSlots+node.ContSlots) != 3 {
+		t.Errorf("Node: %d leaves, %d num, %d obj", node.Leaves, node.NumSlots, (node.StrSlots + node.ContSlots))
 	}
-	if c.Leaves != 4 || c.NumSlots != 1 || c.ObjSlots != 3 {
-		t.Errorf("Tree: %d leaves, %d num, %d obj", c.Leaves, c.NumSlots, c.ObjSlots)
+	if c.Leaves != 4 || c.NumSlots != 1 || (c.StrSlots+c.ContSlots) != 3 {
+		t.Errorf("Tree: %d leaves, %d num, %d obj", c.Leaves, c.NumSlots, (c.StrSlots + c.ContSlots))
 	}
 }
 
@@ -399,12 +405,12 @@ func TestRecursionContainerThenInline(t *testing.T) {
 	if _, err := schema.New(c); err != nil {
 		t.Fatal(err)
 	}
-	if a.Leaves != 2 || a.NumSlots != 1 || a.ObjSlots != 1 {
-		t.Fatalf("A: %d leaves, %d num, %d obj", a.Leaves, a.NumSlots, a.ObjSlots)
+	if a.Leaves != 2 || a.NumSlots != 1 || (a.StrSlots+a.ContSlots) != 1 {
+		t.Fatalf("A: %d leaves, %d num, %d obj", a.Leaves, a.NumSlots, (a.StrSlots + a.ContSlots))
 	}
-	if b.Leaves != a.Leaves || b.NumSlots != a.NumSlots || b.ObjSlots != a.ObjSlots {
+	if b.Leaves != a.Leaves || b.NumSlots != a.NumSlots || (b.StrSlots+b.ContSlots) != (a.StrSlots+a.ContSlots) {
 		t.Errorf("B = {A A} has %d leaves, %d num and %d obj slots; A has %d, %d, %d",
-			b.Leaves, b.NumSlots, b.ObjSlots, a.Leaves, a.NumSlots, a.ObjSlots)
+			b.Leaves, b.NumSlots, (b.StrSlots + b.ContSlots), a.Leaves, a.NumSlots, (a.StrSlots + a.ContSlots))
 	}
 }
 

@@ -47,11 +47,11 @@ func (h Handle) Valid() bool { return h.r != nil }
 // item).
 func (h Handle) Value() Value { return Value{R: h.r} }
 
-// Num returns numeric slot i of the addressed struct.
-func (h Handle) Num(i int) uint64 { return h.r.num[int(h.num)+i] }
+// Num returns numeric slot s of the addressed struct.
+func (h Handle) Num(s int) uint64 { return h.r.Num(int(h.num) + s) }
 
-// Str returns the string or bytes in object slot i.
-func (h Handle) Str(i int) string { return h.r.obj[int(h.obj)+i].s }
+// Str returns the string or bytes in string slot i.
+func (h Handle) Str(i int) string { return h.r.Str(int(h.obj) + i) }
 
 // Nested returns a handle on the nested struct field that starts at leaf
 // and its slots.
@@ -81,7 +81,7 @@ func (h Handle) mark(abs int) bool {
 	if h.pin >= 0 {
 		item = int(h.pin)
 	}
-	bag := h.e.Record.obj[h.e.t.Leaf(int(h.bagLeaf)).Obj].c.(*Bag)
+	bag := h.e.Bag(h.e.t.Leaf(int(h.bagLeaf)).Obj)
 	kc := h.e.keyed(int(h.bagLeaf), Value{N: h.key}, bag.items[h.key] != nil)
 	if !kc.Added {
 		words := (bag.t.Struct.Leaves + 63) / 64
@@ -100,13 +100,18 @@ func (h Handle) SetNum(leaf int, v uint64) {
 		h.e.SetNum(int(h.leaf)+leaf, v)
 		return
 	}
+	_, l := h.leafInfo(leaf)
+	h.setStored(leaf, Normalize(&l.Field.Type, v))
+}
+
+// setStored is SetNum for a value already in stored representation.
+func (h Handle) setStored(leaf int, v uint64) {
 	abs, l := h.leafInfo(leaf)
-	v = Normalize(&l.Field.Type, v)
-	old := h.r.num[l.Num]
+	old := h.r.Num(l.Num)
 	if old == v {
 		return
 	}
-	h.r.num[l.Num] = v
+	h.r.setNum(l.Num, v)
 	if h.mark(abs) {
 		h.e.markNum(abs, l.Num, old)
 	}
@@ -115,10 +120,11 @@ func (h Handle) SetNum(leaf int, v uint64) {
 // SetStr sets the string or bytes field at leaf.
 func (h Handle) SetStr(leaf int, s string) {
 	abs, l := h.leafInfo(leaf)
-	if h.r.obj[l.Obj].s == s {
+	p := &h.r.strs()[l.Obj]
+	if *p == s {
 		return
 	}
-	h.r.obj[l.Obj].s = s
+	*p = s
 	if h.mark(abs) {
 		h.e.markLeaf(abs)
 	}
@@ -135,37 +141,31 @@ func (h Handle) SetNested(leaf int, st *schema.Struct, src Handle) {
 		case k.Numeric():
 			// src holds stored values, which SetNum would normalize
 			// again: a quantized code is not a float's bits.
-			h.setStored(leaf+i, src.r.num[int(src.num)+l.Num])
+			h.setStored(leaf+i, src.Num(l.Num))
 		case k == schema.String || k == schema.Bytes:
-			h.SetStr(leaf+i, src.r.obj[int(src.obj)+l.Obj].s)
+			h.SetStr(leaf+i, src.Str(l.Obj))
 		default:
-			h.setContainer(leaf+i, src.r.obj[int(src.obj)+l.Obj].c)
+			_, sl := src.leafInfo(i)
+			h.setContainer(leaf+i, src.r.conts()[sl.Obj])
 		}
-	}
-}
-
-// setStored is SetNum for a value already in stored representation.
-func (h Handle) setStored(leaf int, v uint64) {
-	abs, l := h.leafInfo(leaf)
-	old := h.r.num[l.Num]
-	if old == v {
-		return
-	}
-	h.r.num[l.Num] = v
-	if h.mark(abs) {
-		h.e.markNum(abs, l.Num, old)
 	}
 }
 
 // Copy returns a detached copy of the struct h addresses, of type t.
 func (h Handle) Copy(t *schema.Struct) Handle {
 	r := NewRecord(t)
-	copy(r.num, h.r.num[h.num:int(h.num)+t.NumSlots])
-	for i := range r.obj {
-		o := h.r.obj[int(h.obj)+i]
-		r.obj[i].s = o.s
-		if o.c != nil {
-			r.obj[i].c = cloneContainer(o.c)
+	if h.r.t == t {
+		r.copyFrom(h.r)
+	} else {
+		off := int(h.num) >> 3
+		copy(r.nums(), h.r.nums()[off:off+t.NumBytes])
+		copy(r.strs(), h.r.strs()[h.obj:])
+		conts := r.conts()
+		for i := 0; i < t.Leaves; i++ {
+			if l := t.Leaf(i); l.Field.Type.Kind.Container() {
+				_, src := h.leafInfo(i)
+				conts[l.Obj] = cloneContainer(h.r.conts()[src.Obj])
+			}
 		}
 	}
 	return Handle{r: r, bagLeaf: -1, pin: -1}
@@ -182,13 +182,14 @@ func BoolBits(b bool) uint64 {
 // setContainer replaces the container at leaf with a copy of c.
 func (h Handle) setContainer(leaf int, c any) {
 	abs, l := h.leafInfo(leaf)
-	h.r.obj[l.Obj].c = cloneContainer(c)
+	slot := &h.r.conts()[l.Obj]
+	*slot = cloneContainer(c)
 	if h.mark(abs) {
 		cc := h.e.cont(abs)
 		cc.Whole = true
 		cc.Ops = cc.Ops[:0]
 		// Keyed containers are sent whole by marking every key as added.
-		switch c := h.r.obj[l.Obj].c.(type) {
+		switch c := (*slot).(type) {
 		case *Map:
 			h.wholeKeys(abs, c)
 		case *Bag:
@@ -211,19 +212,19 @@ func (h Handle) wholeKeys(abs int, m *Map) {
 // List returns a handle on the list field at leaf.
 func (h Handle) List(leaf int) ListHandle {
 	abs, l := h.leafInfo(leaf)
-	return ListHandle{h: h, leaf: int32(abs), l: h.r.obj[l.Obj].c.(*List)}
+	return ListHandle{h: h, leaf: int32(abs), l: h.r.List(l.Obj)}
 }
 
 // Map returns a handle on the map field at leaf.
 func (h Handle) Map(leaf int) MapHandle {
 	abs, l := h.leafInfo(leaf)
-	return MapHandle{h: h, leaf: int32(abs), m: h.r.obj[l.Obj].c.(*Map)}
+	return MapHandle{h: h, leaf: int32(abs), m: h.r.Map(l.Obj)}
 }
 
 // Bag returns a handle on the bag field at leaf.
 func (h Handle) Bag(leaf int) BagHandle {
 	abs, l := h.leafInfo(leaf)
-	return BagHandle{h: h, leaf: int32(abs), b: h.r.obj[l.Obj].c.(*Bag)}
+	return BagHandle{h: h, leaf: int32(abs), b: h.r.Bag(l.Obj)}
 }
 
 // inner returns the handle for a record stored inside the container at

@@ -1,7 +1,13 @@
 package state
 
 import (
+	"bytes"
+	"errors"
 	"math"
+	"reflect"
+	"slices"
+	"sync"
+	"unsafe"
 
 	"github.com/replicago/replica/schema"
 )
@@ -15,52 +21,168 @@ type Value struct {
 	R *Record
 }
 
-// obj is an object slot: a string or bytes value, or a container.
-type obj struct {
-	s string
-	c any // *List, *Map or *Bag
-}
-
 // A Record holds the values of one struct: an entity, a list element, a map
 // value or a bag item. Nested structs are stored inline in their parent's
 // slots (see schema.Struct.Layout).
 //
-// Numeric slots hold: bools as 0 or 1; signed integers sign-extended to 64
-// bits; unsigned integers and refs zero-extended; unquantized floats as
-// their IEEE bits (float32 in the low 32 bits); quantized floats as their
+// A record's values live in one block of memory with the record itself
+// (see allocBlock): numeric values packed at their natural width and
+// alignment, then string slots, then container slots. Numeric slots hold:
+// bools as 0 or 1; signed integers, read back sign-extended to 64 bits;
+// unsigned integers and refs zero-extended; unquantized floats as their
+// IEEE bits (float32 in the low 32 bits); quantized floats as their
 // integer code (bounded codes in [0, 2^bits), unbounded ones as int64).
 //
 // Records have no exported mutators: server code mutates them through
 // generated setters, which record every change in a [Tracker], and client
 // code through a [Txn].
 type Record struct {
-	t   *schema.Struct
-	num []uint64
-	obj []obj
+	t    *schema.Struct
+	data unsafe.Pointer // numeric bytes, string slots, container slots; nil if t has none
 }
 
 // NewRecord returns a record of type t with every field at its zero value.
 // t must have been laid out (schema.Struct.Layout).
 func NewRecord(t *schema.Struct) *Record {
-	r := &Record{t: t}
-	r.init(t)
+	p, data := allocBlock(recordType, t)
+	r := (*Record)(p)
+	r.init(t, data)
 	return r
 }
 
-func (r *Record) init(t *schema.Struct) {
-	r.t = t
-	if t.NumSlots > 0 {
-		r.num = make([]uint64, t.NumSlots)
+var (
+	recordType = reflect.TypeFor[Record]()
+	entityType = reflect.TypeFor[Entity]()
+)
+
+// blockKey identifies the layout of a block: a header and the storage of
+// a struct type.
+type blockKey struct {
+	hdr                reflect.Type
+	words, strs, conts int
+}
+
+var blockTypes sync.Map // blockKey → reflect.Type
+
+// allocBlock allocates, zeroed, a header of type hdr followed by the
+// storage of a record of type t, and returns pointers to the header and to
+// the storage. One allocation per record keeps the values next to the
+// record that owns them and saves the per-object overhead of separate
+// slices; building the block as a real Go type (once per shape) tells the
+// garbage collector where its strings and containers are.
+func allocBlock(hdr reflect.Type, t *schema.Struct) (unsafe.Pointer, unsafe.Pointer) {
+	k := blockKey{hdr: hdr, words: t.NumBytes / 8, strs: t.StrSlots, conts: t.ContSlots}
+	if k.words == 0 && k.strs == 0 && k.conts == 0 {
+		return reflect.New(hdr).UnsafePointer(), nil
 	}
-	if t.ObjSlots > 0 {
-		r.obj = make([]obj, t.ObjSlots)
+	bt, ok := blockTypes.Load(k)
+	if !ok {
+		fields := []reflect.StructField{{Name: "H", Type: hdr}}
+		add := func(name string, n int, elem reflect.Type) {
+			if n > 0 {
+				fields = append(fields, reflect.StructField{Name: name, Type: reflect.ArrayOf(n, elem)})
+			}
+		}
+		add("N", k.words, reflect.TypeFor[uint64]())
+		add("S", k.strs, reflect.TypeFor[string]())
+		add("C", k.conts, reflect.TypeFor[any]())
+		bt, _ = blockTypes.LoadOrStore(k, reflect.StructOf(fields))
+	}
+	typ := bt.(reflect.Type)
+	p := reflect.New(typ).UnsafePointer()
+	// The arrays are 8-byte aligned and follow each other without
+	// padding, in the order strs and conts assume.
+	return p, unsafe.Add(p, typ.Field(1).Offset)
+}
+
+func (r *Record) init(t *schema.Struct, data unsafe.Pointer) {
+	r.t, r.data = t, data
+	if t.ContSlots > 0 {
+		conts := r.conts()
 		for i := 0; i < t.Leaves; i++ {
 			l := t.Leaf(i)
-			if l.Obj >= 0 && l.Field.Type.Kind.Container() {
-				r.obj[l.Obj].c = newContainer(&l.Field.Type)
+			if l.Field.Type.Kind.Container() {
+				conts[l.Obj] = newContainer(&l.Field.Type)
 			}
 		}
 	}
+}
+
+// numPtr returns the address of numeric slot s. The bounds check relies on
+// the layout's alignment: a slot's offset is a multiple of its size and
+// NumBytes a multiple of 8, so a slot that starts inside fits inside.
+func (r *Record) numPtr(s int) unsafe.Pointer {
+	if uint(s>>3) >= uint(r.t.NumBytes) {
+		panic(errSlot)
+	}
+	return unsafe.Add(r.data, s>>3)
+}
+
+// errSlot is the panic of a numeric slot outside a record's storage: slots
+// come from the schema's layout, so it is a caller's bug. A constant value
+// keeps the check cheap enough for Num to be inlined.
+var errSlot = errors.New("state: numeric slot outside the record")
+
+// load reads the value of numeric slot s stored at p.
+func load(p unsafe.Pointer, s int) uint64 {
+	switch s & 7 {
+	case 0:
+		return uint64(*(*uint8)(p))
+	case 1:
+		return uint64(*(*uint16)(p))
+	case 2:
+		return uint64(*(*uint32)(p))
+	case 4:
+		return uint64(int64(*(*int8)(p)))
+	case 5:
+		return uint64(int64(*(*int16)(p)))
+	case 6:
+		return uint64(int64(*(*int32)(p)))
+	default: // 3 and 7: eight cases make the switch a jump table
+		return *(*uint64)(p)
+	case 3:
+		return *(*uint64)(p)
+	}
+}
+
+// store writes v, in stored representation, to numeric slot s at p.
+func store(p unsafe.Pointer, s int, v uint64) {
+	switch s & 3 {
+	case 0:
+		*(*uint8)(p) = uint8(v)
+	case 1:
+		*(*uint16)(p) = uint16(v)
+	case 2:
+		*(*uint32)(p) = uint32(v)
+	default:
+		*(*uint64)(p) = v
+	}
+}
+
+func (r *Record) setNum(s int, v uint64) { store(r.numPtr(s), s, v) }
+
+// nums returns the numeric storage as bytes.
+func (r *Record) nums() []byte {
+	if r.t.NumBytes == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(r.data), r.t.NumBytes)
+}
+
+// strs returns the string slots.
+func (r *Record) strs() []string {
+	if r.t.StrSlots == 0 {
+		return nil
+	}
+	return unsafe.Slice((*string)(unsafe.Add(r.data, r.t.NumBytes)), r.t.StrSlots)
+}
+
+// conts returns the container slots: each a *List, *Map or *Bag.
+func (r *Record) conts() []any {
+	if r.t.ContSlots == 0 {
+		return nil
+	}
+	return unsafe.Slice((*any)(unsafe.Add(r.data, r.t.NumBytes+16*r.t.StrSlots)), r.t.ContSlots)
 }
 
 func newContainer(t *schema.Type) any {
@@ -78,55 +200,54 @@ func newContainer(t *schema.Type) any {
 // Type returns the record's struct type.
 func (r *Record) Type() *schema.Struct { return r.t }
 
-// Num returns numeric slot i.
-func (r *Record) Num(i int) uint64 { return r.num[i] }
+// Num returns the value in numeric slot s (see schema.NumSlot).
+func (r *Record) Num(s int) uint64 { return load(r.numPtr(s), s) }
 
-// Str returns the string or bytes value in object slot i.
-func (r *Record) Str(i int) string { return r.obj[i].s }
+// Str returns the string or bytes value in string slot i.
+func (r *Record) Str(i int) string { return r.strs()[i] }
 
-// List returns the list in object slot i.
-func (r *Record) List(i int) *List { return r.obj[i].c.(*List) }
+// List returns the list in container slot i.
+func (r *Record) List(i int) *List { return r.conts()[i].(*List) }
 
-// Map returns the map in object slot i.
-func (r *Record) Map(i int) *Map { return r.obj[i].c.(*Map) }
+// Map returns the map in container slot i.
+func (r *Record) Map(i int) *Map { return r.conts()[i].(*Map) }
 
-// Bag returns the bag in object slot i.
-func (r *Record) Bag(i int) *Bag { return r.obj[i].c.(*Bag) }
+// Bag returns the bag in container slot i.
+func (r *Record) Bag(i int) *Bag { return r.conts()[i].(*Bag) }
 
 // IsZero reports whether leaf l of r holds its zero value: 0, an empty
 // string or an empty container.
 func (r *Record) IsZero(l *schema.LeafInfo) bool {
 	switch k := l.Field.Type.Kind; {
 	case k.Numeric():
-		return r.num[l.Num] == 0
+		return r.Num(l.Num) == 0
 	case k == schema.String || k == schema.Bytes:
-		return r.obj[l.Obj].s == ""
+		return r.Str(l.Obj) == ""
 	case k == schema.List:
-		return len(r.obj[l.Obj].c.(*List).v) == 0
+		return r.List(l.Obj).Len() == 0
 	case k == schema.Map:
-		return r.obj[l.Obj].c.(*Map).Len() == 0
+		return r.Map(l.Obj).Len() == 0
 	case k == schema.Bag:
-		return len(r.obj[l.Obj].c.(*Bag).items) == 0
+		return r.Bag(l.Obj).Len() == 0
 	}
 	return true
 }
 
 // Clone returns a deep copy of r.
 func (r *Record) Clone() *Record {
-	c := &Record{t: r.t}
-	if r.num != nil {
-		c.num = append([]uint64(nil), r.num...)
-	}
-	if r.obj != nil {
-		c.obj = make([]obj, len(r.obj))
-		for i, o := range r.obj {
-			c.obj[i].s = o.s
-			if o.c != nil {
-				c.obj[i].c = cloneContainer(o.c)
-			}
-		}
-	}
+	c := NewRecord(r.t)
+	c.copyFrom(r)
 	return c
+}
+
+// copyFrom makes r, a record of the same type as o, a deep copy of o.
+func (r *Record) copyFrom(o *Record) {
+	copy(r.nums(), o.nums())
+	copy(r.strs(), o.strs())
+	dst := r.conts()
+	for i, c := range o.conts() {
+		dst[i] = cloneContainer(c)
+	}
 }
 
 func cloneContainer(c any) any {
@@ -147,20 +268,15 @@ func (r *Record) Equal(o *Record) bool {
 	if r == o {
 		return true
 	}
-	if r == nil || o == nil || r.t != o.t || len(r.num) != len(o.num) {
+	if r == nil || o == nil || r.t != o.t {
 		return false
 	}
-	for i, v := range r.num {
-		if o.num[i] != v {
-			return false
-		}
+	if !bytes.Equal(r.nums(), o.nums()) || !slices.Equal(r.strs(), o.strs()) {
+		return false
 	}
-	for i, a := range r.obj {
-		b := o.obj[i]
-		if a.s != b.s {
-			return false
-		}
-		if a.c != nil && !containerEqual(a.c, b.c) {
+	oc := o.conts()
+	for i, c := range r.conts() {
+		if !containerEqual(c, oc[i]) {
 			return false
 		}
 	}

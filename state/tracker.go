@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	"github.com/replicago/replica/schema"
 )
@@ -37,8 +38,17 @@ func (id ID) Gen() uint8 { return uint8(id >> SlotBits) }
 type Entity struct {
 	Record
 	id ID
+	ch int32 // 1 + the index of this tick's change in tr.cur, or 0
 	tr *Tracker
-	ch *Change // this tick's change, or nil
+}
+
+// newEntity allocates an entity of class c, its values in the same block.
+func newEntity(c *schema.Struct, id ID, tr *Tracker) *Entity {
+	p, data := allocBlock(entityType, c)
+	e := (*Entity)(p)
+	e.id, e.tr = id, tr
+	e.init(c, data)
+	return e
 }
 
 // ID returns the entity's network ID.
@@ -60,34 +70,33 @@ func (e *Entity) SetNum(leaf int, v uint64) {
 	} else {
 		v = uint64(uint32(v))
 	}
-	p := &e.num[l.Num]
-	old := *p
+	s := l.Num
+	p := e.numPtr(s)
+	old := load(p, s)
 	if old == v {
 		return
 	}
-	*p = v
+	store(p, s, v)
 	if e.tr == nil {
 		return
 	}
-	c := e.ch
-	if c == nil {
+	var c *Change
+	if e.ch == 0 {
 		c = e.change()
-	} else if c.Created {
+	} else if c = e.tr.cur[e.ch-1]; c.Created {
 		return
 	}
 	w, b := leaf>>6, uint64(1)<<(leaf&63)
 	if c.dirty[w]&b == 0 {
 		c.dirty[w] |= b
-		c.base[l.Num] = old
+		c.setBase(s, old)
 	}
 }
 
 // NewEntity returns an untracked entity of class c with the given ID. Client
 // replicas create their entities this way.
 func NewEntity(c *schema.Struct, id ID) *Entity {
-	e := &Entity{id: id}
-	e.init(c)
-	return e
+	return newEntity(c, id, nil)
 }
 
 // Errors of Spawn.
@@ -142,8 +151,7 @@ func (t *Tracker) Spawn(c *schema.Struct) (*Entity, error) {
 		t.ents = append(t.ents, nil)
 		t.gens = append(t.gens, 0)
 	}
-	e := &Entity{id: MakeID(slot, t.gens[slot]), tr: t}
-	e.init(c)
+	e := newEntity(c, MakeID(slot, t.gens[slot]), t)
 	t.ents[slot] = e
 	t.live++
 	e.change().Created = true
@@ -210,7 +218,7 @@ func (t *Tracker) Commit() *Changeset {
 	t.free = append(t.free, t.freed...)
 	t.freed = t.freed[:0]
 	for _, c := range t.cur {
-		c.Entity.ch = nil
+		c.Entity.ch = 0
 		if c.Created && c.Destroyed {
 			t.recycle(c)
 			continue
@@ -221,10 +229,13 @@ func (t *Tracker) Commit() *Changeset {
 	t.cur = t.cur[:0]
 	// Keep enough pooled records for a tick like this one; let a spike
 	// (a mass spawn) go to the garbage collector.
-	keep := 2*len(t.done.Changes) + 64
+	keep := 2*len(t.done.Changes) + 16
 	if len(t.pool) > keep {
 		clear(t.pool[keep:])
 		t.pool = t.pool[:keep]
+	}
+	if cap(t.pool) > 4*keep {
+		t.pool = slices.Clip(slices.Clone(t.pool))
 	}
 	if cap(t.cur) > 4*keep {
 		t.cur = nil
@@ -252,10 +263,10 @@ func (t *Tracker) recycle(c *Change) {
 }
 
 func (e *Entity) change() *Change {
-	if e.ch != nil {
-		return e.ch
-	}
 	t := e.tr
+	if e.ch != 0 {
+		return t.cur[e.ch-1]
+	}
 	var c *Change
 	if n := len(t.pool); n > 0 {
 		c, t.pool = t.pool[n-1], t.pool[:n-1]
@@ -265,13 +276,10 @@ func (e *Entity) change() *Change {
 	words := (e.t.Leaves + 63) / 64
 	c.dirty = slices.Grow(c.dirty[:0], words)[:words]
 	clear(c.dirty)
-	if cap(c.base) < e.t.NumSlots {
-		c.base = make([]uint64, e.t.NumSlots)
-	}
-	c.base = c.base[:e.t.NumSlots]
+	c.base = slices.Grow(c.base[:0], e.t.NumBytes)[:e.t.NumBytes]
 	c.Entity = e
-	e.ch = c
 	t.cur = append(t.cur, c)
+	e.ch = int32(len(t.cur))
 	return c
 }
 
@@ -291,7 +299,7 @@ func (t *Tracker) keyChange(existed bool) *KeyChange {
 
 // tracked reports whether changes to e must be recorded now.
 func (e *Entity) tracked() bool {
-	return e != nil && e.tr != nil && (e.ch == nil || !e.ch.Created)
+	return e != nil && e.tr != nil && (e.ch == 0 || !e.tr.cur[e.ch-1].Created)
 }
 
 func (e *Entity) markNum(leaf, slot int, old uint64) {
@@ -299,7 +307,7 @@ func (e *Entity) markNum(leaf, slot int, old uint64) {
 	w, b := leaf>>6, uint64(1)<<(leaf&63)
 	if c.dirty[w]&b == 0 {
 		c.dirty[w] |= b
-		c.base[slot] = old
+		c.setBase(slot, old)
 	}
 }
 
@@ -385,7 +393,7 @@ type Change struct {
 	Destroyed bool
 
 	dirty  []uint64 // leaf bit set
-	base   []uint64 // numeric values at tick start, by slot; valid for dirty numeric leaves
+	base   []byte   // numeric storage at tick start, laid out as the record's (8-byte aligned, as every allocation of 8 bytes or more); valid for dirty numeric leaves
 	conts  []*ContChange
 	nconts int
 }
@@ -397,9 +405,17 @@ func (c *Change) Dirty(leaf int) bool { return c.dirty[leaf>>6]&(1<<(leaf&63)) !
 // must not be modified.
 func (c *Change) DirtySet() []uint64 { return c.dirty }
 
-// Base returns numeric slot i's value at the start of the tick. It is valid
+// Base returns numeric slot s's value at the start of the tick. It is valid
 // only for slots of dirty leaves.
-func (c *Change) Base(i int) uint64 { return c.base[i] }
+func (c *Change) Base(s int) uint64 { return load(c.basePtr(s), s) }
+
+func (c *Change) setBase(s int, v uint64) { store(c.basePtr(s), s, v) }
+
+// basePtr returns the address of slot s in c.base, which has the layout of
+// the record's numeric storage (see Record.numPtr for the bounds check).
+func (c *Change) basePtr(s int) unsafe.Pointer {
+	return unsafe.Pointer(&c.base[s>>3])
+}
 
 // Cont returns the change record of the container at leaf, or nil.
 func (c *Change) Cont(leaf int) *ContChange {

@@ -515,12 +515,12 @@ func TestDetachedValues(t *testing.T) {
 	v := state.NewValue(ts.item)
 	v.SetNum(iCount, 5)
 	v.List(iTags).Push(state.Value{S: "x"})
-	if !v.Valid() || v.Record().Num(0) != 5 || v.Record().List(obj(ts.item, iTags)).Len() != 1 {
+	if !v.Valid() || v.Record().Num(ts.item.Leaf(iCount).Num) != 5 || v.Record().List(obj(ts.item, iTags)).Len() != 1 {
 		t.Fatal("detached value")
 	}
 	c := state.ValueOf(v.Record())
 	c.SetNum(iCount, 6)
-	if v.Record().Num(0) != 5 {
+	if v.Record().Num(ts.item.Leaf(iCount).Num) != 5 {
 		t.Fatal("ValueOf shares its record")
 	}
 	// Containers store copies of what they are given.
@@ -528,7 +528,7 @@ func TestDetachedValues(t *testing.T) {
 	e := spawn(t, tr, ts.player)
 	e.Handle().Bag(lInv).Add(1, v)
 	v.SetNum(iCount, 7)
-	if e.Bag(obj(ts.player, lInv)).Get(1).Num(0) != 5 {
+	if e.Bag(obj(ts.player, lInv)).Get(1).Num(ts.item.Leaf(iCount).Num) != 5 {
 		t.Fatal("bag shares the item")
 	}
 	defer func() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/replicago/replica/schema"
 )
@@ -174,8 +175,9 @@ type Txn struct {
 }
 
 type numUndo struct {
-	p   *uint64
-	old uint64
+	p    unsafe.Pointer // the slot's address (see Record.numPtr)
+	slot int
+	old  uint64
 }
 
 // wants reports whether events about leaf of e's class are watched.
@@ -238,13 +240,13 @@ func (x *Txn) SetNum(e *Entity, leaf int, v uint64) {
 
 // SetNumAt is SetNum for a caller that already knows the leaf's slot.
 func (x *Txn) SetNumAt(e *Entity, leaf, slot int, v uint64) {
-	p := &e.num[slot]
-	old := *p
+	p := e.numPtr(slot)
+	old := load(p, slot)
 	if old == v {
 		return
 	}
-	x.nums = append(x.nums, numUndo{p: p, old: old})
-	*p = v
+	x.nums = append(x.nums, numUndo{p: p, slot: slot, old: old})
+	store(p, slot, v)
 	if x.wants(e, leaf) {
 		x.Events = append(x.Events, Event{Kind: EvField, E: e, Leaf: leaf, Old: Value{N: old}, New: Value{N: v}})
 	}
@@ -253,12 +255,13 @@ func (x *Txn) SetNumAt(e *Entity, leaf, slot int, v uint64) {
 // SetStr sets string or bytes leaf of e to s.
 func (x *Txn) SetStr(e *Entity, leaf int, s string) {
 	slot := e.t.Leaf(leaf).Obj
-	old := e.obj[slot].s
+	p := &e.strs()[slot]
+	old := *p
 	if old == s {
 		return
 	}
 	x.undo = append(x.undo, undo{kind: uStr, r: &e.Record, slot: slot, s: old})
-	e.obj[slot].s = s
+	*p = s
 	x.field(e, leaf, Value{S: old}, Value{S: s})
 }
 
@@ -267,9 +270,10 @@ func (x *Txn) SetStr(e *Entity, leaf int, s string) {
 // item events.
 func (x *Txn) ReplaceContainer(e *Entity, leaf int, c any) {
 	slot := e.t.Leaf(leaf).Obj
-	old := e.obj[slot].c
+	p := &e.conts()[slot]
+	old := *p
 	x.undo = append(x.undo, undo{kind: uCont, r: &e.Record, slot: slot, c: old})
-	e.obj[slot].c = c
+	*p = c
 	x.diff(e, leaf, old, c)
 }
 
@@ -323,7 +327,7 @@ func (x *Txn) diff(e *Entity, leaf int, old, new any) {
 	}
 }
 
-func (x *Txn) list(e *Entity, leaf int) *List { return e.obj[e.t.Leaf(leaf).Obj].c.(*List) }
+func (x *Txn) list(e *Entity, leaf int) *List { return e.List(e.t.Leaf(leaf).Obj) }
 
 // ListInsert inserts v at index i of the list at leaf (i = Len appends).
 func (x *Txn) ListInsert(e *Entity, leaf, i int, v Value) error {
@@ -378,7 +382,7 @@ func (x *Txn) ListLen(e *Entity, leaf int) int { return len(x.list(e, leaf).v) }
 
 // MapPut sets key k of the map at leaf to v.
 func (x *Txn) MapPut(e *Entity, leaf int, k, v Value) {
-	m := e.obj[e.t.Leaf(leaf).Obj].c.(*Map)
+	m := e.Map(e.t.Leaf(leaf).Obj)
 	old, existed := m.put(k, v)
 	x.undo = append(x.undo, undo{kind: uMapPut, c: m, key: k, v: old, existed: existed})
 	if existed {
@@ -390,7 +394,7 @@ func (x *Txn) MapPut(e *Entity, leaf int, k, v Value) {
 
 // MapDelete removes key k of the map at leaf.
 func (x *Txn) MapDelete(e *Entity, leaf int, k Value) error {
-	m := e.obj[e.t.Leaf(leaf).Obj].c.(*Map)
+	m := e.Map(e.t.Leaf(leaf).Obj)
 	old, existed := m.del(k)
 	if !existed {
 		return fmt.Errorf("%w: delete of an absent map key", ErrNoKey)
@@ -400,7 +404,7 @@ func (x *Txn) MapDelete(e *Entity, leaf int, k Value) error {
 	return nil
 }
 
-func (x *Txn) bag(e *Entity, leaf int) *Bag { return e.obj[e.t.Leaf(leaf).Obj].c.(*Bag) }
+func (x *Txn) bag(e *Entity, leaf int) *Bag { return e.Bag(e.t.Leaf(leaf).Obj) }
 
 // BagPut stores item r under key k of the bag at leaf.
 func (x *Txn) BagPut(e *Entity, leaf int, k uint64, r *Record) {
@@ -437,32 +441,35 @@ func (x *Txn) BagItem(e *Entity, leaf int, k uint64) (*Record, error) {
 // leaf of e).
 func (x *Txn) SetItemNum(e *Entity, leaf int, k uint64, r *Record, itemLeaf int, v uint64) {
 	slot := r.t.Leaf(itemLeaf).Num
-	old := r.num[slot]
+	p := r.numPtr(slot)
+	old := load(p, slot)
 	if old == v {
 		return
 	}
-	x.nums = append(x.nums, numUndo{p: &r.num[slot], old: old})
-	r.num[slot] = v
+	x.nums = append(x.nums, numUndo{p: p, slot: slot, old: old})
+	store(p, slot, v)
 	x.event(Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf, Old: Value{N: old}, New: Value{N: v}})
 }
 
 // SetItemStr sets string or bytes leaf itemLeaf of item r.
 func (x *Txn) SetItemStr(e *Entity, leaf int, k uint64, r *Record, itemLeaf int, s string) {
 	slot := r.t.Leaf(itemLeaf).Obj
-	old := r.obj[slot].s
+	p := &r.strs()[slot]
+	old := *p
 	if old == s {
 		return
 	}
 	x.undo = append(x.undo, undo{kind: uStr, r: r, slot: slot, s: old})
-	r.obj[slot].s = s
+	*p = s
 	x.event(Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf, Old: Value{S: old}, New: Value{S: s}})
 }
 
 // SetItemContainer replaces container leaf itemLeaf of item r with c.
 func (x *Txn) SetItemContainer(e *Entity, leaf int, k uint64, r *Record, itemLeaf int, c any) {
 	slot := r.t.Leaf(itemLeaf).Obj
-	x.undo = append(x.undo, undo{kind: uCont, r: r, slot: slot, c: r.obj[slot].c})
-	r.obj[slot].c = c
+	p := &r.conts()[slot]
+	x.undo = append(x.undo, undo{kind: uCont, r: r, slot: slot, c: *p})
+	*p = c
 	x.event(Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf})
 }
 
@@ -480,18 +487,18 @@ func (x *Txn) Rollback() {
 	// Numeric writes are independent of the structural changes in x.undo
 	// (they never move a slot), so the two logs unwind separately.
 	for i := len(x.nums) - 1; i >= 0; i-- {
-		*x.nums[i].p = x.nums[i].old
+		store(x.nums[i].p, x.nums[i].slot, x.nums[i].old)
 	}
 	x.nums = x.nums[:0]
 	for i := len(x.undo) - 1; i >= 0; i-- {
 		u := &x.undo[i]
 		switch u.kind {
 		case uNum:
-			u.r.num[u.slot] = u.n
+			u.r.setNum(u.slot, u.n)
 		case uStr:
-			u.r.obj[u.slot].s = u.s
+			u.r.strs()[u.slot] = u.s
 		case uCont:
-			u.r.obj[u.slot].c = u.c
+			u.r.conts()[u.slot] = u.c
 		case uCreate:
 			delete(x.t.ents, u.e.id.Slot())
 		case uDestroy:
@@ -539,13 +546,13 @@ type Builder struct{ r *Record }
 func Build(t *schema.Struct) Builder { return Builder{r: NewRecord(t)} }
 
 // SetNum sets numeric leaf to v, in stored representation.
-func (b Builder) SetNum(leaf int, v uint64) { b.r.num[b.r.t.Leaf(leaf).Num] = v }
+func (b Builder) SetNum(leaf int, v uint64) { b.r.setNum(b.r.t.Leaf(leaf).Num, v) }
 
 // SetStr sets string or bytes leaf.
-func (b Builder) SetStr(leaf int, s string) { b.r.obj[b.r.t.Leaf(leaf).Obj].s = s }
+func (b Builder) SetStr(leaf int, s string) { b.r.strs()[b.r.t.Leaf(leaf).Obj] = s }
 
 // SetContainer sets container leaf to c.
-func (b Builder) SetContainer(leaf int, c any) { b.r.obj[b.r.t.Leaf(leaf).Obj].c = c }
+func (b Builder) SetContainer(leaf int, c any) { b.r.conts()[b.r.t.Leaf(leaf).Obj] = c }
 
 // Record returns the record being built.
 func (b Builder) Record() *Record { return b.r }
@@ -553,15 +560,9 @@ func (b Builder) Record() *Record { return b.r }
 // Reset sets every field of the record being built back to its zero
 // value, so that one record can be decoded into again and again.
 func (b Builder) Reset() {
-	clear(b.r.num)
-	for i := range b.r.obj {
-		b.r.obj[i].s = ""
-	}
-	for i := 0; i < b.r.t.Leaves; i++ {
-		if l := b.r.t.Leaf(i); l.Obj >= 0 && l.Field.Type.Kind.Container() {
-			b.r.obj[l.Obj].c = newContainer(&l.Field.Type)
-		}
-	}
+	clear(b.r.nums())
+	clear(b.r.strs())
+	b.r.init(b.r.t, b.r.data)
 }
 
 // NewList returns a list of type t holding vals (which it keeps).

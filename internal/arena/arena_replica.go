@@ -72,25 +72,25 @@ func (p Qunit) ID() state.ID { return p.e.ID() }
 func (p Qunit) Valid() bool { return p.e != nil }
 
 // X returns the x field.
-func (p Qunit) X() float32 { return float32(replicaQunit_xQ.Dequantize(int64(p.e.Num(0)))) }
+func (p Qunit) X() float32 { return float32(replicaQunit_xQ.Dequantize(int64(p.e.Num(2)))) }
 
 // SetX sets the x field.
 func (p Qunit) SetX(x float32) { p.e.SetNum(0, uint64(math.Float32bits(float32(x)))) }
 
 // Y returns the y field.
-func (p Qunit) Y() float32 { return float32(replicaQunit_yQ.Dequantize(int64(p.e.Num(1)))) }
+func (p Qunit) Y() float32 { return float32(replicaQunit_yQ.Dequantize(int64(p.e.Num(34)))) }
 
 // SetY sets the y field.
 func (p Qunit) SetY(x float32) { p.e.SetNum(1, uint64(math.Float32bits(float32(x)))) }
 
 // Angle returns the angle field.
-func (p Qunit) Angle() float32 { return float32(replicaQunit_angleQ.Dequantize(int64(p.e.Num(2)))) }
+func (p Qunit) Angle() float32 { return float32(replicaQunit_angleQ.Dequantize(int64(p.e.Num(66)))) }
 
 // SetAngle sets the angle field.
 func (p Qunit) SetAngle(x float32) { p.e.SetNum(2, uint64(math.Float32bits(float32(x)))) }
 
 // Hp returns the hp field.
-func (p Qunit) Hp() int16 { return int16(p.e.Num(3)) }
+func (p Qunit) Hp() int16 { return int16(p.e.Num(101)) }
 
 // SetHp sets the hp field.
 func (p Qunit) SetHp(x int16) { p.e.SetNum(3, uint64(int64(x))) }
@@ -191,25 +191,25 @@ func (p Unit) ID() state.ID { return p.e.ID() }
 func (p Unit) Valid() bool { return p.e != nil }
 
 // X returns the x field.
-func (p Unit) X() float32 { return float32(math.Float32frombits(uint32(p.e.Num(0)))) }
+func (p Unit) X() float32 { return float32(math.Float32frombits(uint32(p.e.Num(2)))) }
 
 // SetX sets the x field.
 func (p Unit) SetX(x float32) { p.e.SetNum(0, uint64(math.Float32bits(float32(x)))) }
 
 // Y returns the y field.
-func (p Unit) Y() float32 { return float32(math.Float32frombits(uint32(p.e.Num(1)))) }
+func (p Unit) Y() float32 { return float32(math.Float32frombits(uint32(p.e.Num(34)))) }
 
 // SetY sets the y field.
 func (p Unit) SetY(x float32) { p.e.SetNum(1, uint64(math.Float32bits(float32(x)))) }
 
 // Angle returns the angle field.
-func (p Unit) Angle() float32 { return float32(math.Float32frombits(uint32(p.e.Num(2)))) }
+func (p Unit) Angle() float32 { return float32(math.Float32frombits(uint32(p.e.Num(66)))) }
 
 // SetAngle sets the angle field.
 func (p Unit) SetAngle(x float32) { p.e.SetNum(2, uint64(math.Float32bits(float32(x)))) }
 
 // Hp returns the hp field.
-func (p Unit) Hp() int16 { return int16(p.e.Num(3)) }
+func (p Unit) Hp() int16 { return int16(p.e.Num(101)) }
 
 // SetHp sets the hp field.
 func (p Unit) SetHp(x int16) { p.e.SetNum(3, uint64(int64(x))) }

@@ -49,7 +49,10 @@ type W1Result struct {
 	ClientAllocsPerTick float64     `json:"client_allocs_per_tick"`
 	BytesPerEntity      float64     `json:"bytes_per_entity_server"`
 	MetadataPerEntity   float64     `json:"metadata_bytes_per_entity_server"`
-	FullStateBytes      int         `json:"full_state_bytes"`
+	// SteadyBytesPerEntity is the server's memory per entity while
+	// ticking, with this tick's change records and the encoder's buffers.
+	SteadyBytesPerEntity float64 `json:"bytes_per_entity_server_ticking"`
+	FullStateBytes       int     `json:"full_state_bytes"`
 }
 
 // The W1 reference state of entity 0 after 600 ticks.
@@ -180,7 +183,7 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 	// blur (the counters are process-wide and flushed lazily): they are
 	// measured apart, on a fresh server, warmed up, with nothing else
 	// running.
-	res.AllocsPerTick = serverAllocsPerTick(cfg.Quantized)
+	res.AllocsPerTick, res.SteadyBytesPerEntity = serverSteadyState(cfg.Quantized)
 	res.ClientAllocsPerTick = float64(callocs) / float64(cfg.Measured)
 
 	res.Verified = true
@@ -297,13 +300,19 @@ func (s *w1Server) tick() {
 	s.encode()
 }
 
-// serverAllocsPerTick measures the steady-state allocations of one server
-// tick (mutation, commit and encode) on a fresh W1 world.
-func serverAllocsPerTick(quantized bool) float64 {
+// serverSteadyState measures, on a fresh W1 world, the steady-state
+// allocations of one server tick (mutation, commit and encode) and the
+// server's memory per entity once ticking: entities, tracker, the pooled
+// change records of a tick and the encoder's buffers.
+func serverSteadyState(quantized bool) (allocs, bytesPerEntity float64) {
 	w := w1.New(w1.DefaultConfig())
-	s, err := newW1Server(w, quantized, make([]unit, len(w.X)))
+	units := make([]unit, len(w.X))
+	var start runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&start)
+	s, err := newW1Server(w, quantized, units)
 	if err != nil {
-		return -1
+		return -1, -1
 	}
 	for range 150 {
 		s.tick()
@@ -315,5 +324,9 @@ func serverAllocsPerTick(quantized bool) float64 {
 		s.tick()
 	}
 	runtime.ReadMemStats(&after)
-	return float64(after.Mallocs-before.Mallocs) / n
+	runtime.GC()
+	var held runtime.MemStats
+	runtime.ReadMemStats(&held)
+	runtime.KeepAlive(s)
+	return float64(after.Mallocs-before.Mallocs) / n, float64(held.HeapAlloc-start.HeapAlloc) / float64(len(units))
 }

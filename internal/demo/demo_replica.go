@@ -95,25 +95,25 @@ func (p Bot) ID() state.ID { return p.e.ID() }
 func (p Bot) Valid() bool { return p.e != nil }
 
 // X returns the x field.
-func (p Bot) X() float32 { return float32(replicaBot_xQ.Dequantize(int64(p.e.Num(0)))) }
+func (p Bot) X() float32 { return float32(replicaBot_xQ.Dequantize(int64(p.e.Num(2)))) }
 
 // SetX sets the x field.
 func (p Bot) SetX(x float32) { p.e.SetNum(0, uint64(math.Float32bits(float32(x)))) }
 
 // Y returns the y field.
-func (p Bot) Y() float32 { return float32(replicaBot_yQ.Dequantize(int64(p.e.Num(1)))) }
+func (p Bot) Y() float32 { return float32(replicaBot_yQ.Dequantize(int64(p.e.Num(34)))) }
 
 // SetY sets the y field.
 func (p Bot) SetY(x float32) { p.e.SetNum(1, uint64(math.Float32bits(float32(x)))) }
 
 // Heading returns the heading field.
-func (p Bot) Heading() float32 { return float32(replicaBot_headingQ.Dequantize(int64(p.e.Num(2)))) }
+func (p Bot) Heading() float32 { return float32(replicaBot_headingQ.Dequantize(int64(p.e.Num(66)))) }
 
 // SetHeading sets the heading field.
 func (p Bot) SetHeading(x float32) { p.e.SetNum(2, uint64(math.Float32bits(float32(x)))) }
 
 // Hp returns the hp field.
-func (p Bot) Hp() int16 { return int16(p.e.Num(3)) }
+func (p Bot) Hp() int16 { return int16(p.e.Num(101)) }
 
 // SetHp sets the hp field.
 func (p Bot) SetHp(x int16) { p.e.SetNum(3, uint64(int64(x))) }
@@ -125,25 +125,25 @@ func (p Bot) Name() string { return string(p.e.Str(0)) }
 func (p Bot) SetName(x string) { p.e.Handle().SetStr(4, string(x)) }
 
 // Score returns the score field.
-func (p Bot) Score() int32 { return int32(p.e.Num(4)) }
+func (p Bot) Score() int32 { return int32(p.e.Num(134)) }
 
 // SetScore sets the score field.
 func (p Bot) SetScore(x int32) { p.e.SetNum(5, uint64(int64(x))) }
 
 // Bounty returns the bounty field.
-func (p Bot) Bounty() int16 { return int16(p.e.Num(5)) }
+func (p Bot) Bounty() int16 { return int16(p.e.Num(165)) }
 
 // SetBounty sets the bounty field.
 func (p Bot) SetBounty(x int16) { p.e.SetNum(6, uint64(int64(x))) }
 
 // Target returns the target field.
-func (p Bot) Target() replica.Ref { return replica.Ref(p.e.Num(6)) }
+func (p Bot) Target() replica.Ref { return replica.Ref(p.e.Num(194)) }
 
 // SetTarget sets the target field.
 func (p Bot) SetTarget(x replica.Ref) { p.e.SetNum(7, uint64(x)) }
 
 // Mode returns the mode field.
-func (p Bot) Mode() uint8 { return uint8(p.e.Num(7)) }
+func (p Bot) Mode() uint8 { return uint8(p.e.Num(224)) }
 
 // SetMode sets the mode field.
 func (p Bot) SetMode(x uint8) { p.e.SetNum(8, uint64(x)) }
@@ -308,7 +308,7 @@ func (p Bot) Emote(c *client.Conn, seq uint32, kind uint8) error {
 // replica.RPCHandler.
 func HandleBotEmote(s *replica.Server, fn func(c *replica.Conn, p Bot, seq uint32, kind uint8) error) {
 	s.HandleRPC(replicaBot, 1, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
-		return fn(c, Bot{e}, uint32(a.Num(0)), uint8(a.Num(1)))
+		return fn(c, Bot{e}, uint32(a.Num(2)), uint8(a.Num(32)))
 	})
 }
 
@@ -328,7 +328,7 @@ func SendBotHurt(s *replica.Server, to replica.RPCTarget, p Bot, seq uint32, dam
 // sends the RPC hurt on a Bot to c, and returns a func that unregisters it.
 func OnBotHurt(c *client.Conn, fn func(p Bot, seq uint32, damage int16, by replica.Ref)) (cancel func()) {
 	return c.HandleRPC(replicaBot, 2, func(e *state.Entity, a *state.Record) {
-		fn(Bot{e}, uint32(a.Num(0)), int16(a.Num(1)), replica.Ref(a.Num(2)))
+		fn(Bot{e}, uint32(a.Num(2)), int16(a.Num(37)), replica.Ref(a.Num(66)))
 	})
 }
 
@@ -351,13 +351,13 @@ func (v Emote) Clone() Emote { return Emote{v.h.Copy(replicaEmote)} }
 func (v Emote) Valid() bool { return v.h.Valid() }
 
 // Seq returns the seq field.
-func (v Emote) Seq() uint32 { return uint32(v.h.Num(0)) }
+func (v Emote) Seq() uint32 { return uint32(v.h.Num(2)) }
 
 // SetSeq sets the seq field.
 func (v Emote) SetSeq(x uint32) { v.h.SetNum(0, uint64(x)) }
 
 // Kind returns the kind field.
-func (v Emote) Kind() uint8 { return uint8(v.h.Num(1)) }
+func (v Emote) Kind() uint8 { return uint8(v.h.Num(32)) }
 
 // SetKind sets the kind field.
 func (v Emote) SetKind(x uint8) { v.h.SetNum(1, uint64(x)) }
@@ -379,19 +379,19 @@ func (v Hurt) Clone() Hurt { return Hurt{v.h.Copy(replicaHurt)} }
 func (v Hurt) Valid() bool { return v.h.Valid() }
 
 // Seq returns the seq field.
-func (v Hurt) Seq() uint32 { return uint32(v.h.Num(0)) }
+func (v Hurt) Seq() uint32 { return uint32(v.h.Num(2)) }
 
 // SetSeq sets the seq field.
 func (v Hurt) SetSeq(x uint32) { v.h.SetNum(0, uint64(x)) }
 
 // Damage returns the damage field.
-func (v Hurt) Damage() int16 { return int16(v.h.Num(1)) }
+func (v Hurt) Damage() int16 { return int16(v.h.Num(37)) }
 
 // SetDamage sets the damage field.
 func (v Hurt) SetDamage(x int16) { v.h.SetNum(1, uint64(int64(x))) }
 
 // By returns the by field.
-func (v Hurt) By() replica.Ref { return replica.Ref(v.h.Num(2)) }
+func (v Hurt) By() replica.Ref { return replica.Ref(v.h.Num(66)) }
 
 // SetBy sets the by field.
 func (v Hurt) SetBy(x replica.Ref) { v.h.SetNum(2, uint64(x)) }
@@ -419,7 +419,7 @@ func (v Item) Kind() uint8 { return uint8(v.h.Num(0)) }
 func (v Item) SetKind(x uint8) { v.h.SetNum(0, uint64(x)) }
 
 // Count returns the count field.
-func (v Item) Count() int16 { return int16(v.h.Num(1)) }
+func (v Item) Count() int16 { return int16(v.h.Num(21)) }
 
 // SetCount sets the count field.
 func (v Item) SetCount(x int16) { v.h.SetNum(1, uint64(int64(x))) }

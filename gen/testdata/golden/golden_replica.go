@@ -150,7 +150,7 @@ func (l AimTagsList) Remove(i int) { l.l.Remove(i) }
 func (l AimTagsList) Clear() { l.l.Clear() }
 
 // Power returns the power field.
-func (v Aim) Power() float32 { return float32(replicaAim_powerQ.Dequantize(int64(v.h.Num(2)))) }
+func (v Aim) Power() float32 { return float32(replicaAim_powerQ.Dequantize(int64(v.h.Num(66)))) }
 
 // SetPower sets the power field.
 func (v Aim) SetPower(x float32) { v.h.SetNum(3, uint64(math.Float32bits(float32(x)))) }
@@ -173,19 +173,19 @@ func (v Fire) Clone() Fire { return Fire{v.h.Copy(replicaFire)} }
 func (v Fire) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.
-func (v Fire) X() float32 { return float32(replicaFire_xQ.Dequantize(int64(v.h.Num(0)))) }
+func (v Fire) X() float32 { return float32(replicaFire_xQ.Dequantize(int64(v.h.Num(7)))) }
 
 // SetX sets the x field.
 func (v Fire) SetX(x float32) { v.h.SetNum(0, uint64(math.Float32bits(float32(x)))) }
 
 // Y returns the y field.
-func (v Fire) Y() float32 { return float32(replicaFire_yQ.Dequantize(int64(v.h.Num(1)))) }
+func (v Fire) Y() float32 { return float32(replicaFire_yQ.Dequantize(int64(v.h.Num(71)))) }
 
 // SetY sets the y field.
 func (v Fire) SetY(x float32) { v.h.SetNum(1, uint64(math.Float32bits(float32(x)))) }
 
 // Weapon returns the weapon field.
-func (v Fire) Weapon() Kind { return Kind(v.h.Num(2)) }
+func (v Fire) Weapon() Kind { return Kind(v.h.Num(128)) }
 
 // SetWeapon sets the weapon field.
 func (v Fire) SetWeapon(x Kind) { v.h.SetNum(2, uint64(x)) }
@@ -197,7 +197,7 @@ func (v Fire) Label() string { return string(v.h.Str(0)) }
 func (v Fire) SetLabel(x string) { v.h.SetStr(3, string(x)) }
 
 // Target returns the target field.
-func (v Fire) Target() replica.Ref { return replica.Ref(v.h.Num(3)) }
+func (v Fire) Target() replica.Ref { return replica.Ref(v.h.Num(162)) }
 
 // SetTarget sets the target field.
 func (v Fire) SetTarget(x replica.Ref) { v.h.SetNum(4, uint64(x)) }
@@ -236,31 +236,31 @@ func (p Hero) Alive() bool { return bool(p.e.Num(0) != 0) }
 func (p Hero) SetAlive(x bool) { p.e.SetNum(0, state.BoolBits(bool(x))) }
 
 // Hp returns the hp field.
-func (p Hero) Hp() int16 { return int16(p.e.Num(1)) }
+func (p Hero) Hp() int16 { return int16(p.e.Num(21)) }
 
 // SetHp sets the hp field.
 func (p Hero) SetHp(x int16) { p.e.SetNum(1, uint64(int64(x))) }
 
 // Gold returns the gold field.
-func (p Hero) Gold() int64 { return int64(p.e.Num(2)) }
+func (p Hero) Gold() int64 { return int64(p.e.Num(71)) }
 
 // SetGold sets the gold field.
 func (p Hero) SetGold(x int64) { p.e.SetNum(2, uint64(int64(x))) }
 
 // Angle returns the angle field.
-func (p Hero) Angle() float32 { return float32(replicaHero_angleQ.Dequantize(int64(p.e.Num(3)))) }
+func (p Hero) Angle() float32 { return float32(replicaHero_angleQ.Dequantize(int64(p.e.Num(130)))) }
 
 // SetAngle sets the angle field.
 func (p Hero) SetAngle(x float32) { p.e.SetNum(3, uint64(math.Float32bits(float32(x)))) }
 
 // X returns the x field.
-func (p Hero) X() float32 { return float32(replicaHero_xQ.Dequantize(int64(p.e.Num(4)))) }
+func (p Hero) X() float32 { return float32(replicaHero_xQ.Dequantize(int64(p.e.Num(162)))) }
 
 // SetX sets the x field.
 func (p Hero) SetX(x float32) { p.e.SetNum(4, uint64(math.Float32bits(float32(x)))) }
 
 // Speed returns the speed field.
-func (p Hero) Speed() float64 { return float64(math.Float64frombits(p.e.Num(5))) }
+func (p Hero) Speed() float64 { return float64(math.Float64frombits(p.e.Num(195))) }
 
 // SetSpeed sets the speed field.
 func (p Hero) SetSpeed(x float64) { p.e.SetNum(5, math.Float64bits(float64(x))) }
@@ -278,19 +278,19 @@ func (p Hero) Avatar() []byte { return []byte(p.e.Str(1)) }
 func (p Hero) SetAvatar(x []byte) { p.e.Handle().SetStr(7, string(x)) }
 
 // Target returns the target field.
-func (p Hero) Target() replica.Ref { return replica.Ref(p.e.Num(6)) }
+func (p Hero) Target() replica.Ref { return replica.Ref(p.e.Num(258)) }
 
 // SetTarget sets the target field.
 func (p Hero) SetTarget(x replica.Ref) { p.e.SetNum(8, uint64(x)) }
 
 // Kind returns the kind field.
-func (p Hero) Kind() Kind { return Kind(p.e.Num(7)) }
+func (p Hero) Kind() Kind { return Kind(p.e.Num(288)) }
 
 // SetKind sets the kind field.
 func (p Hero) SetKind(x Kind) { p.e.SetNum(9, uint64(x)) }
 
 // Pos returns the pos field; setters on the result change this Hero.
-func (p Hero) Pos() Vec { return Vec{p.e.Handle().Nested(10, 8, 2)} }
+func (p Hero) Pos() Vec { return Vec{p.e.Handle().Nested(10, 320, 2)} }
 
 // SetPos copies every field of x into the pos field.
 func (p Hero) SetPos(x Vec) { p.e.Handle().SetNested(10, replicaVec, x.h) }
@@ -653,7 +653,7 @@ func (p Hero) Fire(c *client.Conn, x, y float32, weapon Kind, label string, targ
 // replica.RPCHandler.
 func HandleHeroFire(s *replica.Server, fn func(c *replica.Conn, p Hero, x, y float32, weapon Kind, label string, target replica.Ref) error) {
 	s.HandleRPC(replicaHero, 6, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
-		return fn(c, Hero{e}, float32(replicaFire_xQ.Dequantize(int64(a.Num(0)))), float32(replicaFire_yQ.Dequantize(int64(a.Num(1)))), Kind(a.Num(2)), string(a.Str(0)), replica.Ref(a.Num(3)))
+		return fn(c, Hero{e}, float32(replicaFire_xQ.Dequantize(int64(a.Num(7)))), float32(replicaFire_yQ.Dequantize(int64(a.Num(71)))), Kind(a.Num(128)), string(a.Str(0)), replica.Ref(a.Num(162)))
 	})
 }
 
@@ -673,7 +673,7 @@ func SendHeroHit(s *replica.Server, to replica.RPCTarget, p Hero, damage int16, 
 // sends the RPC hit on a Hero to c, and returns a func that unregisters it.
 func OnHeroHit(c *client.Conn, fn func(p Hero, damage int16, from replica.Ref, fx []byte)) (cancel func()) {
 	return c.HandleRPC(replicaHero, 5, func(e *state.Entity, a *state.Record) {
-		fn(Hero{e}, int16(a.Num(0)), replica.Ref(a.Num(1)), []byte(a.Str(0)))
+		fn(Hero{e}, int16(a.Num(5)), replica.Ref(a.Num(34)), []byte(a.Str(0)))
 	})
 }
 
@@ -732,13 +732,13 @@ func (v Hit) Clone() Hit { return Hit{v.h.Copy(replicaHit)} }
 func (v Hit) Valid() bool { return v.h.Valid() }
 
 // Damage returns the damage field.
-func (v Hit) Damage() int16 { return int16(v.h.Num(0)) }
+func (v Hit) Damage() int16 { return int16(v.h.Num(5)) }
 
 // SetDamage sets the damage field.
 func (v Hit) SetDamage(x int16) { v.h.SetNum(0, uint64(int64(x))) }
 
 // From returns the from field.
-func (v Hit) From() replica.Ref { return replica.Ref(v.h.Num(1)) }
+func (v Hit) From() replica.Ref { return replica.Ref(v.h.Num(34)) }
 
 // SetFrom sets the from field.
 func (v Hit) SetFrom(x replica.Ref) { v.h.SetNum(1, uint64(x)) }
@@ -772,13 +772,13 @@ func (v Item) Kind() Kind { return Kind(v.h.Num(0)) }
 func (v Item) SetKind(x Kind) { v.h.SetNum(0, uint64(x)) }
 
 // Count returns the count field.
-func (v Item) Count() int16 { return int16(v.h.Num(1)) }
+func (v Item) Count() int16 { return int16(v.h.Num(21)) }
 
 // SetCount sets the count field.
 func (v Item) SetCount(x int16) { v.h.SetNum(1, uint64(int64(x))) }
 
 // Pos returns the pos field; setters on the result change this Item.
-func (v Item) Pos() Vec { return Vec{v.h.Nested(2, 2, 0)} }
+func (v Item) Pos() Vec { return Vec{v.h.Nested(2, 64, 0)} }
 
 // SetPos copies every field of x into the pos field.
 func (v Item) SetPos(x Vec) { v.h.SetNested(2, replicaVec, x.h) }
@@ -816,13 +816,13 @@ func (v Vec) Clone() Vec { return Vec{v.h.Copy(replicaVec)} }
 func (v Vec) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.
-func (v Vec) X() float32 { return float32(math.Float32frombits(uint32(v.h.Num(0)))) }
+func (v Vec) X() float32 { return float32(math.Float32frombits(uint32(v.h.Num(2)))) }
 
 // SetX sets the x field.
 func (v Vec) SetX(x float32) { v.h.SetNum(0, uint64(math.Float32bits(float32(x)))) }
 
 // Y returns the y field.
-func (v Vec) Y() float32 { return float32(math.Float32frombits(uint32(v.h.Num(1)))) }
+func (v Vec) Y() float32 { return float32(math.Float32frombits(uint32(v.h.Num(34)))) }
 
 // SetY sets the y field.
 func (v Vec) SetY(x float32) { v.h.SetNum(1, uint64(math.Float32bits(float32(x)))) }

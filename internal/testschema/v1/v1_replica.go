@@ -170,13 +170,13 @@ func (v Body) Pos() Vec { return Vec{v.h.Nested(0, 0, 0)} }
 func (v Body) SetPos(x Vec) { v.h.SetNested(0, replicaVec, x.h) }
 
 // Stats returns the stats field; setters on the result change this Body.
-func (v Body) Stats() Stats { return Stats{v.h.Nested(3, 3, 0)} }
+func (v Body) Stats() Stats { return Stats{v.h.Nested(3, 192, 0)} }
 
 // SetStats copies every field of x into the stats field.
 func (v Body) SetStats(x Stats) { v.h.SetNested(3, replicaStats, x.h) }
 
 // Mark returns the mark field.
-func (v Body) Mark() uint16 { return uint16(v.h.Num(7)) }
+func (v Body) Mark() uint16 { return uint16(v.h.Num(321)) }
 
 // SetMark sets the mark field.
 func (v Body) SetMark(x uint16) { v.h.SetNum(11, uint64(x)) }
@@ -198,13 +198,13 @@ func (v Buff) Clone() Buff { return Buff{v.h.Copy(replicaBuff)} }
 func (v Buff) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
-func (v Buff) Kind() uint16 { return uint16(v.h.Num(0)) }
+func (v Buff) Kind() uint16 { return uint16(v.h.Num(1)) }
 
 // SetKind sets the kind field.
 func (v Buff) SetKind(x uint16) { v.h.SetNum(0, uint64(x)) }
 
 // Until returns the until field.
-func (v Buff) Until() int64 { return int64(v.h.Num(1)) }
+func (v Buff) Until() int64 { return int64(v.h.Num(71)) }
 
 // SetUntil sets the until field.
 func (v Buff) SetUntil(x int64) { v.h.SetNum(1, uint64(int64(x))) }
@@ -249,85 +249,85 @@ func (p Hero) Alive() bool { return bool(p.e.Num(0) != 0) }
 func (p Hero) SetAlive(x bool) { p.e.SetNum(0, state.BoolBits(bool(x))) }
 
 // I8 returns the i8 field.
-func (p Hero) I8() int8 { return int8(p.e.Num(1)) }
+func (p Hero) I8() int8 { return int8(p.e.Num(12)) }
 
 // SetI8 sets the i8 field.
 func (p Hero) SetI8(x int8) { p.e.SetNum(1, uint64(int64(x))) }
 
 // I16 returns the i16 field.
-func (p Hero) I16() int16 { return int16(p.e.Num(2)) }
+func (p Hero) I16() int16 { return int16(p.e.Num(21)) }
 
 // SetI16 sets the i16 field.
 func (p Hero) SetI16(x int16) { p.e.SetNum(2, uint64(int64(x))) }
 
 // I32 returns the i32 field.
-func (p Hero) I32() int32 { return int32(p.e.Num(3)) }
+func (p Hero) I32() int32 { return int32(p.e.Num(38)) }
 
 // SetI32 sets the i32 field.
 func (p Hero) SetI32(x int32) { p.e.SetNum(3, uint64(int64(x))) }
 
 // I64 returns the i64 field.
-func (p Hero) I64() int64 { return int64(p.e.Num(4)) }
+func (p Hero) I64() int64 { return int64(p.e.Num(71)) }
 
 // SetI64 sets the i64 field.
 func (p Hero) SetI64(x int64) { p.e.SetNum(4, uint64(int64(x))) }
 
 // U8 returns the u8 field.
-func (p Hero) U8() uint8 { return uint8(p.e.Num(5)) }
+func (p Hero) U8() uint8 { return uint8(p.e.Num(128)) }
 
 // SetU8 sets the u8 field.
 func (p Hero) SetU8(x uint8) { p.e.SetNum(5, uint64(x)) }
 
 // U16 returns the u16 field.
-func (p Hero) U16() uint16 { return uint16(p.e.Num(6)) }
+func (p Hero) U16() uint16 { return uint16(p.e.Num(145)) }
 
 // SetU16 sets the u16 field.
 func (p Hero) SetU16(x uint16) { p.e.SetNum(6, uint64(x)) }
 
 // U32 returns the u32 field.
-func (p Hero) U32() uint32 { return uint32(p.e.Num(7)) }
+func (p Hero) U32() uint32 { return uint32(p.e.Num(162)) }
 
 // SetU32 sets the u32 field.
 func (p Hero) SetU32(x uint32) { p.e.SetNum(7, uint64(x)) }
 
 // U64 returns the u64 field.
-func (p Hero) U64() uint64 { return uint64(p.e.Num(8)) }
+func (p Hero) U64() uint64 { return uint64(p.e.Num(195)) }
 
 // SetU64 sets the u64 field.
 func (p Hero) SetU64(x uint64) { p.e.SetNum(8, uint64(x)) }
 
 // F32 returns the f32 field.
-func (p Hero) F32() float32 { return float32(math.Float32frombits(uint32(p.e.Num(9)))) }
+func (p Hero) F32() float32 { return float32(math.Float32frombits(uint32(p.e.Num(258)))) }
 
 // SetF32 sets the f32 field.
 func (p Hero) SetF32(x float32) { p.e.SetNum(9, uint64(math.Float32bits(float32(x)))) }
 
 // F64 returns the f64 field.
-func (p Hero) F64() float64 { return float64(math.Float64frombits(p.e.Num(10))) }
+func (p Hero) F64() float64 { return float64(math.Float64frombits(p.e.Num(323))) }
 
 // SetF64 sets the f64 field.
 func (p Hero) SetF64(x float64) { p.e.SetNum(10, math.Float64bits(float64(x))) }
 
 // Qb returns the qb field.
-func (p Hero) Qb() float32 { return float32(replicaHero_qbQ.Dequantize(int64(p.e.Num(11)))) }
+func (p Hero) Qb() float32 { return float32(replicaHero_qbQ.Dequantize(int64(p.e.Num(386)))) }
 
 // SetQb sets the qb field.
 func (p Hero) SetQb(x float32) { p.e.SetNum(11, uint64(math.Float32bits(float32(x)))) }
 
 // Qbits returns the qbits field.
-func (p Hero) Qbits() float64 { return float64(replicaHero_qbitsQ.Dequantize(int64(p.e.Num(12)))) }
+func (p Hero) Qbits() float64 { return float64(replicaHero_qbitsQ.Dequantize(int64(p.e.Num(418)))) }
 
 // SetQbits sets the qbits field.
 func (p Hero) SetQbits(x float64) { p.e.SetNum(12, math.Float64bits(float64(x))) }
 
 // Qu returns the qu field.
-func (p Hero) Qu() float32 { return float32(replicaHero_quQ.Dequantize(int64(p.e.Num(13)))) }
+func (p Hero) Qu() float32 { return float32(replicaHero_quQ.Dequantize(int64(p.e.Num(455)))) }
 
 // SetQu sets the qu field.
 func (p Hero) SetQu(x float32) { p.e.SetNum(13, uint64(math.Float32bits(float32(x)))) }
 
 // Qu64 returns the qu64 field.
-func (p Hero) Qu64() float64 { return float64(replicaHero_qu64Q.Dequantize(int64(p.e.Num(14)))) }
+func (p Hero) Qu64() float64 { return float64(replicaHero_qu64Q.Dequantize(int64(p.e.Num(519)))) }
 
 // SetQu64 sets the qu64 field.
 func (p Hero) SetQu64(x float64) { p.e.SetNum(14, math.Float64bits(float64(x))) }
@@ -345,19 +345,19 @@ func (p Hero) Blob() []byte { return []byte(p.e.Str(1)) }
 func (p Hero) SetBlob(x []byte) { p.e.Handle().SetStr(16, string(x)) }
 
 // Target returns the target field.
-func (p Hero) Target() replica.Ref { return replica.Ref(p.e.Num(15)) }
+func (p Hero) Target() replica.Ref { return replica.Ref(p.e.Num(578)) }
 
 // SetTarget sets the target field.
 func (p Hero) SetTarget(x replica.Ref) { p.e.SetNum(17, uint64(x)) }
 
 // Side returns the side field.
-func (p Hero) Side() team { return team(p.e.Num(16)) }
+func (p Hero) Side() team { return team(p.e.Num(608)) }
 
 // SetSide sets the side field.
 func (p Hero) SetSide(x team) { p.e.SetNum(18, uint64(x)) }
 
 // Body returns the body field; setters on the result change this Hero.
-func (p Hero) Body() Body { return Body{p.e.Handle().Nested(19, 17, 2)} }
+func (p Hero) Body() Body { return Body{p.e.Handle().Nested(19, 640, 2)} }
 
 // SetBody copies every field of x into the body field.
 func (p Hero) SetBody(x Body) { p.e.Handle().SetNested(19, replicaBody, x.h) }
@@ -805,19 +805,19 @@ func (b HeroInvBag) All() iter.Seq2[uint32, Item] {
 }
 
 // Dropped returns the dropped field.
-func (p Hero) Dropped() int16 { return int16(p.e.Num(25)) }
+func (p Hero) Dropped() int16 { return int16(p.e.Num(1029)) }
 
 // SetDropped sets the dropped field.
 func (p Hero) SetDropped(x int16) { p.e.SetNum(42, uint64(int64(x))) }
 
 // Old returns the old field.
-func (p Hero) Old() int32 { return int32(p.e.Num(26)) }
+func (p Hero) Old() int32 { return int32(p.e.Num(1062)) }
 
 // SetOld sets the old field.
 func (p Hero) SetOld(x int32) { p.e.SetNum(43, uint64(int64(x))) }
 
 // Qwide returns the qwide field.
-func (p Hero) Qwide() float64 { return float64(replicaHero_qwideQ.Dequantize(int64(p.e.Num(27)))) }
+func (p Hero) Qwide() float64 { return float64(replicaHero_qwideQ.Dequantize(int64(p.e.Num(1090)))) }
 
 // SetQwide sets the qwide field.
 func (p Hero) SetQwide(x float64) { p.e.SetNum(44, math.Float64bits(float64(x))) }
@@ -1898,19 +1898,19 @@ func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
-func (v Item) Kind() uint16 { return uint16(v.h.Num(0)) }
+func (v Item) Kind() uint16 { return uint16(v.h.Num(1)) }
 
 // SetKind sets the kind field.
 func (v Item) SetKind(x uint16) { v.h.SetNum(0, uint64(x)) }
 
 // Count returns the count field.
-func (v Item) Count() int32 { return int32(v.h.Num(1)) }
+func (v Item) Count() int32 { return int32(v.h.Num(38)) }
 
 // SetCount sets the count field.
 func (v Item) SetCount(x int32) { v.h.SetNum(1, uint64(int64(x))) }
 
 // Pos returns the pos field; setters on the result change this Item.
-func (v Item) Pos() Vec { return Vec{v.h.Nested(2, 2, 0)} }
+func (v Item) Pos() Vec { return Vec{v.h.Nested(2, 64, 0)} }
 
 // SetPos copies every field of x into the pos field.
 func (v Item) SetPos(x Vec) { v.h.SetNested(2, replicaVec, x.h) }
@@ -2058,25 +2058,25 @@ func (p Missile) ID() state.ID { return p.e.ID() }
 func (p Missile) Valid() bool { return p.e != nil }
 
 // Shooter returns the shooter field.
-func (p Missile) Shooter() replica.Ref { return replica.Ref(p.e.Num(0)) }
+func (p Missile) Shooter() replica.Ref { return replica.Ref(p.e.Num(2)) }
 
 // SetShooter sets the shooter field.
 func (p Missile) SetShooter(x replica.Ref) { p.e.SetNum(0, uint64(x)) }
 
 // Pos returns the pos field; setters on the result change this Missile.
-func (p Missile) Pos() Vec { return Vec{p.e.Handle().Nested(1, 1, 0)} }
+func (p Missile) Pos() Vec { return Vec{p.e.Handle().Nested(1, 64, 0)} }
 
 // SetPos copies every field of x into the pos field.
 func (p Missile) SetPos(x Vec) { p.e.Handle().SetNested(1, replicaVec, x.h) }
 
 // Vel returns the vel field; setters on the result change this Missile.
-func (p Missile) Vel() Vec { return Vec{p.e.Handle().Nested(4, 4, 0)} }
+func (p Missile) Vel() Vec { return Vec{p.e.Handle().Nested(4, 256, 0)} }
 
 // SetVel copies every field of x into the vel field.
 func (p Missile) SetVel(x Vec) { p.e.Handle().SetNested(4, replicaVec, x.h) }
 
 // Ttl returns the ttl field.
-func (p Missile) Ttl() float32 { return float32(replicaMissile_ttlQ.Dequantize(int64(p.e.Num(7)))) }
+func (p Missile) Ttl() float32 { return float32(replicaMissile_ttlQ.Dequantize(int64(p.e.Num(450)))) }
 
 // SetTtl sets the ttl field.
 func (p Missile) SetTtl(x float32) { p.e.SetNum(7, uint64(math.Float32bits(float32(x)))) }
@@ -2159,31 +2159,31 @@ func (b MissileEffectsBag) All() iter.Seq2[int8, Item] {
 }
 
 // Secret returns the secret field.
-func (p Missile) Secret() string { return string(p.e.Str(2)) }
+func (p Missile) Secret() string { return string(p.e.Str(0)) }
 
 // SetSecret sets the secret field.
 func (p Missile) SetSecret(x string) { p.e.Handle().SetStr(10, string(x)) }
 
 // Alias returns the alias field.
-func (p Missile) Alias() label { return label(p.e.Str(3)) }
+func (p Missile) Alias() label { return label(p.e.Str(1)) }
 
 // SetAlias sets the alias field.
 func (p Missile) SetAlias(x label) { p.e.Handle().SetStr(11, string(x)) }
 
 // Dist returns the dist field.
-func (p Missile) Dist() meters { return meters(replicaMissile_distQ.Dequantize(int64(p.e.Num(8)))) }
+func (p Missile) Dist() meters { return meters(replicaMissile_distQ.Dequantize(int64(p.e.Num(519)))) }
 
 // SetDist sets the dist field.
 func (p Missile) SetDist(x meters) { p.e.SetNum(12, uint64(math.Float32bits(float32(x)))) }
 
 // Lit returns the lit field.
-func (p Missile) Lit() flag { return flag(p.e.Num(9) != 0) }
+func (p Missile) Lit() flag { return flag(p.e.Num(576) != 0) }
 
 // SetLit sets the lit field.
 func (p Missile) SetLit(x flag) { p.e.SetNum(13, state.BoolBits(bool(x))) }
 
 // Credits returns the credits field.
-func (p Missile) Credits() big { return big(p.e.Num(10)) }
+func (p Missile) Credits() big { return big(p.e.Num(647)) }
 
 // SetCredits sets the credits field.
 func (p Missile) SetCredits(x big) { p.e.SetNum(14, uint64(int64(x))) }
@@ -2546,7 +2546,7 @@ func (v Resist) Fire() uint8 { return uint8(v.h.Num(0)) }
 func (v Resist) SetFire(x uint8) { v.h.SetNum(0, uint64(x)) }
 
 // Ice returns the ice field.
-func (v Resist) Ice() uint8 { return uint8(v.h.Num(1)) }
+func (v Resist) Ice() uint8 { return uint8(v.h.Num(8)) }
 
 // SetIce sets the ice field.
 func (v Resist) SetIce(x uint8) { v.h.SetNum(1, uint64(x)) }
@@ -2574,13 +2574,13 @@ func (v Stats) Clone() Stats { return Stats{v.h.Copy(replicaStats)} }
 func (v Stats) Valid() bool { return v.h.Valid() }
 
 // Str returns the str field.
-func (v Stats) Str() int16 { return int16(v.h.Num(0)) }
+func (v Stats) Str() int16 { return int16(v.h.Num(5)) }
 
 // SetStr sets the str field.
 func (v Stats) SetStr(x int16) { v.h.SetNum(0, uint64(int64(x))) }
 
 // Dex returns the dex field.
-func (v Stats) Dex() int16 { return int16(v.h.Num(1)) }
+func (v Stats) Dex() int16 { return int16(v.h.Num(21)) }
 
 // SetDex sets the dex field.
 func (v Stats) SetDex(x int16) { v.h.SetNum(1, uint64(int64(x))) }
@@ -2624,7 +2624,7 @@ func (l StatsHistList) Remove(i int) { l.l.Remove(i) }
 func (l StatsHistList) Clear() { l.l.Clear() }
 
 // Resist returns the resist field; setters on the result change this Stats.
-func (v Stats) Resist() Resist { return Resist{v.h.Nested(3, 2, 1)} }
+func (v Stats) Resist() Resist { return Resist{v.h.Nested(3, 64, 0)} }
 
 // SetResist copies every field of x into the resist field.
 func (v Stats) SetResist(x Resist) { v.h.SetNested(3, replicaResist, x.h) }
@@ -2723,19 +2723,19 @@ func (v Vec) Clone() Vec { return Vec{v.h.Copy(replicaVec)} }
 func (v Vec) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.
-func (v Vec) X() float32 { return float32(replicaVec_xQ.Dequantize(int64(v.h.Num(0)))) }
+func (v Vec) X() float32 { return float32(replicaVec_xQ.Dequantize(int64(v.h.Num(7)))) }
 
 // SetX sets the x field.
 func (v Vec) SetX(x float32) { v.h.SetNum(0, uint64(math.Float32bits(float32(x)))) }
 
 // Y returns the y field.
-func (v Vec) Y() float32 { return float32(replicaVec_yQ.Dequantize(int64(v.h.Num(1)))) }
+func (v Vec) Y() float32 { return float32(replicaVec_yQ.Dequantize(int64(v.h.Num(71)))) }
 
 // SetY sets the y field.
 func (v Vec) SetY(x float32) { v.h.SetNum(1, uint64(math.Float32bits(float32(x)))) }
 
 // Z returns the z field.
-func (v Vec) Z() float64 { return float64(math.Float64frombits(v.h.Num(2))) }
+func (v Vec) Z() float64 { return float64(math.Float64frombits(v.h.Num(131))) }
 
 // SetZ sets the z field.
 func (v Vec) SetZ(x float64) { v.h.SetNum(2, math.Float64bits(float64(x))) }
