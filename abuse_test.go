@@ -1488,3 +1488,43 @@ func trimStacks(s string) string {
 	}
 	return strings.Join(out, "\n\n")
 }
+
+// TestWelcomeHidesServerFields checks that the schema a server tells its
+// clients has no server-only field: the demo bot's AI mode is named only on
+// the server.
+func TestWelcomeHidesServerFields(t *testing.T) {
+	r := memRig(t, replica.Config{})
+	tc := dialRaw(t, r)
+	if err := tc.Send(helloMsg("alice")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	msg, err := tc.Receive(ctx)
+	if err != nil {
+		t.Fatalf("no WELCOME: %v", err)
+	}
+	m, err := session.Parse(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := m.(*session.Welcome)
+	if !ok {
+		t.Fatalf("got %T, want a WELCOME", m)
+	}
+	told, err := schema.DecodeDescriptor(w.Descriptor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range demo.Schema().Classes {
+		tc := told.Class(c.ID)
+		if tc == nil {
+			t.Fatalf("class %s missing from the WELCOME", c.Name)
+		}
+		for _, f := range c.Fields {
+			if got := tc.Field(f.ID); (got != nil) != (f.Vis != schema.VisServer) {
+				t.Errorf("%s.%s (%s): told %v", c.Name, f.Name, f.Vis, got != nil)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -158,9 +159,15 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, errors.New("replica: Config.Schema is required")
 	}
 	cfg = cfg.withDefaults()
-	desc := cfg.Schema.AppendDescriptor(nil)
+	// Clients are told the schema without its server-only fields, whose
+	// values never reach them: their names stay on the server too.
+	view, err := cfg.Schema.ClientView()
+	if err != nil {
+		return nil, fmt.Errorf("replica: client view of the schema: %w", err)
+	}
+	desc := view.AppendDescriptor(nil)
 	if cfg.MaxDescriptorBytes <= 0 {
-		cfg.MaxDescriptorBytes = max(64<<10, 4*len(desc))
+		cfg.MaxDescriptorBytes = max(64<<10, 4*len(cfg.Schema.AppendDescriptor(nil)))
 	}
 	return &Server{cfg: cfg, tr: state.NewTracker(cfg.Schema), desc: desc, handshaking: map[transport.Conn]bool{}}, nil
 }

@@ -1,0 +1,102 @@
+package schema
+
+// ClientView returns the schema as clients are told it: a copy of s without
+// the fields declared server-only, so that a server's WELCOME does not
+// reveal their names and types. Their values never leave the server, so
+// nothing a client decodes refers to them.
+//
+// Visibility applies to the fields of entity classes and of the structs
+// stored inline in them. A struct that is also a container element, a bag
+// item or RPC arguments keeps every field: there its fields take the
+// container's visibility, and all of them are sent.
+//
+// The copy shares no struct with s and is laid out; field IDs, class IDs
+// and types are unchanged.
+func (s *Schema) ClientView() (*Schema, error) {
+	// whole: the structs sent with every field, because they are (or are
+	// inside) an element, a bag item or RPC arguments.
+	whole := make(map[*Struct]bool)
+	inline := make(map[*Struct]bool)
+	var sendWhole, walk func(st *Struct)
+	structsOf := func(t *Type) (in, elem *Struct) {
+		switch {
+		case t.Kind == Nested:
+			return t.Struct, nil
+		case t.Kind == Bag:
+			return nil, t.Struct
+		case t.Elem != nil && t.Elem.Kind == Nested:
+			return nil, t.Elem.Struct
+		}
+		return nil, nil
+	}
+	sendWhole = func(st *Struct) {
+		if whole[st] {
+			return
+		}
+		whole[st] = true
+		for _, f := range st.Fields {
+			if in, elem := structsOf(&f.Type); in != nil {
+				sendWhole(in)
+			} else if elem != nil {
+				sendWhole(elem)
+			}
+		}
+	}
+	walk = func(st *Struct) { // st is a class or stored inline in one
+		if inline[st] {
+			return
+		}
+		inline[st] = true
+		for _, f := range st.Fields {
+			if in, elem := structsOf(&f.Type); in != nil {
+				walk(in)
+			} else if elem != nil {
+				sendWhole(elem)
+			}
+		}
+		for _, r := range st.RPCs {
+			sendWhole(r.Args)
+		}
+	}
+	for _, c := range s.Classes {
+		walk(c)
+	}
+
+	copies := make(map[*Struct]*Struct)
+	var copyStruct func(st *Struct) *Struct
+	var copyType func(t Type) Type
+	copyStruct = func(st *Struct) *Struct {
+		if c := copies[st]; c != nil {
+			return c
+		}
+		c := &Struct{Name: st.Name, Class: st.Class, ID: st.ID}
+		copies[st] = c
+		for _, f := range st.Fields {
+			if f.Vis == VisServer && !whole[st] {
+				continue
+			}
+			nf := &Field{ID: f.ID, Name: f.Name, Type: copyType(f.Type), Vis: f.Vis, Life: f.Life,
+				Chan: f.Chan, Deprecated: f.Deprecated}
+			c.Fields = append(c.Fields, nf)
+		}
+		for _, r := range st.RPCs {
+			c.RPCs = append(c.RPCs, &RPC{ID: r.ID, Name: r.Name, Dir: r.Dir, Args: copyStruct(r.Args)})
+		}
+		return c
+	}
+	copyType = func(t Type) Type {
+		if t.Struct != nil {
+			t.Struct = copyStruct(t.Struct)
+		}
+		if t.Elem != nil {
+			e := copyType(*t.Elem)
+			t.Elem = &e
+		}
+		return t
+	}
+	classes := make([]*Struct, len(s.Classes))
+	for i, c := range s.Classes {
+		classes[i] = copyStruct(c)
+	}
+	return New(classes...)
+}
