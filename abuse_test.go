@@ -139,6 +139,13 @@ func dialRaw(t *testing.T, r *rig) transport.Conn {
 func rawJoin(t *testing.T, r *rig, token string) transport.Conn {
 	t.Helper()
 	tc := dialRaw(t, r)
+	hello(t, tc, token)
+	return tc
+}
+
+// hello sends HELLO as user token and returns the server's WELCOME.
+func hello(t *testing.T, tc transport.Conn, token string) *session.Welcome {
+	t.Helper()
 	if err := tc.Send(helloMsg(token)); err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +155,15 @@ func rawJoin(t *testing.T, r *rig, token string) transport.Conn {
 	if err != nil {
 		t.Fatalf("no WELCOME: %v", err)
 	}
-	if m, err := session.Parse(msg); err != nil {
+	m, err := session.Parse(msg)
+	if err != nil {
 		t.Fatal(err)
-	} else if _, ok := m.(*session.Welcome); !ok {
+	}
+	w, ok := m.(*session.Welcome)
+	if !ok {
 		t.Fatalf("got %T, want a WELCOME", m)
 	}
-	return tc
+	return w
 }
 
 // drain receives from tc until it closes, as a client does: over WebSocket
@@ -1494,24 +1504,7 @@ func trimStacks(s string) string {
 // the server.
 func TestWelcomeHidesServerFields(t *testing.T) {
 	r := memRig(t, replica.Config{})
-	tc := dialRaw(t, r)
-	if err := tc.Send(helloMsg("alice")); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	msg, err := tc.Receive(ctx)
-	if err != nil {
-		t.Fatalf("no WELCOME: %v", err)
-	}
-	m, err := session.Parse(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, ok := m.(*session.Welcome)
-	if !ok {
-		t.Fatalf("got %T, want a WELCOME", m)
-	}
+	w := hello(t, dialRaw(t, r), "alice")
 	told, err := schema.DecodeDescriptor(w.Descriptor)
 	if err != nil {
 		t.Fatal(err)

@@ -14,10 +14,10 @@ package schema
 // and types are unchanged.
 func (s *Schema) ClientView() (*Schema, error) {
 	// whole: the structs sent with every field, because they are (or are
-	// inside) an element, a bag item or RPC arguments.
+	// inside) an element, a bag item or RPC arguments; inline: the classes
+	// and the structs stored inline in them.
 	whole := make(map[*Struct]bool)
 	inline := make(map[*Struct]bool)
-	var sendWhole, walk func(st *Struct)
 	structsOf := func(t *Type) (in, elem *Struct) {
 		switch {
 		case t.Kind == Nested:
@@ -29,37 +29,31 @@ func (s *Schema) ClientView() (*Schema, error) {
 		}
 		return nil, nil
 	}
-	sendWhole = func(st *Struct) {
-		if whole[st] {
+	// walk visits st, stored inline in a class (or the class itself) or,
+	// when sent, in something sent whole.
+	var walk func(st *Struct, sent bool)
+	walk = func(st *Struct, sent bool) {
+		seen := inline
+		if sent {
+			seen = whole
+		}
+		if seen[st] {
 			return
 		}
-		whole[st] = true
+		seen[st] = true
 		for _, f := range st.Fields {
 			if in, elem := structsOf(&f.Type); in != nil {
-				sendWhole(in)
+				walk(in, sent)
 			} else if elem != nil {
-				sendWhole(elem)
-			}
-		}
-	}
-	walk = func(st *Struct) { // st is a class or stored inline in one
-		if inline[st] {
-			return
-		}
-		inline[st] = true
-		for _, f := range st.Fields {
-			if in, elem := structsOf(&f.Type); in != nil {
-				walk(in)
-			} else if elem != nil {
-				sendWhole(elem)
+				walk(elem, true)
 			}
 		}
 		for _, r := range st.RPCs {
-			sendWhole(r.Args)
+			walk(r.Args, true)
 		}
 	}
 	for _, c := range s.Classes {
-		walk(c)
+		walk(c, false)
 	}
 
 	copies := make(map[*Struct]*Struct)
