@@ -130,7 +130,7 @@ func packU(out []byte, codes []uint64, ks []uint8, acc uint64, used uint) (n, po
 			return i, pos, acc, used
 		}
 		acc |= v << (used & 63) // used < 8
-		binary.LittleEndian.PutUint64(out[pos:], acc)
+		binary.LittleEndian.PutUint64(out[pos:pos+8:pos+8], acc)
 		used += total // < 64
 		pos += int(used >> 3)
 		acc >>= used &^ 7 & 63
@@ -147,19 +147,19 @@ func uCode(n uint64, k uint) (v uint64, total uint) {
 	// Both forms are computed and one is selected without a branch: which
 	// form a value takes is data-dependent and mispredicts about half the
 	// time on real data. For b > k: (b−k) ones, the 0 terminator, then the
-	// low b−1 bits of n; the implied top bit of n lands at bit total and is
-	// masked off. For b ≤ k the first form is garbage and is replaced.
+	// low b−1 bits of n, which is ((low<<1 | 1) << ones) − 1 with low = n
+	// less its top bit. For b ≤ k the first form is garbage and is
+	// replaced.
 	//
-	// Where the first form is used and total ≤ 64, b > k ≥ 0 bounds ones
-	// by 32, so its shift counts can be masked with 63 (see Bits); so can
-	// 64 − total, as total ≥ 1.
+	// Where the first form is used, b ≥ 1 and total ≤ 64 bounds ones by
+	// 32, so the shift counts can be masked with 63 (see Bits).
 	ones := b - k
-	v = (uint64(1)<<(ones&63) - 1) | n<<((ones+1)&63)
+	low := n &^ (1 << ((b - 1) & 63))
+	v = (low<<1|1)<<(ones&63) - 1
 	total = ones + b
 	if b <= k {
 		v, total = n<<1, k+1 // a 0 bit, then n
 	}
-	v &= ^uint64(0) >> ((64 - total) & 63)
 	return v, total
 }
 
