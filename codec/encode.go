@@ -429,7 +429,7 @@ func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
 		enc.gaps.add(g)
 		prev = id
 	}
-	k := enc.gaps.best()
+	k := enc.gaps.best(len(order))
 	w.U(uint64(len(order)), 3)
 	w.Bits(uint64(k), 6)
 	enc.gapk = fill(enc.gapk, len(order), uint8(k))
@@ -452,7 +452,7 @@ func (enc *Encoder) writeGens(w *wire.Writer, order []uint64) {
 	for _, o := range order {
 		enc.gaps.add(uint64(enc.items[uint32(o)].id.Gen()))
 	}
-	k := enc.gaps.best()
+	k := enc.gaps.best(len(order))
 	w.Bits(uint64(k), 6)
 	for _, o := range order {
 		w.U(uint64(enc.items[uint32(o)].id.Gen()), k)
@@ -534,7 +534,7 @@ func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, sec uint8) {
 			allU = false
 			continue
 		}
-		p.k = uint8(enc.pst.best())
+		p.k = uint8(enc.pst.best(len(order)))
 		enc.ks[p.leaf] = p.k
 		for j := i; j < len(enc.codeKs); j += np {
 			enc.codeKs[j] = p.k
@@ -670,7 +670,7 @@ func (enc *Encoder) elemK(w *wire.Writer, t *schema.Type, vals []state.Value) ui
 	for _, v := range vals {
 		enc.kst.add(codeFull(t, v.N))
 	}
-	k := enc.kst.best()
+	k := enc.kst.best(len(vals))
 	w.Bits(uint64(k), 6)
 	return k
 }
@@ -715,7 +715,7 @@ func (enc *Encoder) keyK(w *wire.Writer, key schema.Kind, keys []uint64) uint {
 	for _, k := range keys {
 		enc.kst.add(codeFull(&t, k))
 	}
-	k := enc.kst.best()
+	k := enc.kst.best(len(keys))
 	w.Bits(uint64(k), 6)
 	return k
 }

@@ -117,27 +117,31 @@ func (s *kStats) reset() { clear(s.hist[:]) }
 
 func (s *kStats) add(u uint64) { s.hist[bits.Len64(u)]++ }
 
-// best returns the k that minimises the total U(k) size of the values seen.
-// With c(b) values of bit length b, U(k) costs k+1 bits for b ≤ k and
-// 2b−k for b > k, so the total is (k+1)·N≤k + 2·S>k − k·N>k, where N and S
-// count and sum the bit lengths on each side; one pass over k updates them.
-func (s *kStats) best() uint {
-	lo, hi := uint(0), uint(64)
-	for lo <= 64 && s.hist[lo] == 0 {
+// best returns the k that minimises the total U(k) size of the n values
+// added. With c(b) values of bit length b, U(k) costs k+1 bits for b ≤ k
+// and 2b−k for b > k, so the total is (k+1)·N≤k + 2·S>k − k·N>k, where N
+// and S count and sum the bit lengths on each side; one pass over k
+// updates them.
+func (s *kStats) best(n int) uint {
+	if n == 0 {
+		return 0
+	}
+	lo := uint(0)
+	for s.hist[lo] == 0 {
 		lo++
 	}
-	if lo > 64 {
-		return 0 // no values
-	}
-	for s.hist[hi] == 0 {
-		hi--
-	}
+	// Sum upwards until all n values are counted, which finds hi without
+	// scanning the empty top of the histogram.
 	var nGT, sGT uint64
-	for b := lo; b <= hi; b++ {
-		nGT += uint64(s.hist[b])
-		sGT += uint64(s.hist[b]) * uint64(b)
+	hi := lo
+	for ; ; hi++ {
+		c := uint64(s.hist[hi])
+		nGT += c
+		sGT += c * uint64(hi)
+		if nGT == uint64(n) {
+			break
+		}
 	}
-	n := nGT
 	best, bestCost := uint(0), uint64(1<<63)
 	start := uint(0)
 	if lo > 0 {
@@ -150,7 +154,7 @@ func (s *kStats) best() uint {
 			nGT -= c
 			sGT -= c * uint64(k)
 		}
-		nLE := n - nGT
+		nLE := uint64(n) - nGT
 		cost := uint64(k+1)*nLE + 2*sGT - uint64(k)*nGT
 		if s.hist[64] > 0 && k < 64 {
 			// A 64-bit value has no terminator: one bit less than 2b−k.
@@ -158,6 +162,11 @@ func (s *kStats) best() uint {
 		}
 		if cost < bestCost {
 			best, bestCost = k, cost
+		} else if cost > bestCost {
+			// The cost is convex in k (from k to k+1 it changes by
+			// N≤k − N>k+1, which only grows), so it only rises from
+			// here.
+			break
 		}
 	}
 	return best
