@@ -64,9 +64,11 @@ type Encoder struct {
 	parts     [3]bool        // whether any class has a leaf in each partition
 	lastM     *[3][]uint64
 	plans     []leafPlan
-	stats     []kStats // per plan
+	pst       kStats // of the plan whose codes are being computed
 	codes     []uint64
+	codeKs    []uint8 // the k of each of codes
 	gapv      []uint64
+	gapk      []uint8 // the k of each of gapv, all the same
 	ks        []uint8
 	rks       []uint8 // ks of the record being written
 	gaps      kStats
@@ -128,14 +130,16 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 		case c.Created:
 			enc.addFull(e, part)
 		default:
-			m := enc.mask(e.Class(), part)
+			class := e.Class()
+			m := enc.mask(class, part)
 			if m[0] == 0 && len(m) == 1 {
 				continue // the class has no leaf in this partition
 			}
+			dirty := c.DirtySet()
 			off := len(enc.sets)
 			var any uint64
 			h := hashSeed
-			for i, w := range c.DirtySet() {
+			for i, w := range dirty {
 				x := w & m[i]
 				enc.sets = append(enc.sets, x)
 				any |= x
@@ -145,8 +149,12 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 				enc.sets = enc.sets[:off]
 				continue
 			}
-			enc.items = append(enc.items, item{sec: secUpdate, class: e.Class().ID, id: e.ID(),
-				e: e, ch: c, set: int32(off), words: int32(len(c.DirtySet())), hash: h, hashed: true})
+			// Filled in place: building the item apart and copying it
+			// in was a tenth of the time of encoding a tick.
+			enc.items = append(enc.items, item{})
+			it := &enc.items[len(enc.items)-1]
+			it.sec, it.class, it.id, it.e, it.ch = secUpdate, class.ID, e.ID(), e, c
+			it.set, it.words, it.hash, it.hashed = int32(off), int32(len(dirty)), h, true
 		}
 	}
 	return enc.emit(dst)
@@ -421,12 +429,20 @@ func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
 		enc.gaps.add(g)
 		prev = id
 	}
-	k := enc.gaps.best()
+	k := enc.gaps.best(len(order))
 	w.U(uint64(len(order)), 3)
 	w.Bits(uint64(k), 6)
-	for _, g := range enc.gapv {
-		w.U(g, k)
+	enc.gapk = fill(enc.gapk, len(order), uint8(k))
+	w.UEach(enc.gapv, enc.gapk)
+}
+
+// fill returns s resized to n elements, each v.
+func fill(s []uint8, n int, v uint8) []uint8 {
+	s = slices.Grow(s[:0], n)[:n]
+	for i := range s {
+		s[i] = v
 	}
+	return s
 }
 
 // writeGens writes the generation of each created entity of order, after
@@ -436,7 +452,7 @@ func (enc *Encoder) writeGens(w *wire.Writer, order []uint64) {
 	for _, o := range order {
 		enc.gaps.add(uint64(enc.items[uint32(o)].id.Gen()))
 	}
-	k := enc.gaps.best()
+	k := enc.gaps.best(len(order))
 	w.Bits(uint64(k), 6)
 	for _, o := range order {
 		w.U(uint64(enc.items[uint32(o)].id.Gen()), k)
@@ -493,18 +509,6 @@ func (enc *Encoder) plan(c *schema.Struct, set []uint64, delta bool) []leafPlan 
 	return plans
 }
 
-// numCode returns the value p codes with U(k) for entity it.
-func (p *leafPlan) numCode(it *item) uint64 {
-	v := it.e.Num(int(p.slot))
-	switch p.code {
-	case planDelta:
-		return zigzag(signExtend(v-it.ch.Base(int(p.slot)), uint(p.width)))
-	case planZigzag:
-		return zigzag(int64(v))
-	}
-	return v
-}
-
 // writeGroup writes entities that share a class and a leaf set: the field
 // tree once, with a code parameter per numeric leaf, then the IDs, then each
 // entity's values in ID order.
@@ -519,33 +523,21 @@ func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, sec uint8) {
 	plans := enc.plan(c, set, delta)
 	// Codes are computed once, in the pass that picks each leaf's k, and
 	// kept for the write pass: codes[e*len(plans)+i] is entity e's code
-	// for plan i.
+	// for plan i, and codeKs[e*len(plans)+i] its k.
 	np := len(plans)
 	enc.codes = slices.Grow(enc.codes[:0], np*len(order))[:np*len(order)]
-	codes := enc.codes
-	if cap(enc.stats) < np {
-		enc.stats = make([]kStats, np)
-	}
-	stats := enc.stats[:np]
-	for i := range stats {
-		stats[i].reset()
-	}
-	// Entity-major, so each entity's record is visited once.
-	for e, o := range order {
-		it := &enc.items[uint32(o)]
-		for i := range plans {
-			p := &plans[i]
-			if p.code == planDelta || p.code == planU || p.code == planZigzag {
-				u := p.numCode(it)
-				codes[e*np+i] = u
-				stats[i].add(u)
-			}
-		}
-	}
+	enc.codeKs = slices.Grow(enc.codeKs[:0], np*len(order))[:np*len(order)]
+	allU := true // whether every value of the group is a U(k) code
 	for i := range plans {
-		if p := &plans[i]; p.code == planDelta || p.code == planU || p.code == planZigzag {
-			p.k = uint8(stats[i].best())
-			enc.ks[p.leaf] = p.k
+		p := &plans[i]
+		if !enc.planCodes(p, order, enc.codes[i:], np) {
+			allU = false
+			continue
+		}
+		p.k = uint8(enc.pst.best(len(order)))
+		enc.ks[p.leaf] = p.k
+		for j := i; j < len(enc.codeKs); j += np {
+			enc.codeKs[j] = p.k
 		}
 	}
 	writeTree(w, c, 0, set, enc.ks, delta)
@@ -553,6 +545,12 @@ func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, sec uint8) {
 	if sec == secCreate {
 		enc.writeGens(w, order)
 	}
+	if allU {
+		// The common case: the values are exactly codes, in order.
+		w.UEach(enc.codes, enc.codeKs)
+		return
+	}
+	codes := enc.codes
 	for e, o := range order {
 		it := &enc.items[uint32(o)]
 		for i := range plans {
@@ -573,6 +571,47 @@ func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, sec uint8) {
 			}
 		}
 	}
+}
+
+// planCodes computes the U(k) code of plan p for each entity of order into
+// codes[0], codes[stride], codes[2·stride], … and their bit lengths into
+// enc.pst. It reports false, computing nothing, if p does not write a U(k)
+// code. Going plan by plan gives each kind of plan its own tight loop.
+func (enc *Encoder) planCodes(p *leafPlan, order []uint64, codes []uint64, stride int) bool {
+	st := &enc.pst
+	st.reset()
+	items, slot, j := enc.items, int(p.slot), 0
+	switch p.code {
+	case planDelta:
+		// zigzag(signExtend(new−old, width)), with signExtend's shift
+		// count masked as wire.Writer's are: width ≥ 1, being a kind's
+		// width or a bounded quantization's 1 to 32 bits.
+		s := (64 - uint(p.width)) & 63
+		for _, o := range order {
+			it := &items[uint32(o)]
+			u := zigzag(int64((it.e.Num(slot)-it.ch.Base(slot))<<s) >> s)
+			codes[j] = u
+			st.add(u)
+			j += stride
+		}
+	case planZigzag:
+		for _, o := range order {
+			u := zigzag(int64(items[uint32(o)].e.Num(slot)))
+			codes[j] = u
+			st.add(u)
+			j += stride
+		}
+	case planU:
+		for _, o := range order {
+			u := items[uint32(o)].e.Num(slot)
+			codes[j] = u
+			st.add(u)
+			j += stride
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // writeTree writes the subset of st's fields whose leaves intersect set,
@@ -631,7 +670,7 @@ func (enc *Encoder) elemK(w *wire.Writer, t *schema.Type, vals []state.Value) ui
 	for _, v := range vals {
 		enc.kst.add(codeFull(t, v.N))
 	}
-	k := enc.kst.best()
+	k := enc.kst.best(len(vals))
 	w.Bits(uint64(k), 6)
 	return k
 }
@@ -676,7 +715,7 @@ func (enc *Encoder) keyK(w *wire.Writer, key schema.Kind, keys []uint64) uint {
 	for _, k := range keys {
 		enc.kst.add(codeFull(&t, k))
 	}
-	k := enc.kst.best()
+	k := enc.kst.best(len(keys))
 	w.Bits(uint64(k), 6)
 	return k
 }

@@ -106,40 +106,41 @@ func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
 // kStats accumulates the bit lengths of the codes written with one k.
+// Adding a value only counts it; best finds the occupied range of bit
+// lengths itself, which keeps add to an increment in the encoder's
+// per-value loops.
 type kStats struct {
-	hist   [65]uint32
-	lo, hi uint8
-	n      uint32
+	hist [65]uint32
 }
 
-func (s *kStats) reset() {
-	if s.n > 0 {
-		clear(s.hist[s.lo : s.hi+1])
-	}
-	s.n, s.lo, s.hi = 0, 64, 0
-}
+func (s *kStats) reset() { clear(s.hist[:]) }
 
-func (s *kStats) add(u uint64) {
-	b := uint8(bits.Len64(u))
-	s.hist[b]++
-	s.n++
-	s.lo = min(s.lo, b)
-	s.hi = max(s.hi, b)
-}
+func (s *kStats) add(u uint64) { s.hist[bits.Len64(u)]++ }
 
-// best returns the k that minimises the total U(k) size of the values seen.
-// With c(b) values of bit length b, U(k) costs k+1 bits for b ≤ k and
-// 2b−k for b > k, so the total is (k+1)·N≤k + 2·S>k − k·N>k, where N and S
-// count and sum the bit lengths on each side; one pass over k updates them.
-func (s *kStats) best() uint {
-	if s.n == 0 {
+// best returns the k that minimises the total U(k) size of the n values
+// added. With c(b) values of bit length b, U(k) costs k+1 bits for b ≤ k
+// and 2b−k for b > k, so the total is (k+1)·N≤k + 2·S>k − k·N>k, where N
+// and S count and sum the bit lengths on each side; one pass over k
+// updates them.
+func (s *kStats) best(n int) uint {
+	if n == 0 {
 		return 0
 	}
-	lo, hi := uint(s.lo), uint(s.hi)
+	lo := uint(0)
+	for s.hist[lo] == 0 {
+		lo++
+	}
+	// Sum upwards until all n values are counted, which finds hi without
+	// scanning the empty top of the histogram.
 	var nGT, sGT uint64
-	for b := lo; b <= hi; b++ {
-		nGT += uint64(s.hist[b])
-		sGT += uint64(s.hist[b]) * uint64(b)
+	hi := lo
+	for ; ; hi++ {
+		c := uint64(s.hist[hi])
+		nGT += c
+		sGT += c * uint64(hi)
+		if nGT == uint64(n) {
+			break
+		}
 	}
 	best, bestCost := uint(0), uint64(1<<63)
 	start := uint(0)
@@ -153,7 +154,7 @@ func (s *kStats) best() uint {
 			nGT -= c
 			sGT -= c * uint64(k)
 		}
-		nLE := uint64(s.n) - nGT
+		nLE := uint64(n) - nGT
 		cost := uint64(k+1)*nLE + 2*sGT - uint64(k)*nGT
 		if s.hist[64] > 0 && k < 64 {
 			// A 64-bit value has no terminator: one bit less than 2b−k.
@@ -161,6 +162,11 @@ func (s *kStats) best() uint {
 		}
 		if cost < bestCost {
 			best, bestCost = k, cost
+		} else if cost > bestCost {
+			// The cost is convex in k (from k to k+1 it changes by
+			// N≤k − N>k+1, which only grows), so it only rises from
+			// here.
+			break
 		}
 	}
 	return best

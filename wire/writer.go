@@ -1,6 +1,10 @@
 package wire
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+	"slices"
+)
 
 // A Writer appends a bit stream to a caller-owned buffer. The zero value is
 // ready to use. Writers never fail: every value is representable.
@@ -19,10 +23,14 @@ func (w *Writer) Reset(buf []byte) {
 func (w *Writer) BitLen() int { return len(w.buf)*8 + int(w.n) }
 
 // Bits writes the low n bits of v (n ≤ 64).
+//
+// Shift counts that are known to be below 64 are masked with 63 here and
+// below: Go defines shifts by 64 or more, so an unmasked variable shift
+// costs a compare and a select besides the shift instruction.
 func (w *Writer) Bits(v uint64, n uint) {
 	v &= ^uint64(0) >> (64 - n) // Go shifts ≥ 64 give 0, so n = 0 masks all
 	if w.n+n < 64 {
-		w.acc |= v << w.n
+		w.acc |= v << (w.n & 63) // w.n < 64
 		w.n += n
 		return
 	}
@@ -35,11 +43,13 @@ func (w *Writer) spill(v uint64, n uint) {
 	if n == 0 {
 		return
 	}
-	a := w.acc | v<<w.n
+	a := w.acc | v<<(w.n&63)
 	w.buf = append(w.buf, byte(a), byte(a>>8), byte(a>>16), byte(a>>24),
 		byte(a>>32), byte(a>>40), byte(a>>48), byte(a>>56))
-	used := 64 - w.n // bits of v that went out; Go shifts ≥ 64 give 0
-	w.acc = v >> used
+	// Keep the bits of v that did not go out: v >> (64 − w.n), which is
+	// 0 when w.n = 0. Shifting by 1 and then by 63 − w.n says the same
+	// with both counts below 64.
+	w.acc = v >> 1 >> ((63 - w.n) & 63)
 	w.n = w.n + n - 64
 }
 
@@ -54,35 +64,109 @@ func (w *Writer) Bool(b bool) {
 
 // U writes n with the U(k) code (see the package documentation).
 func (w *Writer) U(n uint64, k uint) {
-	b := uint(bits.Len64(n))
-	// Both forms are computed and one is selected without a branch: which
-	// form a value takes is data-dependent and mispredicts about half the
-	// time on real data. For b > k: (b−k) ones, the 0 terminator, then the
-	// low b−1 bits of n; the implied top bit of n lands at bit total and is
-	// masked off. For b ≤ k the first form's shifts are garbage (Go shifts
-	// ≥ 64 give 0) and are replaced.
-	ones := b - k
-	v := (uint64(1)<<ones - 1) | n<<(ones+1)
-	total := ones + b
-	if b <= k {
-		v, total = n<<1, k+1 // a 0 bit, then n
-	}
+	v, total := uCode(n, k)
 	if total > 64 {
-		w.uLong(n, ones, b)
+		w.uLong(n, k)
 		return
 	}
-	// Bits, by hand: this is the hottest path of every encoder.
-	v &= ^uint64(0) >> (64 - total)
+	// Bits, by hand: this is the hottest path of every encoder. Here
+	// 1 ≤ total ≤ 64, and v has no bits above total.
 	if w.n+total < 64 {
-		w.acc |= v << w.n
+		w.acc |= v << (w.n & 63)
 		w.n += total
 		return
 	}
 	w.spill(v, total)
 }
 
+// UEach writes codes[i] with U(ks[i]) for each i in turn, exactly as that
+// sequence of U calls would but with less work per value (see packU). ks
+// must be as long as codes.
+func (w *Writer) UEach(codes []uint64, ks []uint8) {
+	ks = ks[:len(codes)]
+	for len(codes) > 0 {
+		n := w.uRun(codes, ks)
+		if n == len(codes) {
+			return
+		}
+		// A code longer than 56 bits stopped the run.
+		w.U(codes[n], uint(ks[n]))
+		codes, ks = codes[n+1:], ks[n+1:]
+	}
+}
+
+// uRun is UEach for the codes up to the first one longer than 56 bits. It
+// returns how many codes it wrote.
+func (w *Writer) uRun(codes []uint64, ks []uint8) int {
+	// Each code completes at most 7 bytes; the last store writes 8 more.
+	w.buf = slices.Grow(w.buf, 7*len(codes)+16)
+	n, pos, acc, used := packU(w.buf[len(w.buf):cap(w.buf)], codes, ks, w.acc, w.n)
+	w.buf, w.acc, w.n = w.buf[:len(w.buf)+pos], acc, used
+	return n
+}
+
+// packU appends the codes to the stream whose pending bits are acc and
+// used and whose next byte goes to out[0], up to the first code longer
+// than 56 bits. It returns how many codes it wrote, how many bytes of out
+// it completed and the pending bits. out must have room for 7 bytes per
+// code and 16 more.
+//
+// Its loop makes no calls and takes no data-dependent branches: it keeps
+// fewer than 8 pending bits, adds a code of at most 56 bits to them, stores
+// all 64 and advances past the bytes that are complete. The bytes after
+// those are stored again by the next code. Being a function of its
+// arguments alone keeps few values live in the loop, so that they all
+// stay in registers.
+func packU(out []byte, codes []uint64, ks []uint8, acc uint64, used uint) (n, pos int, _ uint64, _ uint) {
+	// Complete the bytes already pending so that fewer than 8 bits are.
+	binary.LittleEndian.PutUint64(out, acc)
+	pos = int(used >> 3)
+	acc >>= used &^ 7 & 63
+	used &= 7
+	ks = ks[:len(codes)]
+	for i, u := range codes {
+		v, total := uCode(u, uint(ks[i]))
+		if total > 56 {
+			return i, pos, acc, used
+		}
+		acc |= v << (used & 63) // used < 8
+		binary.LittleEndian.PutUint64(out[pos:pos+8:pos+8], acc)
+		used += total // < 64
+		pos += int(used >> 3)
+		acc >>= used &^ 7 & 63
+		used &= 7
+	}
+	return len(codes), pos, acc, used
+}
+
+// uCode returns the U(k) code of n in the low total bits of v, with no bits
+// above them, if the code is at most 64 bits long. A total above 64 means
+// a longer code, which uLong writes; v is then meaningless.
+func uCode(n uint64, k uint) (v uint64, total uint) {
+	b := uint(bits.Len64(n))
+	// Both forms are computed and one is selected without a branch: which
+	// form a value takes is data-dependent and mispredicts about half the
+	// time on real data. For b > k: (b−k) ones, the 0 terminator, then the
+	// low b−1 bits of n, which is ((low<<1 | 1) << ones) − 1 with low = n
+	// less its top bit. For b ≤ k the first form is garbage and is
+	// replaced.
+	//
+	// Where the first form is used, b ≥ 1 and total ≤ 64 bounds ones by
+	// 32, so the shift counts can be masked with 63 (see Bits).
+	ones := b - k
+	low := n &^ (1 << ((b - 1) & 63))
+	v = (low<<1|1)<<(ones&63) - 1
+	total = ones + b
+	if b <= k {
+		v, total = n<<1, k+1 // a 0 bit, then n
+	}
+	return v, total
+}
+
 // uLong writes a U code longer than 64 bits in two parts.
-func (w *Writer) uLong(n uint64, ones, b uint) {
+func (w *Writer) uLong(n uint64, k uint) {
+	b := uint(bits.Len64(n))
+	ones := b - k
 	if b < 64 {
 		w.Bits(1<<ones-1, ones+1) // ones, then the 0 terminator
 	} else {

@@ -1,0 +1,50 @@
+package codec
+
+import (
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestKStatsBestIsArgmin checks kStats.best, with its shortcuts, against
+// the plain definition: the smallest k in [0, 63] of least total U(k)
+// size.
+func TestKStatsBestIsArgmin(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for iter := 0; iter < 5000; iter++ {
+		vals := make([]uint64, 1+r.IntN(50))
+		base := r.UintN(65)
+		for i := range vals {
+			vals[i] = r.Uint64() >> min(63, base+r.UintN(1+r.UintN(20))) // spread around a bit length
+			if r.IntN(20) == 0 {
+				vals[i] = r.Uint64() >> r.UintN(64)
+			}
+		}
+		var s kStats
+		s.reset()
+		for _, v := range vals {
+			s.add(v)
+		}
+		want, wantCost := uint(0), ^uint64(0)
+		for k := uint(0); k <= 63; k++ {
+			var cost uint64
+			for _, v := range vals {
+				b := uint(bits.Len64(v))
+				switch {
+				case b <= k:
+					cost += uint64(k) + 1
+				case b == 64:
+					cost += uint64(2*b-k) - 1
+				default:
+					cost += uint64(2*b - k)
+				}
+			}
+			if cost < wantCost {
+				want, wantCost = k, cost
+			}
+		}
+		if got := s.best(len(vals)); got != want {
+			t.Fatalf("iteration %d: best = %d, want %d (values %x)", iter, got, want, vals)
+		}
+	}
+}
