@@ -79,6 +79,7 @@ type Encoder struct {
 	kst   kStats
 	rsets [][]uint64 // per nesting depth, for element records
 	depth int
+	peak  int // decaying high-water mark of items per call (see settle)
 }
 
 type item struct {
@@ -316,7 +317,9 @@ func (enc *Encoder) emit(dst []byte) []byte {
 		i = j
 	}
 	w.Bits(secEnd, 3)
-	return append(dst, w.Finish()...)
+	dst = append(dst, w.Finish()...)
+	enc.settle(len(items))
+	return dst
 }
 
 // sortByID sorts entries of the form ID<<32 | index by ID. Network IDs of
