@@ -72,7 +72,21 @@ type Config struct {
 	// opposed to one draining slowly over a poor network. The default is
 	// 30 seconds.
 	LagTimeout time.Duration
+	// SegmentEntities bounds the entities one segment names: a tick or a
+	// full state that names more is split into several segments, which
+	// the client applies together, and so is a segment over a quarter of
+	// the client's default size limit. The default, 16,384, is a quarter
+	// of what a client accepts in one segment by default
+	// (codec.Limits.MaxEntities); a client configured with lower limits
+	// needs a server configured to match. A TICK carries at most
+	// session.MaxSegments segments.
+	SegmentEntities int
 }
+
+// segmentBytes is the size past which a segment is split in two: a quarter
+// of what a client accepts by default (codec.Limits.MaxSegmentBytes). A
+// variable for tests.
+var segmentBytes = 1 << 20
 
 func (c Config) withDefaults() Config {
 	if c.TickRate <= 0 {
@@ -105,6 +119,9 @@ func (c Config) withDefaults() Config {
 	if c.RPCBurst < 2 {
 		c.RPCBurst = int(10 * c.RPCRate)
 	}
+	if c.SegmentEntities <= 0 {
+		c.SegmentEntities = 1 << 14
+	}
 	return c
 }
 
@@ -131,9 +148,11 @@ type Server struct {
 	closed      bool
 	lns         []transport.Listener
 
-	conns    []*Conn // joined; owned by the tick goroutine
-	owners   []*Conn // by entity slot
-	seg      [][]byte
+	conns    []*Conn  // joined; owned by the tick goroutine
+	owners   []*Conn  // by entity slot
+	seg      [][]byte // one connection's segments of a tick
+	all      [][]byte // this tick's PartAll segments
+	others   [][]byte // this tick's PartOthers segments
 	scratch  []byte
 	handlers map[rpcKey]RPCHandler
 	lastPing time.Time
@@ -245,8 +264,9 @@ func (s *Server) Tick() {
 
 	// Transports keep a reference to what they send until it is written,
 	// so each tick's segments are fresh slices.
-	all := s.enc.Delta(nil, cs, codec.PartAll, nil)
-	others := s.enc.Delta(nil, cs, codec.PartOthers, nil)
+	all := s.deltas(s.all[:0], cs, codec.PartAll, nil)
+	others := s.deltas(s.others[:0], cs, codec.PartOthers, nil)
+	s.all, s.others = all, others
 
 	// Bucket the changes by owning connection.
 	for _, c := range s.conns {
@@ -273,17 +293,22 @@ func (s *Server) Tick() {
 		if s.behind(c) {
 			continue
 		}
-		segs := append(s.seg[:0], all, others)
+		segs := append(s.seg[:0], all...)
 		if len(c.changes.Changes) > 0 {
 			c.changes.Schema, c.changes.Tick = cs.Schema, cs.Tick
-			segs = append(segs, s.enc.Delta(nil, &c.changes, codec.PartOwner, nil))
 			// Its own entities changed: does the shared PartOthers
 			// mention them? Then this client needs a copy without them.
 			if s.scratch = s.enc.Delta(s.scratch[:0], &c.changes, codec.PartOthers, nil); !empty(s.scratch) {
 				notMine := func(e *state.Entity) bool { return s.ownerOf(e) != c }
-				segs[1] = s.enc.Delta(nil, cs, codec.PartOthers, notMine)
+				segs = s.deltas(segs, cs, codec.PartOthers, notMine)
+			} else {
+				segs = append(segs, others...)
 			}
+			segs = s.deltas(segs, &c.changes, codec.PartOwner, nil)
+		} else {
+			segs = append(segs, others...)
 		}
+		s.seg = segs
 		s.send(c, segs)
 		s.flushRPCs(c)
 		if ping {
@@ -325,13 +350,47 @@ func (s *Server) sendFull(c *Conn) {
 			others = append(others, e)
 		}
 	}
-	segs := [][]byte{
-		s.enc.Full(nil, all, codec.PartAll),
-		s.enc.Full(nil, others, codec.PartOthers),
-		s.enc.Full(nil, mine, codec.PartOwner),
+	var segs [][]byte
+	for _, p := range []struct {
+		part codec.Part
+		ents []*state.Entity
+	}{{codec.PartAll, all}, {codec.PartOthers, others}, {codec.PartOwner, mine}} {
+		segs = s.split(segs, len(p.ents), func(lo, hi int) []byte { return s.enc.Full(nil, p.ents[lo:hi], p.part) })
 	}
 	c.joined = true
 	s.send(c, segs)
+}
+
+// deltas appends to segs the segments of partition part for the changes
+// of cs that include accepts (all if nil).
+func (s *Server) deltas(segs [][]byte, cs *state.Changeset, part codec.Part, include func(*state.Entity) bool) [][]byte {
+	return s.split(segs, len(cs.Changes), func(lo, hi int) []byte {
+		sub := *cs
+		sub.Changes = cs.Changes[lo:hi]
+		return s.enc.Delta(nil, &sub, part, include)
+	})
+}
+
+// split appends to segs the segments encode makes of n entities (or
+// changes), at most SegmentEntities of them each, halving any segment over
+// segmentBytes: every segment stays within what a client accepts by
+// default. encode(lo, hi) encodes entities lo to hi−1 into a fresh slice.
+func (s *Server) split(segs [][]byte, n int, encode func(lo, hi int) []byte) [][]byte {
+	var add func(lo, hi int)
+	add = func(lo, hi int) {
+		seg := encode(lo, hi)
+		if len(seg) > segmentBytes && hi-lo > 1 {
+			mid := lo + (hi-lo)/2
+			add(lo, mid)
+			add(mid, hi)
+			return
+		}
+		segs = append(segs, seg)
+	}
+	for lo := 0; lo < n; lo += s.cfg.SegmentEntities {
+		add(lo, min(lo+s.cfg.SegmentEntities, n))
+	}
+	return segs
 }
 
 // send writes a TICK and its segments, leaving out empty ones. A failed
@@ -343,6 +402,12 @@ func (s *Server) send(c *Conn, segs [][]byte) {
 			segs[n] = seg
 			n++
 		}
+	}
+	if n > session.MaxSegments {
+		s.cfg.Logger.Error("replica: tick too large for the protocol", "user", c.userID, "session", c.id,
+			"segments", n, "max", session.MaxSegments, "segment_entities", s.cfg.SegmentEntities)
+		c.tc.Close(transport.CloseInternalError, fmt.Sprintf("tick of %d segments, over the protocol's %d", n, session.MaxSegments))
+		return
 	}
 	if c.tc.Send(session.AppendTick(nil, &session.Tick{Tick: s.tick, Segments: n})) != nil {
 		return

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -282,4 +285,138 @@ func (a tokenAuth) Authenticate(_ context.Context, token []byte) (auth.Identity,
 		return auth.Identity{}, errors.New("bad token")
 	}
 	return auth.Identity{UserID: "user-" + string(token)}, nil
+}
+
+// firstTick joins as user over a raw connection and returns the first
+// TICK the server sends it, whose segments are the full state.
+func firstTick(t *testing.T, r *rig, user string) *session.Tick {
+	t.Helper()
+	tc := dialRaw(t, r)
+	hello(t, tc, user)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		r.srv.Tick()
+		msg, err := tc.Receive(ctx)
+		if err != nil {
+			t.Fatalf("no TICK: %v", err)
+		}
+		if m, err := session.Parse(msg); err == nil {
+			if tick, ok := m.(*session.Tick); ok {
+				return tick
+			}
+		}
+	}
+}
+
+// TestSplitSegments checks that a full state and a tick naming more
+// entities than SegmentEntities arrive as several segments that clients
+// apply together, and that a tick needing more segments than a TICK may
+// carry closes the connection instead of being sent.
+func TestSplitSegments(t *testing.T) {
+	r := memRig(t, replica.Config{SegmentEntities: 3})
+	var extra []demo.Bot
+	for i := range 10 {
+		b, err := demo.SpawnBot(r.srv.Tracker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.SetName(fmt.Sprint("npc", i))
+		b.SetBounty(int16(i))
+		extra = append(extra, b)
+	}
+	var clients []*client.Conn
+	for i := range 3 {
+		clients = append(clients, r.dial(fmt.Sprint("player", i)))
+	}
+	r.tickUntilJoined(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for tick := 1; tick <= 5; tick++ {
+		for _, b := range append(slices.Collect(maps.Values(r.bots)), extra...) {
+			b.SetX(float32(tick))
+			b.SetScore(int32(tick))
+			b.SetBounty(int16(tick))
+		}
+		r.srv.Tick()
+		for _, c := range clients {
+			for c.Replica().Len() < 13 || c.LastTick() < r.srv.TickNumber() {
+				if _, err := c.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, c := range clients {
+		var mine demo.Bot
+		for conn, b := range r.bots {
+			if conn.UserID() == c.UserID() {
+				mine = b
+			}
+		}
+		if err := check(r.srv, c, mine); err != nil {
+			t.Errorf("%s: %v", c.UserID(), err)
+		}
+	}
+	// 14 entities, 3 a segment: 5 PartAll segments, then PartOthers and
+	// PartOwner ones.
+	if tick := firstTick(t, r, "late"); tick.Segments < 6 {
+		t.Errorf("full state of 14 entities in %d segments, want them split 3 a segment", tick.Segments)
+	}
+
+	// One entity a segment: the full state of 20 needs more segments than
+	// a TICK carries.
+	small := memRig(t, replica.Config{SegmentEntities: 1})
+	for range 20 {
+		if _, err := demo.SpawnBot(small.srv.Tracker()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc := dialRaw(t, small)
+	hello(t, tc, "crowded")
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		small.srv.Tick()
+		select {
+		case <-tc.Done():
+			deadline = time.Time{}
+		default:
+		}
+	}
+	waitClosed(t, tc, transport.CloseInternalError)
+}
+
+// TestSplitSegmentBytes checks that a segment over the size limit is split
+// in halves, down to one entity, whatever the entity count allows.
+func TestSplitSegmentBytes(t *testing.T) {
+	defer replica.SetSegmentBytes(300)()
+	r := memRig(t, replica.Config{})
+	for i := range 6 {
+		b, err := demo.SpawnBot(r.srv.Tracker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.SetName(strings.Repeat(fmt.Sprint(i), 200)) // one bot is a segment
+	}
+	tick := firstTick(t, r, "late")
+	// Six big bots, split by halves down to one a segment; the joiner's
+	// small one shares one of them.
+	if tick.Segments < 6 {
+		t.Errorf("full state of seven bots, six of 200 bytes, in %d segments of at most 300 bytes", tick.Segments)
+	}
+	c := r.dial("player")
+	r.tickUntilJoined(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for c.Replica().Len() < 8 {
+		if _, err := c.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for conn, b := range r.bots {
+		if conn.UserID() == "player" {
+			if err := check(r.srv, c, b); err != nil {
+				t.Error(err)
+			}
+		}
+	}
 }
