@@ -363,9 +363,7 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 // the Reader back at the chunk's start, so that the entity-by-entity path
 // reports the error exactly as it always has.
 func (d *Decoder) numericRows(txn *state.Txn, fill bool, rc *schema.Struct, delta bool) int {
-	if d.rows == nil {
-		d.rows = make([]uint64, chunkValues)
-	}
+	d.allocRows()
 	steps, m := d.steps, len(d.steps)
 	per := chunkValues / m // rows per chunk
 	for a := 0; a < len(d.ids); a += per {
@@ -405,6 +403,15 @@ func (d *Decoder) numericRows(txn *state.Txn, fill bool, rc *schema.Struct, delt
 		}
 	}
 	return len(d.ids)
+}
+
+// allocRows allocates the buffers of a chunk of rows, once: a chunk has
+// at most chunkValues values and as many entities.
+func (d *Decoder) allocRows() {
+	if d.rows == nil {
+		d.rows = make([]uint64, chunkValues)
+		d.ents = make([]*state.Entity, 0, chunkValues)
+	}
 }
 
 // checkRows reports whether a chunk of rows that numericRows read, for
@@ -459,9 +466,7 @@ func (d *Decoder) readGaps(n int, k uint) int {
 	if k > wire.MaxK || n <= 1 || d.noRows {
 		return 0
 	}
-	if d.rows == nil {
-		d.rows = make([]uint64, chunkValues)
-	}
+	d.allocRows()
 	code := []wire.Code{{K: uint8(k)}}
 	prev := int64(-1)
 	for a := 0; a < n; a += chunkValues {
