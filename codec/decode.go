@@ -107,10 +107,12 @@ type step struct {
 	slot  int32 // local numeric or object slot
 	t     *schema.Type
 
-	// planDelta: 64−width, to test and sign-extend with shifts, and the
-	// mask of width bits (all ones for 64).
-	sh   uint8
-	mask uint64
+	// planDelta: 64−width, to test a delta's range with shifts; and to
+	// bring a sum back to the stored representation, a mask and a shift
+	// that sign-extends: width bits and 0 for unsigned kinds, all ones
+	// and 64−width for signed ones.
+	sh, ext uint8
+	mask    uint64
 }
 
 // planSteps resolves each step of a group of remote class rc stored as
@@ -135,9 +137,9 @@ func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
 				s.code, s.width = planRaw, uint8(rb)
 			case delta && k != schema.Ref:
 				s.code, s.width, s.sign = planDelta, uint8(deltaWidth(t)), k.Signed()
-				s.sh, s.mask = uint8(64-s.width)&63, 1<<s.width-1
-				if s.width == 64 {
-					s.mask = math.MaxUint64
+				s.sh, s.ext, s.mask = uint8(64-s.width)&63, 0, 1<<s.width-1
+				if s.sign || s.width == 64 {
+					s.ext, s.mask = s.sh, math.MaxUint64
 				}
 			default:
 				s.code = planU // full values and refs: decodeFull / decodeDelta check the range
@@ -386,11 +388,7 @@ func (d *Decoder) numericRows(txn *state.Txn, fill bool, rc *schema.Struct, delt
 				switch s.code {
 				case planDelta:
 					u = e.Num(int(s.slot)) + uint64(unzigzag(u))
-					if s.sign {
-						u = uint64(int64(u<<(s.sh&63)) >> (s.sh & 63))
-					} else {
-						u &= s.mask
-					}
+					u = uint64(int64(u&s.mask<<(s.ext&63)) >> (s.ext & 63))
 				case planU:
 					if delta {
 						u, _ = decodeDelta(s.t, e.Num(int(s.slot)), u)
