@@ -318,7 +318,8 @@ func (r *Reader) codesBuffered(dst []uint64, codes []Code) (i, j int) {
 		} else {
 			// As in U, with nz = 1 if there are leading ones, else 0.
 			k := uint(c.K)
-			ones := uint(bits.TrailingZeros64(^acc))
+			// The top bit set caps ones at 63, still too many to fit.
+			ones := uint(bits.TrailingZeros64(^acc | 1<<63))
 			nz := (ones + 63) >> 6
 			w := k + ones - nz
 			total := ones + 1 + w
