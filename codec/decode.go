@@ -87,6 +87,7 @@ type Decoder struct {
 	// of one chunk of rows.
 	codes   []wire.Code
 	numeric bool
+	deltas  bool // every step is planDelta to a local slot
 	rows    []uint64
 	ents    []*state.Entity
 	noRows  bool // decode entity by entity only, for tests comparing the two paths
@@ -119,7 +120,7 @@ type step struct {
 // local class lc.
 func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
 	d.codes = d.codes[:0]
-	d.numeric = true
+	d.numeric, d.deltas = true, true
 	for i := range d.steps {
 		s := &d.steps[i]
 		s.local = int32(lmap[s.leaf])
@@ -144,6 +145,7 @@ func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
 			default:
 				s.code = planU // full values and refs: decodeFull / decodeDelta check the range
 			}
+			d.deltas = d.deltas && s.code == planDelta && s.slot >= 0
 			if s.code == planRaw {
 				d.codes = append(d.codes, wire.Code{Raw: s.width})
 			} else {
@@ -151,10 +153,10 @@ func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
 			}
 		case k == schema.String || k == schema.Bytes:
 			s.code = planStr
-			d.numeric = false
+			d.numeric, d.deltas = false, false
 		default:
 			s.code = planCont
-			d.numeric = false
+			d.numeric, d.deltas = false, false
 		}
 	}
 }
@@ -376,6 +378,19 @@ func (d *Decoder) numericRows(txn *state.Txn, fill bool, rc *schema.Struct, delt
 		if !d.checkRows(txn, fill, rc, delta, ids, rows) {
 			d.r = save
 			return a
+		}
+		if d.deltas {
+			// Every column a delta applied to a local field: W1's case.
+			for i, e := range d.ents {
+				row := rows[i*m : i*m+m]
+				for j := range steps {
+					s := &steps[j]
+					u := e.Num(int(s.slot)) + uint64(unzigzag(row[j]))
+					u = uint64(int64(u&s.mask<<(s.ext&63)) >> (s.ext & 63))
+					txn.SetNumAt(e, int(s.local), int(s.slot), u)
+				}
+			}
+			continue
 		}
 		for i, e := range d.ents {
 			row := rows[i*m : i*m+m]
