@@ -81,7 +81,20 @@ type Decoder struct {
 	nkeys    []uint64
 	recs     []*state.Record
 	scratch  map[*schema.Struct]state.Builder // DecodeRecord's reusable records
+
+	// For groups of numbers only (see numericRows): the code of each
+	// step, whether every step is a number, and the values and entities
+	// of one chunk of rows.
+	codes   []wire.Code
+	numeric bool
+	deltas  bool // every step is planDelta to a local slot
+	rows    []uint64
+	ents    []*state.Entity
+	noRows  bool // decode entity by entity only, for tests comparing the two paths
 }
+
+// chunkValues is how many values numericRows reads at a time.
+const chunkValues = 512
 
 type step struct {
 	leaf  int32 // remote leaf
@@ -94,11 +107,20 @@ type step struct {
 	sign  bool  // planDelta: the kind is signed, re-extend the result
 	slot  int32 // local numeric or object slot
 	t     *schema.Type
+
+	// planDelta: 64−width, to test a delta's range with shifts; and to
+	// bring a sum back to the stored representation, a mask and a shift
+	// that sign-extends: width bits and 0 for unsigned kinds, all ones
+	// and 64−width for signed ones.
+	sh, ext uint8
+	mask    uint64
 }
 
 // planSteps resolves each step of a group of remote class rc stored as
 // local class lc.
 func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
+	d.codes = d.codes[:0]
+	d.numeric, d.deltas = true, true
 	for i := range d.steps {
 		s := &d.steps[i]
 		s.local = int32(lmap[s.leaf])
@@ -116,13 +138,25 @@ func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
 				s.code, s.width = planRaw, uint8(rb)
 			case delta && k != schema.Ref:
 				s.code, s.width, s.sign = planDelta, uint8(deltaWidth(t)), k.Signed()
+				s.sh, s.ext, s.mask = uint8(64-s.width)&63, 0, 1<<s.width-1
+				if s.sign || s.width == 64 {
+					s.ext, s.mask = s.sh, math.MaxUint64
+				}
 			default:
 				s.code = planU // full values and refs: decodeFull / decodeDelta check the range
 			}
+			d.deltas = d.deltas && s.code == planDelta && s.slot >= 0
+			if s.code == planRaw {
+				d.codes = append(d.codes, wire.Code{Raw: s.width})
+			} else {
+				d.codes = append(d.codes, wire.Code{K: s.k})
+			}
 		case k == schema.String || k == schema.Bytes:
 			s.code = planStr
+			d.numeric, d.deltas = false, false
 		default:
 			s.code = planCont
+			d.numeric, d.deltas = false, false
 		}
 	}
 }
@@ -253,7 +287,11 @@ func (d *Decoder) readIDs() error {
 	k := uint(r.Bits(6))
 	d.ids = d.ids[:0]
 	prev := int64(-1)
-	for i := 0; i < n && r.Err() == nil; i++ {
+	i := d.readGaps(n, k)
+	if i > 0 {
+		prev = int64(d.ids[i-1])
+	}
+	for ; i < n && r.Err() == nil; i++ {
 		gap := r.U(k)
 		if gap > math.MaxUint32 {
 			return fmt.Errorf("%w: entity slot gap %d out of range", wire.ErrMalformed, gap)
@@ -285,7 +323,12 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 			return err
 		}
 	}
-	for i, slot := range d.ids {
+	start := 0
+	if tag != secCreate && d.numeric && len(d.steps) > 0 && len(d.steps) <= chunkValues && !d.noRows {
+		start = d.numericRows(txn, tag == secFill, rc, delta)
+	}
+	for i := start; i < len(d.ids); i++ {
+		slot := d.ids[i]
 		var e *state.Entity
 		var err error
 		switch tag {
@@ -313,6 +356,149 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 		}
 	}
 	return d.r.Err()
+}
+
+// numericRows applies the values of a fill or update group whose fields
+// are all numbers: a table of rows, one per entity, whose columns have
+// fixed codes. A chunk of rows at a time, it reads the values with one
+// Reader.Codes, checks everything that can fail, and only then applies
+// them, in the order the entity-by-entity path would. It returns the
+// number of entities applied. At a chunk that fails a check it stops, with
+// the Reader back at the chunk's start, so that the entity-by-entity path
+// reports the error exactly as it always has.
+func (d *Decoder) numericRows(txn *state.Txn, fill bool, rc *schema.Struct, delta bool) int {
+	d.allocRows()
+	steps, m := d.steps, len(d.steps)
+	per := chunkValues / m // rows per chunk
+	for a := 0; a < len(d.ids); a += per {
+		ids := d.ids[a:min(a+per, len(d.ids))]
+		rows := d.rows[:len(ids)*m]
+		save := d.r
+		d.r.Codes(rows, d.codes)
+		if !d.checkRows(txn, fill, rc, delta, ids, rows) {
+			d.r = save
+			return a
+		}
+		if d.deltas {
+			// Every column a delta applied to a local field: W1's case.
+			for i, e := range d.ents {
+				row := rows[i*m : i*m+m]
+				for j := range steps {
+					s := &steps[j]
+					u := e.Num(int(s.slot)) + uint64(unzigzag(row[j]))
+					u = uint64(int64(u&s.mask<<(s.ext&63)) >> (s.ext & 63))
+					txn.SetNumAt(e, int(s.local), int(s.slot), u)
+				}
+			}
+			continue
+		}
+		for i, e := range d.ents {
+			row := rows[i*m : i*m+m]
+			for j := range steps {
+				s := &steps[j]
+				if s.slot < 0 {
+					continue
+				}
+				u := row[j]
+				switch s.code {
+				case planDelta:
+					u = e.Num(int(s.slot)) + uint64(unzigzag(u))
+					u = uint64(int64(u&s.mask<<(s.ext&63)) >> (s.ext & 63))
+				case planU:
+					if delta {
+						u, _ = decodeDelta(s.t, e.Num(int(s.slot)), u)
+					} else {
+						u, _ = decodeFull(s.t, u)
+					}
+				}
+				txn.SetNumAt(e, int(s.local), int(s.slot), u)
+			}
+		}
+	}
+	return len(d.ids)
+}
+
+// allocRows allocates the buffers of a chunk of rows, once: a chunk has
+// at most chunkValues values and as many entities.
+func (d *Decoder) allocRows() {
+	if d.rows == nil {
+		d.rows = make([]uint64, chunkValues)
+		d.ents = make([]*state.Entity, 0, chunkValues)
+	}
+}
+
+// checkRows reports whether a chunk of rows that numericRows read, for
+// the entities in slots ids, would apply without error, and collects the
+// entities in d.ents.
+func (d *Decoder) checkRows(txn *state.Txn, fill bool, rc *schema.Struct, delta bool, ids []uint32, rows []uint64) bool {
+	if d.r.Err() != nil {
+		return false
+	}
+	d.ents = d.ents[:0]
+	for _, slot := range ids {
+		e := txn.AtSlot(slot)
+		if e == nil || fill && !txn.CreatedNow(slot) || e.Class().ID != rc.ID {
+			return false
+		}
+		d.ents = append(d.ents, e)
+	}
+	m := len(d.steps)
+	for j := range d.steps {
+		s := &d.steps[j]
+		switch s.code {
+		case planDelta:
+			sh := s.sh & 63
+			for i := j; i < len(rows); i += m {
+				if v := int64(rows[i]>>1) ^ -int64(rows[i]&1); v<<sh>>sh != v {
+					return false // |delta| does not fit width bits
+				}
+			}
+		case planU:
+			for i := j; i < len(rows); i += m {
+				var ok bool
+				if delta {
+					_, ok = decodeDelta(s.t, 0, rows[i])
+				} else {
+					_, ok = decodeFull(s.t, rows[i])
+				}
+				if !ok {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// readGaps is the fast path of readIDs: it reads the slot gaps of n IDs,
+// coded with U(k), a chunk at a time with one Reader.Codes, into d.ids.
+// It stops at a chunk with a gap out of range or a read error, with the
+// Reader back at the chunk's start so that readIDs reports the error
+// where it always has, and returns the number of IDs read.
+func (d *Decoder) readGaps(n int, k uint) int {
+	if k > wire.MaxK || n <= 1 || d.noRows {
+		return 0
+	}
+	d.allocRows()
+	code := []wire.Code{{K: uint8(k)}}
+	prev := int64(-1)
+	for a := 0; a < n; a += chunkValues {
+		gaps := d.rows[:min(n-a, chunkValues)]
+		save := d.r
+		d.r.Codes(gaps, code)
+		ok := d.r.Err() == nil
+		for _, gap := range gaps {
+			prev += 1 + int64(gap&math.MaxUint32)
+			ok = ok && gap <= math.MaxUint32 && prev < 1<<state.SlotBits
+			d.ids = append(d.ids, uint32(prev))
+		}
+		if !ok {
+			d.r = save
+			d.ids = d.ids[:a]
+			return a
+		}
+	}
+	return n
 }
 
 // readGens reads the generations of the created entities of d.ids.

@@ -3,7 +3,6 @@ package state
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"unsafe"
 
 	"github.com/replicago/replica/schema"
@@ -22,23 +21,47 @@ var (
 // A Table is a client's set of entities, changed only through a [Txn]
 // so that each tick applies atomically.
 type Table struct {
-	ents  map[uint32]*Entity // by slot
+	// dir maps slot>>pageBits to the page of those slots, nil while none
+	// of them holds an entity. Looking a slot up is two indexings instead
+	// of a map probe. A page is allocated with the first entity of its
+	// slots and dropped (at the next Begin) once its last entity is gone,
+	// so that a server naming slots anywhere up to 2^SlotBits−1 costs
+	// memory in proportion to the entities present; dir itself holds at
+	// most 2^(SlotBits−pageBits) pointers (128 KiB).
+	dir   []*page
+	n     int // entities
 	txn   Txn
 	watch map[*schema.Struct][]uint64 // leaves whose changes are reported as events
 }
 
+// pageBits is the base-2 logarithm of the number of slots of a page.
+const pageBits = 10
+
+const pageMask = 1<<pageBits - 1
+
+// A page holds the entities of 1<<pageBits consecutive slots.
+type page struct {
+	ents [1 << pageBits]*Entity
+	n    int // non-nil entries of ents
+
+	// born marks the slots whose entity was created in the transaction
+	// numbered bornTxn; the marks of an older transaction are stale, so
+	// starting a transaction clears nothing.
+	born    [(1 << pageBits) / 64]uint64
+	bornTxn uint64
+}
+
 // NewTable returns an empty table.
 func NewTable() *Table {
-	t := &Table{ents: make(map[uint32]*Entity)}
+	t := &Table{}
 	t.txn.t = t
-	t.txn.created = make(map[uint32]bool)
 	return t
 }
 
 // Entity returns the entity with the given ID, or nil. An ID of an older
 // generation of the slot names nothing.
 func (t *Table) Entity(id ID) *Entity {
-	if e := t.ents[id.Slot()]; e != nil && e.id == id {
+	if e := t.AtSlot(id.Slot()); e != nil && e.id == id {
 		return e
 	}
 	return nil
@@ -46,18 +69,67 @@ func (t *Table) Entity(id ID) *Entity {
 
 // AtSlot returns the entity in slot, or nil. Segments name entities by
 // slot.
-func (t *Table) AtSlot(slot uint32) *Entity { return t.ents[slot] }
+func (t *Table) AtSlot(slot uint32) *Entity {
+	if p := t.page(slot); p != nil {
+		return p.ents[slot&pageMask]
+	}
+	return nil
+}
+
+// page returns the page of slot, or nil.
+func (t *Table) page(slot uint32) *page {
+	if i := slot >> pageBits; i < uint32(len(t.dir)) {
+		return t.dir[i]
+	}
+	return nil
+}
+
+// put stores e in its slot, which is empty, and returns the slot's page.
+func (t *Table) put(e *Entity) *page {
+	slot := e.id.Slot()
+	i := int(slot >> pageBits)
+	if i >= len(t.dir) {
+		t.dir = append(t.dir, make([]*page, i+1-len(t.dir))...)
+	}
+	p := t.dir[i]
+	if p == nil {
+		p = new(page)
+		t.dir[i] = p
+	}
+	p.ents[slot&pageMask] = e
+	p.n++
+	t.n++
+	return p
+}
+
+// remove empties slot, which holds an entity. A page left empty is noted
+// for the next Begin to drop.
+func (t *Table) remove(slot uint32) {
+	p := t.dir[slot>>pageBits]
+	p.ents[slot&pageMask] = nil
+	p.n--
+	t.n--
+	if p.n == 0 {
+		t.txn.empty = append(t.txn.empty, slot>>pageBits)
+	}
+}
 
 // Len returns the number of entities.
-func (t *Table) Len() int { return len(t.ents) }
+func (t *Table) Len() int { return t.n }
 
 // AppendEntities appends every entity, in ascending slot order, to dst.
 func (t *Table) AppendEntities(dst []*Entity) []*Entity {
-	start := len(dst)
-	for _, e := range t.ents {
-		dst = append(dst, e)
+	for _, p := range t.dir {
+		if p == nil {
+			continue
+		}
+		for i, left := 0, p.n; left > 0; i++ {
+			if e := p.ents[i]; e != nil {
+				dst = append(dst, e)
+				left--
+			}
+		}
 	}
-	slices.SortFunc(dst[start:], func(a, b *Entity) int { return int(a.id.Slot()) - int(b.id.Slot()) })
 	return dst
 }
 
@@ -93,7 +165,13 @@ func (t *Table) Begin() *Txn {
 	x.nums = x.nums[:0]
 	clear(x.Events)
 	x.Events = x.Events[:0]
-	clear(x.created)
+	for _, i := range x.empty {
+		if p := t.dir[i]; p != nil && p.n == 0 {
+			t.dir[i] = nil
+		}
+	}
+	x.empty = x.empty[:0]
+	x.serial++
 	return x
 }
 
@@ -164,11 +242,12 @@ type undo struct {
 // change and returns the events to report; Rollback undoes them all. A Txn
 // only changes untracked (client) entities.
 type Txn struct {
-	t       *Table
-	undo    []undo
-	nums    []numUndo       // numeric slot writes, the bulk of most ticks
-	created map[uint32]bool // slots
-	Events  []Event
+	t      *Table
+	undo   []undo
+	nums   []numUndo // numeric slot writes, the bulk of most ticks
+	serial uint64    // numbers the transactions, for page.bornTxn
+	empty  []uint32  // pages (slot>>pageBits) that may have been left empty
+	Events []Event
 
 	lastC *schema.Struct // one-entry cache of t.watch
 	lastW []uint64
@@ -189,21 +268,30 @@ func (x *Txn) wants(e *Entity, leaf int) bool {
 }
 
 // AtSlot returns the entity in slot, or nil.
-func (x *Txn) AtSlot(slot uint32) *Entity { return x.t.ents[slot] }
+func (x *Txn) AtSlot(slot uint32) *Entity { return x.t.AtSlot(slot) }
 
 // CreatedNow reports whether the entity in slot was created in this
 // transaction.
-func (x *Txn) CreatedNow(slot uint32) bool { return x.created[slot] }
+func (x *Txn) CreatedNow(slot uint32) bool {
+	p := x.t.page(slot)
+	i := slot & pageMask
+	return p != nil && p.bornTxn == x.serial && p.born[i>>6]&(1<<(i&63)) != 0
+}
 
 // Create adds an entity of class c.
 func (x *Txn) Create(c *schema.Struct, id ID) (*Entity, error) {
 	slot := id.Slot()
-	if old := x.t.ents[slot]; old != nil {
+	if old := x.t.AtSlot(slot); old != nil {
 		return nil, fmt.Errorf("%w: slot %d holds entity %#x", ErrExists, slot, uint32(old.id))
 	}
 	e := NewEntity(c, id)
-	x.t.ents[slot] = e
-	x.created[slot] = true
+	p := x.t.put(e)
+	if p.bornTxn != x.serial {
+		p.born = [len(p.born)]uint64{}
+		p.bornTxn = x.serial
+	}
+	i := slot & pageMask
+	p.born[i>>6] |= 1 << (i & 63)
 	x.undo = append(x.undo, undo{kind: uCreate, e: e})
 	x.Events = append(x.Events, Event{Kind: EvCreate, E: e})
 	return e, nil
@@ -211,11 +299,11 @@ func (x *Txn) Create(c *schema.Struct, id ID) (*Entity, error) {
 
 // DestroySlot removes the entity in slot.
 func (x *Txn) DestroySlot(slot uint32) error {
-	e := x.t.ents[slot]
+	e := x.t.AtSlot(slot)
 	if e == nil {
 		return fmt.Errorf("%w: slot %d", ErrNotFound, slot)
 	}
-	delete(x.t.ents, slot)
+	x.t.remove(slot)
 	x.undo = append(x.undo, undo{kind: uDestroy, e: e})
 	x.Events = append(x.Events, Event{Kind: EvDestroy, E: e})
 	return nil
@@ -500,9 +588,9 @@ func (x *Txn) Rollback() {
 		case uCont:
 			u.r.conts()[u.slot] = u.c
 		case uCreate:
-			delete(x.t.ents, u.e.id.Slot())
+			x.t.remove(u.e.id.Slot())
 		case uDestroy:
-			x.t.ents[u.e.id.Slot()] = u.e
+			x.t.put(u.e)
 		case uListInsert:
 			u.c.(*List).remove(u.idx)
 		case uListRemove:
@@ -535,7 +623,7 @@ func (x *Txn) Rollback() {
 	x.undo = x.undo[:0]
 	clear(x.Events)
 	x.Events = x.Events[:0]
-	clear(x.created)
+	x.serial++ // forget the creations
 }
 
 // A Builder fills in a new record before anything else can see it;

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 )
@@ -14,8 +15,8 @@ import (
 type Reader struct {
 	buf  []byte
 	pos  int    // next byte of buf to load into acc
-	acc  uint64 // loaded bits, least significant first
-	n    uint   // number of valid bits in acc
+	acc  uint64 // loaded bits, least significant first; above n, zero or a copy of buf[pos:]
+	n    uint   // number of valid bits in acc, at most 63
 	err  error
 	read int // bits consumed
 }
@@ -69,7 +70,7 @@ func (r *Reader) fill() {
 		r.n += take << 3
 		return
 	}
-	for r.n <= 56 && r.pos < len(r.buf) {
+	for r.n <= 55 && r.pos < len(r.buf) { // n stays below 64, for Codes
 		r.acc |= uint64(r.buf[r.pos]) << r.n
 		r.pos++
 		r.n += 8
@@ -241,10 +242,100 @@ func (r *Reader) raw(p []byte) {
 		}
 		copy(p, r.buf[r.pos:])
 		r.pos += len(p)
+		// Bits of acc above n may hold a copy of the bytes just copied
+		// (fill loads whole words): drop them.
+		r.acc = 0
 		r.read += 8 * len(p)
 		return
 	}
 	for i := range p {
 		p[i] = byte(r.Bits(8))
 	}
+}
+
+// A Code says how one value of a sequence read by [Reader.Codes] is
+// written.
+type Code struct {
+	K   uint8 // the parameter of a U(K) code
+	Raw uint8 // if nonzero, the value is instead Raw bits (at most 64), as Bits reads it
+}
+
+// Codes reads len(dst) values into dst, value i written with code
+// codes[i%len(codes)]: the rows of a table of values whose columns have
+// fixed codes. It is the same as calling U or Bits for each value, errors
+// included, but keeps the bit buffer in registers, which is what decoders'
+// inner loops want.
+func (r *Reader) Codes(dst []uint64, codes []Code) {
+	if len(codes) == 0 {
+		return
+	}
+	i, j := r.codesBuffered(dst, codes)
+	// The rest one by one: the last bytes of the input, a code longer
+	// than what one load buffers, or an error.
+	for ; i < len(dst); i++ {
+		if c := codes[j]; c.Raw != 0 {
+			dst[i] = r.Bits(uint(c.Raw))
+		} else {
+			dst[i] = r.U(uint(c.K))
+		}
+		if j++; j == len(codes) {
+			j = 0
+		}
+	}
+}
+
+// codesBuffered is the fast loop of Codes: it reads values while each is
+// wholly in a buffer topped up a word at a time, and returns the index of
+// the first value it did not read and of that value's code.
+func (r *Reader) codesBuffered(dst []uint64, codes []Code) (i, j int) {
+	for _, c := range codes {
+		if c.K > MaxK || c.Raw > 63 {
+			return 0, 0 // malformed or too wide for one load: one by one
+		}
+	}
+	// Fewer than 64 bits are ever buffered, so the shifts below can be
+	// masked, and there are no branches on the data but for the end of
+	// the input.
+	buf, pos, acc, n := r.buf, r.pos, r.acc, r.n
+	for ; i < len(dst); i++ {
+		if pos+8 > len(buf) {
+			break
+		}
+		acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
+		take := (63 - n) >> 3 // whole bytes that fit
+		pos += int(take)
+		n += take << 3
+		c := codes[j]
+		var v uint64
+		if c.Raw != 0 {
+			w := uint(c.Raw)
+			if w > n {
+				break
+			}
+			v = acc & (1<<(w&63) - 1)
+			acc >>= w & 63
+			n -= w
+		} else {
+			// As in U, with nz = 1 if there are leading ones, else 0.
+			k := uint(c.K)
+			// The top bit set caps ones at 63, still too many to fit.
+			ones := uint(bits.TrailingZeros64(^acc | 1<<63))
+			nz := (ones + 63) >> 6
+			w := k + ones - nz
+			total := ones + 1 + w
+			if total > n {
+				break
+			}
+			v = acc>>((ones+1)&63)&(1<<(w&63)-1) | uint64(nz)<<(w&63)
+			acc >>= total & 63
+			n -= total
+		}
+		dst[i] = v
+		if j++; j == len(codes) {
+			j = 0
+		}
+	}
+	r.read += 8*(pos-r.pos) + int(r.n) - int(n)
+	r.pos, r.acc, r.n = pos, acc, n
+	return i, j
 }
