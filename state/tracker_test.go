@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -665,6 +666,63 @@ func TestDirtySets(t *testing.T) {
 			}
 			if got := state.NextDirty(set, i); got != next {
 				t.Fatalf("iter %d: NextDirty(%x, %d) = %d, want %d", iter, set, i, got, next)
+			}
+		}
+	}
+}
+
+// TestCommitRecyclesContainers checks that pooled change records carry no
+// container change of an earlier tick: which entity changes a container
+// alternates, and every tick an entity spawned the tick before changes a
+// container and is destroyed.
+func TestCommitRecyclesContainers(t *testing.T) {
+	ts := newTestSchema(t)
+	tr := state.NewTracker(ts.s)
+	a, b := spawn(t, tr, ts.player), spawn(t, tr, ts.player)
+	temp := spawn(t, tr, ts.player)
+	tr.Commit()
+	for i := range 12 {
+		key := fmt.Sprint("k", i)
+		withMap, plain := a, b
+		if i%2 == 1 {
+			withMap, plain = b, a
+		}
+		// Pooled records are reused last in, first out: the plain entity
+		// gets a record that had container changes.
+		plain.Handle().SetNum(lHP, uint64(i+1))
+		withMap.Handle().Map(lStats).Put(state.Value{S: key}, state.Value{N: uint64(i)})
+		old := temp
+		old.Handle().Map(lStats).Put(state.Value{S: "temp"}, state.Value{N: 1})
+		tr.Destroy(old)
+		temp = spawn(t, tr, ts.player)
+		cs := tr.Commit()
+		if len(cs.Changes) != 4 {
+			t.Fatalf("tick %d: %d changes, want 4", i, len(cs.Changes))
+		}
+		for _, c := range cs.Changes {
+			cc := c.Cont(lStats)
+			switch c.Entity {
+			case withMap:
+				if cc == nil || len(cc.SKeys) != 1 || cc.SKeys[key] == nil || len(dirtyLeaves(c)) != 1 {
+					t.Fatalf("tick %d: map change %+v, dirty %v", i, cc, dirtyLeaves(c))
+				}
+			case plain:
+				if cc != nil || c.Created || c.Destroyed {
+					t.Fatalf("tick %d: plain change has container change %+v", i, cc)
+				}
+				if got := dirtyLeaves(c); len(got) != 1 || got[0] != lHP {
+					t.Fatalf("tick %d: plain change dirty %v", i, got)
+				}
+			case old:
+				if !c.Destroyed || cc == nil || len(cc.SKeys) != 1 || cc.SKeys["temp"] == nil {
+					t.Fatalf("tick %d: destroyed entity's change %+v", i, cc)
+				}
+			case temp:
+				if !c.Created || cc != nil {
+					t.Fatalf("tick %d: created entity's change %+v", i, cc)
+				}
+			default:
+				t.Fatalf("tick %d: change of entity %#x", i, uint32(c.Entity.ID()))
 			}
 		}
 	}
