@@ -67,6 +67,18 @@ func (r *rig) dial(token string) *client.Conn {
 	return c
 }
 
+// join dials n clients, player0 to player(n−1), and ticks until they have
+// joined.
+func (r *rig) join(n int) []*client.Conn {
+	r.t.Helper()
+	var clients []*client.Conn
+	for i := range n {
+		clients = append(clients, r.dial(fmt.Sprint("player", i)))
+	}
+	r.tickUntilJoined(n)
+	return clients
+}
+
 // tickUntilJoined ticks until the server has n connections.
 func (r *rig) tickUntilJoined(n int) {
 	r.t.Helper()
@@ -112,11 +124,7 @@ func check(srv *replica.Server, c *client.Conn, mine demo.Bot) error {
 
 func runSession(t *testing.T, ln transport.Listener, d transport.Dialer) {
 	r := newRig(t, ln, d, replica.Config{})
-	var clients []*client.Conn
-	for i := range 3 {
-		clients = append(clients, r.dial(fmt.Sprint("player", i)))
-	}
-	r.tickUntilJoined(3)
+	clients := r.join(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for tick := 0; tick < 30; tick++ {
@@ -325,11 +333,7 @@ func TestSplitSegments(t *testing.T) {
 		b.SetBounty(int16(i))
 		extra = append(extra, b)
 	}
-	var clients []*client.Conn
-	for i := range 3 {
-		clients = append(clients, r.dial(fmt.Sprint("player", i)))
-	}
-	r.tickUntilJoined(3)
+	clients := r.join(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for tick := 1; tick <= 5; tick++ {
