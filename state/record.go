@@ -35,7 +35,9 @@ type Value struct {
 //
 // Records have no exported mutators: server code mutates them through
 // generated setters, which record every change in a [Tracker], and client
-// code through a [Txn].
+// code through a [Txn]. Use records through pointers: a copy of a Record
+// value shares the original's values, and [Record.Clone] is the way to
+// copy one.
 type Record struct {
 	t    *schema.Struct
 	data unsafe.Pointer // numeric bytes, string slots, container slots; nil if t has none
