@@ -54,9 +54,10 @@ type Encoder struct {
 	order     []uint64 // per group: ID<<32 | item index, sorted by ID
 	remap     []int32
 	byHash    map[uint64]int32
-	lastGroup int32 // the group findGroup found last
-	bitmap    []uint64
-	slots     []uint32
+	lastGroup int32    // the group findGroup found last
+	bitmap    []uint64 // sortByID: a bit per ID of the span
+	ranks     []int32  // sortByID: IDs before each bitmap word
+	sorted    []uint64 // sortByID: the entries in order
 	sets      []uint64 // leaf sets of items, ws words each
 	masks     map[*schema.Struct]*[3][]uint64
 	lastC     *schema.Struct // one-entry cache in front of masks
@@ -83,15 +84,15 @@ type Encoder struct {
 }
 
 type item struct {
-	sec   uint8
-	class uint32
-	id    state.ID
 	e     *state.Entity
 	ch    *state.Change
+	hash  uint64
+	class uint32
+	id    state.ID
 	set   int32 // offset in sets
 	words int32
-	hash  uint64
 	group int32
+	sec   uint8
 	// hashed: hash was computed while the set was built
 	hashed bool
 }
@@ -339,24 +340,33 @@ func (enc *Encoder) sortByID(order []uint64) {
 		slices.Sort(order)
 		return
 	}
+	// Each entry's rank is the number of IDs below it: those in the
+	// bitmap words before its own, then those below it in its word. An
+	// entity appears once in a group, so ranks are distinct. Only the
+	// bitmap (a bit per ID of the span) and the output are written, both
+	// small and in order, which matters when a tick starts with cold
+	// caches.
 	words := (span + 63) / 64
-	enc.bitmap = slices.Grow(enc.bitmap[:0], words)[:words]
-	clear(enc.bitmap)
-	enc.slots = slices.Grow(enc.slots[:0], span)[:span]
+	bm := slices.Grow(enc.bitmap[:0], words)[:words]
+	clear(bm)
 	for _, o := range order {
-		d := int(o>>32 - lo)
-		enc.bitmap[d>>6] |= 1 << (d & 63)
-		enc.slots[d] = uint32(o)
+		d := o>>32 - lo
+		bm[d>>6] |= 1 << (d & 63)
 	}
-	n := 0
-	for wi, word := range enc.bitmap {
-		for word != 0 {
-			d := wi<<6 + bits.TrailingZeros64(word)
-			word &= word - 1
-			order[n] = (lo+uint64(d))<<32 | uint64(enc.slots[d])
-			n++
-		}
+	ranks := slices.Grow(enc.ranks[:0], words)[:words]
+	r := int32(0)
+	for i, w := range bm {
+		ranks[i] = r
+		r += int32(bits.OnesCount64(w))
 	}
+	out := slices.Grow(enc.sorted[:0], len(order))[:len(order)]
+	for _, o := range order {
+		d := o>>32 - lo
+		w := d >> 6
+		out[int(ranks[w])+bits.OnesCount64(bm[w]&(1<<(d&63)-1))] = o
+	}
+	copy(order, out)
+	enc.bitmap, enc.ranks, enc.sorted = bm, ranks, out
 }
 
 // findGroup returns the index of the group of it, creating it if needed.

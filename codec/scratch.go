@@ -15,5 +15,5 @@ func (enc *Encoder) settle(n int) {
 	}
 	enc.items, enc.sets, enc.order = nil, nil, nil
 	enc.codes, enc.codeKs, enc.gapv, enc.gapk = nil, nil, nil, nil
-	enc.bitmap, enc.slots = nil, nil
+	enc.bitmap, enc.ranks, enc.sorted = nil, nil, nil
 }
