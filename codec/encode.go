@@ -372,25 +372,32 @@ func (enc *Encoder) sortByID(order []uint64) {
 // findGroup returns the index of the group of it, creating it if needed.
 // Few groups are scanned; many go through a hash index.
 func (enc *Encoder) findGroup(it *item) int32 {
-	same := func(g *group) bool {
-		return g.sec == it.sec && g.class == it.class && g.hash == it.hash &&
-			slices.Equal(enc.sets[g.set:g.set+g.words], enc.set(it))
-	}
 	// Consecutive items usually share a group: try the last one first.
-	if g := enc.lastGroup; g >= 0 && int(g) < len(enc.groups) && same(&enc.groups[g]) {
+	if g := enc.lastGroup; g >= 0 && int(g) < len(enc.groups) && enc.same(&enc.groups[g], it) {
 		return g
 	}
-	id := enc.lookupGroup(it, same)
+	id := enc.lookupGroup(it)
 	enc.lastGroup = id
 	return id
 }
 
+// same reports whether it belongs to group g.
+func (enc *Encoder) same(g *group, it *item) bool {
+	if g.hash != it.hash || g.sec != it.sec || g.class != it.class || g.words != it.words {
+		return false
+	}
+	if it.words == 1 { // most classes have at most 64 leaves
+		return enc.sets[g.set] == enc.sets[it.set]
+	}
+	return slices.Equal(enc.sets[g.set:g.set+g.words], enc.set(it))
+}
+
 // lookupGroup finds the group of it among the groups so far, or creates it.
-func (enc *Encoder) lookupGroup(it *item, same func(*group) bool) int32 {
+func (enc *Encoder) lookupGroup(it *item) int32 {
 	const scan = 8
 	if len(enc.groups) <= scan {
 		for i := range enc.groups {
-			if same(&enc.groups[i]) {
+			if enc.same(&enc.groups[i], it) {
 				return int32(i)
 			}
 		}
@@ -404,7 +411,7 @@ func (enc *Encoder) lookupGroup(it *item, same func(*group) bool) int32 {
 			}
 		}
 		for i, ok := enc.byHash[it.hash^uint64(it.class)<<8^uint64(it.sec)]; ok && i >= 0; i = enc.groups[i].next {
-			if same(&enc.groups[i]) {
+			if enc.same(&enc.groups[i], it) {
 				return i
 			}
 		}
