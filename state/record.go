@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -88,12 +89,23 @@ func allocBlock(hdr reflect.Type, t *schema.Struct) (unsafe.Pointer, unsafe.Poin
 		add("N", k.words, reflect.TypeFor[uint64]())
 		add("S", k.strs, reflect.TypeFor[string]())
 		add("C", k.conts, reflect.TypeFor[any]())
-		bt, _ = blockTypes.LoadOrStore(k, reflect.StructOf(fields))
+		typ := reflect.StructOf(fields)
+		// nums, strs and conts find the arrays one after the other,
+		// without padding: each array's size is a multiple of the next
+		// one's alignment (a word) on every platform. Checked once per
+		// shape, since a wrong offset would corrupt memory.
+		at := typ.Field(1).Offset
+		for i := 1; i < typ.NumField(); i++ {
+			if f := typ.Field(i); f.Offset != at {
+				panic(fmt.Sprintf("state: block array %s at offset %d, want %d", f.Name, f.Offset, at))
+			} else {
+				at += f.Type.Size()
+			}
+		}
+		bt, _ = blockTypes.LoadOrStore(k, typ)
 	}
 	typ := bt.(reflect.Type)
 	p := reflect.New(typ).UnsafePointer()
-	// The arrays are 8-byte aligned and follow each other without
-	// padding, in the order strs and conts assume.
 	return p, unsafe.Add(p, typ.Field(1).Offset)
 }
 
@@ -184,7 +196,7 @@ func (r *Record) conts() []any {
 	if r.t.ContSlots == 0 {
 		return nil
 	}
-	return unsafe.Slice((*any)(unsafe.Add(r.data, r.t.NumBytes+16*r.t.StrSlots)), r.t.ContSlots)
+	return unsafe.Slice((*any)(unsafe.Add(r.data, r.t.NumBytes+int(unsafe.Sizeof(""))*r.t.StrSlots)), r.t.ContSlots)
 }
 
 func newContainer(t *schema.Type) any {
