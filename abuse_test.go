@@ -28,6 +28,7 @@ import (
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/internal/demo"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
@@ -51,6 +52,7 @@ type event struct {
 	msg  string
 	user string
 	code transport.CloseCode
+	err  string
 }
 
 func (e *events) Enabled(context.Context, slog.Level) bool { return true }
@@ -63,6 +65,8 @@ func (e *events) Handle(_ context.Context, r slog.Record) error {
 		switch a.Key {
 		case "user":
 			ev.user = a.Value.String()
+		case "err":
+			ev.err = a.Value.String()
 		case "code":
 			switch v := a.Value.Any().(type) {
 			case transport.CloseCode:
@@ -91,6 +95,19 @@ func (e *events) left(user string) (transport.CloseCode, bool) {
 		}
 	}
 	return 0, false
+}
+
+// find returns the records with message msg.
+func (e *events) find(msg string) []event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var found []event
+	for _, ev := range e.recs {
+		if ev.msg == msg {
+			found = append(found, ev)
+		}
+	}
+	return found
 }
 
 // logRig is newRig with the server's log recorded.
@@ -1519,5 +1536,41 @@ func TestWelcomeHidesServerFields(t *testing.T) {
 				t.Errorf("%s.%s (%s): told %v", c.Name, f.Name, f.Vis, got != nil)
 			}
 		}
+	}
+}
+
+// TestClientLimits checks that a value clients would refuse is refused by
+// the server's tracker instead, logged with its field, counted, and never
+// sent: the clients keep the last value they could accept.
+func TestClientLimits(t *testing.T) {
+	r, ev := memLogRig(t, replica.Config{ClientLimits: codec.Limits{MaxStringBytes: 10}}, transport.Config{})
+	c := r.dial("player")
+	r.tickUntilJoined(1)
+	var bot demo.Bot
+	for _, b := range r.bots {
+		bot = b
+	}
+	bot.SetName("short name") // 10 bytes: at the limit
+	r.srv.Tick()
+	bot.SetName("a name of 21 bytes!!!")
+	bot.SetHp(7)
+	r.srv.Tick()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for c.LastTick() < r.srv.TickNumber() {
+		if _, err := c.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := demo.BotOf(c.Replica().Entity(bot.ID()))
+	if got.Name() != "short name" || got.Hp() != 7 || bot.Name() != "short name" {
+		t.Errorf("client sees %q, hp %d; server holds %q", got.Name(), got.Hp(), bot.Name())
+	}
+	if n := r.srv.Stats().Refused; n != 1 {
+		t.Errorf("Stats.Refused = %d, want 1", n)
+	}
+	refused := ev.find("replica: write refused: clients would refuse the value")
+	if len(refused) != 1 || !strings.Contains(refused[0].err, "Bot.name: string of 21 over the limit of 10") {
+		t.Errorf("refusals logged: %+v", refused)
 	}
 }

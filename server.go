@@ -81,6 +81,14 @@ type Config struct {
 	// needs a server configured to match. A TICK carries at most
 	// session.MaxSegments segments.
 	SegmentEntities int
+	// ClientLimits are the decoder limits the server's clients apply.
+	// The tracker refuses writes that would store a string or container
+	// over them (state.Limits): sent, such a value would make every
+	// client refuse its ticks. Refusals are logged at the tick and
+	// counted in Stats.Refused. The zero value selects the clients'
+	// defaults (codec.Limits); a server whose clients raise theirs sets
+	// the same here.
+	ClientLimits codec.Limits
 }
 
 // segmentBytes is the size past which a segment is split in two: a quarter
@@ -170,6 +178,7 @@ type Stats struct {
 	Kicked       uint64 // connections closed for misbehaving
 	Paused       uint64 // times a client fell behind and was paused
 	Resyncs      uint64 // paused clients brought back with the full state
+	Refused      uint64 // writes over ClientLimits the tracker refused (state.Limits)
 }
 
 // NewServer returns a server for cfg.Schema.
@@ -188,7 +197,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxDescriptorBytes <= 0 {
 		cfg.MaxDescriptorBytes = max(64<<10, 4*len(cfg.Schema.AppendDescriptor(nil)))
 	}
-	return &Server{cfg: cfg, tr: state.NewTracker(cfg.Schema), desc: desc, handshaking: map[transport.Conn]bool{}}, nil
+	tr := state.NewTracker(cfg.Schema)
+	tr.SetLimits(state.Limits{MaxString: cfg.ClientLimits.MaxStringBytes, MaxContainer: cfg.ClientLimits.MaxContainerLen})
+	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}}, nil
 }
 
 // Tracker returns the server's entity tracker: spawn, find and destroy
@@ -261,6 +272,15 @@ func (s *Server) Tick() {
 	s.dispatch()
 	cs := s.tr.Commit()
 	s.tick++
+	if errs, n := s.tr.TakeRefusals(); n > 0 {
+		s.stats.Refused += uint64(n)
+		for _, err := range errs {
+			s.cfg.Logger.Error("replica: write refused: clients would refuse the value", "tick", s.tick, "err", err)
+		}
+		if n > len(errs) {
+			s.cfg.Logger.Error("replica: more writes refused", "tick", s.tick, "count", n-len(errs))
+		}
+	}
 
 	// Transports keep a reference to what they send until it is written,
 	// so each tick's segments are fresh slices.

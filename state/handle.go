@@ -14,6 +14,10 @@ import (
 //
 // Leaf and slot numbers passed to a handle are relative to the struct it
 // addresses (schema.Field.Leaf, .Num, .Obj).
+//
+// On an entity of a tracker, a write that would store a string or a
+// container over the tracker's [Limits] is refused and reported by
+// [Tracker.TakeRefusals]; the value stays as it was.
 type Handle struct {
 	e                *Entity // root entity; nil for a detached value
 	r                *Record
@@ -124,6 +128,10 @@ func (h Handle) SetStr(leaf int, s string) {
 	if *p == s {
 		return
 	}
+	if lim := h.limited(); lim != nil && len(s) > lim.MaxString {
+		h.e.refuse(h.entityLeaf(abs), "string", len(s), lim.MaxString)
+		return
+	}
 	*p = s
 	if h.mark(abs) {
 		h.e.markLeaf(abs)
@@ -182,6 +190,12 @@ func BoolBits(b bool) uint64 {
 // setContainer replaces the container at leaf with a copy of c.
 func (h Handle) setContainer(leaf int, c any) {
 	abs, l := h.leafInfo(leaf)
+	if lim := h.limited(); lim != nil {
+		if what, n, max := containerOver(lim, c); what != "" {
+			h.e.refuse(h.entityLeaf(abs), what, n, max)
+			return
+		}
+	}
 	slot := &h.r.conts()[l.Obj]
 	*slot = cloneContainer(c)
 	if h.mark(abs) {
@@ -280,6 +294,9 @@ func (lh ListHandle) record(op ListOp) {
 
 // Push appends v.
 func (lh ListHandle) Push(v Value) {
+	if lh.h.overflows(lh.leaf, "list", len(lh.l.v)) || lh.h.tooLarge(lh.leaf, v) {
+		return
+	}
 	v = checkElem(lh.l.t.Elem, v)
 	lh.l.v = append(lh.l.v, v)
 	lh.record(ListOp{Code: OpPush, V: v})
@@ -287,6 +304,9 @@ func (lh ListHandle) Push(v Value) {
 
 // Insert inserts v at index i (0 ≤ i ≤ Len).
 func (lh ListHandle) Insert(i int, v Value) {
+	if lh.h.overflows(lh.leaf, "list", len(lh.l.v)) || lh.h.tooLarge(lh.leaf, v) {
+		return
+	}
 	v = checkElem(lh.l.t.Elem, v)
 	lh.l.insert(i, v)
 	lh.record(ListOp{Code: OpInsert, Index: i, V: v})
@@ -300,6 +320,9 @@ func (lh ListHandle) Remove(i int) {
 
 // Set replaces element i with v.
 func (lh ListHandle) Set(i int, v Value) {
+	if lh.h.tooLarge(lh.leaf, v) {
+		return
+	}
 	v = checkElem(lh.l.t.Elem, v)
 	lh.l.v[i] = v
 	lh.record(ListOp{Code: OpSet, Index: i, V: v})
@@ -341,6 +364,10 @@ func (mh MapHandle) record(k Value, existed, removed bool) {
 
 // Put sets the value of key k (already normalized, see Key).
 func (mh MapHandle) Put(k, v Value) {
+	if _, ok := mh.m.Get(k); !ok && mh.h.overflows(mh.leaf, "map", mh.m.Len()) ||
+		mh.h.tooLarge(mh.leaf, Value{S: k.S}) || mh.h.tooLarge(mh.leaf, v) {
+		return
+	}
 	v = checkElem(mh.m.t.Elem, v)
 	_, existed := mh.m.put(k, v)
 	mh.record(k, existed, false)
@@ -411,13 +438,17 @@ func (bh BagHandle) record(k uint64, existed, removed bool) {
 }
 
 // Add stores a copy of item v under key k, replacing any item there, and
-// returns a tracked handle on the stored item.
+// returns a tracked handle on the stored item, or an invalid handle if the
+// tracker refused the item (see [Limits]).
 func (bh BagHandle) Add(k uint64, v Handle) Handle {
 	if v.r == nil || v.r.t != bh.b.t.Struct {
 		panic(fmt.Sprintf("state: bag item of type %s expected", bh.b.t.Struct.Name))
 	}
-	r := v.r.Clone()
 	_, existed := bh.b.items[k]
+	if !existed && bh.h.overflows(bh.leaf, "bag", len(bh.b.items)) || bh.h.tooLarge(bh.leaf, Value{R: v.r}) {
+		return Handle{}
+	}
+	r := v.r.Clone()
 	bh.b.items[k] = r
 	bh.record(k, existed, false)
 	return bh.itemHandle(k, r)

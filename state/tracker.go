@@ -127,11 +127,16 @@ type Tracker struct {
 	// container changes, whose key records go back to keyPool at commit.
 	contsCur, contsDone []*Change
 	gone                []*Change // changes of entities created and destroyed in the last tick
+
+	limits   Limits
+	refusals []error // writes refused since TakeRefusals, at most maxRefusals
+	refused  int     // their number
 }
 
 // NewTracker returns a tracker for the classes of s.
 func NewTracker(s *schema.Schema) *Tracker {
-	return &Tracker{schema: s, ents: make([]*Entity, 1), gens: make([]uint8, 1), done: Changeset{Schema: s}}
+	return &Tracker{schema: s, ents: make([]*Entity, 1), gens: make([]uint8, 1), done: Changeset{Schema: s},
+		limits: Limits{}.withDefaults()}
 }
 
 // Schema returns the tracker's schema.
