@@ -361,13 +361,16 @@ func (e *emitter) structType(s *Struct) {
 
 // fieldDoc writes an accessor's doc comment: the generated first sentence,
 // then the field's own comment, if it has one, as a paragraph.
-func (e *emitter) fieldDoc(f *Field, first string) {
+func (e *emitter) fieldDoc(s *Struct, f *Field, first string) {
 	e.f("// %s\n", first)
 	if doc := strings.TrimRight(f.Doc, "\n"); doc != "" {
 		e.f("//\n")
 		for _, line := range strings.Split(doc, "\n") {
 			e.f("// %s\n", strings.TrimRight(line, " "))
 		}
+	}
+	if e.p.Schema.ServerOnly(s.Schema, f.Schema) {
+		e.f("//\n// The field is server-only: clients never receive it, and on a client\n// it reads as its zero value.\n")
 	}
 }
 
@@ -377,35 +380,35 @@ func (e *emitter) field(s *Struct, f *Field, r recv) {
 	leaf, num, obj := sf.Leaf, sf.Num, sf.Obj
 	switch k := t.Kind; {
 	case k.Numeric():
-		e.fieldDoc(f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
+		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
 		read := fmt.Sprintf(r.num, num)
 		e.f("func (%s %s) %s() %s { return %s }\n\n", r.name, r.typ, f.Method, f.GoType, e.fromNum(t, f.GoType, quantVar(s, f), read))
 		e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
 		e.f("func (%s %s) Set%s(x %s) { %s.SetNum(%d, %s) }\n\n", r.name, r.typ, f.Method, f.GoType, r.setNum, leaf, e.plain(t, "x"))
 	case k == schema.String || k == schema.Bytes:
-		e.fieldDoc(f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
+		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
 		e.f("func (%s %s) %s() %s { return %s(%s) }\n\n", r.name, r.typ, f.Method, f.GoType, f.GoType, fmt.Sprintf(r.str, obj))
 		e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
 		e.f("func (%s %s) Set%s(x %s) { %s.SetStr(%d, string(x)) }\n\n", r.name, r.typ, f.Method, f.GoType, r.handle, leaf)
 	case k == schema.Nested:
 		n := f.Struct.Name
-		e.fieldDoc(f, fmt.Sprintf("%s returns the %s field; setters on the result change this %s.", f.Method, f.Name, s.Name))
+		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s field; setters on the result change this %s.", f.Method, f.Name, s.Name))
 		e.f("func (%s %s) %s() %s { return %s{%s.Nested(%d, %d, %d)} }\n\n", r.name, r.typ, f.Method, n, n, r.handle, leaf, num, obj)
 		e.f("// Set%s copies every field of x into the %s field.\n", f.Method, f.Name)
 		e.f("func (%s %s) Set%s(x %s) { %s.SetNested(%d, %s, x.h) }\n\n", r.name, r.typ, f.Method, n, r.handle, leaf, schemaVar(f.Struct))
 	case k == schema.List:
 		w := s.Name + f.Method + "List"
-		e.fieldDoc(f, fmt.Sprintf("%s returns the %s list.", f.Method, f.Name))
+		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s list.", f.Method, f.Name))
 		e.f("func (%s %s) %s() %s { return %s{%s.List(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
 		e.list(s, f, w)
 	case k == schema.Map:
 		w := s.Name + f.Method + "Map"
-		e.fieldDoc(f, fmt.Sprintf("%s returns the %s map.", f.Method, f.Name))
+		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s map.", f.Method, f.Name))
 		e.f("func (%s %s) %s() %s { return %s{%s.Map(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
 		e.mapType(s, f, w)
 	case k == schema.Bag:
 		w := s.Name + f.Method + "Bag"
-		e.fieldDoc(f, fmt.Sprintf("%s returns the %s bag.", f.Method, f.Name))
+		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s bag.", f.Method, f.Name))
 		e.f("func (%s %s) %s() %s { return %s{%s.Bag(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
 		e.bag(s, f, w)
 	}

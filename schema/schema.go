@@ -587,6 +587,7 @@ func (t *Type) validate(stack []*Struct, pending *[]*Struct) error {
 type Schema struct {
 	Classes []*Struct // sorted by ID after Layout
 	byID    map[uint32]*Struct
+	whole   map[*Struct]bool // structs sent with every field (see ServerOnly)
 }
 
 // New lays out the given classes and returns a schema.
@@ -605,6 +606,7 @@ func New(classes ...*Struct) (*Schema, error) {
 		}
 		s.byID[c.ID] = c
 	}
+	s.whole = sentWhole(s.Classes)
 	return s, nil
 }
 

@@ -42,6 +42,19 @@ func TestClientView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, c := range []struct {
+		st   *schema.Struct
+		id   uint32
+		want bool
+	}{
+		{player, 2, true}, {inner, 2, true}, // inline only
+		{vec, 2, false}, {item, 2, false}, {fire, 2, false}, // also an element, an item, arguments
+		{player, 1, false},
+	} {
+		if got := s.ServerOnly(c.st, c.st.Field(c.id)); got != c.want {
+			t.Errorf("ServerOnly(%s, %s) = %v", c.st.Name, c.st.Field(c.id).Name, got)
+		}
+	}
 	v, err := s.ClientView()
 	if err != nil {
 		t.Fatal(err)

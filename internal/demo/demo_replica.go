@@ -143,6 +143,9 @@ func (p Bot) Target() replica.Ref { return replica.Ref(p.e.Num(194)) }
 func (p Bot) SetTarget(x replica.Ref) { p.e.SetNum(7, uint64(x)) }
 
 // Mode returns the mode field.
+//
+// The field is server-only: clients never receive it, and on a client
+// it reads as its zero value.
 func (p Bot) Mode() uint8 { return uint8(p.e.Num(224)) }
 
 // SetMode sets the mode field.

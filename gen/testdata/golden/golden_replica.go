@@ -242,6 +242,9 @@ func (p Hero) Hp() int16 { return int16(p.e.Num(21)) }
 func (p Hero) SetHp(x int16) { p.e.SetNum(1, uint64(int64(x))) }
 
 // Gold returns the gold field.
+//
+// The field is server-only: clients never receive it, and on a client
+// it reads as its zero value.
 func (p Hero) Gold() int64 { return int64(p.e.Num(71)) }
 
 // SetGold sets the gold field.

@@ -528,6 +528,9 @@ func (p Hero) I32() int32 { return int32(p.e.Num(38)) }
 func (p Hero) SetI32(x int32) { p.e.SetNum(3, uint64(int64(x))) }
 
 // I64 returns the i64 field.
+//
+// The field is server-only: clients never receive it, and on a client
+// it reads as its zero value.
 func (p Hero) I64() int64 { return int64(p.e.Num(71)) }
 
 // SetI64 sets the i64 field.
@@ -948,6 +951,9 @@ func (m HeroByLevelMap) All() iter.Seq2[int16, string] {
 }
 
 // Counts returns the counts map.
+//
+// The field is server-only: clients never receive it, and on a client
+// it reads as its zero value.
 func (p Hero) Counts() HeroCountsMap { return HeroCountsMap{p.e.Handle().Map(43)} }
 
 // HeroCountsMap is the counts map of a Hero. Every change replicates.
@@ -2562,6 +2568,9 @@ func (b MissileEffectsBag) All() iter.Seq2[int8, Item] {
 }
 
 // Secret returns the secret field.
+//
+// The field is server-only: clients never receive it, and on a client
+// it reads as its zero value.
 func (p Missile) Secret() string { return string(p.e.Str(0)) }
 
 // SetSecret sets the secret field.
@@ -2991,6 +3000,9 @@ func (v Resist) Ice() uint8 { return uint8(v.h.Num(8)) }
 func (v Resist) SetIce(x uint8) { v.h.SetNum(1, uint64(x)) }
 
 // Gm returns the gm field.
+//
+// The field is server-only: clients never receive it, and on a client
+// it reads as its zero value.
 func (v Resist) Gm() string { return string(v.h.Str(0)) }
 
 // SetGm sets the gm field.
