@@ -104,7 +104,6 @@ type step struct {
 	// Resolved once per group by planSteps for the per-entity loop.
 	code  uint8 // planRaw, planDelta, planU, planZigzag (numbers), planStr, planCont
 	width uint8 // raw bits, or the modulus of a delta
-	sign  bool  // planDelta: the kind is signed, re-extend the result
 	slot  int32 // local numeric or object slot
 	t     *schema.Type
 
@@ -114,6 +113,17 @@ type step struct {
 	// and 64−width for signed ones.
 	sh, ext uint8
 	mask    uint64
+}
+
+// deltaFits reports whether delta d of a planDelta step fits its width.
+func (s *step) deltaFits(d int64) bool { sh := s.sh & 63; return d<<sh>>sh == d }
+
+// addDelta returns old plus delta d for a planDelta step, brought back to
+// the stored representation: the low width bits, sign-extended for signed
+// kinds.
+func (s *step) addDelta(old uint64, d int64) uint64 {
+	u := old + uint64(d)
+	return uint64(int64(u&s.mask<<(s.ext&63)) >> (s.ext & 63))
 }
 
 // planSteps resolves each step of a group of remote class rc stored as
@@ -137,9 +147,9 @@ func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
 			case rb != 0:
 				s.code, s.width = planRaw, uint8(rb)
 			case delta && k != schema.Ref:
-				s.code, s.width, s.sign = planDelta, uint8(deltaWidth(t)), k.Signed()
+				s.code, s.width = planDelta, uint8(deltaWidth(t))
 				s.sh, s.ext, s.mask = uint8(64-s.width)&63, 0, 1<<s.width-1
-				if s.sign || s.width == 64 {
+				if k.Signed() || s.width == 64 {
 					s.ext, s.mask = s.sh, math.MaxUint64
 				}
 			default:
@@ -385,8 +395,7 @@ func (d *Decoder) numericRows(txn *state.Txn, fill bool, rc *schema.Struct, delt
 				row := rows[i*m : i*m+m]
 				for j := range steps {
 					s := &steps[j]
-					u := e.Num(int(s.slot)) + uint64(unzigzag(row[j]))
-					u = uint64(int64(u&s.mask<<(s.ext&63)) >> (s.ext & 63))
+					u := s.addDelta(e.Num(int(s.slot)), unzigzag(row[j]))
 					txn.SetNumAt(e, int(s.local), int(s.slot), u)
 				}
 			}
@@ -402,8 +411,7 @@ func (d *Decoder) numericRows(txn *state.Txn, fill bool, rc *schema.Struct, delt
 				u := row[j]
 				switch s.code {
 				case planDelta:
-					u = e.Num(int(s.slot)) + uint64(unzigzag(u))
-					u = uint64(int64(u&s.mask<<(s.ext&63)) >> (s.ext & 63))
+					u = s.addDelta(e.Num(int(s.slot)), unzigzag(u))
 				case planU:
 					if delta {
 						u, _ = decodeDelta(s.t, e.Num(int(s.slot)), u)
@@ -447,10 +455,9 @@ func (d *Decoder) checkRows(txn *state.Txn, fill bool, rc *schema.Struct, delta 
 		s := &d.steps[j]
 		switch s.code {
 		case planDelta:
-			sh := s.sh & 63
 			for i := j; i < len(rows); i += m {
-				if v := int64(rows[i]>>1) ^ -int64(rows[i]&1); v<<sh>>sh != v {
-					return false // |delta| does not fit width bits
+				if !s.deltaFits(unzigzag(rows[i])) {
+					return false
 				}
 			}
 		case planU:
@@ -589,20 +596,12 @@ func (d *Decoder) entityValues(txn *state.Txn, e *state.Entity, rc *schema.Struc
 		switch s.code {
 		case planDelta:
 			d := unzigzag(r.U(uint(s.k)))
-			if s.width < 64 && d != signExtend(uint64(d), uint(s.width)) && r.Err() == nil {
+			if !s.deltaFits(d) && r.Err() == nil {
 				return fmt.Errorf("%w: delta %d does not fit %d bits", wire.ErrMalformed, d, s.width)
 			}
-			if s.slot < 0 {
-				break
+			if s.slot >= 0 {
+				txn.SetNumAt(e, int(s.local), int(s.slot), s.addDelta(e.Num(int(s.slot)), d))
 			}
-			v := e.Num(int(s.slot)) + uint64(d)
-			if s.width < 64 {
-				v &= 1<<s.width - 1
-				if s.sign {
-					v = uint64(signExtend(v, uint(s.width)))
-				}
-			}
-			txn.SetNumAt(e, int(s.local), int(s.slot), v)
 		case planRaw:
 			v := r.Bits(uint(s.width))
 			if s.slot >= 0 {

@@ -258,8 +258,8 @@ func gvFieldNamed(t testing.TB, st *schema.Struct, name string) *schema.Field {
 	return nil
 }
 
-// f32 and f64 return the plain representation of a float element value.
-func gvF32(v float32) state.Value { return state.Value{N: uint64(math.Float32bits(v))} }
+// gvF64, gvNum and gvStr return container element values: a float64 in its
+// plain representation, an integer, a string.
 func gvF64(v float64) state.Value { return state.Value{N: math.Float64bits(v)} }
 func gvNum(v int64) state.Value   { return state.Value{N: uint64(v)} }
 func gvStr(s string) state.Value  { return state.Value{S: s} }
