@@ -105,6 +105,20 @@ func compareKey(a, b uint64, signed bool) int {
 	return cmp.Compare(a, b)
 }
 
+// all yields every key and value, in no particular order.
+func (m *Map) all(yield func(k, v Value) bool) {
+	for k, v := range m.s {
+		if !yield(Value{S: k}, v) {
+			return
+		}
+	}
+	for k, v := range m.n {
+		if !yield(Value{N: k}, v) {
+			return
+		}
+	}
+}
+
 func (m *Map) put(k, v Value) (old Value, existed bool) {
 	if m.s != nil {
 		old, existed = m.s[k.S]
@@ -129,17 +143,11 @@ func (m *Map) del(k Value) (old Value, existed bool) {
 
 func (m *Map) clone() *Map {
 	c := newMap(m.t)
-	for k, v := range m.n {
+	for k, v := range m.all {
 		if v.R != nil {
 			v.R = v.R.Clone()
 		}
-		c.n[k] = v
-	}
-	for k, v := range m.s {
-		if v.R != nil {
-			v.R = v.R.Clone()
-		}
-		c.s[k] = v
+		c.put(k, v)
 	}
 	return c
 }
@@ -148,13 +156,8 @@ func (m *Map) equal(o *Map) bool {
 	if m.Len() != o.Len() {
 		return false
 	}
-	for k, v := range m.n {
-		if w, ok := o.n[k]; !ok || !v.equal(w) {
-			return false
-		}
-	}
-	for k, v := range m.s {
-		if w, ok := o.s[k]; !ok || !v.equal(w) {
+	for k, v := range m.all {
+		if w, ok := o.Get(k); !ok || !v.equal(w) {
 			return false
 		}
 	}

@@ -162,18 +162,14 @@ func (h Handle) SetNested(leaf int, st *schema.Struct, src Handle) {
 // Copy returns a detached copy of the struct h addresses, of type t.
 func (h Handle) Copy(t *schema.Struct) Handle {
 	r := NewRecord(t)
-	if h.r.t == t {
-		r.copyFrom(h.r)
-	} else {
-		off := int(h.num) >> 3
-		copy(r.nums(), h.r.nums()[off:off+t.NumBytes])
-		copy(r.strs(), h.r.strs()[h.obj:])
-		conts := r.conts()
-		for i := 0; i < t.Leaves; i++ {
-			if l := t.Leaf(i); l.Field.Type.Kind.Container() {
-				_, src := h.leafInfo(i)
-				conts[l.Obj] = cloneContainer(h.r.conts()[src.Obj])
-			}
+	off := int(h.num) >> 3
+	copy(r.nums(), h.r.nums()[off:off+t.NumBytes])
+	copy(r.strs(), h.r.strs()[h.obj:])
+	conts := r.conts()
+	for i := 0; i < t.Leaves; i++ {
+		if l := t.Leaf(i); l.Field.Type.Kind.Container() {
+			_, src := h.leafInfo(i)
+			conts[l.Obj] = cloneContainer(h.r.conts()[src.Obj])
 		}
 	}
 	return Handle{r: r, bagLeaf: -1, pin: -1}

@@ -178,16 +178,11 @@ func containerOver(lim *Limits, c any) (what string, n, max int) {
 		if c.Len() > lim.MaxContainer {
 			return "map", c.Len(), lim.MaxContainer
 		}
-		for k, v := range c.s {
-			if len(k) > lim.MaxString {
-				return "key", len(k), lim.MaxString
+		for k, v := range c.all {
+			if what, n, max = valueOver(lim, k); what == "" {
+				what, n, max = valueOver(lim, v)
 			}
-			if what, n, max = valueOver(lim, v); what != "" {
-				return what, n, max
-			}
-		}
-		for _, v := range c.n {
-			if what, n, max = valueOver(lim, v); what != "" {
+			if what != "" {
 				return what, n, max
 			}
 		}
