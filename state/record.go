@@ -152,11 +152,8 @@ func load(p unsafe.Pointer, s int) uint64 {
 		return uint64(int64(*(*int16)(p)))
 	case 6:
 		return uint64(int64(*(*int32)(p)))
-	default: // 3 and 7: eight cases make the switch a jump table
-		return *(*uint64)(p)
-	case 3:
-		return *(*uint64)(p)
 	}
+	return *(*uint64)(p) // 8 bytes: nothing to extend
 }
 
 // store writes v, in stored representation, to numeric slot s at p.
