@@ -208,8 +208,7 @@ type Event struct {
 type undoKind uint8
 
 const (
-	uNum undoKind = iota
-	uStr
+	uStr undoKind = iota
 	uCont
 	uCreate
 	uDestroy
@@ -227,7 +226,6 @@ type undo struct {
 	kind    undoKind
 	r       *Record
 	slot    int
-	n       uint64
 	s       string
 	c       any
 	idx     int
@@ -581,8 +579,6 @@ func (x *Txn) Rollback() {
 	for i := len(x.undo) - 1; i >= 0; i-- {
 		u := &x.undo[i]
 		switch u.kind {
-		case uNum:
-			u.r.setNum(u.slot, u.n)
 		case uStr:
 			u.r.strs()[u.slot] = u.s
 		case uCont:
