@@ -72,29 +72,23 @@ type Config struct {
 	// opposed to one draining slowly over a poor network. The default is
 	// 30 seconds.
 	LagTimeout time.Duration
-	// SegmentEntities bounds the entities one segment names: a tick or a
-	// full state that names more is split into several segments, which
-	// the client applies together, and so is a segment over a quarter of
-	// the client's default size limit. The default, 16,384, is a quarter
-	// of what a client accepts in one segment by default
-	// (codec.Limits.MaxEntities); a client configured with lower limits
-	// needs a server configured to match. A TICK carries at most
-	// session.MaxSegments segments.
-	SegmentEntities int
-	// ClientLimits are the decoder limits the server's clients apply.
-	// The tracker refuses writes that would store a string or container
-	// over them (state.Limits): sent, such a value would make every
-	// client refuse its ticks. Refusals are logged at the tick and
-	// counted in Stats.Refused. The zero value selects the clients'
-	// defaults (codec.Limits); a server whose clients raise theirs sets
-	// the same here.
+	// ClientLimits are the decoder limits the server's clients apply;
+	// zero fields select the clients' defaults (codec.Limits). A server
+	// whose clients change theirs sets the same here. The server keeps
+	// what it sends within them:
+	//   - the tracker refuses writes that would store a string or a
+	//     container over them (state.Limits): sent, such a value would
+	//     make every client refuse its ticks. Refusals are logged at the
+	//     tick and counted in Stats.Refused;
+	//   - a tick or full state is split into several segments, which the
+	//     client applies together, each naming at most SegmentEntities
+	//     entities and halved while over a quarter of MaxSegmentBytes.
 	ClientLimits codec.Limits
+	// SegmentEntities bounds the entities one segment names. The default
+	// is a quarter of ClientLimits.MaxEntities: 16,384. A TICK carries at
+	// most session.MaxSegments segments.
+	SegmentEntities int
 }
-
-// segmentBytes is the size past which a segment is split in two: a quarter
-// of what a client accepts by default (codec.Limits.MaxSegmentBytes). A
-// variable for tests.
-var segmentBytes = 1 << 20
 
 func (c Config) withDefaults() Config {
 	if c.TickRate <= 0 {
@@ -127,8 +121,9 @@ func (c Config) withDefaults() Config {
 	if c.RPCBurst < 2 {
 		c.RPCBurst = int(10 * c.RPCRate)
 	}
+	c.ClientLimits = c.ClientLimits.WithDefaults()
 	if c.SegmentEntities <= 0 {
-		c.SegmentEntities = 1 << 14
+		c.SegmentEntities = max(1, c.ClientLimits.MaxEntities/4)
 	}
 	return c
 }
@@ -393,13 +388,15 @@ func (s *Server) deltas(segs [][]byte, cs *state.Changeset, part codec.Part, inc
 
 // split appends to segs the segments encode makes of n entities (or
 // changes), at most SegmentEntities of them each, halving any segment over
-// segmentBytes: every segment stays within what a client accepts by
-// default. encode(lo, hi) encodes entities lo to hi−1 into a fresh slice.
+// a quarter of ClientLimits.MaxSegmentBytes: every segment stays within
+// what the clients accept. encode(lo, hi) encodes entities lo to hi−1 into
+// a fresh slice.
 func (s *Server) split(segs [][]byte, n int, encode func(lo, hi int) []byte) [][]byte {
+	maxBytes := s.cfg.ClientLimits.MaxSegmentBytes / 4
 	var add func(lo, hi int)
 	add = func(lo, hi int) {
 		seg := encode(lo, hi)
-		if len(seg) > segmentBytes && hi-lo > 1 {
+		if len(seg) > maxBytes && hi-lo > 1 {
 			mid := lo + (hi-lo)/2
 			add(lo, mid)
 			add(mid, hi)

@@ -13,6 +13,7 @@ import (
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/internal/demo"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
@@ -392,8 +393,8 @@ func TestSplitSegments(t *testing.T) {
 // TestSplitSegmentBytes checks that a segment over the size limit is split
 // in halves, down to one entity, whatever the entity count allows.
 func TestSplitSegmentBytes(t *testing.T) {
-	defer replica.SetSegmentBytes(300)()
-	r := memRig(t, replica.Config{})
+	// Segments are halved while over a quarter of the clients' limit.
+	r := memRig(t, replica.Config{ClientLimits: codec.Limits{MaxSegmentBytes: 1200}})
 	for i := range 6 {
 		b, err := demo.SpawnBot(r.srv.Tracker())
 		if err != nil {

@@ -22,7 +22,8 @@ type Limits struct {
 	MaxValues       int // container elements and records decoded per segment; default 1,048,576
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -181,7 +182,7 @@ func NewDecoder(local, remote *schema.Schema, lim Limits) (*Decoder, error) {
 	if err := schema.Compatible(local, remote); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrIncompatible, err)
 	}
-	return &Decoder{lim: lim.withDefaults(), local: local, remote: remote,
+	return &Decoder{lim: lim.WithDefaults(), local: local, remote: remote,
 		maps: make(map[[2]*schema.Struct][]int)}, nil
 }
 
