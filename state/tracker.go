@@ -126,7 +126,6 @@ type Tracker struct {
 	// The changes of the tick in progress and of the last one that have
 	// container changes, whose key records go back to keyPool at commit.
 	contsCur, contsDone []*Change
-	gone                []*Change // changes of entities created and destroyed in the last tick
 
 	limits   Limits
 	refusals []error // writes refused since TakeRefusals, at most maxRefusals
@@ -220,9 +219,6 @@ func (t *Tracker) Commit() *Changeset {
 	clear(t.contsDone)
 	t.contsDone, t.contsCur = t.contsCur, t.contsDone[:0]
 	t.pool = append(t.pool, t.done.Changes...)
-	t.pool = append(t.pool, t.gone...)
-	clear(t.gone)
-	t.gone = t.gone[:0]
 	clear(t.done.Changes) // the pool owns them now; the array must not pin them
 	t.done.Changes = t.done.Changes[:0]
 	if cap(t.done.Changes) > 4*len(t.cur)+256 {
@@ -239,7 +235,10 @@ func (t *Tracker) Commit() *Changeset {
 	for _, c := range t.cur {
 		c.Entity.ch = 0
 		if c.Created && c.Destroyed {
-			t.gone = append(t.gone, c) // recycled with this tick's changeset
+			// No trace. Nothing of a created entity is recorded in
+			// detail, no container changes either: the record can be
+			// reused at once.
+			t.pool = append(t.pool, c)
 			continue
 		}
 		t.done.Changes = append(t.done.Changes, c)
