@@ -1574,3 +1574,17 @@ func TestClientLimits(t *testing.T) {
 		t.Errorf("refusals logged: %+v", refused)
 	}
 }
+
+// TestClientLimitsDepth checks that a server refuses to start when a field
+// its clients see sits deeper than their MaxDepth allows: the demo's bag
+// of items is a container, whose values are a level below the entity's
+// fields, so it needs two levels.
+func TestClientLimitsDepth(t *testing.T) {
+	_, err := replica.NewServer(replica.Config{Schema: demo.Schema(), ClientLimits: codec.Limits{MaxDepth: 1}})
+	if err == nil || !strings.Contains(err.Error(), "replica: Config.ClientLimits.MaxDepth: state: Bot.inv is 2 levels deep, over the limit of 1") {
+		t.Fatalf("NewServer: %v", err)
+	}
+	if _, err := replica.NewServer(replica.Config{Schema: demo.Schema(), ClientLimits: codec.Limits{MaxDepth: 2}}); err != nil {
+		t.Fatalf("NewServer, MaxDepth 2: %v", err)
+	}
+}

@@ -76,10 +76,13 @@ type Config struct {
 	// zero fields select the clients' defaults (codec.Limits). A server
 	// whose clients change theirs sets the same here. The server keeps
 	// what it sends within them:
-	//   - the tracker refuses writes that would store a string or a
-	//     container over them (state.Limits): sent, such a value would
-	//     make every client refuse its ticks. Refusals are logged at the
-	//     tick and counted in Stats.Refused;
+	//   - NewServer fails if a field clients see is nested deeper than
+	//     MaxDepth allows;
+	//   - the tracker refuses writes to such fields that would store a
+	//     string or a container over them, or nest deeper than MaxDepth
+	//     (state.Limits): sent, such a value would make every client
+	//     refuse its ticks. Refusals are logged at the tick and counted in
+	//     Stats.Refused. Server-only fields are not limited;
 	//   - a tick or full state is split into several segments, which the
 	//     client applies together, each naming at most SegmentEntities
 	//     entities and halved while over a quarter of MaxSegmentBytes.
@@ -192,8 +195,13 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxDescriptorBytes <= 0 {
 		cfg.MaxDescriptorBytes = max(64<<10, 4*len(cfg.Schema.AppendDescriptor(nil)))
 	}
+	lim := state.Limits{MaxString: cfg.ClientLimits.MaxStringBytes, MaxContainer: cfg.ClientLimits.MaxContainerLen,
+		MaxDepth: cfg.ClientLimits.MaxDepth}
+	if err := lim.CheckSchema(cfg.Schema); err != nil {
+		return nil, fmt.Errorf("replica: Config.ClientLimits.MaxDepth: %w", err)
+	}
 	tr := state.NewTracker(cfg.Schema)
-	tr.SetLimits(state.Limits{MaxString: cfg.ClientLimits.MaxStringBytes, MaxContainer: cfg.ClientLimits.MaxContainerLen})
+	tr.SetLimits(lim)
 	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}}, nil
 }
 

@@ -68,17 +68,6 @@ func sentWhole(classes []*Struct) map[*Struct]bool {
 	// and the structs stored inline in them.
 	whole := make(map[*Struct]bool)
 	inline := make(map[*Struct]bool)
-	structsOf := func(t *Type) (in, elem *Struct) {
-		switch {
-		case t.Kind == Nested:
-			return t.Struct, nil
-		case t.Kind == Bag:
-			return nil, t.Struct
-		case t.Elem != nil && t.Elem.Kind == Nested:
-			return nil, t.Elem.Struct
-		}
-		return nil, nil
-	}
 	// walk visits st, stored inline in a class (or the class itself) or,
 	// when sent, in something sent whole.
 	var walk func(st *Struct, sent bool)
@@ -92,9 +81,9 @@ func sentWhole(classes []*Struct) map[*Struct]bool {
 		}
 		seen[st] = true
 		for _, f := range st.Fields {
-			if in, elem := structsOf(&f.Type); in != nil {
-				walk(in, sent)
-			} else if elem != nil {
+			if f.Type.Kind == Nested {
+				walk(f.Type.Struct, sent)
+			} else if elem := f.Type.ElemStruct(); elem != nil {
 				walk(elem, true)
 			}
 		}
@@ -106,5 +95,4 @@ func sentWhole(classes []*Struct) map[*Struct]bool {
 		walk(c, false)
 	}
 	return whole
-
 }

@@ -24,6 +24,7 @@ type Handle struct {
 	leaf, num, obj   int32 // offsets of the addressed struct within r
 	bagLeaf          int32 // leaf of e's bag holding r, or −1 when r is e's record
 	pin              int32 // ≥ 0: mark this item leaf instead (r is inside a container of the item)
+	depth            int32 // nesting level of r in the entity (protocol.md §7.1): 0, or 2 more per bag
 	key              uint64
 	container, plain bool
 }
@@ -128,7 +129,7 @@ func (h Handle) SetStr(leaf int, s string) {
 	if *p == s {
 		return
 	}
-	if lim := h.limited(); lim != nil && len(s) > lim.MaxString {
+	if lim := h.limited(abs); lim != nil && len(s) > lim.MaxString {
 		h.e.refuse(h.entityLeaf(abs), "string", len(s), lim.MaxString)
 		return
 	}
@@ -186,8 +187,14 @@ func BoolBits(b bool) uint64 {
 // setContainer replaces the container at leaf with a copy of c.
 func (h Handle) setContainer(leaf int, c any) {
 	abs, l := h.leafInfo(leaf)
-	if lim := h.limited(); lim != nil {
-		if what, n, max := containerOver(lim, c); what != "" {
+	if lim := h.limited(abs); lim != nil {
+		what, n, max := containerOver(lim, c)
+		if what == "" {
+			if n = h.contLevels(c); n > lim.MaxDepth {
+				what, max = "nesting", lim.MaxDepth
+			}
+		}
+		if what != "" {
 			h.e.refuse(h.entityLeaf(abs), what, n, max)
 			return
 		}
@@ -409,6 +416,7 @@ func (bh BagHandle) Get(k uint64) Handle {
 
 func (bh BagHandle) itemHandle(k uint64, r *Record) Handle {
 	h := bh.h
+	h.depth += 2 // the bag's level, then the item's
 	if h.bagLeaf >= 0 {
 		// An item of a bag inside a bag item: changes resend the outer
 		// item's bag field whole.

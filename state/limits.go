@@ -9,15 +9,17 @@ import (
 
 // Limits bound the values a [Tracker] accepts into its entities: what
 // clients accept. A client's decoder refuses a tick that holds a longer
-// string or a bigger container (codec.Limits), so such a value, once set,
-// would make every client that sees it refuse its ticks and come back to
-// the same full state, again and again. The tracker refuses the write
-// instead: the entity keeps its old value, nothing is recorded, and the
-// refusal is kept for [Tracker.TakeRefusals] (replica.Server logs them at
-// every tick).
+// string, a bigger container or deeper nesting (codec.Limits), so such a
+// value in a field clients see would make every client refuse its ticks
+// and come back to the same full state, again and again. The tracker
+// refuses the write instead: the entity keeps its old value, nothing is
+// recorded, and the refusal is kept for [Tracker.TakeRefusals]
+// (replica.Server logs them at every tick). Server-only fields are not
+// limited.
 type Limits struct {
 	MaxString    int // bytes of one string or bytes value; default 64 KiB, as codec.Limits.MaxStringBytes
 	MaxContainer int // elements of one list, map or bag; default 65,536, as codec.Limits.MaxContainerLen
+	MaxDepth     int // nesting levels of a value (protocol.md §7.1); default 16, as codec.Limits.MaxDepth
 }
 
 func (l Limits) withDefaults() Limits {
@@ -26,6 +28,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxContainer <= 0 {
 		l.MaxContainer = 1 << 16
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = 16
 	}
 	return l
 }
@@ -47,6 +52,28 @@ func (e *LimitError) Error() string {
 }
 
 func (e *LimitError) Unwrap() error { return ErrTooLarge }
+
+// CheckSchema returns an error naming a field of a class in s that
+// clients see and that sits deeper than l.MaxDepth levels allow whatever
+// its value: a nested struct field too many levels down, or any container
+// when l.MaxDepth is 1. A tracker with these limits could never send it.
+// What containers hold is checked write by write instead.
+func (l Limits) CheckSchema(s *schema.Schema) error {
+	l = l.withDefaults()
+	for _, c := range s.Classes {
+		for i := range c.Leaves {
+			lf := c.Leaf(i)
+			n := len(lf.Path) // levels down to the leaf, the entity's own fields being one
+			if lf.Field.Type.Kind.Container() {
+				n = max(n, 2) // the container's values sit one level below the entity's fields
+			}
+			if lf.Vis != schema.VisServer && n > l.MaxDepth {
+				return fmt.Errorf("state: %s.%s is %d levels deep, over the limit of %d", c.Name, fieldPath(c, i), n, l.MaxDepth)
+			}
+		}
+	}
+	return nil
+}
 
 // maxRefusals bounds the refusals a tracker keeps between two calls of
 // TakeRefusals; the others are only counted.
@@ -90,10 +117,11 @@ func fieldPath(c *schema.Struct, leaf int) string {
 	return name
 }
 
-// limited returns the limits that apply to writes through h: those of the
-// entity's tracker, or nil for a detached value or a client entity.
-func (h Handle) limited() *Limits {
-	if h.e == nil || h.e.tr == nil {
+// limited returns the limits that apply to a write to leaf abs of h's
+// record: those of the entity's tracker, or nil for a detached value, a
+// client entity or a field clients never see.
+func (h Handle) limited(abs int) *Limits {
+	if h.e == nil || h.e.tr == nil || h.e.t.Leaf(h.entityLeaf(abs)).Vis == schema.VisServer {
 		return nil
 	}
 	return &h.e.tr.limits
@@ -102,7 +130,7 @@ func (h Handle) limited() *Limits {
 // overflows reports whether adding one element to a container of n
 // elements goes over the limit, and records the refusal if so.
 func (h Handle) overflows(leaf int32, kind string, n int) bool {
-	lim := h.limited()
+	lim := h.limited(int(leaf))
 	if lim == nil || n < lim.MaxContainer {
 		return false
 	}
@@ -120,19 +148,108 @@ func (h Handle) entityLeaf(abs int) int {
 }
 
 // tooLarge reports whether a value to be stored in the container at leaf
-// holds a string or container over the limits, and records the refusal if
-// so.
+// holds a string or container over the limits or nests too deep, and
+// records the refusal if so.
 func (h Handle) tooLarge(leaf int32, v Value) bool {
-	lim := h.limited()
+	lim := h.limited(int(leaf))
 	if lim == nil {
 		return false
 	}
 	what, n, max := valueOver(lim, v)
 	if what == "" {
-		return false
+		if n = h.levels(v); n <= lim.MaxDepth {
+			return false
+		}
+		what, max = "nesting", lim.MaxDepth
 	}
 	h.e.refuse(h.entityLeaf(int(leaf)), "element "+what, n, max)
 	return true
+}
+
+// levels returns how many nesting levels (protocol.md §7.1) clients count
+// down to the deepest part of v once it is stored in a container of h's
+// record: the record's own level is h.depth, the container's the next, a
+// struct element's the one after. Nested struct fields count as set: a
+// bag item's may be set later, through a handle that does not check.
+func (h Handle) levels(v Value) int {
+	n := int(h.depth) + 2 // down to the container
+	if v.R == nil {
+		return n
+	}
+	t := h.e.tr
+	if d := t.structDepth(v.R.t); d >= 0 && n+1+d <= t.limits.MaxDepth {
+		return n + 1 + d // within the limit however full v is: no need to walk it
+	}
+	return n + 1 + t.recordDepth(v.R)
+}
+
+// contLevels is levels for a whole container stored in h's record.
+func (h Handle) contLevels(c any) int {
+	return int(h.depth) + 1 + h.e.tr.contDepth(c)
+}
+
+// structDepth returns st.Depth, computed once per struct.
+func (t *Tracker) structDepth(st *schema.Struct) int {
+	d, ok := t.depths[st]
+	if !ok {
+		if t.depths == nil {
+			t.depths = make(map[*schema.Struct]int)
+		}
+		d = st.Depth()
+		t.depths[st] = d
+	}
+	return d
+}
+
+// recordDepth returns the deepest level below r, at level 0, that clients
+// count in r as it is: [schema.Struct.Depth]'s rules, applied to r's
+// non-empty containers and their elements.
+func (t *Tracker) recordDepth(r *Record) int {
+	st, conts := r.t, r.conts()
+	d := 0
+	for i := range st.Leaves {
+		l := st.Leaf(i)
+		d = max(d, len(l.Path)-1)
+		if l.Field.Type.Kind.Container() {
+			d = max(d, t.contDepth(conts[l.Obj]))
+		}
+	}
+	return d
+}
+
+// contDepth returns the deepest level below the record holding c that
+// clients count in c: none for an empty container, which is not sent, 1
+// for the container, and 2 plus their own for struct elements.
+func (t *Tracker) contDepth(c any) int {
+	d := 1
+	switch c := c.(type) {
+	case *List:
+		if len(c.v) == 0 {
+			return 0
+		}
+		for _, v := range c.v {
+			if v.R != nil {
+				d = max(d, 2+t.recordDepth(v.R))
+			}
+		}
+	case *Map:
+		if c.Len() == 0 {
+			return 0
+		}
+		for _, v := range c.all {
+			if v.R != nil {
+				d = max(d, 2+t.recordDepth(v.R))
+			}
+		}
+	case *Bag:
+		if len(c.items) == 0 {
+			return 0
+		}
+		for _, r := range c.items {
+			d = max(d, 2+t.recordDepth(r))
+		}
+	}
+	return d
 }
 
 // valueOver returns what in v is over lim, with its size and the limit,

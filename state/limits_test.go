@@ -14,7 +14,7 @@ import (
 func TestLimits(t *testing.T) {
 	ts := newTestSchema(t)
 	tr := state.NewTracker(ts.s)
-	if got := tr.Limits(); got.MaxString != 64<<10 || got.MaxContainer != 1<<16 {
+	if got := tr.Limits(); got.MaxString != 64<<10 || got.MaxContainer != 1<<16 || got.MaxDepth != 16 {
 		t.Fatalf("default limits %+v", got)
 	}
 	tr.SetLimits(state.Limits{MaxString: 8, MaxContainer: 2})

@@ -128,8 +128,9 @@ type Tracker struct {
 	contsCur, contsDone []*Change
 
 	limits   Limits
-	refusals []error // writes refused since TakeRefusals, at most maxRefusals
-	refused  int     // their number
+	depths   map[*schema.Struct]int // Struct.Depth of the structs stored in containers, once computed
+	refusals []error                // writes refused since TakeRefusals, at most maxRefusals
+	refused  int                    // their number
 }
 
 // NewTracker returns a tracker for the classes of s.
