@@ -33,17 +33,22 @@ type Percentiles struct {
 
 // W1Result is the outcome of a W1 run.
 type W1Result struct {
-	Scenario            string      `json:"scenario"`
-	Mode                string      `json:"mode"`
-	Clients             int         `json:"clients"`
-	Quantized           bool        `json:"quantized"`
-	Ticks               int         `json:"ticks"`
-	Verified            bool        `json:"verified"`
-	ReferenceOK         bool        `json:"reference_ok"`
-	Entity0             [4]string   `json:"entity0"`
-	BytesPerClientTick  float64     `json:"bytes_per_client_tick"`
-	ServerUSPerTick     Percentiles `json:"server_us_per_tick"`
-	EncodeUSPerTick     Percentiles `json:"encode_us_per_tick"`
+	Scenario           string    `json:"scenario"`
+	Mode               string    `json:"mode"`
+	Clients            int       `json:"clients"`
+	Quantized          bool      `json:"quantized"`
+	Ticks              int       `json:"ticks"`
+	Verified           bool      `json:"verified"`
+	ReferenceOK        bool      `json:"reference_ok"`
+	Entity0            [4]string `json:"entity0"`
+	BytesPerClientTick float64   `json:"bytes_per_client_tick"`
+	// ServerUSPerTick is the whole server tick: the workload's own step
+	// (its random numbers), the generated setters, commit and encode.
+	ServerUSPerTick Percentiles `json:"server_us_per_tick"`
+	// EncodeUSPerTick is the server's commit and encode of the tick, once
+	// for every client.
+	EncodeUSPerTick Percentiles `json:"encode_us_per_tick"`
+	// ClientUSPerTick is one client's decode and apply of a tick.
 	ClientUSPerTick     Percentiles `json:"client_us_per_tick"`
 	AllocsPerTick       float64     `json:"allocs_per_tick"`
 	ClientAllocsPerTick float64     `json:"client_allocs_per_tick"`
