@@ -109,6 +109,12 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		refuse(transport.CloseIncompatible, "schema: "+err.Error())
 		return
 	}
+	if err := hello.Limits.Below(s.cfg.ClientLimits); err != nil {
+		// This client would refuse ticks the server may send, and come
+		// back to the same full state in a loop.
+		refuse(transport.CloseIncompatible, "client limits: "+err.Error()+" (the server's Config.ClientLimits)")
+		return
+	}
 	user := id.UserID
 	dec, err := codec.NewDecoder(s.cfg.Schema, clientSchema, codec.Limits{})
 	if err != nil {

@@ -74,8 +74,9 @@ type Config struct {
 	LagTimeout time.Duration
 	// ClientLimits are the decoder limits the server's clients apply;
 	// zero fields select the clients' defaults (codec.Limits). A server
-	// whose clients change theirs sets the same here. The server keeps
-	// what it sends within them:
+	// whose clients change theirs sets the same here: a client whose
+	// limits, sent in its HELLO, are below these is refused at the
+	// handshake. The server keeps what it sends within them:
 	//   - NewServer fails if a field clients see is nested deeper than
 	//     MaxDepth allows;
 	//   - the tracker refuses writes to such fields that would store a

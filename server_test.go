@@ -243,9 +243,27 @@ func TestRefusals(t *testing.T) {
 		tc := rawConn(t, r)
 		tc.Send(session.AppendHello(nil, &session.Hello{Version: 99, Descriptor: demo.Schema().AppendDescriptor(nil)}))
 		waitClosed(t, tc, transport.CloseIncompatible)
-		if _, reason, _ := tc.CloseInfo(); reason != "protocol version 99, server speaks 1" {
+		if _, reason, _ := tc.CloseInfo(); reason != "protocol version 99, server speaks 2" {
 			t.Fatalf("reason %q", reason)
 		}
+	})
+	t.Run("client limits", func(t *testing.T) {
+		// A client that would refuse nesting the server may send.
+		r := memRig(t, replica.Config{ClientLimits: codec.Limits{MaxDepth: 12}})
+		_, err := client.Dial(context.Background(), r.dialer, r.ln.Addr().String(), demo.Schema(),
+			client.DialConfig{Limits: codec.Limits{MaxDepth: 8}})
+		var refused *client.RefusedError
+		if !errors.As(err, &refused) || refused.Code != transport.CloseIncompatible ||
+			refused.Message != "client limits: MaxDepth is 8, below 12 (the server's Config.ClientLimits)" {
+			t.Fatalf("err = %v, want a refusal naming MaxDepth", err)
+		}
+		// At or above the server's, and with the defaults elsewhere, it joins.
+		c, err := client.Dial(context.Background(), r.dialer, r.ln.Addr().String(), demo.Schema(),
+			client.DialConfig{Limits: codec.Limits{MaxDepth: 12}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
 	})
 	t.Run("authentication", func(t *testing.T) {
 		r := memRig(t, replica.Config{Auth: tokenAuth{"secret"}})

@@ -18,7 +18,9 @@ import (
 type DialConfig struct {
 	// Token is the connect token the server's authenticator checks.
 	Token []byte
-	// Limits bound what the replica accepts from the server.
+	// Limits bound what the replica accepts from the server. They travel
+	// in the HELLO: a server that may send more (its
+	// Config.ClientLimits) refuses the session, naming the limit.
 	Limits codec.Limits
 	// HandshakeTimeout bounds the handshake. The default is 5 seconds.
 	HandshakeTimeout time.Duration
@@ -152,7 +154,12 @@ func (c *Conn) Reconnect(ctx context.Context) error {
 // handshake runs the client side of the handshake. With keep set, the new
 // session reuses that replica, reset for the server's schema.
 func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg DialConfig, keep *Replica) (*Conn, error) {
-	hello := &session.Hello{Version: session.ProtocolVersion, Descriptor: local.AppendDescriptor(nil), Token: cfg.Token}
+	lim := cfg.Limits
+	if keep != nil {
+		lim = keep.dec.Limits()
+	}
+	hello := &session.Hello{Version: session.ProtocolVersion, Descriptor: local.AppendDescriptor(nil), Token: cfg.Token,
+		Limits: lim}
 	if err := tc.Send(session.AppendHello(nil, hello)); err != nil {
 		return nil, err
 	}

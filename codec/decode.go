@@ -38,6 +38,60 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
+// field is one limit, named as in Limits.
+type field struct {
+	name string
+	v    *int
+}
+
+// fields returns l's limits in the order HELLO carries them (protocol.md
+// §10.2).
+func (l *Limits) fields() [6]field {
+	return [6]field{{"MaxSegmentBytes", &l.MaxSegmentBytes}, {"MaxStringBytes", &l.MaxStringBytes},
+		{"MaxContainerLen", &l.MaxContainerLen}, {"MaxDepth", &l.MaxDepth}, {"MaxEntities", &l.MaxEntities},
+		{"MaxValues", &l.MaxValues}}
+}
+
+// Below returns an error naming the first limit of l, with defaults
+// applied, that is lower than the same limit of sent: a decoder with
+// limits l may refuse data that stays within sent.
+func (l Limits) Below(sent Limits) error {
+	l, sent = l.WithDefaults(), sent.WithDefaults()
+	have, want := l.fields(), sent.fields()
+	for i := range have {
+		if *have[i].v < *want[i].v {
+			return fmt.Errorf("%s is %d, below %d", have[i].name, *have[i].v, *want[i].v)
+		}
+	}
+	return nil
+}
+
+// maxLimit bounds each limit on the wire, so that it fits an int everywhere.
+const maxLimit = 1<<31 - 1
+
+// AppendTo writes l, with defaults applied, as HELLO carries it: a U(8)
+// code per limit.
+func (l Limits) AppendTo(w *wire.Writer) {
+	l = l.WithDefaults()
+	for _, f := range l.fields() {
+		w.U(uint64(min(*f.v, maxLimit)), 8)
+	}
+}
+
+// ReadLimits reads limits written by AppendTo. A limit of 0 or above
+// 2^31 − 1 fails r with wire.ErrMalformed.
+func ReadLimits(r *wire.Reader) Limits {
+	var l Limits
+	for _, f := range l.fields() {
+		v := r.U(8)
+		if (v == 0 || v > maxLimit) && r.Err() == nil {
+			r.Fail(fmt.Errorf("%w: %s %d out of range", wire.ErrMalformed, f.name, v))
+		}
+		*f.v = int(v)
+	}
+	return l
+}
+
 // Errors of the decoder, beyond those of package wire and package state.
 var (
 	// ErrUnknown means the data names a class or field the sender's schema

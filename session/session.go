@@ -6,7 +6,7 @@
 // each sent as its own raw message, so that a segment encoded once is
 // handed to every client's connection without copying.
 //
-//	HELLO    c→s  protocol version, client's schema descriptor, connect token
+//	HELLO    c→s  protocol version, client's schema descriptor, connect token, decoder limits
 //	WELCOME  s→c  protocol version, server's schema descriptor, session ID, user ID, tick rate
 //	REFUSE   s→c  close code and message; the server then closes
 //	TICK     s→c  tick number and segment count; that many segments follow
@@ -23,12 +23,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/wire"
 )
 
 // ProtocolVersion is the version of the session protocol and segment
 // format. Peers with different versions refuse each other.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // Type is a message type, the first byte of every non-segment message.
 type Type uint8
@@ -84,6 +85,9 @@ type Hello struct {
 	Version    uint32
 	Descriptor []byte // the client's schema, schema.AppendDescriptor
 	Token      []byte
+	// Limits are the client's decoder limits, sent with defaults applied,
+	// so that a server can refuse a client that would refuse its ticks.
+	Limits codec.Limits
 }
 
 // Welcome accepts a session.
@@ -134,6 +138,7 @@ func AppendHello(b []byte, m *Hello) []byte {
 	w.U(uint64(m.Version), 0)
 	w.Bytes(m.Descriptor)
 	w.Bytes(m.Token)
+	m.Limits.AppendTo(&w)
 	return append(append(b, byte(TypeHello)), w.Finish()...)
 }
 
@@ -229,8 +234,14 @@ func Parse(msg []byte) (any, error) {
 	switch t := Type(msg[0]); t {
 	case TypeHello:
 		h := &Hello{Version: u32(r, r.U(0))}
+		if h.Version != ProtocolVersion && r.Err() == nil {
+			// The rest has that version's layout: the receiver refuses
+			// the version, not a malformed message.
+			return h, nil
+		}
 		h.Descriptor = r.Bytes(MaxDescriptor)
 		h.Token = r.Bytes(MaxToken)
+		h.Limits = codec.ReadLimits(r)
 		m = h
 	case TypeWelcome:
 		v := &Welcome{Version: u32(r, r.U(0))}

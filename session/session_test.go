@@ -5,13 +5,17 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/wire"
 )
 
 func messages() []any {
 	return []any{
-		&session.Hello{Version: 1, Descriptor: []byte{1, 2, 3}, Token: []byte("tok")},
-		&session.Hello{Version: 7, Descriptor: []byte{}, Token: []byte{}},
+		&session.Hello{Version: session.ProtocolVersion, Descriptor: []byte{1, 2, 3}, Token: []byte("tok"),
+			Limits: codec.Limits{}.WithDefaults()},
+		&session.Hello{Version: session.ProtocolVersion, Descriptor: []byte{}, Token: []byte{},
+			Limits: codec.Limits{MaxSegmentBytes: 1, MaxStringBytes: 2, MaxContainerLen: 3, MaxDepth: 4, MaxEntities: 1<<31 - 1, MaxValues: 6}},
 		&session.Welcome{Version: 1, Descriptor: []byte{9}, Session: 1 << 40, UserID: "ana", TickRate: 20},
 		&session.Refuse{Code: 8, Message: "field hp: int16 here, int32 on the server"},
 		&session.Tick{Tick: 123456, Segments: 3},
@@ -93,6 +97,38 @@ func TestMalformed(t *testing.T) {
 	}
 }
 
+// TestHelloVersions checks that a HELLO of another protocol version
+// parses to its version alone, whatever follows, so that a server can
+// name the version it refuses; and that limits out of range are refused.
+func TestHelloVersions(t *testing.T) {
+	for _, tail := range [][]byte{nil, {0xFF, 0x13}} {
+		var w wire.Writer
+		w.U(1, 0)
+		b := append(append([]byte{byte(session.TypeHello)}, w.Finish()...), tail...)
+		m, err := session.Parse(b)
+		if h, ok := m.(*session.Hello); err != nil || !ok || !reflect.DeepEqual(h, &session.Hello{Version: 1}) {
+			t.Errorf("version 1 HELLO % x: %+v, %v", b, m, err)
+		}
+	}
+	for i, v := range []uint64{0, 1 << 31} {
+		var w wire.Writer
+		w.U(session.ProtocolVersion, 0)
+		w.Bytes(nil)
+		w.Bytes(nil)
+		for j := range 6 {
+			if j == i*5 { // the first limit, then the last
+				w.U(v, 8)
+			} else {
+				w.U(100, 8)
+			}
+		}
+		b := append([]byte{byte(session.TypeHello)}, w.Finish()...)
+		if _, err := session.Parse(b); !errors.Is(err, session.ErrMalformed) || !errors.Is(err, wire.ErrMalformed) {
+			t.Errorf("limit %d: err = %v", v, err)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	for _, m := range messages() {
 		f.Add(encode(m))
@@ -105,7 +141,11 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		// What parses re-encodes to the same bytes.
+		// What parses re-encodes to the same bytes, but for a HELLO of
+		// another version, of which only the version is read.
+		if h, ok := m.(*session.Hello); ok && h.Version != session.ProtocolVersion {
+			return
+		}
 		if again := encode(m); string(again) != string(b) {
 			t.Fatalf("re-encoding % x gave % x", b, again)
 		}
