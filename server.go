@@ -86,7 +86,8 @@ type Config struct {
 	//     Stats.Refused. Server-only fields are not limited;
 	//   - a tick or full state is split into several segments, which the
 	//     client applies together, each naming at most SegmentEntities
-	//     entities and halved while over a quarter of MaxSegmentBytes.
+	//     entities and halved while over a quarter of MaxSegmentBytes or
+	//     of MaxValues.
 	ClientLimits codec.Limits
 	// SegmentEntities bounds the entities one segment names. The default
 	// is a quarter of ClientLimits.MaxEntities: 16,384. A TICK carries at
@@ -397,15 +398,15 @@ func (s *Server) deltas(segs [][]byte, cs *state.Changeset, part codec.Part, inc
 
 // split appends to segs the segments encode makes of n entities (or
 // changes), at most SegmentEntities of them each, halving any segment over
-// a quarter of ClientLimits.MaxSegmentBytes: every segment stays within
-// what the clients accept. encode(lo, hi) encodes entities lo to hi−1 into
-// a fresh slice.
+// a quarter of ClientLimits.MaxSegmentBytes or MaxValues: every segment
+// stays within what the clients accept. encode(lo, hi) encodes entities lo
+// to hi−1 into a fresh slice with s.enc.
 func (s *Server) split(segs [][]byte, n int, encode func(lo, hi int) []byte) [][]byte {
-	maxBytes := s.cfg.ClientLimits.MaxSegmentBytes / 4
+	maxBytes, maxValues := s.cfg.ClientLimits.MaxSegmentBytes/4, s.cfg.ClientLimits.MaxValues/4
 	var add func(lo, hi int)
 	add = func(lo, hi int) {
 		seg := encode(lo, hi)
-		if len(seg) > maxBytes && hi-lo > 1 {
+		if (len(seg) > maxBytes || s.enc.Values() > maxValues) && hi-lo > 1 {
 			mid := lo + (hi-lo)/2
 			add(lo, mid)
 			add(mid, hi)

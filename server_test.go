@@ -443,3 +443,50 @@ func TestSplitSegmentBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitSegmentValues checks that a segment holding more values than a
+// quarter of the clients' MaxValues is split: a client whose MaxValues is
+// below one tick's worth of owned inventories still receives every item.
+func TestSplitSegmentValues(t *testing.T) {
+	lim := codec.Limits{MaxValues: 80}
+	r := memRig(t, replica.Config{ClientLimits: lim})
+	c, err := client.Dial(context.Background(), r.dialer, r.ln.Addr().String(), demo.Schema(),
+		client.DialConfig{Token: []byte("hoarder"), Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r.tickUntilJoined(1)
+	conn := r.srv.Conns()[0]
+	// Six owned bots of eight items each: 16 values a bot (the bag's
+	// count, then a record per item), 96 in all, over the client's 80.
+	for range 6 {
+		b, err := demo.SpawnBot(r.srv.Tracker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.srv.SetOwner(b.Entity(), conn)
+		for k := range 8 {
+			it := demo.NewItem()
+			it.SetCount(int16(k + 1))
+			b.Inv().Add(uint32(k), it)
+		}
+	}
+	r.srv.Tick()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for c.LastTick() < r.srv.TickNumber() {
+		if _, err := c.Wait(ctx); err != nil {
+			t.Fatalf("the client refused a tick: %v", err)
+		}
+	}
+	items := 0
+	for _, e := range c.Replica().Entities(nil) {
+		if b, ok := demo.BotOf(e); ok {
+			items += b.Inv().Len()
+		}
+	}
+	if items != 48 {
+		t.Fatalf("the client holds %d items, want 48", items)
+	}
+}

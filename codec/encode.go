@@ -81,7 +81,15 @@ type Encoder struct {
 	rsets [][]uint64 // per nesting depth, for element records
 	depth int
 	peak  int // decaying high-water mark of items per call (see settle)
+	// values counts what a decoder counts against Limits.MaxValues in the
+	// last segment or record: container lengths, operation and pass
+	// counts, and one per record.
+	values int
 }
+
+// Values returns how many values the segment or record last encoded holds,
+// as a decoder counts them against Limits.MaxValues.
+func (enc *Encoder) Values() int { return enc.values }
 
 type item struct {
 	e     *state.Entity
@@ -115,7 +123,7 @@ type group struct {
 // segment to dst. In PartAll the segment creates and destroys entities; in
 // the other partitions it fills in the new entities' partition fields.
 func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include func(*state.Entity) bool) []byte {
-	enc.items, enc.sets = enc.items[:0], enc.sets[:0]
+	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
 	if part != PartAll && cs.Schema != nil && !enc.hasPart(cs.Schema, part) {
 		return enc.emit(dst) // no class has a field in this partition
 	}
@@ -165,7 +173,7 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 // Full encodes the full state of ents as partition part sees it, for a
 // client that has none of them yet, and appends the segment to dst.
 func (enc *Encoder) Full(dst []byte, ents []*state.Entity, part Part) []byte {
-	enc.items, enc.sets = enc.items[:0], enc.sets[:0]
+	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
 	for _, e := range ents {
 		enc.addFull(e, part)
 	}
@@ -713,6 +721,7 @@ func (enc *Encoder) writeElem(w *wire.Writer, t *schema.Type, v state.Value, k u
 func (enc *Encoder) writeList(w *wire.Writer, l *state.List) {
 	n := l.Len()
 	w.U(uint64(n), 4)
+	enc.values += n
 	start := len(enc.vals)
 	for i := 0; i < n; i++ {
 		enc.vals = append(enc.vals, l.At(i))
@@ -755,6 +764,7 @@ func (enc *Encoder) writeMap(w *wire.Writer, m *state.Map) {
 	enc.vals = m.Keys(enc.vals)
 	keys := enc.vals[start:]
 	w.U(uint64(len(keys)), 4)
+	enc.values += len(keys)
 	vstart := len(enc.vals)
 	nstart := len(enc.nkeys)
 	for _, k := range keys {
@@ -779,6 +789,7 @@ func (enc *Encoder) writeBag(w *wire.Writer, b *state.Bag) {
 	enc.nkeys = b.Keys(enc.nkeys)
 	keys := enc.nkeys[start:]
 	w.U(uint64(len(keys)), 4)
+	enc.values += len(keys)
 	kk := enc.keyK(w, b.Type().Key, keys)
 	for _, k := range keys {
 		writeKey(w, b.Type().Key, k, "", kk)
@@ -792,6 +803,7 @@ func (enc *Encoder) writeBag(w *wire.Writer, b *state.Bag) {
 func (enc *Encoder) AppendRecord(dst []byte, r *state.Record) []byte {
 	w := &enc.w
 	w.Reset(dst[len(dst):])
+	enc.values = 0
 	enc.writeRecord(w, r)
 	return append(dst, w.Finish()...)
 }
@@ -805,6 +817,7 @@ func (enc *Encoder) writeRecord(w *wire.Writer, r *state.Record) {
 // writeRecordLeaves writes the leaves of r in only (all non-zero leaves when
 // only is nil) as a standalone value.
 func (enc *Encoder) writeRecordLeaves(w *wire.Writer, r *state.Record, only []uint64) {
+	enc.values++
 	st := r.Type()
 	if enc.depth == len(enc.rsets) {
 		enc.rsets = append(enc.rsets, nil)
@@ -871,7 +884,7 @@ func (enc *Encoder) writeContDelta(w *wire.Writer, r *state.Record, l *schema.Le
 	case schema.Bag:
 		size = r.Bag(l.Obj).Len()
 	}
-	ops := &enc.ops
+	ops, start := &enc.ops, enc.values
 	if 2*changes < size {
 		w.Bool(false)
 		ops = w
@@ -889,12 +902,17 @@ func (enc *Encoder) writeContDelta(w *wire.Writer, r *state.Record, l *schema.Le
 	if ops == w {
 		return
 	}
+	// Both trials count their values; only the one sent keeps its count.
+	afterOps := enc.values
 	whole := &enc.whole
 	whole.Reset(whole.Finish())
 	enc.writeContWhole(whole, r, l)
 	src := ops
 	if whole.BitLen() < ops.BitLen() {
 		src = whole
+		enc.values -= afterOps - start
+	} else {
+		enc.values = afterOps
 	}
 	w.Bool(src == whole)
 	n := src.BitLen()
@@ -904,6 +922,7 @@ func (enc *Encoder) writeContDelta(w *wire.Writer, r *state.Record, l *schema.Le
 func (enc *Encoder) writeListOps(w *wire.Writer, l *state.List, cc *state.ContChange) {
 	t := l.Type().Elem
 	w.U(uint64(len(cc.Ops)), 2)
+	enc.values += len(cc.Ops)
 	start := len(enc.vals)
 	for _, op := range cc.Ops {
 		if op.Code == state.OpPush || op.Code == state.OpInsert || op.Code == state.OpSet {
@@ -987,6 +1006,7 @@ func (enc *Encoder) writeMapOps(w *wire.Writer, m *state.Map, cc *state.ContChan
 			}
 		}
 		w.U(uint64(n), 2)
+		enc.values += n
 		kk := enc.keyK(w, t.Key, enc.nkeys[kstart:])
 		var vk uint
 		if pass == 1 {
@@ -1025,6 +1045,7 @@ func (enc *Encoder) writeBagOps(w *wire.Writer, b *state.Bag, cc *state.ContChan
 		}
 		keys := enc.nkeys[kstart:]
 		w.U(uint64(len(keys)), 2)
+		enc.values += len(keys)
 		kk := enc.keyK(w, t.Key, keys)
 		for _, k := range keys {
 			writeKey(w, t.Key, k, "", kk)

@@ -48,6 +48,13 @@ type world struct {
 	ticks    int
 	touched  map[state.ID]bool // entities the tick being applied changed
 	proj     projector
+	values   map[string]int // the values the encoder counted in each segment of the tick
+}
+
+// counted notes the values the encoder counted in seg, its last output.
+func (w *world) counted(seg []byte) []byte {
+	w.values[string(seg)] = w.enc.Values()
+	return seg
 }
 
 // A client is one replica: its table, its decoder and its view.
@@ -300,10 +307,11 @@ func (w *world) tick(t *rapid.T) {
 	for _, c := range cs.Changes {
 		w.touched[c.Entity.ID()] = true
 	}
-	all := w.enc.Delta(nil, cs, codec.PartAll, nil)
-	othersB := w.enc.Delta(nil, cs, codec.PartOthers, nil)
-	othersA := w.enc.Delta(nil, cs, codec.PartOthers, func(e *state.Entity) bool { return !w.ownedA[e.ID()] })
-	ownerA := w.enc.Delta(nil, cs, codec.PartOwner, func(e *state.Entity) bool { return w.ownedA[e.ID()] })
+	w.values = map[string]int{}
+	all := w.counted(w.enc.Delta(nil, cs, codec.PartAll, nil))
+	othersB := w.counted(w.enc.Delta(nil, cs, codec.PartOthers, nil))
+	othersA := w.counted(w.enc.Delta(nil, cs, codec.PartOthers, func(e *state.Entity) bool { return !w.ownedA[e.ID()] }))
+	ownerA := w.counted(w.enc.Delta(nil, cs, codec.PartOwner, func(e *state.Entity) bool { return w.ownedA[e.ID()] }))
 	for _, c := range w.clients {
 		if c.isA {
 			w.apply(t, c, all, othersA, ownerA)
@@ -327,8 +335,8 @@ func (w *world) tick(t *rapid.T) {
 				oth = append(oth, e)
 			}
 		}
-		w.apply(t, c, w.enc.Full(nil, ents, codec.PartAll),
-			w.enc.Full(nil, oth, codec.PartOthers), w.enc.Full(nil, own, codec.PartOwner))
+		w.apply(t, c, w.counted(w.enc.Full(nil, ents, codec.PartAll)),
+			w.counted(w.enc.Full(nil, oth, codec.PartOthers)), w.counted(w.enc.Full(nil, own, codec.PartOwner)))
 		w.clients = append(w.clients, c)
 	}
 	for _, c := range w.clients {
@@ -364,6 +372,11 @@ func (w *world) apply(t *rapid.T, c *client, segs ...[]byte) {
 		if err := c.dec.Apply(txn, seg); err != nil {
 			txn.Rollback()
 			t.Fatalf("tick %d, client %s, segment %d: %v", w.ticks, c.name, i, err)
+		}
+		// Servers split segments by the encoder's count of values, so it
+		// must be the decoder's.
+		if got, want := w.values[string(seg)], codec.DecodedValues(c.dec); got != want {
+			t.Fatalf("tick %d, client %s, segment %d: the encoder counted %d values, the decoder %d", w.ticks, c.name, i, got, want)
 		}
 	}
 	evs := txn.Commit()
