@@ -24,32 +24,27 @@ type Limits struct {
 
 // WithDefaults returns l with every zero field set to its default.
 func (l Limits) WithDefaults() Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
+	for _, f := range l.fields() {
+		if *f.v <= 0 {
+			*f.v = f.def
 		}
 	}
-	def(&l.MaxSegmentBytes, 4<<20)
-	def(&l.MaxStringBytes, 64<<10)
-	def(&l.MaxContainerLen, 1<<16)
-	def(&l.MaxDepth, 16)
-	def(&l.MaxEntities, 1<<16)
-	def(&l.MaxValues, 1<<20)
 	return l
 }
 
-// field is one limit, named as in Limits.
+// field is one limit, named as in Limits, with its default.
 type field struct {
 	name string
 	v    *int
+	def  int
 }
 
 // fields returns l's limits in the order HELLO carries them (protocol.md
 // §10.2).
 func (l *Limits) fields() [6]field {
-	return [6]field{{"MaxSegmentBytes", &l.MaxSegmentBytes}, {"MaxStringBytes", &l.MaxStringBytes},
-		{"MaxContainerLen", &l.MaxContainerLen}, {"MaxDepth", &l.MaxDepth}, {"MaxEntities", &l.MaxEntities},
-		{"MaxValues", &l.MaxValues}}
+	return [6]field{{"MaxSegmentBytes", &l.MaxSegmentBytes, 4 << 20}, {"MaxStringBytes", &l.MaxStringBytes, 64 << 10},
+		{"MaxContainerLen", &l.MaxContainerLen, 1 << 16}, {"MaxDepth", &l.MaxDepth, 16},
+		{"MaxEntities", &l.MaxEntities, 1 << 16}, {"MaxValues", &l.MaxValues, 1 << 20}}
 }
 
 // Below returns an error naming the first limit of l, with defaults
