@@ -21,10 +21,6 @@ func (t *Type) ElemStruct() *Struct {
 // itself through a list, map or bag.
 func (s *Struct) Depth() int { return s.depth(map[*Struct]int{}) }
 
-// LeafDepth is Depth for leaf i of s alone: the level of its path and, for
-// a container, of its elements.
-func (s *Struct) LeafDepth(i int) int { return s.leafDepth(i, map[*Struct]int{}) }
-
 // depth is Depth with memo holding the structs seen so far: their depth,
 // or −1 while they are being visited, which is what a cycle back to one of
 // them makes of every struct on it.
@@ -45,6 +41,8 @@ func (s *Struct) depth(memo map[*Struct]int) int {
 	return d
 }
 
+// leafDepth is depth for leaf i of s alone: the level of its path and, for
+// a container, of its elements.
 func (s *Struct) leafDepth(i int, memo map[*Struct]int) int {
 	l := s.Leaf(i)
 	d := len(l.Path) - 1

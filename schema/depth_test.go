@@ -25,29 +25,30 @@ func TestDepth(t *testing.T) {
 	node := &schema.Struct{Name: "Node", Fields: []*schema.Field{{ID: 1, Name: "v", Type: i32}}}
 	node.Fields = append(node.Fields, &schema.Field{ID: 2, Name: "kids",
 		Type: schema.Type{Kind: schema.Map, Key: schema.String, Elem: &schema.Type{Kind: schema.Nested, Struct: node}}})
-	room := &schema.Struct{Name: "Room", Class: true, ID: 1, Fields: []*schema.Field{
-		{ID: 1, Name: "hp", Type: i32, Vis: schema.VisAll},                                                                                         // leaf 0
-		{ID: 2, Name: "shelf", Type: schema.Type{Kind: schema.Nested, Struct: shelf}, Vis: schema.VisAll},                                          // leaves 1, 2
-		{ID: 3, Name: "shelves", Type: schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.Nested, Struct: shelf}}, Vis: schema.VisAll}, // leaf 3
-		{ID: 4, Name: "tree", Type: schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.Nested, Struct: node}}, Vis: schema.VisAll},     // leaf 4
-	}}
-	if _, err := schema.New(room); err != nil {
+	// One class per rule, so that Depth shows each alone.
+	list := func(st *schema.Struct) schema.Type {
+		return schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.Nested, Struct: st}}
+	}
+	class := func(id uint32, f *schema.Field) *schema.Struct {
+		f.ID, f.Vis = 1, schema.VisAll
+		return &schema.Struct{Name: f.Name, Class: true, ID: id, Fields: []*schema.Field{f}}
+	}
+	flat := class(1, &schema.Field{Name: "hp", Type: i32})
+	// A nested Shelf: pos.x two levels down, tags' items' lists at 3,
+	// not one more for the nesting of shelf.
+	inline := class(2, &schema.Field{Name: "shelf", Type: schema.Type{Kind: schema.Nested, Struct: shelf}})
+	// Shelves in a list: the list at 1, a shelf at 2, then Shelf's 3.
+	listed := class(3, &schema.Field{Name: "shelves", Type: list(shelf)})
+	tree := class(4, &schema.Field{Name: "tree", Type: list(node)})
+	if _, err := schema.New(flat, inline, listed, tree); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		st   *schema.Struct
 		want int
-	}{{vec, 0}, {tag, 1}, {shelf, 3}, {node, -1}, {room, -1}} {
+	}{{vec, 0}, {tag, 1}, {shelf, 3}, {node, -1}, {flat, 0}, {inline, 3}, {listed, 5}, {tree, -1}} {
 		if got := c.st.Depth(); got != c.want {
 			t.Errorf("%s.Depth() = %d, want %d", c.st.Name, got, c.want)
-		}
-	}
-	// hp 0; shelf.pos.x 2 (two nested levels); shelf.tags 3 (its items'
-	// lists, not one more for the nesting of shelf); shelves 2 + 3; tree
-	// unbounded.
-	for leaf, want := range []int{0, 2, 3, 5, -1} {
-		if got := room.LeafDepth(leaf); got != want {
-			t.Errorf("LeafDepth(%d) = %d, want %d", leaf, got, want)
 		}
 	}
 }
