@@ -283,3 +283,20 @@ func TestMaxDatagramSize(t *testing.T) {
 		}
 	}
 }
+
+// TestListenWithoutCertificate checks that a listener without a
+// certificate fails with a nil listener, on a socket of its own or given.
+func TestListenWithoutCertificate(t *testing.T) {
+	ln, err := quictransport.Listen("127.0.0.1:0", quictransport.Config{})
+	if ln != nil || err == nil || err.Error() != "quictransport: Config.TLS needs a certificate" {
+		t.Fatalf("Listen: %v, %v", ln, err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if ln, err := quictransport.ListenPacket(pc, quictransport.Config{}); ln != nil || err == nil {
+		t.Fatalf("ListenPacket: %v, %v", ln, err)
+	}
+}

@@ -35,16 +35,7 @@ type listener struct {
 // refuses new connections at once; established connections stay open, and
 // the socket closes once the last of them ends.
 func Listen(addr string, cfg Config) (transport.Listener, error) {
-	pc, err := quicconn.ListenUDP(addr)
-	if err != nil {
-		return nil, err
-	}
-	l, err := listen(pc, true, cfg)
-	if err != nil {
-		pc.Close()
-		return nil, err
-	}
-	return l, nil
+	return quicconn.ListenAddr(addr, func(pc net.PacketConn) (transport.Listener, error) { return listen(pc, true, cfg) })
 }
 
 // ListenPacket serves WebTransport on pc, which may be a simulated network.
@@ -53,7 +44,8 @@ func ListenPacket(pc net.PacketConn, cfg Config) (transport.Listener, error) {
 	return listen(pc, false, cfg)
 }
 
-func listen(pc net.PacketConn, ownPC bool, cfg Config) (*listener, error) {
+// listen serves on pc, which the listener closes when done if ownPC.
+func listen(pc net.PacketConn, ownPC bool, cfg Config) (transport.Listener, error) {
 	if err := quicconn.CheckServerTLS("wttransport", cfg.TLS); err != nil {
 		return nil, err
 	}

@@ -7,15 +7,28 @@ import (
 	"net"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/replicago/replica/transport"
 )
 
-// ListenUDP opens the UDP socket a QUIC listener serves on.
-func ListenUDP(addr string) (*net.UDPConn, error) {
+// ListenAddr opens a UDP socket on addr and has start serve on it. The
+// listener start returns owns the socket; if start fails, the socket is
+// closed.
+func ListenAddr(addr string, start func(net.PacketConn) (transport.Listener, error)) (transport.Listener, error) {
 	udp, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return net.ListenUDP("udp", udp)
+	pc, err := net.ListenUDP("udp", udp)
+	if err != nil {
+		return nil, err
+	}
+	l, err := start(pc)
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // CheckServerTLS reports an error, prefixed with pkg, if cfg cannot present
