@@ -255,6 +255,19 @@ type memEnd struct {
 
 func (e *memEnd) queued() int { return len(e.q) - e.head }
 
+// popDatagram removes and returns the oldest datagram, capped to its
+// length so that appending to it cannot write into the sender's buffer.
+func (e *memEnd) popDatagram() ([]byte, bool) {
+	if len(e.dq) == 0 {
+		return nil, false
+	}
+	msg := e.dq[0]
+	k := copy(e.dq, e.dq[1:])
+	e.dq[k] = nil
+	e.dq = e.dq[:k]
+	return msg[:len(msg):len(msg)], true
+}
+
 func (e *memEnd) pop() ([]byte, bool) {
 	if e.head == len(e.q) {
 		return nil, false
@@ -359,9 +372,7 @@ func (c *memConn) SendDatagram(msg []byte) error {
 	}
 	peer := &p.ends[1-c.side]
 	if len(peer.dq) >= p.ends[c.side].cfg.DatagramQueue {
-		k := copy(peer.dq, peer.dq[1:])
-		peer.dq[k] = nil
-		peer.dq = peer.dq[:k]
+		peer.popDatagram() // the oldest is dropped
 	}
 	peer.dq = append(peer.dq, msg)
 	signal(peer.dready)
@@ -369,8 +380,22 @@ func (c *memConn) SendDatagram(msg []byte) error {
 }
 
 func (c *memConn) Receive(ctx context.Context) ([]byte, error) {
+	e := &c.p.ends[c.side]
+	return c.receive(ctx, e.ready, e.pop)
+}
+
+func (c *memConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
+	if c.p.dgramSize == 0 {
+		return nil, ErrDatagramsUnsupported
+	}
+	e := &c.p.ends[c.side]
+	return c.receive(ctx, e.dready, e.popDatagram)
+}
+
+// receive waits for pop, run under the pipe's lock, to return a message;
+// ready is signaled when there may be one.
+func (c *memConn) receive(ctx context.Context, ready chan struct{}, pop func() ([]byte, bool)) ([]byte, error) {
 	p := c.p
-	e := &p.ends[c.side]
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -378,47 +403,13 @@ func (c *memConn) Receive(ctx context.Context) ([]byte, error) {
 			p.mu.Unlock()
 			return nil, err
 		}
-		msg, ok := e.pop()
+		msg, ok := pop()
 		p.mu.Unlock()
 		if ok {
 			return msg, nil
 		}
 		select {
-		case <-e.ready:
-		case <-p.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-func (c *memConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
-	p := c.p
-	if p.dgramSize == 0 {
-		return nil, ErrDatagramsUnsupported
-	}
-	e := &p.ends[c.side]
-	for {
-		p.mu.Lock()
-		if p.closed {
-			err := c.closeErrLocked()
-			p.mu.Unlock()
-			return nil, err
-		}
-		var msg []byte
-		ok := len(e.dq) > 0
-		if ok {
-			msg = e.dq[0]
-			k := copy(e.dq, e.dq[1:])
-			e.dq[k] = nil
-			e.dq = e.dq[:k]
-		}
-		p.mu.Unlock()
-		if ok {
-			return msg[:len(msg):len(msg)], nil
-		}
-		select {
-		case <-e.dready:
+		case <-ready:
 		case <-p.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()

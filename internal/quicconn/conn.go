@@ -213,21 +213,18 @@ func (c *Conn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 
 // Close implements transport.Conn.
 func (c *Conn) Close(code transport.CloseCode, reason string) error {
-	reason = TruncateReason(reason)
-	c.mu.Lock()
-	first := c.shutLocked(code, reason, false)
-	c.mu.Unlock()
-	if first {
-		c.b.Close(code, reason)
-	}
+	c.shut(code, reason, false)
 	return nil
 }
 
 // Ended closes c because the network connection or the stream ended with
 // err; the Backend maps err to the close code. It does nothing if c is
 // already closed.
-func (c *Conn) Ended(err error) {
-	code, reason, byPeer := c.b.MapError(err)
+func (c *Conn) Ended(err error) { c.shut(c.b.MapError(err)) }
+
+// shut closes c with code and reason, the backend's connection too, unless
+// c is already closed.
+func (c *Conn) shut(code transport.CloseCode, reason string, byPeer bool) {
 	reason = TruncateReason(reason)
 	c.mu.Lock()
 	first := c.shutLocked(code, reason, byPeer)
