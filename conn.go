@@ -26,6 +26,11 @@ type Conn struct {
 	joined   bool
 	changes  state.Changeset // this tick's changes of entities the connection owns
 
+	// This tick's ownership changes (Server.moved): the IDs its TICK
+	// lists, and the entities it gets the partition fields of whole.
+	gained, lost       []uint32
+	gainFull, loseFull []*state.Entity
+
 	schema  *schema.Schema // the client's, from its HELLO
 	dec     *codec.Decoder // client's schema → server's, for RPC arguments
 	limiter ratelimit.Limiter

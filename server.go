@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,11 +157,12 @@ type Server struct {
 	closed      bool
 	lns         []transport.Listener
 
-	conns    []*Conn  // joined; owned by the tick goroutine
-	owners   []*Conn  // by entity slot
-	seg      [][]byte // one connection's segments of a tick
-	all      [][]byte // this tick's PartAll segments
-	others   [][]byte // this tick's PartOthers segments
+	conns    []*Conn                 // joined; owned by the tick goroutine
+	owners   []owner                 // by entity slot
+	moves    map[*state.Entity]*Conn // entities whose owner changed this tick: their owner before
+	seg      [][]byte                // one connection's segments of a tick
+	all      [][]byte                // this tick's PartAll segments
+	others   [][]byte                // this tick's PartOthers segments
 	scratch  []byte
 	handlers map[rpcKey]RPCHandler
 	lastPing time.Time
@@ -214,22 +216,44 @@ func (s *Server) Tracker() *state.Tracker { return s.tr }
 // SetOwner makes c the owner of e (nil for none): c receives e's
 // owner-only fields, the others do not, and c may call its RPCs. Call it
 // on the tick goroutine; ownership ends when e is destroyed.
+//
+// A change takes effect with the next tick, whatever else changed in it:
+// the new owner is sent e's owner-only fields whole and forgets its
+// others-only ones, the previous owner the reverse, and each is told
+// (state.Entity.Owned and client.Replica.OnOwnership on the client). Only
+// the owner at the tick counts: giving e away and back within one tick
+// sends nothing.
 func (s *Server) SetOwner(e *state.Entity, c *Conn) { s.setOwner(e, c) }
 
 func (s *Server) setOwner(e *state.Entity, c *Conn) {
+	from := s.ownerOf(e)
+	if _, ok := s.moves[e]; !ok && from != c {
+		if s.moves == nil {
+			s.moves = make(map[*state.Entity]*Conn)
+		}
+		s.moves[e] = from // the owner at the start of the tick
+	}
 	slot := int(e.ID().Slot())
 	for len(s.owners) <= slot {
-		s.owners = append(s.owners, nil)
+		s.owners = append(s.owners, owner{})
 	}
-	s.owners[slot] = c
+	s.owners[slot] = owner{e.ID(), c}
+}
+
+// An owner is the connection that owns the entity of one slot. It names
+// the entity by ID: an entity created and destroyed in one tick leaves no
+// trace in the changeset, so a slot's entry may be an earlier entity's.
+type owner struct {
+	id state.ID
+	c  *Conn
 }
 
 // Owner returns the connection that owns e, or nil.
 func (s *Server) Owner(e *state.Entity) *Conn { return s.ownerOf(e) }
 
 func (s *Server) ownerOf(e *state.Entity) *Conn {
-	if slot := int(e.ID().Slot()); slot < len(s.owners) {
-		return s.owners[slot]
+	if slot := int(e.ID().Slot()); slot < len(s.owners) && s.owners[slot].id == e.ID() {
+		return s.owners[slot].c
 	}
 	return nil
 }
@@ -296,12 +320,14 @@ func (s *Server) Tick() {
 	// Bucket the changes by owning connection.
 	for _, c := range s.conns {
 		c.changes.Changes = c.changes.Changes[:0]
+		c.gained, c.lost, c.gainFull, c.loseFull = c.gained[:0], c.lost[:0], c.gainFull[:0], c.loseFull[:0]
 	}
 	for _, ch := range cs.Changes {
 		if o := s.ownerOf(ch.Entity); o != nil && o.joined {
 			o.changes.Changes = append(o.changes.Changes, ch)
 		}
 	}
+	s.moved(cs)
 	// Ping every third of the idle timeout, by the clock: ticks may be
 	// slow or manual.
 	now := time.Now()
@@ -319,17 +345,27 @@ func (s *Server) Tick() {
 			continue
 		}
 		segs := append(s.seg[:0], all...)
-		if len(c.changes.Changes) > 0 {
+		moved := len(c.gainFull)+len(c.loseFull) > 0
+		if len(c.changes.Changes) > 0 || moved {
 			c.changes.Schema, c.changes.Tick = cs.Schema, cs.Tick
 			// Its own entities changed: does the shared PartOthers
 			// mention them? Then this client needs a copy without them.
-			if s.scratch = s.enc.Delta(s.scratch[:0], &c.changes, codec.PartOthers, nil); !empty(s.scratch) {
-				notMine := func(e *state.Entity) bool { return s.ownerOf(e) != c }
+			// An entity it lost gets its others fields whole, below,
+			// rather than deltas against values it never had.
+			if s.scratch = s.enc.Delta(s.scratch[:0], &c.changes, codec.PartOthers, nil); moved || !empty(s.scratch) {
+				notMine := func(e *state.Entity) bool { return s.ownerOf(e) != c && !slices.Contains(c.loseFull, e) }
 				segs = s.deltas(segs, cs, codec.PartOthers, notMine)
 			} else {
 				segs = append(segs, others...)
 			}
-			segs = s.deltas(segs, &c.changes, codec.PartOwner, nil)
+			segs = s.fulls(segs, c.loseFull, codec.PartOthers)
+			// Likewise an entity it gained gets its owner fields whole.
+			var notNew func(*state.Entity) bool
+			if len(c.gainFull) > 0 {
+				notNew = func(e *state.Entity) bool { return !slices.Contains(c.gainFull, e) }
+			}
+			segs = s.deltas(segs, &c.changes, codec.PartOwner, notNew)
+			segs = s.fulls(segs, c.gainFull, codec.PartOwner)
 		} else {
 			segs = append(segs, others...)
 		}
@@ -344,10 +380,54 @@ func (s *Server) Tick() {
 	// belongs to nobody.
 	for _, ch := range cs.Changes {
 		if ch.Destroyed {
-			s.setOwner(ch.Entity, nil)
+			if slot := int(ch.Entity.ID().Slot()); slot < len(s.owners) {
+				s.owners[slot] = owner{}
+			}
 		}
 	}
 	s.reap()
+}
+
+// moved works out, for this tick's ownership changes, what each joined
+// connection is told: the IDs it gained and lost, and the entities whose
+// fields of the partition it now sees it must get whole (an entity
+// created in this tick gets them with its creation). A change undone
+// within the tick, or of an entity destroyed in it, is no change.
+func (s *Server) moved(cs *state.Changeset) {
+	if len(s.moves) == 0 {
+		return
+	}
+	created := make(map[*state.Entity]bool)
+	for _, ch := range cs.Changes {
+		if ch.Created || ch.Destroyed {
+			created[ch.Entity] = true // either way, nothing is sent whole
+		}
+	}
+	for e, from := range s.moves {
+		to := s.ownerOf(e)
+		if to == from || s.tr.Entity(e.ID()) != e {
+			continue
+		}
+		if from != nil && from.joined {
+			from.lost = append(from.lost, uint32(e.ID()))
+			if !created[e] {
+				from.loseFull = append(from.loseFull, e)
+			}
+		}
+		if to != nil && to.joined {
+			to.gained = append(to.gained, uint32(e.ID()))
+			if !created[e] {
+				to.gainFull = append(to.gainFull, e)
+			}
+		}
+	}
+	clear(s.moves)
+}
+
+// fulls appends to segs the segments of partition part that set every
+// field of ents whole.
+func (s *Server) fulls(segs [][]byte, ents []*state.Entity, part codec.Part) [][]byte {
+	return s.split(segs, len(ents), func(lo, hi int) []byte { return s.enc.Full(nil, ents[lo:hi], part) })
 }
 
 // admit moves handshaken connections into the tick.
@@ -376,11 +456,12 @@ func (s *Server) sendFull(c *Conn) {
 		}
 	}
 	var segs [][]byte
-	for _, p := range []struct {
-		part codec.Part
-		ents []*state.Entity
-	}{{codec.PartAll, all}, {codec.PartOthers, others}, {codec.PartOwner, mine}} {
-		segs = s.split(segs, len(p.ents), func(lo, hi int) []byte { return s.enc.Full(nil, p.ents[lo:hi], p.part) })
+	segs = s.fulls(segs, all, codec.PartAll)
+	segs = s.fulls(segs, others, codec.PartOthers)
+	segs = s.fulls(segs, mine, codec.PartOwner)
+	c.gained, c.lost = c.gained[:0], c.lost[:0]
+	for _, e := range mine {
+		c.gained = append(c.gained, uint32(e.ID()))
 	}
 	c.joined = true
 	s.send(c, segs)
@@ -436,7 +517,7 @@ func (s *Server) send(c *Conn, segs [][]byte) {
 		c.tc.Close(transport.CloseInternalError, fmt.Sprintf("tick of %d segments, over the protocol's %d", n, session.MaxSegments))
 		return
 	}
-	if c.tc.Send(session.AppendTick(nil, &session.Tick{Tick: s.tick, Segments: n})) != nil {
+	if c.tc.Send(session.AppendTick(nil, &session.Tick{Tick: s.tick, Segments: n, Gained: c.gained, Lost: c.lost})) != nil {
 		return
 	}
 	for _, seg := range segs[:n] {
@@ -455,8 +536,8 @@ func (s *Server) reap() {
 		select {
 		case <-c.tc.Done():
 			for i, o := range s.owners {
-				if o == c {
-					s.owners[i] = nil
+				if o.c == c {
+					s.owners[i] = owner{}
 				}
 			}
 			code, reason, byPeer := c.tc.CloseInfo()

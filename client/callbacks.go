@@ -103,6 +103,7 @@ type callback struct {
 	from  uint64 // first tick whose events it sees
 	dead  bool
 	ent   func(*state.Entity) // OnCreate, OnDestroy
+	own   func(e *state.Entity, owned bool)
 	field func(e *state.Entity, old, new state.Value)
 	list  func(*state.Entity, ListEvent)
 	mapf  func(*state.Entity, MapEvent)
@@ -111,6 +112,7 @@ type callback struct {
 
 type classCallbacks struct {
 	create, destroy []*callback
+	owned           []*callback
 	leaves          [][]*callback // by leaf
 }
 
@@ -177,6 +179,15 @@ func (r *Replica) OnDestroy(c *schema.Struct, fn func(e *state.Entity)) (cancel 
 	return r.add(&r.class("OnDestroy", c).destroy, &callback{ent: fn})
 }
 
+// OnOwnership registers fn to run when this client gains (owned is true)
+// or loses ownership of an entity of class c, and returns a func that
+// unregisters it. The entities a client owns when it joins are reported as
+// gained, after their OnCreate. fn sees the entity with the whole tick
+// applied: on a gain, its owner-only fields are filled in.
+func (r *Replica) OnOwnership(c *schema.Struct, fn func(e *state.Entity, owned bool)) (cancel func()) {
+	return r.add(&r.class("OnOwnership", c).owned, &callback{own: fn})
+}
+
 // OnField registers fn to run when scalar leaf leaf (a number, bool, ref,
 // string or bytes field, possibly of a nested struct) of an entity of class
 // c changes, and returns a func that unregisters it. old and new are in the
@@ -233,6 +244,8 @@ func (r *Replica) dispatch(events []state.Event) {
 			list = cc.create
 		case state.EvDestroy:
 			list = cc.destroy
+		case state.EvOwned:
+			list = cc.owned
 		default:
 			list = cc.leaves[ev.Leaf]
 		}
@@ -244,6 +257,12 @@ func (r *Replica) dispatch(events []state.Event) {
 			for _, cb := range list {
 				if cb.from <= tick && !cb.dead {
 					cb.ent(ev.E)
+				}
+			}
+		case state.EvOwned:
+			for _, cb := range list {
+				if cb.from <= tick && !cb.dead {
+					cb.own(ev.E, ev.New.N == 1)
 				}
 			}
 		case state.EvField:

@@ -60,6 +60,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/codec"
@@ -111,6 +112,25 @@ type Replica struct {
 	tick        uint64 // ticks applied or being applied
 	dispatching bool
 	lastEvents  int // events the last committed tick produced
+
+	parts   map[*schema.Struct]*[2][]uint64 // codec.PartLeaves of PartOthers and PartOwner, by class
+	created []state.ID                      // ApplyTick's scratch
+}
+
+// partLeaves returns codec.PartLeaves(c, part) for PartOthers or PartOwner.
+func (r *Replica) partLeaves(c *schema.Struct, part codec.Part) []uint64 {
+	p := r.parts[c]
+	if p == nil {
+		p = &[2][]uint64{codec.PartLeaves(c, codec.PartOthers), codec.PartLeaves(c, codec.PartOwner)}
+		if r.parts == nil {
+			r.parts = make(map[*schema.Struct]*[2][]uint64)
+		}
+		r.parts[c] = p
+	}
+	if part == codec.PartOwner {
+		return p[1]
+	}
+	return p[0]
 }
 
 // New returns an empty replica of the classes of local, decoding data
@@ -143,16 +163,62 @@ func (r *Replica) Schema() *schema.Schema { return r.local }
 // A panic in a callback propagates out of Apply. The tick is committed by
 // then: the replica stays consistent and usable, but the callbacks of the
 // tick's remaining events do not run.
-func (r *Replica) Apply(segments ...[]byte) error {
+func (r *Replica) Apply(segments ...[]byte) error { return r.ApplyTick(nil, nil, segments...) }
+
+// ErrOwnership is the cause of a [TickError] whose ownership changes
+// contradict the replica: it gains an entity it already owns or that the
+// tick does not create, or loses one it does not own.
+var ErrOwnership = errors.New("client: inconsistent ownership change")
+
+// ApplyTick is [Replica.Apply] for a tick that also changes which entities
+// this client owns (docs/protocol.md §10.2, TICK): it gains the entities of
+// gained and loses those of lost. An entity it loses forgets its owner-only
+// fields and one it gains its others-only fields, in the same transaction,
+// and the tick's segments fill in the fields of the partition it now sees;
+// [state.Entity.Owned] reports the result, and OnOwnership callbacks run
+// with the others. A contradictory change rejects the tick with a
+// [TickError] whose Segment is −1 and whose cause is ErrOwnership.
+func (r *Replica) ApplyTick(gained, lost []state.ID, segments ...[]byte) error {
 	if r.dispatching {
 		return ErrReentrant
 	}
 	txn := r.tab.Begin()
+	fail := func(seg int, err error) error {
+		txn.Rollback()
+		return &TickError{Segment: seg, Err: err}
+	}
+	for _, id := range lost {
+		e := r.tab.Entity(id)
+		if !e.Owned() {
+			return fail(-1, fmt.Errorf("%w: lost %#x, which it does not own", ErrOwnership, uint32(id)))
+		}
+		txn.ZeroLeaves(e, r.partLeaves(e.Class(), codec.PartOwner))
+		txn.SetOwned(e, false)
+	}
+	created := r.created[:0] // gained entities the tick creates
+	for _, id := range gained {
+		switch e := r.tab.Entity(id); {
+		case e == nil:
+			created = append(created, id)
+		case e.Owned():
+			return fail(-1, fmt.Errorf("%w: gained %#x, which it already owns", ErrOwnership, uint32(id)))
+		default:
+			txn.ZeroLeaves(e, r.partLeaves(e.Class(), codec.PartOthers))
+			txn.SetOwned(e, true)
+		}
+	}
+	r.created = created
 	for i, seg := range segments {
 		if err := r.dec.Apply(txn, seg); err != nil {
-			txn.Rollback()
-			return &TickError{Segment: i, Err: err}
+			return fail(i, err)
 		}
+	}
+	for _, id := range created {
+		e := r.tab.Entity(id)
+		if e == nil || !txn.Fillable(id.Slot()) || e.Owned() {
+			return fail(-1, fmt.Errorf("%w: gained %#x, which it neither has nor receives", ErrOwnership, uint32(id)))
+		}
+		txn.SetOwned(e, true)
 	}
 	events := txn.Commit()
 	r.tick++
@@ -200,6 +266,15 @@ func (r *Replica) Resolve(ref replica.Ref) *state.Entity {
 		return nil
 	}
 	return r.tab.Entity(state.ID(ref))
+}
+
+// Owned appends the entities this client owns, in ascending ID order, to
+// dst and returns the extended slice.
+func (r *Replica) Owned(dst []*state.Entity) []*state.Entity {
+	n := len(dst)
+	dst = r.tab.AppendEntities(dst)
+	kept := slices.DeleteFunc(dst[n:], func(e *state.Entity) bool { return !e.Owned() })
+	return dst[:n+len(kept)]
 }
 
 // Len returns the number of entities.

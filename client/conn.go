@@ -237,7 +237,7 @@ func (c *Conn) read(idle time.Duration) {
 					return
 				}
 			}
-			t := tick{n: m.Tick, segs: segs, resync: resync}
+			t := tick{n: m.Tick, segs: segs, resync: resync, gained: ids(m.Gained), lost: ids(m.Lost)}
 			resync = false
 			select {
 			case c.ticks <- t:
@@ -314,10 +314,23 @@ func (c *Conn) Poll() (int, error) {
 // tick is a tick's segments (after a reset, for a resync), or an RPC
 // message.
 type tick struct {
-	n      uint64
-	segs   [][]byte
-	rpc    []byte
-	resync bool
+	n            uint64
+	segs         [][]byte
+	gained, lost []state.ID // ownership changes
+	rpc          []byte
+	resync       bool
+}
+
+// ids converts the network IDs of a TICK.
+func ids(v []uint32) []state.ID {
+	if len(v) == 0 {
+		return nil
+	}
+	out := make([]state.ID, len(v))
+	for i, id := range v {
+		out[i] = state.ID(id)
+	}
+	return out
 }
 
 func (c *Conn) apply(t tick) error {
@@ -331,7 +344,7 @@ func (c *Conn) apply(t tick) error {
 			return err
 		}
 	}
-	if err := c.r.Apply(t.segs...); err != nil {
+	if err := c.r.ApplyTick(t.gained, t.lost, t.segs...); err != nil {
 		c.tc.Close(transport.CloseProtocolError, "bad tick")
 		return err
 	}

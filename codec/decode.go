@@ -396,8 +396,8 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 			e, err = txn.Create(lc, state.MakeID(slot, d.gens[i]))
 		case secFill:
 			e = txn.AtSlot(slot)
-			if e == nil || !txn.CreatedNow(slot) {
-				err = fmt.Errorf("%w: fill for slot %d, not created in this tick", state.ErrNotFound, slot)
+			if e == nil || !txn.Fillable(slot) {
+				err = fmt.Errorf("%w: fill for slot %d, neither created nor reset in this tick", state.ErrNotFound, slot)
 			}
 		default:
 			e = txn.AtSlot(slot)
@@ -495,7 +495,7 @@ func (d *Decoder) checkRows(txn *state.Txn, fill bool, rc *schema.Struct, delta 
 	d.ents = d.ents[:0]
 	for _, slot := range ids {
 		e := txn.AtSlot(slot)
-		if e == nil || fill && !txn.CreatedNow(slot) || e.Class().ID != rc.ID {
+		if e == nil || fill && !txn.Fillable(slot) || e.Class().ID != rc.ID {
 			return false
 		}
 		d.ents = append(d.ents, e)

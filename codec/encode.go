@@ -233,20 +233,27 @@ func (enc *Encoder) mask(c *schema.Struct, part Part) []uint64 {
 	ms := enc.masks[c]
 	if ms == nil {
 		ms = new([3][]uint64)
-		words := (c.Leaves + 63) / 64
 		for p := range ms {
-			ms[p] = make([]uint64, words)
-			want := Part(p).vis()
-			for i := 0; i < c.Leaves; i++ {
-				if c.Leaf(i).Vis == want {
-					ms[p][i>>6] |= 1 << (i & 63)
-				}
-			}
+			ms[p] = PartLeaves(c, Part(p))
 		}
 		enc.masks[c] = ms
 	}
 	enc.lastC, enc.lastM = c, ms
 	return ms[part]
+}
+
+// PartLeaves returns the leaves of c that partition part carries, a bit per
+// leaf (as state.Change.DirtySet). A client that gains or loses ownership
+// of an entity resets the leaves of the partition it no longer sees.
+func PartLeaves(c *schema.Struct, part Part) []uint64 {
+	m := make([]uint64, (c.Leaves+63)/64)
+	want := part.vis()
+	for i := 0; i < c.Leaves; i++ {
+		if c.Leaf(i).Vis == want {
+			m[i>>6] |= 1 << (i & 63)
+		}
+	}
+	return m
 }
 
 func (enc *Encoder) set(it *item) []uint64 { return enc.sets[it.set : it.set+it.words] }

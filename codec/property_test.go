@@ -18,6 +18,7 @@ import (
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/internal/mutate"
 	v1 "github.com/replicago/replica/internal/testschema/v1"
 	v2 "github.com/replicago/replica/internal/testschema/v2"
 	"github.com/replicago/replica/schema"
@@ -152,7 +153,7 @@ func (w *world) spawn(t *rapid.T) {
 	// Values written in the creating tick travel with the creation.
 	n := rapid.IntRange(0, 4).Draw(t, "initialWrites")
 	for i := 0; i < n; i++ {
-		mutateStruct(t, e.Handle(), c, 0)
+		mutate.Struct(t, e.Handle(), c, 0)
 	}
 }
 
@@ -171,14 +172,14 @@ func (w *world) spawnOne(t *rapid.T, c *schema.Struct) *state.Entity {
 // so that groups grow large.
 func (w *world) spawnMany(t *rapid.T) {
 	c := w.srv.Classes[rapid.IntRange(0, len(w.srv.Classes)-1).Draw(t, "class")]
-	leaves := scalarLeaves(c)
+	leaves := mutate.ScalarLeaves(c)
 	set := rapid.SliceOfNDistinct(rapid.SampledFrom(leaves), 0, 4, rapid.ID).Draw(t, "leaves")
 	n := rapid.IntRange(8, 40).Draw(t, "count")
 	for range n {
 		e := w.spawnOne(t, c)
 		for _, i := range set {
-			h, f := reach(e.Handle(), c, c.Leaf(i).Path)
-			setScalar(t, h, f.Leaf, f.Num, f.Obj, &f.Type)
+			h, f := mutate.Reach(e.Handle(), c, c.Leaf(i).Path)
+			mutate.SetScalar(t, h, f.Leaf, f.Num, f.Obj, &f.Type)
 		}
 	}
 }
@@ -187,14 +188,14 @@ func (w *world) spawnMany(t *rapid.T) {
 // that update groups grow large.
 func (w *world) touchAll(t *rapid.T) {
 	c := w.srv.Classes[rapid.IntRange(0, len(w.srv.Classes)-1).Draw(t, "class")]
-	set := rapid.SliceOfNDistinct(rapid.SampledFrom(scalarLeaves(c)), 1, 3, rapid.ID).Draw(t, "leaves")
+	set := rapid.SliceOfNDistinct(rapid.SampledFrom(mutate.ScalarLeaves(c)), 1, 3, rapid.ID).Draw(t, "leaves")
 	for _, e := range w.tr.AppendEntities(nil) {
 		if e.Class() != c || rapid.IntRange(0, 9).Draw(t, "skip") == 0 {
 			continue
 		}
 		for _, i := range set {
-			h, f := reach(e.Handle(), c, c.Leaf(i).Path)
-			setScalar(t, h, f.Leaf, f.Num, f.Obj, &f.Type)
+			h, f := mutate.Reach(e.Handle(), c, c.Leaf(i).Path)
+			mutate.SetScalar(t, h, f.Leaf, f.Num, f.Obj, &f.Type)
 		}
 	}
 }
@@ -213,14 +214,14 @@ func (w *world) write(t *rapid.T) {
 		return
 	}
 	c := e.Class()
-	leaves := scalarLeaves(c)
+	leaves := mutate.ScalarLeaves(c)
 	i := rapid.SampledFrom(leaves).Draw(t, "leaf")
 	l := c.Leaf(i)
-	h, f := reach(e.Handle(), c, l.Path)
-	orig := plainOf(&e.Record, l)
+	h, f := mutate.Reach(e.Handle(), c, l.Path)
+	orig := mutate.PlainOf(&e.Record, l)
 	n := rapid.IntRange(1, 4).Draw(t, "writes")
 	for j := 0; j < n; j++ {
-		setScalar(t, h, f.Leaf, f.Num, f.Obj, &f.Type)
+		mutate.SetScalar(t, h, f.Leaf, f.Num, f.Obj, &f.Type)
 	}
 	if rapid.Bool().Draw(t, "revert") {
 		if l.Field.Type.Kind.Numeric() {
@@ -239,15 +240,15 @@ func (w *world) container(t *rapid.T) {
 		return
 	}
 	c := e.Class()
-	conts := containerLeaves(c)
+	conts := mutate.ContainerLeaves(c)
 	if len(conts) == 0 {
 		return
 	}
 	i := rapid.SampledFrom(conts).Draw(t, "leaf")
-	h, f := reach(e.Handle(), c, c.Leaf(i).Path)
+	h, f := mutate.Reach(e.Handle(), c, c.Leaf(i).Path)
 	n := rapid.IntRange(1, 3).Draw(t, "ops")
 	for j := 0; j < n; j++ {
-		mutateContainer(t, h, f.Leaf, &f.Type, 0)
+		mutate.Container(t, h, f.Leaf, &f.Type, 0)
 	}
 }
 
@@ -259,20 +260,20 @@ func (w *world) nested(t *rapid.T) {
 		return
 	}
 	c := e.Class()
-	paths := nestedPaths(c)
+	paths := mutate.NestedPaths(c)
 	if len(paths) == 0 {
 		return
 	}
 	path := rapid.SampledFrom(paths).Draw(t, "nested")
-	h, f := reach(e.Handle(), c, path)
+	h, f := mutate.Reach(e.Handle(), c, path)
 	var src state.Handle
 	if o := w.pick(t); o != nil && o.Class() == c && rapid.Bool().Draw(t, "fromEntity") {
-		oh, of := reach(o.Handle(), c, path)
+		oh, of := mutate.Reach(o.Handle(), c, path)
 		src = oh.Nested(of.Leaf, of.Num, of.Obj)
 	} else {
-		src = drawRecord(t, f.Type.Struct, 1)
+		src = mutate.Record(t, f.Type.Struct, 1)
 	}
-	setNested(t, h, f, src)
+	mutate.SetNested(t, h, f, src)
 }
 
 func (w *world) typedOp(t *rapid.T) {
@@ -289,7 +290,7 @@ func (w *world) burst(t *rapid.T) {
 	}
 	n := rapid.IntRange(1, 12).Draw(t, "changes")
 	for i := 0; i < n; i++ {
-		mutateStruct(t, e.Handle(), e.Class(), 0)
+		mutate.Struct(t, e.Handle(), e.Class(), 0)
 	}
 }
 
@@ -405,355 +406,6 @@ func (w *world) check(c *client) error {
 		}
 	}
 	return nil
-}
-
-// ---- schema walking ----
-
-func scalarLeaves(st *schema.Struct) []int {
-	var out []int
-	for i := 0; i < st.Leaves; i++ {
-		if !st.Leaf(i).Field.Type.Kind.Container() {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-func containerLeaves(st *schema.Struct) []int {
-	var out []int
-	for i := 0; i < st.Leaves; i++ {
-		if st.Leaf(i).Field.Type.Kind.Container() {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// nestedPaths returns the field ID paths of every nested struct field of
-// st, at any depth.
-func nestedPaths(st *schema.Struct) [][]uint32 {
-	var out [][]uint32
-	var walk func(s *schema.Struct, prefix []uint32)
-	walk = func(s *schema.Struct, prefix []uint32) {
-		for _, f := range s.Fields {
-			if f.Deprecated || f.Type.Kind != schema.Nested {
-				continue
-			}
-			p := append(slices.Clip(prefix), f.ID)
-			out = append(out, p)
-			walk(f.Type.Struct, p)
-		}
-	}
-	walk(st, nil)
-	return out
-}
-
-// reach follows path from h, a handle on a struct of type st, through
-// nested fields the way generated accessors do, and returns the handle on
-// the struct holding the last field, and that field.
-func reach(h state.Handle, st *schema.Struct, path []uint32) (state.Handle, *schema.Field) {
-	for _, id := range path[:len(path)-1] {
-		f := st.Field(id)
-		h = h.Nested(f.Leaf, f.Num, f.Obj)
-		st = f.Type.Struct
-	}
-	return h, st.Field(path[len(path)-1])
-}
-
-// plainOf returns leaf l of r as a value a setter accepts: the plain
-// representation for numeric leaves.
-func plainOf(r *state.Record, l *schema.LeafInfo) state.Value {
-	t := &l.Field.Type
-	switch {
-	case t.Kind.Numeric():
-		v := r.Num(l.Num)
-		if t.Quant.Enabled() {
-			f := state.Float(t, v)
-			if t.Kind == schema.Float32 {
-				return state.Value{N: uint64(math.Float32bits(float32(f)))}
-			}
-			return state.Value{N: math.Float64bits(f)}
-		}
-		return state.Value{N: v}
-	case t.Kind == schema.String || t.Kind == schema.Bytes:
-		return state.Value{S: r.Str(l.Obj)}
-	}
-	return state.Value{}
-}
-
-// ---- random values ----
-
-// drawPlain draws a value of numeric type t in plain representation,
-// favouring extremes and special floats.
-func drawPlain(t *rapid.T, typ *schema.Type, label string) uint64 {
-	switch k := typ.Kind; {
-	case k == schema.Bool:
-		return rapid.SampledFrom([]uint64{0, 1, 2, 1 << 63}).Draw(t, label)
-	case k.Signed():
-		w := k.Width()
-		lo, hi := -(int64(1) << (w - 1)), int64(1)<<(w-1)-1
-		return uint64(rapid.OneOf(
-			rapid.SampledFrom([]int64{0, -1, 1, lo, hi, lo + 1, hi - 1}),
-			rapid.Int64Range(-300, 300),
-			rapid.Int64Range(lo, hi),
-			rapid.Int64(), // wider than the kind: setters truncate
-		).Draw(t, label))
-	case k == schema.Float32 || k == schema.Float64:
-		if typ.Quant.Enabled() {
-			f := drawQuantFloat(t, typ.Quant, label)
-			if k == schema.Float32 {
-				return uint64(math.Float32bits(float32(f)))
-			}
-			return math.Float64bits(f)
-		}
-		if k == schema.Float32 {
-			return uint64(rapid.OneOf(
-				rapid.SampledFrom([]uint32{0, 0x80000000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x7fbfffff,
-					0x7f800000, 0xff800000, 0x00000001, 0x807fffff, 0x7f7fffff, 0xff7fffff, 0x3f800000}),
-				rapid.Map(rapid.Float32Range(-1000, 1000), math.Float32bits),
-				rapid.Uint32(),
-			).Draw(t, label))
-		}
-		return rapid.OneOf(
-			rapid.SampledFrom([]uint64{0, 1 << 63, 0x7ff8000000000000, 0xfff8000000000001, 0x7ff0000000000001,
-				0x7ff0000000000000, 0xfff0000000000000, 1, 0x800fffffffffffff, 0x7fefffffffffffff, 0x3ff0000000000000}),
-			rapid.Map(rapid.Float64Range(-1e6, 1e6), math.Float64bits),
-			rapid.Uint64(),
-		).Draw(t, label)
-	default: // unsigned and Ref
-		w := k.Width()
-		hi := uint64(math.MaxUint64)
-		if w < 64 {
-			hi = 1<<w - 1
-		}
-		return rapid.OneOf(
-			rapid.SampledFrom([]uint64{0, 1, hi, hi - 1, hi >> 1, hi>>1 + 1}),
-			rapid.Uint64Range(0, 300),
-			rapid.Uint64Range(0, hi),
-			rapid.Uint64(),
-		).Draw(t, label)
-	}
-}
-
-func drawQuantFloat(t *rapid.T, q schema.Quant, label string) float64 {
-	specials := []float64{0, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.Inf(-1), 1e30, -1e30,
-		math.MaxFloat64, -math.MaxFloat64, q.Step, -q.Step, q.Step / 2, 1.5 * q.Step}
-	lo, hi := -1e6, 1e6
-	if q.Bounded {
-		specials = append(specials, q.Min, q.Max(), q.Min-q.Step, q.Max()+q.Step, q.Min+q.Step/2)
-		lo, hi = q.Min-10*q.Step, q.Max()+10*q.Step
-	}
-	return rapid.OneOf(
-		rapid.SampledFrom(specials),
-		rapid.Float64Range(lo, hi),
-		rapid.Map(rapid.Int64Range(-1000, 1000), func(n int64) float64 { return q.Min + float64(n)*q.Step }),
-		rapid.Float64(),
-	).Draw(t, label)
-}
-
-var longString = strings.Repeat("long-string-", 200)
-
-func drawStr(t *rapid.T, label string) string {
-	return rapid.OneOf(
-		rapid.Just(""),
-		rapid.SampledFrom([]string{"a", "b", "hero", "ü", "\x00", "\xff\xfe", longString, longString[:1000]}),
-		rapid.String(),
-		rapid.Map(rapid.SliceOfN(rapid.Byte(), 0, 40), func(b []byte) string { return string(b) }),
-		rapid.Map(rapid.IntRange(100, 3000), func(n int) string { return strings.Repeat("x", n) }),
-	).Draw(t, label)
-}
-
-// drawKey draws a map or bag key of kind k, from a small range most of the
-// time so that operations hit existing keys.
-func drawKey(t *rapid.T, k schema.Kind) state.Value {
-	if k == schema.String {
-		return state.Value{S: rapid.OneOf(
-			rapid.SampledFrom([]string{"", "a", "b", "c", "\xff"}),
-			rapid.String(),
-		).Draw(t, "key")}
-	}
-	if rapid.IntRange(0, 3).Draw(t, "smallKey") > 0 {
-		return state.Value{N: uint64(rapid.Int64Range(-3, 5).Draw(t, "key"))}
-	}
-	return state.Value{N: drawPlain(t, &schema.Type{Kind: k}, "key")}
-}
-
-// drawElem draws a container element of type typ, plain for numerics.
-func drawElem(t *rapid.T, typ *schema.Type, depth int) state.Value {
-	switch {
-	case typ.Kind == schema.Nested:
-		return drawRecord(t, typ.Struct, depth+1).Value()
-	case typ.Kind.Numeric():
-		return state.Value{N: drawPlain(t, typ, "elem")}
-	}
-	return state.Value{S: drawStr(t, "elem")}
-}
-
-// drawRecord draws a detached value of struct type st.
-func drawRecord(t *rapid.T, st *schema.Struct, depth int) state.Handle {
-	h := state.NewValue(st)
-	n := rapid.IntRange(0, st.Leaves).Draw(t, "fields")
-	for i := 0; i < n; i++ {
-		mutateStruct(t, h, st, depth)
-	}
-	return h
-}
-
-// ---- generic mutations through state handles ----
-
-// setScalar sets the scalar field at leaf of h, of type typ and with
-// numeric slot num or object slot obj, and checks that it reads back.
-func setScalar(t *rapid.T, h state.Handle, leaf, num, obj int, typ *schema.Type) {
-	if typ.Kind.Numeric() {
-		v := drawPlain(t, typ, "num")
-		h.SetNum(leaf, v)
-		if got, want := h.Num(num), state.Normalize(typ, v); got != want {
-			t.Fatalf("SetNum(%d, %#x) stored %#x, want %#x", leaf, v, got, want)
-		}
-	} else {
-		s := drawStr(t, "str")
-		h.SetStr(leaf, s)
-		if got := h.Str(obj); got != s {
-			t.Fatalf("SetStr(%d) stored %.20q, want %.20q", leaf, got, s)
-		}
-	}
-}
-
-// setNested copies src into the nested field f of the struct h addresses
-// and checks that the field then equals src.
-func setNested(t *rapid.T, h state.Handle, f *schema.Field, src state.Handle) {
-	st := f.Type.Struct
-	want := src.Copy(st).Record()
-	h.SetNested(f.Leaf, st, src)
-	if got := h.Nested(f.Leaf, f.Num, f.Obj).Copy(st).Record(); !got.Equal(want) {
-		t.Fatalf("SetNested(%s): field differs from the value copied", f.Name)
-	}
-}
-
-// mutateStruct makes one random change to the struct of type st that h
-// addresses: a leaf through its flat index or through the nested handles
-// on its path, or a whole nested field.
-func mutateStruct(t *rapid.T, h state.Handle, st *schema.Struct, depth int) {
-	if st.Leaves == 0 {
-		return
-	}
-	mode := rapid.IntRange(0, 5).Draw(t, "mode")
-	if paths := nestedPaths(st); mode == 5 && len(paths) > 0 {
-		path := rapid.SampledFrom(paths).Draw(t, "nested")
-		ph, f := reach(h, st, path)
-		setNested(t, ph, f, drawRecord(t, f.Type.Struct, depth+1))
-		return
-	}
-	i := rapid.IntRange(0, st.Leaves-1).Draw(t, "leaf")
-	l := st.Leaf(i)
-	leaf := i
-	var f *schema.Field
-	if mode%2 == 1 {
-		h, f = reach(h, st, l.Path)
-		leaf = f.Leaf
-	}
-	if typ := &l.Field.Type; !typ.Kind.Container() {
-		num, obj := l.Num, l.Obj
-		if mode%2 == 1 {
-			num, obj = f.Num, f.Obj
-		}
-		setScalar(t, h, leaf, num, obj, typ)
-	} else {
-		mutateContainer(t, h, leaf, typ, depth)
-	}
-}
-
-// mutateContainer applies one random operation to the container at leaf of
-// h, of type typ.
-func mutateContainer(t *rapid.T, h state.Handle, leaf int, typ *schema.Type, depth int) {
-	switch typ.Kind {
-	case schema.List:
-		lh := h.List(leaf)
-		n := lh.Len()
-		switch op := rapid.IntRange(0, 6).Draw(t, "listOp"); {
-		case op == 0 || n == 0:
-			lh.Push(drawElem(t, typ.Elem, depth))
-		case op == 1:
-			lh.Insert(rapid.IntRange(0, n).Draw(t, "index"), drawElem(t, typ.Elem, depth))
-		case op == 2:
-			lh.Remove(rapid.IntRange(0, n-1).Draw(t, "index"))
-		case op == 3:
-			lh.Set(rapid.IntRange(0, n-1).Draw(t, "index"), drawElem(t, typ.Elem, depth))
-		case op == 4:
-			lh.Clear()
-		case op == 5:
-			// Many operations: past a threshold the list is sent whole.
-			for k := rapid.IntRange(1, 20).Draw(t, "pushes"); k > 0; k-- {
-				lh.Push(drawElem(t, typ.Elem, depth))
-			}
-		default:
-			if typ.Elem.Kind == schema.Nested {
-				i := rapid.IntRange(0, n-1).Draw(t, "index")
-				v := state.ValueOf(lh.At(i).R)
-				mutateStruct(t, v, typ.Elem.Struct, depth+1)
-				lh.Set(i, v.Value())
-			} else {
-				lh.Set(rapid.IntRange(0, n-1).Draw(t, "index"), lh.At(rapid.IntRange(0, n-1).Draw(t, "from")))
-			}
-		}
-	case schema.Map:
-		mh := h.Map(leaf)
-		key := func() state.Value {
-			if mh.Map().Len() > 0 && rapid.Bool().Draw(t, "existingKey") {
-				return rapid.SampledFrom(mh.Map().Keys(nil)).Draw(t, "key")
-			}
-			k := drawKey(t, typ.Key)
-			if typ.Key != schema.String {
-				k = mh.Key(k.N)
-			}
-			return k
-		}
-		switch op := rapid.IntRange(0, 4).Draw(t, "mapOp"); op {
-		case 0, 1:
-			mh.Put(key(), drawElem(t, typ.Elem, depth))
-		case 2:
-			mh.Delete(key())
-		case 3:
-			mh.Clear()
-		default:
-			k := key()
-			v, ok := mh.Map().Get(k)
-			if ok && typ.Elem.Kind == schema.Nested {
-				r := state.ValueOf(v.R)
-				mutateStruct(t, r, typ.Elem.Struct, depth+1)
-				v = r.Value()
-			} else {
-				v = drawElem(t, typ.Elem, depth)
-			}
-			mh.Put(k, v)
-		}
-	case schema.Bag:
-		bh := h.Bag(leaf)
-		key := func() uint64 {
-			if bh.Bag().Len() > 0 && rapid.Bool().Draw(t, "existingKey") {
-				return rapid.SampledFrom(bh.Bag().Keys(nil)).Draw(t, "key")
-			}
-			return bh.Key(drawKey(t, typ.Key).N)
-		}
-		switch op := rapid.IntRange(0, 5).Draw(t, "bagOp"); {
-		case op == 0 || op == 1:
-			it := bh.Add(key(), drawRecord(t, typ.Struct, depth+1))
-			if rapid.Bool().Draw(t, "changeAdded") {
-				mutateStruct(t, it, typ.Struct, depth+1)
-			}
-		case op == 2:
-			bh.Remove(key())
-		default:
-			if bh.Bag().Len() == 0 {
-				return
-			}
-			k := rapid.SampledFrom(bh.Bag().Keys(nil)).Draw(t, "item")
-			it := bh.Get(k)
-			for n := rapid.IntRange(1, 3).Draw(t, "itemChanges"); n > 0; n-- {
-				mutateStruct(t, it, typ.Struct, depth+1)
-			}
-		}
-	}
 }
 
 // ---- events ----
@@ -1204,11 +856,11 @@ func (p *projector) value(t *schema.Type, a, b state.Value) error {
 // ---- typed operations through the generated API ----
 
 func drawF32(t *rapid.T, label string) float32 {
-	return math.Float32frombits(uint32(drawPlain(t, &schema.Type{Kind: schema.Float32}, label)))
+	return math.Float32frombits(uint32(mutate.Plain(t, &schema.Type{Kind: schema.Float32}, label)))
 }
 
 func drawF64(t *rapid.T, label string) float64 {
-	return math.Float64frombits(drawPlain(t, &schema.Type{Kind: schema.Float64}, label))
+	return math.Float64frombits(mutate.Plain(t, &schema.Type{Kind: schema.Float64}, label))
 }
 
 func drawBytes(t *rapid.T, label string) []byte {
@@ -1261,7 +913,7 @@ func typedV2(t *rapid.T, w *world, e *state.Entity) {
 		case 8:
 			// Named types of the schema package, unexported: values are
 			// made by inference from a getter's result.
-			a := asStr(m.Alias(), drawStr(t, "alias"))
+			a := asStr(m.Alias(), mutate.Str(t, "alias"))
 			m.SetAlias(a)
 			must(t, m.Alias() == a, "Alias", m.Alias(), a)
 			d := asF32(m.Dist(), drawF32(t, "dist"))
@@ -1304,11 +956,11 @@ func typedV2(t *rapid.T, w *world, e *state.Entity) {
 			if !ok {
 				it = m.Effects().Add(k, v2.NewItem())
 			}
-			it.Tags().Push(drawStr(t, "tag"))
-			it.Notes().Put(rapid.Int32().Draw(t, "note"), drawStr(t, "text"))
+			it.Tags().Push(mutate.Str(t, "tag"))
+			it.Notes().Put(rapid.Int32().Draw(t, "note"), mutate.Str(t, "text"))
 			it.Pos().SetZ(drawF64(t, "z"))
 		case 6:
-			m.SetSecret(drawStr(t, "secret"))
+			m.SetSecret(mutate.Str(t, "secret"))
 		default:
 			m.SetFuel(drawF64(t, "fuel"))
 			roundTrip(t, m.Entity(), "Fuel", slotOf(m.Entity().Class(), "fuel"), func() { m.SetFuel(m.Fuel()) })
@@ -1318,7 +970,7 @@ func typedV2(t *rapid.T, w *world, e *state.Entity) {
 		case 0:
 			b.Pos().SetW(rapid.Int16().Draw(t, "w"))
 		case 1:
-			s := drawStr(t, "label")
+			s := mutate.Str(t, "label")
 			b.SetLabel(s)
 			must(t, b.Label() == s, "Label", b.Label(), s)
 		case 2:
@@ -1332,7 +984,7 @@ func typedV2(t *rapid.T, w *world, e *state.Entity) {
 			k := rapid.Uint16Range(0, 4).Draw(t, "k")
 			if it, ok := b.Loot().Get(k); ok {
 				it.SetStacks(rapid.Uint8().Draw(t, "stacks"))
-				it.SetNote(drawStr(t, "note"))
+				it.SetNote(mutate.Str(t, "note"))
 			} else {
 				x := v2.NewBuff()
 				x.SetKind(rapid.Uint16().Draw(t, "kind"))
@@ -1372,7 +1024,7 @@ func heroV2(t *rapid.T, w *world, h v2.Hero) {
 			t.Fatalf("Bins.Get = %q, want %q", v, bin)
 		}
 		h.Flags().Put(rapid.Uint16().Draw(t, "flag"), rapid.Bool().Draw(t, "on"))
-		h.Refs().Put(drawStr(t, "ref"), replica.Ref(rapid.Uint32().Draw(t, "id")))
+		h.Refs().Put(mutate.Str(t, "ref"), replica.Ref(rapid.Uint32().Draw(t, "id")))
 	case 0:
 		x := rapid.Int8().Draw(t, "i8")
 		h.SetI8(x)
@@ -1403,13 +1055,13 @@ func heroV2(t *rapid.T, w *world, h v2.Hero) {
 		h.SetQu(drawF32(t, "qu"))
 		h.SetQu64(drawF64(t, "qu64"))
 	case 4:
-		s := drawStr(t, "name")
+		s := mutate.Str(t, "name")
 		h.SetName(s)
 		must(t, h.Name() == s, "Name", h.Name(), s)
 		b := drawBytes(t, "blob")
 		h.SetBlob(b)
 		must(t, string(h.Blob()) == string(b), "Blob", h.Blob(), b)
-		h.SetTitle(drawStr(t, "title"))
+		h.SetTitle(mutate.Str(t, "title"))
 	case 5:
 		bits := rapid.Uint8().Draw(t, "side")
 		h.SetSide(asU8(h.Side(), bits))
@@ -1433,7 +1085,7 @@ func heroV2(t *rapid.T, w *world, h v2.Hero) {
 		r := s.Resist()
 		r.SetFire(rapid.Uint8().Draw(t, "fire"))
 		r.SetIce(rapid.Uint8().Draw(t, "ice"))
-		r.SetGm(drawStr(t, "gm"))
+		r.SetGm(mutate.Str(t, "gm"))
 		r.SetWind(rapid.Uint8().Draw(t, "wind"))
 		must(t, h.Body().Stats().Resist().Wind() == r.Wind(), "Wind", h.Body().Stats().Resist().Wind(), r.Wind())
 	case 8:
@@ -1472,12 +1124,12 @@ func heroV2(t *rapid.T, w *world, h v2.Hero) {
 		h.Angles().Push(drawF32(t, "angle"))
 		h.Perks().Push(rapid.Uint16().Draw(t, "perk"))
 		h.Blobs().Push(drawBytes(t, "blob"))
-		h.Tags().Push(drawStr(t, "tag"))
+		h.Tags().Push(mutate.Str(t, "tag"))
 	case 12:
 		x := v2.NewBuff()
 		x.SetKind(rapid.Uint16().Draw(t, "kind"))
 		x.SetUntil(rapid.Int64().Draw(t, "until"))
-		x.SetNote(drawStr(t, "note"))
+		x.SetNote(mutate.Str(t, "note"))
 		x.SetStacks(rapid.Uint8().Draw(t, "stacks"))
 		h.Buffs().Push(x)
 		if n := h.Buffs().Len(); n > 1 {
@@ -1492,7 +1144,7 @@ func heroV2(t *rapid.T, w *world, h v2.Hero) {
 		} else {
 			h.Cds().Put(k, drawF32(t, "cd"))
 		}
-		h.ByLevel().Put(rapid.Int16Range(-3, 3).Draw(t, "level"), drawStr(t, "s"))
+		h.ByLevel().Put(rapid.Int16Range(-3, 3).Draw(t, "level"), mutate.Str(t, "s"))
 		h.Counts().Put(rapid.Uint64().Draw(t, "k"), rapid.Int64().Draw(t, "v"))
 	case 14:
 		k := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "k")
@@ -1509,8 +1161,8 @@ func heroV2(t *rapid.T, w *world, h v2.Hero) {
 		k := rapid.Uint32Range(0, 4).Draw(t, "k")
 		x := v2.NewItem()
 		x.SetKind(rapid.Uint16().Draw(t, "kind"))
-		x.Tags().Push(drawStr(t, "tag"))
-		x.Mods().Put(drawStr(t, "mod"), rapid.Int16().Draw(t, "v"))
+		x.Tags().Push(mutate.Str(t, "tag"))
+		x.Mods().Put(mutate.Str(t, "mod"), rapid.Int16().Draw(t, "v"))
 		x.Pos().SetY(drawF32(t, "y"))
 		it := h.Inv().Add(k, x)
 		must(t, it.Kind() == x.Kind(), "Inv.Add", it.Kind(), x.Kind())
@@ -1523,19 +1175,19 @@ func heroV2(t *rapid.T, w *world, h v2.Hero) {
 				it.Pos().SetX(drawF32(t, "x"))
 				it.Pos().SetW(rapid.Int16().Draw(t, "w"))
 			case 2:
-				it.Tags().Push(drawStr(t, "tag"))
+				it.Tags().Push(mutate.Str(t, "tag"))
 				if it.Tags().Len() > 2 {
 					it.Tags().Remove(0)
 				}
 			case 3:
-				it.Mods().Put(drawStr(t, "mod"), rapid.Int16().Draw(t, "v"))
+				it.Mods().Put(mutate.Str(t, "mod"), rapid.Int16().Draw(t, "v"))
 			case 4:
 				v := v2.NewVec()
 				v.SetZ(drawF64(t, "z"))
 				it.SetPos(v)
 			case 5:
 				it.SetRarity(rapid.Uint8().Draw(t, "rarity"))
-				it.Notes().Put(rapid.Int32Range(-2, 2).Draw(t, "k"), drawStr(t, "note"))
+				it.Notes().Put(rapid.Int32Range(-2, 2).Draw(t, "k"), mutate.Str(t, "note"))
 			default:
 				h.Inv().Remove(k)
 			}
@@ -1589,19 +1241,19 @@ func typedV1(t *rapid.T, w *world, e *state.Entity) {
 		case 4:
 			x := v1.NewItem()
 			x.SetCount(rapid.Int32().Draw(t, "count"))
-			x.Tags().Push(drawStr(t, "tag"))
+			x.Tags().Push(mutate.Str(t, "tag"))
 			h.Inv().Add(rapid.Uint32Range(0, 3).Draw(t, "k"), x)
 		case 5:
 			for _, it := range h.Inv().All() {
 				it.Pos().SetX(drawF32(t, "x"))
-				it.Mods().Put(drawStr(t, "mod"), rapid.Int16().Draw(t, "v"))
+				it.Mods().Put(mutate.Str(t, "mod"), rapid.Int16().Draw(t, "v"))
 				break
 			}
 		default:
 			x := v1.NewBuff()
 			x.SetKind(rapid.Uint16().Draw(t, "kind"))
 			h.Buffs().Push(x)
-			h.ByName().Put(drawStr(t, "k"), x)
+			h.ByName().Put(mutate.Str(t, "k"), x)
 		}
 	} else if m, ok := v1.MissileOf(e); ok {
 		switch rapid.IntRange(0, 2).Draw(t, "missileOp") {

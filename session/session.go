@@ -29,7 +29,7 @@ import (
 
 // ProtocolVersion is the version of the session protocol and segment
 // format. Peers with different versions refuse each other.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // Type is a message type, the first byte of every non-segment message.
 type Type uint8
@@ -105,11 +105,19 @@ type Refuse struct {
 	Message string
 }
 
-// Tick announces one tick and the number of segment messages that follow.
+// Tick announces one tick and the number of segment messages that follow,
+// and names the entities whose ownership by this client the tick changes:
+// Gained lists those it now owns (all it owns, in a full state), Lost those
+// it owned and no longer does. IDs are network IDs (state.ID).
 type Tick struct {
 	Tick     uint64
 	Segments int
+	Gained   []uint32
+	Lost     []uint32
 }
+
+// MaxOwned bounds the IDs of each of Tick's lists.
+const MaxOwned = 1 << 20
 
 // RPC calls an RPC on an entity. Args is the argument record as
 // codec.Encoder.AppendRecord writes it.
@@ -166,6 +174,12 @@ func AppendTick(b []byte, m *Tick) []byte {
 	var w wire.Writer
 	w.U(m.Tick, 8)
 	w.U(uint64(m.Segments), 1)
+	for _, ids := range [2][]uint32{m.Gained, m.Lost} {
+		w.U(uint64(len(ids)), 3)
+		for _, id := range ids {
+			w.Bits(uint64(id), 32)
+		}
+	}
 	return append(append(b, byte(TypeTick)), w.Finish()...)
 }
 
@@ -259,6 +273,15 @@ func Parse(msg []byte) (any, error) {
 	case TypeTick:
 		k := &Tick{Tick: r.U(8)}
 		k.Segments = r.Count(1, MaxSegments, 0, "segments")
+		for _, ids := range [2]*[]uint32{&k.Gained, &k.Lost} {
+			n := r.Count(3, MaxOwned, 32, "owned entities")
+			if n > 0 {
+				*ids = make([]uint32, n)
+			}
+			for i := 0; i < n && r.Err() == nil; i++ {
+				(*ids)[i] = uint32(r.Bits(32))
+			}
+		}
 		m = k
 	case TypePing:
 		m = &Ping{Nonce: r.Bits(64)}

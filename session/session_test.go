@@ -170,8 +170,14 @@ func TestDocumentedBytes(t *testing.T) {
 			[]byte{0x07, 0x05, 0x00, 0x00, 0x01, 0xAC, 0x02, 0xAA}},
 		// U(8) of 1 is the bit 0 then 8 bits of 1 (stream bits 0–8:
 		// 0 1 0000000); U(1) of 2 is one 1, the 0 terminator, then the low
-		// bit of 2 (stream bits 9–11: 1 0 0); then 4 bits of padding.
-		{"tick", session.AppendTick(nil, &session.Tick{Tick: 1, Segments: 2}), []byte{0x04, 0x02, 0x02}},
+		// bit of 2 (stream bits 9–11: 1 0 0); the two ownership counts
+		// U(3) of 0 are 0 000 each (bits 12–19).
+		{"tick", session.AppendTick(nil, &session.Tick{Tick: 1, Segments: 2}), []byte{0x04, 0x02, 0x02, 0x00}},
+		// Gaining entity 0x01000005: U(3) of 1 is 0 then 1 0 0 (bits
+		// 12–15), the ID as bits(32) from bit 16 (little-endian bytes),
+		// then U(3) of 0 for the lost list and padding.
+		{"tick, gained", session.AppendTick(nil, &session.Tick{Tick: 1, Segments: 2, Gained: []uint32{0x01000005}}),
+			[]byte{0x04, 0x02, 0x22, 0x05, 0x00, 0x00, 0x01, 0x00}},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s: % x, documented % x", c.name, c.got, c.want)

@@ -7,7 +7,7 @@ import (
 )
 
 // TestTablePages checks the slot directory of a Table: slots far apart,
-// ascending order, CreatedNow across transactions, and that a page whose
+// ascending order, Fillable across transactions, and that a page whose
 // last entity is destroyed (or whose creation is rolled back) is dropped,
 // so that memory follows the entities present.
 func TestTablePages(t *testing.T) {
@@ -33,12 +33,12 @@ func TestTablePages(t *testing.T) {
 		if _, err := x.Create(c, MakeID(s, 1)); err != nil {
 			t.Fatal(err)
 		}
-		if !x.CreatedNow(s) {
-			t.Fatalf("CreatedNow(%d) = false in the creating transaction", s)
+		if !x.Fillable(s) {
+			t.Fatalf("Fillable(%d) = false in the creating transaction", s)
 		}
 	}
-	if x.CreatedNow(6) || x.CreatedNow(1<<SlotBits-2) || x.CreatedNow(1<<31) {
-		t.Fatal("CreatedNow reports a slot nothing was created in")
+	if x.Fillable(6) || x.Fillable(1<<SlotBits-2) || x.Fillable(1<<31) {
+		t.Fatal("Fillable reports a slot nothing was created in")
 	}
 	x.Commit()
 	if tab.Len() != len(slots) || pages(tab) != 4 {
@@ -53,8 +53,8 @@ func TestTablePages(t *testing.T) {
 	}
 
 	x = tab.Begin()
-	if x.CreatedNow(5) {
-		t.Fatal("CreatedNow(5) = true in a later transaction")
+	if x.Fillable(5) {
+		t.Fatal("Fillable(5) = true in a later transaction")
 	}
 	for _, s := range []uint32{1<<SlotBits - 1, 1 << pageBits} {
 		if err := x.DestroySlot(s); err != nil {

@@ -38,8 +38,27 @@ func (id ID) Gen() uint8 { return uint8(id >> SlotBits) }
 type Entity struct {
 	Record
 	id ID
-	ch int32 // 1 + the index of this tick's change in tr.cur, or 0
+	// Tracked (server) entities: 1 + the index of this tick's change in
+	// tr.cur, or 0. Client entities, which no tracker records: chOwned
+	// while the client owns the entity, or 0.
+	ch int32
 	tr *Tracker
+}
+
+// chOwned in Entity.ch marks a client entity its client owns.
+const chOwned = 1
+
+// Owned reports whether this client owns the entity: on a client replica,
+// as the server's TICK messages say (docs/protocol.md §10.2). Server
+// entities report false: the server keeps their owners itself
+// (replica.Server.Owner). Owned on a nil entity is false.
+func (e *Entity) Owned() bool { return e != nil && e.tr == nil && e.ch == chOwned }
+
+func (e *Entity) setOwned(owned bool) {
+	e.ch = 0
+	if owned {
+		e.ch = chOwned
+	}
 }
 
 // newEntity allocates an entity of class c, its values in the same block.

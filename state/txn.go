@@ -44,9 +44,9 @@ type page struct {
 	ents [1 << pageBits]*Entity
 	n    int // non-nil entries of ents
 
-	// born marks the slots whose entity was created in the transaction
-	// numbered bornTxn; the marks of an older transaction are stale, so
-	// starting a transaction clears nothing.
+	// born marks the slots whose entity may be filled in the transaction
+	// numbered bornTxn (see Txn.Fillable); the marks of an older
+	// transaction are stale, so starting a transaction clears nothing.
 	born    [(1 << pageBits) / 64]uint64
 	bornTxn uint64
 }
@@ -192,6 +192,7 @@ const (
 	EvBagAdd                          // item added (or replaced) under Key
 	EvBagRemove                       // item removed from Key: Old.R
 	EvBagItem                         // item field ItemLeaf changed: Old → New (zero for container fields)
+	EvOwned                           // this client gained (New.N = 1) or lost (New.N = 0) ownership of the entity
 )
 
 // An Event is one change a transaction applied, for callbacks.
@@ -220,6 +221,7 @@ const (
 	uMapDel
 	uBagPut
 	uBagDel
+	uOwned
 )
 
 type undo struct {
@@ -268,12 +270,23 @@ func (x *Txn) wants(e *Entity, leaf int) bool {
 // AtSlot returns the entity in slot, or nil.
 func (x *Txn) AtSlot(slot uint32) *Entity { return x.t.AtSlot(slot) }
 
-// CreatedNow reports whether the entity in slot was created in this
-// transaction.
-func (x *Txn) CreatedNow(slot uint32) bool {
+// Fillable reports whether a fill section may set partition fields of the
+// entity in slot in this transaction: it was created in it, or some of its
+// leaves were reset by [Txn.ZeroLeaves] because its owner changed.
+func (x *Txn) Fillable(slot uint32) bool {
 	p := x.t.page(slot)
 	i := slot & pageMask
 	return p != nil && p.bornTxn == x.serial && p.born[i>>6]&(1<<(i&63)) != 0
+}
+
+// markFillable marks slot, on page p, as [Txn.Fillable].
+func (x *Txn) markFillable(p *page, slot uint32) {
+	if p.bornTxn != x.serial {
+		p.born = [len(p.born)]uint64{}
+		p.bornTxn = x.serial
+	}
+	i := slot & pageMask
+	p.born[i>>6] |= 1 << (i & 63)
 }
 
 // Create adds an entity of class c.
@@ -283,13 +296,7 @@ func (x *Txn) Create(c *schema.Struct, id ID) (*Entity, error) {
 		return nil, fmt.Errorf("%w: slot %d holds entity %#x", ErrExists, slot, uint32(old.id))
 	}
 	e := NewEntity(c, id)
-	p := x.t.put(e)
-	if p.bornTxn != x.serial {
-		p.born = [len(p.born)]uint64{}
-		p.bornTxn = x.serial
-	}
-	i := slot & pageMask
-	p.born[i>>6] |= 1 << (i & 63)
+	x.markFillable(x.t.put(e), slot)
 	x.undo = append(x.undo, undo{kind: uCreate, e: e})
 	x.Events = append(x.Events, Event{Kind: EvCreate, E: e})
 	return e, nil
@@ -305,6 +312,44 @@ func (x *Txn) DestroySlot(slot uint32) error {
 	x.undo = append(x.undo, undo{kind: uDestroy, e: e})
 	x.Events = append(x.Events, Event{Kind: EvDestroy, E: e})
 	return nil
+}
+
+// ZeroLeaves sets every leaf of e in the leaf set set (a bit per leaf, as
+// [Change.DirtySet]) to its zero value, and makes e [Txn.Fillable] for the
+// rest of the transaction. A client does this when its ownership of e
+// changes: the leaves of the partition it no longer sees are forgotten, and
+// the server fills in those of the partition it now sees.
+func (x *Txn) ZeroLeaves(e *Entity, set []uint64) {
+	for leaf := NextDirty(set, 0); leaf >= 0; leaf = NextDirty(set, leaf+1) {
+		l := e.t.Leaf(leaf)
+		switch k := l.Field.Type.Kind; {
+		case k.Numeric():
+			x.SetNumAt(e, leaf, l.Num, 0)
+		case k == schema.String || k == schema.Bytes:
+			x.SetStr(e, leaf, "")
+		case k.Container():
+			if !e.IsZero(l) {
+				x.ReplaceContainer(e, leaf, newContainer(&l.Field.Type))
+			}
+		}
+	}
+	slot := e.id.Slot()
+	x.markFillable(x.t.page(slot), slot)
+}
+
+// SetOwned records that this client owns e (owned) or no longer does, with
+// an [EvOwned] event; see [Entity.Owned].
+func (x *Txn) SetOwned(e *Entity, owned bool) {
+	if e.Owned() == owned {
+		return
+	}
+	x.undo = append(x.undo, undo{kind: uOwned, e: e, existed: !owned})
+	e.setOwned(owned)
+	var n uint64
+	if owned {
+		n = 1
+	}
+	x.Events = append(x.Events, Event{Kind: EvOwned, E: e, New: Value{N: n}})
 }
 
 func (x *Txn) field(e *Entity, leaf int, old, new Value) {
@@ -613,6 +658,8 @@ func (x *Txn) Rollback() {
 			}
 		case uBagDel:
 			u.c.(*Bag).items[u.key.N] = u.v.R
+		case uOwned:
+			u.e.setOwned(u.existed)
 		}
 	}
 	clear(x.undo)

@@ -92,8 +92,8 @@ func TestTxnRollbackEveryMethod(t *testing.T) {
 	before := snapshotTable(tab)
 	x := tab.Begin()
 	p1, p2 := x.AtSlot(1), x.AtSlot(2)
-	if p1 == nil || x.AtSlot(99) != nil || x.CreatedNow(1) {
-		t.Fatal("Get / CreatedNow")
+	if p1 == nil || x.AtSlot(99) != nil || x.Fillable(1) {
+		t.Fatal("Get / Fillable")
 	}
 	must := func(err error) {
 		t.Helper()
@@ -152,8 +152,8 @@ func TestTxnRollbackEveryMethod(t *testing.T) {
 	must(err)
 	x.SetNum(e4, lHP, 4)
 	x.BagPut(e4, lInv, 1, buildItem(ts, 1, "x"))
-	if !x.CreatedNow(4) || !x.CreatedNow(3) {
-		t.Fatal("CreatedNow")
+	if !x.Fillable(4) || !x.Fillable(3) {
+		t.Fatal("Fillable")
 	}
 	must(x.DestroySlot(4))
 	must(x.DestroySlot(2))
@@ -190,7 +190,7 @@ func TestTxnRollbackEveryMethod(t *testing.T) {
 	if d := before.diff(tab); d != "" {
 		t.Fatalf("after Rollback: %s", d)
 	}
-	if x.CreatedNow(4) || len(x.Events) != 0 {
+	if x.Fillable(4) || len(x.Events) != 0 {
 		t.Fatal("Rollback kept created IDs or events")
 	}
 	// The table is usable afterwards, and a rolled back transaction

@@ -1,0 +1,203 @@
+package replica_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
+	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/internal/chaos"
+	"github.com/replicago/replica/internal/mutate"
+	v2 "github.com/replicago/replica/internal/testschema/v2"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/transport"
+)
+
+// An ownWorld is a server on schema v2 (every field kind, owner-only and
+// others-only fields among them, containers and bags) with three clients,
+// over the in-memory transport, ticked by hand.
+type ownWorld struct {
+	srv     *replica.Server
+	conns   []*replica.Conn // the server's side of each client, in join order
+	clients []*client.Conn
+	owned   []map[state.ID]bool // what each client's OnOwnership callbacks said
+	close   func()
+}
+
+// tb is what both *testing.T and *rapid.T offer.
+type tb interface {
+	Fatal(...any)
+	Fatalf(string, ...any)
+	Errorf(string, ...any)
+}
+
+func newOwnWorld(t tb, n int) *ownWorld {
+	w := &ownWorld{}
+	srv, err := replica.NewServer(replica.Config{Schema: v2.Schema(), Auth: auth.Anonymous{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.srv = srv
+	net := transport.NewMemNetwork()
+	ln, err := net.Listen("server", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.close = func() { cancel(); srv.Close() }
+	go srv.Serve(ctx, ln)
+	for i := range n {
+		c, err := client.Dial(ctx, net.Dialer(transport.Config{}), ln.Addr().String(), v2.Schema(),
+			client.DialConfig{Token: fmt.Appendf(nil, "user%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Join one at a time, so that conns[i] is clients[i]'s.
+		for len(srv.Conns()) < i+1 {
+			srv.Tick()
+			time.Sleep(time.Millisecond)
+		}
+		w.conns = append(w.conns, srv.Conns()[i])
+		w.clients = append(w.clients, c)
+		owned := map[state.ID]bool{}
+		w.owned = append(w.owned, owned)
+		for _, cl := range v2.Schema().Classes {
+			c.Replica().OnOwnership(cl, func(e *state.Entity, own bool) {
+				if owned[e.ID()] == own {
+					t.Errorf("client %d: OnOwnership(%#x, %v) repeats what it said", i, uint32(e.ID()), own)
+				}
+				owned[e.ID()] = own
+			})
+			c.Replica().OnDestroy(cl, func(e *state.Entity) { delete(owned, e.ID()) })
+		}
+	}
+	return w
+}
+
+// tick ends the server's tick and waits until every client has applied it;
+// then every client's replica must equal the server's entities as that
+// client may see them, and say which it owns.
+func (w *ownWorld) tick(t tb) {
+	w.srv.Tick()
+	n := w.srv.TickNumber()
+	for i, c := range w.clients {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for c.LastTick() < n {
+			if _, err := c.Wait(ctx); err != nil {
+				cancel()
+				t.Fatalf("client %d waiting for tick %d: %v", i, n, err)
+			}
+		}
+		cancel()
+		if err := w.check(i); err != nil {
+			t.Fatalf("tick %d, client %d: %v", n, i, err)
+		}
+	}
+}
+
+func (w *ownWorld) check(i int) error {
+	conn, r := w.conns[i], w.clients[i].Replica()
+	view := func(e *state.Entity) schema.Visibility {
+		if w.srv.Owner(e) == conn {
+			return schema.VisOwner
+		}
+		return schema.VisOthers
+	}
+	ents := w.srv.Tracker().AppendEntities(nil)
+	want, got := chaos.ServerDigest(ents, view), chaos.ReplicaDigest(r.Entities(nil))
+	if want.Sum != got.Sum {
+		for j := range min(len(want.Entities), len(got.Entities)) {
+			if want.Entities[j] != got.Entities[j] {
+				e := w.srv.Tracker().Entity(want.Entities[j].ID)
+				return fmt.Errorf("entity %#x (view %v) differs from the server's", uint32(want.Entities[j].ID), view(e))
+			}
+		}
+		return fmt.Errorf("%d entities, server %d", len(got.Entities), len(want.Entities))
+	}
+	for _, e := range ents {
+		mine := w.srv.Owner(e) == conn
+		if ce := r.Entity(e.ID()); ce.Owned() != mine || w.owned[i][e.ID()] != mine {
+			return fmt.Errorf("entity %#x: Owned %v, callbacks say %v, server says %v", uint32(e.ID()), ce.Owned(), w.owned[i][e.ID()], mine)
+		}
+	}
+	if n := len(r.Owned(nil)); n != countOwned(w.srv, conn, ents) {
+		return fmt.Errorf("Replica.Owned lists %d entities, the server %d", n, countOwned(w.srv, conn, ents))
+	}
+	return nil
+}
+
+func countOwned(srv *replica.Server, c *replica.Conn, ents []*state.Entity) int {
+	n := 0
+	for _, e := range ents {
+		if srv.Owner(e) == c {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOwnershipProperty interleaves random owner changes (to any client
+// or none, several in one tick, back and forth) with random writes of
+// every field kind, container operations and bag item changes, spawns and
+// destroys; after every tick every client's replica equals what it may
+// see, and it knows which entities it owns.
+func TestOwnershipProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		w := newOwnWorld(rt, 3)
+		defer w.close()
+		pick := func() *state.Entity {
+			ents := w.srv.Tracker().AppendEntities(nil)
+			if len(ents) == 0 {
+				return nil
+			}
+			return ents[rapid.IntRange(0, len(ents)-1).Draw(rt, "entity")]
+		}
+		owner := func() *replica.Conn {
+			i := rapid.IntRange(-1, len(w.conns)-1).Draw(rt, "owner")
+			if i < 0 {
+				return nil
+			}
+			return w.conns[i]
+		}
+		classes := v2.Schema().Classes
+		rt.Repeat(map[string]func(*rapid.T){
+			"spawn": func(rt *rapid.T) {
+				c := classes[rapid.IntRange(0, len(classes)-1).Draw(rt, "class")]
+				e, err := w.srv.Tracker().Spawn(c)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for range rapid.IntRange(0, 4).Draw(rt, "writes") {
+					mutate.Struct(rt, e.Handle(), c, 0)
+				}
+				w.srv.SetOwner(e, owner())
+			},
+			"destroy": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					w.srv.Tracker().Destroy(e)
+				}
+			},
+			"write": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					for range rapid.IntRange(1, 6).Draw(rt, "writes") {
+						mutate.Struct(rt, e.Handle(), e.Class(), 0)
+					}
+				}
+			},
+			"setOwner": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					w.srv.SetOwner(e, owner())
+				}
+			},
+			"tick":  func(rt *rapid.T) { w.tick(rt) },
+			"tick2": func(rt *rapid.T) { w.tick(rt) },
+		})
+		w.tick(rt)
+	})
+}
