@@ -129,14 +129,20 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
 		schema: clientSchema, dec: dec,
 		limiter: ratelimit.NewLimiter(ratelimit.Policy{Rate: s.cfg.RPCRate, Burst: s.cfg.RPCBurst})}
+	if !s.claim(c) {
+		refuse(transport.CloseDuplicate, "this user already has a session")
+		return
+	}
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
 		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate)}))
 	if err != nil {
+		s.release(c)
 		return
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.release(c)
 		tc.Close(transport.CloseGoingAway, "server closed")
 		return
 	}

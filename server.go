@@ -45,6 +45,13 @@ type Config struct {
 	// OnLeave runs on the tick goroutine after a connection closed; the
 	// entities it owned are still there and no longer owned.
 	OnLeave func(*Conn)
+	// OnDuplicate decides what happens when a user connects while a
+	// session of the same user ID is open (old is the most recent such
+	// session, new the one connecting): see SessionPolicy. It runs on the
+	// new session's handshake goroutine, before the session is welcomed,
+	// one call at a time. If nil, the new session replaces the old
+	// (ReplaceOld).
+	OnDuplicate func(old, new *Conn) SessionPolicy
 	// RPCRate and RPCBurst bound the RPCs one client may send: RPCRate per
 	// second on average, RPCBurst at once. Calls over the limit are
 	// dropped, and a client that keeps flooding is closed with
@@ -152,6 +159,8 @@ type Server struct {
 	kicked  atomic.Uint64
 
 	mu          sync.Mutex
+	claimMu     sync.Mutex         // serialises claim
+	users       map[string][]*Conn // the sessions of each user, handshaken or joined, oldest first
 	joining     []*Conn
 	handshaking map[transport.Conn]bool
 	closed      bool
@@ -206,7 +215,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	tr := state.NewTracker(cfg.Schema)
 	tr.SetLimits(lim)
-	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}}, nil
+	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, users: map[string][]*Conn{}}, nil
 }
 
 // Tracker returns the server's entity tracker: spawn, find and destroy
@@ -436,6 +445,21 @@ func (s *Server) admit() {
 	joining := s.joining
 	s.joining = nil
 	s.mu.Unlock()
+	if len(joining) > 0 {
+		// A session a joiner replaced leaves first, so that OnJoin finds
+		// the user's entities unowned; one replaced before it joined
+		// never joins.
+		s.reap()
+		joining = slices.DeleteFunc(joining, func(c *Conn) bool {
+			select {
+			case <-c.tc.Done():
+				s.release(c)
+				return true
+			default:
+				return false
+			}
+		})
+	}
 	s.conns = append(s.conns, joining...)
 	if s.cfg.OnJoin != nil {
 		for _, c := range joining {
@@ -540,6 +564,7 @@ func (s *Server) reap() {
 					s.owners[i] = owner{}
 				}
 			}
+			s.release(c)
 			code, reason, byPeer := c.tc.CloseInfo()
 			s.cfg.Logger.Info("replica: left", "user", c.userID, "session", c.id, "code", code, "reason", reason, "by_peer", byPeer)
 			if s.cfg.OnLeave != nil {

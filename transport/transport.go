@@ -159,6 +159,8 @@ const (
 	ClosePolicyViolation  CloseCode = 9  // rate limit exceeded or forbidden action
 	CloseInternalError    CloseCode = 10 // the server failed
 	CloseNetworkError     CloseCode = 11 // the network failed without a close from the peer
+	CloseReplaced         CloseCode = 12 // a newer session of the same user took this one's place
+	CloseDuplicate        CloseCode = 13 // the user already has a session, which stays
 	MaxCloseCode          CloseCode = 4095
 )
 
@@ -168,7 +170,8 @@ var closeNames = map[CloseCode]string{
 	CloseIdleTimeout: "idle timeout", CloseHandshakeTimeout: "handshake timeout",
 	CloseAuthFailed: "authentication failed", CloseIncompatible: "incompatible versions",
 	ClosePolicyViolation: "policy violation", CloseInternalError: "internal error",
-	CloseNetworkError: "network error",
+	CloseNetworkError: "network error", CloseReplaced: "replaced by a newer session",
+	CloseDuplicate: "duplicate session",
 }
 
 func (c CloseCode) String() string {
