@@ -333,6 +333,7 @@ func (e *emitter) structType(s *Struct) {
 		e.f("// Entity returns the underlying entity.\nfunc (p %s) Entity() *state.Entity { return p.e }\n\n", s.Name)
 		e.f("// ID returns the network ID.\nfunc (p %s) ID() state.ID { return p.e.ID() }\n\n", s.Name)
 		e.f("// Valid reports whether p refers to an entity.\nfunc (p %s) Valid() bool { return p.e != nil }\n\n", s.Name)
+		e.f("// IsOwned reports whether this client owns p: on a client replica, what\n// the server said; false on the server, where Server.Owner tells.\nfunc (p %s) IsOwned() bool { return p.e.Owned() }\n\n", s.Name)
 		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()", setNum: "p.e"}
 	} else {
 		if s.RPC != nil {

@@ -14,6 +14,7 @@ import (
 //
 //	On<Class>Create(r, func(Class)) func()
 //	On<Class>Destroy(r, func(Class)) func()
+//	On<Class>Ownership(r, func(Class, owned bool)) func()
 //	On<Class><Path>Change(r, func(Class, old, new T)) func()                  scalar leaves
 //	On<Class><Path>Change(r, func(Class, client.ListChange[T])) func()        lists
 //	On<Class><Path>Change(r, func(Class, client.MapChange[K, V])) func()      maps
@@ -27,7 +28,7 @@ import (
 type callbackFunc struct {
 	name  string
 	class *Struct
-	event string  // "Create", "Destroy" or "Change"
+	event string  // "Create", "Destroy", "Ownership" or "Change"
 	decl  *Struct // Change: the struct that declares f
 	f     *Field  // Change: the leaf field
 	leaf  int     // Change: the leaf's index in the class
@@ -40,6 +41,7 @@ func callbackFuncs(c *Struct) []callbackFunc {
 	out := []callbackFunc{
 		{name: "On" + c.Name + "Create", class: c, event: "Create"},
 		{name: "On" + c.Name + "Destroy", class: c, event: "Destroy"},
+		{name: "On" + c.Name + "Ownership", class: c, event: "Ownership"},
 	}
 	var walk func(s *Struct, base int, method, path string)
 	walk = func(s *Struct, base int, method, path string) {
@@ -127,6 +129,10 @@ func (e *emitter) callbacks(c *Struct) {
 			e.comment(fmt.Sprintf("%s registers fn to run for each %s destroyed in r, as it was when destroyed, and returns a func that unregisters it.", cb.name, c.Name))
 			e.f("func %s(r *client.Replica, fn func(%s)) (cancel func()) {\n", cb.name, c.Name)
 			e.f("\treturn r.OnDestroy(%s, func(e *state.Entity) { fn(%s{e}) })\n}\n\n", schemaVar(c), c.Name)
+		case "Ownership":
+			e.comment(fmt.Sprintf("%s registers fn to run when this client gains (owned is true) or loses ownership of a %s in r, the %ss it owns on joining included, and returns a func that unregisters it.", cb.name, c.Name, c.Name))
+			e.f("func %s(r *client.Replica, fn func(p %s, owned bool)) (cancel func()) {\n", cb.name, c.Name)
+			e.f("\treturn r.OnOwnership(%s, func(e *state.Entity, owned bool) { fn(%s{e}, owned) })\n}\n\n", schemaVar(c), c.Name)
 		default:
 			e.changeCallback(cb)
 		}

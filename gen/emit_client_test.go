@@ -17,10 +17,10 @@ func TestCallbackFuncs(t *testing.T) {
 	p := load(t, Config{Dir: "testdata/ok", Check: true})
 	for _, c := range p.Classes {
 		cbs := callbackFuncs(c)
-		if cbs[0].name != "On"+c.Name+"Create" || cbs[1].name != "On"+c.Name+"Destroy" {
-			t.Errorf("%s: first callbacks %s, %s", c.Name, cbs[0].name, cbs[1].name)
+		if cbs[0].name != "On"+c.Name+"Create" || cbs[1].name != "On"+c.Name+"Destroy" || cbs[2].name != "On"+c.Name+"Ownership" {
+			t.Errorf("%s: first callbacks %s, %s, %s", c.Name, cbs[0].name, cbs[1].name, cbs[2].name)
 		}
-		leaves := cbs[2:]
+		leaves := cbs[3:]
 		visible := 0
 		for i := 0; i < c.Schema.Leaves; i++ {
 			if c.Schema.Leaf(i).Vis != schema.VisServer {
@@ -44,7 +44,7 @@ func TestCallbackFuncs(t *testing.T) {
 	for _, cb := range callbackFuncs(p.Classes[0]) {
 		names = append(names, cb.name)
 	}
-	if got, want := strings.Join(names, " "), "OnProjectileCreate OnProjectileDestroy OnProjectileOwnerChange "+
+	if got, want := strings.Join(names, " "), "OnProjectileCreate OnProjectileDestroy OnProjectileOwnership OnProjectileOwnerChange "+
 		"OnProjectilePosXChange OnProjectilePosYChange OnProjectilePosZChange "+
 		"OnProjectileVelXChange OnProjectileVelYChange OnProjectileVelZChange"; got != want {
 		t.Errorf("projectile callbacks:\n got %s\nwant %s", got, want)

@@ -71,6 +71,10 @@ func (p Qunit) ID() state.ID { return p.e.ID() }
 // Valid reports whether p refers to an entity.
 func (p Qunit) Valid() bool { return p.e != nil }
 
+// IsOwned reports whether this client owns p: on a client replica, what
+// the server said; false on the server, where Server.Owner tells.
+func (p Qunit) IsOwned() bool { return p.e.Owned() }
+
 // X returns the x field.
 func (p Qunit) X() float32 { return float32(replicaQunit_xQ.Dequantize(int64(p.e.Num(2)))) }
 
@@ -111,6 +115,13 @@ func OnQunitCreate(r *client.Replica, fn func(Qunit)) (cancel func()) {
 // when destroyed, and returns a func that unregisters it.
 func OnQunitDestroy(r *client.Replica, fn func(Qunit)) (cancel func()) {
 	return r.OnDestroy(replicaQunit, func(e *state.Entity) { fn(Qunit{e}) })
+}
+
+// OnQunitOwnership registers fn to run when this client gains (owned is true)
+// or loses ownership of a Qunit in r, the Qunits it owns on joining included,
+// and returns a func that unregisters it.
+func OnQunitOwnership(r *client.Replica, fn func(p Qunit, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaQunit, func(e *state.Entity, owned bool) { fn(Qunit{e}, owned) })
 }
 
 // OnQunitXChange registers fn to run when the x field of a Qunit in r changes,
@@ -190,6 +201,10 @@ func (p Unit) ID() state.ID { return p.e.ID() }
 // Valid reports whether p refers to an entity.
 func (p Unit) Valid() bool { return p.e != nil }
 
+// IsOwned reports whether this client owns p: on a client replica, what
+// the server said; false on the server, where Server.Owner tells.
+func (p Unit) IsOwned() bool { return p.e.Owned() }
+
 // X returns the x field.
 func (p Unit) X() float32 { return float32(math.Float32frombits(uint32(p.e.Num(2)))) }
 
@@ -230,6 +245,13 @@ func OnUnitCreate(r *client.Replica, fn func(Unit)) (cancel func()) {
 // when destroyed, and returns a func that unregisters it.
 func OnUnitDestroy(r *client.Replica, fn func(Unit)) (cancel func()) {
 	return r.OnDestroy(replicaUnit, func(e *state.Entity) { fn(Unit{e}) })
+}
+
+// OnUnitOwnership registers fn to run when this client gains (owned is true) or
+// loses ownership of a Unit in r, the Units it owns on joining included, and
+// returns a func that unregisters it.
+func OnUnitOwnership(r *client.Replica, fn func(p Unit, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaUnit, func(e *state.Entity, owned bool) { fn(Unit{e}, owned) })
 }
 
 // OnUnitXChange registers fn to run when the x field of a Unit in r changes,

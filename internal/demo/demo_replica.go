@@ -94,6 +94,10 @@ func (p Bot) ID() state.ID { return p.e.ID() }
 // Valid reports whether p refers to an entity.
 func (p Bot) Valid() bool { return p.e != nil }
 
+// IsOwned reports whether this client owns p: on a client replica, what
+// the server said; false on the server, where Server.Owner tells.
+func (p Bot) IsOwned() bool { return p.e.Owned() }
+
 // X returns the x field.
 func (p Bot) X() float32 { return float32(replicaBot_xQ.Dequantize(int64(p.e.Num(2)))) }
 
@@ -197,6 +201,13 @@ func OnBotCreate(r *client.Replica, fn func(Bot)) (cancel func()) {
 // destroyed, and returns a func that unregisters it.
 func OnBotDestroy(r *client.Replica, fn func(Bot)) (cancel func()) {
 	return r.OnDestroy(replicaBot, func(e *state.Entity) { fn(Bot{e}) })
+}
+
+// OnBotOwnership registers fn to run when this client gains (owned is true) or
+// loses ownership of a Bot in r, the Bots it owns on joining included, and
+// returns a func that unregisters it.
+func OnBotOwnership(r *client.Replica, fn func(p Bot, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaBot, func(e *state.Entity, owned bool) { fn(Bot{e}, owned) })
 }
 
 // OnBotXChange registers fn to run when the x field of a Bot in r changes, with

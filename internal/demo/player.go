@@ -201,15 +201,20 @@ func (p *player) run(h *hub, dial func(p *player) (*client.Conn, error)) {
 // typed callbacks of the generated package among them.
 func (p *player) watch(r *client.Replica) {
 	ev := &p.ev
-	OnBotCreate(r, func(b Bot) {
-		ev.creates.Add(1)
-		if b.Name() == p.name {
-			p.mine = b // the server names a player's bot after the player
-		}
-	})
+	OnBotCreate(r, func(Bot) { ev.creates.Add(1) })
 	OnBotDestroy(r, func(b Bot) {
 		ev.destroys.Add(1)
 		if b.Entity() == p.mine.Entity() {
+			p.mine = Bot{}
+		}
+	})
+	// The server tells each client which bot it owns: its own, which
+	// respawns as a new entity after each death.
+	OnBotOwnership(r, func(b Bot, owned bool) {
+		switch {
+		case owned:
+			p.mine = b
+		case b.Entity() == p.mine.Entity():
 			p.mine = Bot{}
 		}
 	})

@@ -15,7 +15,8 @@ import (
 // client sees them: the same entities, every field the client sees with
 // the server's value, every field it may not see (server-only fields,
 // other clients' owner fields, its own bots' others fields) at its zero
-// value, and every reference resolving. owned reports whether the client
+// value, every reference resolving, and the client knowing which entities
+// it owns. owned reports whether the client
 // owns an entity. It returns the first difference. Neither side may change
 // while it runs.
 func verifyView(ents []*state.Entity, owned func(*state.Entity) bool, r *client.Replica) error {
@@ -26,6 +27,9 @@ func verifyView(ents []*state.Entity, owned func(*state.Entity) bool, r *client.
 		}
 		if got.Class() != e.Class() {
 			return fmt.Errorf("entity %d is a %s, want a %s", e.ID(), got.Class().Name, e.Class().Name)
+		}
+		if got.Owned() != owned(e) {
+			return fmt.Errorf("entity %d (%s): the client says it owns it: %v; the server: %v", e.ID(), describe(e), got.Owned(), owned(e))
 		}
 		if err := compareProjection(e, got, owned(e)); err != nil {
 			return fmt.Errorf("entity %d (%s): %w", e.ID(), describe(e), err)

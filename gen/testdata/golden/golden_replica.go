@@ -229,6 +229,10 @@ func (p Hero) ID() state.ID { return p.e.ID() }
 // Valid reports whether p refers to an entity.
 func (p Hero) Valid() bool { return p.e != nil }
 
+// IsOwned reports whether this client owns p: on a client replica, what
+// the server said; false on the server, where Server.Owner tells.
+func (p Hero) IsOwned() bool { return p.e.Owned() }
+
 // Alive returns the alive field.
 func (p Hero) Alive() bool { return bool(p.e.Num(0) != 0) }
 
@@ -461,6 +465,13 @@ func OnHeroCreate(r *client.Replica, fn func(Hero)) (cancel func()) {
 // when destroyed, and returns a func that unregisters it.
 func OnHeroDestroy(r *client.Replica, fn func(Hero)) (cancel func()) {
 	return r.OnDestroy(replicaHero, func(e *state.Entity) { fn(Hero{e}) })
+}
+
+// OnHeroOwnership registers fn to run when this client gains (owned is true) or
+// loses ownership of a Hero in r, the Heros it owns on joining included, and
+// returns a func that unregisters it.
+func OnHeroOwnership(r *client.Replica, fn func(p Hero, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaHero, func(e *state.Entity, owned bool) { fn(Hero{e}, owned) })
 }
 
 // OnHeroAliveChange registers fn to run when the alive field of a Hero in r

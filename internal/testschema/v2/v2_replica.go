@@ -194,6 +194,10 @@ func (p Beacon) ID() state.ID { return p.e.ID() }
 // Valid reports whether p refers to an entity.
 func (p Beacon) Valid() bool { return p.e != nil }
 
+// IsOwned reports whether this client owns p: on a client replica, what
+// the server said; false on the server, where Server.Owner tells.
+func (p Beacon) IsOwned() bool { return p.e.Owned() }
+
 // Pos returns the pos field; setters on the result change this Beacon.
 func (p Beacon) Pos() Vec { return Vec{p.e.Handle().Nested(0, 0, 0)} }
 
@@ -296,6 +300,13 @@ func OnBeaconCreate(r *client.Replica, fn func(Beacon)) (cancel func()) {
 // when destroyed, and returns a func that unregisters it.
 func OnBeaconDestroy(r *client.Replica, fn func(Beacon)) (cancel func()) {
 	return r.OnDestroy(replicaBeacon, func(e *state.Entity) { fn(Beacon{e}) })
+}
+
+// OnBeaconOwnership registers fn to run when this client gains (owned is true)
+// or loses ownership of a Beacon in r, the Beacons it owns on joining included,
+// and returns a func that unregisters it.
+func OnBeaconOwnership(r *client.Replica, fn func(p Beacon, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaBeacon, func(e *state.Entity, owned bool) { fn(Beacon{e}, owned) })
 }
 
 // OnBeaconPosXChange registers fn to run when the pos.x field of a Beacon in r
@@ -502,6 +513,10 @@ func (p Hero) ID() state.ID { return p.e.ID() }
 
 // Valid reports whether p refers to an entity.
 func (p Hero) Valid() bool { return p.e != nil }
+
+// IsOwned reports whether this client owns p: on a client replica, what
+// the server said; false on the server, where Server.Owner tells.
+func (p Hero) IsOwned() bool { return p.e.Owned() }
 
 // Alive returns the alive field.
 func (p Hero) Alive() bool { return bool(p.e.Num(0) != 0) }
@@ -1537,6 +1552,13 @@ func OnHeroDestroy(r *client.Replica, fn func(Hero)) (cancel func()) {
 	return r.OnDestroy(replicaHero, func(e *state.Entity) { fn(Hero{e}) })
 }
 
+// OnHeroOwnership registers fn to run when this client gains (owned is true) or
+// loses ownership of a Hero in r, the Heros it owns on joining included, and
+// returns a func that unregisters it.
+func OnHeroOwnership(r *client.Replica, fn func(p Hero, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaHero, func(e *state.Entity, owned bool) { fn(Hero{e}, owned) })
+}
+
 // OnHeroAliveChange registers fn to run when the alive field of a Hero in r
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial alive, unless it is the value every new Hero
@@ -2466,6 +2488,10 @@ func (p Missile) ID() state.ID { return p.e.ID() }
 // Valid reports whether p refers to an entity.
 func (p Missile) Valid() bool { return p.e != nil }
 
+// IsOwned reports whether this client owns p: on a client replica, what
+// the server said; false on the server, where Server.Owner tells.
+func (p Missile) IsOwned() bool { return p.e.Owned() }
+
 // Shooter returns the shooter field.
 func (p Missile) Shooter() replica.Ref { return replica.Ref(p.e.Num(2)) }
 
@@ -2739,6 +2765,13 @@ func OnMissileCreate(r *client.Replica, fn func(Missile)) (cancel func()) {
 // was when destroyed, and returns a func that unregisters it.
 func OnMissileDestroy(r *client.Replica, fn func(Missile)) (cancel func()) {
 	return r.OnDestroy(replicaMissile, func(e *state.Entity) { fn(Missile{e}) })
+}
+
+// OnMissileOwnership registers fn to run when this client gains (owned is true)
+// or loses ownership of a Missile in r, the Missiles it owns on joining
+// included, and returns a func that unregisters it.
+func OnMissileOwnership(r *client.Replica, fn func(p Missile, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaMissile, func(e *state.Entity, owned bool) { fn(Missile{e}, owned) })
 }
 
 // OnMissileShooterChange registers fn to run when the shooter field of a
