@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replicago/replica/auth"
@@ -24,6 +25,7 @@ type Conn struct {
 	userID   string
 	id       uint64
 	joined   bool
+	replaced atomic.Bool     // closed by a newer session of its user (claim)
 	changes  state.Changeset // this tick's changes of entities the connection owns
 
 	// This tick's ownership changes (Server.moved): the IDs its TICK

@@ -451,13 +451,11 @@ func (s *Server) admit() {
 		// never joins.
 		s.reap()
 		joining = slices.DeleteFunc(joining, func(c *Conn) bool {
-			select {
-			case <-c.tc.Done():
+			if c.replaced.Load() {
 				s.release(c)
 				return true
-			default:
-				return false
 			}
+			return false
 		})
 	}
 	s.conns = append(s.conns, joining...)

@@ -49,6 +49,7 @@ func (s *Server) claim(c *Conn) bool {
 	default:
 		for _, old := range olds {
 			s.cfg.Logger.Info("replica: session replaced", "user", c.userID, "old", old.id, "new", c.id)
+			old.replaced.Store(true)
 			old.tc.Close(transport.CloseReplaced, "another session of this user connected")
 		}
 		olds = nil

@@ -289,7 +289,8 @@ func (c *Conn) UserID() string { return c.welcome.UserID }
 func (c *Conn) TickRate() int { return int(c.welcome.TickRate) }
 
 // Poll applies every tick received so far, in order, firing callbacks on
-// the calling goroutine, and returns how many it applied. It returns an
+// the calling goroutine, runs the server RPCs that came with them, and
+// returns how many ticks it applied (RPCs are not counted). It returns an
 // error once the connection has closed and every received tick has been
 // applied, or if a tick does not decode (the connection is then closed
 // with a protocol error: the replica keeps the last good state).
@@ -304,7 +305,9 @@ func (c *Conn) Poll() (int, error) {
 			if err := c.apply(t); err != nil {
 				return n, err
 			}
-			n++
+			if t.rpc == nil {
+				n++
+			}
 		default:
 			return n, nil
 		}
@@ -356,8 +359,11 @@ func (c *Conn) apply(t tick) error {
 // first).
 func (c *Conn) LastTick() uint64 { return c.last }
 
-// Wait blocks until a tick has arrived (or ctx is done, or the connection
-// closed) and then polls.
+// Wait blocks until a tick or a server RPC has arrived, or ctx is done, or
+// the connection has closed, and then polls. It returns the number of
+// ticks applied, which is 0 if only RPCs came. Its error ends a game's
+// loop: ctx's error, or the reason the session ended once every tick
+// received before has been applied.
 func (c *Conn) Wait(ctx context.Context) (int, error) {
 	select {
 	case t, ok := <-c.ticks:
@@ -368,7 +374,10 @@ func (c *Conn) Wait(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		n, err := c.Poll()
-		return n + 1, err
+		if t.rpc == nil {
+			n++
+		}
+		return n, err
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
