@@ -971,15 +971,21 @@ func (d *Decoder) containerOps(txn *state.Txn, e *state.Entity, t *schema.Type, 
 		k := d.readK(t.Elem, n)
 		for i := 0; i < n && r.Err() == nil; i++ {
 			op := state.OpCode(r.Bits(3))
-			if op > state.OpClear && r.Err() == nil {
+			if (op > state.OpPatch || op == state.OpPatch && t.Elem.Kind != schema.Nested) && r.Err() == nil {
 				return fmt.Errorf("%w: list operation %d", wire.ErrMalformed, op)
 			}
 			idx := 0
-			if op == state.OpInsert || op == state.OpSet || op == state.OpRemove {
+			if op != state.OpPush && op != state.OpClear {
 				idx = int(min(r.U(4), uint64(d.lim.MaxContainerLen)+1))
 			}
 			var v state.Value
-			if op == state.OpPush || op == state.OpInsert || op == state.OpSet {
+			if op == state.OpPatch {
+				var err error
+				if v, err = d.readPatch(e, t.Elem, lt, local, idx); err != nil {
+					return err
+				}
+				op = state.OpSet
+			} else if op == state.OpPush || op == state.OpInsert || op == state.OpSet {
 				var err error
 				if v, err = d.readElem(t.Elem, d.elemType(lt), k, 1); err != nil {
 					return err
@@ -1106,6 +1112,29 @@ func (d *Decoder) containerOps(txn *state.Txn, e *state.Entity, t *schema.Type, 
 		}
 	}
 	return r.Err()
+}
+
+// readPatch reads a patch of struct element idx of the list at local
+// leaf of e (−1: a list the client skips), of remote element type t and
+// local list type lt, and returns the patched element: a copy of the
+// element with the patch's fields set, which replaces it.
+func (d *Decoder) readPatch(e *state.Entity, t, lt *schema.Type, local, idx int) (state.Value, error) {
+	ls := t.Struct
+	if lt != nil {
+		ls = lt.Elem.Struct
+	}
+	var b state.Builder
+	if local >= 0 {
+		l := e.List(e.Class().Leaf(local).Obj)
+		if idx >= l.Len() {
+			return state.Value{}, fmt.Errorf("%w: patch of element %d of a list of %d", state.ErrIndex, idx, l.Len())
+		}
+		b = state.BuildFrom(l.At(idx).R)
+	} else {
+		b = state.Build(ls)
+	}
+	rec, err := d.readRecordInto(t.Struct, ls, b, nil, 2)
+	return state.Value{R: rec}, err
 }
 
 // keyLess reports whether key a sorts strictly before key b, in the order

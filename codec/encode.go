@@ -48,6 +48,8 @@ const (
 // Encoder is not safe for concurrent use.
 type Encoder struct {
 	w, ops, whole wire.Writer
+	patch, elem   wire.Writer // a list element: its changed fields, and whole
+	diff          []uint64    // the changed fields of a list element
 
 	items     []item
 	groups    []group
@@ -944,6 +946,10 @@ func (enc *Encoder) writeListOps(w *wire.Writer, l *state.List, cc *state.ContCh
 	}
 	enc.vals = enc.vals[:start]
 	for _, op := range cc.Ops {
+		if op.Code == state.OpSet && op.Old != nil {
+			enc.writeElemSet(w, op)
+			continue
+		}
 		w.Bits(uint64(op.Code), 3)
 		switch op.Code {
 		case state.OpPush:
@@ -955,6 +961,29 @@ func (enc *Encoder) writeListOps(w *wire.Writer, l *state.List, cc *state.ContCh
 			w.U(uint64(op.Index), 4)
 		}
 	}
+}
+
+// writeElemSet writes the set of a struct element of a list as whichever
+// is shorter: a patch of the fields that changed, or the element whole.
+func (enc *Encoder) writeElemSet(w *wire.Writer, op state.ListOp) {
+	base := enc.values
+	enc.diff = op.V.R.AppendDiff(enc.diff, op.Old)
+	patch := &enc.patch
+	patch.Reset(patch.Finish()[:0])
+	enc.writeRecordLeaves(patch, op.V.R, enc.diff)
+	patchValues := enc.values
+	enc.values = base
+	whole := &enc.elem
+	whole.Reset(whole.Finish()[:0])
+	enc.writeRecordLeaves(whole, op.V.R, nil)
+	code, src := state.OpSet, whole
+	if patch.BitLen() < whole.BitLen() {
+		code, src, enc.values = state.OpPatch, patch, patchValues
+	}
+	w.Bits(uint64(code), 3)
+	w.U(uint64(op.Index), 4)
+	n := src.BitLen()
+	w.Append(src.Finish(), n)
 }
 
 // sortedKeys collects the changed keys of cc, sorted, into enc.nkeys or

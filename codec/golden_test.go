@@ -780,7 +780,8 @@ func scenarioContainers(t *testing.T) *gvWorld {
 	w.client("containers", "Lists (int32, string, struct and bool elements), maps with string and int16 "+
 		"keys, a bag of struct items. Tick 1 creates them whole; tick 2 sends list push, insert, remove, "+
 		"set and clear, map put and delete, bag add, remove and item-field updates as operations; tick 3 "+
-		"changes enough that whole containers are sent instead (the fallback); tick 4 mixes both.",
+		"changes enough that whole containers are sent instead (the fallback); tick 4 mixes both; "+
+		"tick 6 patches one field of a struct element of a list.",
 		"others", codec.PartAll)
 	e := w.spawn(holder)
 	nums := gvList(t, e, "nums")
@@ -863,6 +864,13 @@ func scenarioContainers(t *testing.T) *gvWorld {
 	nums.Set(1, gvNum(math.MinInt32))
 	gvBag(t, empty, "inv").Add(1, gvValue(t, item, map[string]any{"name": "first"}))
 	gvSet(t, empty, "hp", 2)
+	w.tick()
+
+	// Tick 5: a struct element of a list with one field changed travels
+	// as a patch (list operation 5) of that field.
+	path.Push(gvVec(t, holder, 8, -8))
+	w.tick()
+	path.Set(1, gvVec(t, holder, 9, -8))
 	w.tick()
 	return w
 }

@@ -327,8 +327,9 @@ func (lh ListHandle) Set(i int, v Value) {
 		return
 	}
 	v = checkElem(lh.l.t.Elem, v)
+	old := lh.l.v[i].R
 	lh.l.v[i] = v
-	lh.record(ListOp{Code: OpSet, Index: i, V: v})
+	lh.record(ListOp{Code: OpSet, Index: i, V: v, Old: old})
 }
 
 // Clear removes every element.

@@ -294,6 +294,31 @@ func (r *Record) Equal(o *Record) bool {
 	return true
 }
 
+// AppendDiff sets in dst, a bit per leaf, the leaves whose values differ
+// between r and o, records of the same type, and returns dst, grown to
+// the type's leaf count and cleared first.
+func (r *Record) AppendDiff(dst []uint64, o *Record) []uint64 {
+	words := (r.t.Leaves + 63) / 64
+	dst = slices.Grow(dst[:0], words)[:words]
+	clear(dst)
+	for i := 0; i < r.t.Leaves; i++ {
+		l := r.t.Leaf(i)
+		var same bool
+		switch k := l.Field.Type.Kind; {
+		case k.Numeric():
+			same = r.Num(l.Num) == o.Num(l.Num)
+		case k == schema.String || k == schema.Bytes:
+			same = r.Str(l.Obj) == o.Str(l.Obj)
+		default:
+			same = containerEqual(r.conts()[l.Obj], o.conts()[l.Obj])
+		}
+		if !same {
+			dst[i>>6] |= 1 << (i & 63)
+		}
+	}
+	return dst
+}
+
 func containerEqual(a, b any) bool {
 	switch a := a.(type) {
 	case *List:

@@ -487,6 +487,10 @@ const (
 	OpRemove               // remove the element at Index
 	OpSet                  // replace the element at Index with V
 	OpClear                // remove every element
+	// OpPatch changes some fields of the struct element at Index. The
+	// tracker records OpSet; encoders send a set of a struct element as
+	// a patch of its changed fields when that is smaller.
+	OpPatch
 )
 
 // ListOp is one recorded list operation.
@@ -494,6 +498,10 @@ type ListOp struct {
 	Code  OpCode
 	Index int
 	V     Value
+	// Old is the element OpSet replaced, when elements are structs: the
+	// encoder sends only the fields that differ from it. Elements are
+	// never changed in place, so it keeps its values.
+	Old *Record
 }
 
 // KeyChange is what happened to one key of a map or bag in a tick.

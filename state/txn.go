@@ -676,6 +676,9 @@ type Builder struct{ r *Record }
 // Build starts a new record of type t.
 func Build(t *schema.Struct) Builder { return Builder{r: NewRecord(t)} }
 
+// BuildFrom starts a new record with the values of r.
+func BuildFrom(r *Record) Builder { return Builder{r: r.Clone()} }
+
 // SetNum sets numeric leaf to v, in stored representation.
 func (b Builder) SetNum(leaf int, v uint64) { b.r.setNum(b.r.t.Leaf(leaf).Num, v) }
 
