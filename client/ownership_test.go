@@ -1,0 +1,131 @@
+package client_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/state"
+)
+
+// ownedSet returns the IDs of the entities r says it owns.
+func ownedSet(r *client.Replica) map[state.ID]bool {
+	m := map[state.ID]bool{}
+	for _, e := range r.Owned(nil) {
+		m[e.ID()] = true
+	}
+	return m
+}
+
+// TestOwnershipChanges: gaining an entity forgets its others fields,
+// losing it its owner fields, in the tick's transaction; OnOwnership
+// reports each change once, after the tick.
+func TestOwnershipChanges(t *testing.T) {
+	f := newFixture(t)
+	p := f.spawn(f.player)
+	p.SetNum(f.gold, 50)
+	p.SetNum(f.hp, 7)
+	f.tick()
+	var log []string
+	f.r.OnOwnership(f.player, func(e *state.Entity, owned bool) {
+		if owned {
+			log = append(log, "gained")
+		} else {
+			log = append(log, "lost")
+		}
+	})
+	// The fixture's client sees every field; gaining p changes nothing
+	// but the flag, losing it zeroes the owner-only gold.
+	if err := f.r.ApplyTick([]state.ID{p.ID()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e := f.r.Entity(p.ID()); !e.Owned() || e.Num(f.player.Leaf(f.gold).Num) != 50 {
+		t.Fatalf("after the gain: owned %v, gold %d", e.Owned(), e.Num(f.player.Leaf(f.gold).Num))
+	}
+	if err := f.r.ApplyTick(nil, []state.ID{p.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	e := f.r.Entity(p.ID())
+	if e.Owned() || e.Num(f.player.Leaf(f.gold).Num) != 0 || e.Num(f.player.Leaf(f.hp).Num) != 7 {
+		t.Fatalf("after the loss: owned %v, gold %d, hp %d", e.Owned(), e.Num(f.player.Leaf(f.gold).Num), e.Num(f.player.Leaf(f.hp).Num))
+	}
+	if len(log) != 2 || log[0] != "gained" || log[1] != "lost" {
+		t.Fatalf("OnOwnership said %v", log)
+	}
+}
+
+// TestOwnershipContradictions: ownership changes that contradict the
+// replica reject the whole tick, segments included, with ErrOwnership.
+func TestOwnershipContradictions(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.spawn(f.player), f.spawn(f.tower)
+	f.tick()
+	if err := f.r.ApplyTick([]state.ID{a.ID()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	stale := state.MakeID(a.ID().Slot(), a.ID().Gen()+1)
+	for name, c := range map[string]struct{ gained, lost []state.ID }{
+		"gain an owned entity":    {gained: []state.ID{a.ID()}},
+		"gain twice":              {gained: []state.ID{b.ID(), b.ID()}},
+		"gain a missing entity":   {gained: []state.ID{state.MakeID(99, 0)}},
+		"gain by a stale ID":      {gained: []state.ID{stale}},
+		"lose an unowned entity":  {lost: []state.ID{b.ID()}},
+		"lose a missing entity":   {lost: []state.ID{state.MakeID(99, 0)}},
+		"lose and gain then fail": {lost: []state.ID{a.ID()}, gained: []state.ID{b.ID(), state.MakeID(98, 0)}},
+	} {
+		b.SetNum(f.towerHP, uint64(len(name))) // a change the rejected tick would carry
+		segs := f.segments()
+		before, owned := snap(f.r), ownedSet(f.r)
+		err := f.r.ApplyTick(c.gained, c.lost, segs...)
+		var te *client.TickError
+		if !errors.Is(err, client.ErrOwnership) || !errors.As(err, &te) || te.Segment != -1 {
+			t.Errorf("%s: %v, want a TickError at segment -1 wrapping ErrOwnership", name, err)
+		}
+		if d := before.diff(f.r); d != "" {
+			t.Errorf("%s: the rejected tick changed the replica: %s", name, d)
+		}
+		if now := ownedSet(f.r); len(now) != len(owned) || !now[a.ID()] {
+			t.Errorf("%s: owned %v, want %v", name, now, owned)
+		}
+		if err := f.r.Apply(segs...); err != nil { // the server's tick itself is fine
+			t.Fatal(err)
+		}
+	}
+}
+
+// FuzzApplyTick feeds ownership lists and segments from the fuzzer to a
+// replica with a few entities: nothing panics, and a rejected tick leaves
+// the replica and what it owns as they were.
+func FuzzApplyTick(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 0}, []byte{}, []byte{0})
+	f.Add([]byte{}, []byte{2, 0, 0, 0}, []byte{0x21, 0x20})
+	f.Add([]byte{1, 0, 0, 0, 1, 0, 0, 0}, []byte{3, 0, 0, 1}, []byte{0x42, 0x10, 0x01})
+	f.Fuzz(func(t *testing.T, gained, lost, seg []byte) {
+		fx := newFixture(t)
+		p := fx.spawn(fx.player)
+		p.SetNum(fx.gold, 9)
+		fx.spawn(fx.tower)
+		fx.spawn(fx.player)
+		fx.tick()
+		if err := fx.r.ApplyTick([]state.ID{p.ID()}, nil); err != nil {
+			t.Fatal(err)
+		}
+		ids := func(b []byte) []state.ID {
+			var out []state.ID
+			for ; len(b) >= 4; b = b[4:] {
+				out = append(out, state.ID(binary.LittleEndian.Uint32(b)))
+			}
+			return out
+		}
+		before, owned := snap(fx.r), ownedSet(fx.r)
+		if err := fx.r.ApplyTick(ids(gained), ids(lost), seg); err != nil {
+			if d := before.diff(fx.r); d != "" {
+				t.Fatalf("rejected tick %v changed the replica: %s", err, d)
+			}
+			if now := ownedSet(fx.r); len(now) != len(owned) {
+				t.Fatalf("rejected tick %v changed what the replica owns", err)
+			}
+		}
+	})
+}
