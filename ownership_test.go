@@ -201,3 +201,57 @@ func TestOwnershipProperty(t *testing.T) {
 		w.tick(rt)
 	})
 }
+
+// TestOwnershipTransfer follows one hero from client 0 to client 1 and
+// back, across ticks and within one: the new owner gets the owner-only
+// values that already exist (a number and a bag) and can then follow
+// changes to them, including a change to a bag item it never saw
+// created; the old owner forgets them and gets the others-only value.
+func TestOwnershipTransfer(t *testing.T) {
+	w := newOwnWorld(t, 2)
+	defer w.close()
+	h, err := v2.SpawnHero(w.srv.Tracker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetI16(500) // owner only
+	h.SetI8(-3)   // others only
+	it := v2.NewItem()
+	it.SetCount(1)
+	h.Inv().Add(7, it)
+	w.srv.SetOwner(h.Entity(), w.conns[0])
+	w.tick(t)
+
+	hero := func(i int) v2.Hero {
+		p, _ := v2.HeroOf(w.clients[i].Replica().Entity(h.ID()))
+		return p
+	}
+	w.srv.SetOwner(h.Entity(), w.conns[1])
+	h.SetI16(501) // in the same tick as the transfer
+	w.tick(t)
+	if p := hero(1); !p.IsOwned() || p.I16() != 501 || p.I8() != 0 || p.Inv().Len() != 1 {
+		t.Fatalf("new owner: owned %v, i16 %d, i8 %d, %d items", p.IsOwned(), p.I16(), p.I8(), p.Inv().Len())
+	}
+	if p := hero(0); p.IsOwned() || p.I16() != 0 || p.I8() != -3 || p.Inv().Len() != 0 {
+		t.Fatalf("old owner: owned %v, i16 %d, i8 %d, %d items", p.IsOwned(), p.I16(), p.I8(), p.Inv().Len())
+	}
+	// A later change of an item the new owner only got whole.
+	item, _ := h.Inv().Get(7)
+	item.SetCount(2)
+	w.tick(t)
+	if got, _ := hero(1).Inv().Get(7); got.Count() != 2 {
+		t.Fatalf("new owner's item count %d, want 2", got.Count())
+	}
+	// Away and back within one tick is no change; then back across ticks.
+	w.srv.SetOwner(h.Entity(), w.conns[0])
+	w.srv.SetOwner(h.Entity(), w.conns[1])
+	w.tick(t)
+	w.srv.SetOwner(h.Entity(), w.conns[0])
+	w.tick(t)
+	if p := hero(0); !p.IsOwned() || p.I16() != 501 || p.I8() != 0 {
+		t.Fatalf("first owner again: owned %v, i16 %d, i8 %d", p.IsOwned(), p.I16(), p.I8())
+	}
+	if n := len(w.owned[1]); n != 1 || w.owned[1][h.ID()] {
+		t.Fatalf("client 1's callbacks: %v", w.owned[1])
+	}
+}
