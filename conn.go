@@ -24,6 +24,7 @@ type Conn struct {
 	userID   string
 	id       uint64
 	joined   bool
+	fullTick uint64          // the tick that sent it the full state as a joiner
 	changes  state.Changeset // this tick's changes of entities the connection owns
 
 	schema  *schema.Schema // the client's, from its HELLO
