@@ -216,7 +216,10 @@ func RunClients(cfg ClientsConfig) (*ClientsResult, error) {
 	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "server")))
 	t := time.NewTicker(time.Second / time.Duration(cfg.Hz))
 	defer t.Stop()
-	tick := func() (update, server time.Duration) { return s.tickServer(t, srv) }
+	tick := func() (update, server time.Duration) {
+		update, server, _ = s.tickServer(t, srv)
+		return update, server
+	}
 	for joinDeadline := time.Now().Add(time.Minute); len(srv.Conns()) < cfg.Clients; {
 		if time.Now().After(joinDeadline) {
 			return nil, fmt.Errorf("bench: only %d of %d clients joined", len(srv.Conns()), cfg.Clients)
@@ -297,14 +300,21 @@ func newW1Served(hz int) (*replica.Server, *w1Server, error) {
 }
 
 // tickServer waits for the ticker, runs a W1 step through the setters and
-// srv's tick, and returns how long each took.
-func (s *w1Server) tickServer(t *time.Ticker, srv *replica.Server) (update, server time.Duration) {
+// srv's tick, and returns how long each took. serverCPU is the CPU time
+// of the calling thread during the tick, which is the tick's own when
+// the goroutine is locked to its thread, and 0 where it is not known.
+func (s *w1Server) tickServer(t *time.Ticker, srv *replica.Server) (update, server, serverCPU time.Duration) {
 	<-t.C
 	t0 := time.Now()
 	s.mutate()
+	c1, _ := threadCPU()
 	t1 := time.Now()
 	srv.Tick()
-	return t1.Sub(t0), time.Since(t1)
+	server = time.Since(t1)
+	if c2, ok := threadCPU(); ok {
+		serverCPU = c2 - c1
+	}
+	return t1.Sub(t0), server, serverCPU
 }
 
 // served is a server's loopback listener, serving.
