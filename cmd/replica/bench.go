@@ -15,6 +15,8 @@ func runBench(args []string) error {
 		"or joinstorm (clients dialing that server at -rate a second while it ticks)")
 	clients := fs.Int("clients", 1, "number of clients (clients scenario: 100 unless given; joinstorm: 1000)")
 	rate := fs.Float64("rate", 800, "joinstorm: dials started per second")
+	process := fs.Bool("process", false, "joinstorm: run the clients in a child process (ws only), apart from the server's scheduler and heap")
+	addr := fs.String("addr", "", "joinstorm-clients: the server's address")
 	quantized := fs.Bool("quantized", false, "w1: positions at 1/64 unit, angle in 12 bits")
 	transportName := fs.String("transport", "ws", "clients, joinstorm: ws or quic")
 	ticks := fs.Int("ticks", 200, "clients: measured ticks at 20 Hz, after the clients joined and 20 ticks of warm-up")
@@ -87,15 +89,23 @@ func runBench(args []string) error {
 		if *rate <= 0 {
 			return fmt.Errorf("bench: -rate must be positive, got %v", *rate)
 		}
-		res, err := bench.RunJoinStorm(bench.JoinStormConfig{Transport: *transportName, Clients: *clients, Rate: *rate})
+		cfg := bench.JoinStormConfig{Transport: *transportName, Clients: *clients, Rate: *rate}
+		if *process {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.ClientsCommand = []string{exe, "bench", "-scenario", "joinstorm-clients"}
+		}
+		res, err := bench.RunJoinStorm(cfg)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
 			return json.NewEncoder(os.Stdout).Encode(res)
 		}
-		fmt.Printf("joinstorm %s clients=%d at %.0f/s entities=%d at %d Hz verified=%v failed=%d dropped=%d\n",
-			res.Transport, res.Clients, res.Rate, res.Entities, res.Hz, res.Verified, res.Failed, res.Dropped)
+		fmt.Printf("joinstorm %s clients=%d at %.0f/s (in a child process: %v) entities=%d at %d Hz verified=%v failed=%d dropped=%d\n",
+			res.Transport, res.Clients, res.Rate, res.ClientsProcess, res.Entities, res.Hz, res.Verified, res.Failed, res.Dropped)
 		fmt.Printf("  storm: %d ticks in %.1fs (%.1f Hz, CPU %.0f%%), server tick %.0f/%.0f µs (p50/p99; CPU %.0f/%.0f µs); after: %.0f/%.0f µs; join latency %.1f/%.1f ms\n",
 			res.StormTicks, res.StormSeconds, res.AchievedHz, 100*res.CPUUtilization, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99,
 			res.ServerCPUUSPerTick.P50, res.ServerCPUUSPerTick.P99,
@@ -104,6 +114,9 @@ func runBench(args []string) error {
 			return fmt.Errorf("bench: joinstorm run did not verify")
 		}
 		return nil
+	case "joinstorm-clients":
+		// The clients of joinstorm -process, run by it.
+		return bench.RunStormClients(*addr, *clients, *rate, os.Stdin, os.Stdout)
 	default:
 		return fmt.Errorf("bench: unknown scenario %q (known: w1, clients, joinstorm)", *scenario)
 	}

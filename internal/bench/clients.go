@@ -362,14 +362,7 @@ func verify(srv *replica.Server, clients []*benchClient, playing *sync.WaitGroup
 	last := srv.TickNumber()
 	caughtUp(clients, last, 30*time.Second) // the comparison reports those that did not
 	srv.Close()
-	done := make(chan struct{})
-	go func() { playing.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		abandon()
-		<-done
-	}
+	waitPlaying(playing, abandon)
 	ents := srv.Tracker().AppendEntities(nil)
 	for _, c := range clients {
 		if c.conn == nil {
@@ -386,6 +379,20 @@ func verify(srv *replica.Server, clients []*benchClient, playing *sync.WaitGroup
 		}
 	}
 	return true
+}
+
+// waitPlaying waits for the clients' goroutines, counted by playing, to
+// return once their connections ended, and ends them with abandon if they
+// take over 30 seconds.
+func waitPlaying(playing *sync.WaitGroup, abandon func()) {
+	done := make(chan struct{})
+	go func() { playing.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		abandon()
+		<-done
+	}
 }
 
 // cpuSeconds returns the CPU time the process has used, user and
