@@ -102,9 +102,8 @@ type Config struct {
 	// sends, and the others-fields of the entities the other joiners of
 	// its tick own: bounding them keeps a storm of joins from stalling
 	// the tick of the clients already in. The default is 640 a second,
-	// at most 32 a tick: 32 at 20 Hz, 10 at 60 Hz. The server sends
-	// nothing to a connection while it waits: a queue that takes longer
-	// to admit than the clients' idle timeout loses its last clients.
+	// at most 32 a tick: 32 at 20 Hz, 10 at 60 Hz. Waiting connections
+	// stay open however long the queue: the server answers their pings.
 	MaxJoinsPerTick int
 }
 
