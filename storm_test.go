@@ -13,7 +13,7 @@ import (
 )
 
 // storm is a server over the in-memory transport whose OnJoin gives every
-// client a bot it owns, with an owner-only score and an others-only bounty
+// client but "watcher" a bot it owns, with an owner-only score and an others-only bounty
 // of its own, so that a client shown the wrong partition of a bot is seen.
 type storm struct {
 	t       *testing.T
@@ -34,6 +34,9 @@ func newStorm(t *testing.T, cfg replica.Config) *storm {
 	st := &storm{t: t, ln: ln, dialer: nw.Dialer(transport.Config{}), bots: map[string]demo.Bot{}}
 	cfg.Schema = demo.Schema()
 	cfg.OnJoin = func(c *replica.Conn) {
+		if c.UserID() == "watcher" {
+			return // owns nothing
+		}
 		b, err := demo.SpawnBot(st.srv.Tracker())
 		if err != nil {
 			t.Error(err)
@@ -160,6 +163,73 @@ func TestMaxJoinsPerTick(t *testing.T) {
 		if want := fmt.Sprint("player", i); c.UserID() != want {
 			t.Errorf("connection %d is %s, want %s: first come, first served", i, c.UserID(), want)
 		}
+	}
+	st.verify()
+}
+
+// TestResyncWithJoiners resynchronises a client that owns nothing in the
+// tick that three clients owning bots join: it shares their full state,
+// and receives the others fields of their bots besides.
+func TestResyncWithJoiners(t *testing.T) {
+	st := newStorm(t, replica.Config{LagMessages: 40, LagBytes: 1 << 30})
+	var npcs []demo.Bot
+	for i := range 300 {
+		b, err := demo.SpawnBot(st.srv.Tracker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.SetScore(int32(i + 1))
+		b.SetBounty(int16(i + 1))
+		npcs = append(npcs, b)
+	}
+	w, err := client.Dial(context.Background(), st.dialer, st.ln.Addr().String(), demo.Schema(),
+		client.DialConfig{Token: []byte("watcher"), Buffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	st.clients = append(st.clients, w)
+	for deadline := time.Now().Add(10 * time.Second); st.srv.JoiningForTest() < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher's handshake was not queued")
+		}
+	}
+	st.srv.Tick()
+
+	// The watcher does not poll: the server pauses it.
+	for tick := 0; st.srv.Stats().Paused == 0; tick++ {
+		if tick > 2000 {
+			t.Fatal("the server never paused the client that stopped reading")
+		}
+		for _, b := range npcs {
+			b.SetX(float32(tick))
+		}
+		st.srv.Tick()
+	}
+	// It applies what it was sent, its backlog drains, and the next tick
+	// resynchronises it, along with three joiners.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for lastSent := st.srv.TickNumber() - 1; w.LastTick() < lastSent; {
+		if _, err := w.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const joiners = 3
+	st.handshake(joiners)
+	before := st.srv.FullEncodedForTest()
+	st.srv.Tick()
+	if s := st.srv.Stats(); s.Resyncs != 1 || len(st.srv.Conns()) != 1+joiners {
+		t.Fatalf("%d resyncs, %d connections; want the resync in the joiners' tick", s.Resyncs, len(st.srv.Conns()))
+	}
+	// PartAll of the 303 bots and PartOthers of the 300 no joiner owns,
+	// once; for each joiner the others fields of the two other joiners'
+	// bots and the owner fields of its own; for the watcher those of the
+	// three joiners' bots.
+	const ents = 300 + joiners
+	want := ents + (ents - joiners) + joiners*(joiners-1+1) + joiners
+	if got := st.srv.FullEncodedForTest() - before; got != uint64(want) {
+		t.Errorf("%d entities encoded into the full states of a tick, want %d", got, want)
 	}
 	st.verify()
 }
