@@ -106,8 +106,8 @@ func runBench(args []string) error {
 		}
 		fmt.Printf("joinstorm %s clients=%d at %.0f/s (in a child process: %v) entities=%d at %d Hz verified=%v failed=%d dropped=%d\n",
 			res.Transport, res.Clients, res.Rate, res.ClientsProcess, res.Entities, res.Hz, res.Verified, res.Failed, res.Dropped)
-		fmt.Printf("  storm: %d ticks in %.1fs (%.1f Hz, CPU %.0f%%), server tick %.0f/%.0f µs (p50/p99; CPU %.0f/%.0f µs); after: %.0f/%.0f µs; join latency %.1f/%.1f ms\n",
-			res.StormTicks, res.StormSeconds, res.AchievedHz, 100*res.CPUUtilization, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99,
+		fmt.Printf("  storm: %.0f joins/s, %d ticks in %.1fs (%.1f Hz, CPU %.0f%%), server tick %.0f/%.0f µs (p50/p99; CPU %.0f/%.0f µs); after: %.0f/%.0f µs; join latency %.1f/%.1f ms\n",
+			res.JoinsPerSecond, res.StormTicks, res.StormSeconds, res.AchievedHz, 100*res.CPUUtilization, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99,
 			res.ServerCPUUSPerTick.P50, res.ServerCPUUSPerTick.P99,
 			res.AfterUSPerTick.P50, res.AfterUSPerTick.P99, res.JoinLatencyUS.P50/1e3, res.JoinLatencyUS.P99/1e3)
 		if !res.Verified {

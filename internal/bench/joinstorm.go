@@ -52,6 +52,9 @@ type JoinStormResult struct {
 	// admitted every client, and StormSeconds their wall time.
 	StormTicks   int     `json:"storm_ticks"`
 	StormSeconds float64 `json:"storm_seconds"`
+	// JoinsPerSecond is the clients admitted over StormSeconds: below
+	// Rate when the handshakes cannot keep up, on either side.
+	JoinsPerSecond float64 `json:"joins_per_second"`
 	// AchievedHz is the storm's ticks per second of wall time: below Hz
 	// when ticks took longer than their period.
 	AchievedHz float64 `json:"achieved_hz"`
@@ -156,6 +159,7 @@ func RunJoinStorm(cfg JoinStormConfig) (*JoinStormResult, error) {
 	}
 	res.StormSeconds = time.Since(start).Seconds()
 	res.StormTicks = len(serverUS)
+	res.JoinsPerSecond = float64(len(srv.Conns())) / res.StormSeconds
 	res.AchievedHz = float64(res.StormTicks) / res.StormSeconds
 	if cpu1, ok := cpuSeconds(); ok && cpuOK {
 		res.CPUUtilization = (cpu1 - cpu0) / res.StormSeconds / float64(runtime.GOMAXPROCS(0))
