@@ -331,7 +331,7 @@ func RunStormClients(addr string, n int, rate float64, in io.Reader, out io.Writ
 				}
 			}
 			waitPlaying(&js.playing, js.abandon)
-			res := storm{Verified: true, JoinUS: js.joinLatencies()}
+			res := stormVerdict{Verified: true, JoinUS: js.joinLatencies()}
 			for _, c := range js.clients {
 				if c.conn == nil || c.conn.LastTick() != tick || stateDigest(c.conn.Replica().Entities(nil)) != digest {
 					res.Verified = false
@@ -346,8 +346,8 @@ func RunStormClients(addr string, n int, rate float64, in io.Reader, out io.Writ
 	return sc.Err()
 }
 
-// storm is what RunStormClients answers to verify.
-type storm struct {
+// stormVerdict is what RunStormClients answers to verify.
+type stormVerdict struct {
 	Verified bool      `json:"verified"`
 	JoinUS   []float64 `json:"join_us"`
 }
@@ -439,7 +439,7 @@ func (js *childJoiners) verify(srv *replica.Server) (bool, []float64, error) {
 	if err != nil {
 		return false, nil, err
 	}
-	var res storm
+	var res stormVerdict
 	if err := json.Unmarshal([]byte(l), &res); err != nil {
 		return false, nil, fmt.Errorf("bench: the storm's clients: %s", l)
 	}
