@@ -26,6 +26,7 @@ type Conn struct {
 	id       uint64
 	joined   bool
 	replaced atomic.Bool     // closed by a newer session of its user (claim)
+	fullTick uint64          // the tick that sent it the full state as a joiner
 	changes  state.Changeset // this tick's changes of entities the connection owns
 
 	// This tick's ownership changes (Server.moved): the IDs its TICK

@@ -3,3 +3,15 @@ package replica
 // CallForTest runs one client RPC message as the tick would, for the
 // dispatch benchmark.
 func (s *Server) CallForTest(c *Conn, msg []byte) { s.call(c, msg) }
+
+// FullEncodedForTest returns the number of entities the server has encoded
+// into full states, shared or not.
+func (s *Server) FullEncodedForTest() uint64 { return s.full.encoded }
+
+// JoiningForTest returns the number of handshaken connections waiting for
+// a tick to admit them.
+func (s *Server) JoiningForTest() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.joining)
+}

@@ -101,6 +101,17 @@ type Config struct {
 	// is a quarter of ClientLimits.MaxEntities: 16,384. A TICK carries at
 	// most session.MaxSegments segments.
 	SegmentEntities int
+	// MaxJoinsPerTick bounds the handshaken connections one tick admits:
+	// runs OnJoin for and sends the full state. The others wait, first
+	// come first served, for the next ticks; they have their WELCOME and
+	// simply receive their first TICK later. A tick encodes the full
+	// state once for all its joiners, but each joiner still costs its own
+	// sends, and the others-fields of the entities the other joiners of
+	// its tick own: bounding them keeps a storm of joins from stalling
+	// the tick of the clients already in. The default is 640 a second,
+	// at most 32 a tick: 32 at 20 Hz, 10 at 60 Hz. Waiting connections
+	// stay open however long the queue: the server answers their pings.
+	MaxJoinsPerTick int
 }
 
 func (c Config) withDefaults() Config {
@@ -138,6 +149,9 @@ func (c Config) withDefaults() Config {
 	if c.SegmentEntities <= 0 {
 		c.SegmentEntities = max(1, c.ClientLimits.MaxEntities/4)
 	}
+	if c.MaxJoinsPerTick <= 0 {
+		c.MaxJoinsPerTick = max(1, min(32, 640/c.TickRate))
+	}
 	return c
 }
 
@@ -173,6 +187,8 @@ type Server struct {
 	all      [][]byte                // this tick's PartAll segments
 	others   [][]byte                // this tick's PartOthers segments
 	scratch  []byte
+	full     fullState // this tick's full state, for its joiners and resyncs
+	fullSeg  [][]byte  // one connection's segments of the full state
 	handlers map[rpcKey]RPCHandler
 	lastPing time.Time
 	rpcEnc   codec.Encoder
@@ -433,17 +449,18 @@ func (s *Server) moved(cs *state.Changeset) {
 	clear(s.moves)
 }
 
-// fulls appends to segs the segments of partition part that set every
-// field of ents whole.
-func (s *Server) fulls(segs [][]byte, ents []*state.Entity, part codec.Part) [][]byte {
-	return s.split(segs, len(ents), func(lo, hi int) []byte { return s.enc.Full(nil, ents[lo:hi], part) })
-}
-
-// admit moves handshaken connections into the tick.
+// admit moves handshaken connections into the tick, at most
+// MaxJoinsPerTick of them, the longest waiting first.
 func (s *Server) admit() {
 	s.mu.Lock()
 	joining := s.joining
-	s.joining = nil
+	if len(joining) > s.cfg.MaxJoinsPerTick {
+		// A fresh slice for those left: handshakes append to it.
+		s.joining = slices.Clone(joining[s.cfg.MaxJoinsPerTick:])
+		joining = joining[:s.cfg.MaxJoinsPerTick]
+	} else {
+		s.joining = nil
+	}
 	s.mu.Unlock()
 	if len(joining) > 0 {
 		// A session a joiner replaced leaves first, so that OnJoin finds
@@ -466,27 +483,103 @@ func (s *Server) admit() {
 	}
 }
 
-// sendFull sends a joining connection the full state.
-func (s *Server) sendFull(c *Conn) {
-	all := s.tr.AppendEntities(nil)
-	var mine, others []*state.Entity
-	for _, e := range all {
-		if s.ownerOf(e) == c {
-			mine = append(mine, e)
-		} else {
-			others = append(others, e)
+// A fullState is the full state of one tick, encoded once for every
+// connection sent the full state in that tick: its joiners, and paused
+// clients resynced. PartAll is the same for all of them. PartOthers
+// differs only in the entities each one owns, which it must not see
+// through others-fields: the shared PartOthers leaves out the entities
+// the tick's joiners own, and each recipient gets those it does not own
+// besides (a few: a joiner's avatar, say). The entities of connections
+// that joined earlier are in the shared part, which suits every joiner.
+type fullState struct {
+	tick   uint64          // the tick encoded; 0 for none
+	ents   []*state.Entity // every entity
+	owned  []*state.Entity // those the tick's joiners own
+	shared []*state.Entity // the others
+	all    [][]byte        // PartAll segments of ents
+	others [][]byte        // PartOthers segments of shared
+	// encoded counts the entities encoded into full states, shared or
+	// not, for the tests.
+	encoded uint64
+}
+
+// fullState returns this tick's full state, encoding it at the first call
+// of the tick. The state and its owners do not change until the tick's
+// sends are done. The segments are fresh slices every tick: transports
+// keep a reference to what they send until it is written.
+func (s *Server) fullState() *fullState {
+	f := &s.full
+	if f.tick == s.tick {
+		return f
+	}
+	f.tick = s.tick
+	for _, c := range s.conns {
+		if !c.joined {
+			c.fullTick = s.tick
 		}
 	}
-	var segs [][]byte
-	segs = s.fulls(segs, all, codec.PartAll)
+	f.ents = s.tr.AppendEntities(f.ents[:0])
+	f.owned, f.shared = f.owned[:0], f.shared[:0]
+	for _, e := range f.ents {
+		if o := s.ownerOf(e); o != nil && o.fullTick == s.tick {
+			f.owned = append(f.owned, e)
+		} else {
+			f.shared = append(f.shared, e)
+		}
+	}
+	f.all = s.fulls(f.all[:0], f.ents, codec.PartAll)
+	f.others = s.fulls(f.others[:0], f.shared, codec.PartOthers)
+	return f
+}
+
+// sendFull sends c the full state: the shared segments of this tick's,
+// and what c sees of its own entities and those of the other joiners.
+func (s *Server) sendFull(c *Conn) {
+	f := s.fullState()
+	segs := append(s.fullSeg[:0], f.all...)
+	var mine, others []*state.Entity
+	if c.fullTick == s.tick || !s.owns(c) {
+		// A joiner, or a resynced client that owns nothing: the shared
+		// PartOthers holds none of its entities.
+		segs = append(segs, f.others...)
+		for _, e := range f.owned {
+			if s.ownerOf(e) == c {
+				mine = append(mine, e)
+			} else {
+				others = append(others, e)
+			}
+		}
+	} else {
+		// A resynced owner: its entities are in the shared PartOthers,
+		// which it must not receive.
+		for _, e := range f.ents {
+			if s.ownerOf(e) == c {
+				mine = append(mine, e)
+			} else {
+				others = append(others, e)
+			}
+		}
+	}
 	segs = s.fulls(segs, others, codec.PartOthers)
 	segs = s.fulls(segs, mine, codec.PartOwner)
+	s.fullSeg = segs
 	c.gained, c.lost = c.gained[:0], c.lost[:0]
 	for _, e := range mine {
 		c.gained = append(c.gained, uint32(e.ID()))
 	}
 	c.joined = true
 	s.send(c, segs)
+}
+
+// owns reports whether c owns an entity.
+func (s *Server) owns(c *Conn) bool {
+	return slices.ContainsFunc(s.owners, func(o owner) bool { return o.c == c })
+}
+
+// fulls appends to segs the full segments of partition part for ents.
+func (s *Server) fulls(segs [][]byte, ents []*state.Entity, part codec.Part) [][]byte {
+	s.full.encoded += uint64(len(ents))
+	return s.split(segs, len(ents), func(lo, hi int) []byte { return s.enc.Full(nil, ents[lo:hi], part) })
 }
 
 // deltas appends to segs the segments of partition part for the changes

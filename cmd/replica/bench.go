@@ -11,10 +11,14 @@ import (
 
 func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	scenario := fs.String("scenario", "w1", "scenario to run: w1 (in-process encode and decode) or clients (a server and real client connections over loopback)")
-	clients := fs.Int("clients", 1, "number of clients (clients scenario: 100 unless given)")
+	scenario := fs.String("scenario", "w1", "scenario to run: w1 (in-process encode and decode), clients (a server and real client connections over loopback) "+
+		"or joinstorm (clients dialing that server at -rate a second while it ticks)")
+	clients := fs.Int("clients", 1, "number of clients (clients scenario: 100 unless given; joinstorm: 1000)")
+	rate := fs.Float64("rate", 800, "joinstorm: dials started per second")
+	process := fs.Bool("process", false, "joinstorm: run the clients in a child process (ws only), apart from the server's scheduler and heap")
+	addr := fs.String("addr", "", "joinstorm-clients: the server's address")
 	quantized := fs.Bool("quantized", false, "w1: positions at 1/64 unit, angle in 12 bits")
-	transportName := fs.String("transport", "ws", "clients: ws or quic")
+	transportName := fs.String("transport", "ws", "clients, joinstorm: ws or quic")
 	ticks := fs.Int("ticks", 200, "clients: measured ticks at 20 Hz, after the clients joined and 20 ticks of warm-up")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := fs.Parse(args); err != nil {
@@ -22,8 +26,13 @@ func runBench(args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *scenario == "clients" && !set["clients"] {
-		*clients = 100
+	if !set["clients"] {
+		switch *scenario {
+		case "clients":
+			*clients = 100
+		case "joinstorm":
+			*clients = 1000
+		}
 	}
 	if *clients < 1 {
 		return fmt.Errorf("bench: -clients must be at least 1, got %d", *clients)
@@ -73,7 +82,42 @@ func runBench(args []string) error {
 			return fmt.Errorf("bench: clients run did not verify")
 		}
 		return nil
+	case "joinstorm":
+		if *transportName != "ws" && *transportName != "quic" {
+			return fmt.Errorf("bench: -transport must be ws or quic, got %q", *transportName)
+		}
+		if *rate <= 0 {
+			return fmt.Errorf("bench: -rate must be positive, got %v", *rate)
+		}
+		cfg := bench.JoinStormConfig{Transport: *transportName, Clients: *clients, Rate: *rate}
+		if *process {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.ClientsCommand = []string{exe, "bench", "-scenario", "joinstorm-clients"}
+		}
+		res, err := bench.RunJoinStorm(cfg)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(os.Stdout).Encode(res)
+		}
+		fmt.Printf("joinstorm %s clients=%d at %.0f/s (in a child process: %v) entities=%d at %d Hz verified=%v failed=%d dropped=%d\n",
+			res.Transport, res.Clients, res.Rate, res.ClientsProcess, res.Entities, res.Hz, res.Verified, res.Failed, res.Dropped)
+		fmt.Printf("  storm: %.0f joins/s, %d ticks in %.1fs (%.1f Hz, CPU %.0f%%), server tick %.0f/%.0f µs (p50/p99; CPU %.0f/%.0f µs); after: %.0f/%.0f µs; join latency %.1f/%.1f ms\n",
+			res.JoinsPerSecond, res.StormTicks, res.StormSeconds, res.AchievedHz, 100*res.CPUUtilization, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99,
+			res.ServerCPUUSPerTick.P50, res.ServerCPUUSPerTick.P99,
+			res.AfterUSPerTick.P50, res.AfterUSPerTick.P99, res.JoinLatencyUS.P50/1e3, res.JoinLatencyUS.P99/1e3)
+		if !res.Verified {
+			return fmt.Errorf("bench: joinstorm run did not verify")
+		}
+		return nil
+	case "joinstorm-clients":
+		// The clients of joinstorm -process, run by it.
+		return bench.RunStormClients(*addr, *clients, *rate, os.Stdin, os.Stdout)
 	default:
-		return fmt.Errorf("bench: unknown scenario %q (known: w1, clients)", *scenario)
+		return fmt.Errorf("bench: unknown scenario %q (known: w1, clients, joinstorm)", *scenario)
 	}
 }

@@ -3,7 +3,7 @@
 // Usage:
 //
 //	replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
-//	replica bench -scenario w1|clients [-clients N] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+//	replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
 package main
 
 import (
@@ -15,7 +15,7 @@ import (
 
 const usage = `usage:
   replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
-  replica bench -scenario w1|clients [-clients N] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+  replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
 
 Run "replica <command> -h" for the flags of a command.
 `

@@ -120,7 +120,8 @@ type benchClient struct {
 	tick atomic.Uint64
 
 	// Owned by the client's goroutine until it returns.
-	baseTick, baseBytes uint64 // at the first tick applied after the warm-up
+	baseTick, baseBytes uint64    // at the first tick applied after the warm-up
+	dialed, applied     time.Time // the dial's start; the first tick applied, its full state
 	err                 error
 }
 
@@ -147,56 +148,20 @@ func RunClients(cfg ClientsConfig) (*ClientsResult, error) {
 	res := &ClientsResult{Scenario: "clients", Mode: "broadcast", Transport: cfg.Transport, Clients: cfg.Clients,
 		Hz: cfg.Hz, WarmupTicks: cfg.Warmup, Ticks: cfg.Measured}
 
-	// The server and its world. Idle timeouts are long: the clients
-	// connect for a while before the first tick, and nothing is sent
-	// before it (no pings either).
-	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), TickRate: cfg.Hz,
-		HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
+	srv, s, err := newW1Served(cfg.Hz)
 	if err != nil {
 		return nil, err
-	}
-	world := w1.New(w1.DefaultConfig())
-	s := &w1Server{world: world, tr: srv.Tracker(), units: make([]unit, len(world.X))}
-	for id := range s.units {
-		u, err := arena.SpawnUnit(s.tr)
-		if err != nil {
-			return nil, err
-		}
-		u.SetX(world.X[id])
-		u.SetY(world.Y[id])
-		u.SetAngle(world.Angle[id])
-		u.SetHp(world.HP[id])
-		u.SetName(world.Name[id])
-		s.units[id] = u
 	}
 	res.Entities = len(s.units)
-	srv.Tick() // the creation, to nobody
-	srv.Tick() // its change records go back to the pool
 
-	var (
-		ln   transport.Listener
-		dial transport.Dialer
-	)
-	// The listener and everything it starts carry the label side=server,
-	// the dials side=client: goroutines inherit their creator's labels.
-	pprof.Do(context.Background(), pprof.Labels("side", "server"), func(context.Context) {
-		ln, dial, err = listen(cfg.Transport)
-	})
+	sv, err := serve(srv, cfg.Transport)
 	if err != nil {
 		return nil, err
 	}
-	serveCtx, stopServe := context.WithCancel(context.Background())
-	var serving sync.WaitGroup
-	serving.Add(1)
-	go pprof.Do(serveCtx, pprof.Labels("side", "server"), func(ctx context.Context) {
-		defer serving.Done()
-		srv.Serve(ctx, ln)
-	})
+	ln, dial := sv.ln, sv.dial
 	clients := make([]*benchClient, cfg.Clients)
 	defer func() {
-		srv.Close()
-		stopServe()
-		serving.Wait()
+		sv.stop()
 		for _, c := range clients {
 			if c != nil && c.conn != nil {
 				c.conn.Close()
@@ -252,12 +217,8 @@ func RunClients(cfg ClientsConfig) (*ClientsResult, error) {
 	t := time.NewTicker(time.Second / time.Duration(cfg.Hz))
 	defer t.Stop()
 	tick := func() (update, server time.Duration) {
-		<-t.C
-		t0 := time.Now()
-		s.mutate()
-		t1 := time.Now()
-		srv.Tick()
-		return t1.Sub(t0), time.Since(t1)
+		update, server, _ = s.tickServer(t, srv)
+		return update, server
 	}
 	for joinDeadline := time.Now().Add(time.Minute); len(srv.Conns()) < cfg.Clients; {
 		if time.Now().After(joinDeadline) {
@@ -292,34 +253,10 @@ func RunClients(cfg ClientsConfig) (*ClientsResult, error) {
 		res.Dropped = cfg.Clients - n
 	}
 
-	// Stop ticking and let every client apply the last tick; then close,
-	// and compare once the clients' goroutines have returned.
-	last := srv.TickNumber()
-	caughtUp(clients, last, 30*time.Second) // verification reports those that did not
-	srv.Close()
-	done := make(chan struct{})
-	go func() { playing.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		abandon()
-		<-done
-	}
-	ents := srv.Tracker().AppendEntities(nil)
-	res.Verified = res.Dropped == 0
+	verified := verify(srv, clients, &playing, abandon)
+	res.Verified = verified && res.Dropped == 0
 	var perTick, n float64
 	for _, c := range clients {
-		r := c.conn.Replica()
-		if c.conn.LastTick() != last || r.Len() != len(ents) {
-			res.Verified = false
-			continue
-		}
-		for _, e := range ents {
-			if got := r.Entity(e.ID()); got == nil || !got.Equal(&e.Record) {
-				res.Verified = false
-				break
-			}
-		}
 		if ticks := c.conn.LastTick() - c.baseTick; c.baseTick != 0 && ticks > 0 {
 			perTick += float64(uint64(c.recv.Load())-c.baseBytes) / float64(ticks)
 			n++
@@ -330,6 +267,132 @@ func RunClients(cfg ClientsConfig) (*ClientsResult, error) {
 		res.BytesPerClientPerSecond = res.BytesPerClientTick * float64(cfg.Hz)
 	}
 	return res, nil
+}
+
+// newW1Served returns a replica.Server ticking at hz with the W1 world
+// spawned through the arena setters and committed, for the scenarios with
+// real client connections. Idle timeouts are long: clients may connect
+// for a while before the first tick, and nothing is sent before it (no
+// pings either).
+func newW1Served(hz int) (*replica.Server, *w1Server, error) {
+	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), TickRate: hz,
+		HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
+	if err != nil {
+		return nil, nil, err
+	}
+	world := w1.New(w1.DefaultConfig())
+	s := &w1Server{world: world, tr: srv.Tracker(), units: make([]unit, len(world.X))}
+	for id := range s.units {
+		u, err := arena.SpawnUnit(s.tr)
+		if err != nil {
+			return nil, nil, err
+		}
+		u.SetX(world.X[id])
+		u.SetY(world.Y[id])
+		u.SetAngle(world.Angle[id])
+		u.SetHp(world.HP[id])
+		u.SetName(world.Name[id])
+		s.units[id] = u
+	}
+	srv.Tick() // the creation, to nobody
+	srv.Tick() // its change records go back to the pool
+	return srv, s, nil
+}
+
+// tickServer waits for the ticker, runs a W1 step through the setters and
+// srv's tick, and returns how long each took. serverCPU is the CPU time
+// of the calling thread during the tick, which is the tick's own when
+// the goroutine is locked to its thread, and 0 where it is not known.
+func (s *w1Server) tickServer(t *time.Ticker, srv *replica.Server) (update, server, serverCPU time.Duration) {
+	<-t.C
+	t0 := time.Now()
+	s.mutate()
+	c1, _ := threadCPU()
+	t1 := time.Now()
+	srv.Tick()
+	server = time.Since(t1)
+	if c2, ok := threadCPU(); ok {
+		serverCPU = c2 - c1
+	}
+	return t1.Sub(t0), server, serverCPU
+}
+
+// served is a server's loopback listener, serving.
+type served struct {
+	ln   transport.Listener
+	dial transport.Dialer
+	stop func() // closes the server and waits for Serve to return
+}
+
+// serve listens on loopback with the transport and serves srv there.
+func serve(srv *replica.Server, transportName string) (*served, error) {
+	var (
+		sv  served
+		err error
+	)
+	// The listener and everything it starts carry the label side=server,
+	// the dials side=client: goroutines inherit their creator's labels.
+	pprof.Do(context.Background(), pprof.Labels("side", "server"), func(context.Context) {
+		sv.ln, sv.dial, err = listen(transportName)
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var serving sync.WaitGroup
+	serving.Add(1)
+	go pprof.Do(ctx, pprof.Labels("side", "server"), func(ctx context.Context) {
+		defer serving.Done()
+		srv.Serve(ctx, sv.ln)
+	})
+	sv.stop = func() {
+		srv.Close()
+		cancel()
+		serving.Wait()
+	}
+	return &sv, nil
+}
+
+// verify stops ticking, lets every client apply the last tick, closes
+// the server and, once the clients' goroutines (counted by playing) have
+// returned, reports whether every client reached the last tick with a
+// replica equal to the server's entities. abandon ends the goroutines of
+// clients that do not return in time.
+func verify(srv *replica.Server, clients []*benchClient, playing *sync.WaitGroup, abandon func()) bool {
+	last := srv.TickNumber()
+	caughtUp(clients, last, 30*time.Second) // the comparison reports those that did not
+	srv.Close()
+	waitPlaying(playing, abandon)
+	ents := srv.Tracker().AppendEntities(nil)
+	for _, c := range clients {
+		if c.conn == nil {
+			return false
+		}
+		r := c.conn.Replica()
+		if c.conn.LastTick() != last || r.Len() != len(ents) {
+			return false
+		}
+		for _, e := range ents {
+			if got := r.Entity(e.ID()); got == nil || !got.Equal(&e.Record) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// waitPlaying waits for the clients' goroutines, counted by playing, to
+// return once their connections ended, and ends them with abandon if they
+// take over 30 seconds.
+func waitPlaying(playing *sync.WaitGroup, abandon func()) {
+	done := make(chan struct{})
+	go func() { playing.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		abandon()
+		<-done
+	}
 }
 
 // cpuSeconds returns the CPU time the process has used, user and
@@ -363,7 +426,7 @@ func cpuSeconds() (float64, bool) {
 func caughtUp(clients []*benchClient, tick uint64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, c := range clients {
-		for c.tick.Load() < tick && !closed(c.conn) {
+		for c.conn != nil && c.tick.Load() < tick && !closed(c.conn) {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("bench: a client is at tick %d, not %d, after %v", c.tick.Load(), tick, timeout)
 			}
@@ -431,15 +494,11 @@ func connect(clients []*benchClient, d transport.Dialer, addr string) error {
 		wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("side", "client"), func(ctx context.Context) {
 			defer func() { <-sem; wg.Done() }()
-			conn, err := rclient.Dial(ctx, transport.CountReceived(d, &c.recv), addr, arena.Schema(),
-				rclient.DialConfig{HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
-			if err != nil {
+			if err := c.dial(ctx, d, addr); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
-				return
 			}
-			c.conn = conn
 		})
 	}
 	wg.Wait()
@@ -449,12 +508,24 @@ func connect(clients []*benchClient, d transport.Dialer, addr string) error {
 	return nil
 }
 
+// dial connects the client, counting the payload bytes it receives.
+func (c *benchClient) dial(ctx context.Context, d transport.Dialer, addr string) error {
+	c.dialed = time.Now()
+	conn, err := rclient.Dial(ctx, transport.CountReceived(d, &c.recv), addr, arena.Schema(),
+		rclient.DialConfig{HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
+	c.conn = conn
+	return err
+}
+
 // play applies ticks until the connection ends. It notes its received
 // bytes at the first tick it applies at or after the end of the warm-up.
 func (c *benchClient) play(ctx context.Context, warmEnd *atomic.Uint64) {
 	for {
 		_, err := c.conn.Wait(ctx)
 		t := c.conn.LastTick()
+		if c.applied.IsZero() && t > 0 {
+			c.applied = time.Now()
+		}
 		if c.baseTick == 0 && t >= warmEnd.Load() {
 			c.baseTick, c.baseBytes = t, uint64(c.recv.Load())
 		}
