@@ -33,6 +33,7 @@ type Conn struct {
 	// lists, and the entities it gets the partition fields of whole.
 	gained, lost       []uint32
 	gainFull, loseFull []*state.Entity
+	lostAt             map[state.ID]uint64 // the tick it lost each entity, for lostGrace
 
 	schema  *schema.Schema // the client's, from its HELLO
 	dec     *codec.Decoder // client's schema → server's, for RPC arguments

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
+	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/demo"
 )
 
@@ -66,5 +68,41 @@ func TestReconnect(t *testing.T) {
 	}
 	if created != 4+c.Replica().Len() {
 		t.Fatalf("%d creates in all, want %d", created, 4+c.Replica().Len())
+	}
+}
+
+// TestReconnectRefreshesToken: a reconnect after the first token expired
+// is refused, unless DialConfig.Refresh supplies a fresh one.
+func TestReconnectRefreshesToken(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	h := &auth.HMAC{Keys: [][]byte{[]byte("reconnect test key, 32 bytes ok")}, Now: func() time.Time { return now }}
+	issue := func() []byte {
+		tok, err := h.Issue(auth.Identity{UserID: "p", Expires: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	r := memRig(t, replica.Config{Auth: h})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, refresh := range []bool{false, true} {
+		cfg := client.DialConfig{Token: issue()}
+		if refresh {
+			cfg.Refresh = func(context.Context) ([]byte, error) { return issue(), nil }
+		}
+		c, err := client.Dial(ctx, r.dialer, r.ln.Addr().String(), demo.Schema(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Hour) // the first token has expired
+		err = c.Reconnect(ctx)
+		if refresh && err != nil {
+			t.Fatalf("reconnect with a refreshed token: %v", err)
+		}
+		if !refresh && !client.ErrRefused(err) {
+			t.Fatalf("reconnect with the expired token: %v, want a refusal", err)
+		}
+		c.Close()
 	}
 }

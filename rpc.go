@@ -57,8 +57,9 @@ func (s *Server) dispatch() {
 // call checks and runs one client RPC. A call the client could not have
 // made in good faith closes its connection: a malformed message, an RPC
 // the class does not have or that only the server may send, or an entity
-// it does not own. A call on an entity that has since been destroyed is
-// dropped: the client could not have known.
+// it does not own. A call on an entity that has since been destroyed, or
+// that the client lost in the last lostGrace seconds, is dropped: the
+// client could not have known.
 func (s *Server) call(c *Conn, msg []byte) {
 	m, err := session.ParseRPC(msg)
 	if err != nil {
@@ -78,6 +79,10 @@ func (s *Server) call(c *Conn, msg []byte) {
 	switch {
 	case rpc == nil || remote == nil || rpc.Dir != schema.ClientToServer:
 		c.kick(transport.CloseProtocolError, fmt.Sprintf("no client RPC %d on %s", m.RPC, e.Class().Name))
+		return
+	case s.ownerOf(e) != c && c.lostRecently(e.ID(), s.tick, s.cfg.TickRate):
+		// Sent before the client learnt it had lost the entity.
+		s.stats.RPCsStale++
 		return
 	case s.ownerOf(e) != c:
 		c.kick(transport.ClosePolicyViolation, fmt.Sprintf("RPC %s on an entity the client does not own", rpc.Name))
@@ -168,4 +173,29 @@ func (s *Server) flushRPCs(c *Conn) {
 		c.rpcOut[i] = nil
 	}
 	c.rpcOut = c.rpcOut[:0]
+}
+
+// lostGrace is how long, in seconds, a client's RPC on an entity it has
+// lost counts as sent before it learnt of the loss, rather than as a call
+// on an entity it never owned.
+const lostGrace = 10
+
+// noteLost records that c lost entity id at tick, forgetting losses older
+// than lostGrace.
+func (c *Conn) noteLost(id state.ID, tick uint64, rate int) {
+	if c.lostAt == nil {
+		c.lostAt = make(map[state.ID]uint64)
+	}
+	for old, t := range c.lostAt {
+		if tick-t > uint64(lostGrace*rate) {
+			delete(c.lostAt, old)
+		}
+	}
+	c.lostAt[id] = tick
+}
+
+// lostRecently reports whether c lost entity id within lostGrace of tick.
+func (c *Conn) lostRecently(id state.ID, tick uint64, rate int) bool {
+	t, ok := c.lostAt[id]
+	return ok && tick-t <= uint64(lostGrace*rate)
 }

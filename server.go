@@ -258,6 +258,12 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 		}
 		s.moves[e] = from // the owner at the start of the tick
 	}
+	if from != nil && from != c {
+		from.noteLost(e.ID(), s.tick, s.cfg.TickRate)
+	}
+	if c != nil {
+		delete(c.lostAt, e.ID())
+	}
 	slot := int(e.ID().Slot())
 	for len(s.owners) <= slot {
 		s.owners = append(s.owners, owner{})
@@ -632,11 +638,23 @@ func (s *Server) send(c *Conn, segs [][]byte) {
 		c.tc.Close(transport.CloseInternalError, fmt.Sprintf("tick of %d segments, over the protocol's %d", n, session.MaxSegments))
 		return
 	}
-	if c.tc.Send(session.AppendTick(nil, &session.Tick{Tick: s.tick, Segments: n, Gained: c.gained, Lost: c.lost})) != nil {
+	// A send fails when the connection has closed, or for a message over
+	// the transport's MaxMessageSize (a ClientLimits.MaxSegmentBytes
+	// above it): the client would then take the next message for the
+	// missing segment, so the connection must end either way.
+	fail := func(err error) {
+		if !errors.Is(err, transport.ErrClosed) {
+			s.cfg.Logger.Error("replica: tick not sent", "user", c.userID, "session", c.id, "err", err)
+		}
+		c.tc.Close(transport.CloseInternalError, "tick not sent")
+	}
+	if err := c.tc.Send(session.AppendTick(nil, &session.Tick{Tick: s.tick, Segments: n, Gained: c.gained, Lost: c.lost})); err != nil {
+		fail(err)
 		return
 	}
 	for _, seg := range segs[:n] {
-		if c.tc.Send(seg) != nil {
+		if err := c.tc.Send(seg); err != nil {
+			fail(err)
 			return
 		}
 	}

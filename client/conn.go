@@ -18,6 +18,10 @@ import (
 type DialConfig struct {
 	// Token is the connect token the server's authenticator checks.
 	Token []byte
+	// Refresh, if set, gives Reconnect a fresh token: connect tokens are
+	// short-lived, and one that was valid at Dial may have expired by the
+	// time the client reconnects. If nil, Reconnect sends Token again.
+	Refresh func(ctx context.Context) ([]byte, error)
 	// Limits bound what the replica accepts from the server. They travel
 	// in the HELLO: a server that may send more (its
 	// Config.ClientLimits) refuses the session, naming the limit.
@@ -132,13 +136,21 @@ func (c *Conn) Reconnect(ctx context.Context) error {
 	for range c.ticks {
 		// Drain until the old reader has stopped.
 	}
+	cfg := c.cfg
+	if cfg.Refresh != nil {
+		token, err := cfg.Refresh(ctx)
+		if err != nil {
+			return fmt.Errorf("client: refreshing the token: %w", err)
+		}
+		cfg.Token = token
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
 	defer cancel()
 	tc, err := c.dialer.Dial(ctx, c.addr)
 	if err != nil {
 		return err
 	}
-	n, err := handshake(ctx, tc, c.r.local, c.cfg, c.r)
+	n, err := handshake(ctx, tc, c.r.local, cfg, c.r)
 	if err != nil {
 		tc.Close(transport.CloseNormal, "handshake failed")
 		return err

@@ -187,9 +187,10 @@ func (t *Tracker) Spawn(c *schema.Struct) (*Entity, error) {
 }
 
 // Destroy removes e and records its destruction in the current tick. An
-// entity created and destroyed in the same tick leaves no trace.
+// entity created and destroyed in the same tick leaves no trace. Destroying
+// nil, or an entity already destroyed, does nothing.
 func (t *Tracker) Destroy(e *Entity) {
-	if e.tr != t || t.Entity(e.id) != e {
+	if e == nil || e.tr != t || t.Entity(e.id) != e {
 		return
 	}
 	slot := e.id.Slot()

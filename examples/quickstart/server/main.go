@@ -62,7 +62,7 @@ func main() {
 			avatars[c] = p
 		},
 		OnLeave: func(c *replica.Conn) {
-			srv.Tracker().Destroy(avatars[c].Entity())
+			srv.Tracker().Destroy(avatars[c].Entity()) // nil if OnJoin failed: nothing to do
 			delete(avatars, c)
 		},
 	})
