@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/replicago/replica"
@@ -385,57 +386,47 @@ func TestRPCTargets(t *testing.T) {
 
 // TestRPCAfterOwnershipLoss: a call on an entity the client has just lost
 // (sent before it learnt of the loss) is dropped as stale, not a reason to
-// close; long after the loss, such a call is the client's fault again.
+// close; long after the loss, such a call is the client's fault again. In
+// a synctest bubble, so that a call has surely reached the server before
+// the ticks that follow.
 func TestRPCAfterOwnershipLoss(t *testing.T) {
-	r := newRPCRig(t, replica.Config{})
-	a := r.dial()
-	b := r.dial()
-	r.sync(a)
-	shipA := r.mine(a)
-	if err := a.CallRPC(shipA, 1, fireArgs(r.ship, 1, 0)); err != nil {
-		t.Fatal(err)
-	}
-	var connB *replica.Conn
-	for sc := range r.owned {
-		if sc.UserID() == b.UserID() && sc.Session() != 1 {
-			connB = sc
-		}
-	}
-	r.srv.SetOwner(r.srv.Tracker().Entity(shipA.ID()), connB)
-	for deadline := time.Now().Add(5 * time.Second); r.srv.Stats().RPCsStale < 1; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the call was not dropped as stale: %+v", r.srv.Stats())
-		}
-		r.sync(b)
-	}
-	if len(r.fired) != 0 || r.srv.Stats().Kicked != 0 {
-		t.Fatalf("fired %v, kicked %d: the late call must only be dropped", r.fired, r.srv.Stats().Kicked)
-	}
-	r.sync(a)
-	if shipA.Owned() {
-		t.Fatal("client A still thinks it owns the ship")
-	}
-	// Long after the loss, the same call closes the connection.
-	for range 10*20 + 1 {
-		r.srv.Tick()
-	}
-	if err := a.CallRPC(shipA, 1, fireArgs(r.ship, 2, 0)); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		r.srv.Tick()
-		select {
-		case <-a.Done():
-		default:
-			if time.Now().After(deadline) {
-				t.Fatal("a call on an entity lost long ago did not close the connection")
+	synctest.Test(t, func(t *testing.T) {
+		r := newRPCRig(t, replica.Config{})
+		a := r.dial()
+		b := r.dial()
+		r.sync(a)
+		shipA := r.mine(a)
+		var connB *replica.Conn
+		for sc := range r.owned {
+			if sc.UserID() == b.UserID() {
+				connB = sc
 			}
-			time.Sleep(time.Millisecond)
-			continue
 		}
-		break
-	}
-	if code, _, _ := a.CloseInfo(); code != transport.ClosePolicyViolation {
-		t.Fatalf("closed with %v, want %v", code, transport.ClosePolicyViolation)
-	}
+		if err := a.CallRPC(shipA, 1, fireArgs(r.ship, 1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the call waits at the server for the next tick
+		r.srv.SetOwner(r.srv.Tracker().Entity(shipA.ID()), connB)
+		r.sync(a)
+		if st := r.srv.Stats(); st.RPCsStale != 1 || st.Kicked != 0 || len(r.fired) != 0 {
+			t.Fatalf("%+v, fired %v: the late call must only be dropped", st, r.fired)
+		}
+		if shipA.Owned() {
+			t.Fatal("client A still thinks it owns the ship")
+		}
+		// Long after the loss (10 s at 20 ticks a second), the same call
+		// closes the connection.
+		for range 10*20 + 1 {
+			r.srv.Tick()
+		}
+		if err := a.CallRPC(shipA, 1, fireArgs(r.ship, 2, 0)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		r.srv.Tick()
+		<-a.Done()
+		if code, _, _ := a.CloseInfo(); code != transport.ClosePolicyViolation {
+			t.Fatalf("closed with %v, want %v", code, transport.ClosePolicyViolation)
+		}
+	})
 }
