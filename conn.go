@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
 	"sync"
 	"time"
 
@@ -97,7 +100,10 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	}
 	id, err := s.cfg.Auth.Authenticate(ctx, hello.Token)
 	if err != nil {
-		refuse(transport.CloseAuthFailed, err.Error())
+		// The error may say more than the client should learn (the
+		// server's clock, which key failed): it goes to the log only.
+		s.cfg.Logger.Info("replica: authentication failed", "remote", tc.RemoteAddr(), "err", err)
+		refuse(transport.CloseAuthFailed, authRefusal(err))
 		return
 	}
 	clientSchema, err := schema.DecodeDescriptor(hello.Descriptor)
@@ -192,6 +198,50 @@ func (s *Server) read(c *Conn) {
 			return
 		}
 	}
+}
+
+// authRefusal returns what a client refused by the authenticator is told:
+// a generic reason, by the auth package's error kinds.
+func authRefusal(err error) string {
+	switch {
+	case errors.Is(err, auth.ErrExpired):
+		return "token expired"
+	case errors.Is(err, auth.ErrInvalidToken):
+		return "invalid token"
+	}
+	return "authentication failed"
+}
+
+// anonymous reports whether a admits every client.
+func anonymous(a auth.Authenticator) bool {
+	switch a.(type) {
+	case auth.Anonymous, *auth.Anonymous:
+		return true
+	}
+	return false
+}
+
+// loopback reports whether addr can only be reached from this host: a
+// loopback IP or "localhost", in a host:port or a URL (wstransport's
+// addresses), or an in-memory address.
+func loopback(addr net.Addr) bool {
+	if addr == nil {
+		return false
+	}
+	if addr.Network() == "mem" {
+		return true
+	}
+	host := addr.String()
+	if u, err := url.Parse(host); err == nil && u.Host != "" {
+		host = u.Hostname()
+	} else if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func (c *Conn) kick(code transport.CloseCode, reason string) {

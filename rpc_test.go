@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/schema"
@@ -71,6 +72,9 @@ func newRPCRig(t testing.TB, cfg replica.Config) *rpcRig {
 		r.srv.SetOwner(e, c)
 		r.owned[c] = e
 		r.joined = append(r.joined, c)
+	}
+	if cfg.Auth == nil {
+		cfg.Auth = auth.Anonymous{}
 	}
 	if r.srv, err = replica.NewServer(cfg); err != nil {
 		t.Fatal(err)

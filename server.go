@@ -26,9 +26,12 @@ type Config struct {
 	// TickRate is the number of ticks per second Run drives. The default
 	// is 20.
 	TickRate int
-	// Auth authenticates clients from the token of their HELLO; see
-	// auth.HMAC for signed, expiring tokens. If nil, every client is
-	// accepted anonymously (auth.Anonymous), which suits development only.
+	// Auth authenticates clients from the token of their HELLO. It is
+	// required: set an auth.HMAC (signed, expiring tokens) in production,
+	// or auth.Anonymous{} to accept every client in development. Serve
+	// logs a warning when the server runs with auth.Anonymous on a
+	// listener whose address is not loopback. A client refused by Auth is
+	// told a generic reason; the authenticator's error is logged.
 	Auth auth.Authenticator
 	// HandshakeTimeout bounds the time from accepting a connection to
 	// receiving its HELLO. The default is 5 seconds.
@@ -108,9 +111,6 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Auth == nil {
-		c.Auth = auth.Anonymous{}
-	}
 	if c.RPCRate <= 0 {
 		c.RPCRate = 60
 	}
@@ -186,6 +186,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Schema == nil {
 		return nil, errors.New("replica: Config.Schema is required")
 	}
+	if cfg.Auth == nil {
+		return nil, errors.New("replica: Config.Auth is required: set an auth.HMAC in production, " +
+			"or auth.Anonymous{} to accept every client in development")
+	}
 	cfg = cfg.withDefaults()
 	// Clients are told the schema without its server-only fields, whose
 	// values never reach them: their names stay on the server too.
@@ -236,7 +240,8 @@ func (s *Server) ownerOf(e *state.Entity) *Conn {
 
 // Serve accepts connections from ln until ctx is done or the server is
 // closed. Each connection is handshaken on its own goroutine and joins at
-// the next tick.
+// the next tick. Serve logs a warning if the server authenticates with
+// auth.Anonymous and ln's address is not a loopback one.
 func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -245,6 +250,10 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	if anonymous(s.cfg.Auth) && !loopback(ln.Addr()) {
+		s.cfg.Logger.Warn("replica: serving with auth.Anonymous on a non-loopback address: any client is admitted; set Config.Auth to an auth.HMAC in production",
+			"addr", ln.Addr().String())
+	}
 	for {
 		tc, err := ln.Accept(ctx)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	rclient "github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/arena"
 	"github.com/replicago/replica/internal/workload/w1"
@@ -150,7 +151,7 @@ func RunClients(cfg ClientsConfig) (*ClientsResult, error) {
 	// The server and its world. Idle timeouts are long: the clients
 	// connect for a while before the first tick, and nothing is sent
 	// before it (no pings either).
-	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), TickRate: cfg.Hz,
+	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), Auth: auth.Anonymous{}, TickRate: cfg.Hz,
 		HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
 	if err != nil {
 		return nil, err
