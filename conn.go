@@ -169,17 +169,20 @@ func (s *Server) read(c *Conn) {
 				return
 			}
 			if !ok {
-				continue // over the rate: dropped
+				s.rpcsDropped.Add(1) // over the rate: dropped
+				continue
 			}
 			c.rpcMu.Lock()
-			full := len(c.rpcIn) >= rpcQueue
+			full := len(c.rpcIn) >= s.rpcQueue()
 			if !full {
 				c.rpcIn = append(c.rpcIn, msg) // checked and parsed at the tick
 			}
 			c.rpcMu.Unlock()
 			if full {
-				c.kick(transport.ClosePolicyViolation, "RPC queue overflow")
-				return
+				// Only a tick goroutine that has not dispatched for about
+				// a second lets an honest client fill the queue: the call
+				// is dropped, as over the rate, and the client stays.
+				s.rpcsDropped.Add(1)
 			}
 			continue
 		}

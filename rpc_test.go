@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/replicago/replica"
@@ -384,5 +385,46 @@ func TestRPCTargets(t *testing.T) {
 	both()
 	if !slices.Equal(got[a], []int16{-2, -3}) || !slices.Equal(got[b], []int16{-1, -3}) {
 		t.Fatalf("owner received %v, want [-2 -3]; the other client %v, want [-1 -3]", got[a], got[b])
+	}
+}
+
+// TestRPCBurstHonoured sends exactly Config.RPCBurst calls (the default,
+// 600) between two ticks, in virtual time so that none of the limiter's
+// tokens refills: every call is dispatched at the next tick, in order, and
+// the client stays. One call more in the same instant is dropped by the
+// limiter and counted, and the client still stays.
+func TestRPCBurstHonoured(t *testing.T) {
+	for _, extra := range []int{0, 1} {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRPCRig(t, replica.Config{})
+			// The client's own queue must hold the burst.
+			r.d = r.nw.Dialer(transport.Config{SendQueueMessages: 1 << 12})
+			c := r.dial()
+			r.sync(c)
+			me := r.mine(c)
+			const burst = 600 // the documented default of Config.RPCBurst
+			r.fired = nil
+			for i := range burst + extra {
+				if err := c.CallRPC(me, 1, fireArgs(r.ship, uint32(i+1), 0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			synctest.Wait() // every call has reached the server's reader
+			r.srv.Tick()
+			synctest.Wait()
+			select {
+			case <-c.Done():
+				code, reason, _ := c.CloseInfo()
+				t.Fatalf("burst of %d calls: client closed: %s %s", burst+extra, code, reason)
+			default:
+			}
+			if len(r.fired) != burst || r.fired[0] != 1 || r.fired[burst-1] != burst {
+				t.Fatalf("burst of %d calls: %d dispatched, want the first %d", burst+extra, len(r.fired), burst)
+			}
+			if st := r.srv.Stats(); st.RPCsDropped != uint64(extra) || st.Kicked != 0 {
+				t.Fatalf("burst of %d calls: stats %+v, want %d dropped and none kicked", burst+extra, st, extra)
+			}
+			r.sync(c)
+		})
 	}
 }

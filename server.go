@@ -49,11 +49,16 @@ type Config struct {
 	OnLeave func(*Conn)
 	// RPCRate and RPCBurst bound the RPCs one client may send: RPCRate per
 	// second on average, RPCBurst at once. Calls over the limit are
-	// dropped, and a client that keeps flooding is closed with
-	// ClosePolicyViolation within about two seconds. The defaults are 60
-	// per second and a burst of ten seconds' worth: calls made at an honest
-	// rate arrive bunched after a network stall, and must not be dropped
-	// for it.
+	// dropped (counted in Stats.RPCsDropped), and a client that keeps
+	// flooding is closed with ClosePolicyViolation within about two
+	// seconds. The defaults are 60 per second and a burst of ten seconds'
+	// worth: calls made at an honest rate arrive bunched after a network
+	// stall, and must not be dropped for it. RPCBurst calls arriving at
+	// once, between two ticks, are all dispatched at the next tick; the
+	// call after them is dropped, not a reason to close the connection.
+	// Calls wait for the tick in a queue of RPCBurst plus one second's
+	// RPCRate; a call that finds it full (the tick goroutine has not
+	// dispatched for about a second) is dropped too.
 	RPCRate  float64
 	RPCBurst int
 	// MaxDescriptorBytes bounds the schema descriptor a client may send in
@@ -150,6 +155,8 @@ type Server struct {
 	session atomic.Uint64
 	kicked  atomic.Uint64
 
+	rpcsDropped atomic.Uint64
+
 	mu          sync.Mutex
 	joining     []*Conn
 	handshaking map[transport.Conn]bool
@@ -175,6 +182,7 @@ type Stats struct {
 	RPCsRejected uint64 // refused by their handler or without one
 	RPCsStale    uint64 // aimed at an entity that no longer exists
 	RPCsSent     uint64 // server RPCs queued for clients
+	RPCsDropped  uint64 // client RPCs dropped over the rate limit (Config.RPCRate) or a full queue
 	Kicked       uint64 // connections closed for misbehaving
 	Paused       uint64 // times a client fell behind and was paused
 	Resyncs      uint64 // paused clients brought back with the full state
@@ -543,5 +551,6 @@ func (s *Server) Close() error {
 func (s *Server) Stats() Stats {
 	st := s.stats
 	st.Kicked = s.kicked.Load()
+	st.RPCsDropped = s.rpcsDropped.Load()
 	return st
 }
