@@ -18,6 +18,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -72,6 +74,7 @@ type Conn struct {
 	remote   net.Addr
 
 	done  chan struct{}
+	limit atomic.Int64  // read limit (SetReadLimit)
 	recv  chan []byte   // from the read loop
 	wake  chan struct{} // to the write loop
 	dwake chan struct{} // to the datagram loop
@@ -85,7 +88,13 @@ type Conn struct {
 	qBytes   int
 	dq       ring[[]byte] // datagrams not yet sent
 	dStarted bool
+	flushing bool          // closed locally; the writer still writes q
+	flushed  chan struct{} // closed when the writer stops, if flushing
 }
+
+// FlushTimeout bounds how long Close lets the writer write the messages
+// already queued before it closes the network connection.
+const FlushTimeout = 2 * time.Second
 
 var _ transport.Conn = (*Conn)(nil)
 
@@ -106,6 +115,7 @@ func New(str io.ReadWriter, b Backend, o Options) *Conn {
 		wake:     make(chan struct{}, 1),
 		dwake:    make(chan struct{}, 1),
 	}
+	c.limit.Store(int64(c.cfg.MaxMessageSize))
 	go c.readLoop()
 	go c.writeLoop()
 	return c
@@ -176,12 +186,26 @@ func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
 	}
 	select {
 	case m := <-c.recv:
+		// Read ahead before the limit was lowered.
+		if limit := int(c.limit.Load()); len(m) > limit {
+			c.Close(transport.CloseMessageTooLarge, (&tooLargeError{uint64(len(m)), uint64(limit)}).Error())
+			return nil, c.closeError()
+		}
 		return m, nil
 	case <-c.done:
 		return nil, c.closeError()
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// SetReadLimit implements transport.ReadLimiter. The limit is read when a
+// frame's header starts to arrive.
+func (c *Conn) SetReadLimit(n int) {
+	if n <= 0 || n > c.cfg.MaxMessageSize {
+		n = c.cfg.MaxMessageSize
+	}
+	c.limit.Store(int64(n))
 }
 
 // ReceiveDatagram implements transport.Conn. It returns
@@ -211,9 +235,36 @@ func (c *Conn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 	return nil, c.closeError()
 }
 
-// Close implements transport.Conn.
+// Close implements transport.Conn. Done is closed at once; the messages
+// already queued are still written to the stream, for up to FlushTimeout,
+// before the network connection is closed.
 func (c *Conn) Close(code transport.CloseCode, reason string) error {
-	c.shut(code, reason, false)
+	reason = TruncateReason(reason)
+	c.mu.Lock()
+	first := c.shutLocked(code, reason, false)
+	var flushed chan struct{}
+	if first && c.q.len() > 0 {
+		c.flushing = true
+		c.flushed = make(chan struct{})
+		flushed = c.flushed
+	}
+	c.mu.Unlock()
+	if !first {
+		return nil
+	}
+	if flushed == nil {
+		c.b.Close(code, reason)
+		return nil
+	}
+	go func() {
+		t := time.NewTimer(FlushTimeout)
+		defer t.Stop()
+		select {
+		case <-flushed:
+		case <-t.C:
+		}
+		c.b.Close(code, reason)
+	}()
 	return nil
 }
 
@@ -280,17 +331,29 @@ func (c *Conn) shutLocked(code transport.CloseCode, reason string, byPeer bool) 
 	}
 	c.closed = true
 	c.code, c.reason, c.byPeer = code, reason, byPeer
-	c.q.reset()
-	c.qBytes = 0
+	c.dropQueueLocked()
 	c.dq.reset()
 	close(c.done)
 	return true
 }
 
+// dropQueueLocked discards the messages not yet written; c.mu is held. A
+// flush in progress ends after the message being written.
+func (c *Conn) dropQueueLocked() {
+	c.q.reset()
+	c.qBytes = 0
+	c.flushing = false
+}
+
 func (c *Conn) readLoop() {
 	br := bufio.NewReaderSize(c.str, readBufferSize)
 	for {
-		n, err := readHeader(br, c.cfg.MaxMessageSize)
+		// The limit in force when the frame starts to arrive.
+		if _, err := br.Peek(1); err != nil {
+			c.Ended(err)
+			return
+		}
+		n, err := readHeader(br, int(c.limit.Load()))
 		if err != nil {
 			var tl *tooLargeError
 			switch {
@@ -333,22 +396,34 @@ var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, batchBytes+2*bi
 const binaryMaxVarintLen = 10
 
 func (c *Conn) writeLoop() {
+	defer func() {
+		c.mu.Lock()
+		if c.flushed != nil {
+			close(c.flushed)
+			c.flushed = nil
+		}
+		c.mu.Unlock()
+	}()
 	var batch [][]byte
 	for {
 		select {
 		case <-c.wake:
 		case <-c.done:
-			return
 		}
 		for {
 			c.mu.Lock()
-			if c.closed {
+			if c.closed && !c.flushing {
 				c.mu.Unlock()
 				return
 			}
 			n := c.q.len()
 			if n == 0 {
+				closed := c.closed // and flushed
+				c.flushing = false
 				c.mu.Unlock()
+				if closed {
+					return
+				}
 				break
 			}
 			size := 0
@@ -365,7 +440,7 @@ func (c *Conn) writeLoop() {
 			err := c.writeFrames(batch)
 
 			c.mu.Lock()
-			if !c.closed {
+			if !c.closed || c.flushing {
 				c.q.drop(len(batch))
 				c.qBytes -= size
 			}
