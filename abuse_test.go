@@ -567,7 +567,9 @@ func TestAbuseDescriptorAmplification(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg := helloWithDesc(s.AppendDescriptor(nil))
-		r := memRig(t, replica.Config{})
+		// A HELLO over MaxHelloBytes is refused unread (attack_test.go);
+		// this one is read, to check the descriptor's own limit.
+		r := memRig(t, replica.Config{MaxHelloBytes: 1 << 20})
 		good := r.dial("good")
 		r.tickUntilJoined(1)
 		c := dialRaw(t, r)
@@ -601,7 +603,7 @@ func TestAbuseDescriptorAmplification(t *testing.T) {
 		}
 		msg := helloWithDesc(s.AppendDescriptor(nil))
 		s, classes = nil, nil
-		r := memRig(t, replica.Config{})
+		r := memRig(t, replica.Config{MaxHelloBytes: 1 << 20})
 		good := r.dial("good")
 		r.tickUntilJoined(1)
 		c := dialRaw(t, r)

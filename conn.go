@@ -42,27 +42,66 @@ type Conn struct {
 	progress time.Time // when the backlog last reached a new low
 }
 
+// refuseLinger bounds how long a refused connection is kept open for the
+// client to read the REFUSE and close first. A transport may lose what is
+// in flight when it closes (QUIC does), and a client that closes itself
+// has surely read it.
+const refuseLinger = 2 * time.Second
+
 // handshake runs the server side of the session handshake. The cheap
-// checks come first: the protocol version, the descriptor's size and the
-// token; only then is the client's descriptor decoded.
+// checks come first: the handshake caps, the HELLO's size (the transport's
+// read limit, set by Serve), the protocol version, the descriptor's size
+// and the token; only then is the client's descriptor decoded.
 func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
+	from := sourceAddr(tc.RemoteAddr())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		tc.Close(transport.CloseGoingAway, "server closed")
 		return
 	}
-	s.handshaking[tc] = true
+	var busy string
+	switch {
+	case len(s.handshaking) >= s.cfg.MaxHandshakes:
+		busy = "too many handshakes in progress"
+	case s.shakesFrom[from] >= s.cfg.MaxHandshakesPerAddr:
+		busy = "too many handshakes in progress from this address"
+	default:
+		s.handshaking[tc] = true
+		s.shakesFrom[from]++
+	}
 	s.mu.Unlock()
+	if busy != "" {
+		// Refused at once, without waiting for the client: the REFUSE
+		// goes out with the close (Close flushes), and the close carries
+		// the same code and reason.
+		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(transport.CloseServerBusy), Message: busy}))
+		tc.Close(transport.CloseServerBusy, busy)
+		s.cfg.Logger.Warn("replica: refused", "remote", tc.RemoteAddr(), "code", transport.CloseServerBusy, "reason", busy)
+		return
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.handshaking, tc)
+		if s.shakesFrom[from]--; s.shakesFrom[from] <= 0 {
+			delete(s.shakesFrom, from)
+		}
 		s.mu.Unlock()
 	}()
 	refuse := func(code transport.CloseCode, msg string) {
-		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
-		tc.Close(code, msg)
 		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
+		if tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg})) == nil {
+			// Let the client read the REFUSE and close; it still counts
+			// as a handshake meanwhile.
+			t := time.NewTimer(refuseLinger)
+			select {
+			case <-tc.Done():
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		tc.Close(code, msg)
 	}
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	msg, err := tc.Receive(hctx)
@@ -77,7 +116,10 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		case errors.Is(err, context.DeadlineExceeded):
 			refuse(transport.CloseHandshakeTimeout, "no HELLO in time")
 		default:
+			// A HELLO over MaxHelloBytes ends here: the transport has
+			// closed with CloseMessageTooLarge.
 			tc.Close(transport.CloseProtocolError, "handshake failed")
+			s.cfg.Logger.Info("replica: handshake failed", "remote", tc.RemoteAddr(), "err", err)
 		}
 		return
 	}
@@ -126,6 +168,11 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	if err != nil {
 		refuse(transport.CloseIncompatible, "schema: "+err.Error())
 		return
+	}
+	// Authenticated: messages up to the transport's MaxMessageSize again,
+	// from before the client can have read the WELCOME.
+	if rl, ok := tc.(transport.ReadLimiter); ok {
+		rl.SetReadLimit(0)
 	}
 	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
 		schema: clientSchema, dec: dec,
@@ -213,6 +260,23 @@ func authRefusal(err error) string {
 		return "invalid token"
 	}
 	return "authentication failed"
+}
+
+// sourceAddr returns the part of a remote address that identifies where a
+// connection comes from: the IP of an IP address, else the whole address.
+func sourceAddr(addr net.Addr) string {
+	switch a := addr.(type) {
+	case nil:
+		return ""
+	case *net.TCPAddr:
+		return a.IP.String()
+	case *net.UDPAddr:
+		return a.IP.String()
+	}
+	if h, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return h
+	}
+	return addr.String()
 }
 
 // anonymous reports whether a admits every client.

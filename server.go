@@ -36,6 +36,22 @@ type Config struct {
 	// HandshakeTimeout bounds the time from accepting a connection to
 	// receiving its HELLO. The default is 5 seconds.
 	HandshakeTimeout time.Duration
+	// MaxHelloBytes bounds the first message a connection may send, its
+	// HELLO, before it is authenticated: the transport reads no more of a
+	// larger one and closes the connection with CloseMessageTooLarge
+	// (through transport.ReadLimiter, which the transports of this module
+	// implement). After the handshake the transport's MaxMessageSize
+	// applies again. The default is MaxDescriptorBytes plus the largest
+	// token (session.MaxToken, 4096 bytes) plus 1 KiB for the rest of the
+	// HELLO.
+	MaxHelloBytes int
+	// MaxHandshakes bounds the connections in their handshake at once, and
+	// MaxHandshakesPerAddr those from one source address (IP); a
+	// connection over either is refused at once with CloseServerBusy. The
+	// defaults are 512 and 32: handshakes take a round trip or two, so
+	// only a flood of slow ones comes near.
+	MaxHandshakes        int
+	MaxHandshakesPerAddr int
 	// IdleTimeout closes a connection that sends nothing for this long.
 	// The default is 15 seconds; the server pings every IdleTimeout/3.
 	IdleTimeout time.Duration
@@ -113,6 +129,12 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 15 * time.Second
 	}
+	if c.MaxHandshakes <= 0 {
+		c.MaxHandshakes = 512
+	}
+	if c.MaxHandshakesPerAddr <= 0 {
+		c.MaxHandshakesPerAddr = 32
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -160,6 +182,7 @@ type Server struct {
 	mu          sync.Mutex
 	joining     []*Conn
 	handshaking map[transport.Conn]bool
+	shakesFrom  map[string]int // handshakes in progress by source address
 	closed      bool
 	lns         []transport.Listener
 
@@ -209,6 +232,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxDescriptorBytes <= 0 {
 		cfg.MaxDescriptorBytes = max(64<<10, 4*len(cfg.Schema.AppendDescriptor(nil)))
 	}
+	if cfg.MaxHelloBytes <= 0 {
+		cfg.MaxHelloBytes = cfg.MaxDescriptorBytes + session.MaxToken + 1<<10
+	}
 	lim := state.Limits{MaxString: cfg.ClientLimits.MaxStringBytes, MaxContainer: cfg.ClientLimits.MaxContainerLen,
 		MaxDepth: cfg.ClientLimits.MaxDepth}
 	if err := lim.CheckSchema(cfg.Schema); err != nil {
@@ -216,7 +242,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	tr := state.NewTracker(cfg.Schema)
 	tr.SetLimits(lim)
-	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}}, nil
+	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, shakesFrom: map[string]int{}}, nil
 }
 
 // Tracker returns the server's entity tracker: spawn, find and destroy
@@ -272,6 +298,10 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 				return ErrServerClosed
 			}
 			return err
+		}
+		// Before anything is read: the HELLO is read under the limit.
+		if rl, ok := tc.(transport.ReadLimiter); ok {
+			rl.SetReadLimit(s.cfg.MaxHelloBytes)
 		}
 		go s.handshake(ctx, tc)
 	}
