@@ -39,8 +39,8 @@ type conn struct {
 	byPeer   bool
 	queue    [][]byte // messages to write, from queue[head]
 	head     int
-	pending  int   // messages queued or being written
-	bytes    int   // bytes queued or being written
+	pending  int           // messages queued or being written
+	bytes    int           // bytes queued or being written
 	writing  bool          // a writer goroutine is running
 	writeErr error         // why the writer stopped
 	flushing bool          // closed, and the writer still writes what was queued
