@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/codec"
@@ -90,6 +91,7 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	}()
 	refuse := func(code transport.CloseCode, msg string) {
 		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
+		msg = truncate(msg, session.MaxText) // what a REFUSE may carry
 		if tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg})) == nil {
 			// Let the client read the REFUSE and close; it still counts
 			// as a handshake meanwhile.
@@ -260,6 +262,17 @@ func authRefusal(err error) string {
 		return "invalid token"
 	}
 	return "authentication failed"
+}
+
+// truncate cuts s to at most n bytes, on a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // sourceAddr returns the part of a remote address that identifies where a
