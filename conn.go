@@ -39,7 +39,7 @@ type Conn struct {
 	rpcOut  [][]byte // RPC messages for the client, sent after the tick
 
 	paused   bool      // fallen behind: no ticks until the backlog drains
-	lagLow   int       // the smallest backlog (messages) seen while paused
+	lagLow   int       // the smallest backlog (bytes) seen while paused
 	progress time.Time // when the backlog last reached a new low
 }
 

@@ -3,11 +3,13 @@ package replica_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/demo"
+	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/transport"
 )
 
@@ -149,4 +151,73 @@ func TestFallBehindForever(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestLagPingingReaderDropped has a client that keeps sending PINGs (and
+// so is never idle) but reads nothing after its WELCOME. In virtual time:
+// the server pauses it, and drops it as a slow consumer once its backlog
+// in bytes has not shrunk for LagTimeout, whatever it sends meanwhile.
+func TestLagPingingReaderDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lagTimeout = 10 * time.Second
+		srv, ln, nw := memServer(t, replica.Config{LagMessages: 16, LagTimeout: lagTimeout}, nil)
+		tc, err := nw.Dialer(transport.Config{}).Dial(context.Background(), ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close(transport.CloseNormal, "")
+		tc.Send(handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("sloth")))
+		if msg, err := tc.Receive(context.Background()); err != nil || msg[0] != byte(session.TypeWelcome) {
+			t.Fatalf("no WELCOME: %v", err)
+		}
+		// A PING (§10.2: type 5, a 64-bit nonce) every second, nothing read.
+		go func() {
+			for nonce := byte(1); ; nonce++ {
+				select {
+				case <-tc.Done():
+					return
+				case <-time.After(time.Second):
+				}
+				tc.Send([]byte{5, nonce, 0, 0, 0, 0, 0, 0, 0})
+			}
+		}()
+		b, err := demo.SpawnBot(srv.Tracker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paused time.Time
+		for i := 0; ; i++ {
+			b.SetHp(int16(i))
+			srv.Tick()
+			synctest.Wait()
+			if paused.IsZero() && srv.Stats().Paused > 0 {
+				paused = time.Now()
+			}
+			select {
+			case <-tc.Done():
+			default:
+				if !paused.IsZero() && time.Since(paused) > lagTimeout+time.Second {
+					t.Fatalf("still connected %v after the pause", time.Since(paused))
+				}
+				if i > 10000 {
+					t.Fatal("never paused")
+				}
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			break
+		}
+		if paused.IsZero() {
+			t.Fatal("dropped without being paused first")
+		}
+		if d := time.Since(paused); d <= lagTimeout || d > lagTimeout+100*time.Millisecond {
+			t.Fatalf("dropped %v after the pause, want just after LagTimeout (%v)", d, lagTimeout)
+		}
+		if code, reason, byPeer := tc.CloseInfo(); code != transport.CloseSlowConsumer || !byPeer {
+			t.Fatalf("closed with %s %q (by peer %v), want %s by the server", code, reason, byPeer, transport.CloseSlowConsumer)
+		}
+		if st := srv.Stats(); st.Kicked != 1 {
+			t.Fatalf("stats %+v, want one kick", st)
+		}
+	})
 }

@@ -91,10 +91,14 @@ type Config struct {
 	// half and a quarter of the transports' defaults.
 	LagMessages int
 	LagBytes    int
-	// LagTimeout drops, as a slow consumer, a paused client whose backlog
-	// has not shrunk for this long: one that has stopped reading, as
-	// opposed to one draining slowly over a poor network. The default is
-	// 30 seconds.
+	// LagTimeout drops, as a slow consumer (CloseSlowConsumer), a paused
+	// client whose backlog has not shrunk for this long: one that has
+	// stopped reading, as opposed to one draining slowly over a poor
+	// network. Progress is counted in bytes the peer actually took: the
+	// backlog in bytes (transport.Backlogger, which counts the message
+	// being written and, on WebSocket, what the kernel's send queue holds)
+	// must reach a new low. A client that keeps sending PINGs or RPCs but
+	// does not read is dropped all the same. The default is 30 seconds.
 	LagTimeout time.Duration
 	// ClientLimits are the decoder limits the server's clients apply;
 	// zero fields select the clients' defaults (codec.Limits). A server

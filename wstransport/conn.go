@@ -31,6 +31,7 @@ type conn struct {
 	recv  chan []byte   // reader to Receive, unbuffered
 	done  chan struct{} // closed on close
 	limit atomic.Int64  // read limit (SetReadLimit)
+	outq  func() int    // bytes in the kernel's send queue; nil if unknown
 
 	mu       sync.Mutex
 	closed   bool
@@ -51,14 +52,24 @@ type conn struct {
 // written before it sends the close frame.
 const flushTimeout = 2 * time.Second
 
-// Backlog implements transport.Backlogger.
+// Backlog implements transport.Backlogger: the messages queued or being
+// written, and their bytes plus, where known (see ConnContext), the bytes
+// the kernel holds in the socket's send queue, which the peer has not
+// acknowledged. A peer that stops reading leaves them there once its
+// receive window is full, and the kernel's queue can grow to megabytes.
 func (c *conn) Backlog() (messages, bytes int) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pending, c.bytes
+	messages, bytes = c.pending, c.bytes
+	c.mu.Unlock()
+	if c.outq != nil {
+		bytes += c.outq()
+	}
+	return messages, bytes
 }
 
-func newConn(ws *websocket.Conn, cfg transport.Config, local, remote net.Addr) *conn {
+// newConn returns a connection over ws; nc, if not nil, is the network
+// connection under it, whose kernel send queue Backlog counts.
+func newConn(ws *websocket.Conn, nc net.Conn, cfg transport.Config, local, remote net.Addr) *conn {
 	// The connection enforces its own limit, which SetReadLimit changes,
 	// and closes with CloseMessageTooLarge (status 4003) rather than the
 	// library's 1009.
@@ -72,6 +83,9 @@ func newConn(ws *websocket.Conn, cfg transport.Config, local, remote net.Addr) *
 		done:   make(chan struct{}),
 	}
 	c.limit.Store(int64(cfg.MaxMessageSize))
+	if nc != nil {
+		c.outq = kernelQueue(nc)
+	}
 	go c.readLoop()
 	return c
 }
