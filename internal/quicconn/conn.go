@@ -8,7 +8,17 @@
 //
 // The client writes [Preamble] first. After it, each message is a frame: its
 // length as a uvarint, then its bytes. A frame over the receiver's
-// MaxMessageSize closes the connection with CloseMessageTooLarge.
+// MaxMessageSize (or read limit) closes the connection with
+// CloseMessageTooLarge.
+//
+// # Closing
+//
+// QUIC discards the stream data a peer has not read when the connection
+// closes, so Close first writes what is queued and ends the stream (FIN);
+// the peer, once it has read to the end, ends its side too; then the
+// closer closes the connection with the code and reason. Close waits at
+// most FlushTimeout for this, and a peer whose stream ended closes the
+// connection itself if the close does not come within twice that.
 package quicconn
 
 import (
@@ -90,10 +100,15 @@ type Conn struct {
 	dStarted bool
 	flushing bool          // closed locally; the writer still writes q
 	flushed  chan struct{} // closed when the writer stops, if flushing
+
+	finReq  bool          // the peer ended its side of the stream: end ours
+	ended   chan struct{} // closed when the stream or the connection ended
+	endOnce sync.Once
 }
 
 // FlushTimeout bounds how long Close lets the writer write the messages
-// already queued before it closes the network connection.
+// already queued, and the peer read them and close, before it closes the
+// network connection.
 const FlushTimeout = 2 * time.Second
 
 var _ transport.Conn = (*Conn)(nil)
@@ -114,6 +129,7 @@ func New(str io.ReadWriter, b Backend, o Options) *Conn {
 		recv:     make(chan []byte),
 		wake:     make(chan struct{}, 1),
 		dwake:    make(chan struct{}, 1),
+		ended:    make(chan struct{}),
 	}
 	c.limit.Store(int64(c.cfg.MaxMessageSize))
 	go c.readLoop()
@@ -236,14 +252,19 @@ func (c *Conn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 }
 
 // Close implements transport.Conn. Done is closed at once; the messages
-// already queued are still written to the stream, for up to FlushTimeout,
-// before the network connection is closed.
+// already queued are still written to the stream before the network
+// connection is closed. QUIC discards stream data the peer has not read
+// when the connection closes, so Close ends the stream after the queued
+// messages and waits for the peer to have read them, which it shows by
+// ending its side of the stream in turn, before it closes the connection
+// with code and reason: all in at most FlushTimeout, on a goroutine of its
+// own.
 func (c *Conn) Close(code transport.CloseCode, reason string) error {
 	reason = TruncateReason(reason)
 	c.mu.Lock()
-	first := c.shutLocked(code, reason, false)
+	first := c.closeLocked(code, reason, false, true)
 	var flushed chan struct{}
-	if first && c.q.len() > 0 {
+	if first {
 		c.flushing = true
 		c.flushed = make(chan struct{})
 		flushed = c.flushed
@@ -252,16 +273,20 @@ func (c *Conn) Close(code transport.CloseCode, reason string) error {
 	if !first {
 		return nil
 	}
-	if flushed == nil {
-		c.b.Close(code, reason)
-		return nil
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 	go func() {
-		t := time.NewTimer(FlushTimeout)
-		defer t.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
+		defer cancel()
 		select {
 		case <-flushed:
-		case <-t.C:
+		case <-ctx.Done():
+		}
+		select {
+		case <-c.ended:
+		case <-ctx.Done():
 		}
 		c.b.Close(code, reason)
 	}()
@@ -271,7 +296,10 @@ func (c *Conn) Close(code transport.CloseCode, reason string) error {
 // Ended closes c because the network connection or the stream ended with
 // err; the Backend maps err to the close code. It does nothing if c is
 // already closed.
-func (c *Conn) Ended(err error) { c.shut(c.b.MapError(err)) }
+func (c *Conn) Ended(err error) {
+	c.endOnce.Do(func() { close(c.ended) })
+	c.shut(c.b.MapError(err))
+}
 
 // shut closes c with code and reason, the backend's connection too, unless
 // c is already closed.
@@ -323,15 +351,23 @@ func (c *Conn) closeError() error {
 	return &transport.CloseError{Code: code, Reason: reason, ByPeer: byPeer}
 }
 
-// shutLocked records the close and wakes every goroutine; it reports
-// whether this was the first close.
+// shutLocked records the close, discards the queues and wakes every
+// goroutine; it reports whether this was the first close.
 func (c *Conn) shutLocked(code transport.CloseCode, reason string, byPeer bool) bool {
+	return c.closeLocked(code, reason, byPeer, false)
+}
+
+// closeLocked is shutLocked, keeping the message queue for the writer to
+// flush if flush is set.
+func (c *Conn) closeLocked(code transport.CloseCode, reason string, byPeer, flush bool) bool {
 	if c.closed {
 		return false
 	}
 	c.closed = true
 	c.code, c.reason, c.byPeer = code, reason, byPeer
-	c.dropQueueLocked()
+	if !flush {
+		c.dropQueueLocked()
+	}
 	c.dq.reset()
 	close(c.done)
 	return true
@@ -350,6 +386,10 @@ func (c *Conn) readLoop() {
 	for {
 		// The limit in force when the frame starts to arrive.
 		if _, err := br.Peek(1); err != nil {
+			if err == io.EOF {
+				c.peerEnded()
+				return
+			}
 			c.Ended(err)
 			return
 		}
@@ -363,6 +403,12 @@ func (c *Conn) readLoop() {
 				c.Close(transport.CloseProtocolError, err.Error())
 			default:
 				c.Ended(err)
+				return
+			}
+			// Discard the rest, to the peer's end of the stream, which
+			// Close waits for.
+			if _, err := io.Copy(io.Discard, br); err == nil {
+				c.peerEnded()
 			}
 			return
 		}
@@ -377,9 +423,35 @@ func (c *Conn) readLoop() {
 		select {
 		case c.recv <- msg:
 		case <-c.done:
-			return
+			// Closed here: read on, discarding, to the peer's end of the
+			// stream, which tells Close the peer has read all.
 		}
 	}
+}
+
+// peerEnded handles the end of the peer's side of the stream, at a frame
+// boundary: the peer is closing and has read everything we sent (or has
+// closed already). Closed here, it is the answer Close waits for. Else the
+// peer waits for us to end our side too before it closes the connection
+// with its code and reason; if that close does not come within twice
+// FlushTimeout (the peer gives up after one), the connection ends as if
+// the stream had failed.
+func (c *Conn) peerEnded() {
+	c.endOnce.Do(func() { close(c.ended) })
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.finReq = true
+	}
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	time.AfterFunc(2*FlushTimeout, func() { c.Ended(io.EOF) })
 }
 
 // Writes gather queued messages up to batchBytes into one stream write;
@@ -417,10 +489,17 @@ func (c *Conn) writeLoop() {
 				return
 			}
 			n := c.q.len()
-			if n == 0 {
-				closed := c.closed // and flushed
+			if n == 0 || c.finReq {
+				closed, fin := c.closed, c.flushing || c.finReq // and flushed
 				c.flushing = false
 				c.mu.Unlock()
+				if fin {
+					// The end of the stream tells the peer all is sent.
+					if cl, ok := c.str.(io.Closer); ok {
+						cl.Close()
+					}
+					return
+				}
 				if closed {
 					return
 				}
