@@ -635,3 +635,41 @@ func maxOf(a, b uint64) uint64 {
 	}
 	return b
 }
+
+// TestAttackLimitRaisedAfterWelcome checks that the pre-handshake limit
+// ends with the handshake: after its WELCOME a client may send messages up
+// to the transport's MaxMessageSize. A 200 KiB RPC of garbage reaches the
+// tick, where it is refused as malformed (code 2), not by the transport as
+// too large (code 3).
+func TestAttackLimitRaisedAfterWelcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, ln, nw := memServer(t, replica.Config{}, nil)
+		tc, err := nw.Dialer(transport.Config{}).Dial(context.Background(), ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close(transport.CloseNormal, "")
+		tc.Send(handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("big")))
+		if msg, err := tc.Receive(context.Background()); err != nil || msg[0] != byte(session.TypeWelcome) {
+			t.Fatalf("no WELCOME: %v", err)
+		}
+		srv.Tick() // joins
+		// RPC (§10.2): type 7, then an entity ID, an RPC ID and arguments
+		// that no class has.
+		rpc := append([]byte{7, 0xff, 0xff, 0xff, 0xff, 0}, make([]byte, 200<<10)...)
+		if err := tc.Send(rpc); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		srv.Tick()
+		synctest.Wait()
+		select {
+		case <-tc.Done():
+		default:
+			t.Fatal("the malformed RPC left the connection open")
+		}
+		if code, reason, _ := tc.CloseInfo(); code != transport.CloseProtocolError {
+			t.Fatalf("closed with %s %q, want %s", code, reason, transport.CloseProtocolError)
+		}
+	})
+}
