@@ -43,12 +43,6 @@ type Conn struct {
 	progress time.Time // when the backlog last reached a new low
 }
 
-// refuseLinger bounds how long a refused connection is kept open for the
-// client to read the REFUSE and close first. A transport may lose what is
-// in flight when it closes (QUIC does), and a client that closes itself
-// has surely read it.
-const refuseLinger = 2 * time.Second
-
 // handshake runs the server side of the session handshake. The cheap
 // checks come first: the handshake caps, the HELLO's size (the transport's
 // read limit, set by Serve), the protocol version, the descriptor's size
@@ -89,20 +83,13 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		}
 		s.mu.Unlock()
 	}()
+	// Close sends the REFUSE before it closes (transport.Conn), so the
+	// client reads the whole message, not only the close's reason, which
+	// a transport may cut.
 	refuse := func(code transport.CloseCode, msg string) {
 		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
 		msg = truncate(msg, session.MaxText) // what a REFUSE may carry
-		if tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg})) == nil {
-			// Let the client read the REFUSE and close; it still counts
-			// as a handshake meanwhile.
-			t := time.NewTimer(refuseLinger)
-			select {
-			case <-tc.Done():
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
+		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
 		tc.Close(code, msg)
 	}
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
