@@ -72,7 +72,7 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		// the same code and reason.
 		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(transport.CloseServerBusy), Message: busy}))
 		tc.Close(transport.CloseServerBusy, busy)
-		s.cfg.Logger.Warn("replica: refused", "remote", tc.RemoteAddr(), "code", transport.CloseServerBusy, "reason", busy)
+		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", transport.CloseServerBusy, "reason", busy)
 		return
 	}
 	defer func() {

@@ -49,7 +49,9 @@ type Config struct {
 	// MaxHandshakesPerAddr those from one source address (IP); a
 	// connection over either is refused at once with CloseServerBusy. The
 	// defaults are 512 and 32: handshakes take a round trip or two, so
-	// only a flood of slow ones comes near.
+	// only a flood of slow ones comes near. Behind a proxy that does not
+	// pass the client's address on, every client has the proxy's: raise
+	// MaxHandshakesPerAddr to MaxHandshakes there.
 	MaxHandshakes        int
 	MaxHandshakesPerAddr int
 	// IdleTimeout closes a connection that sends nothing for this long.
