@@ -31,6 +31,7 @@ type conn struct {
 	recv  chan []byte   // reader to Receive, unbuffered
 	done  chan struct{} // closed on close
 	limit atomic.Int64  // read limit (SetReadLimit)
+	inMsg atomic.Int64  // bytes of the message being read
 	outq  func() int    // bytes in the kernel's send queue; nil if unknown
 
 	mu       sync.Mutex
@@ -91,12 +92,20 @@ func newConn(ws *websocket.Conn, nc net.Conn, cfg transport.Config, local, remot
 }
 
 // SetReadLimit implements transport.ReadLimiter. The limit is read as the
-// message grows, so it applies to the message being read too.
+// message grows, so it applies to the message being read too: one that
+// has already grown past it closes the connection at once, even if the
+// peer sends no more of it.
 func (c *conn) SetReadLimit(n int) {
 	if n <= 0 || n > c.cfg.MaxMessageSize {
 		n = c.cfg.MaxMessageSize
 	}
 	c.limit.Store(int64(n))
+	if c.inMsg.Load() > int64(n) {
+		reason := tooLargeError{n}.Error()
+		if c.closeLocal(transport.CloseMessageTooLarge, reason) {
+			go c.closeHandshake(transport.CloseMessageTooLarge, reason)
+		}
+	}
 }
 
 func (c *conn) Send(msg []byte) error {
@@ -222,6 +231,7 @@ func (e tooLargeError) Error() string {
 // message grows: a message over it is read no further than one byte past
 // the limit, so its buffer never outgrows the limit.
 func (c *conn) readMessage(r io.Reader) ([]byte, error) {
+	defer c.inMsg.Store(0)
 	buf := make([]byte, 0, 512)
 	for {
 		limit := int(c.limit.Load())
@@ -233,6 +243,7 @@ func (c *conn) readMessage(r io.Reader) ([]byte, error) {
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		c.inMsg.Store(int64(len(buf))) // before the limit is read again
 		if err == io.EOF {
 			if limit := int(c.limit.Load()); len(buf) > limit {
 				return nil, tooLargeError{limit}

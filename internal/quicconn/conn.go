@@ -85,6 +85,7 @@ type Conn struct {
 
 	done  chan struct{}
 	limit atomic.Int64  // read limit (SetReadLimit)
+	inMsg atomic.Int64  // length of the frame being read
 	recv  chan []byte   // from the read loop
 	wake  chan struct{} // to the write loop
 	dwake chan struct{} // to the datagram loop
@@ -216,12 +217,16 @@ func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
 }
 
 // SetReadLimit implements transport.ReadLimiter. The limit is read when a
-// frame's header starts to arrive.
+// frame's header starts to arrive; a frame being read that is over it
+// closes the connection at once.
 func (c *Conn) SetReadLimit(n int) {
 	if n <= 0 || n > c.cfg.MaxMessageSize {
 		n = c.cfg.MaxMessageSize
 	}
 	c.limit.Store(int64(n))
+	if m := c.inMsg.Load(); m > int64(n) {
+		c.Close(transport.CloseMessageTooLarge, (&tooLargeError{uint64(m), uint64(n)}).Error())
+	}
 }
 
 // ReceiveDatagram implements transport.Conn. It returns
@@ -412,8 +417,19 @@ func (c *Conn) readLoop() {
 			}
 			return
 		}
+		c.inMsg.Store(int64(n))
+		if limit := c.limit.Load(); int64(n) > limit { // lowered meanwhile
+			c.inMsg.Store(0)
+			c.Close(transport.CloseMessageTooLarge, (&tooLargeError{uint64(n), uint64(limit)}).Error())
+			if _, err := io.Copy(io.Discard, br); err == nil {
+				c.peerEnded()
+			}
+			return
+		}
 		msg := make([]byte, n)
-		if _, err := io.ReadFull(br, msg); err != nil {
+		_, err = io.ReadFull(br, msg)
+		c.inMsg.Store(0)
+		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}

@@ -479,6 +479,16 @@ func testReadLimit(t *testing.T, f Factory) {
 	if code, _, byPeer := client.CloseInfo(); code != transport.CloseMessageTooLarge || !byPeer {
 		t.Errorf("client CloseInfo = (%v, byPeer %v), want (%v, byPeer true)", code, byPeer, transport.CloseMessageTooLarge)
 	}
+
+	// A message sent before the limit is lowered, which the transport may
+	// have read ahead in part or in whole, is refused all the same.
+	client, server = pair(t, ln, d)
+	send(t, client, pattern(4, 32<<10))
+	server.(transport.ReadLimiter).SetReadLimit(1000)
+	msg, err = server.Receive(ctxT(t))
+	if !errors.As(err, &ce) || ce.Code != transport.CloseMessageTooLarge || ce.ByPeer {
+		t.Fatalf("Receive of a message sent before the limit was lowered = %s, %v; want a *CloseError with CloseMessageTooLarge not by peer", show(msg), err)
+	}
 }
 
 // testCloseFlushes sends messages and closes at once, as a server refusing
