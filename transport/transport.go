@@ -99,8 +99,9 @@ type ReadLimiter interface {
 	// is not buffered past the limit (beyond what a transport had already
 	// read when SetReadLimit was called), Receive never returns it, and
 	// the connection closes with CloseMessageTooLarge, as for a message
-	// over MaxMessageSize. A message already read ahead and waiting for
-	// Receive is checked when Receive takes it.
+	// over MaxMessageSize. A message being read that is already past the
+	// new limit closes the connection at once; one already read ahead and
+	// waiting for Receive is checked when Receive takes it.
 	SetReadLimit(n int)
 }
 
