@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/internal/demo"
@@ -566,7 +567,9 @@ func TestAbuseDescriptorAmplification(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg := helloWithDesc(s.AppendDescriptor(nil))
-		r := memRig(t, replica.Config{})
+		// A HELLO over MaxHelloBytes is refused unread (attack_test.go);
+		// this one is read, to check the descriptor's own limit.
+		r := memRig(t, replica.Config{MaxHelloBytes: 1 << 20})
 		good := r.dial("good")
 		r.tickUntilJoined(1)
 		c := dialRaw(t, r)
@@ -600,7 +603,7 @@ func TestAbuseDescriptorAmplification(t *testing.T) {
 		}
 		msg := helloWithDesc(s.AppendDescriptor(nil))
 		s, classes = nil, nil
-		r := memRig(t, replica.Config{})
+		r := memRig(t, replica.Config{MaxHelloBytes: 1 << 20})
 		good := r.dial("good")
 		r.tickUntilJoined(1)
 		c := dialRaw(t, r)
@@ -1580,11 +1583,11 @@ func TestClientLimits(t *testing.T) {
 // of items is a container, whose values are a level below the entity's
 // fields, so it needs two levels.
 func TestClientLimitsDepth(t *testing.T) {
-	_, err := replica.NewServer(replica.Config{Schema: demo.Schema(), ClientLimits: codec.Limits{MaxDepth: 1}})
+	_, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{}, ClientLimits: codec.Limits{MaxDepth: 1}})
 	if err == nil || !strings.Contains(err.Error(), "replica: Config.ClientLimits.MaxDepth: state: Bot.inv is 2 levels deep, over the limit of 1") {
 		t.Fatalf("NewServer: %v", err)
 	}
-	if _, err := replica.NewServer(replica.Config{Schema: demo.Schema(), ClientLimits: codec.Limits{MaxDepth: 2}}); err != nil {
+	if _, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{}, ClientLimits: codec.Limits{MaxDepth: 2}}); err != nil {
 		t.Fatalf("NewServer, MaxDepth 2: %v", err)
 	}
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/codec"
@@ -44,31 +48,58 @@ type Conn struct {
 	rpcOut  [][]byte // RPC messages for the client, sent after the tick
 
 	paused   bool      // fallen behind: no ticks until the backlog drains
-	lagLow   int       // the smallest backlog (messages) seen while paused
+	lagLow   int       // the smallest backlog (bytes) seen while paused
 	progress time.Time // when the backlog last reached a new low
 }
 
 // handshake runs the server side of the session handshake. The cheap
-// checks come first: the protocol version, the descriptor's size and the
-// token; only then is the client's descriptor decoded.
+// checks come first: the handshake caps, the HELLO's size (the transport's
+// read limit, set by Serve), the protocol version, the descriptor's size
+// and the token; only then is the client's descriptor decoded.
 func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
+	from := sourceAddr(tc.RemoteAddr())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		tc.Close(transport.CloseGoingAway, "server closed")
 		return
 	}
-	s.handshaking[tc] = true
+	var busy string
+	switch {
+	case len(s.handshaking) >= s.cfg.MaxHandshakes:
+		busy = "too many handshakes in progress"
+	case s.shakesFrom[from] >= s.cfg.MaxHandshakesPerAddr:
+		busy = "too many handshakes in progress from this address"
+	default:
+		s.handshaking[tc] = true
+		s.shakesFrom[from]++
+	}
 	s.mu.Unlock()
+	if busy != "" {
+		// Refused at once, without waiting for the client: the REFUSE
+		// goes out with the close (Close flushes), and the close carries
+		// the same code and reason.
+		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(transport.CloseServerBusy), Message: busy}))
+		tc.Close(transport.CloseServerBusy, busy)
+		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", transport.CloseServerBusy, "reason", busy)
+		return
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.handshaking, tc)
+		if s.shakesFrom[from]--; s.shakesFrom[from] <= 0 {
+			delete(s.shakesFrom, from)
+		}
 		s.mu.Unlock()
 	}()
+	// Close sends the REFUSE before it closes (transport.Conn), so the
+	// client reads the whole message, not only the close's reason, which
+	// a transport may cut.
 	refuse := func(code transport.CloseCode, msg string) {
+		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
+		msg = truncate(msg, session.MaxText) // what a REFUSE may carry
 		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
 		tc.Close(code, msg)
-		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
 	}
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	msg, err := tc.Receive(hctx)
@@ -83,7 +114,10 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		case errors.Is(err, context.DeadlineExceeded):
 			refuse(transport.CloseHandshakeTimeout, "no HELLO in time")
 		default:
+			// A HELLO over MaxHelloBytes ends here: the transport has
+			// closed with CloseMessageTooLarge.
 			tc.Close(transport.CloseProtocolError, "handshake failed")
+			s.cfg.Logger.Info("replica: handshake failed", "remote", tc.RemoteAddr(), "err", err)
 		}
 		return
 	}
@@ -106,7 +140,10 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	}
 	id, err := s.cfg.Auth.Authenticate(ctx, hello.Token)
 	if err != nil {
-		refuse(transport.CloseAuthFailed, err.Error())
+		// The error may say more than the client should learn (the
+		// server's clock, which key failed): it goes to the log only.
+		s.cfg.Logger.Info("replica: authentication failed", "remote", tc.RemoteAddr(), "err", err)
+		refuse(transport.CloseAuthFailed, authRefusal(err))
 		return
 	}
 	clientSchema, err := schema.DecodeDescriptor(hello.Descriptor)
@@ -129,6 +166,11 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	if err != nil {
 		refuse(transport.CloseIncompatible, "schema: "+err.Error())
 		return
+	}
+	// Authenticated: messages up to the transport's MaxMessageSize again,
+	// from before the client can have read the WELCOME.
+	if rl, ok := tc.(transport.ReadLimiter); ok {
+		rl.SetReadLimit(0)
 	}
 	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
 		schema: clientSchema, dec: dec,
@@ -178,17 +220,20 @@ func (s *Server) read(c *Conn) {
 				return
 			}
 			if !ok {
-				continue // over the rate: dropped
+				s.rpcsDropped.Add(1) // over the rate: dropped
+				continue
 			}
 			c.rpcMu.Lock()
-			full := len(c.rpcIn) >= rpcQueue
+			full := len(c.rpcIn) >= s.rpcQueue()
 			if !full {
 				c.rpcIn = append(c.rpcIn, msg) // checked and parsed at the tick
 			}
 			c.rpcMu.Unlock()
 			if full {
-				c.kick(transport.ClosePolicyViolation, "RPC queue overflow")
-				return
+				// Only a tick goroutine that has not dispatched for about
+				// a second lets an honest client fill the queue: the call
+				// is dropped, as over the rate, and the client stays.
+				s.rpcsDropped.Add(1)
 			}
 			continue
 		}
@@ -207,6 +252,78 @@ func (s *Server) read(c *Conn) {
 			return
 		}
 	}
+}
+
+// authRefusal returns what a client refused by the authenticator is told:
+// a generic reason, by the auth package's error kinds.
+func authRefusal(err error) string {
+	switch {
+	case errors.Is(err, auth.ErrExpired):
+		return "token expired"
+	case errors.Is(err, auth.ErrInvalidToken):
+		return "invalid token"
+	}
+	return "authentication failed"
+}
+
+// truncate cuts s to at most n bytes, on a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// sourceAddr returns the part of a remote address that identifies where a
+// connection comes from: the IP of an IP address, else the whole address.
+func sourceAddr(addr net.Addr) string {
+	switch a := addr.(type) {
+	case nil:
+		return ""
+	case *net.TCPAddr:
+		return a.IP.String()
+	case *net.UDPAddr:
+		return a.IP.String()
+	}
+	if h, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return h
+	}
+	return addr.String()
+}
+
+// anonymous reports whether a admits every client.
+func anonymous(a auth.Authenticator) bool {
+	switch a.(type) {
+	case auth.Anonymous, *auth.Anonymous:
+		return true
+	}
+	return false
+}
+
+// loopback reports whether addr can only be reached from this host: a
+// loopback IP or "localhost", in a host:port or a URL (wstransport's
+// addresses), or an in-memory address.
+func loopback(addr net.Addr) bool {
+	if addr == nil {
+		return false
+	}
+	if addr.Network() == "mem" {
+		return true
+	}
+	host := addr.String()
+	if u, err := url.Parse(host); err == nil && u.Host != "" {
+		host = u.Hostname()
+	} else if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func (c *Conn) kick(code transport.CloseCode, reason string) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/demo"
 	"github.com/replicago/replica/session"
@@ -25,7 +26,7 @@ func TestKeepAlive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := replica.NewServer(replica.Config{Schema: demo.Schema(), TickRate: 10, IdleTimeout: 3 * time.Second})
+		srv, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{}, TickRate: 10, IdleTimeout: 3 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

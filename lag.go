@@ -16,6 +16,13 @@ const maxHeldRPCs = 4096
 // client keeps applying what is queued; its replica reaches the server's
 // state at the resync. RPCs for it are held while it is paused and sent
 // after the full state, so none overtakes the state it was sent against.
+//
+// A paused client makes progress when its backlog in bytes, which counts
+// what the transport holds for it (its queue, the message being written,
+// and, on WebSocket, the kernel's send queue), reaches a new low: only
+// bytes the peer took shrink it. One with no progress for LagTimeout is
+// dropped as a slow consumer, whatever else it sends: its PINGs, and the
+// PONGs queued for them, are no progress.
 func (s *Server) behind(c *Conn) bool {
 	bl, ok := c.tc.(transport.Backlogger)
 	if !ok {
@@ -26,14 +33,14 @@ func (s *Server) behind(c *Conn) bool {
 		if msgs <= s.cfg.LagMessages && bytes <= s.cfg.LagBytes {
 			return false
 		}
-		c.paused, c.lagLow, c.progress = true, msgs, time.Now()
+		c.paused, c.lagLow, c.progress = true, bytes, time.Now()
 		s.stats.Paused++
 		s.cfg.Logger.Info("replica: client fell behind; paused", "user", c.userID, "session", c.id, "messages", msgs, "bytes", bytes)
 		return true
 	}
 	if msgs > s.cfg.LagMessages/8 || bytes > s.cfg.LagBytes/8 {
-		if msgs < c.lagLow {
-			c.lagLow, c.progress = msgs, time.Now()
+		if bytes < c.lagLow {
+			c.lagLow, c.progress = bytes, time.Now()
 		}
 		if time.Since(c.progress) > s.cfg.LagTimeout || len(c.rpcOut) > maxHeldRPCs {
 			c.kick(transport.CloseSlowConsumer, "fell behind and stopped catching up")

@@ -2,12 +2,17 @@ package replica_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/demo"
+	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/transport"
 )
 
@@ -148,5 +153,134 @@ func TestFallBehindForever(t *testing.T) {
 		default:
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLagPingingReaderDropped has a client that keeps sending PINGs (and
+// so is never idle) but reads nothing after its WELCOME. In virtual time:
+// the server pauses it, and drops it as a slow consumer once its backlog
+// in bytes has not shrunk for LagTimeout, whatever it sends meanwhile.
+func TestLagPingingReaderDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lagTimeout = 10 * time.Second
+		srv, ln, nw := memServer(t, replica.Config{LagMessages: 16, LagTimeout: lagTimeout}, nil)
+		tc, err := nw.Dialer(transport.Config{}).Dial(context.Background(), ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close(transport.CloseNormal, "")
+		tc.Send(handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("sloth")))
+		if msg, err := tc.Receive(context.Background()); err != nil || msg[0] != byte(session.TypeWelcome) {
+			t.Fatalf("no WELCOME: %v", err)
+		}
+		// A PING (§10.2: type 5, a 64-bit nonce) every second, nothing read.
+		go func() {
+			for nonce := byte(1); ; nonce++ {
+				select {
+				case <-tc.Done():
+					return
+				case <-time.After(time.Second):
+				}
+				tc.Send([]byte{5, nonce, 0, 0, 0, 0, 0, 0, 0})
+			}
+		}()
+		b, err := demo.SpawnBot(srv.Tracker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paused time.Time
+		for i := 0; ; i++ {
+			b.SetHp(int16(i))
+			srv.Tick()
+			synctest.Wait()
+			if paused.IsZero() && srv.Stats().Paused > 0 {
+				paused = time.Now()
+			}
+			select {
+			case <-tc.Done():
+			default:
+				if !paused.IsZero() && time.Since(paused) > lagTimeout+time.Second {
+					t.Fatalf("still connected %v after the pause", time.Since(paused))
+				}
+				if i > 10000 {
+					t.Fatal("never paused")
+				}
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			break
+		}
+		if paused.IsZero() {
+			t.Fatal("dropped without being paused first")
+		}
+		if d := time.Since(paused); d <= lagTimeout || d > lagTimeout+100*time.Millisecond {
+			t.Fatalf("dropped %v after the pause, want just after LagTimeout (%v)", d, lagTimeout)
+		}
+		if code, reason, byPeer := tc.CloseInfo(); code != transport.CloseSlowConsumer || !byPeer {
+			t.Fatalf("closed with %s %q (by peer %v), want %s by the server", code, reason, byPeer, transport.CloseSlowConsumer)
+		}
+		if st := srv.Stats(); st.Kicked != 1 {
+			t.Fatalf("stats %+v, want one kick", st)
+		}
+	})
+}
+
+// TestLagKernelQueueWebSocket is the slow reader of
+// TestLagPingingReaderDropped over a real WebSocket: a raw client that
+// completes the handshake, keeps sending PINGs and reads nothing. The
+// server sends it 2 MiB of ticks, which the kernel's socket buffers would
+// hold without the server's queue growing (about 4 MB here). Counting the
+// kernel's send queue in the backlog, the server pauses the client and
+// drops it as a slow consumer after LagTimeout.
+func TestLagKernelQueueWebSocket(t *testing.T) {
+	ev := &events{}
+	srv, url := wsServer(t, replica.Config{LagBytes: 256 << 10, LagTimeout: 500 * time.Millisecond, Logger: slog.New(ev)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageBinary, handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("sloth"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := ws.Read(ctx); err != nil || msg[0] != byte(session.TypeWelcome) {
+		t.Fatalf("no WELCOME: %v", err)
+	}
+	go func() { // PINGs, and nothing read
+		for nonce := byte(1); ctx.Err() == nil; nonce++ {
+			if ws.Write(ctx, websocket.MessageBinary, []byte{5, nonce, 0, 0, 0, 0, 0, 0, 0}) != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	b, err := demo.SpawnBot(srv.Tracker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 2 << 20
+	name := make([]byte, 8<<10)
+	for sent := 0; ; {
+		if sent < budget {
+			name[sent/len(name)%len(name)]++
+			b.SetName(string(name))
+			sent += len(name)
+		}
+		srv.Tick()
+		if kicked := ev.find("replica: kicked"); len(kicked) > 0 {
+			if kicked[0].user != "sloth" || kicked[0].code != transport.CloseSlowConsumer {
+				t.Fatalf("kicked %+v, want sloth as a slow consumer", kicked[0])
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the client that reads nothing is still connected after %d KiB of ticks: stats %+v", sent>>10, srv.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := srv.Stats(); st.Paused == 0 {
+		t.Fatalf("dropped without a pause: stats %+v", st)
 	}
 }

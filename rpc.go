@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
@@ -15,8 +16,13 @@ type rpcKey struct {
 	rpc   uint32
 }
 
-// rpcQueue bounds the RPCs a connection may have waiting for the tick.
-const rpcQueue = 256
+// rpcQueue bounds the RPCs a connection may have waiting for the tick: a
+// full burst (Config.RPCBurst) plus one second of calls at Config.RPCRate,
+// so that calls the rate limiter lets through are never refused by the
+// queue while the tick runs at least once a second.
+func (s *Server) rpcQueue() int {
+	return s.cfg.RPCBurst + int(math.Ceil(s.cfg.RPCRate))
+}
 
 // RPCHandler handles a client→server RPC on the tick goroutine. e is the
 // entity it was called on, which c owns; args holds the arguments and is

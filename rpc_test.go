@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/schema"
@@ -72,6 +73,9 @@ func newRPCRig(t testing.TB, cfg replica.Config) *rpcRig {
 		r.srv.SetOwner(e, c)
 		r.owned[c] = e
 		r.joined = append(r.joined, c)
+	}
+	if cfg.Auth == nil {
+		cfg.Auth = auth.Anonymous{}
 	}
 	if r.srv, err = replica.NewServer(cfg); err != nil {
 		t.Fatal(err)
@@ -429,4 +433,45 @@ func TestRPCAfterOwnershipLoss(t *testing.T) {
 			t.Fatalf("closed with %v, want %v", code, transport.ClosePolicyViolation)
 		}
 	})
+}
+
+// TestRPCBurstHonoured sends exactly Config.RPCBurst calls (the default,
+// 600) between two ticks, in virtual time so that none of the limiter's
+// tokens refills: every call is dispatched at the next tick, in order, and
+// the client stays. One call more in the same instant is dropped by the
+// limiter and counted, and the client still stays.
+func TestRPCBurstHonoured(t *testing.T) {
+	for _, extra := range []int{0, 1} {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRPCRig(t, replica.Config{})
+			// The client's own queue must hold the burst.
+			r.d = r.nw.Dialer(transport.Config{SendQueueMessages: 1 << 12})
+			c := r.dial()
+			r.sync(c)
+			me := r.mine(c)
+			const burst = 600 // the documented default of Config.RPCBurst
+			r.fired = nil
+			for i := range burst + extra {
+				if err := c.CallRPC(me, 1, fireArgs(r.ship, uint32(i+1), 0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			synctest.Wait() // every call has reached the server's reader
+			r.srv.Tick()
+			synctest.Wait()
+			select {
+			case <-c.Done():
+				code, reason, _ := c.CloseInfo()
+				t.Fatalf("burst of %d calls: client closed: %s %s", burst+extra, code, reason)
+			default:
+			}
+			if len(r.fired) != burst || r.fired[0] != 1 || r.fired[burst-1] != burst {
+				t.Fatalf("burst of %d calls: %d dispatched, want the first %d", burst+extra, len(r.fired), burst)
+			}
+			if st := r.srv.Stats(); st.RPCsDropped != uint64(extra) || st.Kicked != 0 {
+				t.Fatalf("burst of %d calls: stats %+v, want %d dropped and none kicked", burst+extra, st, extra)
+			}
+			r.sync(c)
+		})
+	}
 }

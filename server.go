@@ -27,13 +27,34 @@ type Config struct {
 	// TickRate is the number of ticks per second Run drives. The default
 	// is 20.
 	TickRate int
-	// Auth authenticates clients from the token of their HELLO; see
-	// auth.HMAC for signed, expiring tokens. If nil, every client is
-	// accepted anonymously (auth.Anonymous), which suits development only.
+	// Auth authenticates clients from the token of their HELLO. It is
+	// required: set an auth.HMAC (signed, expiring tokens) in production,
+	// or auth.Anonymous{} to accept every client in development. Serve
+	// logs a warning when the server runs with auth.Anonymous on a
+	// listener whose address is not loopback. A client refused by Auth is
+	// told a generic reason; the authenticator's error is logged.
 	Auth auth.Authenticator
 	// HandshakeTimeout bounds the time from accepting a connection to
 	// receiving its HELLO. The default is 5 seconds.
 	HandshakeTimeout time.Duration
+	// MaxHelloBytes bounds the first message a connection may send, its
+	// HELLO, before it is authenticated: the transport reads no more of a
+	// larger one and closes the connection with CloseMessageTooLarge
+	// (through transport.ReadLimiter, which the transports of this module
+	// implement). After the handshake the transport's MaxMessageSize
+	// applies again. The default is MaxDescriptorBytes plus the largest
+	// token (session.MaxToken, 4096 bytes) plus 1 KiB for the rest of the
+	// HELLO.
+	MaxHelloBytes int
+	// MaxHandshakes bounds the connections in their handshake at once, and
+	// MaxHandshakesPerAddr those from one source address (IP); a
+	// connection over either is refused at once with CloseServerBusy. The
+	// defaults are 512 and 32: handshakes take a round trip or two, so
+	// only a flood of slow ones comes near. Behind a proxy that does not
+	// pass the client's address on, every client has the proxy's: raise
+	// MaxHandshakesPerAddr to MaxHandshakes there.
+	MaxHandshakes        int
+	MaxHandshakesPerAddr int
 	// IdleTimeout closes a connection that sends nothing for this long.
 	// The default is 15 seconds; the server pings every IdleTimeout/3.
 	IdleTimeout time.Duration
@@ -54,11 +75,16 @@ type Config struct {
 	OnDuplicate func(old, new *Conn) SessionPolicy
 	// RPCRate and RPCBurst bound the RPCs one client may send: RPCRate per
 	// second on average, RPCBurst at once. Calls over the limit are
-	// dropped, and a client that keeps flooding is closed with
-	// ClosePolicyViolation within about two seconds. The defaults are 60
-	// per second and a burst of ten seconds' worth: calls made at an honest
-	// rate arrive bunched after a network stall, and must not be dropped
-	// for it.
+	// dropped (counted in Stats.RPCsDropped), and a client that keeps
+	// flooding is closed with ClosePolicyViolation within about two
+	// seconds. The defaults are 60 per second and a burst of ten seconds'
+	// worth: calls made at an honest rate arrive bunched after a network
+	// stall, and must not be dropped for it. RPCBurst calls arriving at
+	// once, between two ticks, are all dispatched at the next tick; the
+	// call after them is dropped, not a reason to close the connection.
+	// Calls wait for the tick in a queue of RPCBurst plus one second's
+	// RPCRate; a call that finds it full (the tick goroutine has not
+	// dispatched for about a second) is dropped too.
 	RPCRate  float64
 	RPCBurst int
 	// MaxDescriptorBytes bounds the schema descriptor a client may send in
@@ -75,10 +101,14 @@ type Config struct {
 	// half and a quarter of the transports' defaults.
 	LagMessages int
 	LagBytes    int
-	// LagTimeout drops, as a slow consumer, a paused client whose backlog
-	// has not shrunk for this long: one that has stopped reading, as
-	// opposed to one draining slowly over a poor network. The default is
-	// 30 seconds.
+	// LagTimeout drops, as a slow consumer (CloseSlowConsumer), a paused
+	// client whose backlog has not shrunk for this long: one that has
+	// stopped reading, as opposed to one draining slowly over a poor
+	// network. Progress is counted in bytes the peer actually took: the
+	// backlog in bytes (transport.Backlogger, which counts the message
+	// being written and, on WebSocket, what the kernel's send queue holds)
+	// must reach a new low. A client that keeps sending PINGs or RPCs but
+	// does not read is dropped all the same. The default is 30 seconds.
 	LagTimeout time.Duration
 	// ClientLimits are the decoder limits the server's clients apply;
 	// zero fields select the clients' defaults (codec.Limits). A server
@@ -124,11 +154,14 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 15 * time.Second
 	}
+	if c.MaxHandshakes <= 0 {
+		c.MaxHandshakes = 512
+	}
+	if c.MaxHandshakesPerAddr <= 0 {
+		c.MaxHandshakesPerAddr = 32
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Auth == nil {
-		c.Auth = auth.Anonymous{}
 	}
 	if c.RPCRate <= 0 {
 		c.RPCRate = 60
@@ -172,11 +205,14 @@ type Server struct {
 	session atomic.Uint64
 	kicked  atomic.Uint64
 
+	rpcsDropped atomic.Uint64
+
 	mu          sync.Mutex
 	claimMu     sync.Mutex         // serialises claim
 	users       map[string][]*Conn // the sessions of each user, handshaken or joined, oldest first
 	joining     []*Conn
 	handshaking map[transport.Conn]bool
+	shakesFrom  map[string]int // handshakes in progress by source address
 	closed      bool
 	lns         []transport.Listener
 
@@ -202,6 +238,7 @@ type Stats struct {
 	RPCsRejected uint64 // refused by their handler or without one
 	RPCsStale    uint64 // aimed at an entity that no longer exists
 	RPCsSent     uint64 // server RPCs queued for clients
+	RPCsDropped  uint64 // client RPCs dropped over the rate limit (Config.RPCRate) or a full queue
 	Kicked       uint64 // connections closed for misbehaving
 	Paused       uint64 // times a client fell behind and was paused
 	Resyncs      uint64 // paused clients brought back with the full state
@@ -212,6 +249,10 @@ type Stats struct {
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Schema == nil {
 		return nil, errors.New("replica: Config.Schema is required")
+	}
+	if cfg.Auth == nil {
+		return nil, errors.New("replica: Config.Auth is required: set an auth.HMAC in production, " +
+			"or auth.Anonymous{} to accept every client in development")
 	}
 	cfg = cfg.withDefaults()
 	// Clients are told the schema without its server-only fields, whose
@@ -224,6 +265,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxDescriptorBytes <= 0 {
 		cfg.MaxDescriptorBytes = max(64<<10, 4*len(cfg.Schema.AppendDescriptor(nil)))
 	}
+	if cfg.MaxHelloBytes <= 0 {
+		cfg.MaxHelloBytes = cfg.MaxDescriptorBytes + session.MaxToken + 1<<10
+	}
 	lim := state.Limits{MaxString: cfg.ClientLimits.MaxStringBytes, MaxContainer: cfg.ClientLimits.MaxContainerLen,
 		MaxDepth: cfg.ClientLimits.MaxDepth}
 	if err := lim.CheckSchema(cfg.Schema); err != nil {
@@ -231,7 +275,8 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	tr := state.NewTracker(cfg.Schema)
 	tr.SetLimits(lim)
-	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, users: map[string][]*Conn{}}, nil
+	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, shakesFrom: map[string]int{},
+		users: map[string][]*Conn{}}, nil
 }
 
 // Tracker returns the server's entity tracker: spawn, find and destroy
@@ -291,7 +336,8 @@ func (s *Server) ownerOf(e *state.Entity) *Conn {
 
 // Serve accepts connections from ln until ctx is done or the server is
 // closed. Each connection is handshaken on its own goroutine and joins at
-// the next tick.
+// the next tick. Serve logs a warning if the server authenticates with
+// auth.Anonymous and ln's address is not a loopback one.
 func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -300,6 +346,10 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	if anonymous(s.cfg.Auth) && !loopback(ln.Addr()) {
+		s.cfg.Logger.Warn("replica: serving with auth.Anonymous on a non-loopback address: any client is admitted; set Config.Auth to an auth.HMAC in production",
+			"addr", ln.Addr().String())
+	}
 	for {
 		tc, err := ln.Accept(ctx)
 		if err != nil {
@@ -310,6 +360,10 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 				return ErrServerClosed
 			}
 			return err
+		}
+		// Before anything is read: the HELLO is read under the limit.
+		if rl, ok := tc.(transport.ReadLimiter); ok {
+			rl.SetReadLimit(s.cfg.MaxHelloBytes)
 		}
 		go s.handshake(ctx, tc)
 	}
@@ -749,5 +803,6 @@ func (s *Server) Close() error {
 func (s *Server) Stats() Stats {
 	st := s.stats
 	st.Kicked = s.kicked.Load()
+	st.RPCsDropped = s.rpcsDropped.Load()
 	return st
 }

@@ -46,6 +46,9 @@ func newRig(t *testing.T, ln transport.Listener, d transport.Dialer, cfg replica
 		r.srv.SetOwner(b.Entity(), c)
 		r.bots[c] = b
 	}
+	if cfg.Auth == nil {
+		cfg.Auth = auth.Anonymous{}
+	}
 	srv, err := replica.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/demo"
 	"github.com/replicago/replica/transport"
@@ -50,6 +51,7 @@ func newStorm(t *testing.T, cfg replica.Config) *storm {
 		st.srv.SetOwner(b.Entity(), c)
 		st.bots[c.UserID()] = b
 	}
+	cfg.Auth = auth.Anonymous{}
 	if st.srv, err = replica.NewServer(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,18 @@
 // Two Authenticators ship with the package:
 //
 //   - HMAC verifies tokens signed with a secret shared with the game's
-//     backend (HMAC-SHA256), which expire. It is the production default.
+//     backend (HMAC-SHA256), which expire. It is the one for production.
 //   - Anonymous accepts any token, for development.
+//
+// There is no default: replica.NewServer fails unless Config.Auth names
+// one, so that a server never admits anonymous clients by omission, and a
+// server that runs with Anonymous on an address other than loopback logs
+// a warning when it starts serving.
+//
+// The error an Authenticator returns is logged by the server, in full; the
+// client is told only a generic reason ("invalid token", "token expired",
+// "authentication failed"), so that errors may name server-side detail
+// such as the server's clock.
 //
 // Any other scheme (a call to an identity service, a JWT library) plugs in
 // by implementing Authenticator.
@@ -38,11 +48,14 @@
 // A token is valid when its length matches the lengths it declares exactly
 // (no trailing bytes), its version is 1, its fields are within the bounds
 // above and its MAC matches under one of the verifier's keys (compared in
-// constant time). It is accepted while now < expiry + MaxSkew.
+// constant time). It is accepted while now < expiry + MaxSkew, and only if
+// expiry <= now + MaxLifetime + MaxSkew (MaxLifetime is 24 hours by
+// default): a token signed to expire years from now is refused.
 //
 // The nonce makes every token unique even for the same user and expiry; the
 // verifier does not keep a record of nonces, so a token is a bearer
-// credential until it expires: keep lifetimes short (minutes).
+// credential until it expires: keep lifetimes short (minutes), well under
+// MaxLifetime.
 //
 // Test vector: key = the 32 bytes 0x00, 0x01, ..., 0x1f; user ID "alice";
 // expiry 1700000000 (2023-11-14T22:13:20Z); nonce = the 16 bytes 0xa0,

@@ -33,7 +33,18 @@ type HMAC struct {
 	// absorb clock differences between the backend and the server.
 	// Negative means zero.
 	MaxSkew time.Duration
+	// MaxLifetime bounds how far in the future a token's expiry may lie:
+	// a token that expires more than MaxLifetime+MaxSkew after Now is
+	// refused with ErrInvalidToken, so that a leaked key or a backend bug
+	// cannot mint credentials valid for years. Zero means
+	// DefaultMaxLifetime; negative means no bound. Issue does not check it:
+	// the backend may issue with another HMAC value than the server checks
+	// with.
+	MaxLifetime time.Duration
 }
+
+// DefaultMaxLifetime is the MaxLifetime of an HMAC that leaves it zero.
+const DefaultMaxLifetime = 24 * time.Hour
 
 func (h *HMAC) now() time.Time {
 	if h.Now != nil {
@@ -98,8 +109,9 @@ func (h *HMAC) issue(id Identity, nonce [NonceLen]byte) ([]byte, error) {
 }
 
 // Authenticate implements Authenticator: it checks the token's structure,
-// then its MAC against every key, then its expiry against Now and MaxSkew.
-// It fails with ErrInvalidToken (malformed, bad MAC, unknown key), ErrExpired
+// then its MAC against every key, then its expiry against Now, MaxSkew and
+// MaxLifetime. It fails with ErrInvalidToken (malformed, bad MAC, unknown
+// key, expiry beyond the maximum lifetime), ErrExpired
 // (validly signed but expired) or ErrKey (the keys are misconfigured). It
 // never panics, whatever the input. ctx is not used.
 func (h *HMAC) Authenticate(_ context.Context, token []byte) (Identity, error) {
@@ -165,9 +177,18 @@ func (h *HMAC) Authenticate(_ context.Context, token []byte) (Identity, error) {
 	}
 	exp := time.Unix(expiry, 0)
 	skew := max(h.MaxSkew, 0)
-	if now := h.now(); !now.Before(exp.Add(skew)) {
+	now := h.now()
+	if !now.Before(exp.Add(skew)) {
 		return Identity{}, fmt.Errorf("%w: at %s (now %s)", ErrExpired,
 			exp.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	life := h.MaxLifetime
+	if life == 0 {
+		life = DefaultMaxLifetime
+	}
+	if life > 0 && exp.After(now.Add(life+skew)) {
+		return Identity{}, fmt.Errorf("%w: expires at %s, more than the maximum lifetime %s (plus skew %s) after now %s",
+			ErrInvalidToken, exp.UTC().Format(time.RFC3339), life, skew, now.UTC().Format(time.RFC3339))
 	}
 	id := Identity{UserID: string(user), Expires: exp}
 	if d > 0 {

@@ -69,7 +69,8 @@ func TestVector(t *testing.T) {
 
 func TestRoundTrip(t *testing.T) {
 	now := t0
-	h := &HMAC{Keys: [][]byte{key1}, Now: clock(&now)}
+	// No lifetime bound: the last identity expires in 9999.
+	h := &HMAC{Keys: [][]byte{key1}, Now: clock(&now), MaxLifetime: -1}
 	for _, id := range []Identity{
 		{UserID: "alice", Expires: t0.Add(time.Minute)},
 		{UserID: "bob", Expires: t0.Add(time.Hour), Data: []byte{0, 1, 2, 0xff}},
@@ -145,6 +146,38 @@ func TestExpired(t *testing.T) {
 			if !sameIdentity(id, Identity{}) {
 				t.Errorf("identity %+v returned with an error", id)
 			}
+		}
+	}
+}
+
+// TestMaxLifetime checks that a validly signed token expiring further in
+// the future than MaxLifetime+MaxSkew is refused, by default after 24
+// hours, and that a negative MaxLifetime lifts the bound.
+func TestMaxLifetime(t *testing.T) {
+	now := t0
+	issuer := &HMAC{Keys: [][]byte{key1}}
+	for _, c := range []struct {
+		life, skew time.Duration
+		expires    time.Time
+		ok         bool
+	}{
+		{0, 0, t0.Add(DefaultMaxLifetime), true},
+		{0, 0, t0.Add(DefaultMaxLifetime + time.Second), false},
+		{0, 0, time.Unix(MaxExpiry, 0), false}, // year 9999
+		{0, time.Minute, t0.Add(DefaultMaxLifetime + time.Minute), true},
+		{0, time.Minute, t0.Add(DefaultMaxLifetime + time.Minute + time.Second), false},
+		{time.Hour, 0, t0.Add(time.Hour), true},
+		{time.Hour, 0, t0.Add(time.Hour + time.Second), false},
+		{-1, 0, time.Unix(MaxExpiry, 0), true},
+	} {
+		tok := issueT(t, issuer, Identity{UserID: "alice", Expires: c.expires})
+		h := &HMAC{Keys: [][]byte{key1}, Now: clock(&now), MaxLifetime: c.life, MaxSkew: c.skew}
+		_, err := authT(h, tok)
+		if c.ok != (err == nil) {
+			t.Errorf("lifetime %v, skew %v, expiry now+%v: err = %v, want ok=%v", c.life, c.skew, c.expires.Sub(t0), err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrExpired)) {
+			t.Errorf("err = %v, want ErrInvalidToken only", err)
 		}
 	}
 }

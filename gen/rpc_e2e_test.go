@@ -135,6 +135,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/transport"
@@ -155,7 +156,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.srv, err = replica.NewServer(replica.Config{Schema: Schema(), RPCRate: 10000, RPCBurst: 10000, OnJoin: func(c *replica.Conn) {
+	r.srv, err = replica.NewServer(replica.Config{Schema: Schema(), Auth: auth.Anonymous{}, RPCRate: 10000, RPCBurst: 10000, OnJoin: func(c *replica.Conn) {
 		p, err := SpawnPlayer(r.srv.Tracker())
 		if err != nil {
 			t.Error(err)

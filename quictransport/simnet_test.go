@@ -172,16 +172,18 @@ func TestSimnetLossyOrdered(t *testing.T) {
 			t.Error("the link dropped no packet: the test did not exercise loss")
 		}
 
-		// Close propagates in virtual time: at one-way latency unless the
-		// CONNECTION_CLOSE is lost, then within a few round trips.
+		// Close propagates in virtual time: in one and a half round trips
+		// (the end of the stream, the client's end of the stream in answer
+		// once it has read everything, then the CONNECTION_CLOSE) unless a
+		// packet is lost, then within a few round trips.
 		l.router.mu.Lock()
 		l.router.loss = 0
 		l.router.mu.Unlock()
 		closed := time.Now()
 		server.Close(transport.CloseAuthFailed, "token expired")
 		<-client.Done()
-		if d := time.Since(closed); d != rtt/2 {
-			t.Errorf("close reached the client after %v, want %v (half the RTT)", d, rtt/2)
+		if d := time.Since(closed); d != 3*rtt/2 {
+			t.Errorf("close reached the client after %v, want %v (1.5 RTT)", d, 3*rtt/2)
 		}
 		code, reason, byPeer := client.CloseInfo()
 		if code != transport.CloseAuthFailed || reason != "token expired" || !byPeer {

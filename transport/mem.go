@@ -25,10 +25,15 @@ const memBacklog = 128
 // a message sent is queued until the peer receives it, and the queue is
 // bounded by the sender's Config, so a peer that stops receiving makes the
 // sender's queue overflow exactly after SendQueueMessages messages (or
-// SendQueueBytes bytes). A message over the receiver's MaxMessageSize (but
-// within the sender's) makes the receiver close the connection with
-// CloseMessageTooLarge as soon as it is sent. Close discards the messages
-// queued in both directions and closes both ends at once.
+// SendQueueBytes bytes). A message over the receiver's MaxMessageSize, or
+// its read limit (SetReadLimit), but within the sender's MaxMessageSize,
+// makes the receiver close the connection with CloseMessageTooLarge as
+// soon as it is sent; a message queued before the receiver lowered its
+// read limit is checked when it is received. Close closes both ends at
+// once; the messages the closing end had queued are still received by the
+// peer, before the close (Close flushes), and those queued towards the
+// closing end are discarded. A close for a send queue overflow or an
+// oversized message discards both directions.
 //
 // Messages are not copied: Receive returns the slice given to Send, with
 // its capacity clipped. Receivers must treat it as read-only, and a sender
@@ -241,8 +246,9 @@ type memPipe struct {
 
 // A memEnd holds one side's configuration and what is on its way to it.
 type memEnd struct {
-	cfg  Config
-	addr MemAddr
+	cfg   Config
+	addr  MemAddr
+	limit int // read limit (SetReadLimit); 0 means cfg.MaxMessageSize
 
 	q      [][]byte // reliable messages to this end, from q[head]
 	head   int
@@ -254,6 +260,14 @@ type memEnd struct {
 }
 
 func (e *memEnd) queued() int { return len(e.q) - e.head }
+
+// readLimit returns the largest message the end accepts.
+func (e *memEnd) readLimit() int {
+	if e.limit > 0 {
+		return e.limit
+	}
+	return e.cfg.MaxMessageSize
+}
 
 // popDatagram removes and returns the oldest datagram, capped to its
 // length so that appending to it cannot write into the sender's buffer.
@@ -293,15 +307,20 @@ func signal(c chan struct{}) {
 	}
 }
 
-// closeLocked closes the pipe on behalf of side; p.mu is held.
-func (p *memPipe) closeLocked(side int, code CloseCode, reason string) bool {
+// closeLocked closes the pipe on behalf of side; p.mu is held. With flush,
+// the messages side sent and the peer has not received stay for the peer
+// to receive.
+func (p *memPipe) closeLocked(side int, code CloseCode, reason string, flush bool) bool {
 	if p.closed {
 		return false
 	}
 	p.closed, p.code, p.reason, p.closer = true, code, reason, side
 	for i := range p.ends {
 		e := &p.ends[i]
-		e.q, e.head, e.qBytes, e.dq = nil, 0, 0, nil
+		e.dq = nil
+		if !flush || i == side {
+			e.q, e.head, e.qBytes = nil, 0, 0
+		}
 	}
 	close(p.done)
 	return true
@@ -333,16 +352,15 @@ func (c *memConn) Send(msg []byte) error {
 	if len(msg) > me.cfg.MaxMessageSize {
 		return ErrMessageTooLarge
 	}
-	if len(msg) > peer.cfg.MaxMessageSize {
+	if lim := peer.readLimit(); len(msg) > lim {
 		// The peer reads a message over its limit and closes.
-		p.closeLocked(1-c.side, CloseMessageTooLarge,
-			fmt.Sprintf("message of %d bytes over the limit of %d", len(msg), peer.cfg.MaxMessageSize))
+		p.closeLocked(1-c.side, CloseMessageTooLarge, tooLarge(len(msg), lim), false)
 		return nil
 	}
 	// A message larger than SendQueueBytes is accepted into an empty queue,
 	// else it could never be sent.
 	if peer.queued() >= me.cfg.SendQueueMessages || peer.qBytes > 0 && peer.qBytes+len(msg) > me.cfg.SendQueueBytes {
-		p.closeLocked(c.side, CloseSlowConsumer, "send queue overflow")
+		p.closeLocked(c.side, CloseSlowConsumer, "send queue overflow", false)
 		return ErrSlowConsumer
 	}
 	peer.q = append(peer.q, msg)
@@ -379,9 +397,33 @@ func (c *memConn) SendDatagram(msg []byte) error {
 	return nil
 }
 
+func tooLarge(size, limit int) string {
+	return fmt.Sprintf("message of %d bytes over the limit of %d", size, limit)
+}
+
+// SetReadLimit implements ReadLimiter.
+func (c *memConn) SetReadLimit(n int) {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	e := &c.p.ends[c.side]
+	e.limit = 0
+	if n > 0 && n < e.cfg.MaxMessageSize {
+		e.limit = n
+	}
+}
+
 func (c *memConn) Receive(ctx context.Context) ([]byte, error) {
 	e := &c.p.ends[c.side]
-	return c.receive(ctx, e.ready, e.pop)
+	return c.receive(ctx, e.ready, func() ([]byte, bool) {
+		// A message queued before the limit was lowered.
+		if e.head < len(e.q) {
+			if m, lim := e.q[e.head], e.readLimit(); len(m) > lim {
+				c.p.closeLocked(c.side, CloseMessageTooLarge, tooLarge(len(m), lim), false)
+				return nil, false
+			}
+		}
+		return e.pop()
+	})
 }
 
 func (c *memConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
@@ -398,12 +440,12 @@ func (c *memConn) receive(ctx context.Context, ready chan struct{}, pop func() (
 	p := c.p
 	for {
 		p.mu.Lock()
-		if p.closed {
+		msg, ok := pop() // after a close, what the closing peer flushed
+		if !ok && p.closed {
 			err := c.closeErrLocked()
 			p.mu.Unlock()
 			return nil, err
 		}
-		msg, ok := pop()
 		p.mu.Unlock()
 		if ok {
 			return msg, nil
@@ -421,11 +463,12 @@ func (c *memConn) closeErrLocked() error {
 	return &CloseError{Code: c.p.code, Reason: c.p.reason, ByPeer: c.p.closer != c.side}
 }
 
-// Close closes both ends at once; the peer's Receive returns a CloseError
-// with the same code and reason and ByPeer set.
+// Close closes both ends at once; the peer's Receive returns the messages
+// this end had queued, then a CloseError with the same code and reason and
+// ByPeer set.
 func (c *memConn) Close(code CloseCode, reason string) error {
 	c.p.mu.Lock()
-	c.p.closeLocked(c.side, code, reason)
+	c.p.closeLocked(c.side, code, reason, true)
 	c.p.mu.Unlock()
 	return nil
 }

@@ -55,8 +55,11 @@ type Conn interface {
 	ReceiveDatagram(ctx context.Context) ([]byte, error)
 
 	// Close closes the connection, telling the peer code and reason when
-	// the network allows. Messages still queued are discarded. Close is
-	// idempotent; only the first code and reason count.
+	// the network allows. Done is closed and Send fails at once, but the
+	// messages already queued are still sent, before the close, for a
+	// bounded time (two seconds for the transports of this module), so
+	// that a message such as a refusal sent just before Close reaches the
+	// peer. Close is idempotent; only the first code and reason count.
 	Close(code CloseCode, reason string) error
 
 	// Done is closed when the connection is closed, by either side.
@@ -81,6 +84,25 @@ type Conn interface {
 // and to resynchronise it once the queue has drained.
 type Backlogger interface {
 	Backlog() (messages, bytes int)
+}
+
+// A ReadLimiter lets the receiving side of a connection lower, and raise
+// back, the largest reliable message it accepts from the peer, so that a
+// peer that has not yet proven who it is cannot make the receiver buffer a
+// message of the full MaxMessageSize. The transports of this module
+// implement it on their connections; the server uses it to bound the
+// HELLO.
+type ReadLimiter interface {
+	// SetReadLimit sets the largest message the connection accepts from
+	// now on; n <= 0 or over Config.MaxMessageSize means MaxMessageSize.
+	// The limit applies at the transport's read level: a message over it
+	// is not buffered past the limit (beyond what a transport had already
+	// read when SetReadLimit was called), Receive never returns it, and
+	// the connection closes with CloseMessageTooLarge, as for a message
+	// over MaxMessageSize. A message being read that is already past the
+	// new limit closes the connection at once; one already read ahead and
+	// waiting for Receive is checked when Receive takes it.
+	SetReadLimit(n int)
 }
 
 // A Listener accepts connections.
@@ -159,8 +181,9 @@ const (
 	ClosePolicyViolation  CloseCode = 9  // rate limit exceeded or forbidden action
 	CloseInternalError    CloseCode = 10 // the server failed
 	CloseNetworkError     CloseCode = 11 // the network failed without a close from the peer
-	CloseReplaced         CloseCode = 12 // a newer session of the same user took this one's place
-	CloseDuplicate        CloseCode = 13 // the user already has a session, which stays
+	CloseServerBusy       CloseCode = 12 // the server is at a connection limit; try again later
+	CloseReplaced         CloseCode = 13 // a newer session of the same user took this one's place
+	CloseDuplicate        CloseCode = 14 // the user already has a session, which stays
 	MaxCloseCode          CloseCode = 4095
 )
 
@@ -170,7 +193,7 @@ var closeNames = map[CloseCode]string{
 	CloseIdleTimeout: "idle timeout", CloseHandshakeTimeout: "handshake timeout",
 	CloseAuthFailed: "authentication failed", CloseIncompatible: "incompatible versions",
 	ClosePolicyViolation: "policy violation", CloseInternalError: "internal error",
-	CloseNetworkError: "network error", CloseReplaced: "replaced by a newer session",
+	CloseNetworkError: "network error", CloseServerBusy: "server busy", CloseReplaced: "replaced by a newer session",
 	CloseDuplicate: "duplicate session",
 }
 

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -26,8 +28,11 @@ type conn struct {
 	cfg           transport.Config
 	local, remote net.Addr
 
-	recv chan []byte   // reader to Receive, unbuffered
-	done chan struct{} // closed on close
+	recv  chan []byte   // reader to Receive, unbuffered
+	done  chan struct{} // closed on close
+	limit atomic.Int64  // read limit (SetReadLimit)
+	inMsg atomic.Int64  // bytes of the message being read
+	outq  func() int    // bytes in the kernel's send queue; nil if unknown
 
 	mu       sync.Mutex
 	closed   bool
@@ -36,21 +41,40 @@ type conn struct {
 	byPeer   bool
 	queue    [][]byte // messages to write, from queue[head]
 	head     int
-	pending  int   // messages queued or being written
-	bytes    int   // bytes queued or being written
-	writing  bool  // a writer goroutine is running
-	writeErr error // why the writer stopped
+	pending  int           // messages queued or being written
+	bytes    int           // bytes queued or being written
+	writing  bool          // a writer goroutine is running
+	writeErr error         // why the writer stopped
+	flushing bool          // closed, and the writer still writes what was queued
+	flushed  chan struct{} // closed when the flushing writer stops
 }
 
-// Backlog implements transport.Backlogger.
+// flushTimeout bounds how long Close waits for the queued messages to be
+// written before it sends the close frame.
+const flushTimeout = 2 * time.Second
+
+// Backlog implements transport.Backlogger: the messages queued or being
+// written, and their bytes plus, where known (see ConnContext), the bytes
+// the kernel holds in the socket's send queue, which the peer has not
+// acknowledged. A peer that stops reading leaves them there once its
+// receive window is full, and the kernel's queue can grow to megabytes.
 func (c *conn) Backlog() (messages, bytes int) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pending, c.bytes
+	messages, bytes = c.pending, c.bytes
+	c.mu.Unlock()
+	if c.outq != nil {
+		bytes += c.outq()
+	}
+	return messages, bytes
 }
 
-func newConn(ws *websocket.Conn, cfg transport.Config, local, remote net.Addr) *conn {
-	ws.SetReadLimit(int64(cfg.MaxMessageSize))
+// newConn returns a connection over ws; nc, if not nil, is the network
+// connection under it, whose kernel send queue Backlog counts.
+func newConn(ws *websocket.Conn, nc net.Conn, cfg transport.Config, local, remote net.Addr) *conn {
+	// The connection enforces its own limit, which SetReadLimit changes,
+	// and closes with CloseMessageTooLarge (status 4003) rather than the
+	// library's 1009.
+	ws.SetReadLimit(-1)
 	c := &conn{
 		ws:     ws,
 		cfg:    cfg,
@@ -59,8 +83,29 @@ func newConn(ws *websocket.Conn, cfg transport.Config, local, remote net.Addr) *
 		recv:   make(chan []byte),
 		done:   make(chan struct{}),
 	}
+	c.limit.Store(int64(cfg.MaxMessageSize))
+	if nc != nil {
+		c.outq = kernelQueue(nc)
+	}
 	go c.readLoop()
 	return c
+}
+
+// SetReadLimit implements transport.ReadLimiter. The limit is read as the
+// message grows, so it applies to the message being read too: one that
+// has already grown past it closes the connection at once, even if the
+// peer sends no more of it.
+func (c *conn) SetReadLimit(n int) {
+	if n <= 0 || n > c.cfg.MaxMessageSize {
+		n = c.cfg.MaxMessageSize
+	}
+	c.limit.Store(int64(n))
+	if c.inMsg.Load() > int64(n) {
+		reason := tooLargeError{n}.Error()
+		if c.closeLocal(transport.CloseMessageTooLarge, reason) {
+			go c.closeHandshake(transport.CloseMessageTooLarge, reason)
+		}
+	}
 }
 
 func (c *conn) Send(msg []byte) error {
@@ -94,8 +139,12 @@ func (c *conn) Send(msg []byte) error {
 func (c *conn) writeLoop() {
 	for {
 		c.mu.Lock()
-		if c.closed || c.head == len(c.queue) {
+		if c.closed && !c.flushing || c.head == len(c.queue) {
 			c.writing = false
+			if c.flushed != nil {
+				close(c.flushed)
+				c.flushed = nil
+			}
 			if cap(c.queue) > 64 {
 				c.queue = nil // release a burst's backing array
 			} else {
@@ -125,6 +174,10 @@ func (c *conn) writeLoop() {
 			// sees something.
 			c.writing = false
 			c.writeErr = err
+			if c.flushed != nil {
+				close(c.flushed)
+				c.flushed = nil
+			}
 			c.mu.Unlock()
 			c.ws.CloseNow()
 			return
@@ -137,7 +190,7 @@ func (c *conn) writeLoop() {
 // ends.
 func (c *conn) readLoop() {
 	for {
-		typ, msg, err := c.ws.Read(context.Background())
+		typ, r, err := c.ws.Reader(context.Background())
 		if err != nil {
 			c.readFailed(err)
 			return
@@ -148,10 +201,57 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
+		msg, err := c.readMessage(r)
+		if tl, ok := err.(tooLargeError); ok {
+			if c.closeLocal(transport.CloseMessageTooLarge, tl.Error()) {
+				c.closeHandshake(transport.CloseMessageTooLarge, tl.Error())
+			}
+			return
+		}
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
 		select {
 		case c.recv <- msg:
 		case <-c.done:
 			return
+		}
+	}
+}
+
+// tooLargeError is a message over the read limit.
+type tooLargeError struct{ limit int }
+
+func (e tooLargeError) Error() string {
+	return fmt.Sprintf("message over the limit of %d bytes", e.limit)
+}
+
+// readMessage reads one message from r, checking the read limit as the
+// message grows: a message over it is read no further than one byte past
+// the limit, so its buffer never outgrows the limit.
+func (c *conn) readMessage(r io.Reader) ([]byte, error) {
+	defer c.inMsg.Store(0)
+	buf := make([]byte, 0, 512)
+	for {
+		limit := int(c.limit.Load())
+		if len(buf) > limit {
+			return nil, tooLargeError{limit}
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, min(2*cap(buf), limit+1)-len(buf))...)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		c.inMsg.Store(int64(len(buf))) // before the limit is read again
+		if err == io.EOF {
+			if limit := int(c.limit.Load()); len(buf) > limit {
+				return nil, tooLargeError{limit}
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 }
@@ -215,6 +315,41 @@ func (c *conn) closeLocked(code transport.CloseCode, reason string, byPeer bool)
 	return true
 }
 
+// closeFlushing records a local close like closeLocked but leaves the send
+// queue to the writer, and returns a channel closed when the writer has
+// written it (nil if there is nothing to write); c.mu is held.
+func (c *conn) closeFlushing(code transport.CloseCode, reason string) (first bool, flushed chan struct{}) {
+	if c.closed {
+		return false, nil
+	}
+	c.closed, c.code, c.reason = true, code, reason
+	close(c.done)
+	if c.writing {
+		c.flushing = true
+		c.flushed = make(chan struct{})
+	}
+	return true, c.flushed
+}
+
+// flushAndClose waits up to flushTimeout for flushed, then stops the
+// writer after its current message and runs the close handshake.
+func (c *conn) flushAndClose(flushed chan struct{}, code transport.CloseCode, reason string) {
+	if flushed != nil {
+		t := time.NewTimer(flushTimeout)
+		select {
+		case <-flushed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	c.mu.Lock()
+	c.flushing = false
+	clear(c.queue[c.head:]) // what the deadline left unwritten
+	c.queue = c.queue[:c.head]
+	c.mu.Unlock()
+	c.closeHandshake(code, reason)
+}
+
 // closeHandshake tells the peer code and reason and closes the socket. It
 // waits for a write in progress (so as not to cut a frame) and for the
 // peer's answer, each up to 5 seconds (the library's timeouts), so it runs
@@ -234,6 +369,14 @@ func (c *conn) Receive(ctx context.Context) ([]byte, error) {
 	}
 	select {
 	case msg := <-c.recv:
+		// Read ahead before the limit was lowered.
+		if limit := int(c.limit.Load()); len(msg) > limit {
+			reason := tooLargeError{limit}.Error()
+			if c.closeLocal(transport.CloseMessageTooLarge, reason) {
+				go c.closeHandshake(transport.CloseMessageTooLarge, reason)
+			}
+			return nil, c.closeErr()
+		}
 		return msg, nil
 	case <-c.done:
 		return nil, c.closeErr()
@@ -251,9 +394,14 @@ func (c *conn) ReceiveDatagram(context.Context) ([]byte, error) {
 	return nil, transport.ErrDatagramsUnsupported
 }
 
+// Close closes Done at once; the messages already queued are still
+// written, for up to flushTimeout, before the close frame.
 func (c *conn) Close(code transport.CloseCode, reason string) error {
-	if c.closeLocal(code, reason) {
-		go c.closeHandshake(code, reason)
+	c.mu.Lock()
+	first, flushed := c.closeFlushing(code, reason)
+	c.mu.Unlock()
+	if first {
+		go c.flushAndClose(flushed, code, reason)
 	}
 	return nil
 }

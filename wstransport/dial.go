@@ -99,7 +99,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string) (transport.Conn, error) 
 		local, remote = capt.conn.LocalAddr(), capt.conn.RemoteAddr()
 	}
 	capt.mu.Unlock()
-	return newConn(ws, d.Config.WithDefaults(), local, remote), nil
+	return newConn(ws, nil, d.Config.WithDefaults(), local, remote), nil
 }
 
 func (d *Dialer) httpClient() *http.Client {

@@ -72,7 +72,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		local = &Addr{URL: h.cfg.URL}
 	}
-	c := newConn(ws, h.cfg.Config, local, parseAddr(r.RemoteAddr))
+	nc, _ := r.Context().Value(netConnKey{}).(net.Conn)
+	c := newConn(ws, nc, h.cfg.Config, local, parseAddr(r.RemoteAddr))
 	select {
 	case h.conns <- c:
 		// Close may have drained the queue before c went in (select picks
@@ -84,6 +85,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-h.done:
 		c.Close(transport.CloseGoingAway, "listener closed")
 	}
+}
+
+type netConnKey struct{}
+
+// ConnContext is for the ConnContext field of an http.Server on which a
+// Handler is mounted: it lets the Handler's connections count the bytes
+// in the kernel's send queue in their backlog (transport.Backlogger), so
+// that a client that stops reading shows as behind while the kernel still
+// buffers for it. Listen and NewListener set it.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, netConnKey{}, c)
 }
 
 // drain closes, with CloseGoingAway, the connections upgraded and queued
@@ -192,6 +204,7 @@ func NewListener(ln net.Listener, cfg Config) transport.Listener {
 			}
 			h.ServeHTTP(w, r)
 		}),
+		ConnContext:       ConnContext,
 		ReadHeaderTimeout: cfg.HandshakeTimeout,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          cfg.ErrorLog,

@@ -49,6 +49,23 @@
 // loop running on every connection. A local Close, a slow consumer and a
 // network failure close Done at once.
 //
+// The connection enforces MaxMessageSize itself, or the lower limit set
+// with SetReadLimit (transport.ReadLimiter), checking it as the message
+// grows: a message over it is read no further than the limit, and the
+// connection closes with CloseMessageTooLarge, status 4003 (the library's
+// own 1009 is not used).
+//
+// # Closing and backlog
+//
+// Close closes Done at once but still writes the messages already queued,
+// for up to two seconds, before the close frame, so that a last message
+// (a refusal) reaches the peer. Backlog counts the messages queued or being
+// written and, on Linux, the bytes the kernel holds in the socket's send
+// queue for the peer: a peer that stops reading leaves megabytes there,
+// which would otherwise look like no backlog. Connections of Listen and
+// NewListener measure it; a Handler mounted on another http.Server does
+// when that server's ConnContext is ConnContext.
+//
 // # Memory and goroutines
 //
 // An idle server connection holds the socket, the 4 KiB read and 4 KiB

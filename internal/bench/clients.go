@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	rclient "github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/arena"
 	"github.com/replicago/replica/internal/workload/w1"
@@ -275,7 +276,7 @@ func RunClients(cfg ClientsConfig) (*ClientsResult, error) {
 // for a while before the first tick, and nothing is sent before it (no
 // pings either).
 func newW1Served(hz int) (*replica.Server, *w1Server, error) {
-	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), TickRate: hz,
+	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), Auth: auth.Anonymous{}, TickRate: hz,
 		HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
 	if err != nil {
 		return nil, nil, err

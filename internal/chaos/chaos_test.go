@@ -17,6 +17,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/chaos"
 	"github.com/replicago/replica/internal/demo"
@@ -249,6 +250,7 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) {
 
 	srv, err := replica.NewServer(replica.Config{
 		Schema:           demo.Schema(),
+		Auth:             auth.Anonymous{},
 		TickRate:         tickRate,
 		HandshakeTimeout: to.serverHandshake,
 		IdleTimeout:      to.serverIdle,

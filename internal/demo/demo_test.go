@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/state"
@@ -172,6 +173,7 @@ func newArena(t *testing.T, npcs int, seed uint64) *arena {
 	a.addr = ln.Addr().String()
 	a.srv, err = replica.NewServer(replica.Config{
 		Schema: Schema(),
+		Auth:   auth.Anonymous{},
 		OnJoin: func(c *replica.Conn) {
 			if err := a.w.join(c); err != nil {
 				t.Error(err)
@@ -373,7 +375,7 @@ func TestVerifyCatchesDivergence(t *testing.T) {
 // TestDeterministic checks that a seed fixes the arena's run.
 func TestDeterministic(t *testing.T) {
 	run := func(seed uint64) (Stats, []*state.Entity) {
-		srv, err := replica.NewServer(replica.Config{Schema: Schema()})
+		srv, err := replica.NewServer(replica.Config{Schema: Schema(), Auth: auth.Anonymous{}})
 		if err != nil {
 			t.Fatal(err)
 		}

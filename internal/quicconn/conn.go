@@ -8,7 +8,17 @@
 //
 // The client writes [Preamble] first. After it, each message is a frame: its
 // length as a uvarint, then its bytes. A frame over the receiver's
-// MaxMessageSize closes the connection with CloseMessageTooLarge.
+// MaxMessageSize (or read limit) closes the connection with
+// CloseMessageTooLarge.
+//
+// # Closing
+//
+// QUIC discards the stream data a peer has not read when the connection
+// closes, so Close first writes what is queued and ends the stream (FIN);
+// the peer, once it has read to the end, ends its side too; then the
+// closer closes the connection with the code and reason. Close waits at
+// most FlushTimeout for this, and a peer whose stream ended closes the
+// connection itself if the close does not come within twice that.
 package quicconn
 
 import (
@@ -18,6 +28,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -72,6 +84,8 @@ type Conn struct {
 	remote   net.Addr
 
 	done  chan struct{}
+	limit atomic.Int64  // read limit (SetReadLimit)
+	inMsg atomic.Int64  // length of the frame being read
 	recv  chan []byte   // from the read loop
 	wake  chan struct{} // to the write loop
 	dwake chan struct{} // to the datagram loop
@@ -85,7 +99,18 @@ type Conn struct {
 	qBytes   int
 	dq       ring[[]byte] // datagrams not yet sent
 	dStarted bool
+	flushing bool          // closed locally; the writer still writes q
+	flushed  chan struct{} // closed when the writer stops, if flushing
+
+	finReq  bool          // the peer ended its side of the stream: end ours
+	ended   chan struct{} // closed when the stream or the connection ended
+	endOnce sync.Once
 }
+
+// FlushTimeout bounds how long Close lets the writer write the messages
+// already queued, and the peer read them and close, before it closes the
+// network connection.
+const FlushTimeout = 2 * time.Second
 
 var _ transport.Conn = (*Conn)(nil)
 
@@ -105,7 +130,9 @@ func New(str io.ReadWriter, b Backend, o Options) *Conn {
 		recv:     make(chan []byte),
 		wake:     make(chan struct{}, 1),
 		dwake:    make(chan struct{}, 1),
+		ended:    make(chan struct{}),
 	}
+	c.limit.Store(int64(c.cfg.MaxMessageSize))
 	go c.readLoop()
 	go c.writeLoop()
 	return c
@@ -176,11 +203,29 @@ func (c *Conn) Receive(ctx context.Context) ([]byte, error) {
 	}
 	select {
 	case m := <-c.recv:
+		// Read ahead before the limit was lowered.
+		if limit := int(c.limit.Load()); len(m) > limit {
+			c.Close(transport.CloseMessageTooLarge, (&tooLargeError{uint64(len(m)), uint64(limit)}).Error())
+			return nil, c.closeError()
+		}
 		return m, nil
 	case <-c.done:
 		return nil, c.closeError()
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// SetReadLimit implements transport.ReadLimiter. The limit is read when a
+// frame's header starts to arrive; a frame being read that is over it
+// closes the connection at once.
+func (c *Conn) SetReadLimit(n int) {
+	if n <= 0 || n > c.cfg.MaxMessageSize {
+		n = c.cfg.MaxMessageSize
+	}
+	c.limit.Store(int64(n))
+	if m := c.inMsg.Load(); m > int64(n) {
+		c.Close(transport.CloseMessageTooLarge, (&tooLargeError{uint64(m), uint64(n)}).Error())
 	}
 }
 
@@ -211,16 +256,55 @@ func (c *Conn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 	return nil, c.closeError()
 }
 
-// Close implements transport.Conn.
+// Close implements transport.Conn. Done is closed at once; the messages
+// already queued are still written to the stream before the network
+// connection is closed. QUIC discards stream data the peer has not read
+// when the connection closes, so Close ends the stream after the queued
+// messages and waits for the peer to have read them, which it shows by
+// ending its side of the stream in turn, before it closes the connection
+// with code and reason: all in at most FlushTimeout, on a goroutine of its
+// own.
 func (c *Conn) Close(code transport.CloseCode, reason string) error {
-	c.shut(code, reason, false)
+	reason = TruncateReason(reason)
+	c.mu.Lock()
+	first := c.closeLocked(code, reason, false, true)
+	var flushed chan struct{}
+	if first {
+		c.flushing = true
+		c.flushed = make(chan struct{})
+		flushed = c.flushed
+	}
+	c.mu.Unlock()
+	if !first {
+		return nil
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
+		defer cancel()
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+		}
+		select {
+		case <-c.ended:
+		case <-ctx.Done():
+		}
+		c.b.Close(code, reason)
+	}()
 	return nil
 }
 
 // Ended closes c because the network connection or the stream ended with
 // err; the Backend maps err to the close code. It does nothing if c is
 // already closed.
-func (c *Conn) Ended(err error) { c.shut(c.b.MapError(err)) }
+func (c *Conn) Ended(err error) {
+	c.endOnce.Do(func() { close(c.ended) })
+	c.shut(c.b.MapError(err))
+}
 
 // shut closes c with code and reason, the backend's connection too, unless
 // c is already closed.
@@ -272,25 +356,49 @@ func (c *Conn) closeError() error {
 	return &transport.CloseError{Code: code, Reason: reason, ByPeer: byPeer}
 }
 
-// shutLocked records the close and wakes every goroutine; it reports
-// whether this was the first close.
+// shutLocked records the close, discards the queues and wakes every
+// goroutine; it reports whether this was the first close.
 func (c *Conn) shutLocked(code transport.CloseCode, reason string, byPeer bool) bool {
+	return c.closeLocked(code, reason, byPeer, false)
+}
+
+// closeLocked is shutLocked, keeping the message queue for the writer to
+// flush if flush is set.
+func (c *Conn) closeLocked(code transport.CloseCode, reason string, byPeer, flush bool) bool {
 	if c.closed {
 		return false
 	}
 	c.closed = true
 	c.code, c.reason, c.byPeer = code, reason, byPeer
-	c.q.reset()
-	c.qBytes = 0
+	if !flush {
+		c.dropQueueLocked()
+	}
 	c.dq.reset()
 	close(c.done)
 	return true
 }
 
+// dropQueueLocked discards the messages not yet written; c.mu is held. A
+// flush in progress ends after the message being written.
+func (c *Conn) dropQueueLocked() {
+	c.q.reset()
+	c.qBytes = 0
+	c.flushing = false
+}
+
 func (c *Conn) readLoop() {
 	br := bufio.NewReaderSize(c.str, readBufferSize)
 	for {
-		n, err := readHeader(br, c.cfg.MaxMessageSize)
+		// The limit in force when the frame starts to arrive.
+		if _, err := br.Peek(1); err != nil {
+			if err == io.EOF {
+				c.peerEnded()
+				return
+			}
+			c.Ended(err)
+			return
+		}
+		n, err := readHeader(br, int(c.limit.Load()))
 		if err != nil {
 			var tl *tooLargeError
 			switch {
@@ -300,11 +408,28 @@ func (c *Conn) readLoop() {
 				c.Close(transport.CloseProtocolError, err.Error())
 			default:
 				c.Ended(err)
+				return
+			}
+			// Discard the rest, to the peer's end of the stream, which
+			// Close waits for.
+			if _, err := io.Copy(io.Discard, br); err == nil {
+				c.peerEnded()
+			}
+			return
+		}
+		c.inMsg.Store(int64(n))
+		if limit := c.limit.Load(); int64(n) > limit { // lowered meanwhile
+			c.inMsg.Store(0)
+			c.Close(transport.CloseMessageTooLarge, (&tooLargeError{uint64(n), uint64(limit)}).Error())
+			if _, err := io.Copy(io.Discard, br); err == nil {
+				c.peerEnded()
 			}
 			return
 		}
 		msg := make([]byte, n)
-		if _, err := io.ReadFull(br, msg); err != nil {
+		_, err = io.ReadFull(br, msg)
+		c.inMsg.Store(0)
+		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
@@ -314,9 +439,35 @@ func (c *Conn) readLoop() {
 		select {
 		case c.recv <- msg:
 		case <-c.done:
-			return
+			// Closed here: read on, discarding, to the peer's end of the
+			// stream, which tells Close the peer has read all.
 		}
 	}
+}
+
+// peerEnded handles the end of the peer's side of the stream, at a frame
+// boundary: the peer is closing and has read everything we sent (or has
+// closed already). Closed here, it is the answer Close waits for. Else the
+// peer waits for us to end our side too before it closes the connection
+// with its code and reason; if that close does not come within twice
+// FlushTimeout (the peer gives up after one), the connection ends as if
+// the stream had failed.
+func (c *Conn) peerEnded() {
+	c.endOnce.Do(func() { close(c.ended) })
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.finReq = true
+	}
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	time.AfterFunc(2*FlushTimeout, func() { c.Ended(io.EOF) })
 }
 
 // Writes gather queued messages up to batchBytes into one stream write;
@@ -333,22 +484,41 @@ var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, batchBytes+2*bi
 const binaryMaxVarintLen = 10
 
 func (c *Conn) writeLoop() {
+	defer func() {
+		c.mu.Lock()
+		if c.flushed != nil {
+			close(c.flushed)
+			c.flushed = nil
+		}
+		c.mu.Unlock()
+	}()
 	var batch [][]byte
 	for {
 		select {
 		case <-c.wake:
 		case <-c.done:
-			return
 		}
 		for {
 			c.mu.Lock()
-			if c.closed {
+			if c.closed && !c.flushing {
 				c.mu.Unlock()
 				return
 			}
 			n := c.q.len()
-			if n == 0 {
+			if n == 0 || c.finReq {
+				closed, fin := c.closed, c.flushing || c.finReq // and flushed
+				c.flushing = false
 				c.mu.Unlock()
+				if fin {
+					// The end of the stream tells the peer all is sent.
+					if cl, ok := c.str.(io.Closer); ok {
+						cl.Close()
+					}
+					return
+				}
+				if closed {
+					return
+				}
 				break
 			}
 			size := 0
@@ -365,7 +535,7 @@ func (c *Conn) writeLoop() {
 			err := c.writeFrames(batch)
 
 			c.mu.Lock()
-			if !c.closed {
+			if !c.closed || c.flushing {
 				c.q.drop(len(batch))
 				c.qBytes -= size
 			}

@@ -226,15 +226,29 @@ func TestReceiveFrames(t *testing.T) {
 func TestReceiveTooLarge(t *testing.T) {
 	c, b, in, _ := newTestConn(t, transport.Config{MaxMessageSize: 100})
 	// A header claiming 2^62 bytes is refused before it is read whole.
-	go in.Write([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f})
+	go func() {
+		in.Write([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f})
+		in.Close() // the peer ends its side, as it does on the close
+	}()
 	_, err := c.Receive(context.Background())
 	var ce *transport.CloseError
 	if !errors.As(err, &ce) || ce.Code != transport.CloseMessageTooLarge || ce.ByPeer {
 		t.Fatalf("Receive = %v, want CloseMessageTooLarge", err)
 	}
-	if got := b.closeCodes(); len(got) != 1 || got[0] != transport.CloseMessageTooLarge {
+	if got := waitCloses(b); len(got) != 1 || got[0] != transport.CloseMessageTooLarge {
 		t.Errorf("backend closes = %v", got)
 	}
+}
+
+// waitCloses returns the backend's closes once there is one: Close closes
+// the backend on a goroutine, after the flush.
+func waitCloses(b *fakeBackend) []transport.CloseCode {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if got := b.closeCodes(); len(got) > 0 {
+			return got
+		}
+	}
+	return nil
 }
 
 func TestReceiveTruncated(t *testing.T) {
@@ -276,7 +290,7 @@ func TestCloseIdempotentFake(t *testing.T) {
 	c.Close(transport.CloseAuthFailed, "x")
 	c.Close(transport.CloseNormal, "y")
 	c.Ended(io.ErrClosedPipe)
-	if got := b.closeCodes(); len(got) != 1 || got[0] != transport.CloseAuthFailed {
+	if got := waitCloses(b); len(got) != 1 || got[0] != transport.CloseAuthFailed {
 		t.Errorf("backend closes = %v", got)
 	}
 	if _, err := c.ReceiveDatagram(context.Background()); !errors.Is(err, transport.ErrClosed) {

@@ -66,7 +66,10 @@ const timeout = 10 * time.Second
 // ErrSlowConsumer, CloseSlowConsumer on both sides, other connections
 // unaffected); datagrams, or ErrDatagramsUnsupported; many independent
 // connections on one listener; and listener Close, which ends Accept and
-// keeps established connections.
+// keeps established connections. Every connection must implement
+// transport.ReadLimiter (a lowered read limit closes with
+// CloseMessageTooLarge, a raised one accepts up to MaxMessageSize again),
+// and Close must deliver the messages queued before it.
 func Run(t *testing.T, f Factory) {
 	tests := []struct {
 		name string
@@ -78,6 +81,8 @@ func Run(t *testing.T, f Factory) {
 		{"Order", testOrder},
 		{"Sizes", testSizes},
 		{"OversizedFromPeer", testOversizedFromPeer},
+		{"ReadLimit", testReadLimit},
+		{"CloseFlushes", testCloseFlushes},
 		{"ConcurrentSend", testConcurrentSend},
 		{"SharedMessage", testSharedMessage},
 		{"Close", testClose},
@@ -438,6 +443,72 @@ func testOversizedFromPeer(t *testing.T, f Factory) {
 	if _, err := client.Receive(ctxT(t)); !errors.As(err, &ce) || ce.Code != transport.CloseMessageTooLarge || !ce.ByPeer {
 		t.Errorf("client Receive = %v, want a *CloseError with CloseMessageTooLarge by peer", err)
 	}
+}
+
+// testReadLimit lowers the server's read limit, as a server does before
+// the handshake: a message within it arrives, one over it closes the
+// connection with CloseMessageTooLarge; raised back, the limit is the
+// MaxMessageSize again.
+func testReadLimit(t *testing.T, f Factory) {
+	cfg := testConfig()
+	cfg.MaxMessageSize = 64 << 10
+	ln, d := f(t, cfg, cfg)
+	client, server := pair(t, ln, d)
+	rl, ok := server.(transport.ReadLimiter)
+	if !ok {
+		t.Fatalf("%T does not implement transport.ReadLimiter", server)
+	}
+	rl.SetReadLimit(1000)
+	send(t, client, pattern(1, 1000))
+	expect(t, server, pattern(1, 1000))
+	rl.SetReadLimit(0) // back to MaxMessageSize
+	send(t, client, pattern(2, 64<<10))
+	expect(t, server, pattern(2, 64<<10))
+
+	client, server = pair(t, ln, d)
+	server.(transport.ReadLimiter).SetReadLimit(1000)
+	if err := client.Send(pattern(3, 32<<10)); err != nil && !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Send = %v", err)
+	}
+	msg, err := server.Receive(ctxT(t))
+	var ce *transport.CloseError
+	if !errors.As(err, &ce) || ce.Code != transport.CloseMessageTooLarge || ce.ByPeer {
+		t.Fatalf("Receive of a message over the read limit = %s, %v; want a *CloseError with CloseMessageTooLarge not by peer", show(msg), err)
+	}
+	waitDone(t, client, "client")
+	if code, _, byPeer := client.CloseInfo(); code != transport.CloseMessageTooLarge || !byPeer {
+		t.Errorf("client CloseInfo = (%v, byPeer %v), want (%v, byPeer true)", code, byPeer, transport.CloseMessageTooLarge)
+	}
+
+	// A message sent before the limit is lowered, which the transport may
+	// have read ahead in part or in whole, is refused all the same.
+	client, server = pair(t, ln, d)
+	send(t, client, pattern(4, 32<<10))
+	server.(transport.ReadLimiter).SetReadLimit(1000)
+	msg, err = server.Receive(ctxT(t))
+	if !errors.As(err, &ce) || ce.Code != transport.CloseMessageTooLarge || ce.ByPeer {
+		t.Fatalf("Receive of a message sent before the limit was lowered = %s, %v; want a *CloseError with CloseMessageTooLarge not by peer", show(msg), err)
+	}
+}
+
+// testCloseFlushes sends messages and closes at once, as a server refusing
+// a client does: the peer receives them, then the close.
+func testCloseFlushes(t *testing.T, f Factory) {
+	client, server := newPair(t, f, testConfig())
+	for i := range 20 {
+		send(t, server, seqMsg(i))
+	}
+	server.Close(transport.CloseAuthFailed, "refused")
+	for i := range 20 {
+		msg, err := client.Receive(ctxT(t))
+		if err != nil {
+			t.Fatalf("message %d of 20 sent before Close: %v", i, err)
+		}
+		if !bytes.Equal(msg, seqMsg(i)) {
+			t.Fatalf("message %d = %s, want %s", i, show(msg), show(seqMsg(i)))
+		}
+	}
+	checkClosed(t, client, "client", transport.CloseAuthFailed, "refused", true)
 }
 
 func testConcurrentSend(t *testing.T, f Factory) {
