@@ -161,6 +161,13 @@ func memServer(t *testing.T, cfg replica.Config, wrap func(transport.Listener) t
 	if wrap != nil {
 		ln = wrap(ln)
 	}
+	return serveOn(t, ln, cfg), ln, nw
+}
+
+// serveOn starts a server with cfg on ln (the demo schema and anonymous
+// clients unless cfg says otherwise) and stops both at the end of the test.
+func serveOn(t *testing.T, ln transport.Listener, cfg replica.Config) *replica.Server {
+	t.Helper()
 	if cfg.Schema == nil {
 		cfg.Schema = demo.Schema()
 	}
@@ -174,7 +181,7 @@ func memServer(t *testing.T, cfg replica.Config, wrap func(transport.Listener) t
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Serve(ctx, ln)
 	t.Cleanup(func() { cancel(); srv.Close(); ln.Close() })
-	return srv, ln, nw
+	return srv
 }
 
 // expectRefusal receives a REFUSE on tc and checks the close after it.
@@ -273,20 +280,7 @@ func wsServer(t *testing.T, cfg replica.Config) (*replica.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Schema == nil {
-		cfg.Schema = demo.Schema()
-	}
-	if cfg.Auth == nil {
-		cfg.Auth = auth.Anonymous{}
-	}
-	srv, err := replica.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go srv.Serve(ctx, ln)
-	t.Cleanup(func() { cancel(); srv.Close(); ln.Close() })
-	return srv, ln.Addr().String()
+	return serveOn(t, ln, cfg), ln.Addr().String()
 }
 
 // fixedAddr makes every accepted connection report one remote address.
