@@ -118,8 +118,9 @@ func (p *Package) generatedNames() map[string]*Struct {
 }
 
 // checkNames reports generated names that clash with declarations of the
-// package or with each other, and field accessors that clash with the
-// methods every generated type has.
+// package or with each other, and field accessors that clash with methods
+// user files declare. (Load reports accessors that clash with each other
+// or with the methods every generated type has.)
 func (p *Package) checkNames() error {
 	var errs ErrorList
 	names := p.generatedNames()
@@ -138,22 +139,11 @@ func (p *Package) checkNames() error {
 				"replicagen generates %s for %s, but the package already declares %s; rename one of them", n, s.Spec, n)})
 		}
 	}
+	errs = append(errs, p.typeClashes()...)
 	errs = append(errs, p.callbackClashes()...)
 	errs = append(errs, p.rpcClashes()...)
 	for _, s := range p.Structs {
-		reserved := []string{"Valid"}
-		if s.Class() {
-			reserved = append(reserved, "ID", "Entity")
-		} else {
-			reserved = append(reserved, "Clone")
-		}
 		for _, f := range s.Fields {
-			for _, r := range reserved {
-				if f.Method == r || "Set"+f.Method == r {
-					errs = append(errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
-						"field %s would generate method %s, which every generated %s has; rename the field", f.Name, r, s.Name)})
-				}
-			}
 			if pos, ok := s.UserMethods[f.Method]; ok && !f.Schema.Deprecated {
 				errs = append(errs, clash(pos, s, f.Method))
 			}
@@ -167,6 +157,40 @@ func (p *Package) checkNames() error {
 		return errs
 	}
 	return nil
+}
+
+// typeClashes reports the types and functions generated for spec structs
+// and their container fields that share a name: with underscores dropped,
+// field base_info of player_stats and field info of player_stats_base both
+// give list type PlayerStatsBaseInfoList.
+func (p *Package) typeClashes() ErrorList {
+	var errs ErrorList
+	seen := map[string]string{}
+	add := func(name, what string, pos token.Position) {
+		if prev, dup := seen[name]; dup {
+			errs = append(errs, &Error{Pos: pos, Msg: fmt.Sprintf(
+				"replicagen generates %s both for %s and for %s; rename one of them", name, prev, what)})
+			return
+		}
+		seen[name] = what
+	}
+	for _, s := range p.Structs {
+		add(s.Name, "spec "+s.Spec, s.Pos)
+	}
+	for _, s := range p.Structs {
+		if s.Class() {
+			add("Spawn"+s.Name, "class "+s.Spec, s.Pos)
+			add(s.Name+"Of", "class "+s.Spec, s.Pos)
+		} else {
+			add("New"+s.Name, "spec "+s.Spec, s.Pos)
+		}
+		for _, f := range s.Fields {
+			if suffix := map[schema.Kind]string{schema.List: "List", schema.Map: "Map", schema.Bag: "Bag"}[f.Schema.Type.Kind]; suffix != "" && !f.Schema.Deprecated {
+				add(s.Name+f.Method+suffix, "field "+s.Spec+"."+f.Name, f.Pos)
+			}
+		}
+	}
+	return errs
 }
 
 func clash(pos token.Position, s *Struct, m string) *Error {

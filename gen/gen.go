@@ -11,15 +11,14 @@
 //	//replica:class
 //
 // or "//replica:class id=N" to fix its class ID. replicagen generates an
-// exported type named like the spec with its first letter upper-cased
-// (player → Player). Every unexported struct type of the same package that a
+// exported type named after the spec (player → Player; see Names). Every unexported struct type of the same package that a
 // class field uses, directly, as list or map element or as bag item, is a
 // nested spec, transitively; nested specs carry no directive.
 //
 // Every field of a spec struct is replicated unless tagged replica:"-";
-// embedded fields are errors. The accessor base name of a field is its name
-// with the first letter upper-cased (hp → Hp); two fields may not share
-// one. The tag grammar is replica:"key=value,flag,...":
+// embedded fields are errors. The accessor base name of a field is its Go
+// name (hp → Hp, base_info → BaseInfo; see Names). The tag grammar is
+// replica:"key=value,flag,...":
 //
 //	id=N              stable field ID, 1..4294967295 (default: from the lock file)
 //	vis=V             server, owner, others or all (default all)
@@ -33,6 +32,26 @@
 //
 // quant, min, max and bits apply to float32 and float64 fields and to the
 // elements of lists and maps of them.
+//
+// # Names
+//
+// The Go name of a spec type or field is its name split at underscores,
+// each word with its first letter upper-cased and the rest kept as
+// written, joined: hp → Hp, baseInfo → BaseInfo, base_info → BaseInfo,
+// expire_ts → ExpireTs, player_state → PlayerState. Initialisms are not
+// recognised: user_id → UserId, while userID and user_ID → UserID. Only
+// generated Go identifiers use these names; the schema, its descriptor, the
+// lock file and every message keep the names as declared, so snake_case
+// specs ported from C++ or Lua keep their wire names.
+//
+// Load refuses, at the position of the field or type, names that collide
+// once converted: two fields with the same Go name (base_info and
+// baseInfo), a getter or setter that is also another field's (field set_x
+// and the setter SetX of field x), a field whose getter or setter is a
+// method every generated type has (Valid; ID and Entity on a class, Clone
+// on other structs), and two specs with the same Go type name.
+// Generate refuses generated types and functions whose names collide, and
+// accessors that collide with methods declared in the package.
 //
 // # Types
 //

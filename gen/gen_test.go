@@ -270,7 +270,7 @@ func TestFieldErrors(t *testing.T) {
 		{"bits without min max", "bad.go", 22, "bits= needs both min= and max="},
 		{"bag of scalars", "bad.go", 23, "bag items must be a struct type declared in this package, but the values are int32"},
 		{"duplicate explicit id", "bad.go", 25, "id=9 is given to both dup1 and dup2"},
-		{"duplicate method", "bad.go", 27, "fields hp and Hp of monster both get the accessor name Hp"},
+		{"duplicate method", "bad.go", 27, "fields hp and Hp of monster both generate the method Hp"},
 		{"embedded field", "bad.go", 28, "embedded field vec is not supported"},
 		{"class nested in class", "bad.go", 29, "entity class boss cannot be nested; use replica.Ref"},
 		{"list of lists", "bad.go", 30, "a list cannot hold lists; wrap the inner list in a struct"},
