@@ -21,6 +21,7 @@
 // replica:"key=value,flag,...":
 //
 //	id=N              stable field ID, 1..4294967295 (default: from the lock file)
+//	was=OLD           the field was renamed from OLD: it keeps OLD's ID (see Stable IDs)
 //	vis=V             server, owner, others or all (default all)
 //	life=L            scene, process, session or persist (default session)
 //	chan=C            reliable or unreliable (default reliable)
@@ -98,8 +99,29 @@
 //	}
 //
 // Types are written by (*schema.Type).String. Structs that disappear keep
-// their entry with every field retired. Appending fields, deprecating them
-// and removing them (they are retired) are compatible. Load refuses, unless
+// their entry with every field retired. Appending fields, deprecating them,
+// removing them (they are retired) and renaming them with was= are
+// compatible.
+//
+// IDs follow names, so a field renamed without a tag is a removed field
+// plus a new one with a new ID: clients built with the old schema stop
+// receiving it. To rename hp to health, declare
+//
+//	health int16 `replica:"was=hp"`
+//
+// and health takes the ID the lock records for hp (live or retired), with
+// the type check of any field: the rename must not change the type. The
+// lock then records health, so the tag may stay or go. was= that names a
+// field the lock does not record, or a field that still exists, is an
+// error. When a field disappears and a new field of the same type
+// appears without was=, Load adds a note (Package.Notes, printed by
+// replicagen) suggesting the tag.
+//
+// Load refuses, like the server would at run time, a class that
+// flattens to more than schema.MaxLeaves (65,536) fields, at the struct,
+// and a field that clients see nested deeper than the default client
+// limit (16 levels, codec.Limits.MaxDepth; state.Limits.CheckSchema,
+// called by replica.NewServer), at the field. Load refuses, unless
 // Config.Force is set, a field whose type changed (a changed quantization
 // included: clients apply deltas to the quantized codes they store), an
 // explicit id that the lock records for another name (live or retired), and
@@ -231,6 +253,11 @@ type Package struct {
 	// "player: new field mana (id 4)", sorted. Empty when !LockChanged
 	// or when the lock file is created.
 	LockChanges []string
+
+	// Notes are remarks about the package that are not errors, with
+	// positions, sorted: a new field that may be a rename of a field that
+	// disappeared (see Stable IDs). replicagen prints them.
+	Notes ErrorList
 
 	// Types and Fset are the type-checked package, for checks the model
 	// does not cover. Generated files were replaced by their package

@@ -264,7 +264,7 @@ func TestFieldErrors(t *testing.T) {
 		{"unsupported array", "bad.go", 16, "unsupported type [4]float32: arrays cannot be replicated"},
 		{"unsupported pointer", "bad.go", 17, "unsupported type *vec: pointers cannot be replicated"},
 		{"unsupported foreign struct", "bad.go", 18, "unsupported type time.Time: structs from other packages"},
-		{"bad tag key", "bad.go", 19, `field key: unknown replica tag key "color"; the keys are id, vis`},
+		{"bad tag key", "bad.go", 19, `field key: unknown replica tag key "color"; the keys are id, was, vis`},
 		{"bad tag value", "bad.go", 20, "bad vis=public in replica tag: want server, owner, others or all"},
 		{"quant on int", "bad.go", 21, "quant= applies only to float32 and float64 fields and to lists and maps of them, but hpq is int16"},
 		{"bits without min max", "bad.go", 22, "bits= needs both min= and max="},

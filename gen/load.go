@@ -18,6 +18,7 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
 )
 
 const replicaPath = "github.com/replicago/replica"
@@ -53,6 +54,9 @@ type loader struct {
 	specs    map[*types.TypeName]*Struct
 	queue    []*Struct
 	explicit map[*Field]uint32 // explicit id= of fields
+	was      map[*Field]string // was= of fields
+	renames  map[string]string // "struct.field" → old name, for fields renamed with was=
+	notes    ErrorList         // see Package.Notes
 	typeErrs []types.Error
 	cycles   map[string]bool // inline recursions reported, by member names
 	isGen    map[string]bool // absolute names of generated files
@@ -86,6 +90,8 @@ func Load(cfg Config) (*Package, error) {
 		genTypes: map[string]*Struct{},
 		specs:    map[*types.TypeName]*Struct{},
 		explicit: map[*Field]uint32{},
+		was:      map[*Field]string{},
+		renames:  map[string]string{},
 		isGen:    map[string]bool{},
 		cycles:   map[string]bool{},
 		methods:  map[string]map[string]token.Position{},
@@ -178,6 +184,10 @@ func Load(cfg Config) (*Package, error) {
 			s.Schema.Fields = append(s.Schema.Fields, f.Schema)
 		}
 	}
+	l.checkLeaves(p.Structs)
+	if len(l.errs) > 0 {
+		return nil, l.errs.sort()
+	}
 	p.Classes = slices.Clone(classes)
 	slices.SortFunc(p.Classes, func(a, b *Struct) int { return cmpID(a.Schema.ID, b.Schema.ID) })
 	sc := make([]*schema.Struct, len(p.Classes))
@@ -187,6 +197,10 @@ func Load(cfg Config) (*Package, error) {
 	if p.Schema, err = schema.New(sc...); err != nil {
 		// The checks above should have caught everything schema checks.
 		return nil, ErrorList{{Pos: token.Position{Filename: dir}, Msg: err.Error()}}
+	}
+	l.checkDepth(p)
+	if len(l.errs) > 0 {
+		return nil, l.errs.sort()
 	}
 	if cfg.Check && p.LockChanged {
 		msg := LockFile + " is out of date"
@@ -198,6 +212,7 @@ func Load(cfg Config) (*Package, error) {
 		msg += "; run go generate and commit " + LockFile
 		return nil, ErrorList{{Pos: token.Position{Filename: p.LockPath}, Msg: msg}}
 	}
+	p.Notes = l.notes.sort()
 	return p, nil
 }
 
@@ -680,6 +695,9 @@ func (l *loader) resolveFields(s *Struct) {
 			if tg.id != 0 {
 				l.explicit[f] = tg.id
 			}
+			if tg.was != "" {
+				l.was[f] = tg.was
+			}
 			s.Fields = append(s.Fields, f)
 		}
 	}
@@ -775,3 +793,80 @@ func (l *loader) checkStruct(s *Struct) {
 }
 
 var errUnresolved = errors.New("unresolved")
+
+// checkLeaves reports, at its declaration, each struct that flattens to
+// more than schema.MaxLeaves leaves (nested struct fields count with all
+// of theirs), unless a nested struct it holds is itself over the limit.
+func (l *loader) checkLeaves(structs []*Struct) {
+	memo := map[*Struct]int{}
+	var count func(s *Struct) int
+	count = func(s *Struct) int {
+		if n, ok := memo[s]; ok {
+			return n
+		}
+		n := 0
+		for _, f := range s.Fields {
+			switch {
+			case f.Schema.Deprecated:
+			case f.Schema.Type.Kind == schema.Nested:
+				n += count(f.Struct)
+			default:
+				n++
+			}
+		}
+		memo[s] = n
+		return n
+	}
+	for _, s := range structs {
+		n := count(s)
+		if n <= schema.MaxLeaves {
+			continue
+		}
+		inner := false
+		for _, f := range s.Fields {
+			if !f.Schema.Deprecated && f.Schema.Type.Kind == schema.Nested && count(f.Struct) > schema.MaxLeaves {
+				inner = true
+			}
+		}
+		if !inner {
+			l.errs = append(l.errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf(
+				"struct %s flattens to %d fields, over the limit of %d: a nested struct field counts with every field of its struct; hold some of them in a list, map or bag, or split the class",
+				s.Spec, n, schema.MaxLeaves)})
+		}
+	}
+}
+
+// checkDepth reports, at the field's declaration, each field of a class
+// that clients see and that sits deeper than the default client limit
+// (state.Limits and codec.Limits MaxDepth) allows whatever its value:
+// replica.NewServer would refuse the schema.
+func (l *loader) checkDepth(p *Package) {
+	fields := map[*schema.Field]*Field{}
+	for _, s := range p.Structs {
+		for _, f := range s.Fields {
+			fields[f.Schema] = f
+		}
+	}
+	maxDepth := state.Limits{}.WithDefaults().MaxDepth
+	reported := map[*Field]bool{}
+	for _, c := range p.Classes {
+		for i := range c.Schema.Leaves {
+			lf := c.Schema.Leaf(i)
+			n := state.LeafLevels(c.Schema, i)
+			f := fields[lf.Field]
+			if lf.Vis == schema.VisServer || n <= maxDepth || f == nil || reported[f] {
+				continue
+			}
+			reported[f] = true
+			path, st := c.Spec, c.Schema
+			for _, id := range lf.Path {
+				sf := st.Field(id)
+				path += "." + sf.Name
+				st = sf.Type.Struct
+			}
+			l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+				"field %s is %d levels deep, over the limit of %d that clients decode by default (codec.Limits.MaxDepth), so replica.NewServer would refuse the schema; nest fewer structs, or tag a field on the path vis=server if clients never need it",
+				path, n, maxDepth)})
+		}
+	}
+}
