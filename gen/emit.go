@@ -356,7 +356,7 @@ func (e *emitter) structType(s *Struct) {
 		e.f("func %[1]sOf(e *state.Entity) (v %[1]s, ok bool) {\n\tif e == nil || e.Class() != %[2]s {\n\t\treturn v, false\n\t}\n\treturn %[1]s{e}, true\n}\n\n", s.Name, schemaVar(s))
 		e.f("// Entity returns the underlying entity.\nfunc (p %s) Entity() *state.Entity { return p.e }\n\n", s.Name)
 		e.f("// ID returns the network ID.\nfunc (p %s) ID() state.ID { return p.e.ID() }\n\n", s.Name)
-		e.f("// Valid reports whether p refers to an entity.\nfunc (p %s) Valid() bool { return p.e != nil }\n\n", s.Name)
+		e.f("// Valid reports whether p refers to an entity that was not destroyed: it\n// is false for the zero %[1]s and, on the server, once the tracker destroyed\n// the entity. Getters of an invalid %[1]s return the zero value or, after a\n// destroy, the last values; its setters panic (see state.ErrInvalidHandle).\nfunc (p %[1]s) Valid() bool { return p.e.Valid() }\n\n", s.Name)
 		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()", setNum: "p.e"}
 	} else {
 		if s.RPC != nil {
@@ -373,7 +373,7 @@ func (e *emitter) structType(s *Struct) {
 		}
 		e.f("func New%[1]s() %[1]s { return %[1]s{state.NewValue(%[2]s)} }\n\n", s.Name, schemaVar(s))
 		e.f("// Clone returns a detached copy of v.\nfunc (v %[1]s) Clone() %[1]s { return %[1]s{v.h.Copy(%[2]s)} }\n\n", s.Name, schemaVar(s))
-		e.f("// Valid reports whether v refers to a value.\nfunc (v %s) Valid() bool { return v.h.Valid() }\n\n", s.Name)
+		e.f("// Valid reports whether v refers to a value that writes reach: it is\n// false for the zero %[1]s, for a bag item removed from its bag (or\n// replaced) and for a value in a destroyed entity. Getters of an invalid\n// %[1]s return the zero value or, once it went stale, the last values; its\n// setters panic (see state.ErrInvalidHandle).\nfunc (v %[1]s) Valid() bool { return v.h.Valid() }\n\n", s.Name)
 		r = recv{name: "v", typ: s.Name, num: "v.h.Num(%d)", str: "v.h.Str(%d)", handle: "v.h", setNum: "v.h"}
 	}
 	for _, f := range s.Fields {

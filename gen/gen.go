@@ -54,6 +54,15 @@
 // Generate refuses generated types and functions whose names collide, and
 // accessors that collide with methods declared in the package.
 //
+// # Invalid values
+//
+// A generated value may refer to nothing: the zero value, a bag item that
+// was removed from its bag or replaced, an entity destroyed on its tracker.
+// Valid reports false for each. Getters never fault: the zero value reads
+// like a new value, a stale one the values it had last. Setters, and the
+// changing methods of its lists, maps and bags, panic with an error
+// wrapping state.ErrInvalidHandle (see docs/decisions.md).
+//
 // # Types
 //
 // bool, int8…int64, uint8…uint64, float32, float64 and string map to the

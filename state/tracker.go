@@ -52,18 +52,33 @@ func newEntity(c *schema.Struct, id ID, tr *Tracker) *Entity {
 }
 
 // ID returns the entity's network ID.
-func (e *Entity) ID() ID { return e.id }
+func (e *Entity) ID() ID {
+	if e == nil {
+		return 0
+	}
+	return e.id
+}
 
 // Class returns the entity's class.
 func (e *Entity) Class() *schema.Struct { return e.t }
 
 // Handle returns a handle on the entity's own fields.
-func (e *Entity) Handle() Handle { return Handle{e: e, r: &e.Record, bagLeaf: -1, pin: -1} }
+// A nil entity (a zero generated value) gives the zero, invalid Handle.
+func (e *Entity) Handle() Handle {
+	if e == nil {
+		return Handle{}
+	}
+	return Handle{e: e, r: &e.Record, bagLeaf: -1, pin: -1}
+}
 
 // SetNum sets numeric leaf of e to v, given in its plain representation
 // (see [Normalize]), and records the change. It is the fast path of the
-// setters generated for an entity's own fields.
+// setters generated for an entity's own fields. It panics, with an error
+// wrapping [ErrInvalidHandle], if e is nil or destroyed.
 func (e *Entity) SetNum(leaf int, v uint64) {
+	if e == nil || e.tr == nil && e.ch != 0 {
+		e.mustWrite()
+	}
 	l := e.t.Leaf(leaf)
 	if t := &l.Field.Type; t.Kind != schema.Float32 || t.Quant.Enabled() {
 		v = Normalize(t, v)
@@ -179,7 +194,7 @@ func (t *Tracker) Destroy(e *Entity) {
 	t.freed = append(t.freed, slot)
 	t.live--
 	e.change().Destroyed = true
-	e.tr = nil // later writes to a destroyed entity are not replicated
+	e.tr = nil // later writes panic: see destroyed
 }
 
 // Entity returns the live entity with the given ID, or nil.
@@ -235,6 +250,9 @@ func (t *Tracker) Commit() *Changeset {
 	t.freed = t.freed[:0]
 	for _, c := range t.cur {
 		c.Entity.ch = 0
+		if c.Destroyed {
+			c.Entity.ch = -1 // see destroyed
+		}
 		if c.Created && c.Destroyed {
 			// No trace. Nothing of a created entity is recorded in
 			// detail, no container changes either: the record can be

@@ -68,8 +68,11 @@ func (p Qunit) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Qunit) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Qunit) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Qunit and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Qunit return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Qunit) Valid() bool { return p.e.Valid() }
 
 // X returns the x field.
 func (p Qunit) X() float32 { return float32(replicaQunit_xQ.Dequantize(int64(p.e.Num(2)))) }
@@ -187,8 +190,11 @@ func (p Unit) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Unit) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Unit) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Unit and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Unit return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Unit) Valid() bool { return p.e.Valid() }
 
 // X returns the x field.
 func (p Unit) X() float32 { return float32(math.Float32frombits(uint32(p.e.Num(2)))) }

@@ -91,8 +91,11 @@ func (p Bot) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Bot) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Bot) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Bot and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Bot return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Bot) Valid() bool { return p.e.Valid() }
 
 // X returns the x field.
 func (p Bot) X() float32 { return float32(replicaBot_xQ.Dequantize(int64(p.e.Num(2)))) }
@@ -350,7 +353,11 @@ func NewEmote() Emote { return Emote{state.NewValue(replicaEmote)} }
 // Clone returns a detached copy of v.
 func (v Emote) Clone() Emote { return Emote{v.h.Copy(replicaEmote)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Emote, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Emote return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Emote) Valid() bool { return v.h.Valid() }
 
 // Seq returns the seq field.
@@ -378,7 +385,11 @@ func NewHurt() Hurt { return Hurt{state.NewValue(replicaHurt)} }
 // Clone returns a detached copy of v.
 func (v Hurt) Clone() Hurt { return Hurt{v.h.Copy(replicaHurt)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Hurt, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Hurt return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Hurt) Valid() bool { return v.h.Valid() }
 
 // Seq returns the seq field.
@@ -412,7 +423,11 @@ func NewItem() Item { return Item{state.NewValue(replicaItem)} }
 // Clone returns a detached copy of v.
 func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Item, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Item return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.

@@ -102,7 +102,11 @@ func NewAim() Aim { return Aim{state.NewValue(replicaAim)} }
 // Clone returns a detached copy of v.
 func (v Aim) Clone() Aim { return Aim{v.h.Copy(replicaAim)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Aim, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Aim return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Aim) Valid() bool { return v.h.Valid() }
 
 // At returns the at field; setters on the result change this Aim.
@@ -169,7 +173,11 @@ func NewFire() Fire { return Fire{state.NewValue(replicaFire)} }
 // Clone returns a detached copy of v.
 func (v Fire) Clone() Fire { return Fire{v.h.Copy(replicaFire)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Fire, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Fire return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Fire) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.
@@ -226,8 +234,11 @@ func (p Hero) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Hero) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Hero) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Hero and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Hero return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Hero) Valid() bool { return p.e.Valid() }
 
 // Alive returns the alive field.
 func (p Hero) Alive() bool { return bool(p.e.Num(0) != 0) }
@@ -731,7 +742,11 @@ func NewHit() Hit { return Hit{state.NewValue(replicaHit)} }
 // Clone returns a detached copy of v.
 func (v Hit) Clone() Hit { return Hit{v.h.Copy(replicaHit)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Hit, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Hit return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Hit) Valid() bool { return v.h.Valid() }
 
 // Damage returns the damage field.
@@ -765,7 +780,11 @@ func NewItem() Item { return Item{state.NewValue(replicaItem)} }
 // Clone returns a detached copy of v.
 func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Item, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Item return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -799,7 +818,11 @@ func NewTaunt() Taunt { return Taunt{state.NewValue(replicaTaunt)} }
 // Clone returns a detached copy of v.
 func (v Taunt) Clone() Taunt { return Taunt{v.h.Copy(replicaTaunt)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Taunt, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Taunt return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Taunt) Valid() bool { return v.h.Valid() }
 
 // Vec is generated from the spec vec.
@@ -815,7 +838,11 @@ func NewVec() Vec { return Vec{state.NewValue(replicaVec)} }
 // Clone returns a detached copy of v.
 func (v Vec) Clone() Vec { return Vec{v.h.Copy(replicaVec)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Vec, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Vec return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Vec) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.

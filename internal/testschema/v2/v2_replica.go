@@ -191,8 +191,11 @@ func (p Beacon) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Beacon) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Beacon) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Beacon and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Beacon return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Beacon) Valid() bool { return p.e.Valid() }
 
 // Pos returns the pos field; setters on the result change this Beacon.
 func (p Beacon) Pos() Vec { return Vec{p.e.Handle().Nested(0, 0, 0)} }
@@ -403,7 +406,11 @@ func NewBody() Body { return Body{state.NewValue(replicaBody)} }
 // Clone returns a detached copy of v.
 func (v Body) Clone() Body { return Body{v.h.Copy(replicaBody)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Body, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Body return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Body) Valid() bool { return v.h.Valid() }
 
 // Pos returns the pos field; setters on the result change this Body.
@@ -443,7 +450,11 @@ func NewBuff() Buff { return Buff{state.NewValue(replicaBuff)} }
 // Clone returns a detached copy of v.
 func (v Buff) Clone() Buff { return Buff{v.h.Copy(replicaBuff)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Buff, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Buff return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Buff) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -500,8 +511,11 @@ func (p Hero) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Hero) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Hero) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Hero and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Hero return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Hero) Valid() bool { return p.e.Valid() }
 
 // Alive returns the alive field.
 func (p Hero) Alive() bool { return bool(p.e.Num(0) != 0) }
@@ -2256,7 +2270,11 @@ func NewItem() Item { return Item{state.NewValue(replicaItem)} }
 // Clone returns a detached copy of v.
 func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Item, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Item return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -2463,8 +2481,11 @@ func (p Missile) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Missile) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Missile) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Missile and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Missile return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Missile) Valid() bool { return p.e.Valid() }
 
 // Shooter returns the shooter field.
 func (p Missile) Shooter() replica.Ref { return replica.Ref(p.e.Num(2)) }
@@ -2984,7 +3005,11 @@ func NewResist() Resist { return Resist{state.NewValue(replicaResist)} }
 // Clone returns a detached copy of v.
 func (v Resist) Clone() Resist { return Resist{v.h.Copy(replicaResist)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Resist, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Resist return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Resist) Valid() bool { return v.h.Valid() }
 
 // Fire returns the fire field.
@@ -3027,7 +3052,11 @@ func NewStats() Stats { return Stats{state.NewValue(replicaStats)} }
 // Clone returns a detached copy of v.
 func (v Stats) Clone() Stats { return Stats{v.h.Copy(replicaStats)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Stats, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Stats return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Stats) Valid() bool { return v.h.Valid() }
 
 // Str returns the str field.
@@ -3182,7 +3211,11 @@ func NewVec() Vec { return Vec{state.NewValue(replicaVec)} }
 // Clone returns a detached copy of v.
 func (v Vec) Clone() Vec { return Vec{v.h.Copy(replicaVec)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Vec, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Vec return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Vec) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.
