@@ -349,6 +349,7 @@ func (e *emitter) structType(s *Struct) {
 	}
 	var r recv
 	if s.Class() {
+		e.f("//\n// On a client a %[1]s is read-only: the server's updates change it, and\n// its setters panic (see state.ErrReadOnly).\n", s.Name)
 		e.f("type %s struct{ e *state.Entity }\n\n", s.Name)
 		e.f("// Spawn%[1]s creates a %[1]s with every field at its zero value in tr and\n// records its creation in the current tick.\n", s.Name)
 		e.f("func Spawn%[1]s(tr *state.Tracker) (%[1]s, error) {\n\te, err := tr.Spawn(%[2]s)\n\treturn %[1]s{e}, err\n}\n\n", s.Name, schemaVar(s))

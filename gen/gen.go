@@ -63,6 +63,13 @@
 // changing methods of its lists, maps and bags, panic with an error
 // wrapping state.ErrInvalidHandle (see docs/decisions.md).
 //
+// On a client, entities and the values in them are read-only: the
+// server's updates change them, and setters panic with an error wrapping
+// state.ErrReadOnly. Detached values (New, Clone, the copies list and map
+// getters and typed callbacks return) stay writable. Getters of server-only
+// fields exist on the client too, for one type serves both sides, and read
+// as zero there; their doc comments say so.
+//
 // # Types
 //
 // bool, int8…int64, uint8…uint64, float32, float64 and string map to the

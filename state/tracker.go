@@ -74,9 +74,10 @@ func (e *Entity) Handle() Handle {
 // SetNum sets numeric leaf of e to v, given in its plain representation
 // (see [Normalize]), and records the change. It is the fast path of the
 // setters generated for an entity's own fields. It panics, with an error
-// wrapping [ErrInvalidHandle], if e is nil or destroyed.
+// wrapping [ErrInvalidHandle], if e is nil or destroyed, and with one
+// wrapping [ErrReadOnly] if e belongs to a client replica.
 func (e *Entity) SetNum(leaf int, v uint64) {
-	if e == nil || e.tr == nil && e.ch != 0 {
+	if e == nil || e.tr == nil {
 		e.mustWrite()
 	}
 	l := e.t.Leaf(leaf)
@@ -109,7 +110,8 @@ func (e *Entity) SetNum(leaf int, v uint64) {
 }
 
 // NewEntity returns an untracked entity of class c with the given ID. Client
-// replicas create their entities this way.
+// replicas create their entities this way, and change them only through a
+// [Txn]: setters on an untracked entity panic (see [ErrReadOnly]).
 func NewEntity(c *schema.Struct, id ID) *Entity {
 	return newEntity(c, id, nil)
 }

@@ -19,6 +19,12 @@ import (
 // bag, or an entity destroyed on its tracker.
 var ErrInvalidHandle = errors.New("state: write through an invalid handle")
 
+// ErrReadOnly is wrapped by the value setters panic with when they write
+// to an entity of a client replica: the server's updates change it, and a
+// write there would be overwritten, or worse, make the replica disagree
+// with the server's deltas. Clients ask the server for changes with RPCs.
+var ErrReadOnly = errors.New("state: write to an entity of a client replica")
+
 // Valid reports whether e is an entity that is not destroyed: false for
 // nil, and for a server entity once its tracker destroyed it.
 func (e *Entity) Valid() bool { return e != nil && !e.destroyed() }
@@ -89,19 +95,27 @@ func reaches(from, r *Record) bool {
 	return false
 }
 
-// mustWrite panics if h is invalid.
+// mustWrite panics if h is invalid or addresses an entity of a client
+// replica.
 func (h Handle) mustWrite() {
 	if why := h.invalid(); why != "" {
 		panic(fmt.Errorf("%w: %s", ErrInvalidHandle, why))
 	}
+	if h.e != nil && h.e.tr == nil {
+		h.e.mustWrite()
+	}
 }
 
-// mustWrite panics if e is nil or destroyed.
+// mustWrite panics if e is nil, destroyed or an entity of a client
+// replica: if it has no tracker.
 func (e *Entity) mustWrite() {
-	if e == nil {
+	switch {
+	case e == nil:
 		panic(fmt.Errorf("%w: the zero value refers to no entity; get entities from Spawn or the tracker", ErrInvalidHandle))
-	}
-	if e.destroyed() {
+	case e.destroyed():
 		panic(fmt.Errorf("%w: the %s entity %d was destroyed", ErrInvalidHandle, e.t.Name, e.id))
+	case e.tr == nil:
+		panic(fmt.Errorf("%w: %s entity %d is the server's, and only its updates change it; call an RPC to ask the server for a change",
+			ErrReadOnly, e.t.Name, e.id))
 	}
 }

@@ -45,6 +45,9 @@ func replicaInit() *schema.Schema {
 }
 
 // Qunit is an arena entity with quantized position and angle.
+//
+// On a client a Qunit is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Qunit struct{ e *state.Entity }
 
 // SpawnQunit creates a Qunit with every field at its zero value in tr and
@@ -167,6 +170,9 @@ func OnQunitNameChange(r *client.Replica, fn func(p Qunit, old, new string)) (ca
 }
 
 // Unit is an arena entity with full-precision floats.
+//
+// On a client a Unit is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Unit struct{ e *state.Entity }
 
 // SpawnUnit creates a Unit with every field at its zero value in tr and

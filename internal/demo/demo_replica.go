@@ -68,6 +68,9 @@ func replicaInit() *schema.Schema {
 // inventory are the owner's business; bounty (what killing the bot is
 // worth) is shown to everyone else; mode is the AI state and never leaves
 // the server. target refers to the bot being chased.
+//
+// On a client a Bot is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Bot struct{ e *state.Entity }
 
 // SpawnBot creates a Bot with every field at its zero value in tr and

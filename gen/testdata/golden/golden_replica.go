@@ -211,6 +211,9 @@ func (v Fire) Target() replica.Ref { return replica.Ref(v.h.Num(162)) }
 func (v Fire) SetTarget(x replica.Ref) { v.h.SetNum(4, uint64(x)) }
 
 // Hero is a class using every kind of accessor.
+//
+// On a client a Hero is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Hero struct{ e *state.Entity }
 
 // SpawnHero creates a Hero with every field at its zero value in tr and

@@ -137,3 +137,41 @@ func TestStaleHandles(t *testing.T) {
 	tr.Commit()
 	mustPanicInvalid(t, "destroyed Hero.SetI16 after the commit", func() { h.SetI16(5) })
 }
+
+// TestClientReadOnly checks that the generated types are read-only on an
+// entity of a client replica (one without a tracker): getters work, setters
+// panic with ErrReadOnly, and detached copies stay writable.
+func TestClientReadOnly(t *testing.T) {
+	e := state.NewEntity(v1.Schema().Class(1), state.MakeID(1, 0))
+	h, ok := v1.HeroOf(e)
+	if !ok || !h.Valid() || h.I16() != 0 || !h.Body().Valid() {
+		t.Fatal("client hero: not a valid Hero")
+	}
+	for what, f := range map[string]func(){
+		"SetI16":              func() { h.SetI16(1) },
+		"SetName":             func() { h.SetName("x") },
+		"Body().SetMark":      func() { h.Body().SetMark(1) },
+		"SetBody":             func() { h.SetBody(v1.NewBody()) },
+		"Scores().Push":       func() { h.Scores().Push(1) },
+		"Cds().Put":           func() { h.Cds().Put("a", 1) },
+		"Inv().Add":           func() { h.Inv().Add(1, v1.NewItem()) },
+		"Body().Pos().SetX":   func() { h.Body().Pos().SetX(1) },
+		"Body().Stats().Kv()": func() { h.Body().Stats().Kv().Put(1, 2) },
+	} {
+		func() {
+			defer func() {
+				r := recover()
+				if err, _ := r.(error); !errors.Is(err, state.ErrReadOnly) {
+					t.Errorf("%s on a client hero: recovered %v, want ErrReadOnly", what, r)
+				}
+			}()
+			f()
+		}()
+	}
+	// A copy is the caller's own.
+	b := h.Body().Clone()
+	b.SetMark(3)
+	if b.Mark() != 3 || h.Body().Mark() != 0 {
+		t.Errorf("detached copy: mark %d, entity's %d", b.Mark(), h.Body().Mark())
+	}
+}

@@ -224,6 +224,9 @@ func (v Buff) Note() string { return string(v.h.Str(0)) }
 func (v Buff) SetNote(x string) { v.h.SetStr(2, string(x)) }
 
 // Hero is a class with one field of every kind.
+//
+// On a client a Hero is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Hero struct{ e *state.Entity }
 
 // SpawnHero creates a Hero with every field at its zero value in tr and
@@ -2052,6 +2055,9 @@ func (b ItemSubBag) All() iter.Seq2[uint8, Buff] {
 }
 
 // Missile is a second class.
+//
+// On a client a Missile is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Missile struct{ e *state.Entity }
 
 // SpawnMissile creates a Missile with every field at its zero value in tr and

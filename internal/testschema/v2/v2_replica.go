@@ -168,6 +168,9 @@ func replicaInit() *schema.Schema {
 }
 
 // Beacon is a class only version 2 has.
+//
+// On a client a Beacon is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Beacon struct{ e *state.Entity }
 
 // SpawnBeacon creates a Beacon with every field at its zero value in tr and
@@ -488,6 +491,9 @@ func (v Buff) Label() string { return string(v.h.Str(1)) }
 func (v Buff) SetLabel(x string) { v.h.SetStr(4, string(x)) }
 
 // Hero is a class with one field of every kind.
+//
+// On a client a Hero is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Hero struct{ e *state.Entity }
 
 // SpawnHero creates a Hero with every field at its zero value in tr and
@@ -2458,6 +2464,9 @@ func (m ItemNotesMap) All() iter.Seq2[int32, string] {
 }
 
 // Missile is a second class.
+//
+// On a client a Missile is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Missile struct{ e *state.Entity }
 
 // SpawnMissile creates a Missile with every field at its zero value in tr and
