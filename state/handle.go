@@ -40,6 +40,25 @@ func ValueOf(r *Record) Handle {
 	return Handle{r: r.Clone(), bagLeaf: -1, pin: -1}
 }
 
+// ValueWithLeaf returns a detached handle on a copy of r whose scalar
+// leaf holds v, in stored representation, and true; or, for a container
+// leaf, the zero Handle and false. Typed bag callbacks report with it the
+// item as it was before one of its fields changed.
+func ValueWithLeaf(r *Record, leaf int, v Value) (Handle, bool) {
+	l := r.t.Leaf(leaf)
+	k := l.Field.Type.Kind
+	if k.Container() {
+		return Handle{}, false
+	}
+	c := r.Clone()
+	if k.Numeric() {
+		c.setNum(l.Num, v.N)
+	} else {
+		c.strs()[l.Obj] = v.S
+	}
+	return Handle{r: c, bagLeaf: -1, pin: -1}, true
+}
+
 // Record returns the record the handle points into.
 func (h Handle) Record() *Record { return h.r }
 

@@ -287,7 +287,10 @@ func OnBotTargetChange(r *client.Replica, fn func(p Bot, old, new replica.Ref)) 
 
 // OnBotInvChange registers fn to run for each change to the inv bag of a Bot in
 // r, item field changes included, and returns a func that unregisters it. A new
-// Bot reports its initial items as added.
+// Bot reports its initial items as added. When one field of an item changed
+// (ItemLeaf ≥ 0), New is the item as the tick left it and Old the same item
+// with that field at its old value, or the zero Item for a list, map or bag
+// field.
 func OnBotInvChange(r *client.Replica, fn func(p Bot, ev client.BagChange[uint32, Item])) (cancel func()) {
 	return r.OnBag(replicaBot, 9, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -296,6 +299,11 @@ func OnBotInvChange(r *client.Replica, fn func(p Bot, ev client.BagChange[uint32
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Bot{e}, c)
 	})

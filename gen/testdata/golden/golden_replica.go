@@ -637,7 +637,10 @@ func OnHeroScoresChange(r *client.Replica, fn func(p Hero, ev client.MapChange[s
 
 // OnHeroInvChange registers fn to run for each change to the inv bag of a Hero
 // in r, item field changes included, and returns a func that unregisters it. A
-// new Hero reports its initial items as added.
+// new Hero reports its initial items as added. When one field of an item
+// changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the
+// same item with that field at its old value, or the zero Item for a list, map
+// or bag field.
 func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint32, Item])) (cancel func()) {
 	return r.OnBag(replicaHero, 15, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -646,6 +649,11 @@ func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Hero{e}, c)
 	})

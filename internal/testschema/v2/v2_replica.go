@@ -382,7 +382,10 @@ func OnBeaconMembersChange(r *client.Replica, fn func(p Beacon, ev client.ListCh
 
 // OnBeaconLootChange registers fn to run for each change to the loot bag of a
 // Beacon in r, item field changes included, and returns a func that unregisters
-// it. A new Beacon reports its initial items as added.
+// it. A new Beacon reports its initial items as added. When one field of an
+// item changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old
+// the same item with that field at its old value, or the zero Buff for a list,
+// map or bag field.
 func OnBeaconLootChange(r *client.Replica, fn func(p Beacon, ev client.BagChange[uint16, Buff])) (cancel func()) {
 	return r.OnBag(replicaBeacon, 7, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint16, Buff]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -391,6 +394,11 @@ func OnBeaconLootChange(r *client.Replica, fn func(p Beacon, ev client.BagChange
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Buff{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Buff{h}
+			}
 		}
 		fn(Beacon{e}, c)
 	})
@@ -1854,6 +1862,9 @@ func OnHeroBodyStatsKvChange(r *client.Replica, fn func(p Hero, ev client.MapCha
 // OnHeroBodyStatsGearChange registers fn to run for each change to the
 // body.stats.gear bag of a Hero in r, item field changes included, and returns
 // a func that unregisters it. A new Hero reports its initial items as added.
+// When one field of an item changed (ItemLeaf ≥ 0), New is the item as the
+// tick left it and Old the same item with that field at its old value, or the
+// zero Buff for a list, map or bag field.
 func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint16, Buff])) (cancel func()) {
 	return r.OnBag(replicaHero, 31, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint16, Buff]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -1862,6 +1873,11 @@ func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p Hero, ev client.BagC
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Buff{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Buff{h}
+			}
 		}
 		fn(Hero{e}, c)
 	})
@@ -2043,7 +2059,10 @@ func OnHeroByNameChange(r *client.Replica, fn func(p Hero, ev client.MapChange[s
 
 // OnHeroInvChange registers fn to run for each change to the inv bag of a Hero
 // in r, item field changes included, and returns a func that unregisters it. A
-// new Hero reports its initial items as added.
+// new Hero reports its initial items as added. When one field of an item
+// changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the
+// same item with that field at its old value, or the zero Item for a list, map
+// or bag field.
 func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint32, Item])) (cancel func()) {
 	return r.OnBag(replicaHero, 45, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -2052,6 +2071,11 @@ func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Hero{e}, c)
 	})
@@ -2889,7 +2913,10 @@ func OnMissileHitsChange(r *client.Replica, fn func(p Missile, ev client.MapChan
 
 // OnMissileEffectsChange registers fn to run for each change to the effects bag
 // of a Missile in r, item field changes included, and returns a func that
-// unregisters it. A new Missile reports its initial items as added.
+// unregisters it. A new Missile reports its initial items as added. When one
+// field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left
+// it and Old the same item with that field at its old value, or the zero Item
+// for a list, map or bag field.
 func OnMissileEffectsChange(r *client.Replica, fn func(p Missile, ev client.BagChange[int8, Item])) (cancel func()) {
 	return r.OnBag(replicaMissile, 11, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[int8, Item]{Kind: ev.Kind, Key: int8(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -2898,6 +2925,11 @@ func OnMissileEffectsChange(r *client.Replica, fn func(p Missile, ev client.BagC
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Missile{e}, c)
 	})
@@ -2945,7 +2977,10 @@ func OnMissileCreditsChange(r *client.Replica, fn func(p Missile, old, new big))
 
 // OnMissileCrewChange registers fn to run for each change to the crew bag of a
 // Missile in r, item field changes included, and returns a func that
-// unregisters it. A new Missile reports its initial items as added.
+// unregisters it. A new Missile reports its initial items as added. When one
+// field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left
+// it and Old the same item with that field at its old value, or the zero Buff
+// for a list, map or bag field.
 func OnMissileCrewChange(r *client.Replica, fn func(p Missile, ev client.BagChange[team, Buff])) (cancel func()) {
 	return r.OnBag(replicaMissile, 17, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[team, Buff]{Kind: ev.Kind, Key: team(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -2954,6 +2989,11 @@ func OnMissileCrewChange(r *client.Replica, fn func(p Missile, ev client.BagChan
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Buff{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Buff{h}
+			}
 		}
 		fn(Missile{e}, c)
 	})
