@@ -40,7 +40,7 @@ func (e *Entity) Num(s int) uint64 {
 	if e == nil {
 		return 0
 	}
-	return e.Record.Num(s)
+	return load(e.numPtr(s), s) // not e.Record.Num: too costly to inline
 }
 
 // Str returns string slot i, or "" for a nil entity.
