@@ -18,6 +18,11 @@ import (
 // On an entity of a tracker, a write that would store a string or a
 // container over the tracker's [Limits] is refused and reported by
 // [Tracker.TakeRefusals]; the value stays as it was.
+//
+// The zero Handle, a handle on a removed bag item and a handle into a
+// destroyed entity are invalid (see [Handle.Valid]): reads return zeros or
+// the last values, and writes panic with [ErrInvalidHandle]. Writes to an
+// entity of a client replica panic with [ErrReadOnly].
 type Handle struct {
 	e              *Entity // root entity; nil for a detached value
 	r              *Record
