@@ -88,9 +88,9 @@ type MapChange[K, V any] struct {
 // BagChange is a [BagEvent] with its key and items of their Go types, for
 // generated typed callbacks. Items are detached copies. New is the item as
 // the tick left it (for Added and Changed), Old the removed or replaced item
-// (for Removed, and Changed with ItemLeaf −1); otherwise they are the zero
-// V. When one field of an item changed (ItemLeaf ≥ 0), the field's old value
-// is only in the untyped BagEvent (see [Replica.OnBag]).
+// (for Removed, and Changed with ItemLeaf −1). When one field of an item
+// changed (ItemLeaf ≥ 0), Old is the item with that field's old value, if
+// the field is a number or string; for a container field it is the zero V.
 type BagChange[K, V any] struct {
 	Kind     ItemKind
 	Key      K

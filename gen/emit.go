@@ -118,8 +118,9 @@ func (p *Package) generatedNames() map[string]*Struct {
 }
 
 // checkNames reports generated names that clash with declarations of the
-// package or with each other, and field accessors that clash with the
-// methods every generated type has.
+// package or with each other, and field accessors that clash with methods
+// user files declare. (Load reports accessors that clash with each other
+// or with the methods every generated type has.)
 func (p *Package) checkNames() error {
 	var errs ErrorList
 	names := p.generatedNames()
@@ -138,22 +139,11 @@ func (p *Package) checkNames() error {
 				"replicagen generates %s for %s, but the package already declares %s; rename one of them", n, s.Spec, n)})
 		}
 	}
+	errs = append(errs, p.typeClashes()...)
 	errs = append(errs, p.callbackClashes()...)
 	errs = append(errs, p.rpcClashes()...)
 	for _, s := range p.Structs {
-		reserved := []string{"Valid"}
-		if s.Class() {
-			reserved = append(reserved, "ID", "Entity")
-		} else {
-			reserved = append(reserved, "Clone")
-		}
 		for _, f := range s.Fields {
-			for _, r := range reserved {
-				if f.Method == r || "Set"+f.Method == r {
-					errs = append(errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
-						"field %s would generate method %s, which every generated %s has; rename the field", f.Name, r, s.Name)})
-				}
-			}
 			if pos, ok := s.UserMethods[f.Method]; ok && !f.Schema.Deprecated {
 				errs = append(errs, clash(pos, s, f.Method))
 			}
@@ -167,6 +157,40 @@ func (p *Package) checkNames() error {
 		return errs
 	}
 	return nil
+}
+
+// typeClashes reports the types and functions generated for spec structs
+// and their container fields that share a name: with underscores dropped,
+// field base_info of player_stats and field info of player_stats_base both
+// give list type PlayerStatsBaseInfoList.
+func (p *Package) typeClashes() ErrorList {
+	var errs ErrorList
+	seen := map[string]string{}
+	add := func(name, what string, pos token.Position) {
+		if prev, dup := seen[name]; dup {
+			errs = append(errs, &Error{Pos: pos, Msg: fmt.Sprintf(
+				"replicagen generates %s both for %s and for %s; rename one of them", name, prev, what)})
+			return
+		}
+		seen[name] = what
+	}
+	for _, s := range p.Structs {
+		add(s.Name, "spec "+s.Spec, s.Pos)
+	}
+	for _, s := range p.Structs {
+		if s.Class() {
+			add("Spawn"+s.Name, "class "+s.Spec, s.Pos)
+			add(s.Name+"Of", "class "+s.Spec, s.Pos)
+		} else {
+			add("New"+s.Name, "spec "+s.Spec, s.Pos)
+		}
+		for _, f := range s.Fields {
+			if suffix := map[schema.Kind]string{schema.List: "List", schema.Map: "Map", schema.Bag: "Bag"}[f.Schema.Type.Kind]; suffix != "" && !f.Schema.Deprecated {
+				add(s.Name+f.Method+suffix, "field "+s.Spec+"."+f.Name, f.Pos)
+			}
+		}
+	}
+	return errs
 }
 
 func clash(pos token.Position, s *Struct, m string) *Error {
@@ -325,6 +349,7 @@ func (e *emitter) structType(s *Struct) {
 	}
 	var r recv
 	if s.Class() {
+		e.f("//\n// On a client a %[1]s is read-only: the server's updates change it, and\n// its setters panic (see state.ErrReadOnly).\n", s.Name)
 		e.f("type %s struct{ e *state.Entity }\n\n", s.Name)
 		e.f("// Spawn%[1]s creates a %[1]s with every field at its zero value in tr and\n// records its creation in the current tick.\n", s.Name)
 		e.f("func Spawn%[1]s(tr *state.Tracker) (%[1]s, error) {\n\te, err := tr.Spawn(%[2]s)\n\treturn %[1]s{e}, err\n}\n\n", s.Name, schemaVar(s))
@@ -332,7 +357,7 @@ func (e *emitter) structType(s *Struct) {
 		e.f("func %[1]sOf(e *state.Entity) (v %[1]s, ok bool) {\n\tif e == nil || e.Class() != %[2]s {\n\t\treturn v, false\n\t}\n\treturn %[1]s{e}, true\n}\n\n", s.Name, schemaVar(s))
 		e.f("// Entity returns the underlying entity.\nfunc (p %s) Entity() *state.Entity { return p.e }\n\n", s.Name)
 		e.f("// ID returns the network ID.\nfunc (p %s) ID() state.ID { return p.e.ID() }\n\n", s.Name)
-		e.f("// Valid reports whether p refers to an entity.\nfunc (p %s) Valid() bool { return p.e != nil }\n\n", s.Name)
+		e.f("// Valid reports whether p refers to an entity that was not destroyed: it\n// is false for the zero %[1]s and, on the server, once the tracker destroyed\n// the entity. Getters of an invalid %[1]s return the zero value or, after a\n// destroy, the last values; its setters panic (see state.ErrInvalidHandle).\nfunc (p %[1]s) Valid() bool { return p.e.Valid() }\n\n", s.Name)
 		e.f("// IsOwned reports whether this client owns p: on a client replica, what\n// the server said; false on the server, where Server.Owner tells.\nfunc (p %s) IsOwned() bool { return p.e.Owned() }\n\n", s.Name)
 		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()", setNum: "p.e"}
 	} else {
@@ -350,7 +375,7 @@ func (e *emitter) structType(s *Struct) {
 		}
 		e.f("func New%[1]s() %[1]s { return %[1]s{state.NewValue(%[2]s)} }\n\n", s.Name, schemaVar(s))
 		e.f("// Clone returns a detached copy of v.\nfunc (v %[1]s) Clone() %[1]s { return %[1]s{v.h.Copy(%[2]s)} }\n\n", s.Name, schemaVar(s))
-		e.f("// Valid reports whether v refers to a value.\nfunc (v %s) Valid() bool { return v.h.Valid() }\n\n", s.Name)
+		e.f("// Valid reports whether v refers to a value that writes reach: it is\n// false for the zero %[1]s, for a bag item removed from its bag (or\n// replaced) and for a value in a destroyed entity. Getters of an invalid\n// %[1]s return the zero value or, once it went stale, the last values; its\n// setters panic (see state.ErrInvalidHandle).\nfunc (v %[1]s) Valid() bool { return v.h.Valid() }\n\n", s.Name)
 		r = recv{name: "v", typ: s.Name, num: "v.h.Num(%d)", str: "v.h.Str(%d)", handle: "v.h", setNum: "v.h"}
 	}
 	for _, f := range s.Fields {

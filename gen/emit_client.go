@@ -175,12 +175,13 @@ func (e *emitter) changeCallback(cb callbackFunc) {
 	case k == schema.Bag:
 		g := f.Struct.Name
 		ev := "client.BagChange[" + f.KeyGoType + ", " + g + "]"
-		e.comment(fmt.Sprintf("%s registers fn to run for each change to the %s bag of a %s in r, item field changes included, and returns a func that unregisters it. A new %s reports its initial items as added.", cb.name, cb.path, c.Name, c.Name))
+		e.comment(fmt.Sprintf("%s registers fn to run for each change to the %s bag of a %s in r, item field changes included, and returns a func that unregisters it. A new %s reports its initial items as added. When one field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the same item with that field at its old value, or the zero %s for a list, map or bag field.", cb.name, cb.path, c.Name, c.Name, g))
 		e.f("func %s(r *client.Replica, fn func(p %s, ev %s)) (cancel func()) {\n", cb.name, c.Name, ev)
 		e.f("\treturn r.OnBag(%s, %d, func(e *state.Entity, ev client.BagEvent) {\n", schemaVar(c), cb.leaf)
 		e.f("\t\tc := %s{Kind: ev.Kind, Key: %s(ev.Key), ItemLeaf: ev.ItemLeaf}\n", ev, f.KeyGoType)
 		e.f("\t\tif ev.Old.R != nil {\n\t\t\tc.Old = %s{state.ValueOf(ev.Old.R)}\n\t\t}\n", g)
 		e.f("\t\tif ev.Kind != client.Removed && ev.Item != nil {\n\t\t\tc.New = %s{state.ValueOf(ev.Item)}\n\t\t}\n", g)
+		e.f("\t\tif ev.ItemLeaf >= 0 && ev.Item != nil {\n\t\t\tif h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {\n\t\t\t\tc.Old = %s{h}\n\t\t\t}\n\t\t}\n", g)
 		e.f("\t\tfn(%s{e}, c)\n\t})\n}\n\n", c.Name)
 	}
 }

@@ -291,6 +291,7 @@ func TestTyped(t *testing.T) {
 
 	inv, _ := pl.Inv().Get(7)
 	inv.SetCount(4)
+	inv.Tags().Push("x")
 	pl.Tags().Set(0, "z")
 	pl.Cds().Put("fire", 2)
 	pl.Scores().Delete(Team(2))
@@ -300,7 +301,10 @@ func TestTyped(t *testing.T) {
 	tick(
 		"cds changed [fire] 1.125 -> 2",
 		"hp 50 -> 40",
-		"inv changed [7] leaf 0 - -> {kind 1 count 4 tags [new]}",
+		// Old is the item with the changed field as it was; for a
+		// container field, which events carry no old value of, none.
+		"inv changed [7] leaf 0 {kind 1 count 3 tags [new x]} -> {kind 1 count 4 tags [new x]}",
+		"inv changed [7] leaf 2 - -> {kind 1 count 4 tags [new x]}",
 		"scores removed [2] -1 -> 0",
 		` + "`tags changed [0] \"a\" -> \"z\"`" + `,
 	)
@@ -314,7 +318,7 @@ func TestTyped(t *testing.T) {
 	tick(
 		"buffs removed [0] 4 -> -",
 		"inv added [8] leaf -1 - -> {kind 2 count 0 tags []}",
-		"inv changed [7] leaf -1 {kind 1 count 4 tags [new]} -> {kind 2 count 0 tags []}",
+		"inv changed [7] leaf -1 {kind 1 count 4 tags [new x]} -> {kind 2 count 0 tags []}",
 		"path added [1] 0 -> -1",
 	)
 

@@ -95,7 +95,7 @@ func (p *Package) rpcClashes() ErrorList {
 
 	// Methods on the class.
 	for _, c := range p.Classes {
-		methods := map[string]string{"ID": "", "Entity": "", "Valid": ""}
+		methods := map[string]string{"ID": "", "Entity": "", "IsOwned": "", "Valid": ""}
 		for _, f := range c.Fields {
 			if !f.Schema.Deprecated {
 				methods[f.Method] = "field " + f.Name

@@ -11,17 +11,17 @@
 //	//replica:class
 //
 // or "//replica:class id=N" to fix its class ID. replicagen generates an
-// exported type named like the spec with its first letter upper-cased
-// (player → Player). Every unexported struct type of the same package that a
+// exported type named after the spec (player → Player; see Names). Every unexported struct type of the same package that a
 // class field uses, directly, as list or map element or as bag item, is a
 // nested spec, transitively; nested specs carry no directive.
 //
 // Every field of a spec struct is replicated unless tagged replica:"-";
-// embedded fields are errors. The accessor base name of a field is its name
-// with the first letter upper-cased (hp → Hp); two fields may not share
-// one. The tag grammar is replica:"key=value,flag,...":
+// embedded fields are errors. The accessor base name of a field is its Go
+// name (hp → Hp, base_info → BaseInfo; see Names). The tag grammar is
+// replica:"key=value,flag,...":
 //
 //	id=N              stable field ID, 1..4294967295 (default: from the lock file)
+//	was=OLD           the field was renamed from OLD: it keeps OLD's ID (see Stable IDs)
 //	vis=V             server, owner, others or all (default all)
 //	life=L            scene, process, session or persist (default session)
 //	chan=C            reliable or unreliable (default reliable)
@@ -33,6 +33,42 @@
 //
 // quant, min, max and bits apply to float32 and float64 fields and to the
 // elements of lists and maps of them.
+//
+// # Names
+//
+// The Go name of a spec type or field is its name split at underscores,
+// each word with its first letter upper-cased and the rest kept as
+// written, joined: hp → Hp, baseInfo → BaseInfo, base_info → BaseInfo,
+// expire_ts → ExpireTs, player_state → PlayerState. Initialisms are not
+// recognised: user_id → UserId, while userID and user_ID → UserID. Only
+// generated Go identifiers use these names; the schema, its descriptor, the
+// lock file and every message keep the names as declared, so snake_case
+// specs ported from C++ or Lua keep their wire names.
+//
+// Load refuses, at the position of the field or type, names that collide
+// once converted: two fields with the same Go name (base_info and
+// baseInfo), a getter or setter that is also another field's (field set_x
+// and the setter SetX of field x), a field whose getter or setter is a
+// method every generated type has (Valid; ID and Entity on a class, Clone
+// on other structs), and two specs with the same Go type name.
+// Generate refuses generated types and functions whose names collide, and
+// accessors that collide with methods declared in the package.
+//
+// # Invalid values
+//
+// A generated value may refer to nothing: the zero value, a bag item that
+// was removed from its bag or replaced, an entity destroyed on its tracker.
+// Valid reports false for each. Getters never fault: the zero value reads
+// like a new value, a stale one the values it had last. Setters, and the
+// changing methods of its lists, maps and bags, panic with an error
+// wrapping state.ErrInvalidHandle (see docs/decisions.md).
+//
+// On a client, entities and the values in them are read-only: the
+// server's updates change them, and setters panic with an error wrapping
+// state.ErrReadOnly. Detached values (New, Clone, the copies list and map
+// getters and typed callbacks return) stay writable. Getters of server-only
+// fields exist on the client too, for one type serves both sides, and read
+// as zero there; their doc comments say so.
 //
 // # Types
 //
@@ -79,8 +115,29 @@
 //	}
 //
 // Types are written by (*schema.Type).String. Structs that disappear keep
-// their entry with every field retired. Appending fields, deprecating them
-// and removing them (they are retired) are compatible. Load refuses, unless
+// their entry with every field retired. Appending fields, deprecating them,
+// removing them (they are retired) and renaming them with was= are
+// compatible.
+//
+// IDs follow names, so a field renamed without a tag is a removed field
+// plus a new one with a new ID: clients built with the old schema stop
+// receiving it. To rename hp to health, declare
+//
+//	health int16 `replica:"was=hp"`
+//
+// and health takes the ID the lock records for hp (live or retired), with
+// the type check of any field: the rename must not change the type. The
+// lock then records health, so the tag may stay or go. was= that names a
+// field the lock does not record, or a field that still exists, is an
+// error. When a field disappears and a new field of the same type
+// appears without was=, Load adds a note (Package.Notes, printed by
+// replicagen) suggesting the tag.
+//
+// Load refuses, like the server would at run time, a class that
+// flattens to more than schema.MaxLeaves (65,536) fields, at the struct,
+// and a field that clients see nested deeper than the default client
+// limit (16 levels, codec.Limits.MaxDepth; state.Limits.CheckSchema,
+// called by replica.NewServer), at the field. Load refuses, unless
 // Config.Force is set, a field whose type changed (a changed quantization
 // included: clients apply deltas to the quantized codes they store), an
 // explicit id that the lock records for another name (live or retired), and
@@ -212,6 +269,11 @@ type Package struct {
 	// "player: new field mana (id 4)", sorted. Empty when !LockChanged
 	// or when the lock file is created.
 	LockChanges []string
+
+	// Notes are remarks about the package that are not errors, with
+	// positions, sorted: a new field that may be a rename of a field that
+	// disappeared (see Stable IDs). replicagen prints them.
+	Notes ErrorList
 
 	// Types and Fset are the type-checked package, for checks the model
 	// does not cover. Generated files were replaced by their package

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
 )
 
 const replicaPath = "github.com/replicago/replica"
@@ -47,11 +48,15 @@ type loader struct {
 	info     *types.Info
 	errs     ErrorList
 	decls    map[*types.TypeName]*typeDecl
-	order    []*typeDecl       // declarations in source order
-	genNames map[string]string // generated type name → spec name, for hints
+	order    []*typeDecl        // declarations in source order
+	genNames map[string]string  // generated type name → spec name, for hints
+	genTypes map[string]*Struct // generated type name → its spec struct
 	specs    map[*types.TypeName]*Struct
 	queue    []*Struct
 	explicit map[*Field]uint32 // explicit id= of fields
+	was      map[*Field]string // was= of fields
+	renames  map[string]string // "struct.field" → old name, for fields renamed with was=
+	notes    ErrorList         // see Package.Notes
 	typeErrs []types.Error
 	cycles   map[string]bool // inline recursions reported, by member names
 	isGen    map[string]bool // absolute names of generated files
@@ -82,8 +87,11 @@ func Load(cfg Config) (*Package, error) {
 		fset:     token.NewFileSet(),
 		decls:    map[*types.TypeName]*typeDecl{},
 		genNames: map[string]string{},
+		genTypes: map[string]*Struct{},
 		specs:    map[*types.TypeName]*Struct{},
 		explicit: map[*Field]uint32{},
+		was:      map[*Field]string{},
+		renames:  map[string]string{},
 		isGen:    map[string]bool{},
 		cycles:   map[string]bool{},
 		methods:  map[string]map[string]token.Position{},
@@ -176,6 +184,10 @@ func Load(cfg Config) (*Package, error) {
 			s.Schema.Fields = append(s.Schema.Fields, f.Schema)
 		}
 	}
+	l.checkLeaves(p.Structs)
+	if len(l.errs) > 0 {
+		return nil, l.errs.sort()
+	}
 	p.Classes = slices.Clone(classes)
 	slices.SortFunc(p.Classes, func(a, b *Struct) int { return cmpID(a.Schema.ID, b.Schema.ID) })
 	sc := make([]*schema.Struct, len(p.Classes))
@@ -185,6 +197,10 @@ func Load(cfg Config) (*Package, error) {
 	if p.Schema, err = schema.New(sc...); err != nil {
 		// The checks above should have caught everything schema checks.
 		return nil, ErrorList{{Pos: token.Position{Filename: dir}, Msg: err.Error()}}
+	}
+	l.checkDepth(p)
+	if len(l.errs) > 0 {
+		return nil, l.errs.sort()
 	}
 	if cfg.Check && p.LockChanged {
 		msg := LockFile + " is out of date"
@@ -196,6 +212,7 @@ func Load(cfg Config) (*Package, error) {
 		msg += "; run go generate and commit " + LockFile
 		return nil, ErrorList{{Pos: token.Position{Filename: p.LockPath}, Msg: msg}}
 	}
+	p.Notes = l.notes.sort()
 	return p, nil
 }
 
@@ -274,6 +291,21 @@ func upperFirst(s string) string {
 	return string(unicode.ToUpper(r)) + s[n:]
 }
 
+// goName returns the Go name replicagen generates from a spec name: the
+// name split at underscores, each word with its first letter upper-cased
+// and the rest kept as written, joined. hp gives Hp, baseInfo BaseInfo,
+// base_info BaseInfo, expire_ts ExpireTs, user_id UserId, userID UserID.
+// It returns "" for a name of underscores only.
+func goName(s string) string {
+	var b strings.Builder
+	for w := range strings.SplitSeq(s, "_") {
+		if w != "" {
+			b.WriteString(upperFirst(w))
+		}
+	}
+	return b.String()
+}
+
 // collect records the package-level type declarations, their directives
 // and the methods user files declare.
 func (l *loader) collect() {
@@ -304,7 +336,7 @@ func (l *loader) collect() {
 					l.decls[obj] = td
 					l.order = append(l.order, td)
 					if _, ok := ts.Type.(*ast.StructType); ok && !ts.Assign.IsValid() && !obj.Exported() {
-						l.genNames[upperFirst(obj.Name())] = obj.Name()
+						l.genNames[goName(obj.Name())] = obj.Name()
 					}
 				}
 			}
@@ -566,14 +598,20 @@ func (l *loader) newStruct(td *typeDecl, class bool) *Struct {
 	name := td.spec.Name.Name
 	s := &Struct{
 		Spec:   name,
-		Name:   upperFirst(name),
+		Name:   goName(name),
 		Doc:    td.doc.Text(),
 		Pos:    l.fset.Position(td.spec.Name.Pos()),
-		Schema: &schema.Struct{Name: upperFirst(name), Class: class},
+		Schema: &schema.Struct{Name: goName(name), Class: class},
 		Type:   td.obj.Type().(*types.Named),
 	}
 	l.specs[td.obj] = s
 	l.queue = append(l.queue, s)
+	if other := l.genTypes[s.Name]; other != nil {
+		l.errorf(td.spec.Name.Pos(), "specs %s (%s) and %s both generate the type %s (replicagen drops underscores and upper-cases the first letter of each word); rename one of them",
+			other.Spec, posString(other.Pos), name, s.Name)
+	} else {
+		l.genTypes[s.Name] = s
+	}
 	if obj := l.pkg.Types.Scope().Lookup(s.Name); obj != nil {
 		l.errorf(td.spec.Name.Pos(), "replicagen generates the type %s from spec %s, but %s is already declared at %s; rename one of them",
 			s.Name, name, s.Name, posString(l.fset.Position(obj.Pos())))
@@ -629,9 +667,9 @@ func (l *loader) resolveFields(s *Struct) {
 				l.errorf(n.Pos(), "blank field _ cannot be replicated; give it a name, or tag it replica:\"-\" to leave it out")
 				continue
 			}
-			method := upperFirst(n.Name)
+			method := goName(n.Name)
 			if !token.IsExported(method) {
-				l.errorf(n.Pos(), "field %s must start with a letter that has an upper-case form, so that its accessors are exported", n.Name)
+				l.errorf(n.Pos(), "field %s must start with a letter that has an upper-case form (after any underscores), so that its accessors are exported", n.Name)
 				continue
 			}
 			if !ok {
@@ -657,22 +695,78 @@ func (l *loader) resolveFields(s *Struct) {
 			if tg.id != 0 {
 				l.explicit[f] = tg.id
 			}
+			if tg.was != "" {
+				l.was[f] = tg.was
+			}
 			s.Fields = append(s.Fields, f)
 		}
 	}
 }
 
-// checkStruct reports accessor name clashes and duplicate explicit field
-// and RPC IDs.
+// builtinMethods returns the methods every generated type like s has,
+// whatever its fields.
+func builtinMethods(s *Struct) []string {
+	if s.Class() {
+		return []string{"Entity", "ID", "IsOwned", "Valid"}
+	}
+	return []string{"Clone", "Valid"}
+}
+
+// hasSetter reports whether replicagen generates Set<Method> for f: for
+// scalars and nested structs, not for lists, maps and bags.
+func hasSetter(f *Field) bool { return !f.Schema.Type.Kind.Container() }
+
+// checkStruct reports generated method names that clash, with each other
+// or with the methods every generated type has, and duplicate explicit
+// field and RPC IDs.
 func (l *loader) checkStruct(s *Struct) {
-	methods := map[string]*Field{}
+	builtin := map[string]bool{}
+	for _, m := range builtinMethods(s) {
+		builtin[m] = true
+	}
+	type gen struct {
+		f      *Field
+		setter bool
+	}
+	methods := map[string]gen{}
 	ids := map[uint32]*Field{}
 	for _, f := range s.Fields {
-		if g := methods[f.Method]; g != nil {
+		names := []string{f.Method}
+		if hasSetter(f) {
+			names = append(names, "Set"+f.Method)
+		}
+		for i, m := range names {
+			what := "getter"
+			if i > 0 {
+				what = "setter"
+			}
+			if builtin[m] {
+				l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+					"field %s would generate the %s %s, a method every generated %s has; rename the field", f.Name, what, m, s.Name)})
+				continue
+			}
+			g, dup := methods[m]
+			if !dup {
+				methods[m] = gen{f, i > 0}
+				continue
+			}
+			if g.f == f {
+				continue
+			}
+			if g.f.Method == f.Method {
+				if i == 0 {
+					l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+						"fields %s and %s of %s both generate the method %s (replicagen drops underscores and upper-cases the first letter of each word); rename one of them",
+						g.f.Name, f.Name, s.Spec, m)})
+				}
+				continue
+			}
+			gw := "getter"
+			if g.setter {
+				gw = "setter"
+			}
 			l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
-				"fields %s and %s of %s both get the accessor name %s; rename one of them", g.Name, f.Name, s.Spec, f.Method)})
-		} else {
-			methods[f.Method] = f
+				"the %s %s of field %s is also the %s of field %s of %s; rename one of them", what, m, f.Name, gw, g.f.Name, s.Spec)})
 		}
 		if id := l.explicit[f]; id != 0 {
 			if g := ids[id]; g != nil {
@@ -699,3 +793,80 @@ func (l *loader) checkStruct(s *Struct) {
 }
 
 var errUnresolved = errors.New("unresolved")
+
+// checkLeaves reports, at its declaration, each struct that flattens to
+// more than schema.MaxLeaves leaves (nested struct fields count with all
+// of theirs), unless a nested struct it holds is itself over the limit.
+func (l *loader) checkLeaves(structs []*Struct) {
+	memo := map[*Struct]int{}
+	var count func(s *Struct) int
+	count = func(s *Struct) int {
+		if n, ok := memo[s]; ok {
+			return n
+		}
+		n := 0
+		for _, f := range s.Fields {
+			switch {
+			case f.Schema.Deprecated:
+			case f.Schema.Type.Kind == schema.Nested:
+				n += count(f.Struct)
+			default:
+				n++
+			}
+		}
+		memo[s] = n
+		return n
+	}
+	for _, s := range structs {
+		n := count(s)
+		if n <= schema.MaxLeaves {
+			continue
+		}
+		inner := false
+		for _, f := range s.Fields {
+			if !f.Schema.Deprecated && f.Schema.Type.Kind == schema.Nested && count(f.Struct) > schema.MaxLeaves {
+				inner = true
+			}
+		}
+		if !inner {
+			l.errs = append(l.errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf(
+				"struct %s flattens to %d fields, over the limit of %d: a nested struct field counts with every field of its struct; hold some of them in a list, map or bag, or split the class",
+				s.Spec, n, schema.MaxLeaves)})
+		}
+	}
+}
+
+// checkDepth reports, at the field's declaration, each field of a class
+// that clients see and that sits deeper than the default client limit
+// (state.Limits and codec.Limits MaxDepth) allows whatever its value:
+// replica.NewServer would refuse the schema.
+func (l *loader) checkDepth(p *Package) {
+	fields := map[*schema.Field]*Field{}
+	for _, s := range p.Structs {
+		for _, f := range s.Fields {
+			fields[f.Schema] = f
+		}
+	}
+	maxDepth := state.Limits{}.WithDefaults().MaxDepth
+	reported := map[*Field]bool{}
+	for _, c := range p.Classes {
+		for i := range c.Schema.Leaves {
+			lf := c.Schema.Leaf(i)
+			n := state.LeafLevels(c.Schema, i)
+			f := fields[lf.Field]
+			if lf.Vis == schema.VisServer || n <= maxDepth || f == nil || reported[f] {
+				continue
+			}
+			reported[f] = true
+			path, st := c.Spec, c.Schema
+			for _, id := range lf.Path {
+				sf := st.Field(id)
+				path += "." + sf.Name
+				st = sf.Type.Struct
+			}
+			l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+				"field %s is %d levels deep, over the limit of %d that clients decode by default (codec.Limits.MaxDepth), so replica.NewServer would refuse the schema; nest fewer structs, or tag a field on the path vis=server if clients never need it",
+				path, n, maxDepth)})
+		}
+	}
+}

@@ -307,8 +307,10 @@ type idItem struct {
 	name     string
 	explicit uint32 // explicit id=, or 0
 	typ      string // type signature; fields only
+	was      string // previous name (was= tag), or ""; fields only
 	pos      token.Position
 	id       uint32 // result
+	fresh    bool   // id is a new one, above every ID used before
 }
 
 // refuse reports a change that breaks clients built with the locked
@@ -357,7 +359,10 @@ func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired
 		claimed[it.explicit] = it
 		it.id = it.explicit
 		tagText := fmt.Sprintf(idTag, it.explicit)
-		if e, ok := byID[it.explicit]; ok && e.Name != it.name {
+		if e, ok := byID[it.explicit]; ok && it.was != "" && e.Name == it.was && !retired[e.ID] {
+			l.renames[owner+"."+it.name] = it.was
+		}
+		if e, ok := byID[it.explicit]; ok && e.Name != it.name && !(e.Name == it.was && !retired[e.ID]) {
 			if retired[e.ID] {
 				refuse(it.pos, "%s of %s %s was used by the removed %s %s (see %s); IDs are never reused, because clients built with an older schema would take %s for %s. Use an unused id",
 					tagText, what, it.name, what, e.Name, LockFile, it.name, e.Name)
@@ -378,6 +383,14 @@ func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired
 			it.id = e.ID
 			claimed[e.ID] = it
 			continue
+		}
+		if it.was != "" {
+			// A renamed field keeps the ID of its old name, live or
+			// retired; the type check below still applies.
+			l.renamed(what, owner, it, items, oldLive, oldRetired, claimed)
+			if it.id != 0 {
+				continue
+			}
 		}
 		// A removed field that comes back with the same kind gets its ID
 		// back; old clients know it by that ID.
@@ -403,6 +416,7 @@ func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired
 		}
 		top++
 		it.id = top
+		it.fresh = true
 		claimed[top] = it
 	}
 	if what == "field" {
@@ -410,11 +424,14 @@ func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired
 			// The full signature counts, quantization included: clients
 			// apply deltas to the quantized codes they store, so a client
 			// built with other quantization parameters cannot follow.
-			if e, ok := byID[it.id]; ok && e.Name == it.name && e.Type != it.typ {
+			if e, ok := byID[it.id]; ok && (e.Name == it.name || e.Name == it.was) && e.Type != it.typ {
 				refuse(it.pos, "field %s of %s changed type from %s to %s; clients built with the schema in %s would decode id %d as %s. Add a field with a new name instead (and tag the old one deprecated)",
 					it.name, owner, e.Type, it.typ, LockFile, e.ID, e.Type)
 			}
 		}
+	}
+	if what == "field" {
+		l.noteRenames(owner, items, oldLive, claimed)
 	}
 	var out []lockEntry
 	seen := map[uint32]bool{}
@@ -428,6 +445,80 @@ func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired
 	}
 	slices.SortFunc(out, func(a, b lockEntry) int { return cmpID(a.ID, b.ID) })
 	return out
+}
+
+// renamed gives it, a field tagged was=OLD whose name the lock does not
+// record, the ID the lock records for OLD, live or retired, and reports a
+// was= that names no such field or a field that still exists.
+func (l *loader) renamed(what, owner string, it *idItem, items []*idItem, oldLive, oldRetired []lockEntry, claimed map[uint32]*idItem) {
+	for _, o := range items {
+		if o.name == it.was {
+			l.errs = append(l.errs, &Error{Pos: it.pos, Msg: fmt.Sprintf(
+				"%s %s is tagged was=%s, but %s %s of %s still exists; a rename keeps one ID for one field, so remove was= or the old field",
+				what, it.name, it.was, what, it.was, owner)})
+			return
+		}
+	}
+	for _, e := range oldLive {
+		if e.Name == it.was && claimed[e.ID] == nil {
+			it.id = e.ID
+			claimed[e.ID] = it
+			l.renames[owner+"."+it.name] = it.was
+			return
+		}
+	}
+	for _, e := range oldRetired {
+		if e.Name == it.was && claimed[e.ID] == nil && e.ID > it.id {
+			it.id = e.ID
+		}
+	}
+	if it.id != 0 {
+		claimed[it.id] = it
+		return
+	}
+	l.errs = append(l.errs, &Error{Pos: it.pos, Msg: fmt.Sprintf(
+		"%s %s is tagged was=%s, but %s records no %s %s for %s; fix the old name, or remove was= to make %s a new %s",
+		what, it.name, it.was, LockFile, what, it.was, owner, it.name, what)})
+}
+
+// noteRenames adds a note for each new field of owner that has the type of
+// a field the lock records and that disappeared: it may be a rename, which
+// without a was= tag gets a new ID, so clients built with the old schema
+// stop receiving the field.
+func (l *loader) noteRenames(owner string, items []*idItem, oldLive []lockEntry, claimed map[uint32]*idItem) {
+	for _, it := range items {
+		if !it.fresh || it.was != "" {
+			continue
+		}
+		var gone []string
+		for _, e := range oldLive {
+			if claimed[e.ID] == nil && e.Type == it.typ {
+				gone = append(gone, e.Name)
+			}
+		}
+		if len(gone) == 0 {
+			continue
+		}
+		tags := make([]string, len(gone))
+		for i, g := range gone {
+			tags[i] = `replica:"was=` + g + `"`
+		}
+		l.notes = append(l.notes, &Error{Pos: it.pos, Msg: fmt.Sprintf(
+			"new field %s of %s gets a new ID, and %s of the same type %s disappeared: if %s is a rename, tag it %s so that it keeps the old ID and clients built with the old schema keep receiving it",
+			it.name, owner, orList(gone, "field "), it.typ, it.name, strings.Join(tags, " or "))})
+	}
+}
+
+// orList joins names as "field a", "field a or field b", ...
+func orList(names []string, prefix string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " or " + out[len(out)-1]
 }
 
 func cmpID(a, b uint32) int {
@@ -473,7 +564,7 @@ func (l *loader) assignIDs(p *Package, classes []*Struct) error {
 		}
 		items := make([]*idItem, len(s.Fields))
 		for i, f := range s.Fields {
-			items[i] = &idItem{name: f.Name, explicit: l.explicit[f], typ: f.Schema.Type.String(), pos: f.Pos}
+			items[i] = &idItem{name: f.Name, explicit: l.explicit[f], typ: f.Schema.Type.String(), was: l.was[f], pos: f.Pos}
 		}
 		what := "field"
 		if s.RPC != nil {
@@ -513,7 +604,7 @@ func (l *loader) assignIDs(p *Package, classes []*Struct) error {
 	p.lockData = nf.marshal()
 	p.LockChanged = !bytes.Equal(p.lockData, oldData)
 	if exists && p.LockChanged {
-		p.LockChanges = diffLock(old, nf)
+		p.LockChanges = diffLock(old, nf, l.renames)
 	}
 	return nil
 }
@@ -570,8 +661,9 @@ func rpcArgs(r *RPC) string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
-// diffLock describes the changes from old to nf.
-func diffLock(old, nf *lockFile) []string {
+// diffLock describes the changes from old to nf. renames maps
+// "struct.field" to the old name of each field renamed with was=.
+func diffLock(old, nf *lockFile, renames map[string]string) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	for name, id := range nf.Classes {
@@ -602,13 +694,21 @@ func diffLock(old, nf *lockFile) []string {
 			o = &lockStruct{}
 		}
 		oldByName := map[string]lockEntry{}
+		oldByID := map[uint32]lockEntry{}
 		for _, e := range o.Fields {
 			oldByName[e.Name] = e
+			oldByID[e.ID] = e
 		}
 		newNames := map[string]bool{}
+		renamed := map[string]bool{}
 		for _, e := range s.Fields {
 			newNames[e.Name] = true
 			oe, ok := oldByName[e.Name]
+			if r, re := oldByID[e.ID]; !ok && re && renames[sname+"."+e.Name] == r.Name {
+				add("%s: field %s renamed to %s (id %d)", sname, r.Name, e.Name, e.ID)
+				renamed[r.Name] = true
+				oe, ok = r, true
+			}
 			switch {
 			case !ok:
 				add("%s: new field %s (id %d)", sname, e.Name, e.ID)
@@ -632,7 +732,7 @@ func diffLock(old, nf *lockFile) []string {
 			retired[e.ID] = true
 		}
 		for _, e := range o.Fields {
-			if !newNames[e.Name] {
+			if !newNames[e.Name] && !renamed[e.Name] {
 				add("%s: field %s removed (id %d %s)", sname, e.Name, e.ID, gone(retired[e.ID]))
 			}
 		}

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"go/token"
 	"math"
 	"reflect"
 	"strconv"
@@ -11,11 +12,12 @@ import (
 )
 
 // tagKeys lists the replica tag keys in the order messages name them.
-var tagKeys = []string{"id", "vis", "life", "chan", "quant", "min", "max", "bits", "bag", "deprecated"}
+var tagKeys = []string{"id", "was", "vis", "life", "chan", "quant", "min", "max", "bits", "bag", "deprecated"}
 
 // tagAllowed describes the values each key accepts, for messages.
 var tagAllowed = map[string]string{
 	"id":    "a whole number from 1 to 4294967295",
+	"was":   "the field's previous name, such as was=hp",
 	"vis":   "server, owner, others or all",
 	"life":  "scene, process, session or persist",
 	"chan":  "reliable or unreliable",
@@ -29,6 +31,7 @@ var tagAllowed = map[string]string{
 type tag struct {
 	skip       bool // replica:"-"
 	id         uint32
+	was        string // the field's previous name, or ""
 	vis        schema.Visibility
 	life       schema.Lifetime
 	ch         schema.Channel
@@ -104,6 +107,12 @@ func parseTag(structTag string) (*tag, []string) {
 				continue
 			}
 			t.id = uint32(n)
+		case "was":
+			if !token.IsIdentifier(val) || val == "_" {
+				badValue()
+				continue
+			}
+			t.was = val
 		case "vis":
 			if !named(&t.vis, val, schema.VisServer, schema.VisOwner, schema.VisOthers, schema.VisAll) {
 				badValue()

@@ -7,7 +7,8 @@ import (
 	"github.com/replicago/replica/schema"
 )
 
-// A List is an ordered list of values.
+// A List is an ordered list of values. A nil *List, *Map or *Bag (a
+// container of a zero generated value) reads as empty.
 type List struct {
 	t *schema.Type
 	v []Value
@@ -17,10 +18,20 @@ type List struct {
 func (l *List) Type() *schema.Type { return l.t }
 
 // Len returns the number of elements.
-func (l *List) Len() int { return len(l.v) }
+func (l *List) Len() int {
+	if l == nil {
+		return 0
+	}
+	return len(l.v)
+}
 
 // At returns element i. A struct element's record must not be modified.
-func (l *List) At(i int) Value { return l.v[i] }
+func (l *List) At(i int) Value {
+	if l == nil {
+		return []Value(nil)[i] // index out of range, as for any empty list
+	}
+	return l.v[i]
+}
 
 func (l *List) clone() *List {
 	c := &List{t: l.t, v: slices.Clone(l.v)}
@@ -67,11 +78,19 @@ func newMap(t *schema.Type) *Map {
 func (m *Map) Type() *schema.Type { return m.t }
 
 // Len returns the number of entries.
-func (m *Map) Len() int { return len(m.n) + len(m.s) }
+func (m *Map) Len() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.n) + len(m.s)
+}
 
 // Get returns the value for key k. A struct value's record must not be
 // modified.
 func (m *Map) Get(k Value) (Value, bool) {
+	if m == nil {
+		return Value{}, false
+	}
 	if m.s != nil {
 		v, ok := m.s[k.S]
 		return v, ok
@@ -82,6 +101,9 @@ func (m *Map) Get(k Value) (Value, bool) {
 
 // Keys appends the keys in ascending order to dst and returns it.
 func (m *Map) Keys(dst []Value) []Value {
+	if m == nil {
+		return dst
+	}
 	start := len(dst)
 	if m.s != nil {
 		for k := range m.s {
@@ -177,13 +199,26 @@ func newBag(t *schema.Type) *Bag { return &Bag{t: t, items: make(map[uint64]*Rec
 func (b *Bag) Type() *schema.Type { return b.t }
 
 // Len returns the number of items.
-func (b *Bag) Len() int { return len(b.items) }
+func (b *Bag) Len() int {
+	if b == nil {
+		return 0
+	}
+	return len(b.items)
+}
 
 // Get returns the item with key k, or nil. The record must not be modified.
-func (b *Bag) Get(k uint64) *Record { return b.items[k] }
+func (b *Bag) Get(k uint64) *Record {
+	if b == nil {
+		return nil
+	}
+	return b.items[k]
+}
 
 // Keys appends the keys in ascending order to dst and returns it.
 func (b *Bag) Keys(dst []uint64) []uint64 {
+	if b == nil {
+		return dst
+	}
 	start := len(dst)
 	for k := range b.items {
 		dst = append(dst, k)

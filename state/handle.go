@@ -18,15 +18,19 @@ import (
 // On an entity of a tracker, a write that would store a string or a
 // container over the tracker's [Limits] is refused and reported by
 // [Tracker.TakeRefusals]; the value stays as it was.
+//
+// The zero Handle, a handle on a removed bag item and a handle into a
+// destroyed entity are invalid (see [Handle.Valid]): reads return zeros or
+// the last values, and writes panic with [ErrInvalidHandle]. Writes to an
+// entity of a client replica panic with [ErrReadOnly].
 type Handle struct {
-	e                *Entity // root entity; nil for a detached value
-	r                *Record
-	leaf, num, obj   int32 // offsets of the addressed struct within r
-	bagLeaf          int32 // leaf of e's bag holding r, or −1 when r is e's record
-	pin              int32 // ≥ 0: mark this item leaf instead (r is inside a container of the item)
-	depth            int32 // nesting level of r in the entity (protocol.md §7.1): 0, or 2 more per bag
-	key              uint64
-	container, plain bool
+	e              *Entity // root entity; nil for a detached value
+	r              *Record
+	leaf, num, obj int32 // offsets of the addressed struct within r
+	bagLeaf        int32 // leaf of e's bag holding r, or −1 when r is e's record
+	pin            int32 // ≥ 0: mark this item leaf instead (r is inside a container of the item)
+	depth          int32 // nesting level of r in the entity (protocol.md §7.1): 0, or 2 more per bag
+	key            uint64
 }
 
 // NewValue returns a handle on a new detached struct value of type t: a
@@ -41,22 +45,50 @@ func ValueOf(r *Record) Handle {
 	return Handle{r: r.Clone(), bagLeaf: -1, pin: -1}
 }
 
+// ValueWithLeaf returns a detached handle on a copy of r whose scalar
+// leaf holds v, in stored representation, and true; or, for a container
+// leaf, the zero Handle and false. Typed bag callbacks report with it the
+// item as it was before one of its fields changed.
+func ValueWithLeaf(r *Record, leaf int, v Value) (Handle, bool) {
+	l := r.t.Leaf(leaf)
+	k := l.Field.Type.Kind
+	if k.Container() {
+		return Handle{}, false
+	}
+	c := r.Clone()
+	if k.Numeric() {
+		c.setNum(l.Num, v.N)
+	} else {
+		c.strs()[l.Obj] = v.S
+	}
+	return Handle{r: c, bagLeaf: -1, pin: -1}, true
+}
+
 // Record returns the record the handle points into.
 func (h Handle) Record() *Record { return h.r }
-
-// Valid reports whether h addresses anything.
-func (h Handle) Valid() bool { return h.r != nil }
 
 // Value returns the addressed struct as a container element value. It is
 // only meaningful for a handle on a whole record (a detached value or a bag
 // item).
 func (h Handle) Value() Value { return Value{R: h.r} }
 
-// Num returns numeric slot s of the addressed struct.
-func (h Handle) Num(s int) uint64 { return h.r.Num(int(h.num) + s) }
+// Num returns numeric slot s of the addressed struct, or 0 for the zero
+// Handle.
+func (h Handle) Num(s int) uint64 {
+	if h.r == nil {
+		return 0
+	}
+	return h.r.Num(int(h.num) + s)
+}
 
-// Str returns the string or bytes in string slot i.
-func (h Handle) Str(i int) string { return h.r.Str(int(h.obj) + i) }
+// Str returns the string or bytes in string slot i, or "" for the zero
+// Handle.
+func (h Handle) Str(i int) string {
+	if h.r == nil {
+		return ""
+	}
+	return h.r.Str(int(h.obj) + i)
+}
 
 // Nested returns a handle on the nested struct field that starts at leaf
 // and its slots.
@@ -101,6 +133,7 @@ func (h Handle) mark(abs int) bool {
 // SetNum sets the numeric field at leaf to v, given in its plain
 // representation (see [Normalize]).
 func (h Handle) SetNum(leaf int, v uint64) {
+	h.mustWrite()
 	if h.bagLeaf < 0 && h.e != nil {
 		h.e.SetNum(int(h.leaf)+leaf, v)
 		return
@@ -124,6 +157,7 @@ func (h Handle) setStored(leaf int, v uint64) {
 
 // SetStr sets the string or bytes field at leaf.
 func (h Handle) SetStr(leaf int, s string) {
+	h.mustWrite()
 	abs, l := h.leafInfo(leaf)
 	p := &h.r.strs()[l.Obj]
 	if *p == s {
@@ -144,6 +178,10 @@ func (h Handle) SetStr(leaf int, s string) {
 // explicitly: leaf is also the first leaf of the nested struct's own first
 // field, so it does not identify the field on its own.
 func (h Handle) SetNested(leaf int, st *schema.Struct, src Handle) {
+	h.mustWrite()
+	if src.r == nil {
+		src = NewValue(st) // the zero value reads as zeros
+	}
 	for i := 0; i < st.Leaves; i++ {
 		l := st.Leaf(i)
 		switch k := l.Field.Type.Kind; {
@@ -163,6 +201,9 @@ func (h Handle) SetNested(leaf int, st *schema.Struct, src Handle) {
 // Copy returns a detached copy of the struct h addresses, of type t.
 func (h Handle) Copy(t *schema.Struct) Handle {
 	r := NewRecord(t)
+	if h.r == nil {
+		return Handle{r: r, bagLeaf: -1, pin: -1} // the zero value reads as zeros
+	}
 	off := int(h.num) >> 3
 	copy(r.nums(), h.r.nums()[off:off+t.NumBytes])
 	copy(r.strs(), h.r.strs()[h.obj:])
@@ -228,18 +269,27 @@ func (h Handle) wholeKeys(abs int, m *Map) {
 
 // List returns a handle on the list field at leaf.
 func (h Handle) List(leaf int) ListHandle {
+	if h.r == nil {
+		return ListHandle{} // reads as empty
+	}
 	abs, l := h.leafInfo(leaf)
 	return ListHandle{h: h, leaf: int32(abs), l: h.r.List(l.Obj)}
 }
 
 // Map returns a handle on the map field at leaf.
 func (h Handle) Map(leaf int) MapHandle {
+	if h.r == nil {
+		return MapHandle{}
+	}
 	abs, l := h.leafInfo(leaf)
 	return MapHandle{h: h, leaf: int32(abs), m: h.r.Map(l.Obj)}
 }
 
 // Bag returns a handle on the bag field at leaf.
 func (h Handle) Bag(leaf int) BagHandle {
+	if h.r == nil {
+		return BagHandle{}
+	}
 	abs, l := h.leafInfo(leaf)
 	return BagHandle{h: h, leaf: int32(abs), b: h.r.Bag(l.Obj)}
 }
@@ -279,11 +329,11 @@ type ListHandle struct {
 func (lh ListHandle) List() *List { return lh.l }
 
 // Len returns the number of elements.
-func (lh ListHandle) Len() int { return len(lh.l.v) }
+func (lh ListHandle) Len() int { return lh.l.Len() }
 
 // At returns element i. A struct element's record must not be modified:
 // copy it with [ValueOf] and store it back with Set.
-func (lh ListHandle) At(i int) Value { return lh.l.v[i] }
+func (lh ListHandle) At(i int) Value { return lh.l.At(i) }
 
 func (lh ListHandle) record(op ListOp) {
 	if !lh.h.mark(int(lh.leaf)) {
@@ -297,6 +347,7 @@ func (lh ListHandle) record(op ListOp) {
 
 // Push appends v.
 func (lh ListHandle) Push(v Value) {
+	lh.h.mustWrite()
 	if lh.h.overflows(lh.leaf, "list", len(lh.l.v)) || lh.h.tooLarge(lh.leaf, v) {
 		return
 	}
@@ -307,6 +358,7 @@ func (lh ListHandle) Push(v Value) {
 
 // Insert inserts v at index i (0 ≤ i ≤ Len).
 func (lh ListHandle) Insert(i int, v Value) {
+	lh.h.mustWrite()
 	if lh.h.overflows(lh.leaf, "list", len(lh.l.v)) || lh.h.tooLarge(lh.leaf, v) {
 		return
 	}
@@ -317,12 +369,14 @@ func (lh ListHandle) Insert(i int, v Value) {
 
 // Remove removes element i.
 func (lh ListHandle) Remove(i int) {
+	lh.h.mustWrite()
 	lh.l.remove(i)
 	lh.record(ListOp{Code: OpRemove, Index: i})
 }
 
 // Set replaces element i with v.
 func (lh ListHandle) Set(i int, v Value) {
+	lh.h.mustWrite()
 	if lh.h.tooLarge(lh.leaf, v) {
 		return
 	}
@@ -334,6 +388,7 @@ func (lh ListHandle) Set(i int, v Value) {
 
 // Clear removes every element.
 func (lh ListHandle) Clear() {
+	lh.h.mustWrite()
 	clear(lh.l.v)
 	lh.l.v = lh.l.v[:0]
 	lh.record(ListOp{Code: OpClear})
@@ -351,6 +406,9 @@ func (mh MapHandle) Map() *Map { return mh.m }
 
 // Key normalizes an integer key given in plain representation.
 func (mh MapHandle) Key(k uint64) Value {
+	if mh.m == nil {
+		return Value{N: k} // an empty map of the zero value: no key matches
+	}
 	return Value{N: Normalize(&schema.Type{Kind: mh.m.t.Key}, k)}
 }
 
@@ -368,6 +426,7 @@ func (mh MapHandle) record(k Value, existed, removed bool) {
 
 // Put sets the value of key k (already normalized, see Key).
 func (mh MapHandle) Put(k, v Value) {
+	mh.h.mustWrite()
 	if _, ok := mh.m.Get(k); !ok && mh.h.overflows(mh.leaf, "map", mh.m.Len()) ||
 		mh.h.tooLarge(mh.leaf, Value{S: k.S}) || mh.h.tooLarge(mh.leaf, v) {
 		return
@@ -379,6 +438,7 @@ func (mh MapHandle) Put(k, v Value) {
 
 // Delete removes key k.
 func (mh MapHandle) Delete(k Value) {
+	mh.h.mustWrite()
 	if _, existed := mh.m.del(k); existed {
 		mh.record(k, true, true)
 	}
@@ -386,6 +446,7 @@ func (mh MapHandle) Delete(k Value) {
 
 // Clear removes every key.
 func (mh MapHandle) Clear() {
+	mh.h.mustWrite()
 	for _, k := range mh.m.Keys(nil) {
 		mh.Delete(k)
 	}
@@ -403,12 +464,15 @@ func (bh BagHandle) Bag() *Bag { return bh.b }
 
 // Key normalizes an integer key given in plain representation.
 func (bh BagHandle) Key(k uint64) uint64 {
+	if bh.b == nil {
+		return k
+	}
 	return Normalize(&schema.Type{Kind: bh.b.t.Key}, k)
 }
 
 // Get returns a tracked handle on item k, or an invalid handle if absent.
 func (bh BagHandle) Get(k uint64) Handle {
-	r := bh.b.items[k]
+	r := bh.b.Get(k)
 	if r == nil {
 		return Handle{}
 	}
@@ -446,6 +510,7 @@ func (bh BagHandle) record(k uint64, existed, removed bool) {
 // returns a tracked handle on the stored item, or an invalid handle if the
 // tracker refused the item (see [Limits]).
 func (bh BagHandle) Add(k uint64, v Handle) Handle {
+	bh.h.mustWrite()
 	if v.r == nil || v.r.t != bh.b.t.Struct {
 		panic(fmt.Sprintf("state: bag item of type %s expected", bh.b.t.Struct.Name))
 	}
@@ -461,6 +526,7 @@ func (bh BagHandle) Add(k uint64, v Handle) Handle {
 
 // Remove removes item k.
 func (bh BagHandle) Remove(k uint64) {
+	bh.h.mustWrite()
 	if _, existed := bh.b.items[k]; existed {
 		delete(bh.b.items, k)
 		bh.record(k, true, true)
@@ -470,7 +536,7 @@ func (bh BagHandle) Remove(k uint64) {
 // Elem returns the struct h addresses, of type t, as a container element
 // value. The list, map or bag that receives it stores a copy.
 func (h Handle) Elem(t *schema.Struct) Value {
-	if h.r.t == t && h.leaf == 0 {
+	if h.r != nil && h.r.t == t && h.leaf == 0 {
 		return Value{R: h.r}
 	}
 	return h.Copy(t).Value()

@@ -22,6 +22,10 @@ type Limits struct {
 	MaxDepth     int // nesting levels of a value (protocol.md §7.1); default 16, as codec.Limits.MaxDepth
 }
 
+// WithDefaults returns l with each zero or negative field replaced by its
+// default.
+func (l Limits) WithDefaults() Limits { return l.withDefaults() }
+
 func (l Limits) withDefaults() Limits {
 	if l.MaxString <= 0 {
 		l.MaxString = 64 << 10
@@ -63,16 +67,28 @@ func (l Limits) CheckSchema(s *schema.Schema) error {
 	for _, c := range s.Classes {
 		for i := range c.Leaves {
 			lf := c.Leaf(i)
-			n := len(lf.Path) // levels down to the leaf, the entity's own fields being one
-			if lf.Field.Type.Kind.Container() {
-				n = max(n, 2) // the container's values sit one level below the entity's fields
-			}
-			if lf.Vis != schema.VisServer && n > l.MaxDepth {
+			if n := LeafLevels(c, i); lf.Vis != schema.VisServer && n > l.MaxDepth {
 				return fmt.Errorf("state: %s.%s is %d levels deep, over the limit of %d", c.Name, fieldPath(c, i), n, l.MaxDepth)
 			}
 		}
 	}
 	return nil
+}
+
+// LeafLevels returns the nesting levels (protocol.md §7.1) a client's
+// decoder counts down to leaf i of class c whatever its value: one for the
+// entity's own fields and one more per nested struct field on the way, and
+// at least two for a container, whose values sit one level below the
+// entity's fields. [Limits.CheckSchema] refuses a leaf clients see with more
+// levels than MaxDepth; replicagen refuses it at generate time against the
+// default limit.
+func LeafLevels(c *schema.Struct, i int) int {
+	lf := c.Leaf(i)
+	n := len(lf.Path)
+	if lf.Field.Type.Kind.Container() {
+		n = max(n, 2)
+	}
+	return n
 }
 
 // maxRefusals bounds the refusals a tracker keeps between two calls of

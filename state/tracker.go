@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"unsafe"
@@ -38,15 +39,17 @@ func (id ID) Gen() uint8 { return uint8(id >> SlotBits) }
 type Entity struct {
 	Record
 	id ID
-	// Tracked (server) entities: 1 + the index of this tick's change in
-	// tr.cur, or 0. Client entities, which no tracker records: chOwned
-	// while the client owns the entity, or 0.
+	// Server entities: 1 + the index of this tick's change in tr.cur, or
+	// 0; after Destroy (which drops tr) that index or −1, see destroyed.
+	// Client entities, which have no tracker: chOwned while the client
+	// owns the entity, or 0.
 	ch int32
 	tr *Tracker
 }
 
-// chOwned in Entity.ch marks a client entity its client owns.
-const chOwned = 1
+// chOwned in Entity.ch marks a client entity its client owns: a value no
+// change index, and no destroyed server entity, has.
+const chOwned = math.MinInt32
 
 // Owned reports whether this client owns the entity: on a client replica,
 // as the server's TICK messages say (docs/protocol.md §10.2). Server
@@ -71,18 +74,34 @@ func newEntity(c *schema.Struct, id ID, tr *Tracker) *Entity {
 }
 
 // ID returns the entity's network ID.
-func (e *Entity) ID() ID { return e.id }
+func (e *Entity) ID() ID {
+	if e == nil {
+		return 0
+	}
+	return e.id
+}
 
 // Class returns the entity's class.
 func (e *Entity) Class() *schema.Struct { return e.t }
 
 // Handle returns a handle on the entity's own fields.
-func (e *Entity) Handle() Handle { return Handle{e: e, r: &e.Record, bagLeaf: -1, pin: -1} }
+// A nil entity (a zero generated value) gives the zero, invalid Handle.
+func (e *Entity) Handle() Handle {
+	if e == nil {
+		return Handle{}
+	}
+	return Handle{e: e, r: &e.Record, bagLeaf: -1, pin: -1}
+}
 
 // SetNum sets numeric leaf of e to v, given in its plain representation
 // (see [Normalize]), and records the change. It is the fast path of the
-// setters generated for an entity's own fields.
+// setters generated for an entity's own fields. It panics, with an error
+// wrapping [ErrInvalidHandle], if e is nil or destroyed, and with one
+// wrapping [ErrReadOnly] if e belongs to a client replica.
 func (e *Entity) SetNum(leaf int, v uint64) {
+	if e == nil || e.tr == nil {
+		e.mustWrite()
+	}
 	l := e.t.Leaf(leaf)
 	if t := &l.Field.Type; t.Kind != schema.Float32 || t.Quant.Enabled() {
 		v = Normalize(t, v)
@@ -113,7 +132,8 @@ func (e *Entity) SetNum(leaf int, v uint64) {
 }
 
 // NewEntity returns an untracked entity of class c with the given ID. Client
-// replicas create their entities this way.
+// replicas create their entities this way, and change them only through a
+// [Txn]: setters on an untracked entity panic (see [ErrReadOnly]).
 func NewEntity(c *schema.Struct, id ID) *Entity {
 	return newEntity(c, id, nil)
 }
@@ -199,7 +219,7 @@ func (t *Tracker) Destroy(e *Entity) {
 	t.freed = append(t.freed, slot)
 	t.live--
 	e.change().Destroyed = true
-	e.tr = nil // later writes to a destroyed entity are not replicated
+	e.tr = nil // later writes panic: see destroyed
 }
 
 // Entity returns the live entity with the given ID, or nil.
@@ -255,6 +275,9 @@ func (t *Tracker) Commit() *Changeset {
 	t.freed = t.freed[:0]
 	for _, c := range t.cur {
 		c.Entity.ch = 0
+		if c.Destroyed {
+			c.Entity.ch = -1 // see destroyed
+		}
 		if c.Created && c.Destroyed {
 			// No trace. Nothing of a created entity is recorded in
 			// detail, no container changes either: the record can be

@@ -230,11 +230,16 @@ func TestDestroy(t *testing.T) {
 		t.Fatalf("create+destroy left %d changes", len(cs.Changes))
 	}
 
-	// A destroyed entity: one change, and later writes are not recorded.
-	keep.Handle().SetNum(lHP, 9)
-	tr.Destroy(keep)
+	// A destroyed entity: one change; it is no longer valid, and later
+	// writes panic, in the tick of the destroy and after it.
 	keep.Handle().SetNum(lHP, 10)
-	keep.Handle().SetStr(lName, "zombie")
+	tr.Destroy(keep)
+	if keep.Valid() || keep.Handle().Valid() {
+		t.Fatal("a destroyed entity is still valid")
+	}
+	mustPanicInvalid(t, func() { keep.Handle().SetNum(lHP, 11) })
+	mustPanicInvalid(t, func() { keep.SetNum(lHP, 11) })
+	mustPanicInvalid(t, func() { keep.Handle().SetStr(lName, "zombie") })
 	tr.Destroy(keep) // twice is harmless
 	c := only(t, tr.Commit())
 	if c.Entity != keep || !c.Destroyed || c.Created {
@@ -243,9 +248,15 @@ func TestDestroy(t *testing.T) {
 	if keep.Num(num(ts.player, lHP)) != 10 {
 		t.Fatal("a destroyed entity's record stays readable")
 	}
-	keep.Handle().SetNum(lHP, 11)
+	if keep.Valid() {
+		t.Fatal("a destroyed entity is valid after the commit")
+	}
+	mustPanicInvalid(t, func() { keep.Handle().SetNum(lHP, 11) })
 	if cs := tr.Commit(); len(cs.Changes) != 0 {
 		t.Fatalf("writes after destroy recorded %d changes", len(cs.Changes))
+	}
+	if ghost.Valid() {
+		t.Fatal("an entity created and destroyed in one tick is valid")
 	}
 	// Destroying an entity of another tracker does nothing.
 	tr2 := state.NewTracker(ts.s)
@@ -726,4 +737,18 @@ func TestCommitRecyclesContainers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mustPanicInvalid checks that f panics with an error wrapping
+// state.ErrInvalidHandle.
+func mustPanicInvalid(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		err, _ := recover().(error)
+		if !errors.Is(err, state.ErrInvalidHandle) {
+			t.Errorf("recovered %v, want an error wrapping ErrInvalidHandle", err)
+		}
+	}()
+	f()
 }

@@ -52,6 +52,9 @@ func main() {
 	}
 	p, err := gen.Load(gen.Config{Dir: dir, Force: *force, Check: *check})
 	if err == nil {
+		for _, n := range p.Notes {
+			fmt.Fprintln(os.Stderr, &gen.Error{Pos: n.Pos, Msg: "note: " + n.Msg})
+		}
 		err = p.Write(*check)
 	}
 	if err != nil {

@@ -45,6 +45,9 @@ func replicaInit() *schema.Schema {
 }
 
 // Qunit is an arena entity with quantized position and angle.
+//
+// On a client a Qunit is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Qunit struct{ e *state.Entity }
 
 // SpawnQunit creates a Qunit with every field at its zero value in tr and
@@ -68,8 +71,11 @@ func (p Qunit) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Qunit) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Qunit) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Qunit and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Qunit return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Qunit) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -175,6 +181,9 @@ func OnQunitNameChange(r *client.Replica, fn func(p Qunit, old, new string)) (ca
 }
 
 // Unit is an arena entity with full-precision floats.
+//
+// On a client a Unit is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Unit struct{ e *state.Entity }
 
 // SpawnUnit creates a Unit with every field at its zero value in tr and
@@ -198,8 +207,11 @@ func (p Unit) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Unit) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Unit) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Unit and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Unit return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Unit) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.

@@ -68,6 +68,9 @@ func replicaInit() *schema.Schema {
 // inventory are the owner's business; bounty (what killing the bot is
 // worth) is shown to everyone else; mode is the AI state and never leaves
 // the server. target refers to the bot being chased.
+//
+// On a client a Bot is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Bot struct{ e *state.Entity }
 
 // SpawnBot creates a Bot with every field at its zero value in tr and
@@ -91,8 +94,11 @@ func (p Bot) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Bot) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Bot) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Bot and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Bot return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Bot) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -292,7 +298,10 @@ func OnBotTargetChange(r *client.Replica, fn func(p Bot, old, new replica.Ref)) 
 
 // OnBotInvChange registers fn to run for each change to the inv bag of a Bot in
 // r, item field changes included, and returns a func that unregisters it. A new
-// Bot reports its initial items as added.
+// Bot reports its initial items as added. When one field of an item changed
+// (ItemLeaf ≥ 0), New is the item as the tick left it and Old the same item
+// with that field at its old value, or the zero Item for a list, map or bag
+// field.
 func OnBotInvChange(r *client.Replica, fn func(p Bot, ev client.BagChange[uint32, Item])) (cancel func()) {
 	return r.OnBag(replicaBot, 9, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -301,6 +310,11 @@ func OnBotInvChange(r *client.Replica, fn func(p Bot, ev client.BagChange[uint32
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Bot{e}, c)
 	})
@@ -361,7 +375,11 @@ func NewEmote() Emote { return Emote{state.NewValue(replicaEmote)} }
 // Clone returns a detached copy of v.
 func (v Emote) Clone() Emote { return Emote{v.h.Copy(replicaEmote)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Emote, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Emote return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Emote) Valid() bool { return v.h.Valid() }
 
 // Seq returns the seq field.
@@ -389,7 +407,11 @@ func NewHurt() Hurt { return Hurt{state.NewValue(replicaHurt)} }
 // Clone returns a detached copy of v.
 func (v Hurt) Clone() Hurt { return Hurt{v.h.Copy(replicaHurt)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Hurt, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Hurt return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Hurt) Valid() bool { return v.h.Valid() }
 
 // Seq returns the seq field.
@@ -423,7 +445,11 @@ func NewItem() Item { return Item{state.NewValue(replicaItem)} }
 // Clone returns a detached copy of v.
 func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Item, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Item return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.

@@ -67,7 +67,11 @@ func NewFire() Fire { return Fire{state.NewValue(replicaFire)} }
 // Clone returns a detached copy of v.
 func (v Fire) Clone() Fire { return Fire{v.h.Copy(replicaFire)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Fire, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Fire return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Fire) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.
@@ -95,7 +99,11 @@ func NewItem() Item { return Item{state.NewValue(replicaItem)} }
 // Clone returns a detached copy of v.
 func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Item, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Item return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -111,6 +119,9 @@ func (v Item) Count() int16 { return int16(v.h.Num(21)) }
 func (v Item) SetCount(x int16) { v.h.SetNum(1, uint64(int64(x))) }
 
 // Player is a controllable character.
+//
+// On a client a Player is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Player struct{ e *state.Entity }
 
 // SpawnPlayer creates a Player with every field at its zero value in tr and
@@ -134,8 +145,11 @@ func (p Player) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Player) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Player) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Player and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Player return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Player) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -296,7 +310,10 @@ func OnPlayerTargetChange(r *client.Replica, fn func(p Player, old, new replica.
 
 // OnPlayerInvChange registers fn to run for each change to the inv bag of a
 // Player in r, item field changes included, and returns a func that unregisters
-// it. A new Player reports its initial items as added.
+// it. A new Player reports its initial items as added. When one field of an
+// item changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old
+// the same item with that field at its old value, or the zero Item for a list,
+// map or bag field.
 func OnPlayerInvChange(r *client.Replica, fn func(p Player, ev client.BagChange[uint32, Item])) (cancel func()) {
 	return r.OnBag(replicaPlayer, 6, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -305,6 +322,11 @@ func OnPlayerInvChange(r *client.Replica, fn func(p Player, ev client.BagChange[
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Player{e}, c)
 	})

@@ -102,7 +102,11 @@ func NewAim() Aim { return Aim{state.NewValue(replicaAim)} }
 // Clone returns a detached copy of v.
 func (v Aim) Clone() Aim { return Aim{v.h.Copy(replicaAim)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Aim, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Aim return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Aim) Valid() bool { return v.h.Valid() }
 
 // At returns the at field; setters on the result change this Aim.
@@ -169,7 +173,11 @@ func NewFire() Fire { return Fire{state.NewValue(replicaFire)} }
 // Clone returns a detached copy of v.
 func (v Fire) Clone() Fire { return Fire{v.h.Copy(replicaFire)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Fire, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Fire return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Fire) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.
@@ -203,6 +211,9 @@ func (v Fire) Target() replica.Ref { return replica.Ref(v.h.Num(162)) }
 func (v Fire) SetTarget(x replica.Ref) { v.h.SetNum(4, uint64(x)) }
 
 // Hero is a class using every kind of accessor.
+//
+// On a client a Hero is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Hero struct{ e *state.Entity }
 
 // SpawnHero creates a Hero with every field at its zero value in tr and
@@ -226,8 +237,11 @@ func (p Hero) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Hero) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Hero) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Hero and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Hero return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Hero) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -634,7 +648,10 @@ func OnHeroScoresChange(r *client.Replica, fn func(p Hero, ev client.MapChange[s
 
 // OnHeroInvChange registers fn to run for each change to the inv bag of a Hero
 // in r, item field changes included, and returns a func that unregisters it. A
-// new Hero reports its initial items as added.
+// new Hero reports its initial items as added. When one field of an item
+// changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the
+// same item with that field at its old value, or the zero Item for a list, map
+// or bag field.
 func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint32, Item])) (cancel func()) {
 	return r.OnBag(replicaHero, 15, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -643,6 +660,11 @@ func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Hero{e}, c)
 	})
@@ -742,7 +764,11 @@ func NewHit() Hit { return Hit{state.NewValue(replicaHit)} }
 // Clone returns a detached copy of v.
 func (v Hit) Clone() Hit { return Hit{v.h.Copy(replicaHit)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Hit, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Hit return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Hit) Valid() bool { return v.h.Valid() }
 
 // Damage returns the damage field.
@@ -776,7 +802,11 @@ func NewItem() Item { return Item{state.NewValue(replicaItem)} }
 // Clone returns a detached copy of v.
 func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Item, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Item return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -810,7 +840,11 @@ func NewTaunt() Taunt { return Taunt{state.NewValue(replicaTaunt)} }
 // Clone returns a detached copy of v.
 func (v Taunt) Clone() Taunt { return Taunt{v.h.Copy(replicaTaunt)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Taunt, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Taunt return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Taunt) Valid() bool { return v.h.Valid() }
 
 // Vec is generated from the spec vec.
@@ -826,7 +860,11 @@ func NewVec() Vec { return Vec{state.NewValue(replicaVec)} }
 // Clone returns a detached copy of v.
 func (v Vec) Clone() Vec { return Vec{v.h.Copy(replicaVec)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Vec, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Vec return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Vec) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.

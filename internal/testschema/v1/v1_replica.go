@@ -160,7 +160,11 @@ func NewBody() Body { return Body{state.NewValue(replicaBody)} }
 // Clone returns a detached copy of v.
 func (v Body) Clone() Body { return Body{v.h.Copy(replicaBody)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Body, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Body return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Body) Valid() bool { return v.h.Valid() }
 
 // Pos returns the pos field; setters on the result change this Body.
@@ -194,7 +198,11 @@ func NewBuff() Buff { return Buff{state.NewValue(replicaBuff)} }
 // Clone returns a detached copy of v.
 func (v Buff) Clone() Buff { return Buff{v.h.Copy(replicaBuff)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Buff, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Buff return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Buff) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -216,6 +224,9 @@ func (v Buff) Note() string { return string(v.h.Str(0)) }
 func (v Buff) SetNote(x string) { v.h.SetStr(2, string(x)) }
 
 // Hero is a class with one field of every kind.
+//
+// On a client a Hero is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Hero struct{ e *state.Entity }
 
 // SpawnHero creates a Hero with every field at its zero value in tr and
@@ -239,8 +250,11 @@ func (p Hero) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Hero) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Hero) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Hero and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Hero return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Hero) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -1525,6 +1539,9 @@ func OnHeroBodyStatsKvChange(r *client.Replica, fn func(p Hero, ev client.MapCha
 // OnHeroBodyStatsGearChange registers fn to run for each change to the
 // body.stats.gear bag of a Hero in r, item field changes included, and returns
 // a func that unregisters it. A new Hero reports its initial items as added.
+// When one field of an item changed (ItemLeaf ≥ 0), New is the item as the
+// tick left it and Old the same item with that field at its old value, or the
+// zero Buff for a list, map or bag field.
 func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint16, Buff])) (cancel func()) {
 	return r.OnBag(replicaHero, 29, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint16, Buff]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -1533,6 +1550,11 @@ func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p Hero, ev client.BagC
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Buff{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Buff{h}
+			}
 		}
 		fn(Hero{e}, c)
 	})
@@ -1694,7 +1716,10 @@ func OnHeroByNameChange(r *client.Replica, fn func(p Hero, ev client.MapChange[s
 
 // OnHeroInvChange registers fn to run for each change to the inv bag of a Hero
 // in r, item field changes included, and returns a func that unregisters it. A
-// new Hero reports its initial items as added.
+// new Hero reports its initial items as added. When one field of an item
+// changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the
+// same item with that field at its old value, or the zero Item for a list, map
+// or bag field.
 func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint32, Item])) (cancel func()) {
 	return r.OnBag(replicaHero, 41, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -1703,6 +1728,11 @@ func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Hero{e}, c)
 	})
@@ -1911,7 +1941,11 @@ func NewItem() Item { return Item{state.NewValue(replicaItem)} }
 // Clone returns a detached copy of v.
 func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Item, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Item return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -2048,6 +2082,9 @@ func (b ItemSubBag) All() iter.Seq2[uint8, Buff] {
 }
 
 // Missile is a second class.
+//
+// On a client a Missile is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Missile struct{ e *state.Entity }
 
 // SpawnMissile creates a Missile with every field at its zero value in tr and
@@ -2071,8 +2108,11 @@ func (p Missile) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Missile) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Missile) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Missile and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Missile return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Missile) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -2452,7 +2492,10 @@ func OnMissileHitsChange(r *client.Replica, fn func(p Missile, ev client.MapChan
 
 // OnMissileEffectsChange registers fn to run for each change to the effects bag
 // of a Missile in r, item field changes included, and returns a func that
-// unregisters it. A new Missile reports its initial items as added.
+// unregisters it. A new Missile reports its initial items as added. When one
+// field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left
+// it and Old the same item with that field at its old value, or the zero Item
+// for a list, map or bag field.
 func OnMissileEffectsChange(r *client.Replica, fn func(p Missile, ev client.BagChange[int8, Item])) (cancel func()) {
 	return r.OnBag(replicaMissile, 9, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[int8, Item]{Kind: ev.Kind, Key: int8(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -2461,6 +2504,11 @@ func OnMissileEffectsChange(r *client.Replica, fn func(p Missile, ev client.BagC
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Missile{e}, c)
 	})
@@ -2508,7 +2556,10 @@ func OnMissileCreditsChange(r *client.Replica, fn func(p Missile, old, new big))
 
 // OnMissileCrewChange registers fn to run for each change to the crew bag of a
 // Missile in r, item field changes included, and returns a func that
-// unregisters it. A new Missile reports its initial items as added.
+// unregisters it. A new Missile reports its initial items as added. When one
+// field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left
+// it and Old the same item with that field at its old value, or the zero Buff
+// for a list, map or bag field.
 func OnMissileCrewChange(r *client.Replica, fn func(p Missile, ev client.BagChange[team, Buff])) (cancel func()) {
 	return r.OnBag(replicaMissile, 15, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[team, Buff]{Kind: ev.Kind, Key: team(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -2517,6 +2568,11 @@ func OnMissileCrewChange(r *client.Replica, fn func(p Missile, ev client.BagChan
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Buff{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Buff{h}
+			}
 		}
 		fn(Missile{e}, c)
 	})
@@ -2567,7 +2623,11 @@ func NewResist() Resist { return Resist{state.NewValue(replicaResist)} }
 // Clone returns a detached copy of v.
 func (v Resist) Clone() Resist { return Resist{v.h.Copy(replicaResist)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Resist, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Resist return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Resist) Valid() bool { return v.h.Valid() }
 
 // Fire returns the fire field.
@@ -2604,7 +2664,11 @@ func NewStats() Stats { return Stats{state.NewValue(replicaStats)} }
 // Clone returns a detached copy of v.
 func (v Stats) Clone() Stats { return Stats{v.h.Copy(replicaStats)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Stats, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Stats return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Stats) Valid() bool { return v.h.Valid() }
 
 // Str returns the str field.
@@ -2753,7 +2817,11 @@ func NewVec() Vec { return Vec{state.NewValue(replicaVec)} }
 // Clone returns a detached copy of v.
 func (v Vec) Clone() Vec { return Vec{v.h.Copy(replicaVec)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Vec, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Vec return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Vec) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.

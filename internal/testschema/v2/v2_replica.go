@@ -168,6 +168,9 @@ func replicaInit() *schema.Schema {
 }
 
 // Beacon is a class only version 2 has.
+//
+// On a client a Beacon is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Beacon struct{ e *state.Entity }
 
 // SpawnBeacon creates a Beacon with every field at its zero value in tr and
@@ -191,8 +194,11 @@ func (p Beacon) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Beacon) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Beacon) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Beacon and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Beacon return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Beacon) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -387,7 +393,10 @@ func OnBeaconMembersChange(r *client.Replica, fn func(p Beacon, ev client.ListCh
 
 // OnBeaconLootChange registers fn to run for each change to the loot bag of a
 // Beacon in r, item field changes included, and returns a func that unregisters
-// it. A new Beacon reports its initial items as added.
+// it. A new Beacon reports its initial items as added. When one field of an
+// item changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old
+// the same item with that field at its old value, or the zero Buff for a list,
+// map or bag field.
 func OnBeaconLootChange(r *client.Replica, fn func(p Beacon, ev client.BagChange[uint16, Buff])) (cancel func()) {
 	return r.OnBag(replicaBeacon, 7, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint16, Buff]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -396,6 +405,11 @@ func OnBeaconLootChange(r *client.Replica, fn func(p Beacon, ev client.BagChange
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Buff{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Buff{h}
+			}
 		}
 		fn(Beacon{e}, c)
 	})
@@ -414,7 +428,11 @@ func NewBody() Body { return Body{state.NewValue(replicaBody)} }
 // Clone returns a detached copy of v.
 func (v Body) Clone() Body { return Body{v.h.Copy(replicaBody)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Body, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Body return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Body) Valid() bool { return v.h.Valid() }
 
 // Pos returns the pos field; setters on the result change this Body.
@@ -454,7 +472,11 @@ func NewBuff() Buff { return Buff{state.NewValue(replicaBuff)} }
 // Clone returns a detached copy of v.
 func (v Buff) Clone() Buff { return Buff{v.h.Copy(replicaBuff)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Buff, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Buff return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Buff) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -488,6 +510,9 @@ func (v Buff) Label() string { return string(v.h.Str(1)) }
 func (v Buff) SetLabel(x string) { v.h.SetStr(4, string(x)) }
 
 // Hero is a class with one field of every kind.
+//
+// On a client a Hero is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Hero struct{ e *state.Entity }
 
 // SpawnHero creates a Hero with every field at its zero value in tr and
@@ -511,8 +536,11 @@ func (p Hero) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Hero) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Hero) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Hero and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Hero return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Hero) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -1856,6 +1884,9 @@ func OnHeroBodyStatsKvChange(r *client.Replica, fn func(p Hero, ev client.MapCha
 // OnHeroBodyStatsGearChange registers fn to run for each change to the
 // body.stats.gear bag of a Hero in r, item field changes included, and returns
 // a func that unregisters it. A new Hero reports its initial items as added.
+// When one field of an item changed (ItemLeaf ≥ 0), New is the item as the
+// tick left it and Old the same item with that field at its old value, or the
+// zero Buff for a list, map or bag field.
 func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint16, Buff])) (cancel func()) {
 	return r.OnBag(replicaHero, 31, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint16, Buff]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -1864,6 +1895,11 @@ func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p Hero, ev client.BagC
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Buff{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Buff{h}
+			}
 		}
 		fn(Hero{e}, c)
 	})
@@ -2045,7 +2081,10 @@ func OnHeroByNameChange(r *client.Replica, fn func(p Hero, ev client.MapChange[s
 
 // OnHeroInvChange registers fn to run for each change to the inv bag of a Hero
 // in r, item field changes included, and returns a func that unregisters it. A
-// new Hero reports its initial items as added.
+// new Hero reports its initial items as added. When one field of an item
+// changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the
+// same item with that field at its old value, or the zero Item for a list, map
+// or bag field.
 func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint32, Item])) (cancel func()) {
 	return r.OnBag(replicaHero, 45, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -2054,6 +2093,11 @@ func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Hero{e}, c)
 	})
@@ -2278,7 +2322,11 @@ func NewItem() Item { return Item{state.NewValue(replicaItem)} }
 // Clone returns a detached copy of v.
 func (v Item) Clone() Item { return Item{v.h.Copy(replicaItem)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Item, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Item return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Item) Valid() bool { return v.h.Valid() }
 
 // Kind returns the kind field.
@@ -2462,6 +2510,9 @@ func (m ItemNotesMap) All() iter.Seq2[int32, string] {
 }
 
 // Missile is a second class.
+//
+// On a client a Missile is read-only: the server's updates change it, and
+// its setters panic (see state.ErrReadOnly).
 type Missile struct{ e *state.Entity }
 
 // SpawnMissile creates a Missile with every field at its zero value in tr and
@@ -2485,8 +2536,11 @@ func (p Missile) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Missile) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity.
-func (p Missile) Valid() bool { return p.e != nil }
+// Valid reports whether p refers to an entity that was not destroyed: it
+// is false for the zero Missile and, on the server, once the tracker destroyed
+// the entity. Getters of an invalid Missile return the zero value or, after a
+// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+func (p Missile) Valid() bool { return p.e.Valid() }
 
 // IsOwned reports whether this client owns p: on a client replica, what
 // the server said; false on the server, where Server.Owner tells.
@@ -2892,7 +2946,10 @@ func OnMissileHitsChange(r *client.Replica, fn func(p Missile, ev client.MapChan
 
 // OnMissileEffectsChange registers fn to run for each change to the effects bag
 // of a Missile in r, item field changes included, and returns a func that
-// unregisters it. A new Missile reports its initial items as added.
+// unregisters it. A new Missile reports its initial items as added. When one
+// field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left
+// it and Old the same item with that field at its old value, or the zero Item
+// for a list, map or bag field.
 func OnMissileEffectsChange(r *client.Replica, fn func(p Missile, ev client.BagChange[int8, Item])) (cancel func()) {
 	return r.OnBag(replicaMissile, 11, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[int8, Item]{Kind: ev.Kind, Key: int8(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -2901,6 +2958,11 @@ func OnMissileEffectsChange(r *client.Replica, fn func(p Missile, ev client.BagC
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Item{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Item{h}
+			}
 		}
 		fn(Missile{e}, c)
 	})
@@ -2948,7 +3010,10 @@ func OnMissileCreditsChange(r *client.Replica, fn func(p Missile, old, new big))
 
 // OnMissileCrewChange registers fn to run for each change to the crew bag of a
 // Missile in r, item field changes included, and returns a func that
-// unregisters it. A new Missile reports its initial items as added.
+// unregisters it. A new Missile reports its initial items as added. When one
+// field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left
+// it and Old the same item with that field at its old value, or the zero Buff
+// for a list, map or bag field.
 func OnMissileCrewChange(r *client.Replica, fn func(p Missile, ev client.BagChange[team, Buff])) (cancel func()) {
 	return r.OnBag(replicaMissile, 17, func(e *state.Entity, ev client.BagEvent) {
 		c := client.BagChange[team, Buff]{Kind: ev.Kind, Key: team(ev.Key), ItemLeaf: ev.ItemLeaf}
@@ -2957,6 +3022,11 @@ func OnMissileCrewChange(r *client.Replica, fn func(p Missile, ev client.BagChan
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
 			c.New = Buff{state.ValueOf(ev.Item)}
+		}
+		if ev.ItemLeaf >= 0 && ev.Item != nil {
+			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
+				c.Old = Buff{h}
+			}
 		}
 		fn(Missile{e}, c)
 	})
@@ -3017,7 +3087,11 @@ func NewResist() Resist { return Resist{state.NewValue(replicaResist)} }
 // Clone returns a detached copy of v.
 func (v Resist) Clone() Resist { return Resist{v.h.Copy(replicaResist)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Resist, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Resist return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Resist) Valid() bool { return v.h.Valid() }
 
 // Fire returns the fire field.
@@ -3060,7 +3134,11 @@ func NewStats() Stats { return Stats{state.NewValue(replicaStats)} }
 // Clone returns a detached copy of v.
 func (v Stats) Clone() Stats { return Stats{v.h.Copy(replicaStats)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Stats, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Stats return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Stats) Valid() bool { return v.h.Valid() }
 
 // Str returns the str field.
@@ -3215,7 +3293,11 @@ func NewVec() Vec { return Vec{state.NewValue(replicaVec)} }
 // Clone returns a detached copy of v.
 func (v Vec) Clone() Vec { return Vec{v.h.Copy(replicaVec)} }
 
-// Valid reports whether v refers to a value.
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Vec, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Vec return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
 func (v Vec) Valid() bool { return v.h.Valid() }
 
 // X returns the x field.

@@ -1,0 +1,53 @@
+package state
+
+import (
+	"testing"
+
+	"github.com/replicago/replica/schema"
+)
+
+// TestOwnedAndValid: a client entity's ownership flag and a server
+// entity's destruction share Entity.ch; neither may pass for the other.
+func TestOwnedAndValid(t *testing.T) {
+	c := &schema.Struct{Name: "C", Class: true, ID: 1, Fields: []*schema.Field{
+		{ID: 1, Name: "hp", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll},
+	}}
+	s, err := schema.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := NewTable()
+	x := tab.Begin()
+	e, err := x.Create(c, MakeID(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.SetOwned(e, true)
+	x.Commit()
+	if !e.Owned() || !e.Valid() {
+		t.Fatalf("an owned client entity: Owned %v, Valid %v", e.Owned(), e.Valid())
+	}
+	x = tab.Begin()
+	x.SetOwned(e, false)
+	x.Commit()
+	if e.Owned() || !e.Valid() {
+		t.Fatalf("a client entity no longer owned: Owned %v, Valid %v", e.Owned(), e.Valid())
+	}
+
+	tr := NewTracker(s)
+	for _, commit := range []bool{false, true} {
+		se, err := tr.Spawn(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Commit()
+		se.SetNum(0, 5) // a change index this tick
+		tr.Destroy(se)
+		if commit {
+			tr.Commit()
+		}
+		if se.Owned() || se.Valid() {
+			t.Fatalf("a destroyed server entity (committed %v): Owned %v, Valid %v", commit, se.Owned(), se.Valid())
+		}
+	}
+}
