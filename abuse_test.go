@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/replicago/replica"
@@ -649,7 +650,9 @@ func TestAbuseSlowConsumer(t *testing.T) {
 // TestAbusePingFlood: a client that floods PINGs and never reads the
 // PONGs fills the server's send queue to it (every PING is answered) and
 // is dropped as a slow consumer.
-func TestAbusePingFlood(t *testing.T) {
+func TestAbusePingFlood(t *testing.T) { synctest.Test(t, abusePingFlood) }
+
+func abusePingFlood(t *testing.T) {
 	r, ev := memLogRig(t, replica.Config{}, transport.Config{SendQueueMessages: 64})
 	good := r.dial("good")
 	c := rawJoin(t, r, "flood")
@@ -835,54 +838,65 @@ func raceEnabled() bool {
 
 func TestAbuseHandshake(t *testing.T) {
 	t.Run("PING before HELLO", func(t *testing.T) {
-		// The first message must be a HELLO: a PING neither completes nor
-		// prolongs the handshake.
-		r := memRig(t, replica.Config{HandshakeTimeout: 10 * time.Second})
-		c := dialRaw(t, r)
-		start := time.Now()
-		for i := range 5 {
-			c.Send(session.AppendPing(nil, &session.Ping{Nonce: uint64(i)}))
-		}
-		waitClosed(t, c, transport.CloseProtocolError)
-		if d := time.Since(start); d > 5*time.Second {
-			t.Fatalf("closed after %v", d)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			// The first message must be a HELLO: a PING neither completes nor
+			// prolongs the handshake.
+			r := memRig(t, replica.Config{HandshakeTimeout: 10 * time.Second})
+			c := dialRaw(t, r)
+			start := time.Now()
+			for i := range 5 {
+				c.Send(session.AppendPing(nil, &session.Ping{Nonce: uint64(i)}))
+			}
+			waitClosed(t, c, transport.CloseProtocolError)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("closed after %v", d)
+			}
+		})
 	})
 	t.Run("PONG before HELLO", func(t *testing.T) {
-		r := memRig(t, replica.Config{HandshakeTimeout: 10 * time.Second})
-		c := dialRaw(t, r)
-		c.Send(session.AppendPong(nil, &session.Pong{Nonce: 1}))
-		waitClosed(t, c, transport.CloseProtocolError)
+		synctest.Test(t, func(t *testing.T) {
+			r := memRig(t, replica.Config{HandshakeTimeout: 10 * time.Second})
+			c := dialRaw(t, r)
+			c.Send(session.AppendPong(nil, &session.Pong{Nonce: 1}))
+			waitClosed(t, c, transport.CloseProtocolError)
+		})
 	})
 	t.Run("truncated HELLO", func(t *testing.T) {
-		// Half a HELLO, the rest never follows: the message is malformed.
-		r := memRig(t, replica.Config{})
-		c := dialRaw(t, r)
-		h := helloMsg("x")
-		c.Send(h[:len(h)/2])
-		waitClosed(t, c, transport.CloseProtocolError)
+		synctest.Test(t, func(t *testing.T) {
+			// Half a HELLO, the rest never follows: the message is malformed.
+			r := memRig(t, replica.Config{})
+			c := dialRaw(t, r)
+			h := helloMsg("x")
+			c.Send(h[:len(h)/2])
+			waitClosed(t, c, transport.CloseProtocolError)
+		})
 	})
 	t.Run("silent after connecting", func(t *testing.T) {
-		r, _ := memLogRig(t, replica.Config{HandshakeTimeout: 200 * time.Millisecond}, transport.Config{})
-		good := r.dial("good")
-		r.tickUntilJoined(1)
-		var silent []transport.Conn
-		for range 10 {
-			silent = append(silent, dialRaw(t, r))
-		}
-		for _, c := range silent {
-			waitClosed(t, c, transport.CloseHandshakeTimeout)
-		}
-		if n := len(r.srv.Conns()); n != 1 {
-			t.Fatalf("%d connections, want the good one only", n)
-		}
-		settle(t, r, good)
+		synctest.Test(t, func(t *testing.T) {
+			r, _ := memLogRig(t, replica.Config{HandshakeTimeout: 200 * time.Millisecond}, transport.Config{})
+			good := r.dial("good")
+			r.tickUntilJoined(1)
+			var silent []transport.Conn
+			for range 10 {
+				silent = append(silent, dialRaw(t, r))
+			}
+			for _, c := range silent {
+				waitClosed(t, c, transport.CloseHandshakeTimeout)
+			}
+			if n := len(r.srv.Conns()); n != 1 {
+				t.Fatalf("%d connections, want the good one only", n)
+			}
+			settle(t, r, good)
+		})
 	})
 	t.Run("websocket partial frame", func(t *testing.T) {
 		// A WebSocket frame header announcing 1000 bytes, whose payload
 		// then trickles in one byte every 20 ms: the HELLO never completes
-		// and the server closes with a handshake timeout.
-		r, _ := wsLogRig(t, replica.Config{HandshakeTimeout: 300 * time.Millisecond}, wstransport.Config{})
+		// and the server closes with a handshake timeout. The timeout also
+		// bounds the good client's handshake, in wall time over real
+		// sockets: 1 s leaves a busy machine room, and the trickle takes
+		// 20 s.
+		r, _ := wsLogRig(t, replica.Config{HandshakeTimeout: time.Second}, wstransport.Config{})
 		good := r.dial("good")
 		r.tickUntilJoined(1)
 		nc, br := wsUpgrade(t, r.ln.Addr().String())
@@ -920,8 +934,10 @@ func TestAbuseHandshake(t *testing.T) {
 	})
 	t.Run("websocket incomplete upgrade request", func(t *testing.T) {
 		// Request headers that never end: the HTTP server's header timeout
-		// (wstransport.Config.HandshakeTimeout) closes the socket.
-		r, _ := wsLogRig(t, replica.Config{}, wstransport.Config{HandshakeTimeout: 300 * time.Millisecond})
+		// (wstransport.Config.HandshakeTimeout) closes the socket. It also
+		// bounds the good client's upgrade, in wall time: 1 s leaves a
+		// busy machine room.
+		r, _ := wsLogRig(t, replica.Config{}, wstransport.Config{HandshakeTimeout: time.Second})
 		good := r.dial("good")
 		r.tickUntilJoined(1)
 		u, err := url.Parse(r.ln.Addr().String())
@@ -1016,25 +1032,29 @@ func readCloseStatus(nc net.Conn, br *bufio.Reader) (int, error) {
 // at once and with CloseGoingAway.
 func TestAbuseCloseDuringHandshake(t *testing.T) {
 	t.Run("Close", func(t *testing.T) {
-		r := memRig(t, replica.Config{})
-		c := dialRaw(t, r)
-		time.Sleep(20 * time.Millisecond) // accepted, waiting for its HELLO
-		r.srv.Close()
-		select {
-		case <-c.Done():
-		case <-time.After(time.Second):
-			t.Fatal("a connection in its handshake is still open 1 s after Server.Close")
-		}
-		if code, reason, _ := c.CloseInfo(); code != transport.CloseGoingAway {
-			t.Fatalf("closed with %s (%q), want %s", code, reason, transport.CloseGoingAway)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			r := memRig(t, replica.Config{})
+			c := dialRaw(t, r)
+			time.Sleep(20 * time.Millisecond) // accepted, waiting for its HELLO
+			r.srv.Close()
+			select {
+			case <-c.Done():
+			case <-time.After(time.Second):
+				t.Fatal("a connection in its handshake is still open 1 s after Server.Close")
+			}
+			if code, reason, _ := c.CloseInfo(); code != transport.CloseGoingAway {
+				t.Fatalf("closed with %s (%q), want %s", code, reason, transport.CloseGoingAway)
+			}
+		})
 	})
 	t.Run("context canceled", func(t *testing.T) {
-		r := memRig(t, replica.Config{})
-		c := dialRaw(t, r)
-		time.Sleep(20 * time.Millisecond)
-		r.cancel()
-		waitClosed(t, c, transport.CloseGoingAway)
+		synctest.Test(t, func(t *testing.T) {
+			r := memRig(t, replica.Config{})
+			c := dialRaw(t, r)
+			time.Sleep(20 * time.Millisecond)
+			r.cancel()
+			waitClosed(t, c, transport.CloseGoingAway)
+		})
 	})
 }
 

@@ -21,7 +21,9 @@ import (
 // of dropping it, and when the client polls again it is resynchronised to
 // exactly the server's view, with every server RPC sent meanwhile
 // delivered once, in order, after the state.
-func TestFallBehindAndResync(t *testing.T) {
+func TestFallBehindAndResync(t *testing.T) { synctest.Test(t, fallBehindAndResync) }
+
+func fallBehindAndResync(t *testing.T) {
 	nw := transport.NewMemNetwork()
 	ln, err := nw.Listen("", transport.Config{})
 	if err != nil {
@@ -110,7 +112,14 @@ func TestFallBehindAndResync(t *testing.T) {
 // TestFallBehindForever has a client stop polling for good: the server
 // pauses it, sees its backlog never shrink, and drops it as a slow consumer
 // after LagTimeout, while it keeps serving the others.
-func TestFallBehindForever(t *testing.T) {
+//
+// Both tests run in virtual time (testing/synctest): the good client's
+// reader, or the resumed one's, always keeps up with the ticks, as it
+// would not on a busy machine in wall time, where it too could fall
+// LagMessages behind and stall for LagTimeout.
+func TestFallBehindForever(t *testing.T) { synctest.Test(t, fallBehindForever) }
+
+func fallBehindForever(t *testing.T) {
 	nw := transport.NewMemNetwork()
 	ln, err := nw.Listen("", transport.Config{})
 	if err != nil {

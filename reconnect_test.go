@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/replicago/replica"
@@ -13,8 +14,12 @@ import (
 
 // TestReconnect drops a client's connection and reconnects it: the replica
 // keeps its callbacks, reports every entity destroyed once, receives the
-// full state of the new session and ends equal to the server's view.
-func TestReconnect(t *testing.T) {
+// full state of the new session and ends equal to the server's view. In
+// virtual time (testing/synctest): its waits do not depend on the
+// machine's load.
+func TestReconnect(t *testing.T) { synctest.Test(t, reconnect) }
+
+func reconnect(t *testing.T) {
 	r := memRig(t, replica.Config{})
 	c := r.dial("p")
 	r.tickUntilJoined(1)

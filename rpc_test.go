@@ -224,52 +224,60 @@ func TestRPCAbuse(t *testing.T) {
 		r.sync(b) // the other client is unaffected
 	})
 	t.Run("flood", func(t *testing.T) {
-		r := newRPCRig(t, replica.Config{RPCRate: 20, RPCBurst: 20})
-		// The flooding client's own queue must not overflow first: then it
-		// would close itself as a slow consumer before the server kicks it.
-		bystander := r.dial()
-		r.d = r.nw.Dialer(transport.Config{SendQueueMessages: 1 << 16, SendQueueBytes: 64 << 20})
-		c := r.dial()
-		r.sync(c)
-		me := r.mine(c)
-		start := time.Now()
-		for i := 0; i < 10000; i++ {
-			if c.CallRPC(me, 1, fireArgs(r.ship, uint32(i+1), 0)) != nil {
-				break
+		// In virtual time: the 2 s bound is the server's policy, not the
+		// machine's speed.
+		synctest.Test(t, func(t *testing.T) {
+			r := newRPCRig(t, replica.Config{RPCRate: 20, RPCBurst: 20})
+			// The flooding client's own queue must not overflow first: then it
+			// would close itself as a slow consumer before the server kicks it.
+			bystander := r.dial()
+			r.d = r.nw.Dialer(transport.Config{SendQueueMessages: 1 << 16, SendQueueBytes: 64 << 20})
+			c := r.dial()
+			r.sync(c)
+			me := r.mine(c)
+			start := time.Now()
+			for i := 0; i < 10000; i++ {
+				if c.CallRPC(me, 1, fireArgs(r.ship, uint32(i+1), 0)) != nil {
+					break
+				}
 			}
-		}
-		waitKicked(t, r, c, transport.ClosePolicyViolation)
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("flood kicked after %v, want within 2 s", d)
-		}
-		// The other client's ticks are unaffected: it is still connected
-		// and keeps applying every tick.
-		for range 5 {
-			r.sync(bystander)
-		}
-		if bystander.Replica().Len() != len(r.srv.Tracker().AppendEntities(nil)) {
-			t.Fatal("the bystander's replica diverged")
-		}
+			waitKicked(t, r, c, transport.ClosePolicyViolation)
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("flood kicked after %v, want within 2 s", d)
+			}
+			// The other client's ticks are unaffected: it is still connected
+			// and keeps applying every tick.
+			for range 5 {
+				r.sync(bystander)
+			}
+			if bystander.Replica().Len() != len(r.srv.Tracker().AppendEntities(nil)) {
+				t.Fatal("the bystander's replica diverged")
+			}
+		})
 	})
 	t.Run("stale entity", func(t *testing.T) {
-		r := newRPCRig(t, replica.Config{})
-		c := r.dial()
-		r.sync(c)
-		me := r.mine(c)
-		for sc, e := range r.owned {
-			if sc.UserID() == c.UserID() {
-				r.srv.Tracker().Destroy(e)
+		synctest.Test(t, func(t *testing.T) {
+			r := newRPCRig(t, replica.Config{})
+			c := r.dial()
+			r.sync(c)
+			me := r.mine(c)
+			for sc, e := range r.owned {
+				if sc.UserID() == c.UserID() {
+					r.srv.Tracker().Destroy(e)
+				}
 			}
-		}
-		if err := c.CallRPC(me, 1, fireArgs(r.ship, 1, 0)); err != nil {
-			t.Fatal(err)
-		}
-		r.sync(c)
-		time.Sleep(20 * time.Millisecond)
-		r.srv.Tick()
-		if st := r.srv.Stats(); st.RPCsStale != 1 || len(r.fired) != 0 {
-			t.Fatalf("stats %+v, fired %v", st, r.fired)
-		}
+			if err := c.CallRPC(me, 1, fireArgs(r.ship, 1, 0)); err != nil {
+				t.Fatal(err)
+			}
+			r.sync(c)
+			// In the bubble, Sleep returns once every goroutine is
+			// blocked: the call has reached the server.
+			time.Sleep(20 * time.Millisecond)
+			r.srv.Tick()
+			if st := r.srv.Stats(); st.RPCsStale != 1 || len(r.fired) != 0 {
+				t.Fatalf("stats %+v, fired %v", st, r.fired)
+			}
+		})
 	})
 	t.Run("server RPC from a client", func(t *testing.T) {
 		r := newRPCRig(t, replica.Config{})

@@ -156,10 +156,11 @@ func runSession(t *testing.T, ln transport.Listener, d transport.Dialer) {
 		}
 	}
 	// Drain to the last tick, then compare views.
-	time.Sleep(50 * time.Millisecond)
 	for i, c := range clients {
-		if _, err := c.Poll(); err != nil {
-			t.Fatal(err)
+		for c.LastTick() < r.srv.TickNumber() {
+			if _, err := c.Wait(ctx); err != nil {
+				t.Fatalf("client %d at tick %d of %d: %v", i, c.LastTick(), r.srv.TickNumber(), err)
+			}
 		}
 		var mine demo.Bot
 		for _, b := range r.bots {

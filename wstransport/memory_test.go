@@ -106,11 +106,12 @@ func acceptOne(tb testing.TB, ln transport.Listener) transport.Conn {
 	return c
 }
 
-// waitGoroutines waits, for up to a second, until the HTTP server's
+// waitGoroutines waits, for up to 10 s (a busy machine may run them late;
+// the wait ends as soon as they have gone), until the HTTP server's
 // handshake goroutines have exited and at most want goroutines are left
 // (plus the test's own).
 func waitGoroutines(want int) {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > want && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

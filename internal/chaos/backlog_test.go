@@ -33,6 +33,18 @@ type linkBacklog struct {
 	pings, pongs       map[uint64]time.Time
 	maxPing, maxPong   time.Duration // the longest transit of one
 	pingsSeen, pongsOK int
+
+	// The server's lag logic (replica's lag.go) as seen through Backlog,
+	// which the server calls for every connection at every tick: a pause
+	// starts when the backlog passes lagMessages or lagBytes and ends once
+	// it is down to an eighth. stall is the current pause's time since the
+	// backlog last reached a new low; the server drops the client when
+	// that exceeds Config.LagTimeout.
+	paused   bool
+	lagLow   int
+	progress time.Time
+	pauses   int
+	maxStall time.Duration
 }
 
 // sessionStream tells session messages from the segments following a
@@ -121,6 +133,40 @@ func (b *backlog) pongReceived(clientAddr string, msg []byte) {
 	}
 }
 
+// lag follows the server's lag logic for one connection, from the backlog
+// the server just read.
+func (b *backlog) lag(clientAddr string, msgs, bytes int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.link(clientAddr)
+	switch {
+	case !l.paused:
+		if msgs > lagMessages || bytes > lagBytes {
+			l.paused, l.lagLow, l.progress = true, msgs, time.Now()
+			l.pauses++
+		}
+	case msgs > lagMessages/8 || bytes > lagBytes/8:
+		if msgs < l.lagLow {
+			l.lagLow, l.progress = msgs, time.Now()
+		}
+		l.maxStall = max(l.maxStall, time.Since(l.progress))
+	default:
+		l.paused = false
+	}
+}
+
+// stalls returns the longest a paused client's backlog went without
+// shrinking, over every client, and the number of pauses.
+func (b *backlog) stalls() (pauses int, longest time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range b.links {
+		pauses += l.pauses
+		longest = max(longest, l.maxStall)
+	}
+	return pauses, longest
+}
+
 // summary lists each client's peak backlog, in the given address order.
 func (b *backlog) summary(addrs []string) string {
 	b.mu.Lock()
@@ -128,8 +174,9 @@ func (b *backlog) summary(addrs []string) string {
 	var parts []string
 	for _, a := range addrs {
 		if l := b.links[a]; l != nil {
-			parts = append(parts, fmt.Sprintf("%d msgs/%d B, PING transit max %v (%d), PONG max %v (%d)",
-				l.peak, l.peakBytes, l.maxPing.Round(time.Millisecond), l.pingsSeen, l.maxPong.Round(time.Millisecond), l.pongsOK))
+			parts = append(parts, fmt.Sprintf("%d msgs/%d B, PING transit max %v (%d), PONG max %v (%d), %d pauses, longest without progress %v",
+				l.peak, l.peakBytes, l.maxPing.Round(time.Millisecond), l.pingsSeen, l.maxPong.Round(time.Millisecond), l.pongsOK,
+				l.pauses, l.maxStall.Round(time.Millisecond)))
 		}
 	}
 	return strings.Join(parts, "; ")
@@ -162,10 +209,13 @@ type serverCounting struct {
 // Backlog forwards transport.Backlogger, which the server relies on to
 // notice a client falling behind.
 func (c serverCounting) Backlog() (messages, bytes int) {
-	if bl, ok := c.Conn.(transport.Backlogger); ok {
-		return bl.Backlog()
+	bl, ok := c.Conn.(transport.Backlogger)
+	if !ok {
+		return 0, 0
 	}
-	return 0, 0
+	messages, bytes = bl.Backlog()
+	c.b.lag(c.addr, messages, bytes)
+	return messages, bytes
 }
 
 func (c serverCounting) Send(msg []byte) error {

@@ -43,6 +43,13 @@ const (
 	maxNPCs  = 24
 )
 
+// The server's lag thresholds (replica.Config), set explicitly so that
+// backlog can follow the server's lag logic: replica's defaults.
+const (
+	lagMessages = 512
+	lagBytes    = 1 << 20
+)
+
 // Bounds on virtual time; exceeding one fails the test.
 //
 // The drain is the slow part under "brutal": once ticks stop, nothing new
@@ -111,7 +118,10 @@ func TestConvergence(t *testing.T) {
 // every RPC must arrive exactly once, in order.
 func TestBrutalSustained(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		runScenario(t, chaos.Brutal, *seed, 1200)
+		st := runScenario(t, chaos.Brutal, *seed, 1200)
+		if st.Paused == 0 || st.Resyncs == 0 {
+			t.Errorf("server stats %+v: want clients paused and resynchronised", st)
+		}
 	})
 }
 
@@ -146,10 +156,23 @@ func clientAddr(i int) *net.UDPAddr {
 // own idle timeout needs no more than a minute: its keep-alive PINGs go
 // out every 5 s or so and are answered throughout. Keep-alive periods
 // stay at their defaults.
+//
+// replica.Config.LagTimeout (default 30 s) failed about one run of
+// TestBrutalSustained in forty (6 in 222, on an idle and on a busy
+// machine; the load only changes how goroutines interleave and so which
+// packets meet which loss): while the server pauses a client it sends
+// that client nothing new, so, as in the drain, a lost packet at the tail
+// of its backlog is found only by QUIC's doubling probe timeout, and the
+// backlog does not shrink meanwhile. The longest such stall per run was
+// over 21 s in about one run in nine and reached 44 s (three probes lost
+// in a row); 30 s dropped a client that was still draining. Three minutes covers five
+// lost probes in a row (about 3, 6, 12, 24, 48, 60 s); a client that
+// really stops reading still fails the run, at settleBound.
 type timeouts struct {
 	quicHandshake, quicIdle     time.Duration // quictransport.Config, both sides
 	serverHandshake, serverIdle time.Duration // replica.Config
 	clientHandshake, clientIdle time.Duration // client.DialConfig
+	lag                         time.Duration // replica.Config.LagTimeout
 }
 
 var chaosTimeouts = timeouts{
@@ -159,6 +182,7 @@ var chaosTimeouts = timeouts{
 	serverIdle:      3 * time.Minute,
 	clientHandshake: 2 * time.Minute, // covers the QUIC handshake and HELLO/WELCOME
 	clientIdle:      3 * time.Minute,
+	lag:             3 * time.Minute,
 }
 
 // A player is one client and the bot it owns.
@@ -217,7 +241,8 @@ type scenario struct {
 	history map[uint64]map[*player]uint64
 }
 
-func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) {
+// runScenario plays the game and checks it; it returns the server's stats.
+func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) replica.Stats {
 	begin := time.Now() // the bubble's virtual clock
 	s := &scenario{t: t, profile: p, rng: rand.New(rand.NewPCG(seed, 0xc4a05)), players: map[string]*player{},
 		history: map[uint64]map[*player]uint64{}}
@@ -254,6 +279,9 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) {
 		TickRate:         tickRate,
 		HandshakeTimeout: to.serverHandshake,
 		IdleTimeout:      to.serverIdle,
+		LagMessages:      lagMessages,
+		LagBytes:         lagBytes,
+		LagTimeout:       to.lag,
 		OnJoin:           s.onJoin,
 		OnLeave: func(c *replica.Conn) {
 			if !s.closing { // Close reports every client leaving
@@ -387,6 +415,7 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) {
 	if p.Loss > 0 && s.nw.Stats().Dropped == 0 || p.Duplication > 0 && s.nw.Stats().Duplicated == 0 {
 		t.Errorf("the network did not impair anything: %v", s.nw.Stats())
 	}
+	return srv.Stats()
 }
 
 // onJoin gives every client a bot it owns.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/replicago/replica/transport"
@@ -118,8 +119,12 @@ func TestSendFramesInOrder(t *testing.T) {
 }
 
 // A stalled stream fills the queue; Send then fails with ErrSlowConsumer
-// and closes with CloseSlowConsumer, never blocking.
-func TestSlowConsumerByCount(t *testing.T) {
+// and closes with CloseSlowConsumer, never blocking. In virtual time
+// (testing/synctest): a Send that blocked would deadlock the bubble, and
+// the time the Sends take does not depend on the machine's load.
+func TestSlowConsumerByCount(t *testing.T) { synctest.Test(t, slowConsumerByCount) }
+
+func slowConsumerByCount(t *testing.T) {
 	c, b, _, _ := newTestConn(t, transport.Config{SendQueueMessages: 4})
 	// Nobody reads the output pipe, so the writer blocks on its first
 	// write; up to 4 more messages queue (one may be in the writer's hand).
