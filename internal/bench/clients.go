@@ -276,8 +276,10 @@ func RunClients(cfg ClientsConfig) (*ClientsResult, error) {
 // for a while before the first tick, and nothing is sent before it (no
 // pings either).
 func newW1Served(hz int) (*replica.Server, *w1Server, error) {
+	// Every client dials from loopback, one address, as behind a proxy:
+	// the cap on handshakes per address is the server-wide one.
 	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), Auth: auth.Anonymous{}, TickRate: hz,
-		HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
+		HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute, MaxHandshakesPerAddr: 512})
 	if err != nil {
 		return nil, nil, err
 	}
