@@ -47,7 +47,20 @@ type conn struct {
 	writeErr error         // why the writer stopped
 	flushing bool          // closed, and the writer still writes what was queued
 	flushed  chan struct{} // closed when the flushing writer stops
+	outqN    int           // the last reading of outq
+	outqAt   time.Time     // when it was taken
 }
+
+// Reading the kernel's send queue is a system call: a server with a
+// thousand connections that read it for each of them every tick spent
+// milliseconds a tick on it. Backlog reads it afresh when the connection
+// is congested (messages wait for the writer, or the last reading was
+// over outqQuiet) and otherwise at most every outqEvery, so a peer that
+// stops reading is seen within outqEvery and then followed closely.
+const (
+	outqQuiet = 64 << 10
+	outqEvery = time.Second
+)
 
 // flushTimeout bounds how long Close waits for the queued messages to be
 // written before it sends the close frame.
@@ -60,10 +73,13 @@ const flushTimeout = 2 * time.Second
 // receive window is full, and the kernel's queue can grow to megabytes.
 func (c *conn) Backlog() (messages, bytes int) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	messages, bytes = c.pending, c.bytes
-	c.mu.Unlock()
 	if c.outq != nil {
-		bytes += c.outq()
+		if now := time.Now(); messages > 0 || c.outqN > outqQuiet || now.Sub(c.outqAt) >= outqEvery {
+			c.outqN, c.outqAt = c.outq(), now
+		}
+		bytes += c.outqN
 	}
 	return messages, bytes
 }
