@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -511,13 +512,22 @@ func connect(clients []*benchClient, d transport.Dialer, addr string) error {
 	return nil
 }
 
-// dial connects the client, counting the payload bytes it receives.
+// dial connects the client, counting the payload bytes it receives. A
+// server at its cap of handshakes in progress refuses with
+// CloseServerBusy: the client tries again shortly, as a game client would.
 func (c *benchClient) dial(ctx context.Context, d transport.Dialer, addr string) error {
 	c.dialed = time.Now()
-	conn, err := rclient.Dial(ctx, transport.CountReceived(d, &c.recv), addr, arena.Schema(),
-		rclient.DialConfig{HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
-	c.conn = conn
-	return err
+	for {
+		conn, err := rclient.Dial(ctx, transport.CountReceived(d, &c.recv), addr, arena.Schema(),
+			rclient.DialConfig{HandshakeTimeout: time.Minute, IdleTimeout: 10 * time.Minute})
+		var busy *rclient.RefusedError
+		if errors.As(err, &busy) && busy.Code == transport.CloseServerBusy && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		c.conn = conn
+		return err
+	}
 }
 
 // play applies ticks until the connection ends. It notes its received

@@ -332,11 +332,19 @@ func RunStormClients(addr string, n int, rate float64, in io.Reader, out io.Writ
 			}
 			waitPlaying(&js.playing, js.abandon)
 			res := stormVerdict{Verified: true, JoinUS: js.joinLatencies()}
-			for _, c := range js.clients {
-				if c.conn == nil || c.conn.LastTick() != tick || stateDigest(c.conn.Replica().Entities(nil)) != digest {
-					res.Verified = false
-					break
+			for i, c := range js.clients {
+				switch {
+				case c.conn == nil:
+					res.Why = fmt.Sprintf("client %d has no connection", i)
+				case c.conn.LastTick() != tick:
+					res.Why = fmt.Sprintf("client %d is at tick %d, not %d", i, c.conn.LastTick(), tick)
+				case stateDigest(c.conn.Replica().Entities(nil)) != digest:
+					res.Why = fmt.Sprintf("client %d's replica differs from the server's state", i)
+				default:
+					continue
 				}
+				res.Verified = false
+				break
 			}
 			return json.NewEncoder(out).Encode(res)
 		default:
@@ -349,6 +357,7 @@ func RunStormClients(addr string, n int, rate float64, in io.Reader, out io.Writ
 // stormVerdict is what RunStormClients answers to verify.
 type stormVerdict struct {
 	Verified bool      `json:"verified"`
+	Why      string    `json:"why,omitempty"` // the first client that failed, and how
 	JoinUS   []float64 `json:"join_us"`
 }
 
@@ -442,6 +451,9 @@ func (js *childJoiners) verify(srv *replica.Server) (bool, []float64, error) {
 	var res stormVerdict
 	if err := json.Unmarshal([]byte(l), &res); err != nil {
 		return false, nil, fmt.Errorf("bench: the storm's clients: %s", l)
+	}
+	if !res.Verified {
+		fmt.Fprintf(os.Stderr, "bench: the storm's clients do not verify: %s\n", res.Why)
 	}
 	return res.Verified, res.JoinUS, nil
 }
