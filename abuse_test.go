@@ -35,6 +35,7 @@ import (
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/transport/transporttest"
 	"github.com/replicago/replica/wire"
 	"github.com/replicago/replica/wstransport"
 )
@@ -704,8 +705,8 @@ func runSlowConsumer(t *testing.T, r *rig, ev *events, ws bool) {
 	rng := mrand.New(mrand.NewPCG(3, 4))
 	var worst, worstStall, worstBlocked time.Duration
 	runtime.GC() // not the garbage of earlier tests in the measured ticks
-	meter := startStallMeter()
-	defer meter.close()
+	meter := transporttest.StartStallMeter()
+	defer meter.Close()
 	maxTicks := 200
 	if ws {
 		maxTicks = 1000 // the socket buffers fill first
@@ -718,10 +719,10 @@ func runSlowConsumer(t *testing.T, r *rig, ev *events, ws bool) {
 			b.SetHeading(rng.Float32() * 6)
 			b.SetHp(int16(rng.IntN(30000)))
 		}
-		meter.reset()
+		meter.Reset()
 		start := time.Now()
 		r.srv.Tick()
-		d, stall := time.Since(start), meter.stalled()
+		d, stall := time.Since(start), meter.Stalled()
 		worst, worstStall = max(worst, d), max(worstStall, stall)
 		worstBlocked = max(worstBlocked, d-stall)
 		waitTick(t, good, r.srv.TickNumber())
@@ -763,59 +764,6 @@ func runSlowConsumer(t *testing.T, r *rig, ev *events, ws bool) {
 		t.Fatal(err)
 	}
 	settle(t, r, good)
-}
-
-// A stallMeter measures how long the process as a whole could not run: a
-// goroutine that wakes every millisecond records the longest gap between
-// its wake-ups. A Tick that is slow because the machine starved the whole
-// process shows the same gap; a Tick that blocked while the rest of the
-// process ran does not.
-type stallMeter struct {
-	mu   sync.Mutex
-	last time.Time
-	max  time.Duration
-	stop chan struct{}
-	done chan struct{}
-}
-
-func startStallMeter() *stallMeter {
-	m := &stallMeter{last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(m.done)
-		for {
-			select {
-			case <-m.stop:
-				return
-			default:
-			}
-			time.Sleep(time.Millisecond)
-			now := time.Now()
-			m.mu.Lock()
-			m.max = max(m.max, now.Sub(m.last))
-			m.last = now
-			m.mu.Unlock()
-		}
-	}()
-	return m
-}
-
-// reset starts a new measurement.
-func (m *stallMeter) reset() {
-	m.mu.Lock()
-	m.max, m.last = 0, time.Now()
-	m.mu.Unlock()
-}
-
-// stalled returns the longest gap since reset, the current one included.
-func (m *stallMeter) stalled() time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return max(m.max, time.Since(m.last))
-}
-
-func (m *stallMeter) close() {
-	close(m.stop)
-	<-m.done
 }
 
 // raceEnabled reports whether the test binary was built with -race, which

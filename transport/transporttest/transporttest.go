@@ -728,16 +728,16 @@ func testSlowConsumer(t *testing.T, f Factory) {
 		n       int
 		slowest time.Duration // of a Send, less the process's stall meanwhile
 	)
-	meter := startStallMeter()
-	defer meter.close()
+	meter := StartStallMeter()
+	defer meter.Close()
 	for err == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("no ErrSlowConsumer after %d messages (%d MiB) to a client that never reads", n, n*len(msg)>>20)
 		}
-		meter.reset()
+		meter.Reset()
 		start := time.Now()
 		err = server.Send(msg)
-		if d := time.Since(start) - meter.stalled(); d > slowest {
+		if d := time.Since(start) - meter.Stalled(); d > slowest {
 			slowest = d
 		}
 		n++
@@ -1000,12 +1000,12 @@ func testBacklog(t *testing.T, f Factory) {
 	}
 }
 
-// A stallMeter measures how long the process as a whole could not run: a
+// A StallMeter measures how long the process as a whole could not run: a
 // goroutine that wakes every millisecond records the longest gap between
 // its wake-ups. A Send that is slow because the machine starved the whole
 // process shows the same gap; a Send that blocked while the rest of the
 // process ran does not.
-type stallMeter struct {
+type StallMeter struct {
 	mu   sync.Mutex
 	last time.Time
 	max  time.Duration
@@ -1013,8 +1013,11 @@ type stallMeter struct {
 	done chan struct{}
 }
 
-func startStallMeter() *stallMeter {
-	m := &stallMeter{last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+// StartStallMeter starts measuring; Close stops it. Tests that bound how
+// long an operation takes subtract the stall, so that a busy machine does
+// not fail them.
+func StartStallMeter() *StallMeter {
+	m := &StallMeter{last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		for {
@@ -1033,21 +1036,22 @@ func startStallMeter() *stallMeter {
 	return m
 }
 
-// reset starts a new measurement.
-func (m *stallMeter) reset() {
+// Reset starts a new measurement.
+func (m *StallMeter) Reset() {
 	m.mu.Lock()
 	m.max, m.last = 0, time.Now()
 	m.mu.Unlock()
 }
 
-// stalled returns the longest gap since reset, the current one included.
-func (m *stallMeter) stalled() time.Duration {
+// Stalled returns the longest gap since Reset, the current one included.
+func (m *StallMeter) Stalled() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return max(m.max, time.Since(m.last))
 }
 
-func (m *stallMeter) close() {
+// Close stops the meter.
+func (m *StallMeter) Close() {
 	close(m.stop)
 	<-m.done
 }
