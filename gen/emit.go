@@ -357,7 +357,7 @@ func (e *emitter) structType(s *Struct) {
 		e.f("func %[1]sOf(e *state.Entity) (v %[1]s, ok bool) {\n\tif e == nil || e.Class() != %[2]s {\n\t\treturn v, false\n\t}\n\treturn %[1]s{e}, true\n}\n\n", s.Name, schemaVar(s))
 		e.f("// Entity returns the underlying entity.\nfunc (p %s) Entity() *state.Entity { return p.e }\n\n", s.Name)
 		e.f("// ID returns the network ID.\nfunc (p %s) ID() state.ID { return p.e.ID() }\n\n", s.Name)
-		e.f("// Valid reports whether p refers to an entity that was not destroyed: it\n// is false for the zero %[1]s and, on the server, once the tracker destroyed\n// the entity. Getters of an invalid %[1]s return the zero value or, after a\n// destroy, the last values; its setters panic (see state.ErrInvalidHandle).\nfunc (p %[1]s) Valid() bool { return p.e.Valid() }\n\n", s.Name)
+		e.f("// Valid reports whether p refers to an entity that was not destroyed: it\n// is false for the zero %[1]s and once the entity is destroyed (on the\n// server by its tracker, on a client by a tick). Getters of an invalid %[1]s return the zero value or, after a\n// destroy, the last values; its setters panic (see state.ErrInvalidHandle).\nfunc (p %[1]s) Valid() bool { return p.e.Valid() }\n\n", s.Name)
 		e.f("// IsOwned reports whether this client owns p: on a client replica, what\n// the server said; false on the server, where Server.Owner tells.\nfunc (p %s) IsOwned() bool { return p.e.Owned() }\n\n", s.Name)
 		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()", setNum: "p.e"}
 	} else {

@@ -34,6 +34,31 @@ func TestOwnedAndValid(t *testing.T) {
 		t.Fatalf("a client entity no longer owned: Owned %v, Valid %v", e.Owned(), e.Valid())
 	}
 
+	// Destroyed by a tick: no longer valid, nor owned; a rolled-back
+	// destroy restores both.
+	x = tab.Begin()
+	x.SetOwned(e, true)
+	x.Commit()
+	x = tab.Begin()
+	if err := x.DestroySlot(1); err != nil {
+		t.Fatal(err)
+	}
+	if e.Valid() || e.Owned() {
+		t.Fatalf("a destroyed client entity: Valid %v, Owned %v", e.Valid(), e.Owned())
+	}
+	x.Rollback()
+	if !e.Valid() || !e.Owned() {
+		t.Fatalf("after the destroy rolled back: Valid %v, Owned %v", e.Valid(), e.Owned())
+	}
+	x = tab.Begin()
+	if err := x.DestroySlot(1); err != nil {
+		t.Fatal(err)
+	}
+	x.Commit()
+	if e.Valid() {
+		t.Fatal("a client entity destroyed and committed is still valid")
+	}
+
 	tr := NewTracker(s)
 	for _, commit := range []bool{false, true} {
 		se, err := tr.Spawn(c)

@@ -42,14 +42,17 @@ type Entity struct {
 	// Server entities: 1 + the index of this tick's change in tr.cur, or
 	// 0; after Destroy (which drops tr) that index or −1, see destroyed.
 	// Client entities, which have no tracker: chOwned while the client
-	// owns the entity, or 0.
+	// owns the entity, chGone once a transaction destroyed it, or 0.
 	ch int32
 	tr *Tracker
 }
 
-// chOwned in Entity.ch marks a client entity its client owns: a value no
-// change index, and no destroyed server entity, has.
-const chOwned = math.MinInt32
+// chOwned in Entity.ch marks a client entity its client owns, and chGone
+// one a transaction destroyed: values no change index has.
+const (
+	chOwned = math.MinInt32
+	chGone  = math.MinInt32 + 1
+)
 
 // Owned reports whether this client owns the entity: on a client replica,
 // as the server's TICK messages say (docs/protocol.md §10.2). Server

@@ -309,7 +309,8 @@ func (x *Txn) DestroySlot(slot uint32) error {
 		return fmt.Errorf("%w: slot %d", ErrNotFound, slot)
 	}
 	x.t.remove(slot)
-	x.undo = append(x.undo, undo{kind: uDestroy, e: e})
+	x.undo = append(x.undo, undo{kind: uDestroy, e: e, idx: int(e.ch)})
+	e.ch = chGone // Valid is false from now on; Owned too
 	x.Events = append(x.Events, Event{Kind: EvDestroy, E: e})
 	return nil
 }
@@ -632,6 +633,7 @@ func (x *Txn) Rollback() {
 			x.t.remove(u.e.id.Slot())
 		case uDestroy:
 			x.t.put(u.e)
+			u.e.ch = int32(u.idx)
 		case uListInsert:
 			u.c.(*List).remove(u.idx)
 		case uListRemove:

@@ -26,13 +26,14 @@ var ErrInvalidHandle = errors.New("state: write through an invalid handle")
 var ErrReadOnly = errors.New("state: write to an entity of a client replica")
 
 // Valid reports whether e is an entity that is not destroyed: false for
-// nil, and for a server entity once its tracker destroyed it.
+// nil, for a server entity once its tracker destroyed it, and for a client
+// entity once a tick destroyed it.
 func (e *Entity) Valid() bool { return e != nil && !e.destroyed() }
 
-// destroyed reports whether a tracker destroyed e: Destroy drops the
+// destroyed reports whether e was destroyed. A tracker's Destroy drops the
 // tracker, and the entity keeps a change index (this tick's) or −1 (set at
-// commit) that no client entity, which never has a tracker, has (a client
-// entity's ch is 0 or chOwned).
+// commit), neither 0 nor chOwned, which is all a live client entity (that
+// never has a tracker) may hold; a client transaction sets chGone.
 func (e *Entity) destroyed() bool { return e.tr == nil && e.ch != 0 && e.ch != chOwned }
 
 // Num returns numeric slot s, or 0 for a nil entity (a zero generated

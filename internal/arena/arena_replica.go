@@ -72,8 +72,8 @@ func (p Qunit) Entity() *state.Entity { return p.e }
 func (p Qunit) ID() state.ID { return p.e.ID() }
 
 // Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Qunit and, on the server, once the tracker destroyed
-// the entity. Getters of an invalid Qunit return the zero value or, after a
+// is false for the zero Qunit and once the entity is destroyed (on the
+// server by its tracker, on a client by a tick). Getters of an invalid Qunit return the zero value or, after a
 // destroy, the last values; its setters panic (see state.ErrInvalidHandle).
 func (p Qunit) Valid() bool { return p.e.Valid() }
 
@@ -208,8 +208,8 @@ func (p Unit) Entity() *state.Entity { return p.e }
 func (p Unit) ID() state.ID { return p.e.ID() }
 
 // Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Unit and, on the server, once the tracker destroyed
-// the entity. Getters of an invalid Unit return the zero value or, after a
+// is false for the zero Unit and once the entity is destroyed (on the
+// server by its tracker, on a client by a tick). Getters of an invalid Unit return the zero value or, after a
 // destroy, the last values; its setters panic (see state.ErrInvalidHandle).
 func (p Unit) Valid() bool { return p.e.Valid() }
 

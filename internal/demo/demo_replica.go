@@ -95,8 +95,8 @@ func (p Bot) Entity() *state.Entity { return p.e }
 func (p Bot) ID() state.ID { return p.e.ID() }
 
 // Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Bot and, on the server, once the tracker destroyed
-// the entity. Getters of an invalid Bot return the zero value or, after a
+// is false for the zero Bot and once the entity is destroyed (on the
+// server by its tracker, on a client by a tick). Getters of an invalid Bot return the zero value or, after a
 // destroy, the last values; its setters panic (see state.ErrInvalidHandle).
 func (p Bot) Valid() bool { return p.e.Valid() }
 

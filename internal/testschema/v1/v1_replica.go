@@ -251,8 +251,8 @@ func (p Hero) Entity() *state.Entity { return p.e }
 func (p Hero) ID() state.ID { return p.e.ID() }
 
 // Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Hero and, on the server, once the tracker destroyed
-// the entity. Getters of an invalid Hero return the zero value or, after a
+// is false for the zero Hero and once the entity is destroyed (on the
+// server by its tracker, on a client by a tick). Getters of an invalid Hero return the zero value or, after a
 // destroy, the last values; its setters panic (see state.ErrInvalidHandle).
 func (p Hero) Valid() bool { return p.e.Valid() }
 
@@ -2109,8 +2109,8 @@ func (p Missile) Entity() *state.Entity { return p.e }
 func (p Missile) ID() state.ID { return p.e.ID() }
 
 // Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Missile and, on the server, once the tracker destroyed
-// the entity. Getters of an invalid Missile return the zero value or, after a
+// is false for the zero Missile and once the entity is destroyed (on the
+// server by its tracker, on a client by a tick). Getters of an invalid Missile return the zero value or, after a
 // destroy, the last values; its setters panic (see state.ErrInvalidHandle).
 func (p Missile) Valid() bool { return p.e.Valid() }
 
