@@ -371,8 +371,11 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 
 // Tick ends the current tick: it commits the changeset, encodes it once per
 // partition and sends every connection its TICK with the segments it may
-// see. Connections that joined since the last tick get the full state
-// instead. Tick must be called from the goroutine that mutates entities.
+// see. Connections that joined since the last tick (at most
+// MaxJoinsPerTick of them) get the full state instead, encoded once for all
+// of them. Each TICK lists the entities its client gained and lost since
+// the last (SetOwner). Tick must be called from the goroutine that mutates
+// entities.
 //
 // Segments are shared: every client gets the same PartAll bytes, and
 // every client gets the same PartOthers bytes unless one of its own
