@@ -138,9 +138,13 @@ type Config struct {
 	// state once for all its joiners, but each joiner still costs its own
 	// sends, and the others-fields of the entities the other joiners of
 	// its tick own: bounding them keeps a storm of joins from stalling
-	// the tick of the clients already in. The default is 640 a second,
-	// at most 32 a tick: 32 at 20 Hz, 10 at 60 Hz. Waiting connections
-	// stay open however long the queue: the server answers their pings.
+	// the tick of the clients already in. The default is 200 a second,
+	// at most 10 a tick: 10 at 20 Hz, 3 at 60 Hz. It keeps a tick's work
+	// well under the Go scheduler's 10 ms time slice: a tick goroutine
+	// preempted in a storm waits behind every runnable goroutine (in the
+	// join-storm benchmark, with 32 joins a tick, up to 2.6 s). Waiting
+	// connections stay open however long the queue: the server answers
+	// their pings.
 	MaxJoinsPerTick int
 }
 
@@ -183,7 +187,7 @@ func (c Config) withDefaults() Config {
 		c.SegmentEntities = max(1, c.ClientLimits.MaxEntities/4)
 	}
 	if c.MaxJoinsPerTick <= 0 {
-		c.MaxJoinsPerTick = max(1, min(32, 640/c.TickRate))
+		c.MaxJoinsPerTick = max(1, min(10, 200/c.TickRate))
 	}
 	return c
 }
