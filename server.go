@@ -437,14 +437,14 @@ func (s *Server) Tick() {
 			continue
 		}
 		segs := append(s.seg[:0], all...)
-		moved := len(c.gainFull)+len(c.loseFull) > 0
-		if len(c.changes.Changes) > 0 || moved {
+		transfer := len(c.gainFull)+len(c.loseFull) > 0
+		if len(c.changes.Changes) > 0 || transfer {
 			c.changes.Schema, c.changes.Tick = cs.Schema, cs.Tick
 			// Its own entities changed: does the shared PartOthers
 			// mention them? Then this client needs a copy without them.
 			// An entity it lost gets its others fields whole, below,
 			// rather than deltas against values it never had.
-			if s.scratch = s.enc.Delta(s.scratch[:0], &c.changes, codec.PartOthers, nil); moved || !empty(s.scratch) {
+			if s.scratch = s.enc.Delta(s.scratch[:0], &c.changes, codec.PartOthers, nil); transfer || !empty(s.scratch) {
 				notMine := func(e *state.Entity) bool { return s.ownerOf(e) != c && !slices.Contains(c.loseFull, e) }
 				segs = s.deltas(segs, cs, codec.PartOthers, notMine)
 			} else {
@@ -491,8 +491,8 @@ func (s *Server) moved(cs *state.Changeset) {
 	}
 	created := make(map[*state.Entity]bool)
 	for _, ch := range cs.Changes {
-		if ch.Created || ch.Destroyed {
-			created[ch.Entity] = true // either way, nothing is sent whole
+		if ch.Created {
+			created[ch.Entity] = true
 		}
 	}
 	for e, from := range s.moves {
