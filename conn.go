@@ -29,6 +29,8 @@ type Conn struct {
 	userID   string
 	id       uint64
 	joined   bool
+	admitted bool            // in the tick: Server.conns
+	view     view            // interest state (interest.go)
 	replaced atomic.Bool     // closed by a newer session of its user (claim)
 	fullTick uint64          // the tick that sent it the full state as a joiner
 	changes  state.Changeset // this tick's changes of entities the connection owns

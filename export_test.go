@@ -6,7 +6,7 @@ func (s *Server) CallForTest(c *Conn, msg []byte) { s.call(c, msg) }
 
 // FullEncodedForTest returns the number of entities the server has encoded
 // into full states, shared or not.
-func (s *Server) FullEncodedForTest() uint64 { return s.full.encoded }
+func (s *Server) FullEncodedForTest() uint64 { return s.fullEncoded }
 
 // JoiningForTest returns the number of handshaken connections waiting for
 // a tick to admit them.

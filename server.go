@@ -131,6 +131,13 @@ type Config struct {
 	// is a quarter of ClientLimits.MaxEntities: 16,384. A TICK carries at
 	// most session.MaxSegments segments.
 	SegmentEntities int
+	// Interest, if set, has the last word on whether client c sees entity
+	// e by distance in an AOI space: it runs whenever the server
+	// re-evaluates the pair (e or c's viewpoint moved, either changed
+	// space, e's radius changed, Reconsider(e)) and e is within range;
+	// false hides e. Ownership, groups and always-relevant entities do
+	// not ask it. It runs on the tick goroutine.
+	Interest func(c *Conn, e *state.Entity) bool
 	// MaxJoinsPerTick bounds the handshaken connections one tick admits:
 	// runs OnJoin for and sends the full state. The others wait, first
 	// come first served, for the next ticks; they have their WELCOME and
@@ -220,19 +227,32 @@ type Server struct {
 	closed      bool
 	lns         []transport.Listener
 
-	conns    []*Conn                 // joined; owned by the tick goroutine
-	owners   []owner                 // by entity slot
-	moves    map[*state.Entity]*Conn // entities whose owner changed this tick: their owner before
-	seg      [][]byte                // one connection's segments of a tick
-	all      [][]byte                // this tick's PartAll segments
-	others   [][]byte                // this tick's PartOthers segments
-	scratch  []byte
-	full     fullState // this tick's full state, for its joiners and resyncs
-	fullSeg  [][]byte  // one connection's segments of the full state
-	handlers map[rpcKey]RPCHandler
-	lastPing time.Time
-	rpcEnc   codec.Encoder
-	stats    Stats
+	conns       []*Conn                 // joined; owned by the tick goroutine
+	owners      []owner                 // by entity slot
+	moves       map[*state.Entity]*Conn // entities whose owner changed this tick: their owner before
+	seg         [][]byte                // one connection's segments of a tick
+	all         [][]byte                // this tick's PartAll segments
+	others      [][]byte                // this tick's PartOthers segments
+	scratch     []byte
+	fullEncoded uint64   // entities encoded into full states, for the tests
+	fullSeg     [][]byte // one connection's segments of the full state
+	handlers    map[rpcKey]RPCHandler
+	lastPing    time.Time
+	rpcEnc      codec.Encoder
+	stats       Stats
+
+	// Interest management (interest.go).
+	defSpace    *Space
+	ients       []ient // by entity slot
+	pos         map[*schema.Struct]posInfo
+	dirtyEnts   []state.ID
+	dirtyViews  []*Conn
+	stamp       uint64
+	idBuf       []state.ID
+	always      []state.ID
+	activeRooms []*Space
+	pcs, dcs    state.Changeset // one connection's pair changes; destructions
+	dch         []state.Change
 }
 
 // Stats counts what a server has done since it started. Read it on the
@@ -277,10 +297,15 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := lim.CheckSchema(cfg.Schema); err != nil {
 		return nil, fmt.Errorf("replica: Config.ClientLimits.MaxDepth: %w", err)
 	}
+	if err := checkPositions(cfg.Schema); err != nil {
+		return nil, err
+	}
 	tr := state.NewTracker(cfg.Schema)
 	tr.SetLimits(lim)
-	return &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, shakesFrom: map[string]int{},
-		users: map[string][]*Conn{}}, nil
+	s := &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, shakesFrom: map[string]int{},
+		users: map[string][]*Conn{}, pos: positions(cfg.Schema)}
+	s.defSpace, _ = s.NewSpace(SpaceConfig{Name: "default"})
+	return s, nil
 }
 
 // Tracker returns the server's entity tracker: spawn, find and destroy
@@ -318,6 +343,9 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 		s.owners = append(s.owners, owner{})
 	}
 	s.owners[slot] = owner{e.ID(), c}
+	if from != c {
+		s.ownerChanged(e, c)
+	}
 }
 
 // An owner is the connection that owns the entity of one slot. It names
@@ -373,19 +401,22 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 	}
 }
 
-// Tick ends the current tick: it commits the changeset, encodes it once per
-// partition and sends every connection its TICK with the segments it may
-// see. Connections that joined since the last tick (at most
-// MaxJoinsPerTick of them) get the full state instead, encoded once for all
-// of them. Each TICK lists the entities its client gained and lost since
-// the last (SetOwner). Tick must be called from the goroutine that mutates
-// entities.
+// Tick ends the current tick: it commits the changeset, brings interest
+// up to date (who sees what: see Space), encodes the changes and sends
+// every connection its TICK with the segments it may see. Connections
+// that joined since the last tick (at most MaxJoinsPerTick of them) get
+// the full state of what they see instead. Each TICK lists the entities
+// its client gained and lost since the last (SetOwner). Tick must be
+// called from the goroutine that mutates entities.
 //
-// Segments are shared: every client gets the same PartAll bytes, and
-// every client gets the same PartOthers bytes unless one of its own
-// entities changed a field of that partition, in which case it gets a
-// copy without its own entities. PartOwner is encoded per owner, from the
-// owner's changes only, so a tick costs O(changes + connections).
+// A room's changes are encoded once per partition and shared by its
+// viewers: every viewer gets the same PartAll bytes, and the same
+// PartOthers bytes unless one of its own entities changed a field of that
+// partition, in which case it gets a copy without its own entities.
+// PartOwner is encoded per owner, from the owner's changes only. What a
+// client sees beyond its room (in an AOI space, through groups, owned or
+// always relevant) is encoded from the changes of those entities only, so
+// a tick costs O(changes seen + connections).
 func (s *Server) Tick() {
 	// Joiners first: what OnJoin spawns belongs to this tick, which the
 	// joiners receive as their full state and everyone else as creates.
@@ -402,21 +433,30 @@ func (s *Server) Tick() {
 			s.cfg.Logger.Error("replica: more writes refused", "tick", s.tick, "count", n-len(errs))
 		}
 	}
+	s.updateInterest(cs)
 
-	// Transports keep a reference to what they send until it is written,
-	// so each tick's segments are fresh slices.
-	all := s.deltas(s.all[:0], cs, codec.PartAll, nil)
-	others := s.deltas(s.others[:0], cs, codec.PartOthers, nil)
-	s.all, s.others = all, others
+	// Each active room's shared segments. Transports keep a reference to
+	// what they send until it is written, so each tick's segments are
+	// fresh slices.
+	for _, sp := range s.activeRooms {
+		sp.cs.Schema, sp.cs.Tick = cs.Schema, cs.Tick
+		all := s.deltas(sp.segAll[:0], &sp.cs, codec.PartAll, nil)
+		all = s.fulls(all, sp.movedIn, codec.PartAll)
+		all = s.destroys(all, sp.movedOut)
+		others := s.deltas(sp.segOthers[:0], &sp.cs, codec.PartOthers, nil)
+		sp.segAll, sp.segOthers = all, s.fulls(others, sp.movedIn, codec.PartOthers)
+	}
 
-	// Bucket the changes by owning connection.
+	// Bucket the room changes by owning connection.
 	for _, c := range s.conns {
 		c.changes.Changes = c.changes.Changes[:0]
 		c.gained, c.lost, c.gainFull, c.loseFull = c.gained[:0], c.lost[:0], c.gainFull[:0], c.loseFull[:0]
 	}
-	for _, ch := range cs.Changes {
-		if o := s.ownerOf(ch.Entity); o != nil && o.joined {
-			o.changes.Changes = append(o.changes.Changes, ch)
+	for _, sp := range s.activeRooms {
+		for _, ch := range sp.cs.Changes {
+			if o := s.ownerOf(ch.Entity); o != nil && o.joined && o.view.space == sp {
+				o.changes.Changes = append(o.changes.Changes, ch)
+			}
 		}
 	}
 	s.moved(cs)
@@ -436,33 +476,15 @@ func (s *Server) Tick() {
 		if s.behind(c) {
 			continue
 		}
-		segs := append(s.seg[:0], all...)
-		transfer := len(c.gainFull)+len(c.loseFull) > 0
-		if len(c.changes.Changes) > 0 || transfer {
-			c.changes.Schema, c.changes.Tick = cs.Schema, cs.Tick
-			// Its own entities changed: does the shared PartOthers
-			// mention them? Then this client needs a copy without them.
-			// An entity it lost gets its others fields whole, below,
-			// rather than deltas against values it never had.
-			if s.scratch = s.enc.Delta(s.scratch[:0], &c.changes, codec.PartOthers, nil); transfer || !empty(s.scratch) {
-				notMine := func(e *state.Entity) bool { return s.ownerOf(e) != c && !slices.Contains(c.loseFull, e) }
-				segs = s.deltas(segs, cs, codec.PartOthers, notMine)
-			} else {
-				segs = append(segs, others...)
+		if c.view.resync {
+			c.view.resync = false
+			if c.tc.Send(session.AppendResync(nil)) == nil {
+				s.sendFull(c)
+				s.flushRPCs(c)
 			}
-			segs = s.fulls(segs, c.loseFull, codec.PartOthers)
-			// Likewise an entity it gained gets its owner fields whole.
-			var notNew func(*state.Entity) bool
-			if len(c.gainFull) > 0 {
-				notNew = func(e *state.Entity) bool { return !slices.Contains(c.gainFull, e) }
-			}
-			segs = s.deltas(segs, &c.changes, codec.PartOwner, notNew)
-			segs = s.fulls(segs, c.gainFull, codec.PartOwner)
-		} else {
-			segs = append(segs, others...)
+			continue
 		}
-		s.seg = segs
-		s.send(c, segs)
+		s.send(c, s.tickSegments(c))
 		s.flushRPCs(c)
 		if ping {
 			c.tc.Send(session.AppendPing(nil, &session.Ping{Nonce: s.tick}))
@@ -477,7 +499,107 @@ func (s *Server) Tick() {
 			}
 		}
 	}
+	for _, sp := range s.activeRooms {
+		sp.cs.Changes = sp.cs.Changes[:0]
+		sp.movedIn, sp.movedOut, sp.active = sp.movedIn[:0], sp.movedOut[:0], false
+	}
+	s.activeRooms = s.activeRooms[:0]
 	s.reap()
+}
+
+// tickSegments returns the segments of c's TICK: its room's changes, and
+// those of the entities it sees beyond its room. Destructions of the
+// latter come first: an entity may leave c's pairs and enter its room in
+// one tick, and its creation must find the slot free.
+func (s *Server) tickSegments(c *Conn) [][]byte {
+	v := &c.view
+	segs := s.destroys(s.seg[:0], v.leave)
+	var room *Space
+	if v.space != nil && v.space.room && v.space.active {
+		room = v.space
+	}
+	// What c sees beyond its room: the creations of what entered, and
+	// the changes of what it kept seeing.
+	s.pcs.Schema, s.pcs.Tick = s.tr.Schema(), s.tick
+	s.pcs.Changes = s.pcs.Changes[:0]
+	for _, ch := range v.upd {
+		if entered, ok := v.pairs[ch.Entity.ID()]; ok && entered != s.tick && !ch.Destroyed {
+			s.pcs.Changes = append(s.pcs.Changes, ch)
+		}
+	}
+	mine := func(e *state.Entity) bool { return s.ownerOf(e) == c }
+	var enterMine, enterOthers []*state.Entity
+	for _, e := range v.enter {
+		if mine(e) {
+			enterMine = append(enterMine, e)
+		} else {
+			enterOthers = append(enterOthers, e)
+		}
+	}
+	if room != nil {
+		segs = append(segs, room.segAll...)
+	}
+	segs = s.fulls(segs, v.enter, codec.PartAll)
+	segs = s.deltas(segs, &s.pcs, codec.PartAll, nil)
+
+	// Others partition: c's room, minus what c owns and what it lost
+	// (sent whole below); then its pairs likewise.
+	notMine := func(e *state.Entity) bool { return !mine(e) && !slices.Contains(c.loseFull, e) }
+	if room != nil {
+		transfer := len(c.gainFull)+len(c.loseFull) > 0
+		if len(c.changes.Changes) > 0 || transfer || slices.ContainsFunc(room.movedIn, mine) {
+			c.changes.Schema, c.changes.Tick = s.tr.Schema(), s.tick
+			if s.scratch = s.enc.Delta(s.scratch[:0], &c.changes, codec.PartOthers, nil); transfer || !empty(s.scratch) {
+				segs = s.deltas(segs, &room.cs, codec.PartOthers, notMine)
+			} else {
+				segs = s.deltas(segs, &room.cs, codec.PartOthers, nil)
+			}
+			segs = s.fulls(segs, slices.DeleteFunc(slices.Clone(room.movedIn), mine), codec.PartOthers)
+		} else {
+			segs = append(segs, room.segOthers...)
+		}
+	}
+	segs = s.fulls(segs, enterOthers, codec.PartOthers)
+	if len(s.pcs.Changes) > 0 {
+		segs = s.deltas(segs, &s.pcs, codec.PartOthers, notMine)
+	}
+	segs = s.fulls(segs, c.loseFull, codec.PartOthers)
+
+	// Owner partition: what c owns, its new entities whole.
+	var notNew func(*state.Entity) bool
+	if len(c.gainFull) > 0 {
+		notNew = func(e *state.Entity) bool { return !slices.Contains(c.gainFull, e) }
+	}
+	if room != nil {
+		segs = s.deltas(segs, &c.changes, codec.PartOwner, notNew)
+		segs = s.fulls(segs, slices.DeleteFunc(slices.Clone(room.movedIn), func(e *state.Entity) bool { return !mine(e) }), codec.PartOwner)
+	}
+	segs = s.fulls(segs, enterMine, codec.PartOwner)
+	if len(s.pcs.Changes) > 0 {
+		segs = s.deltas(segs, &s.pcs, codec.PartOwner, func(e *state.Entity) bool {
+			return mine(e) && (notNew == nil || notNew(e))
+		})
+	}
+	segs = s.fulls(segs, c.gainFull, codec.PartOwner)
+	s.seg = segs
+	return segs
+}
+
+// destroys appends to segs a segment destroying ents on a client, if
+// any: entities that left its view, or were destroyed.
+func (s *Server) destroys(segs [][]byte, ents []*state.Entity) [][]byte {
+	if len(ents) == 0 {
+		return segs
+	}
+	s.dcs.Changes = s.dcs.Changes[:0]
+	for len(s.dch) < len(ents) {
+		s.dch = append(s.dch, state.Change{Destroyed: true})
+	}
+	for i, e := range ents {
+		s.dch[i].Entity = e
+		s.dcs.Changes = append(s.dcs.Changes, &s.dch[i])
+	}
+	return s.deltas(segs, &s.dcs, codec.PartAll, nil)
 }
 
 // moved works out, for this tick's ownership changes, what each joined
@@ -489,12 +611,6 @@ func (s *Server) moved(cs *state.Changeset) {
 	if len(s.moves) == 0 {
 		return
 	}
-	created := make(map[*state.Entity]bool)
-	for _, ch := range cs.Changes {
-		if ch.Created {
-			created[ch.Entity] = true
-		}
-	}
 	for e, from := range s.moves {
 		to := s.ownerOf(e)
 		if to == from || s.tr.Entity(e.ID()) != e {
@@ -502,18 +618,34 @@ func (s *Server) moved(cs *state.Changeset) {
 		}
 		if from != nil && from.joined {
 			from.lost = append(from.lost, uint32(e.ID()))
-			if !created[e] {
+			if s.keptSeeing(from, e) {
 				from.loseFull = append(from.loseFull, e)
 			}
 		}
 		if to != nil && to.joined {
 			to.gained = append(to.gained, uint32(e.ID()))
-			if !created[e] {
+			if s.keptSeeing(to, e) {
 				to.gainFull = append(to.gainFull, e)
 			}
 		}
 	}
 	clear(s.moves)
+}
+
+// keptSeeing reports whether c saw e at the start of the tick and still
+// does: its replica holds e, which an ownership change resets and fills.
+// An entity created for c in this tick needs no reset: its creation and
+// fills carry its values.
+func (s *Server) keptSeeing(c *Conn, e *state.Entity) bool {
+	ie := s.ientIf(e)
+	if ie == nil || c.view.resync {
+		return false
+	}
+	if sp := ie.space; sp != nil && sp.room && sp == c.view.space {
+		return !slices.Contains(sp.movedIn, e) && ie.born != s.tick
+	}
+	entered, ok := c.view.pairs[ie.id]
+	return ok && entered != s.tick
 }
 
 // admit moves handshaken connections into the tick, at most
@@ -543,6 +675,10 @@ func (s *Server) admit() {
 		})
 	}
 	s.conns = append(s.conns, joining...)
+	for _, c := range joining {
+		c.admitted = true
+		s.View(c, s.defSpace)
+	}
 	if s.cfg.OnJoin != nil {
 		for _, c := range joining {
 			s.cfg.OnJoin(c)
@@ -550,45 +686,46 @@ func (s *Server) admit() {
 	}
 }
 
-// A fullState is the full state of one tick, encoded once for every
-// connection sent the full state in that tick: its joiners, and paused
-// clients resynced. PartAll is the same for all of them. PartOthers
-// differs only in the entities each one owns, which it must not see
-// through others-fields: the shared PartOthers leaves out the entities
-// the tick's joiners own, and each recipient gets those it does not own
-// besides (a few: a joiner's avatar, say). The entities of connections
-// that joined earlier are in the shared part, which suits every joiner.
+// A fullState is the full state of one room in one tick, encoded once
+// for every connection of the room sent the full state in that tick: its
+// joiners, and paused clients resynced. PartAll is the same for all of
+// them. PartOthers differs only in the entities each one owns, which it
+// must not see through others-fields: the shared PartOthers leaves out
+// the entities the tick's joiners own, and each recipient gets those it
+// does not own besides (a few: a joiner's avatar, say). The entities of
+// connections that joined earlier are in the shared part, which suits
+// every joiner.
 type fullState struct {
 	tick   uint64          // the tick encoded; 0 for none
-	ents   []*state.Entity // every entity
+	ents   []*state.Entity // every entity of the room
 	owned  []*state.Entity // those the tick's joiners own
 	shared []*state.Entity // the others
 	all    [][]byte        // PartAll segments of ents
 	others [][]byte        // PartOthers segments of shared
-	// encoded counts the entities encoded into full states, shared or
-	// not, for the tests.
-	encoded uint64
 }
 
-// fullState returns this tick's full state, encoding it at the first call
-// of the tick. The state and its owners do not change until the tick's
-// sends are done. The segments are fresh slices every tick: transports
-// keep a reference to what they send until it is written.
-func (s *Server) fullState() *fullState {
-	f := &s.full
+// fullState returns this tick's full state of room sp, encoding it at the
+// first call of the tick. The state and its owners do not change until
+// the tick's sends are done. The segments are fresh slices every tick:
+// transports keep a reference to what they send until it is written.
+func (s *Server) fullState(sp *Space) *fullState {
+	f := &sp.full
 	if f.tick == s.tick {
 		return f
 	}
 	f.tick = s.tick
-	for _, c := range s.conns {
+	for _, c := range sp.viewers {
 		if !c.joined {
 			c.fullTick = s.tick
 		}
 	}
-	f.ents = s.tr.AppendEntities(f.ents[:0])
+	f.ents = f.ents[:0]
+	for _, id := range sp.members {
+		f.ents = append(f.ents, s.ients[id.Slot()].e)
+	}
 	f.owned, f.shared = f.owned[:0], f.shared[:0]
 	for _, e := range f.ents {
-		if o := s.ownerOf(e); o != nil && o.fullTick == s.tick {
+		if o := s.ownerOf(e); o != nil && o.fullTick == s.tick && o.view.space == sp {
 			f.owned = append(f.owned, e)
 		} else {
 			f.shared = append(f.shared, e)
@@ -599,27 +736,34 @@ func (s *Server) fullState() *fullState {
 	return f
 }
 
-// sendFull sends c the full state: the shared segments of this tick's,
-// and what c sees of its own entities and those of the other joiners.
+// sendFull sends c the full state of what it sees: the shared segments of
+// its room's, what c sees of its own entities and those of the room's
+// other joiners, and the entities it sees beyond its room.
 func (s *Server) sendFull(c *Conn) {
-	f := s.fullState()
-	segs := append(s.fullSeg[:0], f.all...)
-	var mine, others []*state.Entity
-	if c.fullTick == s.tick || !s.owns(c) {
-		// A joiner, or a resynced client that owns nothing: the shared
-		// PartOthers holds none of its entities.
-		segs = append(segs, f.others...)
-		for _, e := range f.owned {
-			if s.ownerOf(e) == c {
-				mine = append(mine, e)
-			} else {
-				others = append(others, e)
-			}
+	var mine, others, pairs []*state.Entity
+	for id := range c.view.pairs {
+		e := s.ients[id.Slot()].e
+		pairs = append(pairs, e)
+		if s.ownerOf(e) == c {
+			mine = append(mine, e)
+		} else {
+			others = append(others, e)
 		}
-	} else {
-		// A resynced owner: its entities are in the shared PartOthers,
-		// which it must not receive.
-		for _, e := range f.ents {
+	}
+	segs := s.fullSeg[:0]
+	var shared [][]byte
+	if sp := c.view.space; sp != nil && sp.room {
+		f := s.fullState(sp)
+		segs = append(segs, f.all...)
+		room := f.owned // the entities of the room not in the shared others
+		if c.fullTick != s.tick && s.ownsIn(c, sp) {
+			// A resynced owner: its entities are in the shared
+			// PartOthers, which it must not receive.
+			room = f.ents
+		} else {
+			shared = f.others
+		}
+		for _, e := range room {
 			if s.ownerOf(e) == c {
 				mine = append(mine, e)
 			} else {
@@ -627,6 +771,8 @@ func (s *Server) sendFull(c *Conn) {
 			}
 		}
 	}
+	segs = s.fulls(segs, pairs, codec.PartAll)
+	segs = append(segs, shared...)
 	segs = s.fulls(segs, others, codec.PartOthers)
 	segs = s.fulls(segs, mine, codec.PartOwner)
 	s.fullSeg = segs
@@ -638,14 +784,22 @@ func (s *Server) sendFull(c *Conn) {
 	s.send(c, segs)
 }
 
-// owns reports whether c owns an entity.
-func (s *Server) owns(c *Conn) bool {
-	return slices.ContainsFunc(s.owners, func(o owner) bool { return o.c == c })
+// ownsIn reports whether c owns an entity of room sp.
+func (s *Server) ownsIn(c *Conn, sp *Space) bool {
+	for _, id := range sp.members {
+		if s.ownerOf(s.ients[id.Slot()].e) == c {
+			return true
+		}
+	}
+	return false
 }
 
 // fulls appends to segs the full segments of partition part for ents.
 func (s *Server) fulls(segs [][]byte, ents []*state.Entity, part codec.Part) [][]byte {
-	s.full.encoded += uint64(len(ents))
+	if len(ents) == 0 {
+		return segs
+	}
+	s.fullEncoded += uint64(len(ents))
 	return s.split(segs, len(ents), func(lo, hi int) []byte { return s.enc.Full(nil, ents[lo:hi], part) })
 }
 
@@ -736,6 +890,7 @@ func (s *Server) reap() {
 			}
 			s.release(c)
 			code, reason, byPeer := c.tc.CloseInfo()
+			s.forget(c)
 			s.cfg.Logger.Info("replica: left", "user", c.userID, "session", c.id, "code", code, "reason", reason, "by_peer", byPeer)
 			if s.cfg.OnLeave != nil {
 				s.cfg.OnLeave(c)

@@ -292,6 +292,7 @@ type Field struct {
 	Life       Lifetime
 	Chan       Channel
 	Deprecated bool // kept for its ID; never stored or sent
+	Pos        Axis // a coordinate of the entity's position, for interest management
 
 	// Layout, set by Struct.Layout. Offsets are relative to the start of
 	// the enclosing struct's slots.
@@ -612,3 +613,16 @@ func New(classes ...*Struct) (*Schema, error) {
 
 // Class returns the class with the given ID, or nil.
 func (s *Schema) Class(id uint32) *Struct { return s.byID[id] }
+
+// An Axis marks a numeric field as one coordinate of its entity's
+// position, which the server's interest management reads (the generator's
+// pos=x and pos=y tags). It is known to the server only: the schema
+// descriptor does not carry it.
+type Axis uint8
+
+// Axes.
+const (
+	AxisNone Axis = iota
+	AxisX
+	AxisY
+)

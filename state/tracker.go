@@ -237,6 +237,12 @@ func (t *Tracker) Entity(id ID) *Entity {
 	return nil
 }
 
+// Created reports whether e was spawned by t in the current tick, the
+// one the next Commit ends: no changeset has reported it yet.
+func (t *Tracker) Created(e *Entity) bool {
+	return e != nil && e.tr == t && e.ch > 0 && t.cur[e.ch-1].Created
+}
+
 // Len returns the number of live entities.
 func (t *Tracker) Len() int { return t.live }
 
