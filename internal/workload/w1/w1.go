@@ -10,6 +10,9 @@
 // Float32Array. Products that feed an addition are wrapped in explicit
 // float64 conversions so that the compiler cannot fuse them into FMA
 // instructions on architectures that have them, which would change results.
+//
+// Workload W2 (package w2) uses the same PRNG, sampling and move, which this
+// package exports as Rand, AppendSample and Move.
 package w1
 
 import (
@@ -156,20 +159,26 @@ func count(n int, frac float64, name string) int {
 // Sample draws k distinct entity ids by a partial Fisher–Yates shuffle of
 // the world's persistent permutation, advancing the world's PRNG exactly as
 // the reference sample(k) does. It returns a newly allocated slice; Step uses
-// an allocation-free variant. It panics if k is outside [0, N].
+// AppendSample, which need not allocate. It panics if k is outside [0, N].
 func (w *World) Sample(k int) []int {
 	if k < 0 || k > w.cfg.N {
 		panic(fmt.Sprintf("w1: Sample(%d) with N=%d", k, w.cfg.N))
 	}
-	return w.appendSample(make([]int, 0, k), k)
+	return AppendSample(make([]int, 0, k), &w.r, w.perm, k)
 }
 
-func (w *World) appendSample(dst []int, k int) []int {
-	n, p := w.cfg.N, w.perm
+// AppendSample draws k distinct elements of perm by a partial Fisher–Yates
+// shuffle of the persistent permutation perm, advancing r exactly as the
+// reference sample(k) does (one draw per element), appends them to dst in
+// the order drawn and returns the extended slice. perm is permuted in place;
+// the reference keeps it from call to call. k must be in [0, len(perm)].
+// AppendSample does not allocate if dst has room for k more elements.
+func AppendSample(dst []int, r *Rand, perm []int32, k int) []int {
+	n := len(perm)
 	for j := 0; j < k; j++ {
-		r := j + int(math.Floor(w.r.Float64()*float64(n-j)))
-		p[j], p[r] = p[r], p[j]
-		dst = append(dst, int(p[j]))
+		i := j + int(math.Floor(r.Float64()*float64(n-j)))
+		perm[j], perm[i] = perm[i], perm[j]
+		dst = append(dst, int(perm[j]))
 	}
 	return dst
 }
@@ -182,34 +191,43 @@ func (w *World) appendSample(dst []int, k int) []int {
 // by every call: they are only valid until the next call to Step, and must
 // be copied if they are needed longer. Step does not allocate.
 func (w *World) Step() (moved, hpChanged []int) {
-	w.moved = w.appendSample(w.moved[:0], w.nMoved)
+	w.moved = AppendSample(w.moved[:0], &w.r, w.perm, w.nMoved)
 	s, tu, maxXY := w.cfg.StepMax, w.cfg.Turn, w.maxXY
 	for _, id := range w.moved {
-		// The explicit float64 conversions of the products prevent FMA fusion.
-		nx := float64(w.X[id]) + float64(float64(w.r.Float64()*2-1)*s)
-		nx = math.Min(math.Max(nx, 0), maxXY)
-		ny := float64(w.Y[id]) + float64(float64(w.r.Float64()*2-1)*s)
-		ny = math.Min(math.Max(ny, 0), maxXY)
-		na := float64(w.Angle[id]) + float64(float64(w.r.Float64()*2-1)*tu)
-		if na < 0 {
-			na += twoPi
-		} else if na >= twoPi {
-			na -= twoPi
-		}
-		w.X[id] = float32(nx)
-		w.Y[id] = float32(ny)
-		a := float32(na)
-		if a >= twoPi32 { // float32 rounding guard
-			a = 0
-		}
-		w.Angle[id] = a
+		w.X[id], w.Y[id], w.Angle[id] = Move(&w.r, w.X[id], w.Y[id], w.Angle[id], s, tu, maxXY)
 	}
-	w.hpChanged = w.appendSample(w.hpChanged[:0], w.nHP)
+	w.hpChanged = AppendSample(w.hpChanged[:0], &w.r, w.perm, w.nHP)
 	for _, id := range w.hpChanged {
 		w.HP[id] = int16(math.Floor(w.r.Float64() * 101))
 	}
 	w.Tick++
 	return w.moved, w.hpChanged
+}
+
+// Move performs one reference move of an entity at (x, y, angle) and
+// returns its new x, y and angle. It draws three values from r, for x, y and
+// angle in that order: x += (2r()−1)·stepMax clamped to [0, maxXY], likewise
+// y, and angle += (2r()−1)·turn wrapped once into [0, 2π), all in float64,
+// then rounds each to float32 as the reference's Float32Array stores do. An
+// angle that rounds up to float32(2π) becomes 0 (the reference's float32
+// rounding guard).
+func Move(r *Rand, x, y, angle float32, stepMax, turn, maxXY float64) (nx, ny, na float32) {
+	// The explicit float64 conversions of the products prevent FMA fusion.
+	x64 := float64(x) + float64(float64(r.Float64()*2-1)*stepMax)
+	x64 = math.Min(math.Max(x64, 0), maxXY)
+	y64 := float64(y) + float64(float64(r.Float64()*2-1)*stepMax)
+	y64 = math.Min(math.Max(y64, 0), maxXY)
+	a64 := float64(angle) + float64(float64(r.Float64()*2-1)*turn)
+	if a64 < 0 {
+		a64 += twoPi
+	} else if a64 >= twoPi {
+		a64 -= twoPi
+	}
+	na = float32(a64)
+	if na >= twoPi32 { // float32 rounding guard
+		na = 0
+	}
+	return float32(x64), float32(y64), na
 }
 
 // Client is an area-of-interest client: it sees the entities whose x and
