@@ -122,22 +122,24 @@ func (sp *Space) Len() int { return len(sp.members) }
 
 // ient is the interest state of one entity, by slot.
 type ient struct {
-	id     state.ID
-	e      *state.Entity
-	space  *Space
-	set    bool // the game placed it (SetSpace) before the tick that created it ended
-	midx   int32
-	x, y   float64
-	placed bool // in its AOI space's grid (or wide list)
-	wide   bool
-	cell   cellKey
-	radius float64 // its own; 0 for the space's
-	always bool
-	groups []*Group
-	obs    []*Conn // the clients that see it through a pair
-	follow []*Conn // the clients whose viewpoint it is
-	dirty  bool    // queued in Server.dirtyEnts
-	born   uint64  // the tick that created it
+	id      state.ID
+	e       *state.Entity
+	space   *Space
+	set     bool // the game placed it (SetSpace) before the tick that created it ended
+	midx    int32
+	x, y    float64
+	placed  bool // in its AOI space's grid (or wide list)
+	wide    bool
+	cell    cellKey
+	radius  float64 // its own; 0 for the space's
+	always  bool
+	groups  []*Group
+	obs     []*Conn // the clients that see it through a pair
+	follow  []*Conn // the clients whose viewpoint it is
+	dirty   bool    // queued in Server.dirtyEnts
+	born    uint64  // the tick that created it
+	arrived uint64  // the tick it moved into its room (Space.movedIn)
+	left    uint64  // the tick it moved out of a room (Space.movedOut)
 }
 
 // view is a connection's interest state.
@@ -223,6 +225,10 @@ func (s *Server) SetSpace(e *state.Entity, sp *Space) error {
 	s.leaveSpace(ie, true)
 	s.enterSpace(ie, sp, true)
 	s.markEnt(ie)
+	for _, c := range ie.follow {
+		s.refreshPoint(c)
+		s.markView(c)
+	}
 	return nil
 }
 
@@ -461,8 +467,16 @@ func (s *Server) enterSpace(ie *ient, sp *Space, moved bool) {
 	ie.midx = int32(len(sp.members))
 	sp.members = append(sp.members, ie.id)
 	if sp.room {
+		if moved && ie.left == s.tick+1 {
+			if i := slices.Index(sp.movedOut, ie.e); i >= 0 {
+				// Out and back in within the tick: no change.
+				sp.movedOut = slices.Delete(sp.movedOut, i, i+1)
+				return
+			}
+		}
 		if moved && !s.createdNow(ie) {
 			sp.movedIn = append(sp.movedIn, ie.e)
+			ie.arrived = s.tick + 1
 			s.activate(sp)
 		}
 		return
@@ -490,10 +504,13 @@ func (s *Server) leaveSpace(ie *ient, moved bool) {
 	sp.members = sp.members[:last]
 	ie.midx, ie.space = -1, nil
 	if sp.room && moved && !s.createdNow(ie) {
-		if i := slices.Index(sp.movedIn, ie.e); i >= 0 {
+		if ie.arrived == s.tick+1 {
+			ie.arrived = 0
+			i := slices.Index(sp.movedIn, ie.e)
 			sp.movedIn = slices.Delete(sp.movedIn, i, i+1) // in and out within the tick
 		} else {
 			sp.movedOut = append(sp.movedOut, ie.e)
+			ie.left = s.tick + 1
 			s.activate(sp)
 		}
 	}
@@ -783,8 +800,13 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 			if ie == nil {
 				continue
 			}
-			if ie.space != nil && ie.space.room {
-				s.roomChange(ie.space, ch)
+			if sp := ie.space; sp != nil && sp.room {
+				if ie.arrived == s.tick {
+					// Moved in and destroyed: the viewers never had it.
+					sp.movedIn = slices.DeleteFunc(sp.movedIn, func(x *state.Entity) bool { return x == e })
+				} else {
+					s.roomChange(sp, ch)
+				}
 			}
 			s.drop(ie)
 		case ch.Created:
@@ -805,8 +827,8 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 			if ie == nil {
 				continue // not yet known: a write before SetSpace of an old entity cannot happen
 			}
-			if ie.space != nil && ie.space.room {
-				s.roomChange(ie.space, ch)
+			if ie.space != nil && ie.space.room && ie.arrived != s.tick {
+				s.roomChange(ie.space, ch) // one that moved in is created whole
 			}
 			if ie.placed {
 				if p := s.pos[e.Class()]; ch.Dirty(p.xi) || ch.Dirty(p.yi) {
@@ -865,7 +887,7 @@ func (s *Server) moveEnt(ie *ient) {
 	}
 	s.markEnt(ie)
 	for _, c := range ie.follow {
-		s.movePoint(c, x, y, true)
+		s.refreshPoint(c)
 		s.markView(c)
 	}
 }
@@ -958,6 +980,15 @@ func (s *Server) evalPair(c *Conn, ie *ient) {
 	v := &c.view
 	entered, had := v.pairs[ie.id]
 	want := s.pairWanted(c, ie, had)
+	if want != had && !v.resync && v.space != nil && v.space.room && ie.e != nil &&
+		(want && slices.Contains(v.space.movedOut, ie.e) || !want && ie.space == v.space) {
+		// Between its room and a pair: the room's shared segments
+		// destroy or create ie, which c keeps seeing. Rather than
+		// destroy and create it again, c starts over from the full
+		// state (a rare event: an entity it owns moving to another
+		// room, say).
+		v.resync = true
+	}
 	switch {
 	case want && !had:
 		if v.pairs == nil {

@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ type ownWorld struct {
 	clients []*client.Conn
 	owned   []map[state.ID]bool // what each client's OnOwnership callbacks said
 	close   func()
+	// sees, if set, says which entities client i sees (interest); nil
+	// for every entity.
+	sees func(i int, e *state.Entity) bool
 }
 
 // tb is what both *testing.T and *rapid.T offer.
@@ -38,8 +42,14 @@ type tb interface {
 }
 
 func newOwnWorld(t tb, n int) *ownWorld {
+	return newWorld(t, n, replica.Config{Schema: v2.Schema()})
+}
+
+// newWorld is newOwnWorld for any configuration (Auth is anonymous).
+func newWorld(t tb, n int, cfg replica.Config) *ownWorld {
 	w := &ownWorld{}
-	srv, err := replica.NewServer(replica.Config{Schema: v2.Schema(), Auth: auth.Anonymous{}})
+	cfg.Auth = auth.Anonymous{}
+	srv, err := replica.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +63,7 @@ func newOwnWorld(t tb, n int) *ownWorld {
 	w.close = func() { cancel(); srv.Close() }
 	go srv.Serve(ctx, ln)
 	for i := range n {
-		c, err := client.Dial(ctx, net.Dialer(transport.Config{}), ln.Addr().String(), v2.Schema(),
+		c, err := client.Dial(ctx, net.Dialer(transport.Config{}), ln.Addr().String(), cfg.Schema,
 			client.DialConfig{Token: fmt.Appendf(nil, "user%d", i)})
 		if err != nil {
 			t.Fatal(err)
@@ -67,7 +77,7 @@ func newOwnWorld(t tb, n int) *ownWorld {
 		w.clients = append(w.clients, c)
 		owned := map[state.ID]bool{}
 		w.owned = append(w.owned, owned)
-		for _, cl := range v2.Schema().Classes {
+		for _, cl := range cfg.Schema.Classes {
 			c.Replica().OnOwnership(cl, func(e *state.Entity, own bool) {
 				if owned[e.ID()] == own {
 					t.Errorf("client %d: OnOwnership(%#x, %v) repeats what it said", i, uint32(e.ID()), own)
@@ -110,6 +120,9 @@ func (w *ownWorld) check(i int) error {
 		return schema.VisOthers
 	}
 	ents := w.srv.Tracker().AppendEntities(nil)
+	if w.sees != nil {
+		ents = slices.DeleteFunc(ents, func(e *state.Entity) bool { return !w.sees(i, e) })
+	}
 	want, got := chaos.ServerDigest(ents, view), chaos.ReplicaDigest(r.Entities(nil))
 	if want.Sum != got.Sum {
 		for j := range min(len(want.Entities), len(got.Entities)) {

@@ -642,7 +642,7 @@ func (s *Server) keptSeeing(c *Conn, e *state.Entity) bool {
 		return false
 	}
 	if sp := ie.space; sp != nil && sp.room && sp == c.view.space {
-		return !slices.Contains(sp.movedIn, e) && ie.born != s.tick
+		return ie.arrived != s.tick && ie.born != s.tick
 	}
 	entered, ok := c.view.pairs[ie.id]
 	return ok && entered != s.tick

@@ -1,0 +1,344 @@
+package replica_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
+)
+
+// aoiSchema has a class with a position (Unit: every partition) and one
+// without (Flag).
+func aoiSchema(t tb) *schema.Schema {
+	f := func(id uint32, name string, k schema.Kind, vis schema.Visibility, pos schema.Axis) *schema.Field {
+		return &schema.Field{ID: id, Name: name, Type: schema.Type{Kind: k}, Vis: vis, Pos: pos}
+	}
+	unit := &schema.Struct{Name: "Unit", Class: true, ID: 1, Fields: []*schema.Field{
+		f(1, "x", schema.Float32, schema.VisAll, schema.AxisX),
+		f(2, "y", schema.Float32, schema.VisAll, schema.AxisY),
+		f(3, "hp", schema.Int16, schema.VisAll, 0),
+		f(4, "gold", schema.Int32, schema.VisOwner, 0),
+		f(5, "mood", schema.Uint8, schema.VisOthers, 0),
+		f(6, "name", schema.String, schema.VisAll, 0),
+	}}
+	flag := &schema.Struct{Name: "Flag", Class: true, ID: 2, Fields: []*schema.Field{
+		f(1, "score", schema.Int32, schema.VisAll, 0),
+		f(2, "secret", schema.Int32, schema.VisOwner, 0),
+	}}
+	s, err := schema.New(unit, flag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func setPos(e *state.Entity, x, y float32) {
+	e.SetNum(0, uint64(math.Float32bits(x)))
+	e.SetNum(1, uint64(math.Float32bits(y)))
+}
+
+func posOf(e *state.Entity) (float64, float64) {
+	return float64(math.Float32frombits(uint32(e.Num(e.Class().Leaf(0).Num)))),
+		float64(math.Float32frombits(uint32(e.Num(e.Class().Leaf(1).Num))))
+}
+
+// aoiModel is the interest rules restated from scratch: what each client
+// sees after a tick, from the game's calls and the entities' positions,
+// with no incremental state but last tick's pairs (for hysteresis).
+type aoiModel struct {
+	w       *ownWorld
+	spaces  []*replica.Space
+	cfgs    []replica.SpaceConfig
+	groups  []*replica.Group
+	space   map[*state.Entity]int // -1: none
+	radius  map[*state.Entity]float64
+	always  map[*state.Entity]bool
+	egroups map[*state.Entity][]int
+	view    []int // per client; -1: none
+	fixed   []bool
+	px, py  []float64
+	follow  []*state.Entity
+	cgroups [][]int
+	pairs   []map[*state.Entity]bool // what each client saw beyond its room last tick
+}
+
+func (m *aoiModel) room(sp int) bool { return sp >= 0 && m.cfgs[sp].Radius == 0 }
+
+// point returns client i's viewpoint.
+func (m *aoiModel) point(i int) (x, y float64, ok bool) {
+	if m.fixed[i] {
+		return m.px[i], m.py[i], true
+	}
+	f := m.follow[i]
+	if f == nil || !f.Valid() || m.space[f] != m.view[i] || f.Class().Name != "Unit" {
+		return 0, 0, false
+	}
+	x, y = posOf(f)
+	return x, y, true
+}
+
+// sees reports whether client i sees e, and whether through a pair.
+func (m *aoiModel) sees(i int, e *state.Entity) (vis, pair bool) {
+	sp := m.space[e]
+	if m.room(sp) && sp == m.view[i] {
+		return true, false
+	}
+	if m.always[e] || m.w.srv.Owner(e) == m.w.conns[i] {
+		return true, true
+	}
+	for _, g := range m.egroups[e] {
+		if slices.Contains(m.cgroups[i], g) {
+			return true, true
+		}
+	}
+	if sp < 0 || sp != m.view[i] {
+		return false, false
+	}
+	if e.Class().Name != "Unit" {
+		return true, true
+	}
+	px, py, ok := m.point(i)
+	if !ok {
+		return false, false
+	}
+	r := m.radius[e]
+	if r == 0 {
+		r = m.cfgs[sp].Radius
+	}
+	if m.pairs[i][e] {
+		r += m.cfgs[sp].Hysteresis
+	}
+	ex, ey := posOf(e)
+	dx, dy := px-ex, py-ey
+	if m.cfgs[sp].Metric == replica.Square {
+		return math.Abs(dx) <= r && math.Abs(dy) <= r, true
+	}
+	return dx*dx+dy*dy <= r*r, true
+}
+
+// settle records this tick's pairs, for the next tick's hysteresis.
+func (m *aoiModel) settle() {
+	ents := m.w.srv.Tracker().AppendEntities(nil)
+	next := make([]map[*state.Entity]bool, len(m.pairs))
+	for i := range m.pairs {
+		next[i] = map[*state.Entity]bool{}
+		for _, e := range ents {
+			if vis, pair := m.sees(i, e); vis && pair {
+				next[i][e] = true
+			}
+		}
+	}
+	m.pairs = next
+}
+
+// TestInterestProperty drives an AOI world at random: units that move,
+// teleport, change radius, space and owner, spawn and die; clients that
+// switch spaces, view from fixed points or from the entities they follow
+// (by default their first owned unit), join groups; entities made always
+// relevant or added to groups. After every tick each client's replica
+// holds exactly the entities the rules say it sees, with the fields it
+// may see of each, and knows which it owns.
+func TestInterestProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		sc := aoiSchema(rt)
+		w := newWorld(rt, 3, replica.Config{Schema: sc})
+		defer w.close()
+		m := &aoiModel{w: w, space: map[*state.Entity]int{}, radius: map[*state.Entity]float64{},
+			always: map[*state.Entity]bool{}, egroups: map[*state.Entity][]int{}}
+		m.cfgs = []replica.SpaceConfig{
+			{Name: "default"},
+			{Name: "field", Radius: 30, Hysteresis: 10, CellSize: 20},
+			{Name: "maze", Radius: 20, Metric: replica.Square},
+			{Name: "lobby"},
+		}
+		m.spaces = []*replica.Space{w.srv.DefaultSpace()}
+		for _, cfg := range m.cfgs[1:] {
+			sp, err := w.srv.NewSpace(cfg)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			m.spaces = append(m.spaces, sp)
+		}
+		m.groups = []*replica.Group{w.srv.NewGroup("red"), w.srv.NewGroup("blue")}
+		n := len(w.conns)
+		m.view, m.fixed, m.px, m.py = make([]int, n), make([]bool, n), make([]float64, n), make([]float64, n)
+		m.follow, m.cgroups, m.pairs = make([]*state.Entity, n), make([][]int, n), make([]map[*state.Entity]bool, n)
+		for i := range n {
+			m.pairs[i] = map[*state.Entity]bool{}
+		}
+		w.sees = func(i int, e *state.Entity) bool { vis, _ := m.sees(i, e); return vis }
+
+		coord := func(name string) float32 { return float32(rapid.IntRange(0, 60).Draw(rt, name)) }
+		spaceIdx := func() int { return rapid.IntRange(-1, len(m.spaces)-1).Draw(rt, "space") }
+		spaceOf := func(i int) *replica.Space {
+			if i < 0 {
+				return nil
+			}
+			return m.spaces[i]
+		}
+		pick := func() *state.Entity {
+			ents := w.srv.Tracker().AppendEntities(nil)
+			if len(ents) == 0 {
+				return nil
+			}
+			return ents[rapid.IntRange(0, len(ents)-1).Draw(rt, "entity")]
+		}
+		client := func() int { return rapid.IntRange(0, n-1).Draw(rt, "client") }
+		setOwner := func(e *state.Entity) {
+			i := rapid.IntRange(-1, n-1).Draw(rt, "owner")
+			var c *replica.Conn
+			if i >= 0 {
+				c = w.conns[i]
+				if w.srv.Owner(e) != c && !m.fixed[i] && m.follow[i] == nil && e.Class().Name == "Unit" {
+					m.follow[i] = e // a client follows the first unit it is given
+				}
+			}
+			w.srv.SetOwner(e, c)
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"spawn": func(rt *rapid.T) {
+				cl := sc.Classes[rapid.IntRange(0, 1).Draw(rt, "class")]
+				e, err := w.srv.Tracker().Spawn(cl)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if cl.Name == "Unit" {
+					setPos(e, coord("x"), coord("y"))
+					e.SetNum(2, uint64(rapid.IntRange(0, 5).Draw(rt, "hp")))
+				}
+				m.space[e] = 0
+				if rapid.Bool().Draw(rt, "placed") {
+					sp := spaceIdx()
+					if err := w.srv.SetSpace(e, spaceOf(sp)); err != nil {
+						rt.Fatal(err)
+					}
+					m.space[e] = sp
+				}
+				if rapid.Bool().Draw(rt, "owned") {
+					setOwner(e)
+				}
+			},
+			"destroy": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					w.srv.Tracker().Destroy(e)
+					for i := range m.follow {
+						if m.follow[i] == e {
+							m.follow[i] = nil
+						}
+					}
+				}
+			},
+			"move": func(rt *rapid.T) {
+				if e := pick(); e != nil && e.Class().Name == "Unit" {
+					x, y := posOf(e)
+					dx, dy := rapid.IntRange(-8, 8).Draw(rt, "dx"), rapid.IntRange(-8, 8).Draw(rt, "dy")
+					setPos(e, float32(x)+float32(dx), float32(y)+float32(dy))
+				}
+			},
+			"teleport": func(rt *rapid.T) {
+				if e := pick(); e != nil && e.Class().Name == "Unit" {
+					setPos(e, coord("x"), coord("y"))
+				}
+			},
+			"write": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					if e.Class().Name == "Unit" {
+						e.SetNum(rapid.IntRange(2, 4).Draw(rt, "leaf"), uint64(rapid.IntRange(0, 9).Draw(rt, "v")))
+					} else {
+						e.SetNum(rapid.IntRange(0, 1).Draw(rt, "leaf"), uint64(rapid.IntRange(0, 9).Draw(rt, "v")))
+					}
+				}
+			},
+			"radius": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					r := float64(rapid.SampledFrom([]int{0, 5, 25, 60}).Draw(rt, "radius"))
+					if err := w.srv.SetRadius(e, r); err != nil {
+						rt.Fatal(err)
+					}
+					m.radius[e] = r
+				}
+			},
+			"setSpace": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					sp := spaceIdx()
+					if err := w.srv.SetSpace(e, spaceOf(sp)); err != nil {
+						rt.Fatal(err)
+					}
+					m.space[e] = sp
+				}
+			},
+			"setOwner": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					setOwner(e)
+				}
+			},
+			"always": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					a := rapid.Bool().Draw(rt, "always")
+					if err := w.srv.SetAlwaysRelevant(e, a); err != nil {
+						rt.Fatal(err)
+					}
+					m.always[e] = a
+				}
+			},
+			"groupEntity": func(rt *rapid.T) {
+				if e := pick(); e != nil {
+					g := rapid.IntRange(0, 1).Draw(rt, "group")
+					if slices.Contains(m.egroups[e], g) {
+						m.groups[g].RemoveEntity(e)
+						m.egroups[e] = slices.DeleteFunc(m.egroups[e], func(x int) bool { return x == g })
+					} else {
+						if err := m.groups[g].AddEntity(e); err != nil {
+							rt.Fatal(err)
+						}
+						m.egroups[e] = append(m.egroups[e], g)
+					}
+				}
+			},
+			"groupConn": func(rt *rapid.T) {
+				i, g := client(), rapid.IntRange(0, 1).Draw(rt, "group")
+				if slices.Contains(m.cgroups[i], g) {
+					m.groups[g].RemoveConn(w.conns[i])
+					m.cgroups[i] = slices.DeleteFunc(m.cgroups[i], func(x int) bool { return x == g })
+				} else {
+					m.groups[g].AddConn(w.conns[i])
+					m.cgroups[i] = append(m.cgroups[i], g)
+				}
+			},
+			"view": func(rt *rapid.T) {
+				i, sp := client(), spaceIdx()
+				if err := w.srv.View(w.conns[i], spaceOf(sp)); err != nil {
+					rt.Fatal(err)
+				}
+				m.view[i] = sp
+			},
+			"viewpoint": func(rt *rapid.T) {
+				i := client()
+				x, y := coord("x"), coord("y")
+				if err := w.srv.SetViewpoint(w.conns[i], float64(x), float64(y)); err != nil {
+					rt.Fatal(err)
+				}
+				m.fixed[i], m.px[i], m.py[i], m.follow[i] = true, float64(x), float64(y), nil
+			},
+			"follow": func(rt *rapid.T) {
+				if e := pick(); e != nil && e.Class().Name == "Unit" {
+					i := client()
+					if err := w.srv.Follow(w.conns[i], e); err != nil {
+						rt.Fatal(err)
+					}
+					m.fixed[i], m.follow[i] = false, e
+				}
+			},
+			"tick": func(rt *rapid.T) {
+				w.tick(rt)
+				m.settle()
+			},
+		})
+		w.tick(rt)
+	})
+}
