@@ -1533,7 +1533,7 @@ func TestClientLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, _ := demo.BotOf(c.Replica().Entity(bot.ID()))
+	got, _ := demo.BotViewOf(c.Replica().Entity(bot.ID()))
 	if got.Name() != "short name" || got.Hp() != 7 || bot.Name() != "short name" {
 		t.Errorf("client sees %q, hp %d; server holds %q", got.Name(), got.Hp(), bot.Name())
 	}

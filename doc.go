@@ -55,8 +55,9 @@
 // # Clients, transports and authentication
 //
 // Package client is the Go client: client.Dial performs the handshake and
-// returns a client.Conn, whose Replica the game reads and whose Wait and
-// Poll apply ticks and run callbacks on the game's goroutine.
+// returns a client.Conn, whose Replica the game reads, through the
+// read-only views replicagen generates (game.PlayerView), and whose Wait
+// and Poll apply ticks and run callbacks on the game's goroutine.
 //
 // Connections travel over a transport.Conn:
 //

@@ -45,7 +45,7 @@ func fallBehindAndResync(t *testing.T) {
 		mine = b
 	}
 	var hurts []uint32
-	demo.OnBotHurt(c, func(_ demo.Bot, seq uint32, _ int16, _ replica.Ref) { hurts = append(hurts, seq) })
+	demo.OnBotHurt(c, func(_ demo.BotView, seq uint32, _ int16, _ replica.Ref) { hurts = append(hurts, seq) })
 
 	// The client does not poll: its reader fills Buffer, then stops
 	// reading, and the server's queue for it grows past LagMessages.

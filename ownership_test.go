@@ -235,8 +235,8 @@ func TestOwnershipTransfer(t *testing.T) {
 	w.srv.SetOwner(h.Entity(), w.conns[0])
 	w.tick(t)
 
-	hero := func(i int) v2.Hero {
-		p, _ := v2.HeroOf(w.clients[i].Replica().Entity(h.ID()))
+	hero := func(i int) v2.HeroView {
+		p, _ := v2.HeroViewOf(w.clients[i].Replica().Entity(h.ID()))
 		return p
 	}
 	w.srv.SetOwner(h.Entity(), w.conns[1])

@@ -28,8 +28,8 @@ func reconnect(t *testing.T) {
 		b.SetHp(7)
 	}
 	var created, destroyed int
-	demo.OnBotCreate(c.Replica(), func(demo.Bot) { created++ })
-	demo.OnBotDestroy(c.Replica(), func(demo.Bot) { destroyed++ })
+	demo.OnBotCreate(c.Replica(), func(demo.BotView) { created++ })
+	demo.OnBotDestroy(c.Replica(), func(demo.BotView) { destroyed++ })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

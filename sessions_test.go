@@ -86,7 +86,7 @@ func (r *dupRig) settle(t *testing.T, n int, clients ...*client.Conn) {
 // user's bot.
 func ownsBot(c *client.Conn) bool {
 	owned := c.Replica().Owned(nil)
-	b, ok := demo.BotOf(firstOr(owned))
+	b, ok := demo.BotViewOf(firstOr(owned))
 	return len(owned) == 1 && ok && b.Name() == c.UserID()
 }
 

@@ -20,7 +20,8 @@
 // leaf is a scalar or container field of the class, fields of nested
 // structs included (see [schema.LeafInfo]). Generated packages wrap these
 // registrations in typed functions, for example OnPlayerCreate and
-// OnPlayerHpChange; use them when you can. Code that registers by leaf
+// OnPlayerHpChange, which pass read-only views of the entities and their
+// values (PlayerView); use them when you can. Code that registers by leaf
 // number finds it as the Leaf of the field in the class's schema (the
 // class's schema.Struct, from the generated Schema function): for a field
 // of a nested struct, add the nested field's Leaf to its parent's.
@@ -53,8 +54,9 @@
 // for the rest of the tick.
 //
 // A Replica is not safe for concurrent use, and callbacks must not call
-// Apply. Callbacks must not modify entities (the setters of generated types
-// would change the replica without a transaction).
+// Apply. Only Apply changes entities: generated views have no setters, and
+// the setters of package state panic on a replica's entities (see
+// state.ErrReadOnly).
 package client
 
 import (

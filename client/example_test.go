@@ -22,16 +22,16 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	arena.OnUnitCreate(r, func(u arena.Unit) {
+	arena.OnUnitCreate(r, func(u arena.UnitView) {
 		fmt.Printf("unit %d appears: %s, hp %d\n", u.ID(), u.Name(), u.Hp())
 	})
-	arena.OnUnitHpChange(r, func(u arena.Unit, old, new int16) {
+	arena.OnUnitHpChange(r, func(u arena.UnitView, old, new int16) {
 		fmt.Printf("unit %d hp %d -> %d\n", u.ID(), old, new)
 	})
-	arena.OnQunitXChange(r, func(q arena.Qunit, old, new float32) {
+	arena.OnQunitXChange(r, func(q arena.QunitView, old, new float32) {
 		fmt.Printf("qunit %d x %g -> %g\n", q.ID(), old, new)
 	})
-	arena.OnUnitDestroy(r, func(u arena.Unit) {
+	arena.OnUnitDestroy(r, func(u arena.UnitView) {
 		fmt.Printf("unit %d is gone\n", u.ID())
 	})
 

@@ -1335,7 +1335,7 @@ func TestSetNestedStructType(t *testing.T) {
 		t.Errorf("SetPos/SetVel did not copy the vector")
 	}
 	ce := replicateOwner(t, tr, dec, tab, h.ID())
-	ch, _ := v2.HeroOf(ce)
+	ch, _ := v2.HeroViewOf(ce)
 	if ch.Body().Mark() != 0 /* vis=others */ || !ch.Body().Glow() || ch.Body().Stats().Resist().Wind() != 9 || ch.Body().Pos().W() != -5 {
 		t.Errorf("client body: glow %v wind %d w %d", ch.Body().Glow(), ch.Body().Stats().Resist().Wind(), ch.Body().Pos().W())
 	}
@@ -1366,7 +1366,7 @@ func TestSetNestedQuantized(t *testing.T) {
 		t.Fatalf("item Pos.X = %v, want 3", x)
 	}
 	ce := replicateOwner(t, tr, dec, tab, h.ID())
-	ch, _ := v2.HeroOf(ce)
+	ch, _ := v2.HeroViewOf(ce)
 	ci, _ := ch.Inv().Get(1)
 	if x := ch.Body().Pos().X(); x != 3 || ci.Pos().X() != 3 {
 		t.Fatalf("client Pos.X = %v, item %v; want 3", x, ci.Pos().X())

@@ -92,25 +92,9 @@ func (p *Package) generatedNames() map[string]*Struct {
 	names := map[string]*Struct{}
 	for _, s := range p.Structs {
 		names[s.Name] = s
-		if s.Class() {
-			names["Spawn"+s.Name] = s
-			names[s.Name+"Of"] = s
-		} else {
-			names["New"+s.Name] = s
-		}
-		for _, f := range s.Fields {
-			if f.Schema.Deprecated {
-				continue
-			}
-			switch f.Schema.Type.Kind {
-			case schema.List:
-				names[s.Name+f.Method+"List"] = s
-			case schema.Map:
-				names[s.Name+f.Method+"Map"] = s
-			case schema.Bag:
-				names[s.Name+f.Method+"Bag"] = s
-			}
-		}
+	}
+	for _, d := range p.structDecls() {
+		names[d.name] = d.s
 	}
 	p.addCallbackNames(names)
 	p.addRPCNames(names)
@@ -142,13 +126,14 @@ func (p *Package) checkNames() error {
 	errs = append(errs, p.typeClashes()...)
 	errs = append(errs, p.callbackClashes()...)
 	errs = append(errs, p.rpcClashes()...)
+	errs = append(errs, p.viewClashes()...)
 	for _, s := range p.Structs {
 		for _, f := range s.Fields {
 			if pos, ok := s.UserMethods[f.Method]; ok && !f.Schema.Deprecated {
-				errs = append(errs, clash(pos, s, f.Method))
+				errs = append(errs, clash(pos, s.Name, s, f.Method))
 			}
 			if pos, ok := s.UserMethods["Set"+f.Method]; ok && !f.Schema.Deprecated {
-				errs = append(errs, clash(pos, s, "Set"+f.Method))
+				errs = append(errs, clash(pos, s.Name, s, "Set"+f.Method))
 			}
 		}
 	}
@@ -162,7 +147,8 @@ func (p *Package) checkNames() error {
 // typeClashes reports the types and functions generated for spec structs
 // and their container fields that share a name: with underscores dropped,
 // field base_info of player_stats and field info of player_stats_base both
-// give list type PlayerStatsBaseInfoList.
+// give list type PlayerStatsBaseInfoList; spec playerView and the view of
+// class player are both PlayerView.
 func (p *Package) typeClashes() ErrorList {
 	var errs ErrorList
 	seen := map[string]string{}
@@ -177,24 +163,16 @@ func (p *Package) typeClashes() ErrorList {
 	for _, s := range p.Structs {
 		add(s.Name, "spec "+s.Spec, s.Pos)
 	}
-	for _, s := range p.Structs {
-		if s.Class() {
-			add("Spawn"+s.Name, "class "+s.Spec, s.Pos)
-			add(s.Name+"Of", "class "+s.Spec, s.Pos)
-		} else {
-			add("New"+s.Name, "spec "+s.Spec, s.Pos)
-		}
-		for _, f := range s.Fields {
-			if suffix := map[schema.Kind]string{schema.List: "List", schema.Map: "Map", schema.Bag: "Bag"}[f.Schema.Type.Kind]; suffix != "" && !f.Schema.Deprecated {
-				add(s.Name+f.Method+suffix, "field "+s.Spec+"."+f.Name, f.Pos)
-			}
-		}
+	for _, d := range p.structDecls() {
+		add(d.name, d.what(), d.pos())
 	}
 	return errs
 }
 
-func clash(pos token.Position, s *Struct, m string) *Error {
-	return &Error{Pos: pos, Msg: fmt.Sprintf("method %s.%s clashes with the accessor replicagen generates for a field of %s; rename the method", s.Name, m, s.Spec)}
+// clash reports user method m of type typ, which replicagen generates for
+// spec s, that is also the name of a field accessor.
+func clash(pos token.Position, typ string, s *Struct, m string) *Error {
+	return &Error{Pos: pos, Msg: fmt.Sprintf("method %s.%s clashes with the accessor replicagen generates for a field of %s; rename the method", typ, m, s.Spec)}
 }
 
 type emitter struct {
@@ -319,6 +297,9 @@ func (e *emitter) file() {
 
 	for _, s := range p.Structs {
 		e.structType(s)
+		if p.hasView(s) {
+			e.viewType(s)
+		}
 		if s.Class() {
 			e.callbacks(s)
 			e.rpcs(s)
@@ -334,6 +315,7 @@ type recv struct {
 	str    string // format of an object slot read
 	handle string // expression of the state.Handle
 	setNum string // expression whose SetNum(leaf, v) sets a numeric field
+	view   bool   // a client view: getters of view types, no setters
 }
 
 func (e *emitter) structType(s *Struct) {
@@ -349,23 +331,29 @@ func (e *emitter) structType(s *Struct) {
 	}
 	var r recv
 	if s.Class() {
-		e.f("//\n// On a client a %[1]s is read-only: the server's updates change it, and\n// its setters panic (see state.ErrReadOnly).\n", s.Name)
+		e.f("//\n")
+		e.comment(fmt.Sprintf("Clients see a %[1]s as a %[1]sView: read-only, without the fields that never reach them.", s.Name))
 		e.f("type %s struct{ e *state.Entity }\n\n", s.Name)
 		e.f("// Spawn%[1]s creates a %[1]s with every field at its zero value in tr and\n// records its creation in the current tick.\n", s.Name)
 		e.f("func Spawn%[1]s(tr *state.Tracker) (%[1]s, error) {\n\te, err := tr.Spawn(%[2]s)\n\treturn %[1]s{e}, err\n}\n\n", s.Name, schemaVar(s))
-		e.f("// %[1]sOf returns e as a %[1]s; ok is false if e is nil or of another class.\n", s.Name)
-		e.f("func %[1]sOf(e *state.Entity) (v %[1]s, ok bool) {\n\tif e == nil || e.Class() != %[2]s {\n\t\treturn v, false\n\t}\n\treturn %[1]s{e}, true\n}\n\n", s.Name, schemaVar(s))
+		e.comment(fmt.Sprintf("%[1]sOf returns e as a %[1]s; ok is false if e is nil, of another class or an entity of a client replica, which clients read with %[1]sViewOf.", s.Name))
+		e.f("func %[1]sOf(e *state.Entity) (v %[1]s, ok bool) {\n\tif e == nil || e.Class() != %[2]s || e.ReadOnly() {\n\t\treturn v, false\n\t}\n\treturn %[1]s{e}, true\n}\n\n", s.Name, schemaVar(s))
 		e.f("// Entity returns the underlying entity.\nfunc (p %s) Entity() *state.Entity { return p.e }\n\n", s.Name)
 		e.f("// ID returns the network ID.\nfunc (p %s) ID() state.ID { return p.e.ID() }\n\n", s.Name)
-		e.f("// Valid reports whether p refers to an entity that was not destroyed: it\n// is false for the zero %[1]s and once the entity is destroyed (on the\n// server by its tracker, on a client by a tick). Getters of an invalid %[1]s return the zero value or, after a\n// destroy, the last values; its setters panic (see state.ErrInvalidHandle).\nfunc (p %[1]s) Valid() bool { return p.e.Valid() }\n\n", s.Name)
-		e.f("// IsOwned reports whether this client owns p: on a client replica, what\n// the server said; false on the server, where Server.Owner tells.\nfunc (p %s) IsOwned() bool { return p.e.Owned() }\n\n", s.Name)
+		e.comment(fmt.Sprintf("Valid reports whether p refers to an entity that was not destroyed: it is false for the zero %[1]s and once its tracker destroyed the entity. Getters of an invalid %[1]s return the zero value or, after a destroy, the last values; its setters panic (see state.ErrInvalidHandle).", s.Name))
+		e.f("func (p %s) Valid() bool { return p.e.Valid() }\n\n", s.Name)
 		r = recv{name: "p", typ: s.Name, num: "p.e.Num(%d)", str: "p.e.Str(%d)", handle: "p.e.Handle()", setNum: "p.e"}
 	} else {
 		if s.RPC != nil {
 			e.f("//\n")
 			e.comment(rpcDoc(s.RPC))
 		} else {
-			e.f("//\n// %s %s is a handle: a field of an entity, an item of a bag, or a detached\n// value made by New%s.\n", article(s.Name), s.Name, s.Name)
+			doc := fmt.Sprintf("%s %s is a handle: a field of an entity, an item of a bag, or a detached value made by New%s.", article(s.Name), s.Name, s.Name)
+			if e.p.hasView(s) {
+				doc += fmt.Sprintf(" Clients see %s %s as %s %s.", strings.ToLower(article(s.Name)), s.Name, strings.ToLower(article(s.Name)), viewName(s))
+			}
+			e.f("//\n")
+			e.comment(doc)
 		}
 		e.f("type %s struct{ h state.Handle }\n\n", s.Name)
 		if s.RPC != nil {
@@ -396,7 +384,12 @@ func (e *emitter) fieldDoc(s *Struct, f *Field, first string) {
 		}
 	}
 	if e.p.Schema.ServerOnly(s.Schema, f.Schema) {
-		e.f("//\n// The field is server-only: clients never receive it, and on a client\n// it reads as its zero value.\n")
+		e.f("//\n")
+		if e.p.hasView(s) {
+			e.comment(fmt.Sprintf("The field is server-only: clients never receive it, and %s has no getter for it.", viewName(s)))
+		} else {
+			e.f("// The field is server-only: clients never receive it.\n")
+		}
 	}
 }
 
@@ -409,34 +402,45 @@ func (e *emitter) field(s *Struct, f *Field, r recv) {
 		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
 		read := fmt.Sprintf(r.num, num)
 		e.f("func (%s %s) %s() %s { return %s }\n\n", r.name, r.typ, f.Method, f.GoType, e.fromNum(t, f.GoType, quantVar(s, f), read))
-		e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
-		e.f("func (%s %s) Set%s(x %s) { %s.SetNum(%d, %s) }\n\n", r.name, r.typ, f.Method, f.GoType, r.setNum, leaf, e.plain(t, "x"))
+		if !r.view {
+			e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
+			e.f("func (%s %s) Set%s(x %s) { %s.SetNum(%d, %s) }\n\n", r.name, r.typ, f.Method, f.GoType, r.setNum, leaf, e.plain(t, "x"))
+		}
 	case k == schema.String || k == schema.Bytes:
 		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
 		e.f("func (%s %s) %s() %s { return %s(%s) }\n\n", r.name, r.typ, f.Method, f.GoType, f.GoType, fmt.Sprintf(r.str, obj))
-		e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
-		e.f("func (%s %s) Set%s(x %s) { %s.SetStr(%d, string(x)) }\n\n", r.name, r.typ, f.Method, f.GoType, r.handle, leaf)
+		if !r.view {
+			e.f("// Set%s sets the %s field.\n", f.Method, f.Name)
+			e.f("func (%s %s) Set%s(x %s) { %s.SetStr(%d, string(x)) }\n\n", r.name, r.typ, f.Method, f.GoType, r.handle, leaf)
+		}
 	case k == schema.Nested:
+		if r.view {
+			n := viewName(f.Struct)
+			e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s field.", f.Method, f.Name))
+			e.f("func (%s %s) %s() %s { return %s{%s.Nested(%d, %d, %d)} }\n\n", r.name, r.typ, f.Method, n, n, r.handle, leaf, num, obj)
+			break
+		}
 		n := f.Struct.Name
 		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s field; setters on the result change this %s.", f.Method, f.Name, s.Name))
 		e.f("func (%s %s) %s() %s { return %s{%s.Nested(%d, %d, %d)} }\n\n", r.name, r.typ, f.Method, n, n, r.handle, leaf, num, obj)
 		e.f("// Set%s copies every field of x into the %s field.\n", f.Method, f.Name)
 		e.f("func (%s %s) Set%s(x %s) { %s.SetNested(%d, %s, x.h) }\n\n", r.name, r.typ, f.Method, n, r.handle, leaf, schemaVar(f.Struct))
-	case k == schema.List:
-		w := s.Name + f.Method + "List"
-		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s list.", f.Method, f.Name))
-		e.f("func (%s %s) %s() %s { return %s{%s.List(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
-		e.list(s, f, w)
-	case k == schema.Map:
-		w := s.Name + f.Method + "Map"
-		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s map.", f.Method, f.Name))
-		e.f("func (%s %s) %s() %s { return %s{%s.Map(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
-		e.mapType(s, f, w)
-	case k == schema.Bag:
-		w := s.Name + f.Method + "Bag"
-		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s bag.", f.Method, f.Name))
-		e.f("func (%s %s) %s() %s { return %s{%s.Bag(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, leaf)
-		e.bag(s, f, w)
+	case k.Container():
+		w := containerName(s, f)
+		if r.view {
+			w += "View"
+		}
+		what := map[schema.Kind]string{schema.List: "list", schema.Map: "map", schema.Bag: "bag"}[k]
+		e.fieldDoc(s, f, fmt.Sprintf("%s returns the %s %s.", f.Method, f.Name, what))
+		e.f("func (%s %s) %s() %s { return %s{%s.%s(%d)} }\n\n", r.name, r.typ, f.Method, w, w, r.handle, kindIdent[k], leaf)
+		switch k {
+		case schema.List:
+			e.list(s, f, w, r.view)
+		case schema.Map:
+			e.mapType(s, f, w, r.view)
+		case schema.Bag:
+			e.bag(s, f, w, r.view)
+		}
 	}
 }
 
@@ -481,11 +485,12 @@ func (e *emitter) fromNum(t *schema.Type, goType, q, x string) string {
 }
 
 // elemFrom returns the expression converting state.Value x to the element
-// Go type of field f; elemTo the reverse.
-func (e *emitter) elemFrom(s *Struct, f *Field, t *schema.Type, x string) string {
+// Go type of field f, the view type for struct elements when view is set;
+// elemTo the reverse.
+func (e *emitter) elemFrom(s *Struct, f *Field, t *schema.Type, x string, view bool) string {
 	switch {
 	case t.Kind == schema.Nested:
-		return f.Struct.Name + "{state.ValueOf(" + x + ".R)}"
+		return e.elemGoType(f, view) + "{state.ValueOf(" + x + ".R)}"
 	case t.Kind.Numeric():
 		return e.fromNum(t, f.GoType, quantVar(s, f), x+".N")
 	}
@@ -502,27 +507,48 @@ func (e *emitter) elemTo(f *Field, t *schema.Type, x string) string {
 	return "state.Value{S: string(" + x + ")}"
 }
 
-func (e *emitter) elemGoType(f *Field) string {
-	if f.Struct != nil {
+// elemGoType returns the Go type of the elements of container field f:
+// the struct's type, or its view type when view is set, for structs.
+func (e *emitter) elemGoType(f *Field, view bool) string {
+	switch {
+	case f.Struct != nil && view:
+		return viewName(f.Struct)
+	case f.Struct != nil:
 		return f.Struct.Name
 	}
 	return f.GoType
 }
 
-func (e *emitter) list(s *Struct, f *Field, w string) {
+// containerDoc writes the doc comment of container type w, the field f
+// of s, which is a list, map or bag (what) and, for a view, read-only.
+func (e *emitter) containerDoc(s *Struct, f *Field, w, what, rest string, view bool) {
+	if view {
+		e.comment(fmt.Sprintf("%s is the %s %s of %s %s, read-only.", w, f.Name, what, strings.ToLower(article(s.Name)), viewName(s)))
+		return
+	}
+	e.f("// %s is the %s %s of %s %s%s\n", w, f.Name, what, strings.ToLower(article(s.Name)), s.Name, rest)
+}
+
+func (e *emitter) list(s *Struct, f *Field, w string, view bool) {
 	t := f.Schema.Type.Elem
-	g := e.elemGoType(f)
+	g := e.elemGoType(f, view)
 	e.imports["iter"] = true
-	e.f("// %s is the %s list of %s %s.%s\n", w, f.Name, strings.ToLower(article(s.Name)), s.Name, replicates(s))
+	e.containerDoc(s, f, w, "list", "."+replicates(s), view)
 	e.f("type %s struct{ l state.ListHandle }\n\n", w)
 	e.f("// Len returns the number of elements.\nfunc (l %s) Len() int { return l.l.Len() }\n\n", w)
 	copyNote := ""
 	if t.Kind == schema.Nested {
 		copyNote = " It is a copy: store changes with Set."
+		if view {
+			copyNote = " It is a copy, which later updates do not change."
+		}
 	}
-	e.f("// At returns element i.%s\nfunc (l %s) At(i int) %s { return %s }\n\n", copyNote, w, g, e.elemFrom(s, f, t, "l.l.At(i)"))
+	e.f("// At returns element i.%s\nfunc (l %s) At(i int) %s { return %s }\n\n", copyNote, w, g, e.elemFrom(s, f, t, "l.l.At(i)", view))
 	e.f("// All iterates over the elements in order.\nfunc (l %s) All() iter.Seq2[int, %s] {\n", w, g)
 	e.f("\treturn func(yield func(int, %s) bool) {\n\t\tfor i := 0; i < l.l.Len(); i++ {\n\t\t\tif !yield(i, l.At(i)) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", g)
+	if view {
+		return
+	}
 	e.f("// Push appends x.\nfunc (l %s) Push(x %s) { l.l.Push(%s) }\n\n", w, g, e.elemTo(f, t, "x"))
 	e.f("// Insert inserts x at index i.\nfunc (l %s) Insert(i int, x %s) { l.l.Insert(i, %s) }\n\n", w, g, e.elemTo(f, t, "x"))
 	e.f("// Set replaces element i with x.\nfunc (l %s) Set(i int, x %s) { l.l.Set(i, %s) }\n\n", w, g, e.elemTo(f, t, "x"))
@@ -545,45 +571,60 @@ func (e *emitter) keyFrom(f *Field, t *schema.Type, x string) string {
 	return f.KeyGoType + "(" + x + ".N)"
 }
 
-func (e *emitter) mapType(s *Struct, f *Field, w string) {
+func (e *emitter) mapType(s *Struct, f *Field, w string, view bool) {
 	t := &f.Schema.Type
-	g := e.elemGoType(f)
+	g := e.elemGoType(f, view)
 	k := f.KeyGoType
 	e.imports["iter"] = true
-	e.f("// %s is the %s map of %s %s.%s\n", w, f.Name, strings.ToLower(article(s.Name)), s.Name, replicates(s))
+	e.containerDoc(s, f, w, "map", "."+replicates(s), view)
 	e.f("type %s struct{ m state.MapHandle }\n\n", w)
 	e.f("// Len returns the number of entries.\nfunc (m %s) Len() int { return m.m.Map().Len() }\n\n", w)
 	copyNote := ""
 	if t.Elem.Kind == schema.Nested {
 		copyNote = " A struct value is a copy: store changes with Put."
+		if view {
+			copyNote = " A struct value is a copy, which later updates do not change."
+		}
 	}
 	e.f("// Get returns the value of key k.%s\nfunc (m %s) Get(k %s) (v %s, ok bool) {\n", copyNote, w, k, g)
-	e.f("\tx, ok := m.m.Map().Get(%s)\n\tif !ok {\n\t\treturn v, false\n\t}\n\treturn %s, true\n}\n\n", e.keyTo(t, "m.m", "k"), e.elemFrom(s, f, t.Elem, "x"))
-	e.f("// Put sets the value of key k.\nfunc (m %s) Put(k %s, x %s) { m.m.Put(%s, %s) }\n\n", w, k, g, e.keyTo(t, "m.m", "k"), e.elemTo(f, t.Elem, "x"))
-	e.f("// Delete removes key k.\nfunc (m %s) Delete(k %s) { m.m.Delete(%s) }\n\n", w, k, e.keyTo(t, "m.m", "k"))
-	e.f("// Clear removes every key.\nfunc (m %s) Clear() { m.m.Clear() }\n\n", w)
+	e.f("\tx, ok := m.m.Map().Get(%s)\n\tif !ok {\n\t\treturn v, false\n\t}\n\treturn %s, true\n}\n\n", e.keyTo(t, "m.m", "k"), e.elemFrom(s, f, t.Elem, "x", view))
+	if !view {
+		e.f("// Put sets the value of key k.\nfunc (m %s) Put(k %s, x %s) { m.m.Put(%s, %s) }\n\n", w, k, g, e.keyTo(t, "m.m", "k"), e.elemTo(f, t.Elem, "x"))
+		e.f("// Delete removes key k.\nfunc (m %s) Delete(k %s) { m.m.Delete(%s) }\n\n", w, k, e.keyTo(t, "m.m", "k"))
+		e.f("// Clear removes every key.\nfunc (m %s) Clear() { m.m.Clear() }\n\n", w)
+	}
 	e.f("// All iterates over the entries in ascending key order.\nfunc (m %s) All() iter.Seq2[%s, %s] {\n", w, k, g)
 	e.f("\treturn func(yield func(%s, %s) bool) {\n\t\tfor _, key := range m.m.Map().Keys(nil) {\n", k, g)
-	e.f("\t\t\tx, _ := m.m.Map().Get(key)\n\t\t\tif !yield(%s, %s) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", e.keyFrom(f, t, "key"), e.elemFrom(s, f, t.Elem, "x"))
+	e.f("\t\t\tx, _ := m.m.Map().Get(key)\n\t\t\tif !yield(%s, %s) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", e.keyFrom(f, t, "key"), e.elemFrom(s, f, t.Elem, "x", view))
 }
 
-func (e *emitter) bag(s *Struct, f *Field, w string) {
+func (e *emitter) bag(s *Struct, f *Field, w string, view bool) {
 	t := &f.Schema.Type
-	g := f.Struct.Name
+	g := e.elemGoType(f, view)
 	k := f.KeyGoType
 	e.imports["iter"] = true
-	if s.RPC != nil {
+	switch {
+	case view:
+		e.containerDoc(s, f, w, "bag", "", true)
+	case s.RPC != nil:
 		e.f("// %s is the %s bag of %s %s: items keyed by ID.\n", w, f.Name, strings.ToLower(article(s.Name)), s.Name)
-	} else {
+	default:
 		e.f("// %s is the %s bag of a %s: items keyed by ID, where changing one\n// field of one item replicates only that field.\n", w, f.Name, s.Name)
 	}
 	e.f("type %s struct{ b state.BagHandle }\n\n", w)
 	e.f("// Len returns the number of items.\nfunc (b %s) Len() int { return b.b.Bag().Len() }\n\n", w)
-	e.f("// Get returns item k; setters on it replicate.\nfunc (b %s) Get(k %s) (%s, bool) {\n", w, k, g)
+	if view {
+		e.f("// Get returns item k, which shows the later updates of its fields.\n")
+	} else {
+		e.f("// Get returns item k; setters on it replicate.\n")
+	}
+	e.f("func (b %s) Get(k %s) (%s, bool) {\n", w, k, g)
 	e.f("\th := b.b.Get(b.b.Key(%s))\n\treturn %s{h}, h.Valid()\n}\n\n", e.plain(&schema.Type{Kind: t.Key}, "k"), g)
-	e.f("// Add stores a copy of x under key k, replacing any item there, and\n// returns the stored item.\n")
-	e.f("func (b %s) Add(k %s, x %s) %s { return %s{b.b.Add(b.b.Key(%s), x.h.Copy(%s))} }\n\n", w, k, g, g, g, e.plain(&schema.Type{Kind: t.Key}, "k"), schemaVar(f.Struct))
-	e.f("// Remove removes item k.\nfunc (b %s) Remove(k %s) { b.b.Remove(b.b.Key(%s)) }\n\n", w, k, e.plain(&schema.Type{Kind: t.Key}, "k"))
+	if !view {
+		e.f("// Add stores a copy of x under key k, replacing any item there, and\n// returns the stored item.\n")
+		e.f("func (b %s) Add(k %s, x %s) %s { return %s{b.b.Add(b.b.Key(%s), x.h.Copy(%s))} }\n\n", w, k, g, g, g, e.plain(&schema.Type{Kind: t.Key}, "k"), schemaVar(f.Struct))
+		e.f("// Remove removes item k.\nfunc (b %s) Remove(k %s) { b.b.Remove(b.b.Key(%s)) }\n\n", w, k, e.plain(&schema.Type{Kind: t.Key}, "k"))
+	}
 	e.f("// All iterates over the items in ascending key order.\nfunc (b %s) All() iter.Seq2[%s, %s] {\n", w, k, g)
 	e.f("\treturn func(yield func(%s, %s) bool) {\n\t\tfor _, key := range b.b.Bag().Keys(nil) {\n", k, g)
 	e.f("\t\t\tif !yield(%s(key), %s{b.b.Get(key)}) {\n\t\t\t\treturn\n\t\t\t}\n\t\t}\n\t}\n}\n\n", k, g)

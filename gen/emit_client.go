@@ -10,19 +10,20 @@ import (
 
 // Typed client callbacks. For each class the generated file declares
 // functions that register callbacks on a client.Replica with the values
-// converted to their Go types:
+// converted to their Go types and entities, and struct values, passed as
+// views (see emit_view.go):
 //
-//	On<Class>Create(r, func(Class)) func()
-//	On<Class>Destroy(r, func(Class)) func()
-//	On<Class>Ownership(r, func(Class, owned bool)) func()
-//	On<Class><Path>Change(r, func(Class, old, new T)) func()                  scalar leaves
-//	On<Class><Path>Change(r, func(Class, client.ListChange[T])) func()        lists
-//	On<Class><Path>Change(r, func(Class, client.MapChange[K, V])) func()      maps
-//	On<Class><Path>Change(r, func(Class, client.BagChange[K, Item])) func()   bags
+//	On<Class>Create(r, func(ClassView)) func()
+//	On<Class>Destroy(r, func(ClassView)) func()
+//	On<Class>Ownership(r, func(ClassView, owned bool)) func()
+//	On<Class><Path>Change(r, func(ClassView, old, new T)) func()                    scalar leaves
+//	On<Class><Path>Change(r, func(ClassView, client.ListChange[T])) func()          lists
+//	On<Class><Path>Change(r, func(ClassView, client.MapChange[K, V])) func()        maps
+//	On<Class><Path>Change(r, func(ClassView, client.BagChange[K, ItemView])) func() bags
 //
 // where Path is the accessor base names of the fields from the class down
 // to the leaf: Hp for field hp, BodyPosX for field x of field pos of field
-// body.
+// body. T and V are view types for struct elements.
 
 // A callbackFunc is one generated typed registration function.
 type callbackFunc struct {
@@ -79,16 +80,25 @@ func (p *Package) addCallbackNames(names map[string]*Struct) {
 // each other or with a generated type.
 func (p *Package) callbackClashes() ErrorList {
 	var errs ErrorList
-	types := map[string]*Struct{}
+	type typ struct {
+		what string
+		pos  token.Position
+	}
+	types := map[string]typ{}
 	for _, s := range p.Structs {
-		types[s.Name] = s
+		types[s.Name] = typ{s.Spec, s.Pos}
+	}
+	for _, d := range p.structDecls() {
+		if !d.fn {
+			types[d.name] = typ{d.what(), d.pos()}
+		}
 	}
 	seen := map[string]callbackFunc{}
 	for _, c := range p.Classes {
 		for _, cb := range callbackFuncs(c) {
-			if s := types[cb.name]; s != nil {
-				errs = append(errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf(
-					"replicagen generates the type %s for %s and the function %s for %s; rename one of them", cb.name, s.Spec, cb.name, cb.what())})
+			if t, ok := types[cb.name]; ok {
+				errs = append(errs, &Error{Pos: t.pos, Msg: fmt.Sprintf(
+					"replicagen generates the type %s for %s and the function %s for %s; rename one of them", cb.name, t.what, cb.name, cb.what())})
 			}
 			if prev, dup := seen[cb.name]; dup {
 				errs = append(errs, &Error{Pos: cb.pos(), Msg: fmt.Sprintf(
@@ -119,20 +129,21 @@ func (cb callbackFunc) pos() token.Position {
 // callbacks emits the typed callback functions of class c.
 func (e *emitter) callbacks(c *Struct) {
 	e.imports["client"] = true
+	v := viewName(c)
 	for _, cb := range callbackFuncs(c) {
 		switch cb.event {
 		case "Create":
 			e.comment(fmt.Sprintf("%s registers fn to run for each new %s in r, with the whole tick applied, and returns a func that unregisters it.", cb.name, c.Name))
-			e.f("func %s(r *client.Replica, fn func(%s)) (cancel func()) {\n", cb.name, c.Name)
-			e.f("\treturn r.OnCreate(%s, func(e *state.Entity) { fn(%s{e}) })\n}\n\n", schemaVar(c), c.Name)
+			e.f("func %s(r *client.Replica, fn func(%s)) (cancel func()) {\n", cb.name, v)
+			e.f("\treturn r.OnCreate(%s, func(e *state.Entity) { fn(%s{e}) })\n}\n\n", schemaVar(c), v)
 		case "Destroy":
 			e.comment(fmt.Sprintf("%s registers fn to run for each %s destroyed in r, as it was when destroyed, and returns a func that unregisters it.", cb.name, c.Name))
-			e.f("func %s(r *client.Replica, fn func(%s)) (cancel func()) {\n", cb.name, c.Name)
-			e.f("\treturn r.OnDestroy(%s, func(e *state.Entity) { fn(%s{e}) })\n}\n\n", schemaVar(c), c.Name)
+			e.f("func %s(r *client.Replica, fn func(%s)) (cancel func()) {\n", cb.name, v)
+			e.f("\treturn r.OnDestroy(%s, func(e *state.Entity) { fn(%s{e}) })\n}\n\n", schemaVar(c), v)
 		case "Ownership":
 			e.comment(fmt.Sprintf("%s registers fn to run when this client gains (owned is true) or loses ownership of a %s in r, the %ss it owns on joining included, and returns a func that unregisters it.", cb.name, c.Name, c.Name))
-			e.f("func %s(r *client.Replica, fn func(p %s, owned bool)) (cancel func()) {\n", cb.name, c.Name)
-			e.f("\treturn r.OnOwnership(%s, func(e *state.Entity, owned bool) { fn(%s{e}, owned) })\n}\n\n", schemaVar(c), c.Name)
+			e.f("func %s(r *client.Replica, fn func(p %s, owned bool)) (cancel func()) {\n", cb.name, v)
+			e.f("\treturn r.OnOwnership(%s, func(e *state.Entity, owned bool) { fn(%s{e}, owned) })\n}\n\n", schemaVar(c), v)
 		default:
 			e.changeCallback(cb)
 		}
@@ -141,6 +152,7 @@ func (e *emitter) callbacks(c *Struct) {
 
 func (e *emitter) changeCallback(cb callbackFunc) {
 	c, f, s := cb.class, cb.f, cb.decl
+	v := viewName(c)
 	t := &f.Schema.Type
 	switch k := t.Kind; {
 	case k.Numeric() || k == schema.String || k == schema.Bytes:
@@ -151,38 +163,38 @@ func (e *emitter) changeCallback(cb callbackFunc) {
 			return f.GoType + "(" + x + ".S)"
 		}
 		e.comment(fmt.Sprintf("%s registers fn to run when the %s field of a %s in r changes, with its old and new values, and returns a func that unregisters it. A new %s reports its initial %s, unless it is the value every new %s starts with, as a change from that value.", cb.name, cb.path, c.Name, c.Name, cb.path, c.Name))
-		e.f("func %s(r *client.Replica, fn func(p %s, old, new %s)) (cancel func()) {\n", cb.name, c.Name, f.GoType)
+		e.f("func %s(r *client.Replica, fn func(p %s, old, new %s)) (cancel func()) {\n", cb.name, v, f.GoType)
 		e.f("\treturn r.OnField(%s, %d, func(e *state.Entity, o, n state.Value) {\n", schemaVar(c), cb.leaf)
-		e.f("\t\tfn(%s{e}, %s, %s)\n\t})\n}\n\n", c.Name, conv("o"), conv("n"))
+		e.f("\t\tfn(%s{e}, %s, %s)\n\t})\n}\n\n", v, conv("o"), conv("n"))
 	case k == schema.List:
-		g := e.elemGoType(f)
+		g := e.elemGoType(f, true)
 		ev := "client.ListChange[" + g + "]"
 		e.comment(fmt.Sprintf("%s registers fn to run for each change to the %s list of a %s in r, and returns a func that unregisters it. A new %s reports its initial elements as added.", cb.name, cb.path, c.Name, c.Name))
-		e.f("func %s(r *client.Replica, fn func(p %s, ev %s)) (cancel func()) {\n", cb.name, c.Name, ev)
+		e.f("func %s(r *client.Replica, fn func(p %s, ev %s)) (cancel func()) {\n", cb.name, v, ev)
 		e.f("\treturn r.OnList(%s, %d, func(e *state.Entity, ev client.ListEvent) {\n", schemaVar(c), cb.leaf)
 		e.f("\t\tc := %s{Kind: ev.Kind, Index: ev.Index}\n", ev)
 		e.elemValues(s, f, t.Elem)
-		e.f("\t\tfn(%s{e}, c)\n\t})\n}\n\n", c.Name)
+		e.f("\t\tfn(%s{e}, c)\n\t})\n}\n\n", v)
 	case k == schema.Map:
-		g := e.elemGoType(f)
+		g := e.elemGoType(f, true)
 		ev := "client.MapChange[" + f.KeyGoType + ", " + g + "]"
 		e.comment(fmt.Sprintf("%s registers fn to run for each change to the %s map of a %s in r, and returns a func that unregisters it. A new %s reports its initial entries as added.", cb.name, cb.path, c.Name, c.Name))
-		e.f("func %s(r *client.Replica, fn func(p %s, ev %s)) (cancel func()) {\n", cb.name, c.Name, ev)
+		e.f("func %s(r *client.Replica, fn func(p %s, ev %s)) (cancel func()) {\n", cb.name, v, ev)
 		e.f("\treturn r.OnMap(%s, %d, func(e *state.Entity, ev client.MapEvent) {\n", schemaVar(c), cb.leaf)
 		e.f("\t\tc := %s{Kind: ev.Kind, Key: %s}\n", ev, e.keyFrom(f, t, "ev.Key"))
 		e.elemValues(s, f, t.Elem)
-		e.f("\t\tfn(%s{e}, c)\n\t})\n}\n\n", c.Name)
+		e.f("\t\tfn(%s{e}, c)\n\t})\n}\n\n", v)
 	case k == schema.Bag:
-		g := f.Struct.Name
+		g := viewName(f.Struct)
 		ev := "client.BagChange[" + f.KeyGoType + ", " + g + "]"
 		e.comment(fmt.Sprintf("%s registers fn to run for each change to the %s bag of a %s in r, item field changes included, and returns a func that unregisters it. A new %s reports its initial items as added. When one field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the same item with that field at its old value, or the zero %s for a list, map or bag field.", cb.name, cb.path, c.Name, c.Name, g))
-		e.f("func %s(r *client.Replica, fn func(p %s, ev %s)) (cancel func()) {\n", cb.name, c.Name, ev)
+		e.f("func %s(r *client.Replica, fn func(p %s, ev %s)) (cancel func()) {\n", cb.name, v, ev)
 		e.f("\treturn r.OnBag(%s, %d, func(e *state.Entity, ev client.BagEvent) {\n", schemaVar(c), cb.leaf)
 		e.f("\t\tc := %s{Kind: ev.Kind, Key: %s(ev.Key), ItemLeaf: ev.ItemLeaf}\n", ev, f.KeyGoType)
 		e.f("\t\tif ev.Old.R != nil {\n\t\t\tc.Old = %s{state.ValueOf(ev.Old.R)}\n\t\t}\n", g)
 		e.f("\t\tif ev.Kind != client.Removed && ev.Item != nil {\n\t\t\tc.New = %s{state.ValueOf(ev.Item)}\n\t\t}\n", g)
 		e.f("\t\tif ev.ItemLeaf >= 0 && ev.Item != nil {\n\t\t\tif h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {\n\t\t\t\tc.Old = %s{h}\n\t\t\t}\n\t\t}\n", g)
-		e.f("\t\tfn(%s{e}, c)\n\t})\n}\n\n", c.Name)
+		e.f("\t\tfn(%s{e}, c)\n\t})\n}\n\n", v)
 	}
 }
 
@@ -191,8 +203,8 @@ func (e *emitter) changeCallback(cb callbackFunc) {
 // value, the typed one stays the zero value of its Go type (converting the
 // zero state.Value would give, for a bounded quantization, its minimum).
 func (e *emitter) elemValues(s *Struct, f *Field, t *schema.Type) {
-	e.f("\t\tif ev.Kind != client.Added {\n\t\t\tc.Old = %s\n\t\t}\n", e.elemFrom(s, f, t, "ev.Old"))
-	e.f("\t\tif ev.Kind != client.Removed {\n\t\t\tc.New = %s\n\t\t}\n", e.elemFrom(s, f, t, "ev.New"))
+	e.f("\t\tif ev.Kind != client.Added {\n\t\t\tc.Old = %s\n\t\t}\n", e.elemFrom(s, f, t, "ev.Old", true))
+	e.f("\t\tif ev.Kind != client.Removed {\n\t\t\tc.New = %s\n\t\t}\n", e.elemFrom(s, f, t, "ev.New", true))
 }
 
 // comment emits text as a doc comment wrapped at 80 columns.

@@ -113,7 +113,9 @@ func OnTowerHpChange() {}
 
 // TestTypedCallbacks generates the ok fixture into a module with a test
 // that drives every kind of typed callback through a server, the encoder
-// and a client replica, and runs it.
+// and a client replica, and runs it. The callbacks get views, and read
+// through them the client's entity: nested structs, lists of structs, maps
+// and bags.
 func TestTypedCallbacks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a test module")
@@ -179,7 +181,7 @@ func TestTyped(t *testing.T) {
 			t.Errorf("got:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
 		}
 	}
-	item := func(it Item) string {
+	item := func(it ItemView) string {
 		if !it.Valid() {
 			return "-"
 		}
@@ -190,45 +192,68 @@ func TestTyped(t *testing.T) {
 		return fmt.Sprintf("{kind %d count %d tags %v}", it.Kind(), it.Count(), tags)
 	}
 
-	OnPlayerCreate(r, func(p Player) { add("create %d hp %d", p.ID(), p.Hp()) })
-	OnPlayerDestroy(r, func(p Player) { add("destroy %d", p.ID()) })
-	OnPlayerAliveChange(r, func(p Player, old, new bool) { add("alive %v -> %v", old, new) })
-	OnPlayerHpChange(r, func(p Player, old, new int16) { add("hp %d -> %d", old, new) })
-	OnPlayerXChange(r, func(p Player, old, new float32) { add("x %g -> %g", old, new) })
-	OnPlayerHeightChange(r, func(p Player, old, new float64) { add("height %g -> %g", old, new) })
-	OnPlayerWeightChange(r, func(p Player, old, new float64) { add("weight %g -> %g", old, new) })
-	OnPlayerNameChange(r, func(p Player, old, new string) { add("name %q -> %q", old, new) })
-	OnPlayerAvatarChange(r, func(p Player, old, new []byte) { add("avatar %v -> %v", old, new) })
-	OnPlayerTeamChange(r, func(p Player, old, new Team) { add("team %d -> %d", old, new) })
-	OnPlayerScoreChange(r, func(p Player, old, new Score) { add("score %d -> %d", old, new) })
-	OnPlayerTargetChange(r, func(p Player, old, new replica.Ref) {
-		pr, ok := ProjectileOf(r.Resolve(new))
+	OnPlayerCreate(r, func(p PlayerView) {
+		if _, ok := PlayerOf(p.Entity()); ok {
+			t.Error("PlayerOf accepts an entity of a client replica")
+		}
+		if v, ok := PlayerViewOf(p.Entity()); !ok || v != p {
+			t.Error("PlayerViewOf refuses an entity of a client replica")
+		}
+		add("create %d hp %d", p.ID(), p.Hp())
+	})
+	OnPlayerDestroy(r, func(p PlayerView) { add("destroy %d", p.ID()) })
+	OnPlayerAliveChange(r, func(p PlayerView, old, new bool) { add("alive %v -> %v", old, new) })
+	OnPlayerHpChange(r, func(p PlayerView, old, new int16) { add("hp %d -> %d (reads %d)", old, new, p.Hp()) })
+	OnPlayerXChange(r, func(p PlayerView, old, new float32) { add("x %g -> %g", old, new) })
+	OnPlayerHeightChange(r, func(p PlayerView, old, new float64) { add("height %g -> %g", old, new) })
+	OnPlayerWeightChange(r, func(p PlayerView, old, new float64) { add("weight %g -> %g", old, new) })
+	OnPlayerNameChange(r, func(p PlayerView, old, new string) { add("name %q -> %q", old, new) })
+	OnPlayerAvatarChange(r, func(p PlayerView, old, new []byte) { add("avatar %v -> %v", old, new) })
+	OnPlayerTeamChange(r, func(p PlayerView, old, new Team) { add("team %d -> %d", old, new) })
+	OnPlayerScoreChange(r, func(p PlayerView, old, new Score) { add("score %d -> %d", old, new) })
+	OnPlayerTargetChange(r, func(p PlayerView, old, new replica.Ref) {
+		pr, ok := ProjectileViewOf(r.Resolve(new))
 		add("target %d -> %d (projectile %v, owner %d)", old, new, ok, pr.Owner())
 	})
-	OnPlayerAimChange(r, func(p Player, old, new Target) { add("aim %d -> %d", old, new) })
-	OnPlayerBodyPosXChange(r, func(p Player, old, new float32) { add("body.pos.x %g -> %g", old, new) })
-	OnPlayerBodyStatsResistIceChange(r, func(p Player, old, new uint8) { add("body.stats.resist.ice %d -> %d", old, new) })
-	OnPlayerBuffsChange(r, func(p Player, ev client.ListChange[Buff]) {
-		buff := func(b Buff) string {
+	OnPlayerAimChange(r, func(p PlayerView, old, new Target) { add("aim %d -> %d", old, new) })
+	// Nested structs read through nested views.
+	OnPlayerBodyPosXChange(r, func(p PlayerView, old, new float32) {
+		add("body.pos.x %g -> %g (reads %g)", old, new, p.Body().Pos().X())
+	})
+	OnPlayerBodyStatsResistIceChange(r, func(p PlayerView, old, new uint8) {
+		add("body.stats.resist.ice %d -> %d (reads %d)", old, new, p.Body().Stats().Resist().Ice())
+	})
+	OnPlayerBuffsChange(r, func(p PlayerView, ev client.ListChange[BuffView]) {
+		buff := func(b BuffView) string {
 			if !b.Valid() {
 				return "-"
 			}
-			return fmt.Sprint(b.Kind())
+			return fmt.Sprintf("{kind %d until %d}", b.Kind(), b.Until())
 		}
-		add("buffs %v [%d] %s -> %s", ev.Kind, ev.Index, buff(ev.Old), buff(ev.New))
+		// The list of the view, after the tick.
+		var all []string
+		for _, b := range p.Buffs().All() {
+			all = append(all, buff(b))
+		}
+		add("buffs %v [%d] %s -> %s (reads %v)", ev.Kind, ev.Index, buff(ev.Old), buff(ev.New), all)
 	})
-	OnPlayerPathChange(r, func(p Player, ev client.ListChange[float32]) { add("path %v [%d] %g -> %g", ev.Kind, ev.Index, ev.Old, ev.New) })
-	OnPlayerTagsChange(r, func(p Player, ev client.ListChange[string]) { add("tags %v [%d] %q -> %q", ev.Kind, ev.Index, ev.Old, ev.New) })
-	OnPlayerCdsChange(r, func(p Player, ev client.MapChange[string, float32]) { add("cds %v [%s] %g -> %g", ev.Kind, ev.Key, ev.Old, ev.New) })
-	OnPlayerScoresChange(r, func(p Player, ev client.MapChange[Team, int32]) { add("scores %v [%d] %d -> %d", ev.Kind, ev.Key, ev.Old, ev.New) })
-	OnPlayerInvChange(r, func(p Player, ev client.BagChange[uint32, Item]) {
-		add("inv %v [%d] leaf %d %s -> %s", ev.Kind, ev.Key, ev.ItemLeaf, item(ev.Old), item(ev.New))
+	OnPlayerPathChange(r, func(p PlayerView, ev client.ListChange[float32]) { add("path %v [%d] %g -> %g", ev.Kind, ev.Index, ev.Old, ev.New) })
+	OnPlayerTagsChange(r, func(p PlayerView, ev client.ListChange[string]) { add("tags %v [%d] %q -> %q", ev.Kind, ev.Index, ev.Old, ev.New) })
+	OnPlayerCdsChange(r, func(p PlayerView, ev client.MapChange[string, float32]) {
+		v, ok := p.Cds().Get(ev.Key)
+		add("cds %v [%s] %g -> %g (reads %g %v, %d entries)", ev.Kind, ev.Key, ev.Old, ev.New, v, ok, p.Cds().Len())
 	})
-	OnPlayerByNameChange(r, func(p Player, ev client.MapChange[string, Item]) {
-		add("byName %v [%s] %s -> %s", ev.Kind, ev.Key, item(ev.Old), item(ev.New))
+	OnPlayerScoresChange(r, func(p PlayerView, ev client.MapChange[Team, int32]) { add("scores %v [%d] %d -> %d", ev.Kind, ev.Key, ev.Old, ev.New) })
+	OnPlayerInvChange(r, func(p PlayerView, ev client.BagChange[uint32, ItemView]) {
+		now, _ := p.Inv().Get(ev.Key)
+		add("inv %v [%d] leaf %d %s -> %s (reads %s)", ev.Kind, ev.Key, ev.ItemLeaf, item(ev.Old), item(ev.New), item(now))
 	})
-	cancel := OnProjectileVelXChange(r, func(p Projectile, old, new float32) { add("vel.x %g -> %g", old, new) })
-	OnProjectileCreate(r, func(p Projectile) { add("create projectile %d", p.ID()) })
+	OnPlayerByNameChange(r, func(p PlayerView, ev client.MapChange[string, ItemView]) {
+		now, _ := p.ByName().Get(ev.Key)
+		add("byName %v [%s] %s -> %s (reads %s)", ev.Kind, ev.Key, item(ev.Old), item(ev.New), item(now))
+	})
+	cancel := OnProjectileVelXChange(r, func(p ProjectileView, old, new float32) { add("vel.x %g -> %g", old, new) })
+	OnProjectileCreate(r, func(p ProjectileView) { add("create projectile %d", p.ID()) })
 
 	pl, _ := SpawnPlayer(tr)
 	pr, _ := SpawnProjectile(tr)
@@ -249,6 +274,7 @@ func TestTyped(t *testing.T) {
 	pl.Body().Stats().Resist().SetIce(9)
 	b := NewBuff()
 	b.SetKind(4)
+	b.SetUntil(-9)
 	pl.Buffs().Push(b)
 	pl.Path().Push(0.5)
 	pl.Tags().Push("a")
@@ -266,15 +292,15 @@ func TestTyped(t *testing.T) {
 		"aim 0 -> 2",
 		"alive false -> true",
 		"avatar [] -> [1 2]",
-		"body.pos.x 0 -> 1.5",
-		"body.stats.resist.ice 0 -> 9",
-		"buffs added [0] - -> 4",
-		"byName added [sword] - -> {kind 1 count 3 tags [new]}",
-		"cds added [fire] 0 -> 1.125",
+		"body.pos.x 0 -> 1.5 (reads 1.5)",
+		"body.stats.resist.ice 0 -> 9 (reads 9)",
+		"buffs added [0] - -> {kind 4 until -9} (reads [{kind 4 until -9}])",
+		"byName added [sword] - -> {kind 1 count 3 tags [new]} (reads {kind 1 count 3 tags [new]})",
+		"cds added [fire] 0 -> 1.125 (reads 1.125 true, 1 entries)",
 		"create projectile 2",
 		"height 0 -> 1.8",
-		"hp 0 -> 50",
-		"inv added [7] leaf -1 - -> {kind 1 count 3 tags [new]}",
+		"hp 0 -> 50 (reads 50)",
+		"inv added [7] leaf -1 - -> {kind 1 count 3 tags [new]} (reads {kind 1 count 3 tags [new]})",
 		` + "`name \"\" -> \"bob\"`" + `,
 		"path added [0] 0 -> 0.5",
 		"score 0 -> -7",
@@ -298,13 +324,15 @@ func TestTyped(t *testing.T) {
 	pl.SetHp(40)
 	cancel()
 	pr.Vel().SetX(3)
+	pl.Body().Pos().SetX(-3)
 	tick(
-		"cds changed [fire] 1.125 -> 2",
-		"hp 50 -> 40",
+		"body.pos.x 1.5 -> -3 (reads -3)",
+		"cds changed [fire] 1.125 -> 2 (reads 2 true, 1 entries)",
+		"hp 50 -> 40 (reads 40)",
 		// Old is the item with the changed field as it was; for a
 		// container field, which events carry no old value of, none.
-		"inv changed [7] leaf 0 {kind 1 count 3 tags [new x]} -> {kind 1 count 4 tags [new x]}",
-		"inv changed [7] leaf 2 - -> {kind 1 count 4 tags [new x]}",
+		"inv changed [7] leaf 0 {kind 1 count 3 tags [new x]} -> {kind 1 count 4 tags [new x]} (reads {kind 1 count 4 tags [new x]})",
+		"inv changed [7] leaf 2 - -> {kind 1 count 4 tags [new x]} (reads {kind 1 count 4 tags [new x]})",
 		"scores removed [2] -1 -> 0",
 		` + "`tags changed [0] \"a\" -> \"z\"`" + `,
 	)
@@ -316,9 +344,9 @@ func TestTyped(t *testing.T) {
 	pl.Buffs().Remove(0)
 	pl.Path().Push(-1)
 	tick(
-		"buffs removed [0] 4 -> -",
-		"inv added [8] leaf -1 - -> {kind 2 count 0 tags []}",
-		"inv changed [7] leaf -1 {kind 1 count 4 tags [new x]} -> {kind 2 count 0 tags []}",
+		"buffs removed [0] {kind 4 until -9} -> - (reads [])",
+		"inv added [8] leaf -1 - -> {kind 2 count 0 tags []} (reads {kind 2 count 0 tags []})",
+		"inv changed [7] leaf -1 {kind 1 count 4 tags [new x]} -> {kind 2 count 0 tags []} (reads {kind 2 count 0 tags []})",
 		"path added [1] 0 -> -1",
 	)
 
@@ -326,8 +354,8 @@ func TestTyped(t *testing.T) {
 	pl.ByName().Delete("sword")
 	tr.Destroy(pr.Entity())
 	tick(
-		"byName removed [sword] {kind 1 count 3 tags [new]} -> -",
-		"inv removed [8] leaf -1 {kind 2 count 0 tags []} -> -",
+		"byName removed [sword] {kind 1 count 3 tags [new]} -> - (reads -)",
+		"inv removed [8] leaf -1 {kind 2 count 0 tags []} -> - (reads -)",
 	)
 	tr.Destroy(pl.Entity())
 	tick("destroy 1")

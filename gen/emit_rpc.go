@@ -10,19 +10,21 @@ import (
 // Typed RPC functions. For an RPC fire that the client calls on class
 // Player, the generated file declares
 //
-//	func (p Player) Fire(c *client.Conn, <args>) error
+//	func (p PlayerView) Fire(c *client.Conn, <args>) error
 //	func HandlePlayerFire(s *replica.Server, fn func(c *replica.Conn, p Player, <args>) error)
 //
 // and for an RPC hit that the server sends
 //
 //	func SendPlayerHit(s *replica.Server, to replica.RPCTarget, p Player, <args>) error
-//	func OnPlayerHit(c *client.Conn, fn func(p Player, <args>)) (cancel func())
+//	func OnPlayerHit(c *client.Conn, fn func(p PlayerView, <args>)) (cancel func())
 //
+// The client's side takes and passes the class's view, the server's side
+// the class itself.
 // where <args> are the arguments one by one (RPC.Positional) or args Fire,
 // the argument struct.
 
-// rpcMethod returns the name of the method on the class that calls r, or ""
-// when r is sent by the server.
+// rpcMethod returns the name of the method on the class's view that calls
+// r, or "" when r is sent by the server.
 func rpcMethod(r *RPC) string {
 	if r.Dir == schema.ClientToServer {
 		return r.Method
@@ -59,21 +61,9 @@ func (p *Package) rpcClashes() ErrorList {
 	others := map[string]string{}
 	for _, s := range p.Structs {
 		others[s.Name] = "the type " + s.Name + " for " + s.Spec
-		if s.Class() {
-			others["Spawn"+s.Name] = "the function Spawn" + s.Name + " for class " + s.Spec
-			others[s.Name+"Of"] = "the function " + s.Name + "Of for class " + s.Spec
-		} else {
-			others["New"+s.Name] = "the function New" + s.Name + " for " + s.Spec
-		}
-		for _, f := range s.Fields {
-			if f.Schema.Deprecated {
-				continue
-			}
-			if suffix := map[schema.Kind]string{schema.List: "List", schema.Map: "Map", schema.Bag: "Bag"}[f.Schema.Type.Kind]; suffix != "" {
-				n := s.Name + f.Method + suffix
-				others[n] = "the type " + n + " for field " + s.Spec + "." + f.Name
-			}
-		}
+	}
+	for _, d := range p.structDecls() {
+		others[d.name] = "the " + d.kind() + " " + d.name + " for " + d.what()
 	}
 	for _, c := range p.Classes {
 		for _, cb := range callbackFuncs(c) {
@@ -93,8 +83,12 @@ func (p *Package) rpcClashes() ErrorList {
 		}
 	}
 
-	// Methods on the class.
+	// Methods on the class's view. An RPC may not take the name of a
+	// field's getter or setter either where the view has none (a setter,
+	// the getter of a server-only field): the method would read as the
+	// accessor.
 	for _, c := range p.Classes {
+		v := viewName(c)
 		methods := map[string]string{"ID": "", "Entity": "", "IsOwned": "", "Valid": ""}
 		for _, f := range c.Fields {
 			if !f.Schema.Deprecated {
@@ -108,17 +102,17 @@ func (p *Package) rpcClashes() ErrorList {
 				continue
 			}
 			if what, dup := methods[m]; dup {
-				if what == "" {
-					what = "every generated class"
+				msg := fmt.Sprintf("RPC %s would generate the method %s.%s, which replicagen also generates for every class view", r.Name, v, m)
+				if what != "" {
+					msg = fmt.Sprintf("RPC %s would generate the method %s.%s, named like an accessor replicagen generates for %s", r.Name, v, m, what)
 				}
-				errs = append(errs, &Error{Pos: r.Pos, Msg: fmt.Sprintf(
-					"RPC %s would generate the method %s.%s, which replicagen also generates for %s; rename the RPC's struct", r.Name, c.Name, m, what)})
+				errs = append(errs, &Error{Pos: r.Pos, Msg: msg + "; rename the RPC's struct"})
 				continue
 			}
 			methods[m] = "RPC " + r.Name
-			if pos, ok := c.UserMethods[m]; ok {
+			if pos, ok := c.ViewMethods[m]; ok {
 				errs = append(errs, &Error{Pos: pos, Msg: fmt.Sprintf(
-					"method %s.%s clashes with the method replicagen generates to call RPC %s of %s; rename the method", c.Name, m, r.Name, c.Spec)})
+					"method %s.%s clashes with the method replicagen generates to call RPC %s of %s; rename the method", v, m, r.Name, c.Spec)})
 			}
 		}
 	}
@@ -199,14 +193,15 @@ func (e *emitter) rpcs(c *Struct) {
 			return head + ", " + sig
 		}
 		id := r.Schema.ID
+		v := viewName(c)
 		if r.Dir == schema.ClientToServer {
 			handler := "Handle" + c.Name + r.Method
 			e.comment(fmt.Sprintf("%s calls the RPC %s on p: c sends it to the server, which runs the function registered with %s at its next tick. The server accepts it only from the client that owns p. Call it from the goroutine that polls c.",
 				r.Method, r.Name, handler))
-			e.f("func (p %s) %s(%s) error {\n", c.Name, r.Method, withArgs("c *client.Conn"))
+			e.f("func (p %s) %s(%s) error {\n", v, r.Method, withArgs("c *client.Conn"))
 			e.f("\treturn c.CallRPC(p.e, %d, %s)\n}\n\n", id, e.buildArgs(r, params))
 			e.comment(fmt.Sprintf("%s registers fn to handle the RPC %s, which the client that owns %s %s calls with %s.%s. s runs fn on the tick goroutine, only for calls from the owner; an error from fn refuses the call, as for a replica.RPCHandler.",
-				handler, r.Name, strings.ToLower(article(c.Name)), c.Name, c.Name, r.Method))
+				handler, r.Name, strings.ToLower(article(c.Name)), c.Name, v, r.Method))
 			e.f("func %s(s *replica.Server, fn func(%s) error) {\n", handler, withArgs("c *replica.Conn, p "+c.Name))
 			e.f("\ts.HandleRPC(%s, %d, func(c *replica.Conn, e *state.Entity, a *state.Record) error {\n", schemaVar(c), id)
 			e.f("\t\treturn fn(%s)\n\t})\n}\n\n", strings.Join(append([]string{"c", c.Name + "{e}"}, e.readArgs(r, params)...), ", "))
@@ -219,9 +214,9 @@ func (e *emitter) rpcs(c *Struct) {
 		e.f("\treturn s.SendRPC(to, p.e, %d, %s)\n}\n\n", id, e.buildArgs(r, params))
 		e.comment(fmt.Sprintf("%s registers fn to run, on the goroutine that polls c, when the server sends the RPC %s on %s %s to c, and returns a func that unregisters it.",
 			on, r.Name, strings.ToLower(article(c.Name)), c.Name))
-		e.f("func %s(c *client.Conn, fn func(%s)) (cancel func()) {\n", on, withArgs("p "+c.Name))
+		e.f("func %s(c *client.Conn, fn func(%s)) (cancel func()) {\n", on, withArgs("p "+v))
 		e.f("\treturn c.HandleRPC(%s, %d, func(e *state.Entity, a *state.Record) {\n", schemaVar(c), id)
-		e.f("\t\tfn(%s)\n\t})\n}\n\n", strings.Join(append([]string{c.Name + "{e}"}, e.readArgs(r, params)...), ", "))
+		e.f("\t\tfn(%s)\n\t})\n}\n\n", strings.Join(append([]string{v + "{e}"}, e.readArgs(r, params)...), ", "))
 	}
 }
 
@@ -269,7 +264,7 @@ func rpcDoc(r *RPC) string {
 	c, m := r.Class.Name, r.Method
 	var how string
 	if r.Dir == schema.ClientToServer {
-		how = fmt.Sprintf("which the client that owns %s %s calls with %s.%s and the server handles with Handle%s%s", strings.ToLower(article(c)), c, c, m, c, m)
+		how = fmt.Sprintf("which the client that owns %s %s calls with %sView.%s and the server handles with Handle%s%s", strings.ToLower(article(c)), c, c, m, c, m)
 	} else {
 		how = fmt.Sprintf("which the server sends with Send%s%s and clients receive with On%s%s", c, m, c, m)
 	}

@@ -49,10 +49,12 @@
 // once converted: two fields with the same Go name (base_info and
 // baseInfo), a getter or setter that is also another field's (field set_x
 // and the setter SetX of field x), a field whose getter or setter is a
-// method every generated type has (Valid; ID and Entity on a class, Clone
-// on other structs), and two specs with the same Go type name.
-// Generate refuses generated types and functions whose names collide, and
-// accessors that collide with methods declared in the package.
+// method every generated type has (Valid; ID, Entity and the view's IsOwned
+// on a class, Clone on other structs), and two specs with the same Go type
+// name. Generate refuses generated types and functions whose names collide
+// (views included: spec playerView and the view of class player are both
+// PlayerView), and accessors that collide with methods declared in the
+// package, on the generated types or their views.
 //
 // # Invalid values
 //
@@ -63,12 +65,22 @@
 // changing methods of its lists, maps and bags, panic with an error
 // wrapping state.ErrInvalidHandle (see docs/decisions.md).
 //
-// On a client, entities and the values in them are read-only: the
-// server's updates change them, and setters panic with an error wrapping
-// state.ErrReadOnly. Detached values (New, Clone, the copies list and map
-// getters and typed callbacks return) stay writable. Getters of server-only
-// fields exist on the client too, for one type serves both sides, and read
-// as zero there; their doc comments say so.
+// # Client views
+//
+// Clients do not write: the server's updates change their replicas. For
+// each class and each struct that a client reaches from a class, replicagen
+// also generates a read-only view, PlayerView for Player, ItemView for
+// Item: getters for the fields that reach clients, none for deprecated and
+// server-only fields (see schema.Schema.ServerOnly: a struct that is a
+// container element, a bag item or RPC arguments is sent whole and its
+// view keeps every field), no setters, nested structs as views and lists,
+// maps and bags as read-only container views (PlayerInvBagView: Len, Get,
+// All). A class view also has Entity, ID, Valid, IsOwned and the methods
+// that call the class's client RPCs; PlayerViewOf makes one of an entity.
+// Typed callbacks and the client's side of RPCs pass views. PlayerOf
+// refuses an entity of a client replica (state.Entity.ReadOnly), and the
+// state package's setters panic there with an error wrapping
+// state.ErrReadOnly.
 //
 // # Types
 //
@@ -164,13 +176,16 @@
 // for an RPC fire called by the client on class player, replicagen
 // generates
 //
-//	func (p Player) Fire(c *client.Conn, x, y float32, weapon uint8) error
+//	func (p PlayerView) Fire(c *client.Conn, x, y float32, weapon uint8) error
 //	func HandlePlayerFire(s *replica.Server, fn func(c *replica.Conn, p Player, x, y float32, weapon uint8) error)
 //
 // and for an RPC hit sent by the server
 //
 //	func SendPlayerHit(s *replica.Server, to replica.RPCTarget, p Player, damage int16) error
-//	func OnPlayerHit(c *client.Conn, fn func(p Player, damage int16)) (cancel func())
+//	func OnPlayerHit(c *client.Conn, fn func(p PlayerView, damage int16)) (cancel func())
+//
+// The client's side takes and passes the class's view, the server's side
+// the class itself.
 //
 // The arguments are positional parameters, in declaration order, when every
 // one is a number, bool, string, []byte or replica.Ref (deprecated ones are
@@ -282,6 +297,8 @@ type Package struct {
 	Fset  *token.FileSet
 
 	lockData []byte // new lock file content
+
+	views map[*Struct]bool // the structs that have a client view; see hasView
 }
 
 // Struct is a spec struct: an entity class or a nested struct type.
@@ -313,6 +330,9 @@ type Struct struct {
 	// declare on the generated type (Name), with their positions, so the
 	// emitter can report a clash with a method it generates.
 	UserMethods map[string]token.Position
+	// ViewMethods are the methods that non-generated files declare on
+	// the generated view type (Name + "View"), likewise.
+	ViewMethods map[string]token.Position
 
 	// Type is the spec type itself.
 	Type *types.Named

@@ -162,6 +162,7 @@ func Load(cfg Config) (*Package, error) {
 	for _, s := range l.specs {
 		l.checkStruct(s)
 		s.UserMethods = l.methods[s.Name]
+		s.ViewMethods = l.methods[s.Name+"View"]
 	}
 	if len(l.errs) > 0 {
 		return nil, l.errs.sort()
@@ -703,13 +704,13 @@ func (l *loader) resolveFields(s *Struct) {
 	}
 }
 
-// builtinMethods returns the methods every generated type like s has,
-// whatever its fields.
-func builtinMethods(s *Struct) []string {
+// builtinMethods returns the methods every generated type like s, or its
+// view, has whatever its fields, with the type that has each.
+func builtinMethods(s *Struct) map[string]string {
 	if s.Class() {
-		return []string{"Entity", "ID", "IsOwned", "Valid"}
+		return map[string]string{"Entity": s.Name, "ID": s.Name, "IsOwned": s.Name + "View", "Valid": s.Name}
 	}
-	return []string{"Clone", "Valid"}
+	return map[string]string{"Clone": s.Name, "Valid": s.Name}
 }
 
 // hasSetter reports whether replicagen generates Set<Method> for f: for
@@ -720,10 +721,7 @@ func hasSetter(f *Field) bool { return !f.Schema.Type.Kind.Container() }
 // or with the methods every generated type has, and duplicate explicit
 // field and RPC IDs.
 func (l *loader) checkStruct(s *Struct) {
-	builtin := map[string]bool{}
-	for _, m := range builtinMethods(s) {
-		builtin[m] = true
-	}
+	builtin := builtinMethods(s)
 	type gen struct {
 		f      *Field
 		setter bool
@@ -740,9 +738,9 @@ func (l *loader) checkStruct(s *Struct) {
 			if i > 0 {
 				what = "setter"
 			}
-			if builtin[m] {
+			if typ, ok := builtin[m]; ok {
 				l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
-					"field %s would generate the %s %s, a method every generated %s has; rename the field", f.Name, what, m, s.Name)})
+					"field %s would generate the %s %s, a method every generated %s has; rename the field", f.Name, what, m, typ)})
 				continue
 			}
 			g, dup := methods[m]

@@ -34,17 +34,17 @@ func TestRPCFuncs(t *testing.T) {
 	}
 	// Arguments named like what the generated code uses are renamed.
 	for _, sig := range []string{
-		"func (p Player) Fire(c *client.Conn, x, y float32, weapon Weapon, ok bool, label string, blob []byte, target replica.Ref, toArg int32, sArg int64, stateArg uint16, big uint64, f64 float64) error",
+		"func (p PlayerView) Fire(c *client.Conn, x, y float32, weapon Weapon, ok bool, label string, blob []byte, target replica.Ref, toArg int32, sArg int64, stateArg uint16, big uint64, f64 float64) error",
 		"func HandlePlayerFire(s *replica.Server, fn func(c *replica.Conn, p Player, x, y float32, weapon Weapon, ok bool, label string, blob []byte, target replica.Ref, toArg int32, sArg int64, stateArg uint16, big uint64, f64 float64) error)",
 		"func SendPlayerHit(s *replica.Server, to replica.RPCTarget, p Player, damage int16, cArg string, pArg replica.Ref, replicaXArg int8) error",
-		"func OnPlayerHit(c *client.Conn, fn func(p Player, damage int16, cArg string, pArg replica.Ref, replicaXArg int8)) (cancel func())",
-		"func (p Player) Aim(c *client.Conn, args Aim) error",
+		"func OnPlayerHit(c *client.Conn, fn func(p PlayerView, damage int16, cArg string, pArg replica.Ref, replicaXArg int8)) (cancel func())",
+		"func (p PlayerView) Aim(c *client.Conn, args Aim) error",
 		"func HandlePlayerAim(s *replica.Server, fn func(c *replica.Conn, p Player, args Aim) error)",
 		"func SendPlayerEffect(s *replica.Server, to replica.RPCTarget, p Player, args Effect) error",
-		"func OnPlayerEffect(c *client.Conn, fn func(p Player, args Effect)) (cancel func())",
+		"func OnPlayerEffect(c *client.Conn, fn func(p PlayerView, args Effect)) (cancel func())",
 		"func SendPlayerPing(s *replica.Server, to replica.RPCTarget, p Player) error",
-		"func OnPlayerPing(c *client.Conn, fn func(p Player)) (cancel func())",
-		"func (p Player) Move(c *client.Conn, x, y float32, seq uint32, on bool) error",
+		"func OnPlayerPing(c *client.Conn, fn func(p PlayerView)) (cancel func())",
+		"func (p PlayerView) Move(c *client.Conn, x, y float32, seq uint32, on bool) error",
 	} {
 		if !strings.Contains(string(src), sig+" {") {
 			t.Errorf("generated code lacks %s", sig)
@@ -146,7 +146,7 @@ type rig struct {
 	srv *replica.Server
 	c   *client.Conn
 	sp  Player // the server's player, owned by c
-	cp  Player // the client's replica of it
+	cp  PlayerView // the client's replica of it
 }
 
 func newRig(t *testing.T) *rig {
@@ -177,7 +177,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() { r.c.Close() })
 	r.until(func() bool {
 		if r.sp.Valid() {
-			r.cp, _ = PlayerOf(r.c.Replica().Entity(r.sp.ID()))
+			r.cp, _ = PlayerViewOf(r.c.Replica().Entity(r.sp.ID()))
 		}
 		return r.cp.Valid()
 	})
@@ -233,14 +233,14 @@ func TestRPCs(t *testing.T) {
 		add("aim %g %g %v", args.At().X(), args.At().Y(), tags)
 		return nil
 	})
-	OnPlayerHit(r.c, func(p Player, damage int16, cArg string, pArg replica.Ref, replicaXArg int8) {
+	OnPlayerHit(r.c, func(p PlayerView, damage int16, cArg string, pArg replica.Ref, replicaXArg int8) {
 		add("hit %v %d %q %d %d", p == r.cp, damage, cArg, pArg, replicaXArg)
 	})
-	cancelEffect := OnPlayerEffect(r.c, func(p Player, args Effect) {
+	cancelEffect := OnPlayerEffect(r.c, func(p PlayerView, args Effect) {
 		v, _ := args.Ids().Get(3)
 		add("effect %v %g %d %q", p == r.cp, args.At().X(), args.Ids().Len(), v)
 	})
-	OnPlayerPing(r.c, func(p Player) { add("ping %v", p == r.cp) })
+	OnPlayerPing(r.c, func(p PlayerView) { add("ping %v", p == r.cp) })
 	check := func(want ...string) {
 		t.Helper()
 		if !reflect.DeepEqual(log, want) && !(len(log) == 0 && len(want) == 0) {

@@ -337,19 +337,25 @@ type taunt struct{}
 //replica:rpc player client
 type dance struct{}
 
-func (p Player) Dance() {}
+func (p PlayerView) Dance() {}
 
 func SendPlayerTaunt() {}
+
+// The RPC method is on PlayerView, which has no setters.
+func (p Player) Jump() {}
+
+//replica:rpc player client
+type jump struct{}
 `})
 	p := load(t, Config{Dir: dir})
 	_, err := p.Generate()
 	checkErrors(t, err, []want{
-		{"field getter", "spec.go", 9, "RPC hp would generate the method Player.Hp, which replicagen also generates for field hp"},
-		{"field setter", "spec.go", 12, "RPC setX would generate the method Player.SetX, which replicagen also generates for field x"},
+		{"field getter", "spec.go", 9, "RPC hp would generate the method PlayerView.Hp, named like an accessor replicagen generates for field hp"},
+		{"field setter", "spec.go", 12, "RPC setX would generate the method PlayerView.SetX, named like an accessor replicagen generates for field x"},
 		{"create callback", "spec.go", 15, "replicagen generates the function OnPlayerCreate for RPC create of player and the function OnPlayerCreate for class player"},
 		{"change callback", "spec.go", 18, "replicagen generates the function OnPlayerHpChange for RPC hpChange of player and the function OnPlayerHpChange for field player.hp"},
-		{"reserved method", "spec.go", 21, "RPC valid would generate the method Player.Valid, which replicagen also generates for every generated class"},
+		{"reserved method", "spec.go", 21, "RPC valid would generate the method PlayerView.Valid, which replicagen also generates for every class view"},
 		{"declared", "spec.go", 25, "replicagen generates SendPlayerTaunt for taunt, but the package already declares SendPlayerTaunt"},
-		{"user method", "spec.go", 30, "method Player.Dance clashes with the method replicagen generates to call RPC dance of player"},
+		{"user method", "spec.go", 30, "method PlayerView.Dance clashes with the method replicagen generates to call RPC dance of player"},
 	})
 }

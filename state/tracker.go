@@ -60,6 +60,19 @@ const (
 // (replica.Server.Owner). Owned on a nil entity is false.
 func (e *Entity) Owned() bool { return e != nil && e.tr == nil && e.ch == chOwned }
 
+// ReadOnly reports whether e is an entity of a client replica: one that
+// only the server's updates, applied by a [Txn], change, and whose setters
+// panic with an error wrapping [ErrReadOnly]. It is false for nil and for
+// the entities of a [Tracker], destroyed ones included. Generated code
+// tells with it a client's entity, read through the generated view type,
+// from a server's.
+func (e *Entity) ReadOnly() bool {
+	// A client entity never has a tracker and holds 0, chOwned or chGone;
+	// a server entity that lost its tracker to Destroy holds a change
+	// index or −1 (see destroyed).
+	return e != nil && e.tr == nil && (e.ch == 0 || e.ch == chOwned || e.ch == chGone)
+}
+
 func (e *Entity) setOwned(owned bool) {
 	e.ch = 0
 	if owned {

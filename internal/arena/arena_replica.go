@@ -46,8 +46,8 @@ func replicaInit() *schema.Schema {
 
 // Qunit is an arena entity with quantized position and angle.
 //
-// On a client a Qunit is read-only: the server's updates change it, and
-// its setters panic (see state.ErrReadOnly).
+// Clients see a Qunit as a QunitView: read-only, without the fields that never
+// reach them.
 type Qunit struct{ e *state.Entity }
 
 // SpawnQunit creates a Qunit with every field at its zero value in tr and
@@ -57,9 +57,10 @@ func SpawnQunit(tr *state.Tracker) (Qunit, error) {
 	return Qunit{e}, err
 }
 
-// QunitOf returns e as a Qunit; ok is false if e is nil or of another class.
+// QunitOf returns e as a Qunit; ok is false if e is nil, of another class or an
+// entity of a client replica, which clients read with QunitViewOf.
 func QunitOf(e *state.Entity) (v Qunit, ok bool) {
-	if e == nil || e.Class() != replicaQunit {
+	if e == nil || e.Class() != replicaQunit || e.ReadOnly() {
 		return v, false
 	}
 	return Qunit{e}, true
@@ -71,15 +72,11 @@ func (p Qunit) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Qunit) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Qunit and once the entity is destroyed (on the
-// server by its tracker, on a client by a tick). Getters of an invalid Qunit return the zero value or, after a
-// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero Qunit and once its tracker destroyed the entity. Getters
+// of an invalid Qunit return the zero value or, after a destroy, the last
+// values; its setters panic (see state.ErrInvalidHandle).
 func (p Qunit) Valid() bool { return p.e.Valid() }
-
-// IsOwned reports whether this client owns p: on a client replica, what
-// the server said; false on the server, where Server.Owner tells.
-func (p Qunit) IsOwned() bool { return p.e.Owned() }
 
 // X returns the x field.
 func (p Qunit) X() float32 { return float32(replicaQunit_xQ.Dequantize(int64(p.e.Num(2)))) }
@@ -111,32 +108,81 @@ func (p Qunit) Name() string { return string(p.e.Str(0)) }
 // SetName sets the name field.
 func (p Qunit) SetName(x string) { p.e.Handle().SetStr(4, string(x)) }
 
+// QunitView is a Qunit as clients see it: read-only (only the server's updates
+// change it), with getters for the fields that reach clients and none for
+// server-only fields. Typed callbacks pass QunitViews, and QunitViewOf makes
+// one of an entity.
+type QunitView struct{ e *state.Entity }
+
+// QunitViewOf returns e as a QunitView; ok is false if e is nil or of another
+// class.
+func QunitViewOf(e *state.Entity) (v QunitView, ok bool) {
+	if e == nil || e.Class() != replicaQunit {
+		return v, false
+	}
+	return QunitView{e}, true
+}
+
+// Entity returns the underlying entity.
+func (p QunitView) Entity() *state.Entity { return p.e }
+
+// ID returns the network ID.
+func (p QunitView) ID() state.ID { return p.e.ID() }
+
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero QunitView and once a tick destroyed the entity. Getters of
+// an invalid QunitView return the zero value or, after a destroy, the last
+// values.
+func (p QunitView) Valid() bool { return p.e.Valid() }
+
+// IsOwned reports whether this client owns p, as the server said. It is false
+// for a QunitView of a server's entity: the server tells owners with
+// Server.Owner.
+func (p QunitView) IsOwned() bool { return p.e.Owned() }
+
+// X returns the x field.
+func (p QunitView) X() float32 { return float32(replicaQunit_xQ.Dequantize(int64(p.e.Num(2)))) }
+
+// Y returns the y field.
+func (p QunitView) Y() float32 { return float32(replicaQunit_yQ.Dequantize(int64(p.e.Num(34)))) }
+
+// Angle returns the angle field.
+func (p QunitView) Angle() float32 {
+	return float32(replicaQunit_angleQ.Dequantize(int64(p.e.Num(66))))
+}
+
+// Hp returns the hp field.
+func (p QunitView) Hp() int16 { return int16(p.e.Num(101)) }
+
+// Name returns the name field.
+func (p QunitView) Name() string { return string(p.e.Str(0)) }
+
 // OnQunitCreate registers fn to run for each new Qunit in r, with the whole
 // tick applied, and returns a func that unregisters it.
-func OnQunitCreate(r *client.Replica, fn func(Qunit)) (cancel func()) {
-	return r.OnCreate(replicaQunit, func(e *state.Entity) { fn(Qunit{e}) })
+func OnQunitCreate(r *client.Replica, fn func(QunitView)) (cancel func()) {
+	return r.OnCreate(replicaQunit, func(e *state.Entity) { fn(QunitView{e}) })
 }
 
 // OnQunitDestroy registers fn to run for each Qunit destroyed in r, as it was
 // when destroyed, and returns a func that unregisters it.
-func OnQunitDestroy(r *client.Replica, fn func(Qunit)) (cancel func()) {
-	return r.OnDestroy(replicaQunit, func(e *state.Entity) { fn(Qunit{e}) })
+func OnQunitDestroy(r *client.Replica, fn func(QunitView)) (cancel func()) {
+	return r.OnDestroy(replicaQunit, func(e *state.Entity) { fn(QunitView{e}) })
 }
 
 // OnQunitOwnership registers fn to run when this client gains (owned is true)
 // or loses ownership of a Qunit in r, the Qunits it owns on joining included,
 // and returns a func that unregisters it.
-func OnQunitOwnership(r *client.Replica, fn func(p Qunit, owned bool)) (cancel func()) {
-	return r.OnOwnership(replicaQunit, func(e *state.Entity, owned bool) { fn(Qunit{e}, owned) })
+func OnQunitOwnership(r *client.Replica, fn func(p QunitView, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaQunit, func(e *state.Entity, owned bool) { fn(QunitView{e}, owned) })
 }
 
 // OnQunitXChange registers fn to run when the x field of a Qunit in r changes,
 // with its old and new values, and returns a func that unregisters it. A new
 // Qunit reports its initial x, unless it is the value every new Qunit starts
 // with, as a change from that value.
-func OnQunitXChange(r *client.Replica, fn func(p Qunit, old, new float32)) (cancel func()) {
+func OnQunitXChange(r *client.Replica, fn func(p QunitView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaQunit, 0, func(e *state.Entity, o, n state.Value) {
-		fn(Qunit{e}, float32(replicaQunit_xQ.Dequantize(int64(o.N))), float32(replicaQunit_xQ.Dequantize(int64(n.N))))
+		fn(QunitView{e}, float32(replicaQunit_xQ.Dequantize(int64(o.N))), float32(replicaQunit_xQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -144,9 +190,9 @@ func OnQunitXChange(r *client.Replica, fn func(p Qunit, old, new float32)) (canc
 // with its old and new values, and returns a func that unregisters it. A new
 // Qunit reports its initial y, unless it is the value every new Qunit starts
 // with, as a change from that value.
-func OnQunitYChange(r *client.Replica, fn func(p Qunit, old, new float32)) (cancel func()) {
+func OnQunitYChange(r *client.Replica, fn func(p QunitView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaQunit, 1, func(e *state.Entity, o, n state.Value) {
-		fn(Qunit{e}, float32(replicaQunit_yQ.Dequantize(int64(o.N))), float32(replicaQunit_yQ.Dequantize(int64(n.N))))
+		fn(QunitView{e}, float32(replicaQunit_yQ.Dequantize(int64(o.N))), float32(replicaQunit_yQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -154,9 +200,9 @@ func OnQunitYChange(r *client.Replica, fn func(p Qunit, old, new float32)) (canc
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Qunit reports its initial angle, unless it is the value every new Qunit
 // starts with, as a change from that value.
-func OnQunitAngleChange(r *client.Replica, fn func(p Qunit, old, new float32)) (cancel func()) {
+func OnQunitAngleChange(r *client.Replica, fn func(p QunitView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaQunit, 2, func(e *state.Entity, o, n state.Value) {
-		fn(Qunit{e}, float32(replicaQunit_angleQ.Dequantize(int64(o.N))), float32(replicaQunit_angleQ.Dequantize(int64(n.N))))
+		fn(QunitView{e}, float32(replicaQunit_angleQ.Dequantize(int64(o.N))), float32(replicaQunit_angleQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -164,9 +210,9 @@ func OnQunitAngleChange(r *client.Replica, fn func(p Qunit, old, new float32)) (
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Qunit reports its initial hp, unless it is the value every new Qunit
 // starts with, as a change from that value.
-func OnQunitHpChange(r *client.Replica, fn func(p Qunit, old, new int16)) (cancel func()) {
+func OnQunitHpChange(r *client.Replica, fn func(p QunitView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaQunit, 3, func(e *state.Entity, o, n state.Value) {
-		fn(Qunit{e}, int16(o.N), int16(n.N))
+		fn(QunitView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -174,16 +220,16 @@ func OnQunitHpChange(r *client.Replica, fn func(p Qunit, old, new int16)) (cance
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Qunit reports its initial name, unless it is the value every new Qunit
 // starts with, as a change from that value.
-func OnQunitNameChange(r *client.Replica, fn func(p Qunit, old, new string)) (cancel func()) {
+func OnQunitNameChange(r *client.Replica, fn func(p QunitView, old, new string)) (cancel func()) {
 	return r.OnField(replicaQunit, 4, func(e *state.Entity, o, n state.Value) {
-		fn(Qunit{e}, string(o.S), string(n.S))
+		fn(QunitView{e}, string(o.S), string(n.S))
 	})
 }
 
 // Unit is an arena entity with full-precision floats.
 //
-// On a client a Unit is read-only: the server's updates change it, and
-// its setters panic (see state.ErrReadOnly).
+// Clients see a Unit as a UnitView: read-only, without the fields that never
+// reach them.
 type Unit struct{ e *state.Entity }
 
 // SpawnUnit creates a Unit with every field at its zero value in tr and
@@ -193,9 +239,10 @@ func SpawnUnit(tr *state.Tracker) (Unit, error) {
 	return Unit{e}, err
 }
 
-// UnitOf returns e as a Unit; ok is false if e is nil or of another class.
+// UnitOf returns e as a Unit; ok is false if e is nil, of another class or an
+// entity of a client replica, which clients read with UnitViewOf.
 func UnitOf(e *state.Entity) (v Unit, ok bool) {
-	if e == nil || e.Class() != replicaUnit {
+	if e == nil || e.Class() != replicaUnit || e.ReadOnly() {
 		return v, false
 	}
 	return Unit{e}, true
@@ -207,15 +254,11 @@ func (p Unit) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Unit) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Unit and once the entity is destroyed (on the
-// server by its tracker, on a client by a tick). Getters of an invalid Unit return the zero value or, after a
-// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero Unit and once its tracker destroyed the entity. Getters of
+// an invalid Unit return the zero value or, after a destroy, the last values;
+// its setters panic (see state.ErrInvalidHandle).
 func (p Unit) Valid() bool { return p.e.Valid() }
-
-// IsOwned reports whether this client owns p: on a client replica, what
-// the server said; false on the server, where Server.Owner tells.
-func (p Unit) IsOwned() bool { return p.e.Owned() }
 
 // X returns the x field.
 func (p Unit) X() float32 { return float32(math.Float32frombits(uint32(p.e.Num(2)))) }
@@ -247,32 +290,79 @@ func (p Unit) Name() string { return string(p.e.Str(0)) }
 // SetName sets the name field.
 func (p Unit) SetName(x string) { p.e.Handle().SetStr(4, string(x)) }
 
+// UnitView is an Unit as clients see it: read-only (only the server's updates
+// change it), with getters for the fields that reach clients and none for
+// server-only fields. Typed callbacks pass UnitViews, and UnitViewOf makes one
+// of an entity.
+type UnitView struct{ e *state.Entity }
+
+// UnitViewOf returns e as a UnitView; ok is false if e is nil or of another
+// class.
+func UnitViewOf(e *state.Entity) (v UnitView, ok bool) {
+	if e == nil || e.Class() != replicaUnit {
+		return v, false
+	}
+	return UnitView{e}, true
+}
+
+// Entity returns the underlying entity.
+func (p UnitView) Entity() *state.Entity { return p.e }
+
+// ID returns the network ID.
+func (p UnitView) ID() state.ID { return p.e.ID() }
+
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero UnitView and once a tick destroyed the entity. Getters of
+// an invalid UnitView return the zero value or, after a destroy, the last
+// values.
+func (p UnitView) Valid() bool { return p.e.Valid() }
+
+// IsOwned reports whether this client owns p, as the server said. It is false
+// for a UnitView of a server's entity: the server tells owners with
+// Server.Owner.
+func (p UnitView) IsOwned() bool { return p.e.Owned() }
+
+// X returns the x field.
+func (p UnitView) X() float32 { return float32(math.Float32frombits(uint32(p.e.Num(2)))) }
+
+// Y returns the y field.
+func (p UnitView) Y() float32 { return float32(math.Float32frombits(uint32(p.e.Num(34)))) }
+
+// Angle returns the angle field.
+func (p UnitView) Angle() float32 { return float32(math.Float32frombits(uint32(p.e.Num(66)))) }
+
+// Hp returns the hp field.
+func (p UnitView) Hp() int16 { return int16(p.e.Num(101)) }
+
+// Name returns the name field.
+func (p UnitView) Name() string { return string(p.e.Str(0)) }
+
 // OnUnitCreate registers fn to run for each new Unit in r, with the whole tick
 // applied, and returns a func that unregisters it.
-func OnUnitCreate(r *client.Replica, fn func(Unit)) (cancel func()) {
-	return r.OnCreate(replicaUnit, func(e *state.Entity) { fn(Unit{e}) })
+func OnUnitCreate(r *client.Replica, fn func(UnitView)) (cancel func()) {
+	return r.OnCreate(replicaUnit, func(e *state.Entity) { fn(UnitView{e}) })
 }
 
 // OnUnitDestroy registers fn to run for each Unit destroyed in r, as it was
 // when destroyed, and returns a func that unregisters it.
-func OnUnitDestroy(r *client.Replica, fn func(Unit)) (cancel func()) {
-	return r.OnDestroy(replicaUnit, func(e *state.Entity) { fn(Unit{e}) })
+func OnUnitDestroy(r *client.Replica, fn func(UnitView)) (cancel func()) {
+	return r.OnDestroy(replicaUnit, func(e *state.Entity) { fn(UnitView{e}) })
 }
 
 // OnUnitOwnership registers fn to run when this client gains (owned is true) or
 // loses ownership of a Unit in r, the Units it owns on joining included, and
 // returns a func that unregisters it.
-func OnUnitOwnership(r *client.Replica, fn func(p Unit, owned bool)) (cancel func()) {
-	return r.OnOwnership(replicaUnit, func(e *state.Entity, owned bool) { fn(Unit{e}, owned) })
+func OnUnitOwnership(r *client.Replica, fn func(p UnitView, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaUnit, func(e *state.Entity, owned bool) { fn(UnitView{e}, owned) })
 }
 
 // OnUnitXChange registers fn to run when the x field of a Unit in r changes,
 // with its old and new values, and returns a func that unregisters it. A new
 // Unit reports its initial x, unless it is the value every new Unit starts
 // with, as a change from that value.
-func OnUnitXChange(r *client.Replica, fn func(p Unit, old, new float32)) (cancel func()) {
+func OnUnitXChange(r *client.Replica, fn func(p UnitView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaUnit, 0, func(e *state.Entity, o, n state.Value) {
-		fn(Unit{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+		fn(UnitView{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
 	})
 }
 
@@ -280,9 +370,9 @@ func OnUnitXChange(r *client.Replica, fn func(p Unit, old, new float32)) (cancel
 // with its old and new values, and returns a func that unregisters it. A new
 // Unit reports its initial y, unless it is the value every new Unit starts
 // with, as a change from that value.
-func OnUnitYChange(r *client.Replica, fn func(p Unit, old, new float32)) (cancel func()) {
+func OnUnitYChange(r *client.Replica, fn func(p UnitView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaUnit, 1, func(e *state.Entity, o, n state.Value) {
-		fn(Unit{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+		fn(UnitView{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
 	})
 }
 
@@ -290,9 +380,9 @@ func OnUnitYChange(r *client.Replica, fn func(p Unit, old, new float32)) (cancel
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Unit reports its initial angle, unless it is the value every new Unit
 // starts with, as a change from that value.
-func OnUnitAngleChange(r *client.Replica, fn func(p Unit, old, new float32)) (cancel func()) {
+func OnUnitAngleChange(r *client.Replica, fn func(p UnitView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaUnit, 2, func(e *state.Entity, o, n state.Value) {
-		fn(Unit{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+		fn(UnitView{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
 	})
 }
 
@@ -300,9 +390,9 @@ func OnUnitAngleChange(r *client.Replica, fn func(p Unit, old, new float32)) (ca
 // with its old and new values, and returns a func that unregisters it. A new
 // Unit reports its initial hp, unless it is the value every new Unit starts
 // with, as a change from that value.
-func OnUnitHpChange(r *client.Replica, fn func(p Unit, old, new int16)) (cancel func()) {
+func OnUnitHpChange(r *client.Replica, fn func(p UnitView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaUnit, 3, func(e *state.Entity, o, n state.Value) {
-		fn(Unit{e}, int16(o.N), int16(n.N))
+		fn(UnitView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -310,8 +400,8 @@ func OnUnitHpChange(r *client.Replica, fn func(p Unit, old, new int16)) (cancel 
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Unit reports its initial name, unless it is the value every new Unit
 // starts with, as a change from that value.
-func OnUnitNameChange(r *client.Replica, fn func(p Unit, old, new string)) (cancel func()) {
+func OnUnitNameChange(r *client.Replica, fn func(p UnitView, old, new string)) (cancel func()) {
 	return r.OnField(replicaUnit, 4, func(e *state.Entity, o, n state.Value) {
-		fn(Unit{e}, string(o.S), string(n.S))
+		fn(UnitView{e}, string(o.S), string(n.S))
 	})
 }

@@ -741,12 +741,12 @@ func (s *scenario) sendRPCs() {
 		}
 		if !pl.hurtOn {
 			pl.hurtOn = true
-			demo.OnBotHurt(pl.conn, func(_ demo.Bot, seq uint32, _ int16, _ replica.Ref) {
+			demo.OnBotHurt(pl.conn, func(_ demo.BotView, seq uint32, _ int16, _ replica.Ref) {
 				pl.hurtGot = append(pl.hurtGot, seq)
 			})
 		}
 		// The client calls on its own bot, once its replica has it.
-		if mine, ok := demo.BotOf(pl.conn.Replica().Entity(pl.bot.ID())); ok && s.rng.IntN(2) == 0 {
+		if mine, ok := demo.BotViewOf(pl.conn.Replica().Entity(pl.bot.ID())); ok && s.rng.IntN(2) == 0 {
 			if err := mine.Emote(pl.conn, pl.emoteSent+1, 1); err == nil {
 				pl.emoteSent++
 			}

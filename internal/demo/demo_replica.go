@@ -69,8 +69,8 @@ func replicaInit() *schema.Schema {
 // worth) is shown to everyone else; mode is the AI state and never leaves
 // the server. target refers to the bot being chased.
 //
-// On a client a Bot is read-only: the server's updates change it, and
-// its setters panic (see state.ErrReadOnly).
+// Clients see a Bot as a BotView: read-only, without the fields that never
+// reach them.
 type Bot struct{ e *state.Entity }
 
 // SpawnBot creates a Bot with every field at its zero value in tr and
@@ -80,9 +80,10 @@ func SpawnBot(tr *state.Tracker) (Bot, error) {
 	return Bot{e}, err
 }
 
-// BotOf returns e as a Bot; ok is false if e is nil or of another class.
+// BotOf returns e as a Bot; ok is false if e is nil, of another class or an
+// entity of a client replica, which clients read with BotViewOf.
 func BotOf(e *state.Entity) (v Bot, ok bool) {
-	if e == nil || e.Class() != replicaBot {
+	if e == nil || e.Class() != replicaBot || e.ReadOnly() {
 		return v, false
 	}
 	return Bot{e}, true
@@ -94,15 +95,11 @@ func (p Bot) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Bot) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Bot and once the entity is destroyed (on the
-// server by its tracker, on a client by a tick). Getters of an invalid Bot return the zero value or, after a
-// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero Bot and once its tracker destroyed the entity. Getters of
+// an invalid Bot return the zero value or, after a destroy, the last values;
+// its setters panic (see state.ErrInvalidHandle).
 func (p Bot) Valid() bool { return p.e.Valid() }
-
-// IsOwned reports whether this client owns p: on a client replica, what
-// the server said; false on the server, where Server.Owner tells.
-func (p Bot) IsOwned() bool { return p.e.Owned() }
 
 // X returns the x field.
 func (p Bot) X() float32 { return float32(replicaBot_xQ.Dequantize(int64(p.e.Num(2)))) }
@@ -154,8 +151,8 @@ func (p Bot) SetTarget(x replica.Ref) { p.e.SetNum(7, uint64(x)) }
 
 // Mode returns the mode field.
 //
-// The field is server-only: clients never receive it, and on a client
-// it reads as its zero value.
+// The field is server-only: clients never receive it, and BotView has no getter
+// for it.
 func (p Bot) Mode() uint8 { return uint8(p.e.Num(224)) }
 
 // SetMode sets the mode field.
@@ -197,32 +194,116 @@ func (b BotInvBag) All() iter.Seq2[uint32, Item] {
 	}
 }
 
+// BotView is a Bot as clients see it: read-only (only the server's updates
+// change it), with getters for the fields that reach clients and none for
+// server-only fields. Typed callbacks pass BotViews, and BotViewOf makes one of
+// an entity.
+type BotView struct{ e *state.Entity }
+
+// BotViewOf returns e as a BotView; ok is false if e is nil or of another
+// class.
+func BotViewOf(e *state.Entity) (v BotView, ok bool) {
+	if e == nil || e.Class() != replicaBot {
+		return v, false
+	}
+	return BotView{e}, true
+}
+
+// Entity returns the underlying entity.
+func (p BotView) Entity() *state.Entity { return p.e }
+
+// ID returns the network ID.
+func (p BotView) ID() state.ID { return p.e.ID() }
+
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero BotView and once a tick destroyed the entity. Getters of
+// an invalid BotView return the zero value or, after a destroy, the last
+// values.
+func (p BotView) Valid() bool { return p.e.Valid() }
+
+// IsOwned reports whether this client owns p, as the server said. It is false
+// for a BotView of a server's entity: the server tells owners with
+// Server.Owner.
+func (p BotView) IsOwned() bool { return p.e.Owned() }
+
+// X returns the x field.
+func (p BotView) X() float32 { return float32(replicaBot_xQ.Dequantize(int64(p.e.Num(2)))) }
+
+// Y returns the y field.
+func (p BotView) Y() float32 { return float32(replicaBot_yQ.Dequantize(int64(p.e.Num(34)))) }
+
+// Heading returns the heading field.
+func (p BotView) Heading() float32 {
+	return float32(replicaBot_headingQ.Dequantize(int64(p.e.Num(66))))
+}
+
+// Hp returns the hp field.
+func (p BotView) Hp() int16 { return int16(p.e.Num(101)) }
+
+// Name returns the name field.
+func (p BotView) Name() string { return string(p.e.Str(0)) }
+
+// Score returns the score field.
+func (p BotView) Score() int32 { return int32(p.e.Num(134)) }
+
+// Bounty returns the bounty field.
+func (p BotView) Bounty() int16 { return int16(p.e.Num(165)) }
+
+// Target returns the target field.
+func (p BotView) Target() replica.Ref { return replica.Ref(p.e.Num(194)) }
+
+// Inv returns the inv bag.
+func (p BotView) Inv() BotInvBagView { return BotInvBagView{p.e.Handle().Bag(9)} }
+
+// BotInvBagView is the inv bag of a BotView, read-only.
+type BotInvBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b BotInvBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b BotInvBagView) Get(k uint32) (ItemView, bool) {
+	h := b.b.Get(b.b.Key(uint64(k)))
+	return ItemView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b BotInvBagView) All() iter.Seq2[uint32, ItemView] {
+	return func(yield func(uint32, ItemView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(uint32(key), ItemView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
 // OnBotCreate registers fn to run for each new Bot in r, with the whole tick
 // applied, and returns a func that unregisters it.
-func OnBotCreate(r *client.Replica, fn func(Bot)) (cancel func()) {
-	return r.OnCreate(replicaBot, func(e *state.Entity) { fn(Bot{e}) })
+func OnBotCreate(r *client.Replica, fn func(BotView)) (cancel func()) {
+	return r.OnCreate(replicaBot, func(e *state.Entity) { fn(BotView{e}) })
 }
 
 // OnBotDestroy registers fn to run for each Bot destroyed in r, as it was when
 // destroyed, and returns a func that unregisters it.
-func OnBotDestroy(r *client.Replica, fn func(Bot)) (cancel func()) {
-	return r.OnDestroy(replicaBot, func(e *state.Entity) { fn(Bot{e}) })
+func OnBotDestroy(r *client.Replica, fn func(BotView)) (cancel func()) {
+	return r.OnDestroy(replicaBot, func(e *state.Entity) { fn(BotView{e}) })
 }
 
 // OnBotOwnership registers fn to run when this client gains (owned is true) or
 // loses ownership of a Bot in r, the Bots it owns on joining included, and
 // returns a func that unregisters it.
-func OnBotOwnership(r *client.Replica, fn func(p Bot, owned bool)) (cancel func()) {
-	return r.OnOwnership(replicaBot, func(e *state.Entity, owned bool) { fn(Bot{e}, owned) })
+func OnBotOwnership(r *client.Replica, fn func(p BotView, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaBot, func(e *state.Entity, owned bool) { fn(BotView{e}, owned) })
 }
 
 // OnBotXChange registers fn to run when the x field of a Bot in r changes, with
 // its old and new values, and returns a func that unregisters it. A new Bot
 // reports its initial x, unless it is the value every new Bot starts with, as a
 // change from that value.
-func OnBotXChange(r *client.Replica, fn func(p Bot, old, new float32)) (cancel func()) {
+func OnBotXChange(r *client.Replica, fn func(p BotView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaBot, 0, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, float32(replicaBot_xQ.Dequantize(int64(o.N))), float32(replicaBot_xQ.Dequantize(int64(n.N))))
+		fn(BotView{e}, float32(replicaBot_xQ.Dequantize(int64(o.N))), float32(replicaBot_xQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -230,9 +311,9 @@ func OnBotXChange(r *client.Replica, fn func(p Bot, old, new float32)) (cancel f
 // its old and new values, and returns a func that unregisters it. A new Bot
 // reports its initial y, unless it is the value every new Bot starts with, as a
 // change from that value.
-func OnBotYChange(r *client.Replica, fn func(p Bot, old, new float32)) (cancel func()) {
+func OnBotYChange(r *client.Replica, fn func(p BotView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaBot, 1, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, float32(replicaBot_yQ.Dequantize(int64(o.N))), float32(replicaBot_yQ.Dequantize(int64(n.N))))
+		fn(BotView{e}, float32(replicaBot_yQ.Dequantize(int64(o.N))), float32(replicaBot_yQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -240,9 +321,9 @@ func OnBotYChange(r *client.Replica, fn func(p Bot, old, new float32)) (cancel f
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Bot reports its initial heading, unless it is the value every new Bot
 // starts with, as a change from that value.
-func OnBotHeadingChange(r *client.Replica, fn func(p Bot, old, new float32)) (cancel func()) {
+func OnBotHeadingChange(r *client.Replica, fn func(p BotView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaBot, 2, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, float32(replicaBot_headingQ.Dequantize(int64(o.N))), float32(replicaBot_headingQ.Dequantize(int64(n.N))))
+		fn(BotView{e}, float32(replicaBot_headingQ.Dequantize(int64(o.N))), float32(replicaBot_headingQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -250,9 +331,9 @@ func OnBotHeadingChange(r *client.Replica, fn func(p Bot, old, new float32)) (ca
 // with its old and new values, and returns a func that unregisters it. A new
 // Bot reports its initial hp, unless it is the value every new Bot starts with,
 // as a change from that value.
-func OnBotHpChange(r *client.Replica, fn func(p Bot, old, new int16)) (cancel func()) {
+func OnBotHpChange(r *client.Replica, fn func(p BotView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaBot, 3, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, int16(o.N), int16(n.N))
+		fn(BotView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -260,9 +341,9 @@ func OnBotHpChange(r *client.Replica, fn func(p Bot, old, new int16)) (cancel fu
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Bot reports its initial name, unless it is the value every new Bot
 // starts with, as a change from that value.
-func OnBotNameChange(r *client.Replica, fn func(p Bot, old, new string)) (cancel func()) {
+func OnBotNameChange(r *client.Replica, fn func(p BotView, old, new string)) (cancel func()) {
 	return r.OnField(replicaBot, 4, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, string(o.S), string(n.S))
+		fn(BotView{e}, string(o.S), string(n.S))
 	})
 }
 
@@ -270,9 +351,9 @@ func OnBotNameChange(r *client.Replica, fn func(p Bot, old, new string)) (cancel
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Bot reports its initial score, unless it is the value every new Bot
 // starts with, as a change from that value.
-func OnBotScoreChange(r *client.Replica, fn func(p Bot, old, new int32)) (cancel func()) {
+func OnBotScoreChange(r *client.Replica, fn func(p BotView, old, new int32)) (cancel func()) {
 	return r.OnField(replicaBot, 5, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, int32(o.N), int32(n.N))
+		fn(BotView{e}, int32(o.N), int32(n.N))
 	})
 }
 
@@ -280,9 +361,9 @@ func OnBotScoreChange(r *client.Replica, fn func(p Bot, old, new int32)) (cancel
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Bot reports its initial bounty, unless it is the value every new Bot
 // starts with, as a change from that value.
-func OnBotBountyChange(r *client.Replica, fn func(p Bot, old, new int16)) (cancel func()) {
+func OnBotBountyChange(r *client.Replica, fn func(p BotView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaBot, 6, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, int16(o.N), int16(n.N))
+		fn(BotView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -290,9 +371,9 @@ func OnBotBountyChange(r *client.Replica, fn func(p Bot, old, new int16)) (cance
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Bot reports its initial target, unless it is the value every new Bot
 // starts with, as a change from that value.
-func OnBotTargetChange(r *client.Replica, fn func(p Bot, old, new replica.Ref)) (cancel func()) {
+func OnBotTargetChange(r *client.Replica, fn func(p BotView, old, new replica.Ref)) (cancel func()) {
 	return r.OnField(replicaBot, 7, func(e *state.Entity, o, n state.Value) {
-		fn(Bot{e}, replica.Ref(o.N), replica.Ref(n.N))
+		fn(BotView{e}, replica.Ref(o.N), replica.Ref(n.N))
 	})
 }
 
@@ -300,30 +381,30 @@ func OnBotTargetChange(r *client.Replica, fn func(p Bot, old, new replica.Ref)) 
 // r, item field changes included, and returns a func that unregisters it. A new
 // Bot reports its initial items as added. When one field of an item changed
 // (ItemLeaf ≥ 0), New is the item as the tick left it and Old the same item
-// with that field at its old value, or the zero Item for a list, map or bag
+// with that field at its old value, or the zero ItemView for a list, map or bag
 // field.
-func OnBotInvChange(r *client.Replica, fn func(p Bot, ev client.BagChange[uint32, Item])) (cancel func()) {
+func OnBotInvChange(r *client.Replica, fn func(p BotView, ev client.BagChange[uint32, ItemView])) (cancel func()) {
 	return r.OnBag(replicaBot, 9, func(e *state.Entity, ev client.BagEvent) {
-		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
+		c := client.BagChange[uint32, ItemView]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
 		if ev.Old.R != nil {
-			c.Old = Item{state.ValueOf(ev.Old.R)}
+			c.Old = ItemView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
-			c.New = Item{state.ValueOf(ev.Item)}
+			c.New = ItemView{state.ValueOf(ev.Item)}
 		}
 		if ev.ItemLeaf >= 0 && ev.Item != nil {
 			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
-				c.Old = Item{h}
+				c.Old = ItemView{h}
 			}
 		}
-		fn(Bot{e}, c)
+		fn(BotView{e}, c)
 	})
 }
 
 // Emote calls the RPC emote on p: c sends it to the server, which runs the
 // function registered with HandleBotEmote at its next tick. The server accepts
 // it only from the client that owns p. Call it from the goroutine that polls c.
-func (p Bot) Emote(c *client.Conn, seq uint32, kind uint8) error {
+func (p BotView) Emote(c *client.Conn, seq uint32, kind uint8) error {
 	a := state.NewValue(replicaEmote)
 	a.SetNum(0, uint64(seq))
 	a.SetNum(1, uint64(kind))
@@ -331,8 +412,8 @@ func (p Bot) Emote(c *client.Conn, seq uint32, kind uint8) error {
 }
 
 // HandleBotEmote registers fn to handle the RPC emote, which the client that
-// owns a Bot calls with Bot.Emote. s runs fn on the tick goroutine, only for
-// calls from the owner; an error from fn refuses the call, as for a
+// owns a Bot calls with BotView.Emote. s runs fn on the tick goroutine, only
+// for calls from the owner; an error from fn refuses the call, as for a
 // replica.RPCHandler.
 func HandleBotEmote(s *replica.Server, fn func(c *replica.Conn, p Bot, seq uint32, kind uint8) error) {
 	s.HandleRPC(replicaBot, 1, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
@@ -354,9 +435,9 @@ func SendBotHurt(s *replica.Server, to replica.RPCTarget, p Bot, seq uint32, dam
 
 // OnBotHurt registers fn to run, on the goroutine that polls c, when the server
 // sends the RPC hurt on a Bot to c, and returns a func that unregisters it.
-func OnBotHurt(c *client.Conn, fn func(p Bot, seq uint32, damage int16, by replica.Ref)) (cancel func()) {
+func OnBotHurt(c *client.Conn, fn func(p BotView, seq uint32, damage int16, by replica.Ref)) (cancel func()) {
 	return c.HandleRPC(replicaBot, 2, func(e *state.Entity, a *state.Record) {
-		fn(Bot{e}, uint32(a.Num(2)), int16(a.Num(37)), replica.Ref(a.Num(66)))
+		fn(BotView{e}, uint32(a.Num(2)), int16(a.Num(37)), replica.Ref(a.Num(66)))
 	})
 }
 
@@ -365,8 +446,9 @@ func OnBotHurt(c *client.Conn, fn func(p Bot, seq uint32, damage int16, by repli
 // order.
 //
 // Emote holds the arguments of the RPC emote of Bot, which the client that owns
-// a Bot calls with Bot.Emote and the server handles with HandleBotEmote; both
-// take the arguments one by one. An Emote is a detached value made by NewEmote.
+// a Bot calls with BotView.Emote and the server handles with HandleBotEmote;
+// both take the arguments one by one. An Emote is a detached value made by
+// NewEmote.
 type Emote struct{ h state.Handle }
 
 // NewEmote returns a detached Emote with every argument at its zero value.
@@ -435,7 +517,7 @@ func (v Hurt) SetBy(x replica.Ref) { v.h.SetNum(2, uint64(x)) }
 // Item is a stack of one kind of pickup in a bot's inventory.
 //
 // An Item is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewItem.
+// value made by NewItem. Clients see an Item as an ItemView.
 type Item struct{ h state.Handle }
 
 // NewItem returns a detached Item with every field at its zero value, to
@@ -463,3 +545,20 @@ func (v Item) Count() int16 { return int16(v.h.Num(21)) }
 
 // SetCount sets the count field.
 func (v Item) SetCount(x int16) { v.h.SetNum(1, uint64(int64(x))) }
+
+// ItemView is an Item as clients see it: read-only, with getters for the fields
+// that reach clients. It is a field of an entity or an item of a bag, or a copy
+// that a typed callback or a list or map getter returns.
+type ItemView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero ItemView,
+// for a bag item removed from its bag (or replaced) and for a value in a
+// destroyed entity. Getters of an invalid ItemView return the zero value or,
+// once it went stale, the last values.
+func (v ItemView) Valid() bool { return v.h.Valid() }
+
+// Kind returns the kind field.
+func (v ItemView) Kind() uint8 { return uint8(v.h.Num(0)) }
+
+// Count returns the count field.
+func (v ItemView) Count() int16 { return int16(v.h.Num(21)) }

@@ -85,9 +85,9 @@ type player struct {
 	// while the player waits at a verification round, or once the
 	// goroutine has returned: both are happens-before edges.
 	conn      *client.Conn
-	mine      Bot    // its own bot, once the replica has it
-	emotes    uint32 // emote calls made
-	badRef    string // the first target change that did not resolve
+	mine      BotView // its own bot, once the replica has it
+	emotes    uint32  // emote calls made
+	badRef    string  // the first target change that did not resolve
 	lastRound *round
 	err       error // why the goroutine returned
 	closed    closeInfo
@@ -201,26 +201,26 @@ func (p *player) run(h *hub, dial func(p *player) (*client.Conn, error)) {
 // typed callbacks of the generated package among them.
 func (p *player) watch(r *client.Replica) {
 	ev := &p.ev
-	OnBotCreate(r, func(Bot) { ev.creates.Add(1) })
-	OnBotDestroy(r, func(b Bot) {
+	OnBotCreate(r, func(BotView) { ev.creates.Add(1) })
+	OnBotDestroy(r, func(b BotView) {
 		ev.destroys.Add(1)
 		if b.Entity() == p.mine.Entity() {
-			p.mine = Bot{}
+			p.mine = BotView{}
 		}
 	})
 	// The server tells each client which bot it owns: its own, which
 	// respawns as a new entity after each death.
-	OnBotOwnership(r, func(b Bot, owned bool) {
+	OnBotOwnership(r, func(b BotView, owned bool) {
 		switch {
 		case owned:
 			p.mine = b
 		case b.Entity() == p.mine.Entity():
-			p.mine = Bot{}
+			p.mine = BotView{}
 		}
 	})
-	OnBotHpChange(r, func(Bot, int16, int16) { ev.hp.Add(1) })
-	OnBotScoreChange(r, func(Bot, int32, int32) { ev.scores.Add(1) })
-	OnBotTargetChange(r, func(b Bot, _, ref replica.Ref) {
+	OnBotHpChange(r, func(BotView, int16, int16) { ev.hp.Add(1) })
+	OnBotScoreChange(r, func(BotView, int32, int32) { ev.scores.Add(1) })
+	OnBotTargetChange(r, func(b BotView, _, ref replica.Ref) {
 		ev.targets.Add(1)
 		// The client package promises that references resolve once a tick
 		// is applied, which is when callbacks run.
@@ -228,7 +228,7 @@ func (p *player) watch(r *client.Replica) {
 			p.badRef = fmt.Sprintf("bot %d (%q) changed target to entity %d, which did not resolve", b.ID(), b.Name(), ref)
 		}
 	})
-	OnBotInvChange(r, func(_ Bot, c client.BagChange[uint32, Item]) {
+	OnBotInvChange(r, func(_ BotView, c client.BagChange[uint32, ItemView]) {
 		switch c.Kind {
 		case client.Added:
 			ev.itemsAdded.Add(1)

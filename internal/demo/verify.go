@@ -54,7 +54,7 @@ func verifyView(ents []*state.Entity, owned func(*state.Entity) bool, r *client.
 }
 
 func describe(e *state.Entity) string {
-	if b, ok := BotOf(e); ok {
+	if b, ok := BotViewOf(e); ok { // a server's entity or a client's
 		return strconv.Quote(b.Name())
 	}
 	return e.Class().Name

@@ -38,20 +38,20 @@ func main() {
 	defer c.Close()
 
 	// Callbacks run inside c.Wait, after each whole tick is applied.
-	var me game.Player
+	var me game.PlayerView
 	var gold int32 // what me had when this client got it
-	game.OnPlayerOwnership(c.Replica(), func(p game.Player, owned bool) {
+	game.OnPlayerOwnership(c.Replica(), func(p game.PlayerView, owned bool) {
 		if owned {
 			me, gold = p, p.Gold()
 			log.Printf("I am %s: hp %d, gold %d", p.Name(), p.Hp(), p.Gold())
 		}
 	})
-	game.OnPlayerCreate(c.Replica(), func(p game.Player) {
+	game.OnPlayerCreate(c.Replica(), func(p game.PlayerView) {
 		if !p.IsOwned() {
 			log.Printf("%s is here", p.Name())
 		}
 	})
-	game.OnPlayerGoldChange(c.Replica(), func(p game.Player, old, new int32) {
+	game.OnPlayerGoldChange(c.Replica(), func(p game.PlayerView, old, new int32) {
 		log.Printf("gold %d -> %d", old, new)
 	})
 

@@ -56,7 +56,7 @@ func replicaInit() *schema.Schema {
 // Fire is called by a player's client to shoot at a point.
 //
 // Fire holds the arguments of the RPC fire of Player, which the client that
-// owns a Player calls with Player.Fire and the server handles with
+// owns a Player calls with PlayerView.Fire and the server handles with
 // HandlePlayerFire; both take the arguments one by one. A Fire is a detached
 // value made by NewFire.
 type Fire struct{ h state.Handle }
@@ -89,7 +89,7 @@ func (v Fire) SetY(x float32) { v.h.SetNum(1, uint64(math.Float32bits(float32(x)
 // Item is a stack of one kind of thing in a player's inventory.
 //
 // An Item is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewItem.
+// value made by NewItem. Clients see an Item as an ItemView.
 type Item struct{ h state.Handle }
 
 // NewItem returns a detached Item with every field at its zero value, to
@@ -118,10 +118,27 @@ func (v Item) Count() int16 { return int16(v.h.Num(21)) }
 // SetCount sets the count field.
 func (v Item) SetCount(x int16) { v.h.SetNum(1, uint64(int64(x))) }
 
+// ItemView is an Item as clients see it: read-only, with getters for the fields
+// that reach clients. It is a field of an entity or an item of a bag, or a copy
+// that a typed callback or a list or map getter returns.
+type ItemView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero ItemView,
+// for a bag item removed from its bag (or replaced) and for a value in a
+// destroyed entity. Getters of an invalid ItemView return the zero value or,
+// once it went stale, the last values.
+func (v ItemView) Valid() bool { return v.h.Valid() }
+
+// Kind returns the kind field.
+func (v ItemView) Kind() uint8 { return uint8(v.h.Num(0)) }
+
+// Count returns the count field.
+func (v ItemView) Count() int16 { return int16(v.h.Num(21)) }
+
 // Player is a controllable character.
 //
-// On a client a Player is read-only: the server's updates change it, and
-// its setters panic (see state.ErrReadOnly).
+// Clients see a Player as a PlayerView: read-only, without the fields that
+// never reach them.
 type Player struct{ e *state.Entity }
 
 // SpawnPlayer creates a Player with every field at its zero value in tr and
@@ -131,9 +148,10 @@ func SpawnPlayer(tr *state.Tracker) (Player, error) {
 	return Player{e}, err
 }
 
-// PlayerOf returns e as a Player; ok is false if e is nil or of another class.
+// PlayerOf returns e as a Player; ok is false if e is nil, of another class or
+// an entity of a client replica, which clients read with PlayerViewOf.
 func PlayerOf(e *state.Entity) (v Player, ok bool) {
-	if e == nil || e.Class() != replicaPlayer {
+	if e == nil || e.Class() != replicaPlayer || e.ReadOnly() {
 		return v, false
 	}
 	return Player{e}, true
@@ -145,15 +163,11 @@ func (p Player) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Player) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Player and once the entity is destroyed (on the
-// server by its tracker, on a client by a tick). Getters of an invalid Player return the zero value or, after a
-// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero Player and once its tracker destroyed the entity. Getters
+// of an invalid Player return the zero value or, after a destroy, the last
+// values; its setters panic (see state.ErrInvalidHandle).
 func (p Player) Valid() bool { return p.e.Valid() }
-
-// IsOwned reports whether this client owns p: on a client replica, what
-// the server said; false on the server, where Server.Owner tells.
-func (p Player) IsOwned() bool { return p.e.Owned() }
 
 // X returns the x field.
 func (p Player) X() float32 { return float32(replicaPlayer_xQ.Dequantize(int64(p.e.Num(2)))) }
@@ -229,32 +243,110 @@ func (b PlayerInvBag) All() iter.Seq2[uint32, Item] {
 	}
 }
 
+// PlayerView is a Player as clients see it: read-only (only the server's
+// updates change it), with getters for the fields that reach clients and none
+// for server-only fields. Typed callbacks pass PlayerViews, and PlayerViewOf
+// makes one of an entity.
+type PlayerView struct{ e *state.Entity }
+
+// PlayerViewOf returns e as a PlayerView; ok is false if e is nil or of another
+// class.
+func PlayerViewOf(e *state.Entity) (v PlayerView, ok bool) {
+	if e == nil || e.Class() != replicaPlayer {
+		return v, false
+	}
+	return PlayerView{e}, true
+}
+
+// Entity returns the underlying entity.
+func (p PlayerView) Entity() *state.Entity { return p.e }
+
+// ID returns the network ID.
+func (p PlayerView) ID() state.ID { return p.e.ID() }
+
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero PlayerView and once a tick destroyed the entity. Getters
+// of an invalid PlayerView return the zero value or, after a destroy, the last
+// values.
+func (p PlayerView) Valid() bool { return p.e.Valid() }
+
+// IsOwned reports whether this client owns p, as the server said. It is false
+// for a PlayerView of a server's entity: the server tells owners with
+// Server.Owner.
+func (p PlayerView) IsOwned() bool { return p.e.Owned() }
+
+// X returns the x field.
+func (p PlayerView) X() float32 { return float32(replicaPlayer_xQ.Dequantize(int64(p.e.Num(2)))) }
+
+// Y returns the y field.
+func (p PlayerView) Y() float32 { return float32(replicaPlayer_yQ.Dequantize(int64(p.e.Num(34)))) }
+
+// Hp returns the hp field.
+func (p PlayerView) Hp() int16 { return int16(p.e.Num(69)) }
+
+// Gold returns the gold field.
+//
+// only its owner sees it
+func (p PlayerView) Gold() int32 { return int32(p.e.Num(102)) }
+
+// Name returns the name field.
+func (p PlayerView) Name() string { return string(p.e.Str(0)) }
+
+// Target returns the target field.
+func (p PlayerView) Target() replica.Ref { return replica.Ref(p.e.Num(130)) }
+
+// Inv returns the inv bag.
+func (p PlayerView) Inv() PlayerInvBagView { return PlayerInvBagView{p.e.Handle().Bag(6)} }
+
+// PlayerInvBagView is the inv bag of a PlayerView, read-only.
+type PlayerInvBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b PlayerInvBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b PlayerInvBagView) Get(k uint32) (ItemView, bool) {
+	h := b.b.Get(b.b.Key(uint64(k)))
+	return ItemView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b PlayerInvBagView) All() iter.Seq2[uint32, ItemView] {
+	return func(yield func(uint32, ItemView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(uint32(key), ItemView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
 // OnPlayerCreate registers fn to run for each new Player in r, with the whole
 // tick applied, and returns a func that unregisters it.
-func OnPlayerCreate(r *client.Replica, fn func(Player)) (cancel func()) {
-	return r.OnCreate(replicaPlayer, func(e *state.Entity) { fn(Player{e}) })
+func OnPlayerCreate(r *client.Replica, fn func(PlayerView)) (cancel func()) {
+	return r.OnCreate(replicaPlayer, func(e *state.Entity) { fn(PlayerView{e}) })
 }
 
 // OnPlayerDestroy registers fn to run for each Player destroyed in r, as it was
 // when destroyed, and returns a func that unregisters it.
-func OnPlayerDestroy(r *client.Replica, fn func(Player)) (cancel func()) {
-	return r.OnDestroy(replicaPlayer, func(e *state.Entity) { fn(Player{e}) })
+func OnPlayerDestroy(r *client.Replica, fn func(PlayerView)) (cancel func()) {
+	return r.OnDestroy(replicaPlayer, func(e *state.Entity) { fn(PlayerView{e}) })
 }
 
 // OnPlayerOwnership registers fn to run when this client gains (owned is true)
 // or loses ownership of a Player in r, the Players it owns on joining included,
 // and returns a func that unregisters it.
-func OnPlayerOwnership(r *client.Replica, fn func(p Player, owned bool)) (cancel func()) {
-	return r.OnOwnership(replicaPlayer, func(e *state.Entity, owned bool) { fn(Player{e}, owned) })
+func OnPlayerOwnership(r *client.Replica, fn func(p PlayerView, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaPlayer, func(e *state.Entity, owned bool) { fn(PlayerView{e}, owned) })
 }
 
 // OnPlayerXChange registers fn to run when the x field of a Player in r
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Player reports its initial x, unless it is the value every new Player
 // starts with, as a change from that value.
-func OnPlayerXChange(r *client.Replica, fn func(p Player, old, new float32)) (cancel func()) {
+func OnPlayerXChange(r *client.Replica, fn func(p PlayerView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaPlayer, 0, func(e *state.Entity, o, n state.Value) {
-		fn(Player{e}, float32(replicaPlayer_xQ.Dequantize(int64(o.N))), float32(replicaPlayer_xQ.Dequantize(int64(n.N))))
+		fn(PlayerView{e}, float32(replicaPlayer_xQ.Dequantize(int64(o.N))), float32(replicaPlayer_xQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -262,9 +354,9 @@ func OnPlayerXChange(r *client.Replica, fn func(p Player, old, new float32)) (ca
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Player reports its initial y, unless it is the value every new Player
 // starts with, as a change from that value.
-func OnPlayerYChange(r *client.Replica, fn func(p Player, old, new float32)) (cancel func()) {
+func OnPlayerYChange(r *client.Replica, fn func(p PlayerView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaPlayer, 1, func(e *state.Entity, o, n state.Value) {
-		fn(Player{e}, float32(replicaPlayer_yQ.Dequantize(int64(o.N))), float32(replicaPlayer_yQ.Dequantize(int64(n.N))))
+		fn(PlayerView{e}, float32(replicaPlayer_yQ.Dequantize(int64(o.N))), float32(replicaPlayer_yQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -272,9 +364,9 @@ func OnPlayerYChange(r *client.Replica, fn func(p Player, old, new float32)) (ca
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Player reports its initial hp, unless it is the value every new Player
 // starts with, as a change from that value.
-func OnPlayerHpChange(r *client.Replica, fn func(p Player, old, new int16)) (cancel func()) {
+func OnPlayerHpChange(r *client.Replica, fn func(p PlayerView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaPlayer, 2, func(e *state.Entity, o, n state.Value) {
-		fn(Player{e}, int16(o.N), int16(n.N))
+		fn(PlayerView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -282,9 +374,9 @@ func OnPlayerHpChange(r *client.Replica, fn func(p Player, old, new int16)) (can
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Player reports its initial gold, unless it is the value every new
 // Player starts with, as a change from that value.
-func OnPlayerGoldChange(r *client.Replica, fn func(p Player, old, new int32)) (cancel func()) {
+func OnPlayerGoldChange(r *client.Replica, fn func(p PlayerView, old, new int32)) (cancel func()) {
 	return r.OnField(replicaPlayer, 3, func(e *state.Entity, o, n state.Value) {
-		fn(Player{e}, int32(o.N), int32(n.N))
+		fn(PlayerView{e}, int32(o.N), int32(n.N))
 	})
 }
 
@@ -292,9 +384,9 @@ func OnPlayerGoldChange(r *client.Replica, fn func(p Player, old, new int32)) (c
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Player reports its initial name, unless it is the value every new
 // Player starts with, as a change from that value.
-func OnPlayerNameChange(r *client.Replica, fn func(p Player, old, new string)) (cancel func()) {
+func OnPlayerNameChange(r *client.Replica, fn func(p PlayerView, old, new string)) (cancel func()) {
 	return r.OnField(replicaPlayer, 4, func(e *state.Entity, o, n state.Value) {
-		fn(Player{e}, string(o.S), string(n.S))
+		fn(PlayerView{e}, string(o.S), string(n.S))
 	})
 }
 
@@ -302,9 +394,9 @@ func OnPlayerNameChange(r *client.Replica, fn func(p Player, old, new string)) (
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Player reports its initial target, unless it is the value every new
 // Player starts with, as a change from that value.
-func OnPlayerTargetChange(r *client.Replica, fn func(p Player, old, new replica.Ref)) (cancel func()) {
+func OnPlayerTargetChange(r *client.Replica, fn func(p PlayerView, old, new replica.Ref)) (cancel func()) {
 	return r.OnField(replicaPlayer, 5, func(e *state.Entity, o, n state.Value) {
-		fn(Player{e}, replica.Ref(o.N), replica.Ref(n.N))
+		fn(PlayerView{e}, replica.Ref(o.N), replica.Ref(n.N))
 	})
 }
 
@@ -312,23 +404,23 @@ func OnPlayerTargetChange(r *client.Replica, fn func(p Player, old, new replica.
 // Player in r, item field changes included, and returns a func that unregisters
 // it. A new Player reports its initial items as added. When one field of an
 // item changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old
-// the same item with that field at its old value, or the zero Item for a list,
-// map or bag field.
-func OnPlayerInvChange(r *client.Replica, fn func(p Player, ev client.BagChange[uint32, Item])) (cancel func()) {
+// the same item with that field at its old value, or the zero ItemView for a
+// list, map or bag field.
+func OnPlayerInvChange(r *client.Replica, fn func(p PlayerView, ev client.BagChange[uint32, ItemView])) (cancel func()) {
 	return r.OnBag(replicaPlayer, 6, func(e *state.Entity, ev client.BagEvent) {
-		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
+		c := client.BagChange[uint32, ItemView]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
 		if ev.Old.R != nil {
-			c.Old = Item{state.ValueOf(ev.Old.R)}
+			c.Old = ItemView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
-			c.New = Item{state.ValueOf(ev.Item)}
+			c.New = ItemView{state.ValueOf(ev.Item)}
 		}
 		if ev.ItemLeaf >= 0 && ev.Item != nil {
 			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
-				c.Old = Item{h}
+				c.Old = ItemView{h}
 			}
 		}
-		fn(Player{e}, c)
+		fn(PlayerView{e}, c)
 	})
 }
 
@@ -336,7 +428,7 @@ func OnPlayerInvChange(r *client.Replica, fn func(p Player, ev client.BagChange[
 // function registered with HandlePlayerFire at its next tick. The server
 // accepts it only from the client that owns p. Call it from the goroutine that
 // polls c.
-func (p Player) Fire(c *client.Conn, x, y float32) error {
+func (p PlayerView) Fire(c *client.Conn, x, y float32) error {
 	a := state.NewValue(replicaFire)
 	a.SetNum(0, uint64(math.Float32bits(float32(x))))
 	a.SetNum(1, uint64(math.Float32bits(float32(y))))
@@ -344,8 +436,8 @@ func (p Player) Fire(c *client.Conn, x, y float32) error {
 }
 
 // HandlePlayerFire registers fn to handle the RPC fire, which the client that
-// owns a Player calls with Player.Fire. s runs fn on the tick goroutine, only
-// for calls from the owner; an error from fn refuses the call, as for a
+// owns a Player calls with PlayerView.Fire. s runs fn on the tick goroutine,
+// only for calls from the owner; an error from fn refuses the call, as for a
 // replica.RPCHandler.
 func HandlePlayerFire(s *replica.Server, fn func(c *replica.Conn, p Player, x, y float32) error) {
 	s.HandleRPC(replicaPlayer, 1, func(c *replica.Conn, e *state.Entity, a *state.Record) error {

@@ -92,8 +92,9 @@ func replicaInit() *schema.Schema {
 // Aim is an RPC with a nested struct argument: the functions take an Aim.
 //
 // Aim holds the arguments of the RPC aim of Hero, which the client that owns a
-// Hero calls with Hero.Aim and the server handles with HandleHeroAim; both take
-// an Aim. An Aim is a detached value: make one with NewAim and set its fields.
+// Hero calls with HeroView.Aim and the server handles with HandleHeroAim; both
+// take an Aim. An Aim is a detached value: make one with NewAim and set its
+// fields.
 type Aim struct{ h state.Handle }
 
 // NewAim returns a detached Aim with every argument at its zero value.
@@ -163,8 +164,9 @@ func (v Aim) SetPower(x float32) { v.h.SetNum(3, uint64(math.Float32bits(float32
 // with scalar arguments only.
 //
 // Fire holds the arguments of the RPC fire of Hero, which the client that owns
-// a Hero calls with Hero.Fire and the server handles with HandleHeroFire; both
-// take the arguments one by one. A Fire is a detached value made by NewFire.
+// a Hero calls with HeroView.Fire and the server handles with HandleHeroFire;
+// both take the arguments one by one. A Fire is a detached value made by
+// NewFire.
 type Fire struct{ h state.Handle }
 
 // NewFire returns a detached Fire with every argument at its zero value.
@@ -212,8 +214,8 @@ func (v Fire) SetTarget(x replica.Ref) { v.h.SetNum(4, uint64(x)) }
 
 // Hero is a class using every kind of accessor.
 //
-// On a client a Hero is read-only: the server's updates change it, and
-// its setters panic (see state.ErrReadOnly).
+// Clients see a Hero as a HeroView: read-only, without the fields that never
+// reach them.
 type Hero struct{ e *state.Entity }
 
 // SpawnHero creates a Hero with every field at its zero value in tr and
@@ -223,9 +225,10 @@ func SpawnHero(tr *state.Tracker) (Hero, error) {
 	return Hero{e}, err
 }
 
-// HeroOf returns e as a Hero; ok is false if e is nil or of another class.
+// HeroOf returns e as a Hero; ok is false if e is nil, of another class or an
+// entity of a client replica, which clients read with HeroViewOf.
 func HeroOf(e *state.Entity) (v Hero, ok bool) {
-	if e == nil || e.Class() != replicaHero {
+	if e == nil || e.Class() != replicaHero || e.ReadOnly() {
 		return v, false
 	}
 	return Hero{e}, true
@@ -237,15 +240,11 @@ func (p Hero) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Hero) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Hero and once the entity is destroyed (on the
-// server by its tracker, on a client by a tick). Getters of an invalid Hero return the zero value or, after a
-// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero Hero and once its tracker destroyed the entity. Getters of
+// an invalid Hero return the zero value or, after a destroy, the last values;
+// its setters panic (see state.ErrInvalidHandle).
 func (p Hero) Valid() bool { return p.e.Valid() }
-
-// IsOwned reports whether this client owns p: on a client replica, what
-// the server said; false on the server, where Server.Owner tells.
-func (p Hero) IsOwned() bool { return p.e.Owned() }
 
 // Alive returns the alive field.
 func (p Hero) Alive() bool { return bool(p.e.Num(0) != 0) }
@@ -261,8 +260,8 @@ func (p Hero) SetHp(x int16) { p.e.SetNum(1, uint64(int64(x))) }
 
 // Gold returns the gold field.
 //
-// The field is server-only: clients never receive it, and on a client
-// it reads as its zero value.
+// The field is server-only: clients never receive it, and HeroView has no
+// getter for it.
 func (p Hero) Gold() int64 { return int64(p.e.Num(71)) }
 
 // SetGold sets the gold field.
@@ -469,32 +468,196 @@ func (b HeroInvBag) All() iter.Seq2[uint32, Item] {
 	}
 }
 
+// HeroView is a Hero as clients see it: read-only (only the server's updates
+// change it), with getters for the fields that reach clients and none for
+// server-only fields. Typed callbacks pass HeroViews, and HeroViewOf makes one
+// of an entity.
+type HeroView struct{ e *state.Entity }
+
+// HeroViewOf returns e as a HeroView; ok is false if e is nil or of another
+// class.
+func HeroViewOf(e *state.Entity) (v HeroView, ok bool) {
+	if e == nil || e.Class() != replicaHero {
+		return v, false
+	}
+	return HeroView{e}, true
+}
+
+// Entity returns the underlying entity.
+func (p HeroView) Entity() *state.Entity { return p.e }
+
+// ID returns the network ID.
+func (p HeroView) ID() state.ID { return p.e.ID() }
+
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero HeroView and once a tick destroyed the entity. Getters of
+// an invalid HeroView return the zero value or, after a destroy, the last
+// values.
+func (p HeroView) Valid() bool { return p.e.Valid() }
+
+// IsOwned reports whether this client owns p, as the server said. It is false
+// for a HeroView of a server's entity: the server tells owners with
+// Server.Owner.
+func (p HeroView) IsOwned() bool { return p.e.Owned() }
+
+// Alive returns the alive field.
+func (p HeroView) Alive() bool { return bool(p.e.Num(0) != 0) }
+
+// Hp returns the hp field.
+func (p HeroView) Hp() int16 { return int16(p.e.Num(21)) }
+
+// Angle returns the angle field.
+func (p HeroView) Angle() float32 { return float32(replicaHero_angleQ.Dequantize(int64(p.e.Num(130)))) }
+
+// X returns the x field.
+func (p HeroView) X() float32 { return float32(replicaHero_xQ.Dequantize(int64(p.e.Num(162)))) }
+
+// Speed returns the speed field.
+func (p HeroView) Speed() float64 { return float64(math.Float64frombits(p.e.Num(195))) }
+
+// Name returns the name field.
+func (p HeroView) Name() string { return string(p.e.Str(0)) }
+
+// Avatar returns the avatar field.
+func (p HeroView) Avatar() []byte { return []byte(p.e.Str(1)) }
+
+// Target returns the target field.
+func (p HeroView) Target() replica.Ref { return replica.Ref(p.e.Num(258)) }
+
+// Kind returns the kind field.
+func (p HeroView) Kind() Kind { return Kind(p.e.Num(288)) }
+
+// Pos returns the pos field.
+func (p HeroView) Pos() VecView { return VecView{p.e.Handle().Nested(10, 320, 2)} }
+
+// Path returns the path list.
+func (p HeroView) Path() HeroPathListView { return HeroPathListView{p.e.Handle().List(12)} }
+
+// HeroPathListView is the path list of a HeroView, read-only.
+type HeroPathListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroPathListView) Len() int { return l.l.Len() }
+
+// At returns element i. It is a copy, which later updates do not change.
+func (l HeroPathListView) At(i int) VecView { return VecView{state.ValueOf(l.l.At(i).R)} }
+
+// All iterates over the elements in order.
+func (l HeroPathListView) All() iter.Seq2[int, VecView] {
+	return func(yield func(int, VecView) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Tags returns the tags list.
+func (p HeroView) Tags() HeroTagsListView { return HeroTagsListView{p.e.Handle().List(13)} }
+
+// HeroTagsListView is the tags list of a HeroView, read-only.
+type HeroTagsListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroTagsListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroTagsListView) At(i int) string { return string(l.l.At(i).S) }
+
+// All iterates over the elements in order.
+func (l HeroTagsListView) All() iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Scores returns the scores map.
+func (p HeroView) Scores() HeroScoresMapView { return HeroScoresMapView{p.e.Handle().Map(14)} }
+
+// HeroScoresMapView is the scores map of a HeroView, read-only.
+type HeroScoresMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroScoresMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m HeroScoresMapView) Get(k string) (v int32, ok bool) {
+	x, ok := m.m.Map().Get(state.Value{S: string(k)})
+	if !ok {
+		return v, false
+	}
+	return int32(x.N), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroScoresMapView) All() iter.Seq2[string, int32] {
+	return func(yield func(string, int32) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(string(key.S), int32(x.N)) {
+				return
+			}
+		}
+	}
+}
+
+// Inv returns the inv bag.
+func (p HeroView) Inv() HeroInvBagView { return HeroInvBagView{p.e.Handle().Bag(15)} }
+
+// HeroInvBagView is the inv bag of a HeroView, read-only.
+type HeroInvBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b HeroInvBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b HeroInvBagView) Get(k uint32) (ItemView, bool) {
+	h := b.b.Get(b.b.Key(uint64(k)))
+	return ItemView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b HeroInvBagView) All() iter.Seq2[uint32, ItemView] {
+	return func(yield func(uint32, ItemView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(uint32(key), ItemView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
 // OnHeroCreate registers fn to run for each new Hero in r, with the whole tick
 // applied, and returns a func that unregisters it.
-func OnHeroCreate(r *client.Replica, fn func(Hero)) (cancel func()) {
-	return r.OnCreate(replicaHero, func(e *state.Entity) { fn(Hero{e}) })
+func OnHeroCreate(r *client.Replica, fn func(HeroView)) (cancel func()) {
+	return r.OnCreate(replicaHero, func(e *state.Entity) { fn(HeroView{e}) })
 }
 
 // OnHeroDestroy registers fn to run for each Hero destroyed in r, as it was
 // when destroyed, and returns a func that unregisters it.
-func OnHeroDestroy(r *client.Replica, fn func(Hero)) (cancel func()) {
-	return r.OnDestroy(replicaHero, func(e *state.Entity) { fn(Hero{e}) })
+func OnHeroDestroy(r *client.Replica, fn func(HeroView)) (cancel func()) {
+	return r.OnDestroy(replicaHero, func(e *state.Entity) { fn(HeroView{e}) })
 }
 
 // OnHeroOwnership registers fn to run when this client gains (owned is true) or
 // loses ownership of a Hero in r, the Heros it owns on joining included, and
 // returns a func that unregisters it.
-func OnHeroOwnership(r *client.Replica, fn func(p Hero, owned bool)) (cancel func()) {
-	return r.OnOwnership(replicaHero, func(e *state.Entity, owned bool) { fn(Hero{e}, owned) })
+func OnHeroOwnership(r *client.Replica, fn func(p HeroView, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaHero, func(e *state.Entity, owned bool) { fn(HeroView{e}, owned) })
 }
 
 // OnHeroAliveChange registers fn to run when the alive field of a Hero in r
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial alive, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroAliveChange(r *client.Replica, fn func(p Hero, old, new bool)) (cancel func()) {
+func OnHeroAliveChange(r *client.Replica, fn func(p HeroView, old, new bool)) (cancel func()) {
 	return r.OnField(replicaHero, 0, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, bool(o.N != 0), bool(n.N != 0))
+		fn(HeroView{e}, bool(o.N != 0), bool(n.N != 0))
 	})
 }
 
@@ -502,9 +665,9 @@ func OnHeroAliveChange(r *client.Replica, fn func(p Hero, old, new bool)) (cance
 // with its old and new values, and returns a func that unregisters it. A new
 // Hero reports its initial hp, unless it is the value every new Hero starts
 // with, as a change from that value.
-func OnHeroHpChange(r *client.Replica, fn func(p Hero, old, new int16)) (cancel func()) {
+func OnHeroHpChange(r *client.Replica, fn func(p HeroView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaHero, 1, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int16(o.N), int16(n.N))
+		fn(HeroView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -512,9 +675,9 @@ func OnHeroHpChange(r *client.Replica, fn func(p Hero, old, new int16)) (cancel 
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial angle, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroAngleChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroAngleChange(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 3, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(replicaHero_angleQ.Dequantize(int64(o.N))), float32(replicaHero_angleQ.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float32(replicaHero_angleQ.Dequantize(int64(o.N))), float32(replicaHero_angleQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -522,9 +685,9 @@ func OnHeroAngleChange(r *client.Replica, fn func(p Hero, old, new float32)) (ca
 // with its old and new values, and returns a func that unregisters it. A new
 // Hero reports its initial x, unless it is the value every new Hero starts
 // with, as a change from that value.
-func OnHeroXChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroXChange(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 4, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(replicaHero_xQ.Dequantize(int64(o.N))), float32(replicaHero_xQ.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float32(replicaHero_xQ.Dequantize(int64(o.N))), float32(replicaHero_xQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -532,9 +695,9 @@ func OnHeroXChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial speed, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroSpeedChange(r *client.Replica, fn func(p Hero, old, new float64)) (cancel func()) {
+func OnHeroSpeedChange(r *client.Replica, fn func(p HeroView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaHero, 5, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
+		fn(HeroView{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
 	})
 }
 
@@ -542,9 +705,9 @@ func OnHeroSpeedChange(r *client.Replica, fn func(p Hero, old, new float64)) (ca
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial name, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroNameChange(r *client.Replica, fn func(p Hero, old, new string)) (cancel func()) {
+func OnHeroNameChange(r *client.Replica, fn func(p HeroView, old, new string)) (cancel func()) {
 	return r.OnField(replicaHero, 6, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, string(o.S), string(n.S))
+		fn(HeroView{e}, string(o.S), string(n.S))
 	})
 }
 
@@ -552,9 +715,9 @@ func OnHeroNameChange(r *client.Replica, fn func(p Hero, old, new string)) (canc
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial avatar, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroAvatarChange(r *client.Replica, fn func(p Hero, old, new []byte)) (cancel func()) {
+func OnHeroAvatarChange(r *client.Replica, fn func(p HeroView, old, new []byte)) (cancel func()) {
 	return r.OnField(replicaHero, 7, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, []byte(o.S), []byte(n.S))
+		fn(HeroView{e}, []byte(o.S), []byte(n.S))
 	})
 }
 
@@ -562,9 +725,9 @@ func OnHeroAvatarChange(r *client.Replica, fn func(p Hero, old, new []byte)) (ca
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial target, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroTargetChange(r *client.Replica, fn func(p Hero, old, new replica.Ref)) (cancel func()) {
+func OnHeroTargetChange(r *client.Replica, fn func(p HeroView, old, new replica.Ref)) (cancel func()) {
 	return r.OnField(replicaHero, 8, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, replica.Ref(o.N), replica.Ref(n.N))
+		fn(HeroView{e}, replica.Ref(o.N), replica.Ref(n.N))
 	})
 }
 
@@ -572,9 +735,9 @@ func OnHeroTargetChange(r *client.Replica, fn func(p Hero, old, new replica.Ref)
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial kind, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroKindChange(r *client.Replica, fn func(p Hero, old, new Kind)) (cancel func()) {
+func OnHeroKindChange(r *client.Replica, fn func(p HeroView, old, new Kind)) (cancel func()) {
 	return r.OnField(replicaHero, 9, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, Kind(o.N), Kind(n.N))
+		fn(HeroView{e}, Kind(o.N), Kind(n.N))
 	})
 }
 
@@ -582,9 +745,9 @@ func OnHeroKindChange(r *client.Replica, fn func(p Hero, old, new Kind)) (cancel
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial pos.x, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroPosXChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroPosXChange(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 10, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+		fn(HeroView{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
 	})
 }
 
@@ -592,32 +755,32 @@ func OnHeroPosXChange(r *client.Replica, fn func(p Hero, old, new float32)) (can
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial pos.y, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroPosYChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroPosYChange(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 11, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+		fn(HeroView{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
 	})
 }
 
 // OnHeroPathChange registers fn to run for each change to the path list of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroPathChange(r *client.Replica, fn func(p Hero, ev client.ListChange[Vec])) (cancel func()) {
+func OnHeroPathChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[VecView])) (cancel func()) {
 	return r.OnList(replicaHero, 12, func(e *state.Entity, ev client.ListEvent) {
-		c := client.ListChange[Vec]{Kind: ev.Kind, Index: ev.Index}
+		c := client.ListChange[VecView]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
-			c.Old = Vec{state.ValueOf(ev.Old.R)}
+			c.Old = VecView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed {
-			c.New = Vec{state.ValueOf(ev.New.R)}
+			c.New = VecView{state.ValueOf(ev.New.R)}
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroTagsChange registers fn to run for each change to the tags list of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroTagsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[string])) (cancel func()) {
+func OnHeroTagsChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[string])) (cancel func()) {
 	return r.OnList(replicaHero, 13, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[string]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -626,14 +789,14 @@ func OnHeroTagsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[st
 		if ev.Kind != client.Removed {
 			c.New = string(ev.New.S)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroScoresChange registers fn to run for each change to the scores map of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroScoresChange(r *client.Replica, fn func(p Hero, ev client.MapChange[string, int32])) (cancel func()) {
+func OnHeroScoresChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[string, int32])) (cancel func()) {
 	return r.OnMap(replicaHero, 14, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[string, int32]{Kind: ev.Kind, Key: string(ev.Key.S)}
 		if ev.Kind != client.Added {
@@ -642,7 +805,7 @@ func OnHeroScoresChange(r *client.Replica, fn func(p Hero, ev client.MapChange[s
 		if ev.Kind != client.Removed {
 			c.New = int32(ev.New.N)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
@@ -650,30 +813,30 @@ func OnHeroScoresChange(r *client.Replica, fn func(p Hero, ev client.MapChange[s
 // in r, item field changes included, and returns a func that unregisters it. A
 // new Hero reports its initial items as added. When one field of an item
 // changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the
-// same item with that field at its old value, or the zero Item for a list, map
-// or bag field.
-func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint32, Item])) (cancel func()) {
+// same item with that field at its old value, or the zero ItemView for a list,
+// map or bag field.
+func OnHeroInvChange(r *client.Replica, fn func(p HeroView, ev client.BagChange[uint32, ItemView])) (cancel func()) {
 	return r.OnBag(replicaHero, 15, func(e *state.Entity, ev client.BagEvent) {
-		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
+		c := client.BagChange[uint32, ItemView]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
 		if ev.Old.R != nil {
-			c.Old = Item{state.ValueOf(ev.Old.R)}
+			c.Old = ItemView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
-			c.New = Item{state.ValueOf(ev.Item)}
+			c.New = ItemView{state.ValueOf(ev.Item)}
 		}
 		if ev.ItemLeaf >= 0 && ev.Item != nil {
 			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
-				c.Old = Item{h}
+				c.Old = ItemView{h}
 			}
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // Fire calls the RPC fire on p: c sends it to the server, which runs the
 // function registered with HandleHeroFire at its next tick. The server accepts
 // it only from the client that owns p. Call it from the goroutine that polls c.
-func (p Hero) Fire(c *client.Conn, x, y float32, weapon Kind, label string, target replica.Ref) error {
+func (p HeroView) Fire(c *client.Conn, x, y float32, weapon Kind, label string, target replica.Ref) error {
 	a := state.NewValue(replicaFire)
 	a.SetNum(0, uint64(math.Float32bits(float32(x))))
 	a.SetNum(1, uint64(math.Float32bits(float32(y))))
@@ -684,8 +847,8 @@ func (p Hero) Fire(c *client.Conn, x, y float32, weapon Kind, label string, targ
 }
 
 // HandleHeroFire registers fn to handle the RPC fire, which the client that
-// owns a Hero calls with Hero.Fire. s runs fn on the tick goroutine, only for
-// calls from the owner; an error from fn refuses the call, as for a
+// owns a Hero calls with HeroView.Fire. s runs fn on the tick goroutine, only
+// for calls from the owner; an error from fn refuses the call, as for a
 // replica.RPCHandler.
 func HandleHeroFire(s *replica.Server, fn func(c *replica.Conn, p Hero, x, y float32, weapon Kind, label string, target replica.Ref) error) {
 	s.HandleRPC(replicaHero, 6, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
@@ -707,16 +870,16 @@ func SendHeroHit(s *replica.Server, to replica.RPCTarget, p Hero, damage int16, 
 
 // OnHeroHit registers fn to run, on the goroutine that polls c, when the server
 // sends the RPC hit on a Hero to c, and returns a func that unregisters it.
-func OnHeroHit(c *client.Conn, fn func(p Hero, damage int16, from replica.Ref, fx []byte)) (cancel func()) {
+func OnHeroHit(c *client.Conn, fn func(p HeroView, damage int16, from replica.Ref, fx []byte)) (cancel func()) {
 	return c.HandleRPC(replicaHero, 5, func(e *state.Entity, a *state.Record) {
-		fn(Hero{e}, int16(a.Num(5)), replica.Ref(a.Num(34)), []byte(a.Str(0)))
+		fn(HeroView{e}, int16(a.Num(5)), replica.Ref(a.Num(34)), []byte(a.Str(0)))
 	})
 }
 
 // Aim calls the RPC aim on p: c sends it to the server, which runs the function
 // registered with HandleHeroAim at its next tick. The server accepts it only
 // from the client that owns p. Call it from the goroutine that polls c.
-func (p Hero) Aim(c *client.Conn, args Aim) error {
+func (p HeroView) Aim(c *client.Conn, args Aim) error {
 	if !args.Valid() {
 		args = NewAim()
 	}
@@ -724,8 +887,8 @@ func (p Hero) Aim(c *client.Conn, args Aim) error {
 }
 
 // HandleHeroAim registers fn to handle the RPC aim, which the client that owns
-// a Hero calls with Hero.Aim. s runs fn on the tick goroutine, only for calls
-// from the owner; an error from fn refuses the call, as for a
+// a Hero calls with HeroView.Aim. s runs fn on the tick goroutine, only for
+// calls from the owner; an error from fn refuses the call, as for a
 // replica.RPCHandler.
 func HandleHeroAim(s *replica.Server, fn func(c *replica.Conn, p Hero, args Aim) error) {
 	s.HandleRPC(replicaHero, 7, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
@@ -745,9 +908,9 @@ func SendHeroTaunt(s *replica.Server, to replica.RPCTarget, p Hero) error {
 // OnHeroTaunt registers fn to run, on the goroutine that polls c, when the
 // server sends the RPC taunt on a Hero to c, and returns a func that
 // unregisters it.
-func OnHeroTaunt(c *client.Conn, fn func(p Hero)) (cancel func()) {
+func OnHeroTaunt(c *client.Conn, fn func(p HeroView)) (cancel func()) {
 	return c.HandleRPC(replicaHero, 8, func(e *state.Entity, a *state.Record) {
-		fn(Hero{e})
+		fn(HeroView{e})
 	})
 }
 
@@ -792,7 +955,7 @@ func (v Hit) SetFx(x []byte) { v.h.SetStr(2, string(x)) }
 // Item is an inventory item.
 //
 // An Item is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewItem.
+// value made by NewItem. Clients see an Item as an ItemView.
 type Item struct{ h state.Handle }
 
 // NewItem returns a detached Item with every field at its zero value, to
@@ -827,6 +990,26 @@ func (v Item) Pos() Vec { return Vec{v.h.Nested(2, 64, 0)} }
 // SetPos copies every field of x into the pos field.
 func (v Item) SetPos(x Vec) { v.h.SetNested(2, replicaVec, x.h) }
 
+// ItemView is an Item as clients see it: read-only, with getters for the fields
+// that reach clients. It is a field of an entity or an item of a bag, or a copy
+// that a typed callback or a list or map getter returns.
+type ItemView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero ItemView,
+// for a bag item removed from its bag (or replaced) and for a value in a
+// destroyed entity. Getters of an invalid ItemView return the zero value or,
+// once it went stale, the last values.
+func (v ItemView) Valid() bool { return v.h.Valid() }
+
+// Kind returns the kind field.
+func (v ItemView) Kind() Kind { return Kind(v.h.Num(0)) }
+
+// Count returns the count field.
+func (v ItemView) Count() int16 { return int16(v.h.Num(21)) }
+
+// Pos returns the pos field.
+func (v ItemView) Pos() VecView { return VecView{v.h.Nested(2, 64, 0)} }
+
 // Taunt is generated from the spec taunt.
 //
 // Taunt holds the arguments of the RPC taunt of Hero, which the server sends
@@ -850,7 +1033,7 @@ func (v Taunt) Valid() bool { return v.h.Valid() }
 // Vec is generated from the spec vec.
 //
 // A Vec is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewVec.
+// value made by NewVec. Clients see a Vec as a VecView.
 type Vec struct{ h state.Handle }
 
 // NewVec returns a detached Vec with every field at its zero value, to
@@ -878,3 +1061,20 @@ func (v Vec) Y() float32 { return float32(math.Float32frombits(uint32(v.h.Num(34
 
 // SetY sets the y field.
 func (v Vec) SetY(x float32) { v.h.SetNum(1, uint64(math.Float32bits(float32(x)))) }
+
+// VecView is a Vec as clients see it: read-only, with getters for the fields
+// that reach clients. It is a field of an entity or an item of a bag, or a copy
+// that a typed callback or a list or map getter returns.
+type VecView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero VecView,
+// for a bag item removed from its bag (or replaced) and for a value in a
+// destroyed entity. Getters of an invalid VecView return the zero value or,
+// once it went stale, the last values.
+func (v VecView) Valid() bool { return v.h.Valid() }
+
+// X returns the x field.
+func (v VecView) X() float32 { return float32(math.Float32frombits(uint32(v.h.Num(2)))) }
+
+// Y returns the y field.
+func (v VecView) Y() float32 { return float32(math.Float32frombits(uint32(v.h.Num(34)))) }

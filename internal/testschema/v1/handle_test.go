@@ -60,6 +60,19 @@ func TestZeroValues(t *testing.T) {
 	if c := it.Clone(); !c.Valid() || c.Count() != 0 {
 		t.Errorf("Clone of the zero Item: valid %v", c.Valid())
 	}
+
+	// Zero views read the same.
+	var hv v1.HeroView
+	if hv.Valid() || hv.IsOwned() || hv.ID() != 0 || hv.I16() != 0 || hv.Body().Pos().Z() != 0 || hv.Scores().Len() != 0 {
+		t.Errorf("zero HeroView reads non-zero or valid")
+	}
+	if _, ok := hv.Inv().Get(1); ok {
+		t.Errorf("zero HeroView has an item")
+	}
+	var iv v1.ItemView
+	if iv.Valid() || iv.Count() != 0 || iv.Sub().Len() != 0 {
+		t.Errorf("zero ItemView reads non-zero or valid")
+	}
 }
 
 // TestStaleHandles checks handles on removed bag items and destroyed
@@ -138,25 +151,29 @@ func TestStaleHandles(t *testing.T) {
 	mustPanicInvalid(t, "destroyed Hero.SetI16 after the commit", func() { h.SetI16(5) })
 }
 
-// TestClientReadOnly checks that the generated types are read-only on an
-// entity of a client replica (one without a tracker): getters work, setters
-// panic with ErrReadOnly, and detached copies stay writable.
+// TestClientReadOnly checks that an entity of a client replica (one
+// without a tracker) is read only through its view: HeroOf refuses it,
+// HeroViewOf takes it (and a server's entity too), and the setters of the
+// state package, which only the entity itself still reaches, panic with
+// ErrReadOnly.
 func TestClientReadOnly(t *testing.T) {
 	e := state.NewEntity(v1.Schema().Class(1), state.MakeID(1, 0))
-	h, ok := v1.HeroOf(e)
-	if !ok || !h.Valid() || h.I16() != 0 || !h.Body().Valid() {
-		t.Fatal("client hero: not a valid Hero")
+	if h, ok := v1.HeroOf(e); ok || h.Valid() {
+		t.Fatal("HeroOf accepts an entity of a client replica")
+	}
+	v, ok := v1.HeroViewOf(e)
+	if !ok || !v.Valid() || v.I16() != 0 || !v.Body().Valid() || v.Inv().Len() != 0 || v.Entity() != e {
+		t.Fatal("client hero: not a valid HeroView")
+	}
+	if _, ok := v1.MissileViewOf(e); ok {
+		t.Error("MissileViewOf accepts a hero")
+	}
+	if _, ok := v1.HeroViewOf(nil); ok {
+		t.Error("HeroViewOf accepts nil")
 	}
 	for what, f := range map[string]func(){
-		"SetI16":              func() { h.SetI16(1) },
-		"SetName":             func() { h.SetName("x") },
-		"Body().SetMark":      func() { h.Body().SetMark(1) },
-		"SetBody":             func() { h.SetBody(v1.NewBody()) },
-		"Scores().Push":       func() { h.Scores().Push(1) },
-		"Cds().Put":           func() { h.Cds().Put("a", 1) },
-		"Inv().Add":           func() { h.Inv().Add(1, v1.NewItem()) },
-		"Body().Pos().SetX":   func() { h.Body().Pos().SetX(1) },
-		"Body().Stats().Kv()": func() { h.Body().Stats().Kv().Put(1, 2) },
+		"SetNum":          func() { v.Entity().SetNum(0, 1) },
+		"Handle().SetStr": func() { v.Entity().Handle().SetStr(15, "x") },
 	} {
 		func() {
 			defer func() {
@@ -168,10 +185,21 @@ func TestClientReadOnly(t *testing.T) {
 			f()
 		}()
 	}
-	// A copy is the caller's own.
-	b := h.Body().Clone()
-	b.SetMark(3)
-	if b.Mark() != 3 || h.Body().Mark() != 0 {
-		t.Errorf("detached copy: mark %d, entity's %d", b.Mark(), h.Body().Mark())
+
+	tr := state.NewTracker(v1.Schema())
+	h, err := v1.SpawnHero(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetI16(4)
+	if got, ok := v1.HeroOf(h.Entity()); !ok || got != h {
+		t.Error("HeroOf refuses a server's entity")
+	}
+	if sv, ok := v1.HeroViewOf(h.Entity()); !ok || sv.I16() != 4 || sv.IsOwned() {
+		t.Error("HeroViewOf of a server's entity: not a view of it")
+	}
+	tr.Destroy(h.Entity())
+	if _, ok := v1.HeroOf(h.Entity()); !ok {
+		t.Error("HeroOf refuses a server's entity once destroyed")
 	}
 }

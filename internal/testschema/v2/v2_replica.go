@@ -169,8 +169,8 @@ func replicaInit() *schema.Schema {
 
 // Beacon is a class only version 2 has.
 //
-// On a client a Beacon is read-only: the server's updates change it, and
-// its setters panic (see state.ErrReadOnly).
+// Clients see a Beacon as a BeaconView: read-only, without the fields that
+// never reach them.
 type Beacon struct{ e *state.Entity }
 
 // SpawnBeacon creates a Beacon with every field at its zero value in tr and
@@ -180,9 +180,10 @@ func SpawnBeacon(tr *state.Tracker) (Beacon, error) {
 	return Beacon{e}, err
 }
 
-// BeaconOf returns e as a Beacon; ok is false if e is nil or of another class.
+// BeaconOf returns e as a Beacon; ok is false if e is nil, of another class or
+// an entity of a client replica, which clients read with BeaconViewOf.
 func BeaconOf(e *state.Entity) (v Beacon, ok bool) {
-	if e == nil || e.Class() != replicaBeacon {
+	if e == nil || e.Class() != replicaBeacon || e.ReadOnly() {
 		return v, false
 	}
 	return Beacon{e}, true
@@ -194,15 +195,11 @@ func (p Beacon) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Beacon) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Beacon and once the entity is destroyed (on the
-// server by its tracker, on a client by a tick). Getters of an invalid Beacon return the zero value or, after a
-// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero Beacon and once its tracker destroyed the entity. Getters
+// of an invalid Beacon return the zero value or, after a destroy, the last
+// values; its setters panic (see state.ErrInvalidHandle).
 func (p Beacon) Valid() bool { return p.e.Valid() }
-
-// IsOwned reports whether this client owns p: on a client replica, what
-// the server said; false on the server, where Server.Owner tells.
-func (p Beacon) IsOwned() bool { return p.e.Owned() }
 
 // Pos returns the pos field; setters on the result change this Beacon.
 func (p Beacon) Pos() Vec { return Vec{p.e.Handle().Nested(0, 0, 0)} }
@@ -296,32 +293,124 @@ func (b BeaconLootBag) All() iter.Seq2[uint16, Buff] {
 	}
 }
 
+// BeaconView is a Beacon as clients see it: read-only (only the server's
+// updates change it), with getters for the fields that reach clients and none
+// for server-only fields. Typed callbacks pass BeaconViews, and BeaconViewOf
+// makes one of an entity.
+type BeaconView struct{ e *state.Entity }
+
+// BeaconViewOf returns e as a BeaconView; ok is false if e is nil or of another
+// class.
+func BeaconViewOf(e *state.Entity) (v BeaconView, ok bool) {
+	if e == nil || e.Class() != replicaBeacon {
+		return v, false
+	}
+	return BeaconView{e}, true
+}
+
+// Entity returns the underlying entity.
+func (p BeaconView) Entity() *state.Entity { return p.e }
+
+// ID returns the network ID.
+func (p BeaconView) ID() state.ID { return p.e.ID() }
+
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero BeaconView and once a tick destroyed the entity. Getters
+// of an invalid BeaconView return the zero value or, after a destroy, the last
+// values.
+func (p BeaconView) Valid() bool { return p.e.Valid() }
+
+// IsOwned reports whether this client owns p, as the server said. It is false
+// for a BeaconView of a server's entity: the server tells owners with
+// Server.Owner.
+func (p BeaconView) IsOwned() bool { return p.e.Owned() }
+
+// Pos returns the pos field.
+func (p BeaconView) Pos() VecView { return VecView{p.e.Handle().Nested(0, 0, 0)} }
+
+// Label returns the label field.
+func (p BeaconView) Label() string { return string(p.e.Str(0)) }
+
+// Power returns the power field.
+func (p BeaconView) Power() uint32 { return uint32(p.e.Num(258)) }
+
+// Members returns the members list.
+func (p BeaconView) Members() BeaconMembersListView {
+	return BeaconMembersListView{p.e.Handle().List(6)}
+}
+
+// BeaconMembersListView is the members list of a BeaconView, read-only.
+type BeaconMembersListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l BeaconMembersListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l BeaconMembersListView) At(i int) replica.Ref { return replica.Ref(l.l.At(i).N) }
+
+// All iterates over the elements in order.
+func (l BeaconMembersListView) All() iter.Seq2[int, replica.Ref] {
+	return func(yield func(int, replica.Ref) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Loot returns the loot bag.
+func (p BeaconView) Loot() BeaconLootBagView { return BeaconLootBagView{p.e.Handle().Bag(7)} }
+
+// BeaconLootBagView is the loot bag of a BeaconView, read-only.
+type BeaconLootBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b BeaconLootBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b BeaconLootBagView) Get(k uint16) (BuffView, bool) {
+	h := b.b.Get(b.b.Key(uint64(k)))
+	return BuffView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b BeaconLootBagView) All() iter.Seq2[uint16, BuffView] {
+	return func(yield func(uint16, BuffView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(uint16(key), BuffView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
 // OnBeaconCreate registers fn to run for each new Beacon in r, with the whole
 // tick applied, and returns a func that unregisters it.
-func OnBeaconCreate(r *client.Replica, fn func(Beacon)) (cancel func()) {
-	return r.OnCreate(replicaBeacon, func(e *state.Entity) { fn(Beacon{e}) })
+func OnBeaconCreate(r *client.Replica, fn func(BeaconView)) (cancel func()) {
+	return r.OnCreate(replicaBeacon, func(e *state.Entity) { fn(BeaconView{e}) })
 }
 
 // OnBeaconDestroy registers fn to run for each Beacon destroyed in r, as it was
 // when destroyed, and returns a func that unregisters it.
-func OnBeaconDestroy(r *client.Replica, fn func(Beacon)) (cancel func()) {
-	return r.OnDestroy(replicaBeacon, func(e *state.Entity) { fn(Beacon{e}) })
+func OnBeaconDestroy(r *client.Replica, fn func(BeaconView)) (cancel func()) {
+	return r.OnDestroy(replicaBeacon, func(e *state.Entity) { fn(BeaconView{e}) })
 }
 
 // OnBeaconOwnership registers fn to run when this client gains (owned is true)
 // or loses ownership of a Beacon in r, the Beacons it owns on joining included,
 // and returns a func that unregisters it.
-func OnBeaconOwnership(r *client.Replica, fn func(p Beacon, owned bool)) (cancel func()) {
-	return r.OnOwnership(replicaBeacon, func(e *state.Entity, owned bool) { fn(Beacon{e}, owned) })
+func OnBeaconOwnership(r *client.Replica, fn func(p BeaconView, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaBeacon, func(e *state.Entity, owned bool) { fn(BeaconView{e}, owned) })
 }
 
 // OnBeaconPosXChange registers fn to run when the pos.x field of a Beacon in r
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Beacon reports its initial pos.x, unless it is the value every new
 // Beacon starts with, as a change from that value.
-func OnBeaconPosXChange(r *client.Replica, fn func(p Beacon, old, new float32)) (cancel func()) {
+func OnBeaconPosXChange(r *client.Replica, fn func(p BeaconView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaBeacon, 0, func(e *state.Entity, o, n state.Value) {
-		fn(Beacon{e}, float32(replicaVec_xQ.Dequantize(int64(o.N))), float32(replicaVec_xQ.Dequantize(int64(n.N))))
+		fn(BeaconView{e}, float32(replicaVec_xQ.Dequantize(int64(o.N))), float32(replicaVec_xQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -329,9 +418,9 @@ func OnBeaconPosXChange(r *client.Replica, fn func(p Beacon, old, new float32)) 
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Beacon reports its initial pos.y, unless it is the value every new
 // Beacon starts with, as a change from that value.
-func OnBeaconPosYChange(r *client.Replica, fn func(p Beacon, old, new float32)) (cancel func()) {
+func OnBeaconPosYChange(r *client.Replica, fn func(p BeaconView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaBeacon, 1, func(e *state.Entity, o, n state.Value) {
-		fn(Beacon{e}, float32(replicaVec_yQ.Dequantize(int64(o.N))), float32(replicaVec_yQ.Dequantize(int64(n.N))))
+		fn(BeaconView{e}, float32(replicaVec_yQ.Dequantize(int64(o.N))), float32(replicaVec_yQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -339,9 +428,9 @@ func OnBeaconPosYChange(r *client.Replica, fn func(p Beacon, old, new float32)) 
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Beacon reports its initial pos.z, unless it is the value every new
 // Beacon starts with, as a change from that value.
-func OnBeaconPosZChange(r *client.Replica, fn func(p Beacon, old, new float64)) (cancel func()) {
+func OnBeaconPosZChange(r *client.Replica, fn func(p BeaconView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaBeacon, 2, func(e *state.Entity, o, n state.Value) {
-		fn(Beacon{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
+		fn(BeaconView{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
 	})
 }
 
@@ -349,9 +438,9 @@ func OnBeaconPosZChange(r *client.Replica, fn func(p Beacon, old, new float64)) 
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Beacon reports its initial pos.w, unless it is the value every new
 // Beacon starts with, as a change from that value.
-func OnBeaconPosWChange(r *client.Replica, fn func(p Beacon, old, new int16)) (cancel func()) {
+func OnBeaconPosWChange(r *client.Replica, fn func(p BeaconView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaBeacon, 3, func(e *state.Entity, o, n state.Value) {
-		fn(Beacon{e}, int16(o.N), int16(n.N))
+		fn(BeaconView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -359,9 +448,9 @@ func OnBeaconPosWChange(r *client.Replica, fn func(p Beacon, old, new int16)) (c
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Beacon reports its initial label, unless it is the value every new
 // Beacon starts with, as a change from that value.
-func OnBeaconLabelChange(r *client.Replica, fn func(p Beacon, old, new string)) (cancel func()) {
+func OnBeaconLabelChange(r *client.Replica, fn func(p BeaconView, old, new string)) (cancel func()) {
 	return r.OnField(replicaBeacon, 4, func(e *state.Entity, o, n state.Value) {
-		fn(Beacon{e}, string(o.S), string(n.S))
+		fn(BeaconView{e}, string(o.S), string(n.S))
 	})
 }
 
@@ -369,16 +458,16 @@ func OnBeaconLabelChange(r *client.Replica, fn func(p Beacon, old, new string)) 
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Beacon reports its initial power, unless it is the value every new
 // Beacon starts with, as a change from that value.
-func OnBeaconPowerChange(r *client.Replica, fn func(p Beacon, old, new uint32)) (cancel func()) {
+func OnBeaconPowerChange(r *client.Replica, fn func(p BeaconView, old, new uint32)) (cancel func()) {
 	return r.OnField(replicaBeacon, 5, func(e *state.Entity, o, n state.Value) {
-		fn(Beacon{e}, uint32(o.N), uint32(n.N))
+		fn(BeaconView{e}, uint32(o.N), uint32(n.N))
 	})
 }
 
 // OnBeaconMembersChange registers fn to run for each change to the members list
 // of a Beacon in r, and returns a func that unregisters it. A new Beacon
 // reports its initial elements as added.
-func OnBeaconMembersChange(r *client.Replica, fn func(p Beacon, ev client.ListChange[replica.Ref])) (cancel func()) {
+func OnBeaconMembersChange(r *client.Replica, fn func(p BeaconView, ev client.ListChange[replica.Ref])) (cancel func()) {
 	return r.OnList(replicaBeacon, 6, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[replica.Ref]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -387,7 +476,7 @@ func OnBeaconMembersChange(r *client.Replica, fn func(p Beacon, ev client.ListCh
 		if ev.Kind != client.Removed {
 			c.New = replica.Ref(ev.New.N)
 		}
-		fn(Beacon{e}, c)
+		fn(BeaconView{e}, c)
 	})
 }
 
@@ -395,30 +484,30 @@ func OnBeaconMembersChange(r *client.Replica, fn func(p Beacon, ev client.ListCh
 // Beacon in r, item field changes included, and returns a func that unregisters
 // it. A new Beacon reports its initial items as added. When one field of an
 // item changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old
-// the same item with that field at its old value, or the zero Buff for a list,
-// map or bag field.
-func OnBeaconLootChange(r *client.Replica, fn func(p Beacon, ev client.BagChange[uint16, Buff])) (cancel func()) {
+// the same item with that field at its old value, or the zero BuffView for a
+// list, map or bag field.
+func OnBeaconLootChange(r *client.Replica, fn func(p BeaconView, ev client.BagChange[uint16, BuffView])) (cancel func()) {
 	return r.OnBag(replicaBeacon, 7, func(e *state.Entity, ev client.BagEvent) {
-		c := client.BagChange[uint16, Buff]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
+		c := client.BagChange[uint16, BuffView]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
 		if ev.Old.R != nil {
-			c.Old = Buff{state.ValueOf(ev.Old.R)}
+			c.Old = BuffView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
-			c.New = Buff{state.ValueOf(ev.Item)}
+			c.New = BuffView{state.ValueOf(ev.Item)}
 		}
 		if ev.ItemLeaf >= 0 && ev.Item != nil {
 			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
-				c.Old = Buff{h}
+				c.Old = BuffView{h}
 			}
 		}
-		fn(Beacon{e}, c)
+		fn(BeaconView{e}, c)
 	})
 }
 
 // Body is nested level 1.
 //
 // A Body is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewBody.
+// value made by NewBody. Clients see a Body as a BodyView.
 type Body struct{ h state.Handle }
 
 // NewBody returns a detached Body with every field at its zero value, to
@@ -459,10 +548,33 @@ func (v Body) Glow() bool { return bool(v.h.Num(464) != 0) }
 // SetGlow sets the glow field.
 func (v Body) SetGlow(x bool) { v.h.SetNum(15, state.BoolBits(bool(x))) }
 
+// BodyView is a Body as clients see it: read-only, with getters for the fields
+// that reach clients. It is a field of an entity or an item of a bag, or a copy
+// that a typed callback or a list or map getter returns.
+type BodyView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero BodyView,
+// for a bag item removed from its bag (or replaced) and for a value in a
+// destroyed entity. Getters of an invalid BodyView return the zero value or,
+// once it went stale, the last values.
+func (v BodyView) Valid() bool { return v.h.Valid() }
+
+// Pos returns the pos field.
+func (v BodyView) Pos() VecView { return VecView{v.h.Nested(0, 0, 0)} }
+
+// Stats returns the stats field.
+func (v BodyView) Stats() StatsView { return StatsView{v.h.Nested(4, 256, 0)} }
+
+// Mark returns the mark field.
+func (v BodyView) Mark() uint16 { return uint16(v.h.Num(449)) }
+
+// Glow returns the glow field.
+func (v BodyView) Glow() bool { return bool(v.h.Num(464) != 0) }
+
 // Buff is generated from the spec buff.
 //
 // A Buff is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewBuff.
+// value made by NewBuff. Clients see a Buff as a BuffView.
 type Buff struct{ h state.Handle }
 
 // NewBuff returns a detached Buff with every field at its zero value, to
@@ -509,10 +621,36 @@ func (v Buff) Label() string { return string(v.h.Str(1)) }
 // SetLabel sets the label field.
 func (v Buff) SetLabel(x string) { v.h.SetStr(4, string(x)) }
 
+// BuffView is a Buff as clients see it: read-only, with getters for the fields
+// that reach clients. It is a field of an entity or an item of a bag, or a copy
+// that a typed callback or a list or map getter returns.
+type BuffView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero BuffView,
+// for a bag item removed from its bag (or replaced) and for a value in a
+// destroyed entity. Getters of an invalid BuffView return the zero value or,
+// once it went stale, the last values.
+func (v BuffView) Valid() bool { return v.h.Valid() }
+
+// Kind returns the kind field.
+func (v BuffView) Kind() uint16 { return uint16(v.h.Num(1)) }
+
+// Until returns the until field.
+func (v BuffView) Until() int64 { return int64(v.h.Num(71)) }
+
+// Note returns the note field.
+func (v BuffView) Note() string { return string(v.h.Str(0)) }
+
+// Stacks returns the stacks field.
+func (v BuffView) Stacks() uint8 { return uint8(v.h.Num(128)) }
+
+// Label returns the label field.
+func (v BuffView) Label() string { return string(v.h.Str(1)) }
+
 // Hero is a class with one field of every kind.
 //
-// On a client a Hero is read-only: the server's updates change it, and
-// its setters panic (see state.ErrReadOnly).
+// Clients see a Hero as a HeroView: read-only, without the fields that never
+// reach them.
 type Hero struct{ e *state.Entity }
 
 // SpawnHero creates a Hero with every field at its zero value in tr and
@@ -522,9 +660,10 @@ func SpawnHero(tr *state.Tracker) (Hero, error) {
 	return Hero{e}, err
 }
 
-// HeroOf returns e as a Hero; ok is false if e is nil or of another class.
+// HeroOf returns e as a Hero; ok is false if e is nil, of another class or an
+// entity of a client replica, which clients read with HeroViewOf.
 func HeroOf(e *state.Entity) (v Hero, ok bool) {
-	if e == nil || e.Class() != replicaHero {
+	if e == nil || e.Class() != replicaHero || e.ReadOnly() {
 		return v, false
 	}
 	return Hero{e}, true
@@ -536,15 +675,11 @@ func (p Hero) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Hero) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Hero and once the entity is destroyed (on the
-// server by its tracker, on a client by a tick). Getters of an invalid Hero return the zero value or, after a
-// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero Hero and once its tracker destroyed the entity. Getters of
+// an invalid Hero return the zero value or, after a destroy, the last values;
+// its setters panic (see state.ErrInvalidHandle).
 func (p Hero) Valid() bool { return p.e.Valid() }
-
-// IsOwned reports whether this client owns p: on a client replica, what
-// the server said; false on the server, where Server.Owner tells.
-func (p Hero) IsOwned() bool { return p.e.Owned() }
 
 // Alive returns the alive field.
 func (p Hero) Alive() bool { return bool(p.e.Num(0) != 0) }
@@ -572,8 +707,8 @@ func (p Hero) SetI32(x int32) { p.e.SetNum(3, uint64(int64(x))) }
 
 // I64 returns the i64 field.
 //
-// The field is server-only: clients never receive it, and on a client
-// it reads as its zero value.
+// The field is server-only: clients never receive it, and HeroView has no
+// getter for it.
 func (p Hero) I64() int64 { return int64(p.e.Num(71)) }
 
 // SetI64 sets the i64 field.
@@ -995,8 +1130,8 @@ func (m HeroByLevelMap) All() iter.Seq2[int16, string] {
 
 // Counts returns the counts map.
 //
-// The field is server-only: clients never receive it, and on a client
-// it reads as its zero value.
+// The field is server-only: clients never receive it, and HeroView has no
+// getter for it.
 func (p Hero) Counts() HeroCountsMap { return HeroCountsMap{p.e.Handle().Map(43)} }
 
 // HeroCountsMap is the counts map of a Hero. Every change replicates.
@@ -1568,32 +1703,685 @@ func (l HeroPerksList) Remove(i int) { l.l.Remove(i) }
 // Clear removes every element.
 func (l HeroPerksList) Clear() { l.l.Clear() }
 
+// HeroView is a Hero as clients see it: read-only (only the server's updates
+// change it), with getters for the fields that reach clients and none for
+// server-only fields. Typed callbacks pass HeroViews, and HeroViewOf makes one
+// of an entity.
+type HeroView struct{ e *state.Entity }
+
+// HeroViewOf returns e as a HeroView; ok is false if e is nil or of another
+// class.
+func HeroViewOf(e *state.Entity) (v HeroView, ok bool) {
+	if e == nil || e.Class() != replicaHero {
+		return v, false
+	}
+	return HeroView{e}, true
+}
+
+// Entity returns the underlying entity.
+func (p HeroView) Entity() *state.Entity { return p.e }
+
+// ID returns the network ID.
+func (p HeroView) ID() state.ID { return p.e.ID() }
+
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero HeroView and once a tick destroyed the entity. Getters of
+// an invalid HeroView return the zero value or, after a destroy, the last
+// values.
+func (p HeroView) Valid() bool { return p.e.Valid() }
+
+// IsOwned reports whether this client owns p, as the server said. It is false
+// for a HeroView of a server's entity: the server tells owners with
+// Server.Owner.
+func (p HeroView) IsOwned() bool { return p.e.Owned() }
+
+// Alive returns the alive field.
+func (p HeroView) Alive() bool { return bool(p.e.Num(0) != 0) }
+
+// I8 returns the i8 field.
+func (p HeroView) I8() int8 { return int8(p.e.Num(12)) }
+
+// I16 returns the i16 field.
+func (p HeroView) I16() int16 { return int16(p.e.Num(21)) }
+
+// I32 returns the i32 field.
+func (p HeroView) I32() int32 { return int32(p.e.Num(38)) }
+
+// U8 returns the u8 field.
+func (p HeroView) U8() uint8 { return uint8(p.e.Num(128)) }
+
+// U16 returns the u16 field.
+func (p HeroView) U16() uint16 { return uint16(p.e.Num(145)) }
+
+// U32 returns the u32 field.
+func (p HeroView) U32() uint32 { return uint32(p.e.Num(162)) }
+
+// U64 returns the u64 field.
+func (p HeroView) U64() uint64 { return uint64(p.e.Num(195)) }
+
+// F32 returns the f32 field.
+func (p HeroView) F32() float32 { return float32(math.Float32frombits(uint32(p.e.Num(258)))) }
+
+// F64 returns the f64 field.
+func (p HeroView) F64() float64 { return float64(math.Float64frombits(p.e.Num(323))) }
+
+// Qb returns the qb field.
+func (p HeroView) Qb() float32 { return float32(replicaHero_qbQ.Dequantize(int64(p.e.Num(386)))) }
+
+// Qbits returns the qbits field.
+func (p HeroView) Qbits() float64 { return float64(replicaHero_qbitsQ.Dequantize(int64(p.e.Num(418)))) }
+
+// Qu returns the qu field.
+func (p HeroView) Qu() float32 { return float32(replicaHero_quQ.Dequantize(int64(p.e.Num(455)))) }
+
+// Qu64 returns the qu64 field.
+func (p HeroView) Qu64() float64 { return float64(replicaHero_qu64Q.Dequantize(int64(p.e.Num(519)))) }
+
+// Name returns the name field.
+func (p HeroView) Name() string { return string(p.e.Str(0)) }
+
+// Blob returns the blob field.
+func (p HeroView) Blob() []byte { return []byte(p.e.Str(1)) }
+
+// Target returns the target field.
+func (p HeroView) Target() replica.Ref { return replica.Ref(p.e.Num(578)) }
+
+// Side returns the side field.
+func (p HeroView) Side() team { return team(p.e.Num(608)) }
+
+// Body returns the body field.
+func (p HeroView) Body() BodyView { return BodyView{p.e.Handle().Nested(19, 640, 2)} }
+
+// Scores returns the scores list.
+func (p HeroView) Scores() HeroScoresListView { return HeroScoresListView{p.e.Handle().List(35)} }
+
+// HeroScoresListView is the scores list of a HeroView, read-only.
+type HeroScoresListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroScoresListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroScoresListView) At(i int) int32 { return int32(l.l.At(i).N) }
+
+// All iterates over the elements in order.
+func (l HeroScoresListView) All() iter.Seq2[int, int32] {
+	return func(yield func(int, int32) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Path returns the path list.
+func (p HeroView) Path() HeroPathListView { return HeroPathListView{p.e.Handle().List(36)} }
+
+// HeroPathListView is the path list of a HeroView, read-only.
+type HeroPathListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroPathListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroPathListView) At(i int) float32 {
+	return float32(replicaHero_pathQ.Dequantize(int64(l.l.At(i).N)))
+}
+
+// All iterates over the elements in order.
+func (l HeroPathListView) All() iter.Seq2[int, float32] {
+	return func(yield func(int, float32) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Angles returns the angles list.
+func (p HeroView) Angles() HeroAnglesListView { return HeroAnglesListView{p.e.Handle().List(37)} }
+
+// HeroAnglesListView is the angles list of a HeroView, read-only.
+type HeroAnglesListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroAnglesListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroAnglesListView) At(i int) float32 {
+	return float32(replicaHero_anglesQ.Dequantize(int64(l.l.At(i).N)))
+}
+
+// All iterates over the elements in order.
+func (l HeroAnglesListView) All() iter.Seq2[int, float32] {
+	return func(yield func(int, float32) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Tags returns the tags list.
+func (p HeroView) Tags() HeroTagsListView { return HeroTagsListView{p.e.Handle().List(38)} }
+
+// HeroTagsListView is the tags list of a HeroView, read-only.
+type HeroTagsListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroTagsListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroTagsListView) At(i int) string { return string(l.l.At(i).S) }
+
+// All iterates over the elements in order.
+func (l HeroTagsListView) All() iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Blobs returns the blobs list.
+func (p HeroView) Blobs() HeroBlobsListView { return HeroBlobsListView{p.e.Handle().List(39)} }
+
+// HeroBlobsListView is the blobs list of a HeroView, read-only.
+type HeroBlobsListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroBlobsListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroBlobsListView) At(i int) []byte { return []byte(l.l.At(i).S) }
+
+// All iterates over the elements in order.
+func (l HeroBlobsListView) All() iter.Seq2[int, []byte] {
+	return func(yield func(int, []byte) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Buffs returns the buffs list.
+func (p HeroView) Buffs() HeroBuffsListView { return HeroBuffsListView{p.e.Handle().List(40)} }
+
+// HeroBuffsListView is the buffs list of a HeroView, read-only.
+type HeroBuffsListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroBuffsListView) Len() int { return l.l.Len() }
+
+// At returns element i. It is a copy, which later updates do not change.
+func (l HeroBuffsListView) At(i int) BuffView { return BuffView{state.ValueOf(l.l.At(i).R)} }
+
+// All iterates over the elements in order.
+func (l HeroBuffsListView) All() iter.Seq2[int, BuffView] {
+	return func(yield func(int, BuffView) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Cds returns the cds map.
+func (p HeroView) Cds() HeroCdsMapView { return HeroCdsMapView{p.e.Handle().Map(41)} }
+
+// HeroCdsMapView is the cds map of a HeroView, read-only.
+type HeroCdsMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroCdsMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m HeroCdsMapView) Get(k string) (v float32, ok bool) {
+	x, ok := m.m.Map().Get(state.Value{S: string(k)})
+	if !ok {
+		return v, false
+	}
+	return float32(replicaHero_cdsQ.Dequantize(int64(x.N))), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroCdsMapView) All() iter.Seq2[string, float32] {
+	return func(yield func(string, float32) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(string(key.S), float32(replicaHero_cdsQ.Dequantize(int64(x.N)))) {
+				return
+			}
+		}
+	}
+}
+
+// ByLevel returns the byLevel map.
+func (p HeroView) ByLevel() HeroByLevelMapView { return HeroByLevelMapView{p.e.Handle().Map(42)} }
+
+// HeroByLevelMapView is the byLevel map of a HeroView, read-only.
+type HeroByLevelMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroByLevelMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m HeroByLevelMapView) Get(k int16) (v string, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(int64(k))))
+	if !ok {
+		return v, false
+	}
+	return string(x.S), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroByLevelMapView) All() iter.Seq2[int16, string] {
+	return func(yield func(int16, string) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(int16(key.N), string(x.S)) {
+				return
+			}
+		}
+	}
+}
+
+// ByName returns the byName map.
+func (p HeroView) ByName() HeroByNameMapView { return HeroByNameMapView{p.e.Handle().Map(44)} }
+
+// HeroByNameMapView is the byName map of a HeroView, read-only.
+type HeroByNameMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroByNameMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k. A struct value is a copy, which later updates do not change.
+func (m HeroByNameMapView) Get(k string) (v BuffView, ok bool) {
+	x, ok := m.m.Map().Get(state.Value{S: string(k)})
+	if !ok {
+		return v, false
+	}
+	return BuffView{state.ValueOf(x.R)}, true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroByNameMapView) All() iter.Seq2[string, BuffView] {
+	return func(yield func(string, BuffView) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(string(key.S), BuffView{state.ValueOf(x.R)}) {
+				return
+			}
+		}
+	}
+}
+
+// Inv returns the inv bag.
+func (p HeroView) Inv() HeroInvBagView { return HeroInvBagView{p.e.Handle().Bag(45)} }
+
+// HeroInvBagView is the inv bag of a HeroView, read-only.
+type HeroInvBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b HeroInvBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b HeroInvBagView) Get(k uint32) (ItemView, bool) {
+	h := b.b.Get(b.b.Key(uint64(k)))
+	return ItemView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b HeroInvBagView) All() iter.Seq2[uint32, ItemView] {
+	return func(yield func(uint32, ItemView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(uint32(key), ItemView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
+// Qwide returns the qwide field.
+func (p HeroView) Qwide() float64 {
+	return float64(replicaHero_qwideQ.Dequantize(int64(p.e.Num(1154))))
+}
+
+// Sides returns the sides list.
+func (p HeroView) Sides() HeroSidesListView { return HeroSidesListView{p.e.Handle().List(47)} }
+
+// HeroSidesListView is the sides list of a HeroView, read-only.
+type HeroSidesListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroSidesListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroSidesListView) At(i int) team { return team(l.l.At(i).N) }
+
+// All iterates over the elements in order.
+func (l HeroSidesListView) All() iter.Seq2[int, team] {
+	return func(yield func(int, team) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Teams returns the teams map.
+func (p HeroView) Teams() HeroTeamsMapView { return HeroTeamsMapView{p.e.Handle().Map(48)} }
+
+// HeroTeamsMapView is the teams map of a HeroView, read-only.
+type HeroTeamsMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroTeamsMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m HeroTeamsMapView) Get(k team) (v team, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(k)))
+	if !ok {
+		return v, false
+	}
+	return team(x.N), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroTeamsMapView) All() iter.Seq2[team, team] {
+	return func(yield func(team, team) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(team(key.N), team(x.N)) {
+				return
+			}
+		}
+	}
+}
+
+// Bins returns the bins map.
+func (p HeroView) Bins() HeroBinsMapView { return HeroBinsMapView{p.e.Handle().Map(49)} }
+
+// HeroBinsMapView is the bins map of a HeroView, read-only.
+type HeroBinsMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroBinsMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m HeroBinsMapView) Get(k int32) (v []byte, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(int64(k))))
+	if !ok {
+		return v, false
+	}
+	return []byte(x.S), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroBinsMapView) All() iter.Seq2[int32, []byte] {
+	return func(yield func(int32, []byte) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(int32(key.N), []byte(x.S)) {
+				return
+			}
+		}
+	}
+}
+
+// Flags returns the flags map.
+func (p HeroView) Flags() HeroFlagsMapView { return HeroFlagsMapView{p.e.Handle().Map(50)} }
+
+// HeroFlagsMapView is the flags map of a HeroView, read-only.
+type HeroFlagsMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroFlagsMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m HeroFlagsMapView) Get(k uint16) (v bool, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(k)))
+	if !ok {
+		return v, false
+	}
+	return bool(x.N != 0), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroFlagsMapView) All() iter.Seq2[uint16, bool] {
+	return func(yield func(uint16, bool) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(uint16(key.N), bool(x.N != 0)) {
+				return
+			}
+		}
+	}
+}
+
+// Zones returns the zones map.
+func (p HeroView) Zones() HeroZonesMapView { return HeroZonesMapView{p.e.Handle().Map(51)} }
+
+// HeroZonesMapView is the zones map of a HeroView, read-only.
+type HeroZonesMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroZonesMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m HeroZonesMapView) Get(k int8) (v float64, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(int64(k))))
+	if !ok {
+		return v, false
+	}
+	return float64(replicaHero_zonesQ.Dequantize(int64(x.N))), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroZonesMapView) All() iter.Seq2[int8, float64] {
+	return func(yield func(int8, float64) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(int8(key.N), float64(replicaHero_zonesQ.Dequantize(int64(x.N)))) {
+				return
+			}
+		}
+	}
+}
+
+// Ws returns the ws list.
+func (p HeroView) Ws() HeroWsListView { return HeroWsListView{p.e.Handle().List(52)} }
+
+// HeroWsListView is the ws list of a HeroView, read-only.
+type HeroWsListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroWsListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroWsListView) At(i int) float64 { return float64(math.Float64frombits(l.l.At(i).N)) }
+
+// All iterates over the elements in order.
+func (l HeroWsListView) All() iter.Seq2[int, float64] {
+	return func(yield func(int, float64) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Toggles returns the toggles list.
+func (p HeroView) Toggles() HeroTogglesListView { return HeroTogglesListView{p.e.Handle().List(53)} }
+
+// HeroTogglesListView is the toggles list of a HeroView, read-only.
+type HeroTogglesListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroTogglesListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroTogglesListView) At(i int) bool { return bool(l.l.At(i).N != 0) }
+
+// All iterates over the elements in order.
+func (l HeroTogglesListView) All() iter.Seq2[int, bool] {
+	return func(yield func(int, bool) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Refs returns the refs map.
+func (p HeroView) Refs() HeroRefsMapView { return HeroRefsMapView{p.e.Handle().Map(54)} }
+
+// HeroRefsMapView is the refs map of a HeroView, read-only.
+type HeroRefsMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroRefsMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m HeroRefsMapView) Get(k string) (v replica.Ref, ok bool) {
+	x, ok := m.m.Map().Get(state.Value{S: string(k)})
+	if !ok {
+		return v, false
+	}
+	return replica.Ref(x.N), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroRefsMapView) All() iter.Seq2[string, replica.Ref] {
+	return func(yield func(string, replica.Ref) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(string(key.S), replica.Ref(x.N)) {
+				return
+			}
+		}
+	}
+}
+
+// Stash returns the stash map.
+func (p HeroView) Stash() HeroStashMapView { return HeroStashMapView{p.e.Handle().Map(55)} }
+
+// HeroStashMapView is the stash map of a HeroView, read-only.
+type HeroStashMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m HeroStashMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k. A struct value is a copy, which later updates do not change.
+func (m HeroStashMapView) Get(k int16) (v ItemView, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(int64(k))))
+	if !ok {
+		return v, false
+	}
+	return ItemView{state.ValueOf(x.R)}, true
+}
+
+// All iterates over the entries in ascending key order.
+func (m HeroStashMapView) All() iter.Seq2[int16, ItemView] {
+	return func(yield func(int16, ItemView) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(int16(key.N), ItemView{state.ValueOf(x.R)}) {
+				return
+			}
+		}
+	}
+}
+
+// Loadout returns the loadout list.
+func (p HeroView) Loadout() HeroLoadoutListView { return HeroLoadoutListView{p.e.Handle().List(56)} }
+
+// HeroLoadoutListView is the loadout list of a HeroView, read-only.
+type HeroLoadoutListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroLoadoutListView) Len() int { return l.l.Len() }
+
+// At returns element i. It is a copy, which later updates do not change.
+func (l HeroLoadoutListView) At(i int) ItemView { return ItemView{state.ValueOf(l.l.At(i).R)} }
+
+// All iterates over the elements in order.
+func (l HeroLoadoutListView) All() iter.Seq2[int, ItemView] {
+	return func(yield func(int, ItemView) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Mana returns the mana field.
+func (p HeroView) Mana() int32 { return int32(p.e.Num(1190)) }
+
+// Title returns the title field.
+func (p HeroView) Title() string { return string(p.e.Str(3)) }
+
+// Perks returns the perks list.
+func (p HeroView) Perks() HeroPerksListView { return HeroPerksListView{p.e.Handle().List(59)} }
+
+// HeroPerksListView is the perks list of a HeroView, read-only.
+type HeroPerksListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l HeroPerksListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l HeroPerksListView) At(i int) uint16 { return uint16(l.l.At(i).N) }
+
+// All iterates over the elements in order.
+func (l HeroPerksListView) All() iter.Seq2[int, uint16] {
+	return func(yield func(int, uint16) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
 // OnHeroCreate registers fn to run for each new Hero in r, with the whole tick
 // applied, and returns a func that unregisters it.
-func OnHeroCreate(r *client.Replica, fn func(Hero)) (cancel func()) {
-	return r.OnCreate(replicaHero, func(e *state.Entity) { fn(Hero{e}) })
+func OnHeroCreate(r *client.Replica, fn func(HeroView)) (cancel func()) {
+	return r.OnCreate(replicaHero, func(e *state.Entity) { fn(HeroView{e}) })
 }
 
 // OnHeroDestroy registers fn to run for each Hero destroyed in r, as it was
 // when destroyed, and returns a func that unregisters it.
-func OnHeroDestroy(r *client.Replica, fn func(Hero)) (cancel func()) {
-	return r.OnDestroy(replicaHero, func(e *state.Entity) { fn(Hero{e}) })
+func OnHeroDestroy(r *client.Replica, fn func(HeroView)) (cancel func()) {
+	return r.OnDestroy(replicaHero, func(e *state.Entity) { fn(HeroView{e}) })
 }
 
 // OnHeroOwnership registers fn to run when this client gains (owned is true) or
 // loses ownership of a Hero in r, the Heros it owns on joining included, and
 // returns a func that unregisters it.
-func OnHeroOwnership(r *client.Replica, fn func(p Hero, owned bool)) (cancel func()) {
-	return r.OnOwnership(replicaHero, func(e *state.Entity, owned bool) { fn(Hero{e}, owned) })
+func OnHeroOwnership(r *client.Replica, fn func(p HeroView, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaHero, func(e *state.Entity, owned bool) { fn(HeroView{e}, owned) })
 }
 
 // OnHeroAliveChange registers fn to run when the alive field of a Hero in r
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial alive, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroAliveChange(r *client.Replica, fn func(p Hero, old, new bool)) (cancel func()) {
+func OnHeroAliveChange(r *client.Replica, fn func(p HeroView, old, new bool)) (cancel func()) {
 	return r.OnField(replicaHero, 0, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, bool(o.N != 0), bool(n.N != 0))
+		fn(HeroView{e}, bool(o.N != 0), bool(n.N != 0))
 	})
 }
 
@@ -1601,9 +2389,9 @@ func OnHeroAliveChange(r *client.Replica, fn func(p Hero, old, new bool)) (cance
 // with its old and new values, and returns a func that unregisters it. A new
 // Hero reports its initial i8, unless it is the value every new Hero starts
 // with, as a change from that value.
-func OnHeroI8Change(r *client.Replica, fn func(p Hero, old, new int8)) (cancel func()) {
+func OnHeroI8Change(r *client.Replica, fn func(p HeroView, old, new int8)) (cancel func()) {
 	return r.OnField(replicaHero, 1, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int8(o.N), int8(n.N))
+		fn(HeroView{e}, int8(o.N), int8(n.N))
 	})
 }
 
@@ -1611,9 +2399,9 @@ func OnHeroI8Change(r *client.Replica, fn func(p Hero, old, new int8)) (cancel f
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial i16, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroI16Change(r *client.Replica, fn func(p Hero, old, new int16)) (cancel func()) {
+func OnHeroI16Change(r *client.Replica, fn func(p HeroView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaHero, 2, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int16(o.N), int16(n.N))
+		fn(HeroView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -1621,9 +2409,9 @@ func OnHeroI16Change(r *client.Replica, fn func(p Hero, old, new int16)) (cancel
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial i32, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroI32Change(r *client.Replica, fn func(p Hero, old, new int32)) (cancel func()) {
+func OnHeroI32Change(r *client.Replica, fn func(p HeroView, old, new int32)) (cancel func()) {
 	return r.OnField(replicaHero, 3, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int32(o.N), int32(n.N))
+		fn(HeroView{e}, int32(o.N), int32(n.N))
 	})
 }
 
@@ -1631,9 +2419,9 @@ func OnHeroI32Change(r *client.Replica, fn func(p Hero, old, new int32)) (cancel
 // with its old and new values, and returns a func that unregisters it. A new
 // Hero reports its initial u8, unless it is the value every new Hero starts
 // with, as a change from that value.
-func OnHeroU8Change(r *client.Replica, fn func(p Hero, old, new uint8)) (cancel func()) {
+func OnHeroU8Change(r *client.Replica, fn func(p HeroView, old, new uint8)) (cancel func()) {
 	return r.OnField(replicaHero, 5, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, uint8(o.N), uint8(n.N))
+		fn(HeroView{e}, uint8(o.N), uint8(n.N))
 	})
 }
 
@@ -1641,9 +2429,9 @@ func OnHeroU8Change(r *client.Replica, fn func(p Hero, old, new uint8)) (cancel 
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial u16, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroU16Change(r *client.Replica, fn func(p Hero, old, new uint16)) (cancel func()) {
+func OnHeroU16Change(r *client.Replica, fn func(p HeroView, old, new uint16)) (cancel func()) {
 	return r.OnField(replicaHero, 6, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, uint16(o.N), uint16(n.N))
+		fn(HeroView{e}, uint16(o.N), uint16(n.N))
 	})
 }
 
@@ -1651,9 +2439,9 @@ func OnHeroU16Change(r *client.Replica, fn func(p Hero, old, new uint16)) (cance
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial u32, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroU32Change(r *client.Replica, fn func(p Hero, old, new uint32)) (cancel func()) {
+func OnHeroU32Change(r *client.Replica, fn func(p HeroView, old, new uint32)) (cancel func()) {
 	return r.OnField(replicaHero, 7, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, uint32(o.N), uint32(n.N))
+		fn(HeroView{e}, uint32(o.N), uint32(n.N))
 	})
 }
 
@@ -1661,9 +2449,9 @@ func OnHeroU32Change(r *client.Replica, fn func(p Hero, old, new uint32)) (cance
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial u64, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroU64Change(r *client.Replica, fn func(p Hero, old, new uint64)) (cancel func()) {
+func OnHeroU64Change(r *client.Replica, fn func(p HeroView, old, new uint64)) (cancel func()) {
 	return r.OnField(replicaHero, 8, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, uint64(o.N), uint64(n.N))
+		fn(HeroView{e}, uint64(o.N), uint64(n.N))
 	})
 }
 
@@ -1671,9 +2459,9 @@ func OnHeroU64Change(r *client.Replica, fn func(p Hero, old, new uint64)) (cance
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial f32, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroF32Change(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroF32Change(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 9, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
+		fn(HeroView{e}, float32(math.Float32frombits(uint32(o.N))), float32(math.Float32frombits(uint32(n.N))))
 	})
 }
 
@@ -1681,9 +2469,9 @@ func OnHeroF32Change(r *client.Replica, fn func(p Hero, old, new float32)) (canc
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial f64, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroF64Change(r *client.Replica, fn func(p Hero, old, new float64)) (cancel func()) {
+func OnHeroF64Change(r *client.Replica, fn func(p HeroView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaHero, 10, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
+		fn(HeroView{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
 	})
 }
 
@@ -1691,9 +2479,9 @@ func OnHeroF64Change(r *client.Replica, fn func(p Hero, old, new float64)) (canc
 // with its old and new values, and returns a func that unregisters it. A new
 // Hero reports its initial qb, unless it is the value every new Hero starts
 // with, as a change from that value.
-func OnHeroQbChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroQbChange(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 11, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(replicaHero_qbQ.Dequantize(int64(o.N))), float32(replicaHero_qbQ.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float32(replicaHero_qbQ.Dequantize(int64(o.N))), float32(replicaHero_qbQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -1701,9 +2489,9 @@ func OnHeroQbChange(r *client.Replica, fn func(p Hero, old, new float32)) (cance
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial qbits, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroQbitsChange(r *client.Replica, fn func(p Hero, old, new float64)) (cancel func()) {
+func OnHeroQbitsChange(r *client.Replica, fn func(p HeroView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaHero, 12, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float64(replicaHero_qbitsQ.Dequantize(int64(o.N))), float64(replicaHero_qbitsQ.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float64(replicaHero_qbitsQ.Dequantize(int64(o.N))), float64(replicaHero_qbitsQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -1711,9 +2499,9 @@ func OnHeroQbitsChange(r *client.Replica, fn func(p Hero, old, new float64)) (ca
 // with its old and new values, and returns a func that unregisters it. A new
 // Hero reports its initial qu, unless it is the value every new Hero starts
 // with, as a change from that value.
-func OnHeroQuChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroQuChange(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 13, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(replicaHero_quQ.Dequantize(int64(o.N))), float32(replicaHero_quQ.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float32(replicaHero_quQ.Dequantize(int64(o.N))), float32(replicaHero_quQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -1721,9 +2509,9 @@ func OnHeroQuChange(r *client.Replica, fn func(p Hero, old, new float32)) (cance
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial qu64, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroQu64Change(r *client.Replica, fn func(p Hero, old, new float64)) (cancel func()) {
+func OnHeroQu64Change(r *client.Replica, fn func(p HeroView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaHero, 14, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float64(replicaHero_qu64Q.Dequantize(int64(o.N))), float64(replicaHero_qu64Q.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float64(replicaHero_qu64Q.Dequantize(int64(o.N))), float64(replicaHero_qu64Q.Dequantize(int64(n.N))))
 	})
 }
 
@@ -1731,9 +2519,9 @@ func OnHeroQu64Change(r *client.Replica, fn func(p Hero, old, new float64)) (can
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial name, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroNameChange(r *client.Replica, fn func(p Hero, old, new string)) (cancel func()) {
+func OnHeroNameChange(r *client.Replica, fn func(p HeroView, old, new string)) (cancel func()) {
 	return r.OnField(replicaHero, 15, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, string(o.S), string(n.S))
+		fn(HeroView{e}, string(o.S), string(n.S))
 	})
 }
 
@@ -1741,9 +2529,9 @@ func OnHeroNameChange(r *client.Replica, fn func(p Hero, old, new string)) (canc
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial blob, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroBlobChange(r *client.Replica, fn func(p Hero, old, new []byte)) (cancel func()) {
+func OnHeroBlobChange(r *client.Replica, fn func(p HeroView, old, new []byte)) (cancel func()) {
 	return r.OnField(replicaHero, 16, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, []byte(o.S), []byte(n.S))
+		fn(HeroView{e}, []byte(o.S), []byte(n.S))
 	})
 }
 
@@ -1751,9 +2539,9 @@ func OnHeroBlobChange(r *client.Replica, fn func(p Hero, old, new []byte)) (canc
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial target, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroTargetChange(r *client.Replica, fn func(p Hero, old, new replica.Ref)) (cancel func()) {
+func OnHeroTargetChange(r *client.Replica, fn func(p HeroView, old, new replica.Ref)) (cancel func()) {
 	return r.OnField(replicaHero, 17, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, replica.Ref(o.N), replica.Ref(n.N))
+		fn(HeroView{e}, replica.Ref(o.N), replica.Ref(n.N))
 	})
 }
 
@@ -1761,9 +2549,9 @@ func OnHeroTargetChange(r *client.Replica, fn func(p Hero, old, new replica.Ref)
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial side, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroSideChange(r *client.Replica, fn func(p Hero, old, new team)) (cancel func()) {
+func OnHeroSideChange(r *client.Replica, fn func(p HeroView, old, new team)) (cancel func()) {
 	return r.OnField(replicaHero, 18, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, team(o.N), team(n.N))
+		fn(HeroView{e}, team(o.N), team(n.N))
 	})
 }
 
@@ -1771,9 +2559,9 @@ func OnHeroSideChange(r *client.Replica, fn func(p Hero, old, new team)) (cancel
 // in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.pos.x, unless it is the
 // value every new Hero starts with, as a change from that value.
-func OnHeroBodyPosXChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroBodyPosXChange(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 19, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(replicaVec_xQ.Dequantize(int64(o.N))), float32(replicaVec_xQ.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float32(replicaVec_xQ.Dequantize(int64(o.N))), float32(replicaVec_xQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -1781,9 +2569,9 @@ func OnHeroBodyPosXChange(r *client.Replica, fn func(p Hero, old, new float32)) 
 // in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.pos.y, unless it is the
 // value every new Hero starts with, as a change from that value.
-func OnHeroBodyPosYChange(r *client.Replica, fn func(p Hero, old, new float32)) (cancel func()) {
+func OnHeroBodyPosYChange(r *client.Replica, fn func(p HeroView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaHero, 20, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float32(replicaVec_yQ.Dequantize(int64(o.N))), float32(replicaVec_yQ.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float32(replicaVec_yQ.Dequantize(int64(o.N))), float32(replicaVec_yQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -1791,9 +2579,9 @@ func OnHeroBodyPosYChange(r *client.Replica, fn func(p Hero, old, new float32)) 
 // in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.pos.z, unless it is the
 // value every new Hero starts with, as a change from that value.
-func OnHeroBodyPosZChange(r *client.Replica, fn func(p Hero, old, new float64)) (cancel func()) {
+func OnHeroBodyPosZChange(r *client.Replica, fn func(p HeroView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaHero, 21, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
+		fn(HeroView{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
 	})
 }
 
@@ -1801,9 +2589,9 @@ func OnHeroBodyPosZChange(r *client.Replica, fn func(p Hero, old, new float64)) 
 // in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.pos.w, unless it is the
 // value every new Hero starts with, as a change from that value.
-func OnHeroBodyPosWChange(r *client.Replica, fn func(p Hero, old, new int16)) (cancel func()) {
+func OnHeroBodyPosWChange(r *client.Replica, fn func(p HeroView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaHero, 22, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int16(o.N), int16(n.N))
+		fn(HeroView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -1811,9 +2599,9 @@ func OnHeroBodyPosWChange(r *client.Replica, fn func(p Hero, old, new int16)) (c
 // a Hero in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.stats.str, unless it is
 // the value every new Hero starts with, as a change from that value.
-func OnHeroBodyStatsStrChange(r *client.Replica, fn func(p Hero, old, new int16)) (cancel func()) {
+func OnHeroBodyStatsStrChange(r *client.Replica, fn func(p HeroView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaHero, 23, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int16(o.N), int16(n.N))
+		fn(HeroView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -1821,16 +2609,16 @@ func OnHeroBodyStatsStrChange(r *client.Replica, fn func(p Hero, old, new int16)
 // a Hero in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.stats.dex, unless it is
 // the value every new Hero starts with, as a change from that value.
-func OnHeroBodyStatsDexChange(r *client.Replica, fn func(p Hero, old, new int16)) (cancel func()) {
+func OnHeroBodyStatsDexChange(r *client.Replica, fn func(p HeroView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaHero, 24, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int16(o.N), int16(n.N))
+		fn(HeroView{e}, int16(o.N), int16(n.N))
 	})
 }
 
 // OnHeroBodyStatsHistChange registers fn to run for each change to the
 // body.stats.hist list of a Hero in r, and returns a func that unregisters it.
 // A new Hero reports its initial elements as added.
-func OnHeroBodyStatsHistChange(r *client.Replica, fn func(p Hero, ev client.ListChange[int8])) (cancel func()) {
+func OnHeroBodyStatsHistChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[int8])) (cancel func()) {
 	return r.OnList(replicaHero, 25, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[int8]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -1839,7 +2627,7 @@ func OnHeroBodyStatsHistChange(r *client.Replica, fn func(p Hero, ev client.List
 		if ev.Kind != client.Removed {
 			c.New = int8(ev.New.N)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
@@ -1848,9 +2636,9 @@ func OnHeroBodyStatsHistChange(r *client.Replica, fn func(p Hero, ev client.List
 // values, and returns a func that unregisters it. A new Hero reports its
 // initial body.stats.resist.fire, unless it is the value every new Hero starts
 // with, as a change from that value.
-func OnHeroBodyStatsResistFireChange(r *client.Replica, fn func(p Hero, old, new uint8)) (cancel func()) {
+func OnHeroBodyStatsResistFireChange(r *client.Replica, fn func(p HeroView, old, new uint8)) (cancel func()) {
 	return r.OnField(replicaHero, 26, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, uint8(o.N), uint8(n.N))
+		fn(HeroView{e}, uint8(o.N), uint8(n.N))
 	})
 }
 
@@ -1859,16 +2647,16 @@ func OnHeroBodyStatsResistFireChange(r *client.Replica, fn func(p Hero, old, new
 // values, and returns a func that unregisters it. A new Hero reports its
 // initial body.stats.resist.wind, unless it is the value every new Hero starts
 // with, as a change from that value.
-func OnHeroBodyStatsResistWindChange(r *client.Replica, fn func(p Hero, old, new uint8)) (cancel func()) {
+func OnHeroBodyStatsResistWindChange(r *client.Replica, fn func(p HeroView, old, new uint8)) (cancel func()) {
 	return r.OnField(replicaHero, 29, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, uint8(o.N), uint8(n.N))
+		fn(HeroView{e}, uint8(o.N), uint8(n.N))
 	})
 }
 
 // OnHeroBodyStatsKvChange registers fn to run for each change to the
 // body.stats.kv map of a Hero in r, and returns a func that unregisters it. A
 // new Hero reports its initial entries as added.
-func OnHeroBodyStatsKvChange(r *client.Replica, fn func(p Hero, ev client.MapChange[uint8, int32])) (cancel func()) {
+func OnHeroBodyStatsKvChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[uint8, int32])) (cancel func()) {
 	return r.OnMap(replicaHero, 30, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[uint8, int32]{Kind: ev.Kind, Key: uint8(ev.Key.N)}
 		if ev.Kind != client.Added {
@@ -1877,7 +2665,7 @@ func OnHeroBodyStatsKvChange(r *client.Replica, fn func(p Hero, ev client.MapCha
 		if ev.Kind != client.Removed {
 			c.New = int32(ev.New.N)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
@@ -1886,22 +2674,22 @@ func OnHeroBodyStatsKvChange(r *client.Replica, fn func(p Hero, ev client.MapCha
 // a func that unregisters it. A new Hero reports its initial items as added.
 // When one field of an item changed (ItemLeaf ≥ 0), New is the item as the
 // tick left it and Old the same item with that field at its old value, or the
-// zero Buff for a list, map or bag field.
-func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint16, Buff])) (cancel func()) {
+// zero BuffView for a list, map or bag field.
+func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p HeroView, ev client.BagChange[uint16, BuffView])) (cancel func()) {
 	return r.OnBag(replicaHero, 31, func(e *state.Entity, ev client.BagEvent) {
-		c := client.BagChange[uint16, Buff]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
+		c := client.BagChange[uint16, BuffView]{Kind: ev.Kind, Key: uint16(ev.Key), ItemLeaf: ev.ItemLeaf}
 		if ev.Old.R != nil {
-			c.Old = Buff{state.ValueOf(ev.Old.R)}
+			c.Old = BuffView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
-			c.New = Buff{state.ValueOf(ev.Item)}
+			c.New = BuffView{state.ValueOf(ev.Item)}
 		}
 		if ev.ItemLeaf >= 0 && ev.Item != nil {
 			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
-				c.Old = Buff{h}
+				c.Old = BuffView{h}
 			}
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
@@ -1909,9 +2697,9 @@ func OnHeroBodyStatsGearChange(r *client.Replica, fn func(p Hero, ev client.BagC
 // of a Hero in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.stats.luck, unless it is
 // the value every new Hero starts with, as a change from that value.
-func OnHeroBodyStatsLuckChange(r *client.Replica, fn func(p Hero, old, new int8)) (cancel func()) {
+func OnHeroBodyStatsLuckChange(r *client.Replica, fn func(p HeroView, old, new int8)) (cancel func()) {
 	return r.OnField(replicaHero, 32, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int8(o.N), int8(n.N))
+		fn(HeroView{e}, int8(o.N), int8(n.N))
 	})
 }
 
@@ -1919,9 +2707,9 @@ func OnHeroBodyStatsLuckChange(r *client.Replica, fn func(p Hero, old, new int8)
 // in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.mark, unless it is the
 // value every new Hero starts with, as a change from that value.
-func OnHeroBodyMarkChange(r *client.Replica, fn func(p Hero, old, new uint16)) (cancel func()) {
+func OnHeroBodyMarkChange(r *client.Replica, fn func(p HeroView, old, new uint16)) (cancel func()) {
 	return r.OnField(replicaHero, 33, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, uint16(o.N), uint16(n.N))
+		fn(HeroView{e}, uint16(o.N), uint16(n.N))
 	})
 }
 
@@ -1929,16 +2717,16 @@ func OnHeroBodyMarkChange(r *client.Replica, fn func(p Hero, old, new uint16)) (
 // in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Hero reports its initial body.glow, unless it is the
 // value every new Hero starts with, as a change from that value.
-func OnHeroBodyGlowChange(r *client.Replica, fn func(p Hero, old, new bool)) (cancel func()) {
+func OnHeroBodyGlowChange(r *client.Replica, fn func(p HeroView, old, new bool)) (cancel func()) {
 	return r.OnField(replicaHero, 34, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, bool(o.N != 0), bool(n.N != 0))
+		fn(HeroView{e}, bool(o.N != 0), bool(n.N != 0))
 	})
 }
 
 // OnHeroScoresChange registers fn to run for each change to the scores list of
 // a Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroScoresChange(r *client.Replica, fn func(p Hero, ev client.ListChange[int32])) (cancel func()) {
+func OnHeroScoresChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[int32])) (cancel func()) {
 	return r.OnList(replicaHero, 35, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[int32]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -1947,14 +2735,14 @@ func OnHeroScoresChange(r *client.Replica, fn func(p Hero, ev client.ListChange[
 		if ev.Kind != client.Removed {
 			c.New = int32(ev.New.N)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroPathChange registers fn to run for each change to the path list of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroPathChange(r *client.Replica, fn func(p Hero, ev client.ListChange[float32])) (cancel func()) {
+func OnHeroPathChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[float32])) (cancel func()) {
 	return r.OnList(replicaHero, 36, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[float32]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -1963,14 +2751,14 @@ func OnHeroPathChange(r *client.Replica, fn func(p Hero, ev client.ListChange[fl
 		if ev.Kind != client.Removed {
 			c.New = float32(replicaHero_pathQ.Dequantize(int64(ev.New.N)))
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroAnglesChange registers fn to run for each change to the angles list of
 // a Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroAnglesChange(r *client.Replica, fn func(p Hero, ev client.ListChange[float32])) (cancel func()) {
+func OnHeroAnglesChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[float32])) (cancel func()) {
 	return r.OnList(replicaHero, 37, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[float32]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -1979,14 +2767,14 @@ func OnHeroAnglesChange(r *client.Replica, fn func(p Hero, ev client.ListChange[
 		if ev.Kind != client.Removed {
 			c.New = float32(replicaHero_anglesQ.Dequantize(int64(ev.New.N)))
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroTagsChange registers fn to run for each change to the tags list of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroTagsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[string])) (cancel func()) {
+func OnHeroTagsChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[string])) (cancel func()) {
 	return r.OnList(replicaHero, 38, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[string]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -1995,14 +2783,14 @@ func OnHeroTagsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[st
 		if ev.Kind != client.Removed {
 			c.New = string(ev.New.S)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroBlobsChange registers fn to run for each change to the blobs list of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroBlobsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[[]byte])) (cancel func()) {
+func OnHeroBlobsChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[[]byte])) (cancel func()) {
 	return r.OnList(replicaHero, 39, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[[]byte]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -2011,30 +2799,30 @@ func OnHeroBlobsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[[
 		if ev.Kind != client.Removed {
 			c.New = []byte(ev.New.S)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroBuffsChange registers fn to run for each change to the buffs list of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroBuffsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[Buff])) (cancel func()) {
+func OnHeroBuffsChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[BuffView])) (cancel func()) {
 	return r.OnList(replicaHero, 40, func(e *state.Entity, ev client.ListEvent) {
-		c := client.ListChange[Buff]{Kind: ev.Kind, Index: ev.Index}
+		c := client.ListChange[BuffView]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
-			c.Old = Buff{state.ValueOf(ev.Old.R)}
+			c.Old = BuffView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed {
-			c.New = Buff{state.ValueOf(ev.New.R)}
+			c.New = BuffView{state.ValueOf(ev.New.R)}
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroCdsChange registers fn to run for each change to the cds map of a Hero
 // in r, and returns a func that unregisters it. A new Hero reports its initial
 // entries as added.
-func OnHeroCdsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[string, float32])) (cancel func()) {
+func OnHeroCdsChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[string, float32])) (cancel func()) {
 	return r.OnMap(replicaHero, 41, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[string, float32]{Kind: ev.Kind, Key: string(ev.Key.S)}
 		if ev.Kind != client.Added {
@@ -2043,14 +2831,14 @@ func OnHeroCdsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[stri
 		if ev.Kind != client.Removed {
 			c.New = float32(replicaHero_cdsQ.Dequantize(int64(ev.New.N)))
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroByLevelChange registers fn to run for each change to the byLevel map of
 // a Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroByLevelChange(r *client.Replica, fn func(p Hero, ev client.MapChange[int16, string])) (cancel func()) {
+func OnHeroByLevelChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[int16, string])) (cancel func()) {
 	return r.OnMap(replicaHero, 42, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[int16, string]{Kind: ev.Kind, Key: int16(ev.Key.N)}
 		if ev.Kind != client.Added {
@@ -2059,23 +2847,23 @@ func OnHeroByLevelChange(r *client.Replica, fn func(p Hero, ev client.MapChange[
 		if ev.Kind != client.Removed {
 			c.New = string(ev.New.S)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroByNameChange registers fn to run for each change to the byName map of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroByNameChange(r *client.Replica, fn func(p Hero, ev client.MapChange[string, Buff])) (cancel func()) {
+func OnHeroByNameChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[string, BuffView])) (cancel func()) {
 	return r.OnMap(replicaHero, 44, func(e *state.Entity, ev client.MapEvent) {
-		c := client.MapChange[string, Buff]{Kind: ev.Kind, Key: string(ev.Key.S)}
+		c := client.MapChange[string, BuffView]{Kind: ev.Kind, Key: string(ev.Key.S)}
 		if ev.Kind != client.Added {
-			c.Old = Buff{state.ValueOf(ev.Old.R)}
+			c.Old = BuffView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed {
-			c.New = Buff{state.ValueOf(ev.New.R)}
+			c.New = BuffView{state.ValueOf(ev.New.R)}
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
@@ -2083,23 +2871,23 @@ func OnHeroByNameChange(r *client.Replica, fn func(p Hero, ev client.MapChange[s
 // in r, item field changes included, and returns a func that unregisters it. A
 // new Hero reports its initial items as added. When one field of an item
 // changed (ItemLeaf ≥ 0), New is the item as the tick left it and Old the
-// same item with that field at its old value, or the zero Item for a list, map
-// or bag field.
-func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint32, Item])) (cancel func()) {
+// same item with that field at its old value, or the zero ItemView for a list,
+// map or bag field.
+func OnHeroInvChange(r *client.Replica, fn func(p HeroView, ev client.BagChange[uint32, ItemView])) (cancel func()) {
 	return r.OnBag(replicaHero, 45, func(e *state.Entity, ev client.BagEvent) {
-		c := client.BagChange[uint32, Item]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
+		c := client.BagChange[uint32, ItemView]{Kind: ev.Kind, Key: uint32(ev.Key), ItemLeaf: ev.ItemLeaf}
 		if ev.Old.R != nil {
-			c.Old = Item{state.ValueOf(ev.Old.R)}
+			c.Old = ItemView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
-			c.New = Item{state.ValueOf(ev.Item)}
+			c.New = ItemView{state.ValueOf(ev.Item)}
 		}
 		if ev.ItemLeaf >= 0 && ev.Item != nil {
 			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
-				c.Old = Item{h}
+				c.Old = ItemView{h}
 			}
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
@@ -2107,16 +2895,16 @@ func OnHeroInvChange(r *client.Replica, fn func(p Hero, ev client.BagChange[uint
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial qwide, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroQwideChange(r *client.Replica, fn func(p Hero, old, new float64)) (cancel func()) {
+func OnHeroQwideChange(r *client.Replica, fn func(p HeroView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaHero, 46, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, float64(replicaHero_qwideQ.Dequantize(int64(o.N))), float64(replicaHero_qwideQ.Dequantize(int64(n.N))))
+		fn(HeroView{e}, float64(replicaHero_qwideQ.Dequantize(int64(o.N))), float64(replicaHero_qwideQ.Dequantize(int64(n.N))))
 	})
 }
 
 // OnHeroSidesChange registers fn to run for each change to the sides list of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroSidesChange(r *client.Replica, fn func(p Hero, ev client.ListChange[team])) (cancel func()) {
+func OnHeroSidesChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[team])) (cancel func()) {
 	return r.OnList(replicaHero, 47, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[team]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -2125,14 +2913,14 @@ func OnHeroSidesChange(r *client.Replica, fn func(p Hero, ev client.ListChange[t
 		if ev.Kind != client.Removed {
 			c.New = team(ev.New.N)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroTeamsChange registers fn to run for each change to the teams map of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroTeamsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[team, team])) (cancel func()) {
+func OnHeroTeamsChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[team, team])) (cancel func()) {
 	return r.OnMap(replicaHero, 48, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[team, team]{Kind: ev.Kind, Key: team(ev.Key.N)}
 		if ev.Kind != client.Added {
@@ -2141,14 +2929,14 @@ func OnHeroTeamsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[te
 		if ev.Kind != client.Removed {
 			c.New = team(ev.New.N)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroBinsChange registers fn to run for each change to the bins map of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroBinsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[int32, []byte])) (cancel func()) {
+func OnHeroBinsChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[int32, []byte])) (cancel func()) {
 	return r.OnMap(replicaHero, 49, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[int32, []byte]{Kind: ev.Kind, Key: int32(ev.Key.N)}
 		if ev.Kind != client.Added {
@@ -2157,14 +2945,14 @@ func OnHeroBinsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[int
 		if ev.Kind != client.Removed {
 			c.New = []byte(ev.New.S)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroFlagsChange registers fn to run for each change to the flags map of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroFlagsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[uint16, bool])) (cancel func()) {
+func OnHeroFlagsChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[uint16, bool])) (cancel func()) {
 	return r.OnMap(replicaHero, 50, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[uint16, bool]{Kind: ev.Kind, Key: uint16(ev.Key.N)}
 		if ev.Kind != client.Added {
@@ -2173,14 +2961,14 @@ func OnHeroFlagsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[ui
 		if ev.Kind != client.Removed {
 			c.New = bool(ev.New.N != 0)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroZonesChange registers fn to run for each change to the zones map of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroZonesChange(r *client.Replica, fn func(p Hero, ev client.MapChange[int8, float64])) (cancel func()) {
+func OnHeroZonesChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[int8, float64])) (cancel func()) {
 	return r.OnMap(replicaHero, 51, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[int8, float64]{Kind: ev.Kind, Key: int8(ev.Key.N)}
 		if ev.Kind != client.Added {
@@ -2189,14 +2977,14 @@ func OnHeroZonesChange(r *client.Replica, fn func(p Hero, ev client.MapChange[in
 		if ev.Kind != client.Removed {
 			c.New = float64(replicaHero_zonesQ.Dequantize(int64(ev.New.N)))
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroWsChange registers fn to run for each change to the ws list of a Hero
 // in r, and returns a func that unregisters it. A new Hero reports its initial
 // elements as added.
-func OnHeroWsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[float64])) (cancel func()) {
+func OnHeroWsChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[float64])) (cancel func()) {
 	return r.OnList(replicaHero, 52, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[float64]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -2205,14 +2993,14 @@ func OnHeroWsChange(r *client.Replica, fn func(p Hero, ev client.ListChange[floa
 		if ev.Kind != client.Removed {
 			c.New = float64(math.Float64frombits(ev.New.N))
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroTogglesChange registers fn to run for each change to the toggles list
 // of a Hero in r, and returns a func that unregisters it. A new Hero reports
 // its initial elements as added.
-func OnHeroTogglesChange(r *client.Replica, fn func(p Hero, ev client.ListChange[bool])) (cancel func()) {
+func OnHeroTogglesChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[bool])) (cancel func()) {
 	return r.OnList(replicaHero, 53, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[bool]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -2221,14 +3009,14 @@ func OnHeroTogglesChange(r *client.Replica, fn func(p Hero, ev client.ListChange
 		if ev.Kind != client.Removed {
 			c.New = bool(ev.New.N != 0)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroRefsChange registers fn to run for each change to the refs map of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroRefsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[string, replica.Ref])) (cancel func()) {
+func OnHeroRefsChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[string, replica.Ref])) (cancel func()) {
 	return r.OnMap(replicaHero, 54, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[string, replica.Ref]{Kind: ev.Kind, Key: string(ev.Key.S)}
 		if ev.Kind != client.Added {
@@ -2237,39 +3025,39 @@ func OnHeroRefsChange(r *client.Replica, fn func(p Hero, ev client.MapChange[str
 		if ev.Kind != client.Removed {
 			c.New = replica.Ref(ev.New.N)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroStashChange registers fn to run for each change to the stash map of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial entries as added.
-func OnHeroStashChange(r *client.Replica, fn func(p Hero, ev client.MapChange[int16, Item])) (cancel func()) {
+func OnHeroStashChange(r *client.Replica, fn func(p HeroView, ev client.MapChange[int16, ItemView])) (cancel func()) {
 	return r.OnMap(replicaHero, 55, func(e *state.Entity, ev client.MapEvent) {
-		c := client.MapChange[int16, Item]{Kind: ev.Kind, Key: int16(ev.Key.N)}
+		c := client.MapChange[int16, ItemView]{Kind: ev.Kind, Key: int16(ev.Key.N)}
 		if ev.Kind != client.Added {
-			c.Old = Item{state.ValueOf(ev.Old.R)}
+			c.Old = ItemView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed {
-			c.New = Item{state.ValueOf(ev.New.R)}
+			c.New = ItemView{state.ValueOf(ev.New.R)}
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // OnHeroLoadoutChange registers fn to run for each change to the loadout list
 // of a Hero in r, and returns a func that unregisters it. A new Hero reports
 // its initial elements as added.
-func OnHeroLoadoutChange(r *client.Replica, fn func(p Hero, ev client.ListChange[Item])) (cancel func()) {
+func OnHeroLoadoutChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[ItemView])) (cancel func()) {
 	return r.OnList(replicaHero, 56, func(e *state.Entity, ev client.ListEvent) {
-		c := client.ListChange[Item]{Kind: ev.Kind, Index: ev.Index}
+		c := client.ListChange[ItemView]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
-			c.Old = Item{state.ValueOf(ev.Old.R)}
+			c.Old = ItemView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed {
-			c.New = Item{state.ValueOf(ev.New.R)}
+			c.New = ItemView{state.ValueOf(ev.New.R)}
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
@@ -2277,9 +3065,9 @@ func OnHeroLoadoutChange(r *client.Replica, fn func(p Hero, ev client.ListChange
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial mana, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroManaChange(r *client.Replica, fn func(p Hero, old, new int32)) (cancel func()) {
+func OnHeroManaChange(r *client.Replica, fn func(p HeroView, old, new int32)) (cancel func()) {
 	return r.OnField(replicaHero, 57, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, int32(o.N), int32(n.N))
+		fn(HeroView{e}, int32(o.N), int32(n.N))
 	})
 }
 
@@ -2287,16 +3075,16 @@ func OnHeroManaChange(r *client.Replica, fn func(p Hero, old, new int32)) (cance
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Hero reports its initial title, unless it is the value every new Hero
 // starts with, as a change from that value.
-func OnHeroTitleChange(r *client.Replica, fn func(p Hero, old, new string)) (cancel func()) {
+func OnHeroTitleChange(r *client.Replica, fn func(p HeroView, old, new string)) (cancel func()) {
 	return r.OnField(replicaHero, 58, func(e *state.Entity, o, n state.Value) {
-		fn(Hero{e}, string(o.S), string(n.S))
+		fn(HeroView{e}, string(o.S), string(n.S))
 	})
 }
 
 // OnHeroPerksChange registers fn to run for each change to the perks list of a
 // Hero in r, and returns a func that unregisters it. A new Hero reports its
 // initial elements as added.
-func OnHeroPerksChange(r *client.Replica, fn func(p Hero, ev client.ListChange[uint16])) (cancel func()) {
+func OnHeroPerksChange(r *client.Replica, fn func(p HeroView, ev client.ListChange[uint16])) (cancel func()) {
 	return r.OnList(replicaHero, 59, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[uint16]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -2305,14 +3093,14 @@ func OnHeroPerksChange(r *client.Replica, fn func(p Hero, ev client.ListChange[u
 		if ev.Kind != client.Removed {
 			c.New = uint16(ev.New.N)
 		}
-		fn(Hero{e}, c)
+		fn(HeroView{e}, c)
 	})
 }
 
 // Item is a bag item with a nested struct, a list, a map and a bag.
 //
 // An Item is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewItem.
+// value made by NewItem. Clients see an Item as an ItemView.
 type Item struct{ h state.Handle }
 
 // NewItem returns a detached Item with every field at its zero value, to
@@ -2509,10 +3297,142 @@ func (m ItemNotesMap) All() iter.Seq2[int32, string] {
 	}
 }
 
+// ItemView is an Item as clients see it: read-only, with getters for the fields
+// that reach clients. It is a field of an entity or an item of a bag, or a copy
+// that a typed callback or a list or map getter returns.
+type ItemView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero ItemView,
+// for a bag item removed from its bag (or replaced) and for a value in a
+// destroyed entity. Getters of an invalid ItemView return the zero value or,
+// once it went stale, the last values.
+func (v ItemView) Valid() bool { return v.h.Valid() }
+
+// Kind returns the kind field.
+func (v ItemView) Kind() uint16 { return uint16(v.h.Num(1)) }
+
+// Count returns the count field.
+func (v ItemView) Count() int32 { return int32(v.h.Num(38)) }
+
+// Pos returns the pos field.
+func (v ItemView) Pos() VecView { return VecView{v.h.Nested(2, 64, 0)} }
+
+// Tags returns the tags list.
+func (v ItemView) Tags() ItemTagsListView { return ItemTagsListView{v.h.List(6)} }
+
+// ItemTagsListView is the tags list of an ItemView, read-only.
+type ItemTagsListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l ItemTagsListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l ItemTagsListView) At(i int) string { return string(l.l.At(i).S) }
+
+// All iterates over the elements in order.
+func (l ItemTagsListView) All() iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Mods returns the mods map.
+func (v ItemView) Mods() ItemModsMapView { return ItemModsMapView{v.h.Map(7)} }
+
+// ItemModsMapView is the mods map of an ItemView, read-only.
+type ItemModsMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m ItemModsMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m ItemModsMapView) Get(k string) (v int16, ok bool) {
+	x, ok := m.m.Map().Get(state.Value{S: string(k)})
+	if !ok {
+		return v, false
+	}
+	return int16(x.N), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m ItemModsMapView) All() iter.Seq2[string, int16] {
+	return func(yield func(string, int16) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(string(key.S), int16(x.N)) {
+				return
+			}
+		}
+	}
+}
+
+// Sub returns the sub bag.
+func (v ItemView) Sub() ItemSubBagView { return ItemSubBagView{v.h.Bag(8)} }
+
+// ItemSubBagView is the sub bag of an ItemView, read-only.
+type ItemSubBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b ItemSubBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b ItemSubBagView) Get(k uint8) (BuffView, bool) {
+	h := b.b.Get(b.b.Key(uint64(k)))
+	return BuffView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b ItemSubBagView) All() iter.Seq2[uint8, BuffView] {
+	return func(yield func(uint8, BuffView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(uint8(key), BuffView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
+// Rarity returns the rarity field.
+func (v ItemView) Rarity() uint8 { return uint8(v.h.Num(320)) }
+
+// Notes returns the notes map.
+func (v ItemView) Notes() ItemNotesMapView { return ItemNotesMapView{v.h.Map(10)} }
+
+// ItemNotesMapView is the notes map of an ItemView, read-only.
+type ItemNotesMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m ItemNotesMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m ItemNotesMapView) Get(k int32) (v string, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(int64(k))))
+	if !ok {
+		return v, false
+	}
+	return string(x.S), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m ItemNotesMapView) All() iter.Seq2[int32, string] {
+	return func(yield func(int32, string) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(int32(key.N), string(x.S)) {
+				return
+			}
+		}
+	}
+}
+
 // Missile is a second class.
 //
-// On a client a Missile is read-only: the server's updates change it, and
-// its setters panic (see state.ErrReadOnly).
+// Clients see a Missile as a MissileView: read-only, without the fields that
+// never reach them.
 type Missile struct{ e *state.Entity }
 
 // SpawnMissile creates a Missile with every field at its zero value in tr and
@@ -2522,9 +3442,10 @@ func SpawnMissile(tr *state.Tracker) (Missile, error) {
 	return Missile{e}, err
 }
 
-// MissileOf returns e as a Missile; ok is false if e is nil or of another class.
+// MissileOf returns e as a Missile; ok is false if e is nil, of another class
+// or an entity of a client replica, which clients read with MissileViewOf.
 func MissileOf(e *state.Entity) (v Missile, ok bool) {
-	if e == nil || e.Class() != replicaMissile {
+	if e == nil || e.Class() != replicaMissile || e.ReadOnly() {
 		return v, false
 	}
 	return Missile{e}, true
@@ -2536,15 +3457,11 @@ func (p Missile) Entity() *state.Entity { return p.e }
 // ID returns the network ID.
 func (p Missile) ID() state.ID { return p.e.ID() }
 
-// Valid reports whether p refers to an entity that was not destroyed: it
-// is false for the zero Missile and once the entity is destroyed (on the
-// server by its tracker, on a client by a tick). Getters of an invalid Missile return the zero value or, after a
-// destroy, the last values; its setters panic (see state.ErrInvalidHandle).
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero Missile and once its tracker destroyed the entity. Getters
+// of an invalid Missile return the zero value or, after a destroy, the last
+// values; its setters panic (see state.ErrInvalidHandle).
 func (p Missile) Valid() bool { return p.e.Valid() }
-
-// IsOwned reports whether this client owns p: on a client replica, what
-// the server said; false on the server, where Server.Owner tells.
-func (p Missile) IsOwned() bool { return p.e.Owned() }
 
 // Shooter returns the shooter field.
 func (p Missile) Shooter() replica.Ref { return replica.Ref(p.e.Num(2)) }
@@ -2649,8 +3566,8 @@ func (b MissileEffectsBag) All() iter.Seq2[int8, Item] {
 
 // Secret returns the secret field.
 //
-// The field is server-only: clients never receive it, and on a client
-// it reads as its zero value.
+// The field is server-only: clients never receive it, and MissileView has no
+// getter for it.
 func (p Missile) Secret() string { return string(p.e.Str(0)) }
 
 // SetSecret sets the secret field.
@@ -2809,32 +3726,236 @@ func (p Missile) Fuel() float64 { return float64(replicaMissile_fuelQ.Dequantize
 // SetFuel sets the fuel field.
 func (p Missile) SetFuel(x float64) { p.e.SetNum(20, math.Float64bits(float64(x))) }
 
+// MissileView is a Missile as clients see it: read-only (only the server's
+// updates change it), with getters for the fields that reach clients and none
+// for server-only fields. Typed callbacks pass MissileViews, and MissileViewOf
+// makes one of an entity.
+type MissileView struct{ e *state.Entity }
+
+// MissileViewOf returns e as a MissileView; ok is false if e is nil or of
+// another class.
+func MissileViewOf(e *state.Entity) (v MissileView, ok bool) {
+	if e == nil || e.Class() != replicaMissile {
+		return v, false
+	}
+	return MissileView{e}, true
+}
+
+// Entity returns the underlying entity.
+func (p MissileView) Entity() *state.Entity { return p.e }
+
+// ID returns the network ID.
+func (p MissileView) ID() state.ID { return p.e.ID() }
+
+// Valid reports whether p refers to an entity that was not destroyed: it is
+// false for the zero MissileView and once a tick destroyed the entity. Getters
+// of an invalid MissileView return the zero value or, after a destroy, the last
+// values.
+func (p MissileView) Valid() bool { return p.e.Valid() }
+
+// IsOwned reports whether this client owns p, as the server said. It is false
+// for a MissileView of a server's entity: the server tells owners with
+// Server.Owner.
+func (p MissileView) IsOwned() bool { return p.e.Owned() }
+
+// Shooter returns the shooter field.
+func (p MissileView) Shooter() replica.Ref { return replica.Ref(p.e.Num(2)) }
+
+// Pos returns the pos field.
+func (p MissileView) Pos() VecView { return VecView{p.e.Handle().Nested(1, 64, 0)} }
+
+// Vel returns the vel field.
+func (p MissileView) Vel() VecView { return VecView{p.e.Handle().Nested(5, 320, 0)} }
+
+// Ttl returns the ttl field.
+func (p MissileView) Ttl() float32 {
+	return float32(replicaMissile_ttlQ.Dequantize(int64(p.e.Num(578))))
+}
+
+// Hits returns the hits map.
+func (p MissileView) Hits() MissileHitsMapView { return MissileHitsMapView{p.e.Handle().Map(10)} }
+
+// MissileHitsMapView is the hits map of a MissileView, read-only.
+type MissileHitsMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m MissileHitsMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m MissileHitsMapView) Get(k int64) (v uint8, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(int64(k))))
+	if !ok {
+		return v, false
+	}
+	return uint8(x.N), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m MissileHitsMapView) All() iter.Seq2[int64, uint8] {
+	return func(yield func(int64, uint8) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(int64(key.N), uint8(x.N)) {
+				return
+			}
+		}
+	}
+}
+
+// Effects returns the effects bag.
+func (p MissileView) Effects() MissileEffectsBagView {
+	return MissileEffectsBagView{p.e.Handle().Bag(11)}
+}
+
+// MissileEffectsBagView is the effects bag of a MissileView, read-only.
+type MissileEffectsBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b MissileEffectsBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b MissileEffectsBagView) Get(k int8) (ItemView, bool) {
+	h := b.b.Get(b.b.Key(uint64(int64(k))))
+	return ItemView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b MissileEffectsBagView) All() iter.Seq2[int8, ItemView] {
+	return func(yield func(int8, ItemView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(int8(key), ItemView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
+// Alias returns the alias field.
+func (p MissileView) Alias() label { return label(p.e.Str(1)) }
+
+// Dist returns the dist field.
+func (p MissileView) Dist() meters {
+	return meters(replicaMissile_distQ.Dequantize(int64(p.e.Num(647))))
+}
+
+// Lit returns the lit field.
+func (p MissileView) Lit() flag { return flag(p.e.Num(704) != 0) }
+
+// Credits returns the credits field.
+func (p MissileView) Credits() big { return big(p.e.Num(775)) }
+
+// Crew returns the crew bag.
+func (p MissileView) Crew() MissileCrewBagView { return MissileCrewBagView{p.e.Handle().Bag(17)} }
+
+// MissileCrewBagView is the crew bag of a MissileView, read-only.
+type MissileCrewBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b MissileCrewBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b MissileCrewBagView) Get(k team) (BuffView, bool) {
+	h := b.b.Get(b.b.Key(uint64(k)))
+	return BuffView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b MissileCrewBagView) All() iter.Seq2[team, BuffView] {
+	return func(yield func(team, BuffView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(team(key), BuffView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
+// Labels returns the labels map.
+func (p MissileView) Labels() MissileLabelsMapView { return MissileLabelsMapView{p.e.Handle().Map(18)} }
+
+// MissileLabelsMapView is the labels map of a MissileView, read-only.
+type MissileLabelsMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m MissileLabelsMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m MissileLabelsMapView) Get(k label) (v meters, ok bool) {
+	x, ok := m.m.Map().Get(state.Value{S: string(k)})
+	if !ok {
+		return v, false
+	}
+	return meters(math.Float32frombits(uint32(x.N))), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m MissileLabelsMapView) All() iter.Seq2[label, meters] {
+	return func(yield func(label, meters) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(label(key.S), meters(math.Float32frombits(uint32(x.N)))) {
+				return
+			}
+		}
+	}
+}
+
+// Dists returns the dists list.
+func (p MissileView) Dists() MissileDistsListView { return MissileDistsListView{p.e.Handle().List(19)} }
+
+// MissileDistsListView is the dists list of a MissileView, read-only.
+type MissileDistsListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l MissileDistsListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l MissileDistsListView) At(i int) meters {
+	return meters(replicaMissile_distsQ.Dequantize(int64(l.l.At(i).N)))
+}
+
+// All iterates over the elements in order.
+func (l MissileDistsListView) All() iter.Seq2[int, meters] {
+	return func(yield func(int, meters) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Fuel returns the fuel field.
+func (p MissileView) Fuel() float64 {
+	return float64(replicaMissile_fuelQ.Dequantize(int64(p.e.Num(834))))
+}
+
 // OnMissileCreate registers fn to run for each new Missile in r, with the whole
 // tick applied, and returns a func that unregisters it.
-func OnMissileCreate(r *client.Replica, fn func(Missile)) (cancel func()) {
-	return r.OnCreate(replicaMissile, func(e *state.Entity) { fn(Missile{e}) })
+func OnMissileCreate(r *client.Replica, fn func(MissileView)) (cancel func()) {
+	return r.OnCreate(replicaMissile, func(e *state.Entity) { fn(MissileView{e}) })
 }
 
 // OnMissileDestroy registers fn to run for each Missile destroyed in r, as it
 // was when destroyed, and returns a func that unregisters it.
-func OnMissileDestroy(r *client.Replica, fn func(Missile)) (cancel func()) {
-	return r.OnDestroy(replicaMissile, func(e *state.Entity) { fn(Missile{e}) })
+func OnMissileDestroy(r *client.Replica, fn func(MissileView)) (cancel func()) {
+	return r.OnDestroy(replicaMissile, func(e *state.Entity) { fn(MissileView{e}) })
 }
 
 // OnMissileOwnership registers fn to run when this client gains (owned is true)
 // or loses ownership of a Missile in r, the Missiles it owns on joining
 // included, and returns a func that unregisters it.
-func OnMissileOwnership(r *client.Replica, fn func(p Missile, owned bool)) (cancel func()) {
-	return r.OnOwnership(replicaMissile, func(e *state.Entity, owned bool) { fn(Missile{e}, owned) })
+func OnMissileOwnership(r *client.Replica, fn func(p MissileView, owned bool)) (cancel func()) {
+	return r.OnOwnership(replicaMissile, func(e *state.Entity, owned bool) { fn(MissileView{e}, owned) })
 }
 
 // OnMissileShooterChange registers fn to run when the shooter field of a
 // Missile in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Missile reports its initial shooter, unless it is the
 // value every new Missile starts with, as a change from that value.
-func OnMissileShooterChange(r *client.Replica, fn func(p Missile, old, new replica.Ref)) (cancel func()) {
+func OnMissileShooterChange(r *client.Replica, fn func(p MissileView, old, new replica.Ref)) (cancel func()) {
 	return r.OnField(replicaMissile, 0, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, replica.Ref(o.N), replica.Ref(n.N))
+		fn(MissileView{e}, replica.Ref(o.N), replica.Ref(n.N))
 	})
 }
 
@@ -2842,9 +3963,9 @@ func OnMissileShooterChange(r *client.Replica, fn func(p Missile, old, new repli
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial pos.x, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissilePosXChange(r *client.Replica, fn func(p Missile, old, new float32)) (cancel func()) {
+func OnMissilePosXChange(r *client.Replica, fn func(p MissileView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaMissile, 1, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, float32(replicaVec_xQ.Dequantize(int64(o.N))), float32(replicaVec_xQ.Dequantize(int64(n.N))))
+		fn(MissileView{e}, float32(replicaVec_xQ.Dequantize(int64(o.N))), float32(replicaVec_xQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -2852,9 +3973,9 @@ func OnMissilePosXChange(r *client.Replica, fn func(p Missile, old, new float32)
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial pos.y, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissilePosYChange(r *client.Replica, fn func(p Missile, old, new float32)) (cancel func()) {
+func OnMissilePosYChange(r *client.Replica, fn func(p MissileView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaMissile, 2, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, float32(replicaVec_yQ.Dequantize(int64(o.N))), float32(replicaVec_yQ.Dequantize(int64(n.N))))
+		fn(MissileView{e}, float32(replicaVec_yQ.Dequantize(int64(o.N))), float32(replicaVec_yQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -2862,9 +3983,9 @@ func OnMissilePosYChange(r *client.Replica, fn func(p Missile, old, new float32)
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial pos.z, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissilePosZChange(r *client.Replica, fn func(p Missile, old, new float64)) (cancel func()) {
+func OnMissilePosZChange(r *client.Replica, fn func(p MissileView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaMissile, 3, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
+		fn(MissileView{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
 	})
 }
 
@@ -2872,9 +3993,9 @@ func OnMissilePosZChange(r *client.Replica, fn func(p Missile, old, new float64)
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial pos.w, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissilePosWChange(r *client.Replica, fn func(p Missile, old, new int16)) (cancel func()) {
+func OnMissilePosWChange(r *client.Replica, fn func(p MissileView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaMissile, 4, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, int16(o.N), int16(n.N))
+		fn(MissileView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -2882,9 +4003,9 @@ func OnMissilePosWChange(r *client.Replica, fn func(p Missile, old, new int16)) 
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial vel.x, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileVelXChange(r *client.Replica, fn func(p Missile, old, new float32)) (cancel func()) {
+func OnMissileVelXChange(r *client.Replica, fn func(p MissileView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaMissile, 5, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, float32(replicaVec_xQ.Dequantize(int64(o.N))), float32(replicaVec_xQ.Dequantize(int64(n.N))))
+		fn(MissileView{e}, float32(replicaVec_xQ.Dequantize(int64(o.N))), float32(replicaVec_xQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -2892,9 +4013,9 @@ func OnMissileVelXChange(r *client.Replica, fn func(p Missile, old, new float32)
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial vel.y, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileVelYChange(r *client.Replica, fn func(p Missile, old, new float32)) (cancel func()) {
+func OnMissileVelYChange(r *client.Replica, fn func(p MissileView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaMissile, 6, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, float32(replicaVec_yQ.Dequantize(int64(o.N))), float32(replicaVec_yQ.Dequantize(int64(n.N))))
+		fn(MissileView{e}, float32(replicaVec_yQ.Dequantize(int64(o.N))), float32(replicaVec_yQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -2902,9 +4023,9 @@ func OnMissileVelYChange(r *client.Replica, fn func(p Missile, old, new float32)
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial vel.z, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileVelZChange(r *client.Replica, fn func(p Missile, old, new float64)) (cancel func()) {
+func OnMissileVelZChange(r *client.Replica, fn func(p MissileView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaMissile, 7, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
+		fn(MissileView{e}, float64(math.Float64frombits(o.N)), float64(math.Float64frombits(n.N)))
 	})
 }
 
@@ -2912,9 +4033,9 @@ func OnMissileVelZChange(r *client.Replica, fn func(p Missile, old, new float64)
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial vel.w, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileVelWChange(r *client.Replica, fn func(p Missile, old, new int16)) (cancel func()) {
+func OnMissileVelWChange(r *client.Replica, fn func(p MissileView, old, new int16)) (cancel func()) {
 	return r.OnField(replicaMissile, 8, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, int16(o.N), int16(n.N))
+		fn(MissileView{e}, int16(o.N), int16(n.N))
 	})
 }
 
@@ -2922,16 +4043,16 @@ func OnMissileVelWChange(r *client.Replica, fn func(p Missile, old, new int16)) 
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Missile reports its initial ttl, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileTtlChange(r *client.Replica, fn func(p Missile, old, new float32)) (cancel func()) {
+func OnMissileTtlChange(r *client.Replica, fn func(p MissileView, old, new float32)) (cancel func()) {
 	return r.OnField(replicaMissile, 9, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, float32(replicaMissile_ttlQ.Dequantize(int64(o.N))), float32(replicaMissile_ttlQ.Dequantize(int64(n.N))))
+		fn(MissileView{e}, float32(replicaMissile_ttlQ.Dequantize(int64(o.N))), float32(replicaMissile_ttlQ.Dequantize(int64(n.N))))
 	})
 }
 
 // OnMissileHitsChange registers fn to run for each change to the hits map of a
 // Missile in r, and returns a func that unregisters it. A new Missile reports
 // its initial entries as added.
-func OnMissileHitsChange(r *client.Replica, fn func(p Missile, ev client.MapChange[int64, uint8])) (cancel func()) {
+func OnMissileHitsChange(r *client.Replica, fn func(p MissileView, ev client.MapChange[int64, uint8])) (cancel func()) {
 	return r.OnMap(replicaMissile, 10, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[int64, uint8]{Kind: ev.Kind, Key: int64(ev.Key.N)}
 		if ev.Kind != client.Added {
@@ -2940,7 +4061,7 @@ func OnMissileHitsChange(r *client.Replica, fn func(p Missile, ev client.MapChan
 		if ev.Kind != client.Removed {
 			c.New = uint8(ev.New.N)
 		}
-		fn(Missile{e}, c)
+		fn(MissileView{e}, c)
 	})
 }
 
@@ -2948,23 +4069,23 @@ func OnMissileHitsChange(r *client.Replica, fn func(p Missile, ev client.MapChan
 // of a Missile in r, item field changes included, and returns a func that
 // unregisters it. A new Missile reports its initial items as added. When one
 // field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left
-// it and Old the same item with that field at its old value, or the zero Item
-// for a list, map or bag field.
-func OnMissileEffectsChange(r *client.Replica, fn func(p Missile, ev client.BagChange[int8, Item])) (cancel func()) {
+// it and Old the same item with that field at its old value, or the zero
+// ItemView for a list, map or bag field.
+func OnMissileEffectsChange(r *client.Replica, fn func(p MissileView, ev client.BagChange[int8, ItemView])) (cancel func()) {
 	return r.OnBag(replicaMissile, 11, func(e *state.Entity, ev client.BagEvent) {
-		c := client.BagChange[int8, Item]{Kind: ev.Kind, Key: int8(ev.Key), ItemLeaf: ev.ItemLeaf}
+		c := client.BagChange[int8, ItemView]{Kind: ev.Kind, Key: int8(ev.Key), ItemLeaf: ev.ItemLeaf}
 		if ev.Old.R != nil {
-			c.Old = Item{state.ValueOf(ev.Old.R)}
+			c.Old = ItemView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
-			c.New = Item{state.ValueOf(ev.Item)}
+			c.New = ItemView{state.ValueOf(ev.Item)}
 		}
 		if ev.ItemLeaf >= 0 && ev.Item != nil {
 			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
-				c.Old = Item{h}
+				c.Old = ItemView{h}
 			}
 		}
-		fn(Missile{e}, c)
+		fn(MissileView{e}, c)
 	})
 }
 
@@ -2972,9 +4093,9 @@ func OnMissileEffectsChange(r *client.Replica, fn func(p Missile, ev client.BagC
 // r changes, with its old and new values, and returns a func that unregisters
 // it. A new Missile reports its initial alias, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileAliasChange(r *client.Replica, fn func(p Missile, old, new label)) (cancel func()) {
+func OnMissileAliasChange(r *client.Replica, fn func(p MissileView, old, new label)) (cancel func()) {
 	return r.OnField(replicaMissile, 13, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, label(o.S), label(n.S))
+		fn(MissileView{e}, label(o.S), label(n.S))
 	})
 }
 
@@ -2982,9 +4103,9 @@ func OnMissileAliasChange(r *client.Replica, fn func(p Missile, old, new label))
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Missile reports its initial dist, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileDistChange(r *client.Replica, fn func(p Missile, old, new meters)) (cancel func()) {
+func OnMissileDistChange(r *client.Replica, fn func(p MissileView, old, new meters)) (cancel func()) {
 	return r.OnField(replicaMissile, 14, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, meters(replicaMissile_distQ.Dequantize(int64(o.N))), meters(replicaMissile_distQ.Dequantize(int64(n.N))))
+		fn(MissileView{e}, meters(replicaMissile_distQ.Dequantize(int64(o.N))), meters(replicaMissile_distQ.Dequantize(int64(n.N))))
 	})
 }
 
@@ -2992,9 +4113,9 @@ func OnMissileDistChange(r *client.Replica, fn func(p Missile, old, new meters))
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Missile reports its initial lit, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileLitChange(r *client.Replica, fn func(p Missile, old, new flag)) (cancel func()) {
+func OnMissileLitChange(r *client.Replica, fn func(p MissileView, old, new flag)) (cancel func()) {
 	return r.OnField(replicaMissile, 15, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, flag(o.N != 0), flag(n.N != 0))
+		fn(MissileView{e}, flag(o.N != 0), flag(n.N != 0))
 	})
 }
 
@@ -3002,9 +4123,9 @@ func OnMissileLitChange(r *client.Replica, fn func(p Missile, old, new flag)) (c
 // Missile in r changes, with its old and new values, and returns a func that
 // unregisters it. A new Missile reports its initial credits, unless it is the
 // value every new Missile starts with, as a change from that value.
-func OnMissileCreditsChange(r *client.Replica, fn func(p Missile, old, new big)) (cancel func()) {
+func OnMissileCreditsChange(r *client.Replica, fn func(p MissileView, old, new big)) (cancel func()) {
 	return r.OnField(replicaMissile, 16, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, big(o.N), big(n.N))
+		fn(MissileView{e}, big(o.N), big(n.N))
 	})
 }
 
@@ -3012,30 +4133,30 @@ func OnMissileCreditsChange(r *client.Replica, fn func(p Missile, old, new big))
 // Missile in r, item field changes included, and returns a func that
 // unregisters it. A new Missile reports its initial items as added. When one
 // field of an item changed (ItemLeaf ≥ 0), New is the item as the tick left
-// it and Old the same item with that field at its old value, or the zero Buff
-// for a list, map or bag field.
-func OnMissileCrewChange(r *client.Replica, fn func(p Missile, ev client.BagChange[team, Buff])) (cancel func()) {
+// it and Old the same item with that field at its old value, or the zero
+// BuffView for a list, map or bag field.
+func OnMissileCrewChange(r *client.Replica, fn func(p MissileView, ev client.BagChange[team, BuffView])) (cancel func()) {
 	return r.OnBag(replicaMissile, 17, func(e *state.Entity, ev client.BagEvent) {
-		c := client.BagChange[team, Buff]{Kind: ev.Kind, Key: team(ev.Key), ItemLeaf: ev.ItemLeaf}
+		c := client.BagChange[team, BuffView]{Kind: ev.Kind, Key: team(ev.Key), ItemLeaf: ev.ItemLeaf}
 		if ev.Old.R != nil {
-			c.Old = Buff{state.ValueOf(ev.Old.R)}
+			c.Old = BuffView{state.ValueOf(ev.Old.R)}
 		}
 		if ev.Kind != client.Removed && ev.Item != nil {
-			c.New = Buff{state.ValueOf(ev.Item)}
+			c.New = BuffView{state.ValueOf(ev.Item)}
 		}
 		if ev.ItemLeaf >= 0 && ev.Item != nil {
 			if h, ok := state.ValueWithLeaf(ev.Item, ev.ItemLeaf, ev.Old); ok {
-				c.Old = Buff{h}
+				c.Old = BuffView{h}
 			}
 		}
-		fn(Missile{e}, c)
+		fn(MissileView{e}, c)
 	})
 }
 
 // OnMissileLabelsChange registers fn to run for each change to the labels map
 // of a Missile in r, and returns a func that unregisters it. A new Missile
 // reports its initial entries as added.
-func OnMissileLabelsChange(r *client.Replica, fn func(p Missile, ev client.MapChange[label, meters])) (cancel func()) {
+func OnMissileLabelsChange(r *client.Replica, fn func(p MissileView, ev client.MapChange[label, meters])) (cancel func()) {
 	return r.OnMap(replicaMissile, 18, func(e *state.Entity, ev client.MapEvent) {
 		c := client.MapChange[label, meters]{Kind: ev.Kind, Key: label(ev.Key.S)}
 		if ev.Kind != client.Added {
@@ -3044,14 +4165,14 @@ func OnMissileLabelsChange(r *client.Replica, fn func(p Missile, ev client.MapCh
 		if ev.Kind != client.Removed {
 			c.New = meters(math.Float32frombits(uint32(ev.New.N)))
 		}
-		fn(Missile{e}, c)
+		fn(MissileView{e}, c)
 	})
 }
 
 // OnMissileDistsChange registers fn to run for each change to the dists list of
 // a Missile in r, and returns a func that unregisters it. A new Missile reports
 // its initial elements as added.
-func OnMissileDistsChange(r *client.Replica, fn func(p Missile, ev client.ListChange[meters])) (cancel func()) {
+func OnMissileDistsChange(r *client.Replica, fn func(p MissileView, ev client.ListChange[meters])) (cancel func()) {
 	return r.OnList(replicaMissile, 19, func(e *state.Entity, ev client.ListEvent) {
 		c := client.ListChange[meters]{Kind: ev.Kind, Index: ev.Index}
 		if ev.Kind != client.Added {
@@ -3060,7 +4181,7 @@ func OnMissileDistsChange(r *client.Replica, fn func(p Missile, ev client.ListCh
 		if ev.Kind != client.Removed {
 			c.New = meters(replicaMissile_distsQ.Dequantize(int64(ev.New.N)))
 		}
-		fn(Missile{e}, c)
+		fn(MissileView{e}, c)
 	})
 }
 
@@ -3068,16 +4189,16 @@ func OnMissileDistsChange(r *client.Replica, fn func(p Missile, ev client.ListCh
 // changes, with its old and new values, and returns a func that unregisters it.
 // A new Missile reports its initial fuel, unless it is the value every new
 // Missile starts with, as a change from that value.
-func OnMissileFuelChange(r *client.Replica, fn func(p Missile, old, new float64)) (cancel func()) {
+func OnMissileFuelChange(r *client.Replica, fn func(p MissileView, old, new float64)) (cancel func()) {
 	return r.OnField(replicaMissile, 20, func(e *state.Entity, o, n state.Value) {
-		fn(Missile{e}, float64(replicaMissile_fuelQ.Dequantize(int64(o.N))), float64(replicaMissile_fuelQ.Dequantize(int64(n.N))))
+		fn(MissileView{e}, float64(replicaMissile_fuelQ.Dequantize(int64(o.N))), float64(replicaMissile_fuelQ.Dequantize(int64(n.N))))
 	})
 }
 
 // Resist is nested level 3.
 //
 // A Resist is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewResist.
+// value made by NewResist. Clients see a Resist as a ResistView.
 type Resist struct{ h state.Handle }
 
 // NewResist returns a detached Resist with every field at its zero value, to
@@ -3108,8 +4229,8 @@ func (v Resist) SetIce(x uint8) { v.h.SetNum(1, uint64(x)) }
 
 // Gm returns the gm field.
 //
-// The field is server-only: clients never receive it, and on a client
-// it reads as its zero value.
+// The field is server-only: clients never receive it, and ResistView has no
+// getter for it.
 func (v Resist) Gm() string { return string(v.h.Str(0)) }
 
 // SetGm sets the gm field.
@@ -3121,10 +4242,30 @@ func (v Resist) Wind() uint8 { return uint8(v.h.Num(16)) }
 // SetWind sets the wind field.
 func (v Resist) SetWind(x uint8) { v.h.SetNum(3, uint64(x)) }
 
+// ResistView is a Resist as clients see it: read-only, with getters for the
+// fields that reach clients. It is a field of an entity or an item of a bag, or
+// a copy that a typed callback or a list or map getter returns.
+type ResistView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero
+// ResistView, for a bag item removed from its bag (or replaced) and for a value
+// in a destroyed entity. Getters of an invalid ResistView return the zero value
+// or, once it went stale, the last values.
+func (v ResistView) Valid() bool { return v.h.Valid() }
+
+// Fire returns the fire field.
+func (v ResistView) Fire() uint8 { return uint8(v.h.Num(0)) }
+
+// Ice returns the ice field.
+func (v ResistView) Ice() uint8 { return uint8(v.h.Num(8)) }
+
+// Wind returns the wind field.
+func (v ResistView) Wind() uint8 { return uint8(v.h.Num(16)) }
+
 // Stats is nested level 2.
 //
 // A Stats is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewStats.
+// value made by NewStats. Clients see a Stats as a StatsView.
 type Stats struct{ h state.Handle }
 
 // NewStats returns a detached Stats with every field at its zero value, to
@@ -3280,10 +4421,112 @@ func (v Stats) Luck() int8 { return int8(v.h.Num(132)) }
 // SetLuck sets the luck field.
 func (v Stats) SetLuck(x int8) { v.h.SetNum(9, uint64(int64(x))) }
 
+// StatsView is a Stats as clients see it: read-only, with getters for the
+// fields that reach clients. It is a field of an entity or an item of a bag, or
+// a copy that a typed callback or a list or map getter returns.
+type StatsView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero
+// StatsView, for a bag item removed from its bag (or replaced) and for a value
+// in a destroyed entity. Getters of an invalid StatsView return the zero value
+// or, once it went stale, the last values.
+func (v StatsView) Valid() bool { return v.h.Valid() }
+
+// Str returns the str field.
+func (v StatsView) Str() int16 { return int16(v.h.Num(5)) }
+
+// Dex returns the dex field.
+func (v StatsView) Dex() int16 { return int16(v.h.Num(21)) }
+
+// Hist returns the hist list.
+func (v StatsView) Hist() StatsHistListView { return StatsHistListView{v.h.List(2)} }
+
+// StatsHistListView is the hist list of a StatsView, read-only.
+type StatsHistListView struct{ l state.ListHandle }
+
+// Len returns the number of elements.
+func (l StatsHistListView) Len() int { return l.l.Len() }
+
+// At returns element i.
+func (l StatsHistListView) At(i int) int8 { return int8(l.l.At(i).N) }
+
+// All iterates over the elements in order.
+func (l StatsHistListView) All() iter.Seq2[int, int8] {
+	return func(yield func(int, int8) bool) {
+		for i := 0; i < l.l.Len(); i++ {
+			if !yield(i, l.At(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Resist returns the resist field.
+func (v StatsView) Resist() ResistView { return ResistView{v.h.Nested(3, 64, 0)} }
+
+// Kv returns the kv map.
+func (v StatsView) Kv() StatsKvMapView { return StatsKvMapView{v.h.Map(7)} }
+
+// StatsKvMapView is the kv map of a StatsView, read-only.
+type StatsKvMapView struct{ m state.MapHandle }
+
+// Len returns the number of entries.
+func (m StatsKvMapView) Len() int { return m.m.Map().Len() }
+
+// Get returns the value of key k.
+func (m StatsKvMapView) Get(k uint8) (v int32, ok bool) {
+	x, ok := m.m.Map().Get(m.m.Key(uint64(k)))
+	if !ok {
+		return v, false
+	}
+	return int32(x.N), true
+}
+
+// All iterates over the entries in ascending key order.
+func (m StatsKvMapView) All() iter.Seq2[uint8, int32] {
+	return func(yield func(uint8, int32) bool) {
+		for _, key := range m.m.Map().Keys(nil) {
+			x, _ := m.m.Map().Get(key)
+			if !yield(uint8(key.N), int32(x.N)) {
+				return
+			}
+		}
+	}
+}
+
+// Gear returns the gear bag.
+func (v StatsView) Gear() StatsGearBagView { return StatsGearBagView{v.h.Bag(8)} }
+
+// StatsGearBagView is the gear bag of a StatsView, read-only.
+type StatsGearBagView struct{ b state.BagHandle }
+
+// Len returns the number of items.
+func (b StatsGearBagView) Len() int { return b.b.Bag().Len() }
+
+// Get returns item k, which shows the later updates of its fields.
+func (b StatsGearBagView) Get(k uint16) (BuffView, bool) {
+	h := b.b.Get(b.b.Key(uint64(k)))
+	return BuffView{h}, h.Valid()
+}
+
+// All iterates over the items in ascending key order.
+func (b StatsGearBagView) All() iter.Seq2[uint16, BuffView] {
+	return func(yield func(uint16, BuffView) bool) {
+		for _, key := range b.b.Bag().Keys(nil) {
+			if !yield(uint16(key), BuffView{b.b.Get(key)}) {
+				return
+			}
+		}
+	}
+}
+
+// Luck returns the luck field.
+func (v StatsView) Luck() int8 { return int8(v.h.Num(132)) }
+
 // Vec is generated from the spec vec.
 //
 // A Vec is a handle: a field of an entity, an item of a bag, or a detached
-// value made by NewVec.
+// value made by NewVec. Clients see a Vec as a VecView.
 type Vec struct{ h state.Handle }
 
 // NewVec returns a detached Vec with every field at its zero value, to
@@ -3323,3 +4566,26 @@ func (v Vec) W() int16 { return int16(v.h.Num(197)) }
 
 // SetW sets the w field.
 func (v Vec) SetW(x int16) { v.h.SetNum(3, uint64(int64(x))) }
+
+// VecView is a Vec as clients see it: read-only, with getters for the fields
+// that reach clients. It is a field of an entity or an item of a bag, or a copy
+// that a typed callback or a list or map getter returns.
+type VecView struct{ h state.Handle }
+
+// Valid reports whether v refers to a value: it is false for the zero VecView,
+// for a bag item removed from its bag (or replaced) and for a value in a
+// destroyed entity. Getters of an invalid VecView return the zero value or,
+// once it went stale, the last values.
+func (v VecView) Valid() bool { return v.h.Valid() }
+
+// X returns the x field.
+func (v VecView) X() float32 { return float32(replicaVec_xQ.Dequantize(int64(v.h.Num(7)))) }
+
+// Y returns the y field.
+func (v VecView) Y() float32 { return float32(replicaVec_yQ.Dequantize(int64(v.h.Num(71)))) }
+
+// Z returns the z field.
+func (v VecView) Z() float64 { return float64(math.Float64frombits(v.h.Num(131))) }
+
+// W returns the w field.
+func (v VecView) W() int16 { return int16(v.h.Num(197)) }
