@@ -265,6 +265,9 @@ func (e *emitter) file() {
 			sf := f.Schema
 			e.f("\t\t{ID: %d, Name: %q, Type: %s, Vis: schema.%s, Life: schema.%s, Chan: schema.%s",
 				sf.ID, sf.Name, e.typeLit(&sf.Type, s, f), visIdent[sf.Vis], lifeIdent[sf.Life], chanIdent[sf.Chan])
+			if sf.Pos != schema.AxisNone {
+				e.f(", Pos: schema.%s", map[schema.Axis]string{schema.AxisX: "AxisX", schema.AxisY: "AxisY"}[sf.Pos])
+			}
 			if sf.Deprecated {
 				e.f(", Deprecated: true")
 			}

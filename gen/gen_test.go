@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -291,6 +292,7 @@ func TestFieldErrors(t *testing.T) {
 		{"tag key without value", "bad.go", 46, `replica tag key "life" needs a value: life=scene, process, session or persist`},
 		{"id zero", "bad.go", 47, "bad id=0 in replica tag: want a whole number from 1 to 4294967295"},
 		{"unsupported uint", "bad.go", 48, "unsupported type uint"},
+		{"bad axis", "bad.go", 50, "bad pos=z in replica tag: want x or y"},
 	})
 }
 
@@ -394,5 +396,40 @@ func TestGenerateGolden(t *testing.T) {
 	// The committed output must compile.
 	if out, err := exec.Command("go", "vet", "./testdata/golden").CombinedOutput(); err != nil {
 		t.Errorf("golden output does not compile: %v\n%s", err, out)
+	}
+}
+
+// TestPositionErrors checks the pos= tag: a coordinate must be a number
+// of a class's own fields (or of a struct nested in one), and a class
+// marks one x and one y, or neither.
+func TestPositionErrors(t *testing.T) {
+	_, err := Load(Config{Dir: "testdata/badpos"})
+	checkErrors(t, err, []want{
+		{"string coordinate", "bad.go", 9, "field sign.text: pos=y needs a number"},
+		{"x without y", "bad.go", 13, "class post has 1 pos=x and 0 pos=y fields"},
+		{"two x", "bad.go", 18, "class pair has 2 pos=x and 1 pos=y fields"},
+		{"in a list element x", "bad.go", 29, "field x: pos=x is only read from a class's own fields"},
+		{"in a list element y", "bad.go", 30, "field y: pos=y is only read from a class's own fields"},
+	})
+}
+
+// TestPositionTags checks that a class's position, declared on a nested
+// struct, reaches the schema.
+func TestPositionTags(t *testing.T) {
+	p := load(t, Config{Dir: "testdata/pos"})
+	c := p.Schema.Classes[0]
+	var axes []schema.Axis
+	for i := range c.Leaves {
+		axes = append(axes, c.Leaf(i).Field.Pos)
+	}
+	if want := []schema.Axis{schema.AxisX, schema.AxisY, schema.AxisNone}; !slices.Equal(axes, want) {
+		t.Fatalf("leaf axes %v, want %v", axes, want)
+	}
+	out, err := p.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte("Pos: schema.AxisX")) || !bytes.Contains(out, []byte("Pos: schema.AxisY")) {
+		t.Fatalf("generated schema does not mark the position:\n%s", out)
 	}
 }

@@ -200,6 +200,7 @@ func Load(cfg Config) (*Package, error) {
 		return nil, ErrorList{{Pos: token.Position{Filename: dir}, Msg: err.Error()}}
 	}
 	l.checkDepth(p)
+	l.checkPositions(p)
 	if len(l.errs) > 0 {
 		return nil, l.errs.sort()
 	}
@@ -690,6 +691,7 @@ func (l *loader) resolveFields(s *Struct) {
 					Vis:        tg.vis,
 					Life:       tg.life,
 					Chan:       tg.ch,
+					Pos:        tg.pos,
 					Deprecated: tg.deprecated,
 				},
 			}
@@ -830,6 +832,50 @@ func (l *loader) checkLeaves(structs []*Struct) {
 			l.errs = append(l.errs, &Error{Pos: s.Pos, Msg: fmt.Sprintf(
 				"struct %s flattens to %d fields, over the limit of %d: a nested struct field counts with every field of its struct; hold some of them in a list, map or bag, or split the class",
 				s.Spec, n, schema.MaxLeaves)})
+		}
+	}
+}
+
+// checkPositions reports position tags the server could not use: pos= on
+// a field that is not a number, on a field no class holds as its own
+// (one inside a list, map or bag element), or a class without exactly
+// one pos=x and one pos=y field when it has either.
+func (l *loader) checkPositions(p *Package) {
+	var tagged []*Field
+	fields := map[*schema.Field]*Field{}
+	for _, s := range p.Structs {
+		for _, f := range s.Fields {
+			fields[f.Schema] = f
+			if f.Schema.Pos == schema.AxisNone {
+				continue
+			}
+			if k := f.Schema.Type.Kind; !k.Numeric() || k == schema.Bool || k == schema.Ref {
+				l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+					"field %s.%s: pos=%s needs a number (an int or float type), not %s", s.Spec, f.Name, f.Schema.Pos, &f.Schema.Type)})
+				continue
+			}
+			tagged = append(tagged, f)
+		}
+	}
+	used := map[*Field]bool{}
+	for _, c := range p.Classes {
+		var n [3]int
+		for i := range c.Schema.Leaves {
+			lf := c.Schema.Leaf(i)
+			if f := fields[lf.Field]; f != nil && slices.Contains(tagged, f) {
+				used[f] = true
+				n[lf.Field.Pos]++
+			}
+		}
+		if n[schema.AxisX] != n[schema.AxisY] || n[schema.AxisX] > 1 {
+			l.errs = append(l.errs, &Error{Pos: c.Pos, Msg: fmt.Sprintf(
+				"class %s has %d pos=x and %d pos=y fields: a position needs exactly one of each", c.Spec, n[schema.AxisX], n[schema.AxisY])})
+		}
+	}
+	for _, f := range tagged {
+		if !used[f] {
+			l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+				"field %s: pos=%s is only read from a class's own fields (or structs nested in them), not from list, map or bag elements", f.Name, f.Schema.Pos)})
 		}
 	}
 }

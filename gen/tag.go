@@ -12,7 +12,7 @@ import (
 )
 
 // tagKeys lists the replica tag keys in the order messages name them.
-var tagKeys = []string{"id", "was", "vis", "life", "chan", "quant", "min", "max", "bits", "bag", "deprecated"}
+var tagKeys = []string{"id", "was", "vis", "life", "chan", "pos", "quant", "min", "max", "bits", "bag", "deprecated"}
 
 // tagAllowed describes the values each key accepts, for messages.
 var tagAllowed = map[string]string{
@@ -21,6 +21,7 @@ var tagAllowed = map[string]string{
 	"vis":   "server, owner, others or all",
 	"life":  "scene, process, session or persist",
 	"chan":  "reliable or unreliable",
+	"pos":   "x or y (the coordinate of the entity's position it holds)",
 	"quant": "a positive step such as 0.25 or 1/64",
 	"min":   "a number such as -100 or 0.5",
 	"max":   "a number such as 100 or 0.5",
@@ -35,6 +36,7 @@ type tag struct {
 	vis        schema.Visibility
 	life       schema.Lifetime
 	ch         schema.Channel
+	pos        schema.Axis
 	bag        bool
 	deprecated bool
 	given      map[string]bool // the keys given
@@ -119,6 +121,10 @@ func parseTag(structTag string) (*tag, []string) {
 			}
 		case "life":
 			if !named(&t.life, val, schema.LifeScene, schema.LifeProcess, schema.LifeSession, schema.LifePersist) {
+				badValue()
+			}
+		case "pos":
+			if !named(&t.pos, val, schema.AxisX, schema.AxisY) {
 				badValue()
 			}
 		case "chan":

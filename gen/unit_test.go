@@ -46,7 +46,7 @@ func TestParseTag(t *testing.T) {
 		{`replica:"bag=yes"`, `replica tag flag "bag" takes no value`},
 		{`replica:"deprecated=true"`, `replica tag flag "deprecated" takes no value`},
 		{`replica:"id=1,,vis=all"`, "has an empty item"},
-		{`replica:"ID=1"`, `unknown replica tag key "ID"; the keys are id, was, vis, life, chan, quant, min, max, bits, bag and deprecated`},
+		{`replica:"ID=1"`, `unknown replica tag key "ID"; the keys are id, was, vis, life, chan, pos, quant, min, max, bits, bag and deprecated`},
 		{`replica:"bag,bag"`, `replica tag key "bag" is given twice`},
 		{`replica:id=1`, "malformed struct tag `replica:id=1`"},
 	} {

@@ -626,3 +626,15 @@ const (
 	AxisX
 	AxisY
 )
+
+func (a Axis) String() string {
+	switch a {
+	case AxisNone:
+		return "none"
+	case AxisX:
+		return "x"
+	case AxisY:
+		return "y"
+	}
+	return fmt.Sprintf("axis(%d)", uint8(a))
+}

@@ -47,6 +47,7 @@ type monster struct {
 	badid   int32 `replica:"id=0"`
 	u       uint
 	skipped chan int `replica:"-"`
+	axis    float32  `replica:"pos=z"`
 }
 
 type vec struct {
