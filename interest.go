@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
@@ -1156,4 +1157,42 @@ func (s *Server) forget(c *Conn) {
 	s.unfollow(c)
 	s.unview(c)
 	v.dirty = false
+}
+
+// InterestStats describes the interest state of a server.
+type InterestStats struct {
+	Pairs int // (client, entity) pairs seen beyond rooms
+	Cells int // occupied grid cells, over every AOI space
+	// Bytes estimates the memory the interest state holds: per pair, its
+	// map entry and its entry in the entity's observer list; per entity
+	// and per cell, their records.
+	Bytes int
+}
+
+// InterestStats returns the size of the interest state. It walks every
+// entity and connection: call it for monitoring, not every tick.
+func (s *Server) InterestStats() InterestStats {
+	var st InterestStats
+	const mapEntry = 48 // key, value, tophash and load-factor slack of a Go map entry
+	for _, c := range s.conns {
+		st.Pairs += len(c.view.pairs)
+		st.Bytes += len(c.view.pairs)*mapEntry + int(unsafe.Sizeof(c.view)) +
+			8*(cap(c.view.enter)+cap(c.view.leave)+cap(c.view.upd)+cap(c.view.groups))
+	}
+	st.Bytes += len(s.ients) * int(unsafe.Sizeof(ient{}))
+	for i := range s.ients {
+		ie := &s.ients[i]
+		st.Bytes += 8 * (cap(ie.obs) + cap(ie.follow) + cap(ie.groups))
+	}
+	seen := map[*Space]bool{}
+	for _, c := range s.conns {
+		if sp := c.view.space; sp != nil && !seen[sp] {
+			seen[sp] = true
+			st.Cells += len(sp.cells)
+			for _, ce := range sp.cells {
+				st.Bytes += mapEntry + int(unsafe.Sizeof(*ce)) + 4*cap(ce.ents) + 8*cap(ce.views)
+			}
+		}
+	}
+	return st
 }
