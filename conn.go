@@ -54,6 +54,9 @@ type Conn struct {
 	progress time.Time // when the backlog last reached a new low
 }
 
+// Server returns the server c is a session of.
+func (c *Conn) Server() *Server { return c.srv }
+
 // handshake runs the server side of the session handshake. The cheap
 // checks come first: the handshake caps, the HELLO's size (the transport's
 // read limit, set by Serve), the protocol version, the descriptor's size

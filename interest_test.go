@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -341,4 +342,203 @@ func TestInterestProperty(t *testing.T) {
 		})
 		w.tick(rt)
 	})
+}
+
+// sees reports whether client i's replica holds e.
+func (w *ownWorld) has(i int, e *state.Entity) bool {
+	return w.clients[i].Replica().Entity(e.ID()) != nil
+}
+
+// TestInterestHysteresis moves a unit around the edge of a client's view:
+// it enters within the radius, stays until it is past the radius plus the
+// hysteresis, and comes back only within the radius again.
+func TestInterestHysteresis(t *testing.T) {
+	w := newWorld(t, 1, replica.Config{Schema: aoiSchema(t)})
+	defer w.close()
+	w.aoi = true
+	zone, err := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 10, Hysteresis: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.conns[0]
+	if err := w.srv.View(c, zone); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.srv.SetViewpoint(c, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
+	if err := w.srv.SetSpace(u, zone); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		x    float32
+		sees bool
+	}{{8, true}, {12, true}, {14.9, true}, {16, false}, {12, false}, {10, true}, {-14, true}, {0, true}, {30, false}} {
+		setPos(u, step.x, 0)
+		w.tick(t)
+		if got := w.has(0, u); got != step.sees {
+			t.Fatalf("at x = %v the client sees the unit: %v, want %v", step.x, got, step.sees)
+		}
+		x, err := w.srv.Explain(c, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Sees != step.sees || x.Distance != math.Abs(float64(step.x)) {
+			t.Fatalf("at x = %v: Explain says %+v", step.x, x)
+		}
+		if kept := step.sees && math.Abs(float64(step.x)) > 10; x.Kept != kept || kept && x.Radius != 15 {
+			t.Fatalf("at x = %v: Explain says kept %v radius %v: %s", step.x, x.Kept, x.Radius, x.Reason)
+		}
+	}
+}
+
+// TestInterestGroupsAndRooms: a unit in another space is seen by the
+// members of its group and by nobody else; an always-relevant flag by
+// everyone; a room's entities by its viewers only.
+func TestInterestGroupsAndRooms(t *testing.T) {
+	sc := aoiSchema(t)
+	w := newWorld(t, 3, replica.Config{Schema: sc})
+	defer w.close()
+	w.aoi = true
+	far, _ := w.srv.NewSpace(replica.SpaceConfig{Name: "far", Radius: 5})
+	lobby, _ := w.srv.NewSpace(replica.SpaceConfig{Name: "lobby"})
+	tr := w.srv.Tracker()
+	scout, _ := tr.Spawn(sc.Classes[0])
+	setPos(scout, 1000, 1000)
+	w.srv.SetSpace(scout, far)
+	flag, _ := tr.Spawn(sc.Classes[1])
+	w.srv.SetSpace(flag, lobby)
+	game, _ := tr.Spawn(sc.Classes[1])
+	w.srv.SetSpace(game, nil)
+	w.srv.SetAlwaysRelevant(game, true)
+	red := w.srv.NewGroup("red")
+	red.AddEntity(scout)
+	red.AddConn(w.conns[1])
+	w.srv.View(w.conns[2], lobby)
+	w.tick(t)
+	want := [][3]bool{{false, false, true}, {true, false, true}, {false, true, true}}
+	for i, row := range want {
+		for j, e := range []*state.Entity{scout, flag, game} {
+			if w.has(i, e) != row[j] {
+				t.Fatalf("client %d sees entity %d: %v, want %v", i, j, w.has(i, e), row[j])
+			}
+		}
+	}
+	x, _ := w.srv.Explain(w.conns[1], scout, "hp")
+	if !x.Sees || x.Group != "red" || x.Field != "hp" {
+		t.Fatalf("Explain(member, scout, hp) = %+v", x)
+	}
+	x, _ = w.srv.Explain(w.conns[0], scout)
+	if x.Sees || x.Space != "far" || x.ViewSpace != "default" {
+		t.Fatalf("Explain(outsider, scout) = %+v", x)
+	}
+	x, _ = w.srv.Explain(w.conns[2], flag, "secret")
+	if x.Sees || !x.Room || x.Visibility != schema.VisOwner {
+		t.Fatalf("Explain(viewer, flag, secret) = %+v", x)
+	}
+	// Leaving the group, the room and the flag: gone from those clients.
+	red.RemoveConn(w.conns[1])
+	w.srv.View(w.conns[2], w.srv.DefaultSpace())
+	w.srv.SetAlwaysRelevant(game, false)
+	w.tick(t)
+	for i := range 3 {
+		for _, e := range []*state.Entity{scout, flag, game} {
+			if w.has(i, e) {
+				t.Fatalf("client %d still sees %#x", i, uint32(e.ID()))
+			}
+		}
+	}
+}
+
+// TestInterestLateJoin: in an AOI zone, a client that joins gets as its
+// first state its own avatar and what lies within reach of it, nothing
+// else; its avatar (which it follows, owning it) moving brings the rest.
+func TestInterestLateJoin(t *testing.T) {
+	sc := aoiSchema(t)
+	var zone *replica.Space
+	var avatars []*state.Entity
+	w := newWorld(t, 0, replica.Config{Schema: sc, OnJoin: func(c *replica.Conn) {
+		srv := c.Server()
+		a, _ := srv.Tracker().Spawn(sc.Classes[0])
+		setPos(a, 0, 0)
+		srv.SetSpace(a, zone)
+		srv.SetOwner(a, c)
+		srv.View(c, zone)
+		avatars = append(avatars, a)
+	}})
+	defer w.close()
+	w.aoi = true
+	zone, _ = w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 20})
+	near, _ := w.srv.Tracker().Spawn(sc.Classes[0])
+	setPos(near, 10, 10)
+	w.srv.SetSpace(near, zone)
+	distant, _ := w.srv.Tracker().Spawn(sc.Classes[0])
+	setPos(distant, 100, 0)
+	w.srv.SetSpace(distant, zone)
+	w.tick(t)
+	w.join(t, sc)
+	if !w.has(0, avatars[0]) || !w.has(0, near) || w.has(0, distant) {
+		t.Fatalf("first state: avatar %v near %v distant %v", w.has(0, avatars[0]), w.has(0, near), w.has(0, distant))
+	}
+	if !w.clients[0].Replica().Entity(avatars[0].ID()).Owned() {
+		t.Fatal("the joiner does not know it owns its avatar")
+	}
+	setPos(avatars[0], 90, 0)
+	w.tick(t)
+	if !w.has(0, avatars[0]) || w.has(0, near) || !w.has(0, distant) {
+		t.Fatalf("after moving: avatar %v near %v distant %v", w.has(0, avatars[0]), w.has(0, near), w.has(0, distant))
+	}
+}
+
+// TestInterestErrors: every bad input gets a typed error.
+func TestInterestErrors(t *testing.T) {
+	sc := aoiSchema(t)
+	w := newWorld(t, 1, replica.Config{Schema: sc})
+	defer w.close()
+	w.aoi = true
+	other := newWorld(t, 0, replica.Config{Schema: sc})
+	defer other.close()
+	foreign, _ := other.srv.NewSpace(replica.SpaceConfig{Name: "elsewhere"})
+	flag, _ := w.srv.Tracker().Spawn(sc.Classes[1])
+	gone, _ := w.srv.Tracker().Spawn(sc.Classes[0])
+	w.tick(t)
+	w.srv.Tracker().Destroy(gone)
+	w.tick(t)
+	c := w.conns[0]
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"space of a nil entity", w.srv.SetSpace(nil, nil), replica.ErrUnknownEntity},
+		{"space of a destroyed entity", w.srv.SetSpace(gone, nil), replica.ErrUnknownEntity},
+		{"foreign space", w.srv.SetSpace(flag, foreign), replica.ErrUnknownSpace},
+		{"view a foreign space", w.srv.View(c, foreign), replica.ErrUnknownSpace},
+		{"negative radius", w.srv.SetRadius(flag, -1), replica.ErrBadRadius},
+		{"NaN radius", w.srv.SetRadius(flag, math.NaN()), replica.ErrBadRadius},
+		{"follow a class without a position", w.srv.Follow(c, flag), replica.ErrNoPosition},
+		{"always of a destroyed entity", w.srv.SetAlwaysRelevant(gone, true), replica.ErrUnknownEntity},
+		{"group of a nil entity", w.srv.NewGroup("g").AddEntity(nil), replica.ErrUnknownEntity},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if _, err := w.srv.NewSpace(replica.SpaceConfig{Radius: -3}); !errors.Is(err, replica.ErrBadRadius) {
+		t.Errorf("NewSpace with a negative radius: %v", err)
+	}
+	if _, err := w.srv.NewSpace(replica.SpaceConfig{Radius: math.Inf(1)}); !errors.Is(err, replica.ErrBadRadius) {
+		t.Errorf("NewSpace with an infinite radius: %v", err)
+	}
+	if err := w.srv.SetViewpoint(c, math.NaN(), 0); err == nil {
+		t.Error("SetViewpoint(NaN) accepted")
+	}
+	if _, err := w.srv.Explain(c, gone); !errors.Is(err, replica.ErrUnknownEntity) {
+		t.Errorf("Explain of a destroyed entity: %v", err)
+	}
+	if _, err := w.srv.Explain(c, flag, "nope"); err == nil {
+		t.Error("Explain of a field that does not exist: no error")
+	}
+	w.tick(t) // the world still ticks, and the client still follows
 }

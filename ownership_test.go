@@ -32,6 +32,43 @@ type ownWorld struct {
 	// sees, if set, says which entities client i sees (interest); nil
 	// for every entity.
 	sees func(i int, e *state.Entity) bool
+	dial func() (*client.Conn, error)
+	aoi  bool // without sees: check the entities the server says each client sees
+}
+
+// join connects one more client and ticks until it has joined, so that
+// conns[i] is clients[i]'s.
+func (w *ownWorld) join(t tb, sc *schema.Schema) {
+	i := len(w.clients)
+	c, err := w.dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(w.srv.Conns()) < i+1 {
+		w.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+	w.conns = append(w.conns, w.srv.Conns()[i])
+	w.clients = append(w.clients, c)
+	owned := map[state.ID]bool{}
+	w.owned = append(w.owned, owned)
+	for _, cl := range sc.Classes {
+		c.Replica().OnOwnership(cl, func(e *state.Entity, own bool) {
+			if owned[e.ID()] == own {
+				t.Errorf("client %d: OnOwnership(%#x, %v) repeats what it said", i, uint32(e.ID()), own)
+			}
+			owned[e.ID()] = own
+		})
+		c.Replica().OnDestroy(cl, func(e *state.Entity) { delete(owned, e.ID()) })
+	}
+	// The ticks that let it join were not waited for: wait for the last.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for c.LastTick() < w.srv.TickNumber() {
+		if _, err := c.Wait(ctx); err != nil {
+			t.Fatalf("client %d joining: %v", i, err)
+		}
+	}
 }
 
 // tb is what both *testing.T and *rapid.T offer.
@@ -62,30 +99,12 @@ func newWorld(t tb, n int, cfg replica.Config) *ownWorld {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.close = func() { cancel(); srv.Close() }
 	go srv.Serve(ctx, ln)
-	for i := range n {
-		c, err := client.Dial(ctx, net.Dialer(transport.Config{}), ln.Addr().String(), cfg.Schema,
-			client.DialConfig{Token: fmt.Appendf(nil, "user%d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Join one at a time, so that conns[i] is clients[i]'s.
-		for len(srv.Conns()) < i+1 {
-			srv.Tick()
-			time.Sleep(time.Millisecond)
-		}
-		w.conns = append(w.conns, srv.Conns()[i])
-		w.clients = append(w.clients, c)
-		owned := map[state.ID]bool{}
-		w.owned = append(w.owned, owned)
-		for _, cl := range cfg.Schema.Classes {
-			c.Replica().OnOwnership(cl, func(e *state.Entity, own bool) {
-				if owned[e.ID()] == own {
-					t.Errorf("client %d: OnOwnership(%#x, %v) repeats what it said", i, uint32(e.ID()), own)
-				}
-				owned[e.ID()] = own
-			})
-			c.Replica().OnDestroy(cl, func(e *state.Entity) { delete(owned, e.ID()) })
-		}
+	w.dial = func() (*client.Conn, error) {
+		return client.Dial(ctx, net.Dialer(transport.Config{}), ln.Addr().String(), cfg.Schema,
+			client.DialConfig{Token: fmt.Appendf(nil, "user%d", len(w.clients))})
+	}
+	for range n {
+		w.join(t, cfg.Schema)
 	}
 	return w
 }
@@ -120,8 +139,12 @@ func (w *ownWorld) check(i int) error {
 		return schema.VisOthers
 	}
 	ents := w.srv.Tracker().AppendEntities(nil)
-	if w.sees != nil {
-		ents = slices.DeleteFunc(ents, func(e *state.Entity) bool { return !w.sees(i, e) })
+	sees := w.sees
+	if sees == nil && w.aoi {
+		sees = func(i int, e *state.Entity) bool { return w.srv.Sees(w.conns[i], e) }
+	}
+	if sees != nil {
+		ents = slices.DeleteFunc(ents, func(e *state.Entity) bool { return !sees(i, e) })
 	}
 	want, got := chaos.ServerDigest(ents, view), chaos.ReplicaDigest(r.Entities(nil))
 	if want.Sum != got.Sum {
