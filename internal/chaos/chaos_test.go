@@ -81,18 +81,23 @@ func TestConvergence(t *testing.T) {
 	type run struct {
 		profile chaos.Profile
 		ticks   int
+		aoi     bool
 	}
 	runs := []run{
-		{chaos.Profile{Name: "perfect"}, 200},
-		{chaos.Unit, 1200}, // 60 s: "unit" sustains the workload indefinitely
-		{chaos.Brutal, 200},
+		{chaos.Profile{Name: "perfect"}, 200, false},
+		{chaos.Unit, 1200, false}, // 60 s: "unit" sustains the workload indefinitely
+		{chaos.Brutal, 200, false},
+		// With interest management: bots in an AOI zone, each client
+		// seeing around its own; entities enter and leave its view.
+		{chaos.Unit, 600, true},
+		{chaos.Brutal, 200, true},
 	}
 	if *custom != "" {
 		p, err := parseProfile(*custom)
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs = []run{{p, 200}}
+		runs = []run{{p, 200, false}}
 	}
 	for i, r := range runs {
 		if *onlyProfile != "" && *onlyProfile != r.profile.Name {
@@ -101,9 +106,13 @@ func TestConvergence(t *testing.T) {
 		if *ticksFlag > 0 {
 			r.ticks = *ticksFlag
 		}
-		t.Run(r.profile.Name, func(t *testing.T) {
+		name := r.profile.Name
+		if r.aoi {
+			name += "-aoi"
+		}
+		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				runScenario(t, r.profile, *seed+uint64(i), r.ticks)
+				runScenario(t, r.profile, *seed+uint64(i), r.ticks, r.aoi)
 			})
 		})
 	}
@@ -118,7 +127,7 @@ func TestConvergence(t *testing.T) {
 // every RPC must arrive exactly once, in order.
 func TestBrutalSustained(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := runScenario(t, chaos.Brutal, *seed, 1200)
+		st := runScenario(t, chaos.Brutal, *seed, 1200, false)
 		if st.Paused == 0 || st.Resyncs == 0 {
 			t.Errorf("server stats %+v: want clients paused and resynchronised", st)
 		}
@@ -232,6 +241,7 @@ type scenario struct {
 	order   []*player          // in dial order
 	npcs    []demo.Bot
 	nextNPC int
+	zone    *replica.Space // AOI runs: the zone every bot is in and every client views
 	lastMut uint64 // the server tick of the last mutations
 
 	bl backlog // what the server sent and the clients have not received
@@ -242,7 +252,7 @@ type scenario struct {
 }
 
 // runScenario plays the game and checks it; it returns the server's stats.
-func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) replica.Stats {
+func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int, aoi bool) replica.Stats {
 	begin := time.Now() // the bubble's virtual clock
 	s := &scenario{t: t, profile: p, rng: rand.New(rand.NewPCG(seed, 0xc4a05)), players: map[string]*player{},
 		history: map[uint64]map[*player]uint64{}}
@@ -293,6 +303,11 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) replica.
 		t.Fatal(err)
 	}
 	s.srv = srv
+	if aoi {
+		if s.zone, err = srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 150, Hysteresis: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	demo.HandleBotEmote(srv, s.onEmote)
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Serve(ctx, s.bl.listener(ln))
@@ -395,6 +410,17 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int) replica.
 
 	s.checkConnected()
 	s.checkConvergence()
+	if aoi {
+		// The zone must have hidden something from someone, or the run
+		// tested nothing beyond broadcast.
+		hidden := 0
+		for _, pl := range s.order {
+			hidden += srv.Tracker().Len() - pl.conn.Replica().Len()
+		}
+		if hidden == 0 {
+			t.Errorf("every client sees all %d entities: the AOI run hid nothing", srv.Tracker().Len())
+		}
+	}
 	// RPCs sent in the last ticks may still be on the wire: keep ticking,
 	// with no more changes, until every call has arrived or the bound
 	// passes; checkRPCs then says what is missing.
@@ -436,6 +462,10 @@ func (s *scenario) onJoin(c *replica.Conn) {
 	b.SetY(500)
 	s.srv.SetOwner(b.Entity(), c)
 	pl.sconn, pl.bot = c, b
+	if s.zone != nil {
+		s.srv.SetSpace(b.Entity(), s.zone)
+		s.srv.View(c, s.zone) // from its bot, which it follows
+	}
 }
 
 // tick ends a server tick, waits one tick period and polls every client.
@@ -472,6 +502,9 @@ func (s *scenario) backlogSummary() string {
 // view returns pl's view of the server's entities.
 func (s *scenario) view(pl *player) chaos.View {
 	return func(e *state.Entity) schema.Visibility {
+		if s.zone != nil && (pl.sconn == nil || !s.srv.Sees(pl.sconn, e)) {
+			return chaos.Unseen
+		}
 		if pl.sconn != nil && s.srv.Owner(e) == pl.sconn {
 			return schema.VisOwner
 		}
@@ -683,6 +716,9 @@ func (s *scenario) spawnNPC() demo.Bot {
 	b.SetY(s.rng.Float32() * 1000)
 	b.SetBounty(int16(s.rng.IntN(100)))
 	b.SetMode(1)
+	if s.zone != nil {
+		s.srv.SetSpace(b.Entity(), s.zone)
+	}
 	s.npcs = append(s.npcs, b)
 	return b
 }

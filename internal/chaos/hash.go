@@ -14,8 +14,12 @@ import (
 )
 
 // A View says which partition of an entity a client sees: schema.VisOwner
-// for the entities it owns, schema.VisOthers for the rest.
+// for the entities it owns, schema.VisOthers for the rest, Unseen for
+// those it does not see at all (interest management).
 type View func(*state.Entity) schema.Visibility
+
+// Unseen is what a View returns for an entity the client does not have.
+const Unseen schema.Visibility = 0xff
 
 // Digest is a state hash of a set of entities: one FNV-1a 64 sum per
 // entity, in ascending ID order, and a sum over all of them.
@@ -51,9 +55,14 @@ func digest(ents []*state.Entity, view func(*state.Entity) (schema.Visibility, b
 	all := fnv.New64a()
 	h := fnv.New64a()
 	w := writer{h: h}
+	n := 0
 	for _, e := range ents {
 		h.Reset()
 		v, raw := view(e)
+		if v == Unseen && !raw {
+			continue
+		}
+		n++
 		w.u64(uint64(e.ID()))
 		w.u64(uint64(e.Class().ID))
 		w.record(&e.Record, v, raw)
@@ -63,7 +72,7 @@ func digest(ents []*state.Entity, view func(*state.Entity) (schema.Visibility, b
 		aw.u64(uint64(e.ID()))
 		aw.u64(sum)
 	}
-	writer{h: all}.u64(uint64(len(ents)))
+	writer{h: all}.u64(uint64(n))
 	d.Sum = all.Sum64()
 	return d
 }

@@ -29,7 +29,8 @@ import "github.com/replicago/replica"
 //
 //replica:class id=1
 type bot struct {
-	x, y    float32 `replica:"quant=1/64,min=0,max=1000"`
+	x       float32 `replica:"quant=1/64,min=0,max=1000,pos=x"`
+	y       float32 `replica:"quant=1/64,min=0,max=1000,pos=y"`
 	heading float32 `replica:"bits=12,min=0,max=6.2816513263917"`
 	hp      int16
 	name    string

@@ -28,8 +28,8 @@ var (
 
 func replicaInit() *schema.Schema {
 	*replicaBot = schema.Struct{Name: "Bot", Class: true, ID: 1, Fields: []*schema.Field{
-		{ID: 1, Name: "x", Type: schema.Type{Kind: schema.Float32, Quant: replicaBot_xQ}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
-		{ID: 2, Name: "y", Type: schema.Type{Kind: schema.Float32, Quant: replicaBot_yQ}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 1, Name: "x", Type: schema.Type{Kind: schema.Float32, Quant: replicaBot_xQ}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable, Pos: schema.AxisX},
+		{ID: 2, Name: "y", Type: schema.Type{Kind: schema.Float32, Quant: replicaBot_yQ}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable, Pos: schema.AxisY},
 		{ID: 3, Name: "heading", Type: schema.Type{Kind: schema.Float32, Quant: replicaBot_headingQ}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 4, Name: "hp", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 5, Name: "name", Type: schema.Type{Kind: schema.String}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
