@@ -24,6 +24,12 @@
 // travels as operations or whole, whichever is smaller. An
 // Encoder reuses its buffers and allocates nothing in steady state.
 //
+// When each client sees its own subset of the entities, a [Batch] encodes
+// a tick's changes ([Encoder.DeltaBatch]) or full states
+// ([Encoder.FullBatch]) once, as one piece per entity, and an [Assembler]
+// builds each client's segments from the pieces of the entities it sees,
+// at a cost proportional to those entities rather than to the tick.
+//
 // # Decoding
 //
 // A [Decoder] applies segments to a [state.Table] inside a [state.Txn].

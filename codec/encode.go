@@ -90,7 +90,9 @@ type Encoder struct {
 }
 
 // Values returns how many values the segment or record last encoded holds,
-// as a decoder counts them against Limits.MaxValues.
+// as a decoder counts them against Limits.MaxValues; after
+// [Encoder.DeltaBatch] or [Encoder.FullBatch], how many the batch's pieces
+// hold in all.
 func (enc *Encoder) Values() int { return enc.values }
 
 type item struct {
@@ -125,9 +127,16 @@ type group struct {
 // segment to dst. In PartAll the segment creates and destroys entities; in
 // the other partitions it fills in the new entities' partition fields.
 func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include func(*state.Entity) bool) []byte {
+	enc.queueDelta(cs, part, include)
+	return enc.emit(dst)
+}
+
+// queueDelta queues the items Delta writes: one per change of cs that
+// partition part carries and include accepts, in the order of cs.Changes.
+func (enc *Encoder) queueDelta(cs *state.Changeset, part Part, include func(*state.Entity) bool) {
 	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
 	if part != PartAll && cs.Schema != nil && !enc.hasPart(cs.Schema, part) {
-		return enc.emit(dst) // no class has a field in this partition
+		return // no class has a field in this partition
 	}
 	for _, c := range cs.Changes {
 		e := c.Entity
@@ -137,7 +146,7 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 		switch {
 		case c.Destroyed:
 			if part == PartAll {
-				enc.items = append(enc.items, item{sec: secDestroy, id: e.ID()})
+				enc.items = append(enc.items, item{sec: secDestroy, id: e.ID(), e: e})
 			}
 		case c.Created:
 			enc.addFull(e, part)
@@ -169,17 +178,21 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 			it.set, it.words, it.hash, it.hashed = int32(off), int32(len(dirty)), h, true
 		}
 	}
-	return enc.emit(dst)
 }
 
 // Full encodes the full state of ents as partition part sees it, for a
 // client that has none of them yet, and appends the segment to dst.
 func (enc *Encoder) Full(dst []byte, ents []*state.Entity, part Part) []byte {
+	enc.queueFull(ents, part)
+	return enc.emit(dst)
+}
+
+// queueFull queues the items Full writes, in the order of ents.
+func (enc *Encoder) queueFull(ents []*state.Entity, part Part) {
 	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
 	for _, e := range ents {
 		enc.addFull(e, part)
 	}
-	return enc.emit(dst)
 }
 
 // hasPart reports whether any class of s has a leaf in partition part.
@@ -263,6 +276,44 @@ func (enc *Encoder) set(it *item) []uint64 { return enc.sets[it.set : it.set+it.
 // emit groups the queued items by section, class and leaf set, orders the
 // groups and the IDs within each, and writes the segment.
 func (enc *Encoder) emit(dst []byte) []byte {
+	groups := enc.arrange()
+	w := &enc.w
+	w.Reset(dst[len(dst):])
+	for i := 0; i < len(groups); {
+		// A section is the run of groups with the same tag and class.
+		j := i + 1
+		for j < len(groups) && groups[j].sec == groups[i].sec && groups[j].class == groups[i].class {
+			j++
+		}
+		sec := groups[i].sec
+		w.Bits(uint64(sec), 3)
+		if sec != secDestroy {
+			w.U(uint64(groups[i].class), 4)
+			w.U(uint64(j-i), 0)
+		}
+		for g := i; g < j; g++ {
+			order := enc.order[groups[g].start : groups[g].start+groups[g].n]
+			enc.sortByID(order)
+			if sec == secDestroy {
+				enc.writeIDs(w, order)
+			} else {
+				enc.writeGroup(w, order, sec)
+			}
+		}
+		i = j
+	}
+	w.Bits(secEnd, 3)
+	dst = append(dst, w.Finish()...)
+	enc.settle(len(enc.items))
+	return dst
+}
+
+// arrange groups the queued items by section, class and leaf set, and
+// returns the groups in the order a segment writes them: ascending
+// section tag, then class, then leaf set. Each group's entries are
+// enc.order[start : start+n], of the form slot<<32 | item index, not yet
+// sorted.
+func (enc *Encoder) arrange() []group {
 	items := enc.items
 	enc.groups = enc.groups[:0]
 	enc.lastGroup = -1
@@ -309,35 +360,7 @@ func (enc *Encoder) emit(dst []byte) []byte {
 		enc.order[g.start+g.n] = uint64(items[i].id.Slot())<<32 | uint64(i)
 		g.n++
 	}
-	w := &enc.w
-	w.Reset(dst[len(dst):])
-	for i := 0; i < len(groups); {
-		// A section is the run of groups with the same tag and class.
-		j := i + 1
-		for j < len(groups) && groups[j].sec == groups[i].sec && groups[j].class == groups[i].class {
-			j++
-		}
-		sec := groups[i].sec
-		w.Bits(uint64(sec), 3)
-		if sec != secDestroy {
-			w.U(uint64(groups[i].class), 4)
-			w.U(uint64(j-i), 0)
-		}
-		for g := i; g < j; g++ {
-			order := enc.order[groups[g].start : groups[g].start+groups[g].n]
-			enc.sortByID(order)
-			if sec == secDestroy {
-				enc.writeIDs(w, order)
-			} else {
-				enc.writeGroup(w, order, sec)
-			}
-		}
-		i = j
-	}
-	w.Bits(secEnd, 3)
-	dst = append(dst, w.Finish()...)
-	enc.settle(len(items))
-	return dst
+	return groups
 }
 
 // sortByID sorts entries of the form ID<<32 | index by ID. Network IDs of
@@ -551,20 +574,41 @@ func (enc *Encoder) plan(c *schema.Struct, set []uint64, delta bool) []leafPlan 
 // entity's values in ID order.
 func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, sec uint8) {
 	delta := sec == secUpdate
+	c, set, plans, allU := enc.prepareGroup(order, delta)
+	writeTree(w, c, 0, set, enc.ks, delta)
+	enc.writeIDs(w, order)
+	if sec == secCreate {
+		enc.writeGens(w, order)
+	}
+	if allU {
+		// The common case: the values are exactly codes, in order.
+		w.UEach(enc.codes, enc.codeKs)
+		return
+	}
+	for e, o := range order {
+		enc.writeValues(w, e, &enc.items[uint32(o)], plans, delta)
+	}
+}
+
+// prepareGroup plans the group of the items of order, whose section writes
+// in delta mode if delta: it returns the class and leaf set of the group,
+// its plans, each U(k)-coded plan with the k that minimises the group's
+// total (also in enc.ks, by leaf, for writeTree), and whether every value
+// of the group is a U(k) code. Codes are computed once, in the pass that
+// picks each leaf's k, and kept for the write pass: codes[e*len(plans)+i]
+// is entity e's code for plan i, and codeKs[e*len(plans)+i] its k.
+func (enc *Encoder) prepareGroup(order []uint64, delta bool) (c *schema.Struct, set []uint64, plans []leafPlan, allU bool) {
 	first := &enc.items[uint32(order[0])]
-	c := first.e.Class()
-	set := enc.set(first)
+	c = first.e.Class()
+	set = enc.set(first)
 	if len(enc.ks) < c.Leaves {
 		enc.ks = make([]uint8, c.Leaves)
 	}
-	plans := enc.plan(c, set, delta)
-	// Codes are computed once, in the pass that picks each leaf's k, and
-	// kept for the write pass: codes[e*len(plans)+i] is entity e's code
-	// for plan i, and codeKs[e*len(plans)+i] its k.
+	plans = enc.plan(c, set, delta)
 	np := len(plans)
 	enc.codes = slices.Grow(enc.codes[:0], np*len(order))[:np*len(order)]
 	enc.codeKs = slices.Grow(enc.codeKs[:0], np*len(order))[:np*len(order)]
-	allU := true // whether every value of the group is a U(k) code
+	allU = true
 	for i := range plans {
 		p := &plans[i]
 		if !enc.planCodes(p, order, enc.codes[i:], np) {
@@ -577,34 +621,27 @@ func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, sec uint8) {
 			enc.codeKs[j] = p.k
 		}
 	}
-	writeTree(w, c, 0, set, enc.ks, delta)
-	enc.writeIDs(w, order)
-	if sec == secCreate {
-		enc.writeGens(w, order)
-	}
-	if allU {
-		// The common case: the values are exactly codes, in order.
-		w.UEach(enc.codes, enc.codeKs)
-		return
-	}
-	codes := enc.codes
-	for e, o := range order {
-		it := &enc.items[uint32(o)]
-		for i := range plans {
-			p := &plans[i]
-			switch p.code {
-			case planRaw:
-				w.Bits(it.e.Num(int(p.slot)), uint(p.width))
-			case planDelta, planU, planZigzag:
-				w.U(codes[e*np+i], uint(p.k))
-			case planStr:
-				w.String(it.e.Str(int(p.slot)))
-			case planCont:
-				if delta {
-					enc.writeContDelta(w, &it.e.Record, p.l, it.ch.Cont(int(p.leaf)))
-				} else {
-					enc.writeContWhole(w, &it.e.Record, p.l)
-				}
+	return c, set, plans, allU
+}
+
+// writeValues writes the values of it, the e-th entity of the group
+// prepareGroup planned.
+func (enc *Encoder) writeValues(w *wire.Writer, e int, it *item, plans []leafPlan, delta bool) {
+	codes := enc.codes[e*len(plans):]
+	for i := range plans {
+		p := &plans[i]
+		switch p.code {
+		case planRaw:
+			w.Bits(it.e.Num(int(p.slot)), uint(p.width))
+		case planDelta, planU, planZigzag:
+			w.U(codes[i], uint(p.k))
+		case planStr:
+			w.String(it.e.Str(int(p.slot)))
+		case planCont:
+			if delta {
+				enc.writeContDelta(w, &it.e.Record, p.l, it.ch.Cont(int(p.leaf)))
+			} else {
+				enc.writeContWhole(w, &it.e.Record, p.l)
 			}
 		}
 	}

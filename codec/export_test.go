@@ -6,3 +6,25 @@ func SetRows(d *Decoder, on bool) { d.noRows = !on }
 // DecodedValues returns the values the decoder counted against
 // Limits.MaxValues in the segment it applied last.
 func DecodedValues(d *Decoder) int { return d.values }
+
+// DecodedEntities returns the entities the decoder counted against
+// Limits.MaxEntities in the segment it applied last.
+func DecodedEntities(d *Decoder) int { return d.entities }
+
+// CheckPlans turns on or off the Assemblers' check of each segment's size
+// against its plan, which Mispredicted reports.
+func CheckPlans(on bool) { checkPlans = on }
+
+// Mispredicted returns how many segments a's plans sized wrongly: a
+// segment's planned size must be its size.
+func Mispredicted(a *Assembler) int { return a.mispredicted }
+
+// BatchValues returns the values b's pieces add to a decoder's
+// Limits.MaxValues count, in all.
+func BatchValues(b *Batch) int {
+	n := 0
+	for _, p := range b.pieces {
+		n += int(p.values)
+	}
+	return n
+}

@@ -8,7 +8,7 @@ import (
 
 // TestKStatsBestIsArgmin checks kStats.best, with its shortcuts, against
 // the plain definition: the smallest k in [0, 63] of least total U(k)
-// size.
+// size; and that kStats.bestCost reports that size.
 func TestKStatsBestIsArgmin(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for iter := 0; iter < 5000; iter++ {
@@ -45,6 +45,9 @@ func TestKStatsBestIsArgmin(t *testing.T) {
 		}
 		if got := s.best(len(vals)); got != want {
 			t.Fatalf("iteration %d: best = %d, want %d (values %x)", iter, got, want, vals)
+		}
+		if got, cost := s.bestCost(len(vals)); got != want || cost != wantCost {
+			t.Fatalf("iteration %d: bestCost = %d, %d bits; want %d, %d bits (values %x)", iter, got, cost, want, wantCost, vals)
 		}
 	}
 }

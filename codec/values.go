@@ -123,8 +123,15 @@ func (s *kStats) add(u uint64) { s.hist[bits.Len64(u)]++ }
 // and S count and sum the bit lengths on each side; one pass over k
 // updates them.
 func (s *kStats) best(n int) uint {
+	k, _ := s.bestCost(n)
+	return k
+}
+
+// bestCost returns best(n) and the total U(k) size, in bits, of the n
+// values added with that k.
+func (s *kStats) bestCost(n int) (uint, uint64) {
 	if n == 0 {
-		return 0
+		return 0, 0
 	}
 	lo := uint(0)
 	for s.hist[lo] == 0 {
@@ -169,5 +176,5 @@ func (s *kStats) best(n int) uint {
 			break
 		}
 	}
-	return best
+	return best, bestCost
 }

@@ -263,6 +263,8 @@ func TestStringEqualsBytesEncoding(t *testing.T) {
 	}
 }
 
+// TestAppend appends a stream, or the start of one, after a few bits and
+// reads it back.
 func TestAppend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for iter := range 500 {
@@ -281,6 +283,17 @@ func TestAppend(t *testing.T) {
 			t.Fatal("source BitLen")
 		}
 		srcBuf := sw.Finish()
+		if iter%2 == 1 {
+			// Only the start of a longer stream: the bits after it
+			// must not leak in.
+			for range rng.IntN(10) {
+				srcBuf = append(srcBuf, byte(rng.Uint32()))
+			}
+			if cut := rng.IntN(nbits + 1); cut < nbits {
+				srcBuf[cut/8] |= ^byte(0) << (cut % 8)
+				nbits, src = cut, src[:cut]
+			}
+		}
 		prefix := rng.IntN(70)
 		var w wire.Writer
 		pre := make([]bool, prefix)

@@ -213,19 +213,23 @@ func (w *Writer) raw(p []byte) {
 }
 
 // Append copies the first nbits bits of src, a stream produced by another
-// Writer, onto this one.
+// Writer, onto this one. The bits of src after them are ignored.
 func (w *Writer) Append(src []byte, nbits int) {
 	for nbits >= 64 {
-		w.Bits(uint64(src[0])|uint64(src[1])<<8|uint64(src[2])<<16|uint64(src[3])<<24|
-			uint64(src[4])<<32|uint64(src[5])<<40|uint64(src[6])<<48|uint64(src[7])<<56, 64)
+		w.Bits(binary.LittleEndian.Uint64(src), 64)
 		src, nbits = src[8:], nbits-64
 	}
-	for nbits >= 8 {
-		w.Bits(uint64(src[0]), 8)
-		src, nbits = src[1:], nbits-8
-	}
 	if nbits > 0 {
-		w.Bits(uint64(src[0]), uint(nbits))
+		// The rest in one field: Bits drops the bits above nbits.
+		var v uint64
+		if len(src) >= 8 {
+			v = binary.LittleEndian.Uint64(src)
+		} else {
+			for i := len(src) - 1; i >= 0; i-- {
+				v = v<<8 | uint64(src[i])
+			}
+		}
+		w.Bits(v, uint(nbits))
 	}
 }
 

@@ -1,0 +1,697 @@
+package codec
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/wire"
+)
+
+// A Batch holds one tick's changes (or full states) for one partition,
+// encoded once, as pieces from which an [Assembler] builds each client's
+// segments. It serves servers whose clients each see a different subset
+// of the entities: encoding the tick once per client would cost O(clients
+// × changes), while assembling from a Batch costs each client O(the
+// entities it sees).
+//
+// A segment is made of sections of groups; a group is a field tree, which
+// gives a code parameter k for each U(k)-coded leaf, then an ID block, then
+// (in creates) a generation block, then each entity's values (see
+// docs/protocol.md §5). A Batch fixes each group's k's for the whole tick,
+// choosing them as [Encoder.Delta] and [Encoder.Full] do, over all of the
+// tick's entities of the group (same section, class and leaf set). With
+// the k's fixed, an entity's value bits are the same in every segment that
+// carries it, so the Batch writes them once, and the tree once per group.
+// Only the ID and generation blocks and the counts depend on which
+// entities a client gets, and the Assembler writes those per client. A
+// client's segment costs a few bits more than one encoded for it alone,
+// whose k's would fit its own entities; a segment assembled from every
+// piece of a Batch is byte for byte the one Delta or Full writes.
+//
+// A piece is one entity's entry in the segment: a create, update, fill or
+// destroy. [Batch.Piece] finds the piece of a change or entity.
+//
+// A Batch is built by [Encoder.DeltaBatch] or [Encoder.FullBatch] and
+// owns its buffers: its pieces stay valid until it is built again, whatever
+// the Encoder does meanwhile. Building reuses the buffers, so a Batch
+// rebuilt every tick allocates nothing in steady state. The zero value is
+// an empty Batch. A Batch may be read by several Assemblers at once, but
+// not while it is being built.
+type Batch struct {
+	part   Part
+	groups []batchGroup // in the order the encoder writes them
+	pieces []piece      // in the order of the changes or entities they came from
+	of     []int32      // per change or entity of the build: its piece, or −1
+	ks     []uint8      // the k of each U(k)-coded leaf of each group, in tree order
+	bits   []byte       // every tree and every piece's values, each from a byte boundary
+	w      wire.Writer
+	peak   int // decaying high-water mark of pieces per build (see settle)
+}
+
+// A batchGroup is a group of a Batch: a section, a class and a leaf set,
+// with the tree that names the leaf set and gives each leaf's k.
+type batchGroup struct {
+	class uint32
+	sec   uint8
+	tree  int // byte offset of the tree in bits
+	treeN int // bit length of the tree
+	ks    int // offset in ks of the group's k's
+	nks   int
+}
+
+// A piece is one entity of a Batch: its group, its ID, and its values,
+// the bits [off*8, off*8+n) of the Batch's bits.
+type piece struct {
+	off    int
+	n      int
+	values int32 // what the values add to a decoder's Limits.MaxValues count
+	group  int32
+	id     state.ID
+}
+
+// Part returns the partition b was built for.
+func (b *Batch) Part() Part { return b.part }
+
+// Len returns the number of pieces in b; pieces are numbered from 0.
+func (b *Batch) Len() int { return len(b.pieces) }
+
+// Piece returns the piece of the i-th change of the changeset b was built
+// from ([Encoder.DeltaBatch]), or of the i-th entity ([Encoder.FullBatch]),
+// or −1 if the partition carries nothing of it. It panics if i is out of
+// range.
+func (b *Batch) Piece(i int) int32 { return b.of[i] }
+
+// DeltaBatch builds b from the changes of cs that partition part carries:
+// one piece for each change [Encoder.Delta] would encode with a nil
+// include. In PartAll a created entity's piece creates it with its full
+// state and a destroyed entity's piece destroys it; in the other
+// partitions a created entity's piece fills in its partition fields. An
+// update's piece carries the leaves of the partition that changed. A
+// change with nothing in the partition has no piece.
+func (enc *Encoder) DeltaBatch(b *Batch, cs *state.Changeset, part Part) {
+	enc.queueDelta(cs, part, nil)
+	b.settle(len(enc.items))
+	b.of = slices.Grow(b.of[:0], len(cs.Changes))[:len(cs.Changes)]
+	// Items are queued in the order of the changes, at most one each, and
+	// every item names its change's entity.
+	j := 0
+	for i, c := range cs.Changes {
+		b.of[i] = -1
+		if j < len(enc.items) && enc.items[j].e == c.Entity {
+			b.of[i] = int32(j)
+			j++
+		}
+	}
+	enc.build(b, part)
+}
+
+// FullBatch builds b from the full states of ents as partition part sees
+// them: one piece for each entity, as [Encoder.Full] encodes it. In
+// PartAll a piece creates its entity; in the other partitions it fills in
+// the entity's partition fields, and an entity with none that differ from
+// their zero value has no piece.
+func (enc *Encoder) FullBatch(b *Batch, ents []*state.Entity, part Part) {
+	enc.queueFull(ents, part)
+	b.settle(len(enc.items))
+	b.of = slices.Grow(b.of[:0], len(ents))[:len(ents)]
+	j := 0
+	for i, e := range ents {
+		b.of[i] = -1
+		if j < len(enc.items) && enc.items[j].e == e {
+			b.of[i] = int32(j)
+			j++
+		}
+	}
+	enc.build(b, part)
+}
+
+// build encodes the queued items into b: each group's tree, with the k's
+// chosen over all of the group's items, and each item's values as its
+// piece. Piece i is item i.
+func (enc *Encoder) build(b *Batch, part Part) {
+	items := enc.items
+	b.part = part
+	b.groups, b.ks = b.groups[:0], b.ks[:0]
+	b.pieces = slices.Grow(b.pieces[:0], len(items))[:len(items)]
+	w := &b.w
+	w.Reset(b.bits[:0])
+	groups := enc.arrange()
+	for gi := range groups {
+		order := enc.order[groups[gi].start : groups[gi].start+groups[gi].n]
+		sec := groups[gi].sec
+		g := batchGroup{class: groups[gi].class, sec: sec, ks: len(b.ks)}
+		if sec == secDestroy {
+			for _, o := range order {
+				b.pieces[uint32(o)] = piece{group: int32(gi), id: items[uint32(o)].id}
+			}
+			b.groups = append(b.groups, g)
+			continue
+		}
+		delta := sec == secUpdate
+		c, set, plans, allU := enc.prepareGroup(order, delta)
+		alignByte(w)
+		g.tree = w.BitLen() / 8
+		writeTree(w, c, 0, set, enc.ks, delta)
+		g.treeN = w.BitLen() - 8*g.tree
+		for i := range plans {
+			if p := &plans[i]; p.code == planDelta || p.code == planU || p.code == planZigzag {
+				b.ks = append(b.ks, p.k)
+			}
+		}
+		g.nks = len(b.ks) - g.ks
+		b.groups = append(b.groups, g)
+		np := len(plans)
+		for e, o := range order {
+			it := &items[uint32(o)]
+			alignByte(w)
+			start, values := w.BitLen(), enc.values
+			if allU {
+				w.UEach(enc.codes[e*np:(e+1)*np], enc.codeKs[e*np:(e+1)*np])
+			} else {
+				enc.writeValues(w, e, it, plans, delta)
+			}
+			b.pieces[uint32(o)] = piece{off: start / 8, n: w.BitLen() - start,
+				values: int32(enc.values - values), group: int32(gi), id: it.id}
+		}
+	}
+	b.bits = w.Finish()
+	enc.settle(len(items))
+}
+
+// alignByte pads w with zero bits to a byte boundary.
+func alignByte(w *wire.Writer) {
+	if r := w.BitLen() & 7; r != 0 {
+		w.Bits(0, uint(8-r))
+	}
+}
+
+// settle lets b's buffers shrink again after a build much larger than the
+// usual, such as the full state of a mass join, as Encoder.settle does for
+// the encoder's. It runs before a build of n pieces reuses them: the
+// buffers go when they are far above the decaying high-water mark of
+// pieces per build.
+func (b *Batch) settle(n int) {
+	b.peak = max(n, b.peak-b.peak/8)
+	if cap(b.pieces) > 4*b.peak+256 {
+		b.pieces, b.of, b.groups, b.ks, b.bits = nil, nil, nil, nil, nil
+		b.w = wire.Writer{}
+	}
+}
+
+// An Assembler builds one client's segments from pieces of batches: the
+// pieces of the entities the client sees ([Assembler.Add]) and destroys of
+// entities that left its view ([Assembler.Destroy]). [Assembler.Segments]
+// writes what was added since its last call and starts over for the next
+// client, so one Assembler serves every client in turn.
+//
+// A segment holds one partition: add pieces of one partition's batches
+// between calls to Segments, and call it once per partition, PartAll
+// first, as the encoder's segments are sent. (Pieces of two partitions in
+// one segment would put an entity in two groups, which encoders avoid,
+// docs/protocol.md §11 OQ 7.) Pieces of one partition may come from
+// several batches, such as a tick's [Encoder.DeltaBatch] and, for entities
+// that entered the client's view, an [Encoder.FullBatch] of the same tick;
+// the batches must not be rebuilt before Segments returns. Each entity may
+// be added once: an entity in two pieces of one segment is a caller bug,
+// except that adding the very same piece twice, or destroying the same
+// slot twice, is harmless, since Segments writes it once.
+//
+// The zero value is ready to use. An Assembler is not safe for concurrent
+// use; Assemblers on several goroutines may share batches.
+type Assembler struct {
+	ents     []asmEntry
+	groups   []asmGroup
+	batches  []asmBatch // the first nbatches are those of this assembly
+	nbatches int
+	lastB    int      // index in batches of the batch added last, or −1
+	destroys int32    // the group of the destroys + 1, or 0
+	byRank   []int32  // groups by rank
+	rank     []uint64 // per group: its rank << 32
+	plan     segPlan
+	w        wire.Writer
+	gaps     kStats
+	gapv     []uint64
+	gapk     []uint8
+	peak     int // decaying high-water mark of entries per call (see settle)
+	// mispredicted counts segments whose size differed from the planned
+	// one, when checkPlans is set: plans are exact.
+	mispredicted int
+}
+
+// checkPlans makes Assemblers check each segment's size against its plan,
+// which costs a little; the tests set it.
+var checkPlans = false
+
+// An asmEntry is one entity of the segments being assembled: its slot,
+// and once its group is ranked, the group's rank above it, so that
+// entries sort by group then slot.
+type asmEntry struct {
+	ord   uint64 // rank << 32 | slot
+	piece int32  // in the group's batch; −1 for a destroy
+	group int32  // in Assembler.groups
+}
+
+// An asmGroup is a group of the segments being assembled: a group of one
+// batch, or the destroys, which share one ID block.
+type asmGroup struct {
+	key   uint64 // section tag << 32 | class ID
+	grp   uint64 // the batch's index in this assembly << 32 | the batch's group
+	b     *Batch // nil for the destroys
+	group int32  // in b.groups
+}
+
+// An asmBatch is a batch of this assembly, with the Assembler group of
+// each of its groups used so far.
+type asmBatch struct {
+	b  *Batch
+	of []int32 // per group of b: its Assembler group + 1, or 0
+}
+
+// Add adds piece of b (see [Batch.Piece]) to the client's next segments.
+// A piece of −1, which Batch.Piece returns for a change with nothing in
+// the partition, adds nothing.
+func (a *Assembler) Add(b *Batch, piece int32) {
+	if piece < 0 {
+		return
+	}
+	p := &b.pieces[piece]
+	g := &b.groups[p.group]
+	if g.sec == secDestroy {
+		a.Destroy(p.id)
+		return
+	}
+	ab := a.batch(b)
+	ag := ab.of[p.group] - 1
+	if ag < 0 {
+		ag = int32(len(a.groups))
+		a.groups = append(a.groups, asmGroup{key: uint64(g.sec)<<32 | uint64(g.class),
+			grp: uint64(a.lastB)<<32 | uint64(p.group), b: b, group: p.group})
+		ab.of[p.group] = ag + 1
+	}
+	a.ents = append(a.ents, asmEntry{ord: uint64(p.id.Slot()), piece: piece, group: ag})
+}
+
+// batch returns the asmBatch of b, adding it to the assembly if new, and
+// leaves its index in a.lastB.
+func (a *Assembler) batch(b *Batch) *asmBatch {
+	if a.nbatches == 0 {
+		a.lastB = -1
+	}
+	if a.lastB >= 0 && a.batches[a.lastB].b == b {
+		return &a.batches[a.lastB]
+	}
+	for i := range a.nbatches {
+		if a.batches[i].b == b {
+			a.lastB = i
+			return &a.batches[i]
+		}
+	}
+	if a.nbatches == len(a.batches) {
+		a.batches = append(a.batches, asmBatch{})
+	}
+	ab := &a.batches[a.nbatches]
+	ab.b = b
+	// Entries of of are 0 but those set in this assembly, which Reset
+	// clears.
+	n := len(ab.of)
+	if n < len(b.groups) {
+		ab.of = slices.Grow(ab.of, len(b.groups)-n)[:len(b.groups)]
+		clear(ab.of[n:])
+	}
+	a.lastB = a.nbatches
+	a.nbatches++
+	return ab
+}
+
+// Destroy adds the destruction of entity id to the client's next
+// segments: for an entity that left the client's view (an entity the
+// tick destroyed has a destroy piece in the tick's PartAll DeltaBatch).
+// Destroys belong in PartAll segments.
+func (a *Assembler) Destroy(id state.ID) {
+	if a.destroys == 0 {
+		a.groups = append(a.groups, asmGroup{key: secDestroy << 32})
+		a.destroys = int32(len(a.groups))
+	}
+	a.ents = append(a.ents, asmEntry{ord: uint64(id.Slot()), piece: -1, group: a.destroys - 1})
+}
+
+// Reset discards what was added since the last call to Segments.
+func (a *Assembler) Reset() {
+	for _, g := range a.groups {
+		if g.b != nil {
+			a.batches[g.grp>>32].of[g.group] = 0
+		}
+	}
+	for i := range a.nbatches {
+		a.batches[i].b = nil
+	}
+	a.ents, a.groups, a.nbatches, a.lastB, a.destroys = a.ents[:0], a.groups[:0], 0, -1, 0
+}
+
+// Segments appends to segs the segments that hold everything added since
+// the last call, and resets the Assembler for the next client. The
+// segments are written as the encoder writes them: sections by ascending
+// tag (create, update, destroy, fill) then class, entities by ascending
+// slot within each group, each group's ID and generation blocks coded
+// with the k that suits the client's own entities. A group of pieces of
+// one batch shares its tree; pieces of the same section, class and leaf
+// set from two batches form two groups, as their k's may differ.
+//
+// A new segment starts whenever the next entity would take the current one
+// past maxEntities entities, maxBytes bytes or maxValues values (as a
+// decoder counts them against [Limits]); a limit ≤ 0 is no limit. A
+// single entity over a limit gets a segment of its own. Each segment is a
+// fresh slice, which the caller may keep. Nothing added, nothing appended:
+// there are no empty segments.
+func (a *Assembler) Segments(segs [][]byte, maxEntities, maxBytes, maxValues int) [][]byte {
+	if len(a.ents) == 0 {
+		a.Reset()
+		return segs
+	}
+	ents := a.rankAndSort()
+	const unlimited = int(^uint(0) >> 1)
+	if maxEntities <= 0 {
+		maxEntities = unlimited
+	}
+	maxBits := unlimited
+	if maxBytes > 0 && maxBytes < unlimited/8 {
+		maxBits = 8 * maxBytes
+	}
+	if maxValues <= 0 {
+		maxValues = unlimited
+	}
+	p := &a.plan
+	p.reset()
+	start := 0
+	for i := range ents {
+		x := &ents[i]
+		g := &a.groups[x.group]
+		var vbits, values int
+		if x.piece >= 0 {
+			pc := &g.b.pieces[x.piece]
+			vbits, values = pc.n, int(pc.values)
+		}
+		if i > start && (p.ents+1 > maxEntities || p.values+values > maxValues || !p.fits(g, x, vbits, maxBits)) {
+			segs = a.write(segs, ents[start:i], p)
+			start = i
+			p.reset()
+		}
+		p.add(g, x, vbits, values)
+	}
+	segs = a.write(segs, ents[start:], p)
+	a.settle(len(ents))
+	a.Reset()
+	return segs
+}
+
+// rankAndSort sorts the entries by group, in segment order, then by slot,
+// and returns them without repeats.
+func (a *Assembler) rankAndSort() []asmEntry {
+	a.byRank = slices.Grow(a.byRank[:0], len(a.groups))[:len(a.groups)]
+	for i := range a.byRank {
+		a.byRank[i] = int32(i)
+	}
+	slices.SortFunc(a.byRank, func(x, y int32) int {
+		gx, gy := &a.groups[x], &a.groups[y]
+		if c := cmp.Compare(gx.key, gy.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(gx.grp, gy.grp)
+	})
+	a.rank = slices.Grow(a.rank[:0], len(a.groups))[:len(a.groups)]
+	for r, g := range a.byRank {
+		a.rank[g] = uint64(r) << 32
+	}
+	ents := a.ents
+	for i := range ents {
+		ents[i].ord |= a.rank[ents[i].group]
+	}
+	if len(ents) <= 16 {
+		// A client's few entities: an insertion sort, without the
+		// indirect calls of SortFunc.
+		for i := 1; i < len(ents); i++ {
+			x, j := ents[i], i
+			for ; j > 0 && ents[j-1].ord > x.ord; j-- {
+				ents[j] = ents[j-1]
+			}
+			ents[j] = x
+		}
+	} else {
+		slices.SortFunc(ents, func(x, y asmEntry) int { return cmp.Compare(x.ord, y.ord) })
+	}
+	// Drop repeats: the same piece added twice, or a slot destroyed twice.
+	n := 1
+	for i := 1; i < len(ents); i++ {
+		if ents[i].ord != ents[n-1].ord {
+			ents[n] = ents[i]
+			n++
+		}
+	}
+	return ents[:n]
+}
+
+// A segPlan follows the size of the segment being planned as entities are
+// added to it in order. Sizes are exact but for the open group's ID and
+// generation blocks, whose best k is only worked out when the group
+// closes or the segment nears its byte limit: until then the sizes at
+// k = 0, an upper bound, stand in for them.
+type segPlan struct {
+	fixed     int // bits of the headers and of the closed groups, with the end tag
+	ents      int
+	values    int
+	group     int32  // the open group, in Assembler.groups
+	key       uint64 // its section
+	create    bool   // whether it is in a create section
+	n         int    // its entities
+	prev      int64  // its last slot
+	vbits     int    // its values' bits
+	bound     int    // its count, ID and generation blocks at k = 0, and values
+	secGroups int    // groups in the open section
+	gaps      kStats // of the open group's ID gaps
+	gens      kStats // of the open group's generations, in a create section
+}
+
+func (p *segPlan) reset() {
+	p.fixed, p.ents, p.values, p.n = 3, 0, 0, 0 // the end tag
+}
+
+// open returns the exact size of the open group's count, ID and
+// generation blocks and values, with m more entities whose ID gap and
+// generation the caller has added to the statistics.
+func (p *segPlan) open(m int) int {
+	n := p.n + m
+	if n == 0 {
+		return 0
+	}
+	_, bits := p.gaps.bestCost(n)
+	if p.create {
+		_, g := p.gens.bestCost(n)
+		bits += g
+	}
+	return wire.ULen(uint64(n), 3) + int(bits) + p.vbits
+}
+
+// exact returns the exact size of the segment planned.
+func (p *segPlan) exact() int { return p.fixed + p.open(0) }
+
+// header returns the bits that opening group g for entry x adds before
+// the group's count: a section header, or the section's group count
+// growing, then the tree and the code parameters of the ID and generation
+// blocks.
+func (p *segPlan) header(g *asmGroup) int {
+	bits := 0
+	sec := uint8(g.key >> 32)
+	if p.ents == 0 || g.key != p.key {
+		bits += 3
+		if sec != secDestroy {
+			bits += wire.ULen(uint64(uint32(g.key)), 4) + wire.ULen(1, 0)
+		}
+	} else {
+		bits += wire.ULen(uint64(p.secGroups+1), 0) - wire.ULen(uint64(p.secGroups), 0)
+	}
+	if sec != secDestroy {
+		bits += g.b.groups[g.group].treeN
+	}
+	bits += 6 // the ID block's k
+	if sec == secCreate {
+		bits += 6 // the generations' k
+	}
+	return bits
+}
+
+// fits reports whether entry x of group g, with vbits bits of values, fits
+// in maxBits with the entities planned.
+func (p *segPlan) fits(g *asmGroup, x *asmEntry, vbits, maxBits int) bool {
+	slot, gen := uint64(uint32(x.ord)), uint64(0)
+	if g.b != nil && g.key>>32 == secCreate {
+		gen = uint64(g.b.pieces[x.piece].id.Gen())
+	}
+	if x.group == p.group && p.n > 0 {
+		gap := slot - uint64(p.prev) - 1
+		bound := p.fixed + p.bound + wire.ULen(uint64(p.n+1), 3) - wire.ULen(uint64(p.n), 3) +
+			wire.ULen(gap, 0) + vbits
+		if p.create {
+			bound += wire.ULen(gen, 0)
+		}
+		if bound <= maxBits {
+			return true
+		}
+		// Near the limit: the exact size, with x in the statistics for
+		// the moment.
+		p.gaps.add(gap)
+		if p.create {
+			p.gens.add(gen)
+		}
+		exact := p.fixed + p.open(1) + vbits
+		p.gaps.hist[bitLen(gap)]--
+		if p.create {
+			p.gens.hist[bitLen(gen)]--
+		}
+		return exact <= maxBits
+	}
+	// A new group: x alone costs its bit length + 1 in each block.
+	rest := p.header(g) + wire.ULen(1, 3) + bitLen(slot) + 1 + vbits
+	if g.key>>32 == secCreate {
+		rest += bitLen(gen) + 1
+	}
+	if p.fixed+p.bound+rest <= maxBits {
+		return true
+	}
+	return p.exact()+rest <= maxBits
+}
+
+// add adds entry x of group g, with vbits bits and values values, to the
+// plan.
+func (p *segPlan) add(g *asmGroup, x *asmEntry, vbits, values int) {
+	slot := int64(uint32(x.ord))
+	if p.n == 0 || x.group != p.group {
+		// Close the open group, and open x's.
+		p.fixed = p.exact() + p.header(g)
+		if p.ents == 0 || g.key != p.key {
+			p.secGroups = 1
+		} else {
+			p.secGroups++
+		}
+		p.group, p.key, p.create = x.group, g.key, g.key>>32 == secCreate
+		p.n, p.prev, p.vbits, p.bound = 0, -1, 0, 0
+		p.gaps.reset()
+		p.gens.reset()
+	}
+	gap := uint64(slot - p.prev - 1)
+	p.gaps.add(gap)
+	p.bound += wire.ULen(uint64(p.n+1), 3) - wire.ULen(uint64(p.n), 3) + wire.ULen(gap, 0) + vbits
+	if p.n == 0 {
+		p.bound += wire.ULen(0, 3)
+	}
+	if p.create {
+		gen := uint64(g.b.pieces[x.piece].id.Gen())
+		p.gens.add(gen)
+		p.bound += wire.ULen(gen, 0)
+	}
+	p.n++
+	p.prev = slot
+	p.vbits += vbits
+	p.ents++
+	p.values += values
+}
+
+// write appends the segment of ents, planned by p, to segs, in a fresh
+// slice.
+func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
+	w := &a.w
+	w.Reset(w.Finish())
+	for i := 0; i < len(ents); {
+		// A section is the run of entries of groups with the same key; a
+		// group the run of the same group.
+		key := a.groups[ents[i].group].key
+		j, groups := i+1, 1
+		for ; j < len(ents) && a.groups[ents[j].group].key == key; j++ {
+			if ents[j].group != ents[j-1].group {
+				groups++
+			}
+		}
+		sec := uint8(key >> 32)
+		w.Bits(uint64(sec), 3)
+		if sec != secDestroy {
+			w.U(uint64(uint32(key)), 4)
+			w.U(uint64(groups), 0)
+		}
+		for g := i; g < j; {
+			h := g + 1
+			for h < j && ents[h].group == ents[g].group {
+				h++
+			}
+			a.writeGroup(w, ents[g:h], &a.groups[ents[g].group])
+			g = h
+		}
+		i = j
+	}
+	w.Bits(secEnd, 3)
+	if checkPlans && w.BitLen() != p.exact() {
+		a.mispredicted++
+	}
+	out := w.Finish()
+	return append(segs, append(make([]byte, 0, len(out)), out...))
+}
+
+// writeGroup writes the entries of group g as Encoder.writeGroup (or, for
+// the destroys, Encoder.writeIDs) does.
+func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
+	b := g.b
+	if b != nil {
+		bg := &b.groups[g.group]
+		w.Append(b.bits[bg.tree:], bg.treeN)
+	}
+	// The ID block, as Encoder.writeIDs writes it.
+	a.gapv = slices.Grow(a.gapv[:0], len(ents))[:len(ents)]
+	a.gaps.reset()
+	prev := int64(-1)
+	for i := range ents {
+		slot := int64(uint32(ents[i].ord))
+		gap := uint64(slot - prev - 1)
+		a.gapv[i] = gap
+		a.gaps.add(gap)
+		prev = slot
+	}
+	k := a.gaps.best(len(ents))
+	w.U(uint64(len(ents)), 3)
+	w.Bits(uint64(k), 6)
+	a.gapk = fill(a.gapk, len(ents), uint8(k))
+	w.UEach(a.gapv, a.gapk)
+	if b == nil {
+		return
+	}
+	if g.key>>32 == secCreate {
+		// The generations, as Encoder.writeGens writes them.
+		a.gaps.reset()
+		for i := range ents {
+			a.gaps.add(uint64(b.pieces[ents[i].piece].id.Gen()))
+		}
+		k := a.gaps.best(len(ents))
+		w.Bits(uint64(k), 6)
+		for i := range ents {
+			w.U(uint64(b.pieces[ents[i].piece].id.Gen()), k)
+		}
+	}
+	for i := range ents {
+		p := &b.pieces[ents[i].piece]
+		w.Append(b.bits[p.off:], p.n)
+	}
+}
+
+// settle lets the Assembler's buffers shrink again after a call much
+// larger than the usual (a full state), as Encoder.settle does. n is the
+// number of entries of the last call.
+func (a *Assembler) settle(n int) {
+	a.peak = max(n, a.peak-a.peak/8)
+	if cap(a.ents) <= 4*a.peak+256 {
+		return
+	}
+	a.ents, a.byRank, a.rank, a.gapv, a.gapk = nil, nil, nil, nil, nil
+	a.w = wire.Writer{}
+}
+
+// bitLen returns the bit length of u.
+func bitLen(u uint64) int { return bits.Len64(u) }
