@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
 )
@@ -142,6 +143,8 @@ type ient struct {
 	born    uint64  // the tick that created it
 	arrived uint64  // the tick it moved into its room (Space.movedIn)
 	left    uint64  // the tick it moved out of a room (Space.movedOut)
+	entered uint64  // the tick it last entered some client's pairs
+	enterAt int32   // then, its index in Server.enterEnts
 }
 
 // view is a connection's interest state.
@@ -163,8 +166,8 @@ type view struct {
 	// This tick's pair changes and the changes of its pair entities.
 	enter []*state.Entity
 	leave []*state.Entity
-	upd   []*state.Change
-	stamp uint64 // dedupes candidates within one evaluation
+	upd   []int32 // indexes in Server.pairCS
+	stamp uint64  // dedupes candidates within one evaluation
 }
 
 // A Group makes entities visible to its member connections wherever they
@@ -704,7 +707,10 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 			sp.dropCell(v.cell, ce)
 		}
 	}
-	v.px, v.py, v.point = x, y, ok
+	if ok { // a fixed point survives a time without one (between spaces)
+		v.px, v.py = x, y
+	}
+	v.point = ok
 	if grid && ok {
 		v.cell = sp.key(x, y)
 		ce := sp.cellAt(v.cell)
@@ -794,6 +800,8 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 		v := &c.view
 		v.enter, v.leave, v.upd = v.enter[:0], v.leave[:0], v.upd[:0]
 	}
+	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
+	s.pairCS.Changes = s.pairCS.Changes[:0]
 	for _, ch := range cs.Changes {
 		e := ch.Entity
 		switch {
@@ -839,9 +847,14 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 					s.moveEnt(ie)
 				}
 			}
-			for _, c := range ie.obs {
-				if c.view.pairs[ie.id] != s.tick {
-					c.view.upd = append(c.view.upd, ch)
+			if len(ie.obs) > 0 {
+				// Seen beyond rooms: encoded once in the pair batches,
+				// each observer's tick names it. (Pairs change only in
+				// the evaluation below, so every observer had it.)
+				i := int32(len(s.pairCS.Changes))
+				s.pairCS.Changes = append(s.pairCS.Changes, ch)
+				for _, c := range ie.obs {
+					c.view.upd = append(c.view.upd, i)
 				}
 			}
 		}
@@ -1180,7 +1193,7 @@ func (s *Server) InterestStats() InterestStats {
 	for _, c := range s.conns {
 		st.Pairs += len(c.view.pairs)
 		st.Bytes += len(c.view.pairs)*mapEntry + int(unsafe.Sizeof(c.view)) +
-			8*(cap(c.view.enter)+cap(c.view.leave)+cap(c.view.upd)+cap(c.view.groups))
+			8*(cap(c.view.enter)+cap(c.view.leave)+cap(c.view.groups)) + 4*cap(c.view.upd)
 	}
 	st.Bytes += len(s.ients) * int(unsafe.Sizeof(ient{}))
 	for i := range s.ients {
@@ -1338,4 +1351,57 @@ func fieldVisibility(c *schema.Struct, path string) (schema.Visibility, bool) {
 		}
 	}
 	return vis, true
+}
+
+// batchPairs encodes, once for every client, what clients see beyond
+// their rooms this tick: the changes of the entities seen so, and the
+// full states of those that entered some client's view.
+func (s *Server) batchPairs() {
+	s.enterEnts = s.enterEnts[:0]
+	for _, c := range s.conns {
+		for _, e := range c.view.enter {
+			ie := &s.ients[e.ID().Slot()]
+			if ie.entered != s.tick {
+				ie.entered, ie.enterAt = s.tick, int32(len(s.enterEnts))
+				s.enterEnts = append(s.enterEnts, e)
+			}
+		}
+	}
+	for p := range s.pairDelta {
+		if len(s.pairCS.Changes) > 0 {
+			s.enc.DeltaBatch(&s.pairDelta[p], &s.pairCS, codec.Part(p))
+		}
+		if len(s.enterEnts) > 0 {
+			s.enc.FullBatch(&s.pairFull[p], s.enterEnts, codec.Part(p))
+		}
+	}
+}
+
+// pairSegments appends to segs the segments of partition part of what c
+// sees beyond its room: the entities that entered its view (creates in
+// PartAll, fills in the others) and the changes of those it kept seeing,
+// for the entities keep accepts; in PartAll the destructions of those
+// that left. keep nil accepts all.
+func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func(*state.Entity) bool) [][]byte {
+	v := &c.view
+	a := &s.asm
+	full, delta := &s.pairFull[part], &s.pairDelta[part]
+	for _, e := range v.enter {
+		if keep == nil || keep(e) {
+			a.Add(full, full.Piece(int(s.ients[e.ID().Slot()].enterAt)))
+		}
+	}
+	for _, i := range v.upd {
+		e := s.pairCS.Changes[i].Entity
+		if entered, ok := v.pairs[e.ID()]; ok && entered != s.tick && (keep == nil || keep(e)) {
+			a.Add(delta, delta.Piece(int(i)))
+		}
+	}
+	if part == codec.PartAll {
+		for _, e := range v.leave {
+			a.Destroy(e.ID())
+		}
+	}
+	lim := s.cfg.ClientLimits
+	return a.Segments(segs, s.cfg.SegmentEntities, lim.MaxSegmentBytes/4, lim.MaxValues/4)
 }

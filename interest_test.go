@@ -542,3 +542,25 @@ func TestInterestErrors(t *testing.T) {
 	}
 	w.tick(t) // the world still ticks, and the client still follows
 }
+
+// TestInterestViewpointAcrossSpaces: a fixed viewpoint set before the
+// client views a space is the one it views that space from.
+func TestInterestViewpointAcrossSpaces(t *testing.T) {
+	sc := aoiSchema(t)
+	w := newWorld(t, 1, replica.Config{Schema: sc})
+	defer w.close()
+	w.aoi = true
+	zone, _ := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 10})
+	u, _ := w.srv.Tracker().Spawn(sc.Classes[0])
+	setPos(u, 100, 100)
+	w.srv.SetSpace(u, zone)
+	if err := w.srv.SetViewpoint(w.conns[0], 95, 100); err != nil {
+		t.Fatal(err)
+	}
+	w.srv.View(w.conns[0], zone)
+	w.tick(t)
+	if !w.has(0, u) {
+		x, _ := w.srv.Explain(w.conns[0], u)
+		t.Fatalf("the unit 5 units from the viewpoint is not seen: %s", x.Reason)
+	}
+}

@@ -251,8 +251,13 @@ type Server struct {
 	idBuf       []state.ID
 	always      []state.ID
 	activeRooms []*Space
-	pcs, dcs    state.Changeset // one connection's pair changes; destructions
+	dcs         state.Changeset // destructions, for destroys
 	dch         []state.Change
+	pairCS      state.Changeset // this tick's changes of entities seen beyond rooms
+	enterEnts   []*state.Entity // this tick's entities entering some client's pairs
+	pairDelta   [3]codec.Batch  // pairCS, by partition
+	pairFull    [3]codec.Batch  // enterEnts, by partition
+	asm         codec.Assembler
 }
 
 // Stats counts what a server has done since it started. Read it on the
@@ -460,6 +465,7 @@ func (s *Server) Tick() {
 		}
 	}
 	s.moved(cs)
+	s.batchPairs()
 	// Ping every third of the idle timeout, by the clock: ticks may be
 	// slow or manual.
 	now := time.Now()
@@ -513,34 +519,16 @@ func (s *Server) Tick() {
 // one tick, and its creation must find the slot free.
 func (s *Server) tickSegments(c *Conn) [][]byte {
 	v := &c.view
-	segs := s.destroys(s.seg[:0], v.leave)
+	segs := s.seg[:0]
 	var room *Space
 	if v.space != nil && v.space.room && v.space.active {
 		room = v.space
 	}
-	// What c sees beyond its room: the creations of what entered, and
-	// the changes of what it kept seeing.
-	s.pcs.Schema, s.pcs.Tick = s.tr.Schema(), s.tick
-	s.pcs.Changes = s.pcs.Changes[:0]
-	for _, ch := range v.upd {
-		if entered, ok := v.pairs[ch.Entity.ID()]; ok && entered != s.tick && !ch.Destroyed {
-			s.pcs.Changes = append(s.pcs.Changes, ch)
-		}
-	}
 	mine := func(e *state.Entity) bool { return s.ownerOf(e) == c }
-	var enterMine, enterOthers []*state.Entity
-	for _, e := range v.enter {
-		if mine(e) {
-			enterMine = append(enterMine, e)
-		} else {
-			enterOthers = append(enterOthers, e)
-		}
-	}
 	if room != nil {
 		segs = append(segs, room.segAll...)
 	}
-	segs = s.fulls(segs, v.enter, codec.PartAll)
-	segs = s.deltas(segs, &s.pcs, codec.PartAll, nil)
+	segs = s.pairSegments(segs, c, codec.PartAll, nil)
 
 	// Others partition: c's room, minus what c owns and what it lost
 	// (sent whole below); then its pairs likewise.
@@ -559,27 +547,16 @@ func (s *Server) tickSegments(c *Conn) [][]byte {
 			segs = append(segs, room.segOthers...)
 		}
 	}
-	segs = s.fulls(segs, enterOthers, codec.PartOthers)
-	if len(s.pcs.Changes) > 0 {
-		segs = s.deltas(segs, &s.pcs, codec.PartOthers, notMine)
-	}
+	segs = s.pairSegments(segs, c, codec.PartOthers, notMine)
 	segs = s.fulls(segs, c.loseFull, codec.PartOthers)
 
 	// Owner partition: what c owns, its new entities whole.
-	var notNew func(*state.Entity) bool
-	if len(c.gainFull) > 0 {
-		notNew = func(e *state.Entity) bool { return !slices.Contains(c.gainFull, e) }
-	}
+	notNew := func(e *state.Entity) bool { return mine(e) && !slices.Contains(c.gainFull, e) }
 	if room != nil {
 		segs = s.deltas(segs, &c.changes, codec.PartOwner, notNew)
 		segs = s.fulls(segs, slices.DeleteFunc(slices.Clone(room.movedIn), func(e *state.Entity) bool { return !mine(e) }), codec.PartOwner)
 	}
-	segs = s.fulls(segs, enterMine, codec.PartOwner)
-	if len(s.pcs.Changes) > 0 {
-		segs = s.deltas(segs, &s.pcs, codec.PartOwner, func(e *state.Entity) bool {
-			return mine(e) && (notNew == nil || notNew(e))
-		})
-	}
+	segs = s.pairSegments(segs, c, codec.PartOwner, notNew)
 	segs = s.fulls(segs, c.gainFull, codec.PartOwner)
 	s.seg = segs
 	return segs

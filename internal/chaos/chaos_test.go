@@ -242,7 +242,7 @@ type scenario struct {
 	npcs    []demo.Bot
 	nextNPC int
 	zone    *replica.Space // AOI runs: the zone every bot is in and every client views
-	lastMut uint64 // the server tick of the last mutations
+	lastMut uint64         // the server tick of the last mutations
 
 	bl backlog // what the server sent and the clients have not received
 
