@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -562,5 +563,41 @@ func TestInterestViewpointAcrossSpaces(t *testing.T) {
 	if !w.has(0, u) {
 		x, _ := w.srv.Explain(w.conns[0], u)
 		t.Fatalf("the unit 5 units from the viewpoint is not seen: %s", x.Reason)
+	}
+}
+
+// TestInterestPredicate: Config.Interest hides a unit within range (a
+// stealthed one, hp 0 here) until the game reveals it and calls
+// Reconsider; ownership overrides it.
+func TestInterestPredicate(t *testing.T) {
+	sc := aoiSchema(t)
+	stealthed := func(e *state.Entity) bool { return e.Class().Name == "Unit" && e.Num(e.Class().Leaf(2).Num) == 0 }
+	w := newWorld(t, 2, replica.Config{Schema: sc, Interest: func(c *replica.Conn, e *state.Entity) bool { return !stealthed(e) }})
+	defer w.close()
+	w.aoi = true
+	zone, _ := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 50})
+	u, _ := w.srv.Tracker().Spawn(sc.Classes[0]) // hp 0: stealthed
+	w.srv.SetSpace(u, zone)
+	w.srv.SetOwner(u, w.conns[1])
+	for _, c := range w.conns {
+		w.srv.View(c, zone)
+		w.srv.SetViewpoint(c, 10, 0)
+	}
+	w.tick(t)
+	if w.has(0, u) || !w.has(1, u) {
+		t.Fatalf("stealthed: stranger sees it %v (want false), owner %v (want true)", w.has(0, u), w.has(1, u))
+	}
+	if x, _ := w.srv.Explain(w.conns[0], u); x.Sees || !strings.Contains(x.Reason, "Config.Interest") {
+		t.Fatalf("Explain: %+v", x)
+	}
+	u.SetNum(2, 5) // revealed
+	w.tick(t)
+	if w.has(0, u) {
+		t.Fatal("revealed without Reconsider: the server re-evaluates only on what it tracks")
+	}
+	w.srv.Reconsider(u)
+	w.tick(t)
+	if !w.has(0, u) {
+		t.Fatal("revealed and reconsidered, still unseen")
 	}
 }
