@@ -1,0 +1,190 @@
+package replica
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
+)
+
+// InterestStats describes the interest state of a server.
+type InterestStats struct {
+	Pairs int // (client, entity) pairs seen beyond rooms
+	Cells int // occupied grid cells, over every AOI space
+	// Bytes estimates the memory the interest state holds: per pair, its
+	// map entry and its entry in the entity's observer list; per entity
+	// and per cell, their records.
+	Bytes int
+}
+
+// InterestStats returns the size of the interest state. It walks every
+// entity and connection: call it for monitoring, not every tick.
+func (s *Server) InterestStats() InterestStats {
+	var st InterestStats
+	const mapEntry = 48 // key, value, tophash and load-factor slack of a Go map entry
+	for _, c := range s.conns {
+		st.Pairs += len(c.view.pairs)
+		st.Bytes += len(c.view.pairs)*mapEntry + int(unsafe.Sizeof(c.view)) +
+			8*(cap(c.view.enter)+cap(c.view.leave)+cap(c.view.groups)) + 4*cap(c.view.upd)
+	}
+	st.Bytes += len(s.ients) * int(unsafe.Sizeof(ient{}))
+	for i := range s.ients {
+		ie := &s.ients[i]
+		st.Bytes += 8 * (cap(ie.obs) + cap(ie.follow) + cap(ie.groups))
+	}
+	seen := map[*Space]bool{}
+	for _, c := range s.conns {
+		if sp := c.view.space; sp != nil && !seen[sp] {
+			seen[sp] = true
+			st.Cells += len(sp.cells)
+			for _, ce := range sp.cells {
+				st.Bytes += mapEntry + int(unsafe.Sizeof(*ce)) + 4*cap(ce.ents) + 8*cap(ce.views)
+			}
+		}
+	}
+	return st
+}
+
+// An Explanation says why a client does or does not see an entity, or a
+// field of it (Server.Explain).
+type Explanation struct {
+	Sees   bool   // the client has the entity (and, if a field was named, receives that field)
+	Reason string // one sentence, for people
+
+	Space     string  // the entity's space, "" for none
+	ViewSpace string  // the client's, "" for none
+	Room      bool    // the entity is in the client's room, which shows it everything in it
+	Owner     bool    // the client owns the entity
+	Always    bool    // the entity is always relevant
+	Group     string  // a group both belong to, "" for none
+	Distance  float64 // from the client's viewpoint to the entity, in its space's metric; NaN when not measured
+	Radius    float64 // the entity's visibility radius, plus hysteresis if Kept; NaN when not measured
+	Kept      bool    // seen within radius + hysteresis, not the radius alone
+
+	Field      string            // the field named, "" for none
+	Visibility schema.Visibility // its effective visibility
+}
+
+// Explain tells why c does or does not see e and, given a field path such
+// as "hp" or "body.pos.x", that field: the space of each, ownership,
+// always-relevance, a shared group, the distance against the radius, the
+// field's visibility. It describes the state as of the last tick sent,
+// with the rules evaluated now.
+func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation, error) {
+	ie := s.ientIf(e)
+	if ie == nil || s.tr.Entity(e.ID()) != e {
+		return Explanation{}, ErrUnknownEntity
+	}
+	x := Explanation{Distance: math.NaN(), Radius: math.NaN()}
+	if ie.space != nil {
+		x.Space = ie.space.cfg.Name
+	}
+	v := &c.view
+	if v.space != nil {
+		x.ViewSpace = v.space.cfg.Name
+	}
+	x.Owner, x.Always = s.ownerOf(e) == c, ie.always
+	for _, g := range ie.groups {
+		if slices.Contains(v.groups, g) {
+			x.Group = g.name
+			break
+		}
+	}
+	_, paired := v.pairs[ie.id]
+	sp := ie.space
+	switch {
+	case sp != nil && sp.room && sp == v.space:
+		x.Room, x.Sees = true, true
+		x.Reason = fmt.Sprintf("both are in room %q", sp.cfg.Name)
+	case x.Owner:
+		x.Sees, x.Reason = true, "the client owns it"
+	case x.Always:
+		x.Sees, x.Reason = true, "it is always relevant"
+	case x.Group != "":
+		x.Sees, x.Reason = true, fmt.Sprintf("both are in group %q", x.Group)
+	case sp == nil:
+		x.Reason = "it is in no space, and neither owned by the client, always relevant nor in a group of the client's"
+	case sp != v.space:
+		x.Reason = fmt.Sprintf("it is in space %q, the client views %q", sp.cfg.Name, x.ViewSpace)
+	case !ie.placed:
+		x.Sees, x.Reason = true, fmt.Sprintf("its class has no position: every viewer of %q sees it", sp.cfg.Name)
+	case !v.point:
+		x.Reason = "the client has no viewpoint (it follows no entity in this space, and none was set)"
+	default:
+		dx, dy := v.px-ie.x, v.py-ie.y
+		if sp.cfg.Metric == Square {
+			x.Distance = max(math.Abs(dx), math.Abs(dy))
+		} else {
+			x.Distance = math.Hypot(dx, dy)
+		}
+		r := s.radius(ie)
+		x.Radius = r
+		in := sp.within(dx, dy, r)
+		if !in && paired && sp.within(dx, dy, r+sp.cfg.Hysteresis) {
+			in, x.Kept, x.Radius = true, true, r+sp.cfg.Hysteresis
+		}
+		switch {
+		case !in:
+			x.Reason = fmt.Sprintf("distance %.6g is over its radius %.6g", x.Distance, x.Radius)
+		case s.cfg.Interest != nil && !s.cfg.Interest(c, e):
+			x.Reason = fmt.Sprintf("distance %.6g is within radius %.6g, but Config.Interest hides it", x.Distance, x.Radius)
+		case x.Kept:
+			x.Sees, x.Reason = true, fmt.Sprintf("distance %.6g is over its radius %.6g but within the hysteresis %.6g of it, and it was seen", x.Distance, r, sp.cfg.Hysteresis)
+		default:
+			x.Sees, x.Reason = true, fmt.Sprintf("distance %.6g is within its radius %.6g", x.Distance, x.Radius)
+		}
+	}
+	if len(field) == 0 {
+		return x, nil
+	}
+	path := strings.Join(field, ".")
+	vis, ok := fieldVisibility(e.Class(), path)
+	if !ok {
+		return Explanation{}, fmt.Errorf("replica: class %s has no field %q", e.Class().Name, path)
+	}
+	x.Field, x.Visibility = path, vis
+	if !x.Sees {
+		return x, nil
+	}
+	switch {
+	case vis == schema.VisServer:
+		x.Sees, x.Reason = false, fmt.Sprintf("field %s is server-only", path)
+	case vis == schema.VisOwner && !x.Owner:
+		x.Sees, x.Reason = false, fmt.Sprintf("field %s is for the owner only, and the client does not own it (%s)", path, x.Reason)
+	case vis == schema.VisOthers && x.Owner:
+		x.Sees, x.Reason = false, fmt.Sprintf("field %s is for others only, and the client owns it", path)
+	default:
+		x.Reason = fmt.Sprintf("field %s is visible to %s, and %s", path, vis, x.Reason)
+	}
+	return x, nil
+}
+
+// fieldVisibility returns the effective visibility of the field at a
+// dotted path of class c: the narrowest along the path.
+func fieldVisibility(c *schema.Struct, path string) (schema.Visibility, bool) {
+	vis, st := schema.VisAll, c
+	for name := range strings.SplitSeq(path, ".") {
+		if st == nil {
+			return 0, false
+		}
+		var f *schema.Field
+		for _, g := range st.Fields {
+			if g.Name == name && !g.Deprecated {
+				f = g
+			}
+		}
+		if f == nil {
+			return 0, false
+		}
+		vis &= f.Vis
+		st = nil
+		if f.Type.Kind == schema.Nested {
+			st = f.Type.Struct
+		}
+	}
+	return vis, true
+}
