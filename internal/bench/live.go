@@ -289,7 +289,7 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 	total := cfg.Warmup + cfg.Measured
 	for t := 1; t <= total; t++ {
 		measured := t > cfg.Warmup
-		if measured && t == cfg.Warmup+1 {
+		if t == cfg.Warmup+1 {
 			for _, cl := range r.clients {
 				headers0 += cl.stats.headers.Load()
 			}
@@ -306,21 +306,29 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 		if measured {
 			runtime.ReadMemStats(&m0)
 		}
-		if cfg.CPUProfile != nil {
-			pprof.SetGoroutineLabels(label)
+		// The label marks the timed section's samples, not those of
+		// ReadMemStats between its two parts.
+		labeled := func(f func()) {
+			if cfg.CPUProfile != nil {
+				pprof.SetGoroutineLabels(label)
+				defer pprof.SetGoroutineLabels(context.Background())
+			}
+			f()
 		}
-		start := time.Now()
-		r.world.step()
-		stepped := time.Now()
+		var start, stepped, tickStart, end time.Time
+		labeled(func() {
+			start = time.Now()
+			r.world.step()
+			stepped = time.Now()
+		})
 		if measured {
 			runtime.ReadMemStats(&m1)
 		}
-		tickStart := time.Now()
-		r.srv.Tick()
-		end := time.Now()
-		if cfg.CPUProfile != nil {
-			pprof.SetGoroutineLabels(context.Background())
-		}
+		labeled(func() {
+			tickStart = time.Now()
+			r.srv.Tick()
+			end = time.Now()
+		})
 		if measured {
 			runtime.ReadMemStats(&m2)
 			stepAllocs += m1.Mallocs - m0.Mallocs
