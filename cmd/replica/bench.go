@@ -5,15 +5,20 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/replicago/replica/internal/bench"
 )
 
 func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	scenario := fs.String("scenario", "w1", "scenario to run: w1 (in-process encode and decode), clients (a server and real client connections over loopback) "+
+	scenario := fs.String("scenario", "w1", "scenario to run: w1 (in-process encode and decode; with -aoi, a server with interest management), "+
+		"w2 (the W2 zone on a server with interest management), clients (a server and real client connections over loopback) "+
 		"or joinstorm (clients dialing that server at -rate a second while it ticks)")
-	clients := fs.Int("clients", 1, "number of clients (clients scenario: 100 unless given; joinstorm: 1000)")
+	clients := fs.Int("clients", 1, "number of clients (w1 -aoi and clients: 100 unless given; w2: 500, one per player; joinstorm: 1000)")
+	aoi := fs.Bool("aoi", false, "w1: AOI mode, on a replica.Server with interest management and in-memory clients")
+	gomaxprocs := fs.Int("gomaxprocs", 0, "set runtime.GOMAXPROCS for the run (0: leave it)")
+	cpuprofile := fs.String("cpuprofile", "", "w1 -aoi, w2: write a CPU profile of the measured ticks to this file (the timed section is labeled section=server)")
 	rate := fs.Float64("rate", 800, "joinstorm: dials started per second")
 	process := fs.Bool("process", false, "joinstorm: run the clients in a child process (ws only), apart from the server's scheduler and heap")
 	addr := fs.String("addr", "", "joinstorm-clients: the server's address")
@@ -27,18 +32,38 @@ func runBench(args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["clients"] {
-		switch *scenario {
-		case "clients":
+		switch {
+		case *scenario == "clients" || *scenario == "w1" && *aoi:
 			*clients = 100
-		case "joinstorm":
+		case *scenario == "w2":
+			*clients = 500
+		case *scenario == "joinstorm":
 			*clients = 1000
 		}
 	}
 	if *clients < 1 {
 		return fmt.Errorf("bench: -clients must be at least 1, got %d", *clients)
 	}
+	if *gomaxprocs < 0 {
+		return fmt.Errorf("bench: -gomaxprocs must not be negative, got %d", *gomaxprocs)
+	}
+	if *gomaxprocs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*gomaxprocs))
+	}
+	if *aoi && *scenario != "w1" {
+		return fmt.Errorf("bench: -aoi is a mode of -scenario w1")
+	}
+	if *cpuprofile != "" && !(*scenario == "w1" && *aoi || *scenario == "w2") {
+		return fmt.Errorf("bench: -cpuprofile applies to -scenario w1 -aoi and -scenario w2")
+	}
 	switch *scenario {
-	case "w1":
+	case "w1", "w2":
+		if *scenario == "w2" || *aoi {
+			if *quantized {
+				return fmt.Errorf("bench: -quantized applies to -scenario w1 without -aoi")
+			}
+			return runInterest(*scenario, bench.InterestConfig{Clients: *clients}, *cpuprofile, *asJSON)
+		}
 		res, err := bench.RunW1(bench.W1Config{Clients: *clients, Quantized: *quantized})
 		if err != nil {
 			return err
@@ -118,6 +143,53 @@ func runBench(args []string) error {
 		// The clients of joinstorm -process, run by it.
 		return bench.RunStormClients(*addr, *clients, *rate, os.Stdin, os.Stdout)
 	default:
-		return fmt.Errorf("bench: unknown scenario %q (known: w1, clients, joinstorm)", *scenario)
+		return fmt.Errorf("bench: unknown scenario %q (known: w1, w2, clients, joinstorm)", *scenario)
 	}
+}
+
+// runInterest runs W1 in AOI mode or W2 on a server with interest
+// management, and prints the result.
+func runInterest(scenario string, cfg bench.InterestConfig, cpuprofile string, asJSON bool) (err error) {
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}()
+		cfg.CPUProfile = f
+	}
+	run := bench.RunW1AOI
+	if scenario == "w2" {
+		run = bench.RunW2
+	}
+	res, err := run(cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Printf("%s %s clients=%d entities=%d ticks=%d gomaxprocs=%d verified=%v reference=%v\n",
+			res.Scenario, res.Mode, res.Clients, res.Entities, res.Ticks, res.GOMAXPROCS, res.Verified, res.ReferenceOK)
+		if res.LOD != nil && !*res.LOD {
+			fmt.Printf("  no distance level of detail: gear and emote go to every client that sees the player\n")
+		}
+		fmt.Printf("  %.1f B/client/tick (p99 %.0f), join %.0f B, server %.0f/%.0f µs (p50/p99; Server.Tick %.0f/%.0f), %.1f allocs/tick, "+
+			"%.1f visible/client, %.0f B interest state/client\n",
+			res.BytesPerClientTick, res.BytesPerClientTickP99, res.JoinBytes, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99,
+			res.TickUSPerTick.P50, res.TickUSPerTick.P99, res.AllocsPerTick, res.VisiblePerClient, res.InterestBytesPerClient)
+	}
+	if !res.Verified {
+		return fmt.Errorf("bench: %s run did not verify: %s", scenario, res.VerifyError)
+	}
+	if !res.ReferenceOK {
+		return fmt.Errorf("bench: %s run: the reference values differ: %v", scenario, res.Reference)
+	}
+	return nil
 }

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestBenchFlagErrors checks the flag combinations the interest scenarios
+// refuse, before anything runs, and that a refused run leaves GOMAXPROCS
+// as it was.
+func TestBenchFlagErrors(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-scenario", "w2", "-aoi"}, "-aoi is a mode of -scenario w1"},
+		{[]string{"-scenario", "w1", "-aoi", "-quantized"}, "-quantized applies to -scenario w1 without -aoi"},
+		{[]string{"-scenario", "clients", "-cpuprofile", "x"}, "-cpuprofile applies to"},
+		{[]string{"-scenario", "w2", "-gomaxprocs", "-1"}, "-gomaxprocs must not be negative"},
+		{[]string{"-scenario", "w2", "-gomaxprocs", "1", "-aoi"}, "-aoi is a mode of -scenario w1"},
+		{[]string{"-scenario", "w3"}, "unknown scenario"},
+	} {
+		err := runBench(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+		if n := runtime.GOMAXPROCS(0); n != procs {
+			t.Errorf("%v: GOMAXPROCS %d after the run, want %d", tc.args, n, procs)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/transport"
+)
+
+// TestW1AOIVerifies runs W1's 600 ticks in AOI mode with 10 clients,
+// checking every client after every tick, and the reference values.
+func TestW1AOIVerifies(t *testing.T) {
+	res, err := RunW1AOI(InterestConfig{Clients: 10, VerifyEveryTick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, res)
+}
+
+// TestW2Verifies runs W2's 220 ticks with 40 of its 500 players
+// connected, checking every client every tick, and the reference values.
+func TestW2Verifies(t *testing.T) {
+	res, err := RunW2(InterestConfig{Clients: 40, VerifyEveryTick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, res)
+	if res.LOD == nil || *res.LOD {
+		t.Errorf("lod = %v, want false: the server sends gear and emote to everyone", res.LOD)
+	}
+}
+
+func check(t *testing.T, res *InterestResult) {
+	t.Helper()
+	if !res.Verified {
+		t.Errorf("%s: not verified: %s", res.Scenario, res.VerifyError)
+	}
+	if !res.ReferenceOK {
+		t.Errorf("%s: reference values %v", res.Scenario, res.Reference)
+	}
+	if res.BytesPerClientTick <= 0 || res.JoinBytes <= 0 || res.VisiblePerClient <= 0 || res.InterestBytesPerClient <= 0 {
+		t.Errorf("%s: nothing counted: %+v", res.Scenario, res)
+	}
+}
+
+// TestGate checks that a gatedConn's reader parks while the gate is
+// closed, receiving nothing sent meanwhile, and that the counts take the
+// segments of each TICK only, the first TICK's as the join.
+func TestGate(t *testing.T) {
+	net := transport.NewMemNetwork()
+	cl, srv := net.Pipe(transport.Config{}, transport.Config{})
+	g, stats := newGate(), &tickCounts{}
+	c := &gatedConn{Conn: cl, gate: g, stats: stats}
+	got := make(chan []byte, 16)
+	go func() {
+		for {
+			msg, err := c.Receive(context.Background())
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- msg
+		}
+	}()
+	tick := func(segs ...[]byte) {
+		t.Helper()
+		if err := srv.Send(session.AppendTick(nil, &session.Tick{Tick: 1, Segments: len(segs)})); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range segs {
+			if err := srv.Send(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	g.close()
+	for g.parked.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	tick([]byte{1, 2, 3}, []byte{4})
+	time.Sleep(20 * time.Millisecond)
+	if len(got) != 0 || g.parked.Load() != 1 {
+		t.Fatalf("received %d messages through a closed gate", len(got))
+	}
+	g.open()
+	for range 3 {
+		<-got
+	}
+	if err := srv.Send(session.AppendPing(nil, &session.Ping{Nonce: 1})); err != nil {
+		t.Fatal(err)
+	}
+	tick([]byte{5, 6})
+	for range 3 {
+		<-got
+	}
+	if s, j := stats.segments.Load(), stats.join.Load(); s != 6 || j != 4 {
+		t.Fatalf("segment bytes %d, join %d; want 6 and 4", s, j)
+	}
+	srv.Close(transport.CloseNormal, "")
+	for range got {
+	}
+}
+
+// BenchmarkW1AOI reports a whole W1 AOI run (100 clients) as benchmark
+// metrics.
+func BenchmarkW1AOI(b *testing.B) { benchInterest(b, RunW1AOI) }
+
+// BenchmarkW2 reports a whole W2 run (500 clients) as benchmark metrics.
+func BenchmarkW2(b *testing.B) { benchInterest(b, RunW2) }
+
+func benchInterest(b *testing.B, run func(InterestConfig) (*InterestResult, error)) {
+	var res *InterestResult
+	for b.Loop() {
+		var err error
+		if res, err = run(InterestConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		if !res.Verified || !res.ReferenceOK {
+			b.Fatalf("verified %v (%s), reference %v", res.Verified, res.VerifyError, res.Reference)
+		}
+	}
+	b.ReportMetric(res.BytesPerClientTick, "B/client/tick")
+	b.ReportMetric(res.ServerUSPerTick.P50, "server-µs/tick-p50")
+	b.ReportMetric(res.ServerUSPerTick.P99, "server-µs/tick-p99")
+	b.ReportMetric(res.AllocsPerTick, "server-allocs/tick")
+	b.ReportMetric(res.InterestBytesPerClient, "interest-B/client")
+}
