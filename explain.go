@@ -40,10 +40,11 @@ func (s *Server) InterestStats() InterestStats {
 	for _, c := range s.conns {
 		if sp := c.view.space; sp != nil && !seen[sp] {
 			seen[sp] = true
-			st.Cells += len(sp.cells)
-			for _, ce := range sp.cells {
-				st.Bytes += mapEntry + int(unsafe.Sizeof(*ce)) + 4*cap(ce.ents) + 8*cap(ce.views)
-			}
+			st.Cells += sp.cells.n
+			st.Bytes += 8*len(sp.cells.dense) + mapEntry*len(sp.cells.sparse)
+			sp.cells.each(func(_ cellKey, ce *cell) {
+				st.Bytes += int(unsafe.Sizeof(*ce)) + 4*cap(ce.ents) + 8*cap(ce.views)
+			})
 		}
 	}
 	return st

@@ -86,10 +86,10 @@ type Space struct {
 	members []state.ID // the entities in it, in no order; ient.midx indexes it
 
 	// AOI spaces only.
-	cells   map[cellKey]*cell // placed entities and viewpoints by cell
-	wide    []state.ID        // placed entities whose radius exceeds the cell size
-	unplace []state.ID        // members without a position: every viewer sees them
-	maxR    float64           // the largest radius of a placed member, for queries
+	cells   grid       // placed entities and viewpoints by cell
+	wide    []state.ID // placed entities whose radius exceeds the cell size
+	unplace []state.ID // members without a position: every viewer sees them
+	maxR    float64    // the largest radius of a placed member, for queries
 
 	viewers []*Conn // the connections viewing it; view.vidx indexes it
 
@@ -102,13 +102,6 @@ type Space struct {
 	segAll    [][]byte
 	segOthers [][]byte
 	full      fullState
-}
-
-type cellKey struct{ x, y int32 }
-
-type cell struct {
-	ents  []state.ID
-	views []*Conn
 }
 
 // Name returns the space's name.
@@ -198,7 +191,6 @@ func (s *Server) NewSpace(cfg SpaceConfig) (*Space, error) {
 		if sp.cfg.CellSize == 0 {
 			sp.cfg.CellSize = cfg.Radius
 		}
-		sp.cells = make(map[cellKey]*cell)
 	}
 	return sp, nil
 }
@@ -560,7 +552,7 @@ func (s *Server) place(ie *ient) {
 	}
 	ie.wide = false
 	ie.cell = sp.key(x, y)
-	ce := sp.cellAt(ie.cell)
+	ce := sp.cells.at(ie.cell)
 	ce.ents = append(ce.ents, ie.id)
 }
 
@@ -568,9 +560,9 @@ func (s *Server) unplace(ie *ient) {
 	sp := ie.space
 	if ie.wide {
 		sp.wide = removeID(sp.wide, ie.id)
-	} else if ce := sp.cells[ie.cell]; ce != nil {
+	} else if ce := sp.cells.get(ie.cell); ce != nil {
 		ce.ents = removeID(ce.ents, ie.id)
-		sp.dropCell(ie.cell, ce)
+		sp.cells.drop(ie.cell, ce)
 	}
 	ie.placed, ie.wide = false, false
 }
@@ -581,21 +573,6 @@ func (sp *Space) key(x, y float64) cellKey {
 }
 
 func clampCell(f float64) int32 { return int32(max(-1<<30, min(1<<30, f))) }
-
-func (sp *Space) cellAt(k cellKey) *cell {
-	ce := sp.cells[k]
-	if ce == nil {
-		ce = &cell{}
-		sp.cells[k] = ce
-	}
-	return ce
-}
-
-func (sp *Space) dropCell(k cellKey, ce *cell) {
-	if len(ce.ents) == 0 && len(ce.views) == 0 {
-		delete(sp.cells, k)
-	}
-}
 
 // radius returns ie's visibility radius.
 func (s *Server) radius(ie *ient) float64 {
@@ -699,9 +676,9 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 	sp := v.space
 	grid := sp != nil && !sp.room
 	if grid && v.point {
-		if ce := sp.cells[v.cell]; ce != nil {
+		if ce := sp.cells.get(v.cell); ce != nil {
 			ce.views = slices.DeleteFunc(ce.views, func(x *Conn) bool { return x == c })
-			sp.dropCell(v.cell, ce)
+			sp.cells.drop(v.cell, ce)
 		}
 	}
 	if ok { // a fixed point survives a time without one (between spaces)
@@ -710,7 +687,7 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 	v.point = ok
 	if grid && ok {
 		v.cell = sp.key(x, y)
-		ce := sp.cellAt(v.cell)
+		ce := sp.cells.at(v.cell)
 		ce.views = append(ce.views, c)
 	}
 }

@@ -110,12 +110,12 @@ func (s *Server) moveEnt(ie *ient) {
 	ie.x, ie.y = x, y
 	if !ie.wide {
 		if k := sp.key(x, y); k != ie.cell {
-			if ce := sp.cells[ie.cell]; ce != nil {
+			if ce := sp.cells.get(ie.cell); ce != nil {
 				ce.ents = removeID(ce.ents, ie.id)
-				sp.dropCell(ie.cell, ce)
+				sp.cells.drop(ie.cell, ce)
 			}
 			ie.cell = k
-			ce := sp.cellAt(k)
+			ce := sp.cells.at(k)
 			ce.ents = append(ce.ents, ie.id)
 		}
 	}
@@ -302,22 +302,7 @@ func (sp *Space) viewsNear(x, y, reach float64, fn func(*Conn)) {
 // cellsNear calls fn for the cells of the square of half-size reach
 // around (x, y), or for every cell if there are fewer of them.
 func (sp *Space) cellsNear(x, y, reach float64, fn func(*cell)) {
-	lo, hi := sp.key(x-reach, y-reach), sp.key(x+reach, y+reach)
-	if n := (int64(hi.x) - int64(lo.x) + 1) * (int64(hi.y) - int64(lo.y) + 1); n > int64(len(sp.cells)) {
-		for k, ce := range sp.cells {
-			if k.x >= lo.x && k.x <= hi.x && k.y >= lo.y && k.y <= hi.y {
-				fn(ce)
-			}
-		}
-		return
-	}
-	for cx := lo.x; cx <= hi.x; cx++ {
-		for cy := lo.y; cy <= hi.y; cy++ {
-			if ce := sp.cells[cellKey{cx, cy}]; ce != nil {
-				fn(ce)
-			}
-		}
-	}
+	sp.cells.near(sp.key(x-reach, y-reach), sp.key(x+reach, y+reach), fn)
 }
 
 // evalView re-evaluates every entity c may see or stop seeing.

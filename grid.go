@@ -1,0 +1,179 @@
+package replica
+
+import "github.com/replicago/replica/state"
+
+// A grid holds the cells of an AOI space by cell coordinates: a dense
+// array over the bounding box of the cells used so far, which grows to
+// take in new ones up to maxDense cells; cells beyond go to a map. A zone
+// of bounded size, the usual case, so costs an index per lookup, and a
+// world without bounds still works.
+type grid struct {
+	x0, y0 int32 // the cell coordinates of dense[0]
+	w, h   int32
+	dense  []*cell
+	sparse map[cellKey]*cell
+	n      int // cells in use, dense and sparse
+}
+
+// maxDense bounds the dense array: 64 Ki cells, 512 KiB of pointers.
+const maxDense = 1 << 16
+
+type cellKey struct{ x, y int32 }
+
+type cell struct {
+	ents  []state.ID
+	views []*Conn
+}
+
+func (g *grid) index(k cellKey) (int, bool) {
+	dx, dy := int64(k.x)-int64(g.x0), int64(k.y)-int64(g.y0)
+	if dx < 0 || dy < 0 || dx >= int64(g.w) || dy >= int64(g.h) {
+		return 0, false
+	}
+	return int(dy*int64(g.w) + dx), true
+}
+
+// get returns the cell at k, or nil.
+func (g *grid) get(k cellKey) *cell {
+	if i, ok := g.index(k); ok {
+		return g.dense[i]
+	}
+	return g.sparse[k]
+}
+
+// at returns the cell at k, making it if need be.
+func (g *grid) at(k cellKey) *cell {
+	if ce := g.get(k); ce != nil {
+		return ce
+	}
+	ce := &cell{}
+	g.n++
+	if i, ok := g.index(k); ok || g.grow(k) {
+		if !ok {
+			i, _ = g.index(k)
+		}
+		g.dense[i] = ce
+		return ce
+	}
+	if g.sparse == nil {
+		g.sparse = make(map[cellKey]*cell)
+	}
+	g.sparse[k] = ce
+	return ce
+}
+
+// grow widens the dense box to take in k, with a margin, unless that
+// would pass maxDense cells.
+func (g *grid) grow(k cellKey) bool {
+	x0, y0, x1, y1 := int64(k.x), int64(k.y), int64(k.x)+1, int64(k.y)+1
+	if g.w > 0 {
+		x0, y0 = min(x0, int64(g.x0)), min(y0, int64(g.y0))
+		x1, y1 = max(x1, int64(g.x0)+int64(g.w)), max(y1, int64(g.y0)+int64(g.h))
+	}
+	// A margin of a quarter on each growing side, so that a world
+	// filling out cell by cell grows in few steps.
+	mw, mh := (x1-x0)/4+1, (y1-y0)/4+1
+	if k.x < g.x0 || g.w == 0 {
+		x0 -= mw
+	}
+	if int64(k.x) >= int64(g.x0)+int64(g.w) || g.w == 0 {
+		x1 += mw
+	}
+	if k.y < g.y0 || g.h == 0 {
+		y0 -= mh
+	}
+	if int64(k.y) >= int64(g.y0)+int64(g.h) || g.h == 0 {
+		y1 += mh
+	}
+	x0, y0 = max(x0, -1<<31), max(y0, -1<<31)
+	x1, y1 = min(x1, 1<<31-1), min(y1, 1<<31-1)
+	if (x1-x0)*(y1-y0) > maxDense {
+		return false
+	}
+	dense := make([]*cell, (x1-x0)*(y1-y0))
+	w := int32(x1 - x0)
+	for i, ce := range g.dense {
+		if ce != nil {
+			cx, cy := int64(g.x0)+int64(i%int(g.w)), int64(g.y0)+int64(i/int(g.w))
+			dense[(cy-y0)*int64(w)+(cx-x0)] = ce
+		}
+	}
+	g.x0, g.y0, g.w, g.h, g.dense = int32(x0), int32(y0), w, int32(y1-y0), dense
+	for k, ce := range g.sparse { // now inside the box: dense from here on
+		if i, ok := g.index(k); ok {
+			g.dense[i] = ce
+			delete(g.sparse, k)
+		}
+	}
+	return true
+}
+
+// drop removes the cell at k if it holds nothing.
+func (g *grid) drop(k cellKey, ce *cell) {
+	if len(ce.ents) != 0 || len(ce.views) != 0 {
+		return
+	}
+	if i, ok := g.index(k); ok {
+		if g.dense[i] == ce {
+			g.dense[i] = nil
+			g.n--
+		}
+		return
+	}
+	if g.sparse[k] == ce {
+		delete(g.sparse, k)
+		g.n--
+	}
+}
+
+// near calls fn for the cells from lo to hi, corners included.
+func (g *grid) near(lo, hi cellKey, fn func(*cell)) {
+	// The dense part: the range clipped to the box.
+	x0, y0 := max(int64(lo.x), int64(g.x0)), max(int64(lo.y), int64(g.y0))
+	x1, y1 := min(int64(hi.x), int64(g.x0)+int64(g.w)-1), min(int64(hi.y), int64(g.y0)+int64(g.h)-1)
+	for y := y0; y <= y1; y++ {
+		row := g.dense[(y-int64(g.y0))*int64(g.w):]
+		for x := x0; x <= x1; x++ {
+			if ce := row[x-int64(g.x0)]; ce != nil {
+				fn(ce)
+			}
+		}
+	}
+	if len(g.sparse) == 0 {
+		return
+	}
+	// The sparse part, by key or by scan, whichever is fewer.
+	if span := (int64(hi.x) - int64(lo.x) + 1) * (int64(hi.y) - int64(lo.y) + 1); span > int64(len(g.sparse)) {
+		for k, ce := range g.sparse {
+			if k.x >= lo.x && k.x <= hi.x && k.y >= lo.y && k.y <= hi.y {
+				fn(ce)
+			}
+		}
+		return
+	}
+	for cy := lo.y; ; cy++ {
+		for cx := lo.x; ; cx++ {
+			if ce := g.sparse[cellKey{cx, cy}]; ce != nil {
+				fn(ce)
+			}
+			if cx == hi.x {
+				break
+			}
+		}
+		if cy == hi.y {
+			break
+		}
+	}
+}
+
+// each calls fn for every cell in use.
+func (g *grid) each(fn func(cellKey, *cell)) {
+	for i, ce := range g.dense {
+		if ce != nil {
+			fn(cellKey{g.x0 + int32(i%int(g.w)), g.y0 + int32(i/int(g.w))}, ce)
+		}
+	}
+	for k, ce := range g.sparse {
+		fn(k, ce)
+	}
+}

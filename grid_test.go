@@ -1,0 +1,71 @@
+package replica
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestGrid checks the grid against a map, over keys near the origin
+// (dense), far apart (sparse, the dense box would pass maxDense) and the
+// dense box growing over sparse cells.
+func TestGrid(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var g grid
+	ref := map[cellKey]*cell{}
+	key := func() cellKey {
+		switch r.IntN(3) {
+		case 0:
+			return cellKey{int32(r.IntN(20) - 10), int32(r.IntN(20) - 10)}
+		case 1:
+			return cellKey{int32(r.IntN(400) - 200), int32(r.IntN(400) - 200)}
+		}
+		return cellKey{r.Int32() - 1<<30, r.Int32() - 1<<30}
+	}
+	for range 5000 {
+		k := key()
+		switch r.IntN(3) {
+		case 0, 1:
+			ce := g.at(k)
+			if ref[k] != nil && ref[k] != ce {
+				t.Fatalf("at(%v) made a second cell", k)
+			}
+			ref[k] = ce
+			ce.ents = append(ce.ents, 1)
+		case 2:
+			if ce := g.get(k); ce != ref[k] {
+				t.Fatalf("get(%v) = %p, want %p", k, ce, ref[k])
+			} else if ce != nil {
+				ce.ents = nil
+				g.drop(k, ce)
+				delete(ref, k)
+			}
+		}
+		if g.n != len(ref) {
+			t.Fatalf("n = %d, want %d", g.n, len(ref))
+		}
+		lo := key()
+		hi := cellKey{lo.x + int32(r.IntN(30)), lo.y + int32(r.IntN(30))}
+		got := map[*cell]bool{}
+		g.near(lo, hi, func(ce *cell) {
+			if got[ce] {
+				t.Fatalf("near visited a cell twice")
+			}
+			got[ce] = true
+		})
+		want := 0
+		for k, ce := range ref {
+			if k.x >= lo.x && k.x <= hi.x && k.y >= lo.y && k.y <= hi.y {
+				want++
+				if !got[ce] {
+					t.Fatalf("near(%v, %v) missed %v", lo, hi, k)
+				}
+			}
+		}
+		if len(got) != want {
+			t.Fatalf("near(%v, %v) visited %d cells, want %d", lo, hi, len(got), want)
+		}
+	}
+	if len(g.dense) > maxDense || len(g.sparse) == 0 {
+		t.Fatalf("dense %d cells, sparse %d: the test did not reach both", len(g.dense), len(g.sparse))
+	}
+}
