@@ -28,13 +28,13 @@ func (s *Server) InterestStats() InterestStats {
 	const mapEntry = 48 // key, value, tophash and load-factor slack of a Go map entry
 	for _, c := range s.conns {
 		st.Pairs += len(c.view.pairs)
-		st.Bytes += len(c.view.pairs)*mapEntry + int(unsafe.Sizeof(c.view)) +
+		st.Bytes += int(unsafe.Sizeof(pairRef{}))*cap(c.view.pairs) + int(unsafe.Sizeof(c.view)) +
 			8*(cap(c.view.enter)+cap(c.view.leave)+cap(c.view.groups)) + 4*cap(c.view.upd)
 	}
 	st.Bytes += len(s.ients) * int(unsafe.Sizeof(ient{}))
 	for i := range s.ients {
 		ie := &s.ients[i]
-		st.Bytes += 8 * (cap(ie.obs) + cap(ie.follow) + cap(ie.groups))
+		st.Bytes += int(unsafe.Sizeof(obsRef{}))*cap(ie.obs) + 8*(cap(ie.follow)+cap(ie.groups))
 	}
 	seen := map[*Space]bool{}
 	for _, c := range s.conns {
@@ -95,7 +95,7 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 			break
 		}
 	}
-	_, paired := v.pairs[ie.id]
+	paired := s.pairOf(c, ie) >= 0
 	sp := ie.space
 	switch {
 	case sp != nil && sp.room && sp == v.space:

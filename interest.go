@@ -127,14 +127,14 @@ type ient struct {
 	radius  float64 // its own; 0 for the space's
 	always  bool
 	groups  []*Group
-	obs     []*Conn // the clients that see it through a pair
-	follow  []*Conn // the clients whose viewpoint it is
-	dirty   bool    // queued in Server.dirtyEnts
-	born    uint64  // the tick that created it
-	arrived uint64  // the tick it moved into its room (Space.movedIn)
-	left    uint64  // the tick it moved out of a room (Space.movedOut)
-	entered uint64  // the tick it last entered some client's pairs
-	enterAt int32   // then, its index in Server.enterEnts
+	obs     []obsRef // the clients that see it through a pair
+	follow  []*Conn  // the clients whose viewpoint it is
+	dirty   bool     // queued in Server.dirtyEnts
+	born    uint64   // the tick that created it
+	arrived uint64   // the tick it moved into its room (Space.movedIn)
+	left    uint64   // the tick it moved out of a room (Space.movedOut)
+	entered uint64   // the tick it last entered some client's pairs
+	enterAt int32    // then, its index in Server.enterEnts
 }
 
 // view is a connection's interest state.
@@ -148,7 +148,7 @@ type view struct {
 	point    bool // has a viewpoint
 	cell     cellKey
 	groups   []*Group
-	pairs    map[state.ID]uint64 // entities seen beyond its room → the tick they entered
+	pairs    []pairRef // the entities it sees beyond its room
 	dirty    bool
 	switched *Space // the room it viewed before View moved it, until evaluated
 	resync   bool   // View changed its room: send it the full state
@@ -398,8 +398,7 @@ func (s *Server) Sees(c *Conn, e *state.Entity) bool {
 	if ie.space != nil && ie.space.room && ie.space == c.view.space {
 		return true
 	}
-	_, ok := c.view.pairs[ie.id]
-	return ok
+	return s.pairOf(c, ie) >= 0
 }
 
 // ientIf returns e's interest state, or nil.
@@ -763,4 +762,64 @@ func (s *Server) ownerChanged(e *state.Entity, to *Conn) {
 			s.markView(to)
 		}
 	}
+}
+
+// A pair is a client seeing an entity beyond its room. Each side lists
+// the other, with the index of its own entry there, so that either side
+// can drop a pair in O(1).
+type obsRef struct {
+	c       *Conn
+	at      int32  // in c.view.pairs
+	entered uint64 // the tick c started seeing the entity
+}
+
+type pairRef struct {
+	id state.ID
+	at int32 // in the entity's obs
+}
+
+// pairOf returns the index in ie.obs of c's pair with ie, or -1. It scans
+// the shorter of the two lists: an entity's observers (a few, in a zone)
+// or the client's pairs (a few dozen; fewer than the observers of an
+// always-relevant entity).
+func (s *Server) pairOf(c *Conn, ie *ient) int {
+	if len(ie.obs) <= len(c.view.pairs) {
+		for i := range ie.obs {
+			if ie.obs[i].c == c {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, p := range c.view.pairs {
+		if p.id == ie.id {
+			return int(p.at)
+		}
+	}
+	return -1
+}
+
+// addPair records that c sees ie, from this tick.
+func (s *Server) addPair(c *Conn, ie *ient) {
+	v := &c.view
+	ie.obs = append(ie.obs, obsRef{c: c, at: int32(len(v.pairs)), entered: s.tick})
+	v.pairs = append(v.pairs, pairRef{id: ie.id, at: int32(len(ie.obs) - 1)})
+}
+
+// removePair drops ie.obs[i] and its other side.
+func (s *Server) removePair(ie *ient, i int) {
+	o := ie.obs[i]
+	v := &o.c.view
+	if last := len(v.pairs) - 1; int(o.at) != last {
+		moved := v.pairs[last]
+		v.pairs[o.at] = moved
+		s.ients[moved.id.Slot()].obs[moved.at].at = o.at
+	}
+	v.pairs = v.pairs[:len(v.pairs)-1]
+	if last := len(ie.obs) - 1; i != last {
+		moved := ie.obs[last]
+		ie.obs[i] = moved
+		moved.c.view.pairs[moved.at].at = int32(i)
+	}
+	ie.obs = ie.obs[:len(ie.obs)-1]
 }

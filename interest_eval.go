@@ -70,8 +70,8 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 				// the evaluation below, so every observer had it.)
 				i := int32(len(s.pairCS.Changes))
 				s.pairCS.Changes = append(s.pairCS.Changes, ch)
-				for _, c := range ie.obs {
-					c.view.upd = append(c.view.upd, i)
+				for _, o := range ie.obs {
+					o.c.view.upd = append(o.c.view.upd, i)
 				}
 			}
 		}
@@ -129,15 +129,15 @@ func (s *Server) moveEnt(ie *ient) {
 // drop forgets a destroyed entity: its observers are sent its
 // destruction, its followers lose their viewpoint.
 func (s *Server) drop(ie *ient) {
-	for _, c := range ie.obs {
-		if c.view.pairs[ie.id] == s.tick {
+	for len(ie.obs) > 0 {
+		i := len(ie.obs) - 1
+		if c := ie.obs[i].c; ie.obs[i].entered == s.tick {
 			c.view.enter = slices.DeleteFunc(c.view.enter, func(e *state.Entity) bool { return e == ie.e })
 		} else {
 			c.view.leave = append(c.view.leave, ie.e)
 		}
-		delete(c.view.pairs, ie.id)
+		s.removePair(ie, i)
 	}
-	ie.obs = ie.obs[:0]
 	for _, g := range ie.groups {
 		g.ents = slices.DeleteFunc(g.ents, func(id state.ID) bool { return id == ie.id })
 	}
@@ -212,7 +212,8 @@ func (sp *Space) within(dx, dy, r float64) bool {
 // evalPair brings the pair (c, ie) up to date.
 func (s *Server) evalPair(c *Conn, ie *ient) {
 	v := &c.view
-	entered, had := v.pairs[ie.id]
+	oi := s.pairOf(c, ie)
+	had := oi >= 0
 	want := s.pairWanted(c, ie, had)
 	if want != had && !v.resync && v.space != nil && v.space.room && ie.e != nil &&
 		(want && slices.Contains(v.space.movedOut, ie.e) || !want && ie.space == v.space) {
@@ -225,23 +226,15 @@ func (s *Server) evalPair(c *Conn, ie *ient) {
 	}
 	switch {
 	case want && !had:
-		if v.pairs == nil {
-			v.pairs = make(map[state.ID]uint64)
-		}
-		v.pairs[ie.id] = s.tick
+		s.addPair(c, ie)
 		v.enter = append(v.enter, ie.e)
-		ie.obs = append(ie.obs, c)
 	case !want && had:
-		delete(v.pairs, ie.id)
-		if entered == s.tick {
+		if ie.obs[oi].entered == s.tick {
 			v.enter = slices.DeleteFunc(v.enter, func(e *state.Entity) bool { return e == ie.e })
 		} else {
 			v.leave = append(v.leave, ie.e)
 		}
-		if i := slices.Index(ie.obs, c); i >= 0 {
-			ie.obs[i] = ie.obs[len(ie.obs)-1]
-			ie.obs = ie.obs[:len(ie.obs)-1]
-		}
+		s.removePair(ie, oi)
 	}
 }
 
@@ -260,7 +253,7 @@ func (s *Server) evalEnt(ie *ient) {
 	}
 	for i := len(ie.obs) - 1; i >= 0; i-- { // evalPair may remove the current one
 		if i < len(ie.obs) {
-			try(ie.obs[i])
+			try(ie.obs[i].c)
 		}
 	}
 	if o := s.ownerOf(ie.e); o != nil {
@@ -318,8 +311,8 @@ func (s *Server) evalView(c *Conn) {
 	}
 	// Entities seen now; then those it may start seeing.
 	s.idBuf = s.idBuf[:0]
-	for id := range v.pairs {
-		s.idBuf = append(s.idBuf, id)
+	for _, p := range v.pairs {
+		s.idBuf = append(s.idBuf, p.id)
 	}
 	for _, id := range s.idBuf {
 		try(id)
@@ -362,12 +355,10 @@ func (s *Server) evalView(c *Conn) {
 // forget removes a connection that left from the interest state.
 func (s *Server) forget(c *Conn) {
 	v := &c.view
-	for id := range v.pairs {
-		if ie := s.ientByID(id); ie != nil {
-			ie.obs = slices.DeleteFunc(ie.obs, func(x *Conn) bool { return x == c })
-		}
+	for len(v.pairs) > 0 {
+		p := v.pairs[len(v.pairs)-1]
+		s.removePair(&s.ients[p.id.Slot()], int(p.at))
 	}
-	clear(v.pairs)
 	for _, g := range v.groups {
 		g.conns = slices.DeleteFunc(g.conns, func(x *Conn) bool { return x == c })
 	}
@@ -417,7 +408,8 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 	}
 	for _, i := range v.upd {
 		e := s.pairCS.Changes[i].Entity
-		if entered, ok := v.pairs[e.ID()]; ok && entered != s.tick && (keep == nil || keep(e)) {
+		ie := &s.ients[e.ID().Slot()]
+		if oi := s.pairOf(c, ie); oi >= 0 && ie.obs[oi].entered != s.tick && (keep == nil || keep(e)) {
 			a.Add(delta, delta.Piece(int(i)))
 		}
 	}

@@ -621,8 +621,8 @@ func (s *Server) keptSeeing(c *Conn, e *state.Entity) bool {
 	if sp := ie.space; sp != nil && sp.room && sp == c.view.space {
 		return ie.arrived != s.tick && ie.born != s.tick
 	}
-	entered, ok := c.view.pairs[ie.id]
-	return ok && entered != s.tick
+	oi := s.pairOf(c, ie)
+	return oi >= 0 && ie.obs[oi].entered != s.tick
 }
 
 // admit moves handshaken connections into the tick, at most
@@ -718,8 +718,8 @@ func (s *Server) fullState(sp *Space) *fullState {
 // other joiners, and the entities it sees beyond its room.
 func (s *Server) sendFull(c *Conn) {
 	var mine, others, pairs []*state.Entity
-	for id := range c.view.pairs {
-		e := s.ients[id.Slot()].e
+	for _, p := range c.view.pairs {
+		e := s.ients[p.id.Slot()].e
 		pairs = append(pairs, e)
 		if s.ownerOf(e) == c {
 			mine = append(mine, e)
