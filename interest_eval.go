@@ -407,9 +407,10 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 		}
 	}
 	for _, i := range v.upd {
+		// upd lists pairs that existed before this tick's evaluation,
+		// which can only have ended them (into leave).
 		e := s.pairCS.Changes[i].Entity
-		ie := &s.ients[e.ID().Slot()]
-		if oi := s.pairOf(c, ie); oi >= 0 && ie.obs[oi].entered != s.tick && (keep == nil || keep(e)) {
+		if (len(v.leave) == 0 || !slices.Contains(v.leave, e)) && (keep == nil || keep(e)) {
 			a.Add(delta, delta.Piece(int(i)))
 		}
 	}
