@@ -258,6 +258,8 @@ type Server struct {
 	pairDelta   [3]codec.Batch  // pairCS, by partition
 	pairFull    [3]codec.Batch  // enterEnts, by partition
 	asm         codec.Assembler
+	arena       codec.Arena // this and later ticks' messages for the clients
+	hdr         []byte      // a TICK header being built
 }
 
 // Stats counts what a server has done since it started. Read it on the
@@ -310,6 +312,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, shakesFrom: map[string]int{},
 		users: map[string][]*Conn{}, pos: positions(cfg.Schema)}
 	s.defSpace, _ = s.NewSpace(SpaceConfig{Name: "default"})
+	s.asm.Arena = &s.arena
 	return s, nil
 }
 
@@ -840,7 +843,8 @@ func (s *Server) send(c *Conn, segs [][]byte) {
 		}
 		c.tc.Close(transport.CloseInternalError, "tick not sent")
 	}
-	if err := c.tc.Send(session.AppendTick(nil, &session.Tick{Tick: s.tick, Segments: n, Gained: c.gained, Lost: c.lost})); err != nil {
+	s.hdr = session.AppendTick(s.hdr[:0], &session.Tick{Tick: s.tick, Segments: n, Gained: c.gained, Lost: c.lost})
+	if err := c.tc.Send(s.arena.Copy(s.hdr)); err != nil {
 		fail(err)
 		return
 	}

@@ -221,6 +221,10 @@ func (b *Batch) settle(n int) {
 // The zero value is ready to use. An Assembler is not safe for concurrent
 // use; Assemblers on several goroutines may share batches.
 type Assembler struct {
+	// Arena, if set, is where the segments are carved from, instead of
+	// an allocation each.
+	Arena *Arena
+
 	ents     []asmEntry
 	groups   []asmGroup
 	batches  []asmBatch // the first nbatches are those of this assembly
@@ -633,6 +637,9 @@ func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
 		a.mispredicted++
 	}
 	out := w.Finish()
+	if a.Arena != nil {
+		return append(segs, a.Arena.Copy(out))
+	}
 	return append(segs, append(make([]byte, 0, len(out)), out...))
 }
 

@@ -171,7 +171,11 @@ func AppendRefuse(b []byte, m *Refuse) []byte {
 
 // AppendTick appends the encoding of m to b.
 func AppendTick(b []byte, m *Tick) []byte {
+	b = append(b, byte(TypeTick))
+	// Written in b's spare capacity, where there is enough: the append
+	// below then copies the bits onto themselves, allocating nothing.
 	var w wire.Writer
+	w.Reset(b[len(b):])
 	w.U(m.Tick, 8)
 	w.U(uint64(m.Segments), 1)
 	for _, ids := range [2][]uint32{m.Gained, m.Lost} {
@@ -180,7 +184,7 @@ func AppendTick(b []byte, m *Tick) []byte {
 			w.Bits(uint64(id), 32)
 		}
 	}
-	return append(append(b, byte(TypeTick)), w.Finish()...)
+	return append(b, w.Finish()...)
 }
 
 // AppendPing appends the encoding of m to b.

@@ -184,3 +184,21 @@ func TestDocumentedBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendTickNoAllocs: a TICK header appended to a buffer with room
+// allocates nothing, and reads back.
+func TestAppendTickNoAllocs(t *testing.T) {
+	m := &session.Tick{Tick: 1 << 40, Segments: 3, Gained: []uint32{7, 9}, Lost: []uint32{1}}
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { buf = session.AppendTick(buf[:0], m) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+	msg, err := session.Parse(append([]byte("x"), buf...)[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := msg.(*session.Tick)
+	if !ok || got.Tick != m.Tick || got.Segments != 3 || len(got.Gained) != 2 || got.Gained[1] != 9 || len(got.Lost) != 1 {
+		t.Fatalf("read back %+v", msg)
+	}
+}
