@@ -1,0 +1,96 @@
+package replica_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/state"
+)
+
+// BenchmarkDormancy measures a tick of an AOI zone where 500 entities move
+// each tick, among 50,000 (1 % active) and among 500 (all active), and one
+// where 50,000 entities stand still, seen by 100 clients from fixed
+// points: idle entities must cost no work, so the idle zone's tick is
+// almost free and the first two do the same work. Only Server.Tick is
+// timed: the moves and the clients applying each tick are not.
+func BenchmarkDormancy(b *testing.B) {
+	for _, c := range []struct{ n, movers int }{{50_000, 500}, {500, 500}, {50_000, 0}} {
+		b.Run("entities="+itoa(c.n)+"/moving="+itoa(c.movers), func(b *testing.B) { benchDormancy(b, c.n, c.movers) })
+	}
+}
+
+func itoa(n int) string {
+	if n >= 1000 {
+		return itoa(n/1000) + "k"
+	}
+	const digits = "0123456789"
+	if n < 10 && n >= 0 {
+		return digits[n : n+1]
+	}
+	return itoa(n/10) + digits[n%10:n%10+1]
+}
+
+func benchDormancy(b *testing.B, n, movers int) {
+	const size, clients = 2000, 100
+	sc := aoiSchema(b)
+	w := newWorld(b, clients, replica.Config{Schema: sc, LagMessages: 1 << 20, LagBytes: 1 << 30})
+	defer w.close()
+	zone, err := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	ents := make([]*state.Entity, n)
+	for i := range ents {
+		e, err := w.srv.Tracker().Spawn(sc.Classes[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		setPos(e, r.Float32()*size, r.Float32()*size)
+		w.srv.SetSpace(e, zone)
+		ents[i] = e
+	}
+	for _, c := range w.conns {
+		w.srv.View(c, zone)
+		w.srv.SetViewpoint(c, r.Float64()*size, r.Float64()*size)
+	}
+	move := func() {
+		for range movers {
+			e := ents[r.IntN(n)]
+			x, y := posOf(e)
+			setPos(e, float32(min(size, max(0, x+r.Float64()*8-4))), float32(min(size, max(0, y+r.Float64()*8-4))))
+		}
+	}
+	apply := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, c := range w.clients {
+			for c.LastTick() < w.srv.TickNumber() {
+				if _, err := c.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	for range 5 { // the first states out of the way
+		move()
+		w.srv.Tick()
+		apply()
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		move()
+		b.StartTimer()
+		w.srv.Tick()
+		b.StopTimer()
+		apply()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	st := w.srv.InterestStats()
+	b.ReportMetric(float64(st.Pairs)/clients, "visible/client")
+}
