@@ -52,6 +52,19 @@
 // [Server.SendRPC]). [Config.OnDuplicate] chooses, with a [SessionPolicy],
 // what happens when a user connects twice.
 //
+// # Who sees what
+//
+// By default every client sees every entity: the world is one room,
+// [Server.DefaultSpace]. [Server.NewSpace] adds rooms and area-of-interest
+// zones ([SpaceConfig]: a radius, hysteresis, a metric); [Server.SetSpace]
+// places entities, [Server.View] places clients, which see a zone from the
+// entity they follow (by default the first one they own with a position,
+// the fields tagged pos=x and pos=y) or from [Server.SetViewpoint].
+// Entities a client owns, [Server.SetAlwaysRelevant] entities and those
+// of its [Group]s it sees anywhere; [Config.Interest] has the last word on
+// distance. [Server.Explain] tells why a client sees an entity or a field,
+// or not.
+//
 // # Clients, transports and authentication
 //
 // Package client is the Go client: client.Dial performs the handshake and

@@ -761,6 +761,7 @@ func (s *Server) sendFull(c *Conn) {
 		c.gained = append(c.gained, uint32(e.ID()))
 	}
 	c.joined = true
+	c.view.resync = false // this is the full state a resync asks for
 	s.send(c, segs)
 }
 
