@@ -21,6 +21,7 @@ import (
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/chaos"
 	"github.com/replicago/replica/internal/demo"
+	"github.com/replicago/replica/internal/quicconn"
 	"github.com/replicago/replica/quictransport"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
@@ -326,6 +327,12 @@ func runScenario(t *testing.T, p chaos.Profile, seed uint64, ticks int, aoi bool
 		}
 		srv.Close()
 		ln.Close()
+		// Each Close flushes on a goroutine of its own for up to
+		// quicconn.FlushTimeout. Virtual time only passes while this
+		// goroutine waits: let it pass now, or a flush still waiting for
+		// its peer when the test returns is a deadlock of the bubble (seen
+		// under load).
+		time.Sleep(quicconn.FlushTimeout + time.Second)
 	})
 
 	// Dial every client at once, ticking meanwhile: clients join at the
