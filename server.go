@@ -259,6 +259,7 @@ type Server struct {
 	pairFull    [3]codec.Batch  // enterEnts, by partition
 	asm         codec.Assembler
 	arena       codec.Arena // this and later ticks' messages for the clients
+	parts       [3]bool     // whether some class has a field in each partition
 	hdr         []byte      // a TICK header being built
 }
 
@@ -313,6 +314,11 @@ func NewServer(cfg Config) (*Server, error) {
 		users: map[string][]*Conn{}, pos: positions(cfg.Schema)}
 	s.defSpace, _ = s.NewSpace(SpaceConfig{Name: "default"})
 	s.asm.Arena = &s.arena
+	for _, c := range cfg.Schema.Classes {
+		for p := range s.parts {
+			s.parts[p] = s.parts[p] || slices.ContainsFunc(codec.PartLeaves(c, codec.Part(p)), func(w uint64) bool { return w != 0 })
+		}
+	}
 	return s, nil
 }
 
@@ -516,10 +522,10 @@ func (s *Server) Tick() {
 	s.reap()
 }
 
-// tickSegments returns the segments of c's TICK: its room's changes, and
-// those of the entities it sees beyond its room. Destructions of the
-// latter come first: an entity may leave c's pairs and enter its room in
-// one tick, and its creation must find the slot free.
+// tickSegments returns the segments of c's TICK, partition by partition,
+// all first: its room's changes, then those of the entities it sees
+// beyond its room. (An entity that moves between the two in a tick
+// resyncs c instead: see evalPair.)
 func (s *Server) tickSegments(c *Conn) [][]byte {
 	v := &c.view
 	segs := s.seg[:0]
@@ -527,14 +533,35 @@ func (s *Server) tickSegments(c *Conn) [][]byte {
 	if v.space != nil && v.space.room && v.space.active {
 		room = v.space
 	}
-	mine := func(e *state.Entity) bool { return s.ownerOf(e) == c }
 	if room != nil {
 		segs = append(segs, room.segAll...)
 	}
 	segs = s.pairSegments(segs, c, codec.PartAll, nil)
 
 	// Others partition: c's room, minus what c owns and what it lost
-	// (sent whole below); then its pairs likewise.
+	// (sent whole below); then its pairs likewise. A partition no class
+	// has a field in is skipped.
+	if s.parts[codec.PartOthers] {
+		segs = s.othersSegments(segs, c, room)
+	}
+	// Owner partition: what c owns, its new entities whole.
+	if s.parts[codec.PartOwner] {
+		mine := func(e *state.Entity) bool { return s.ownerOf(e) == c }
+		notNew := func(e *state.Entity) bool { return mine(e) && !slices.Contains(c.gainFull, e) }
+		if room != nil {
+			segs = s.deltas(segs, &c.changes, codec.PartOwner, notNew)
+			segs = s.fulls(segs, slices.DeleteFunc(slices.Clone(room.movedIn), func(e *state.Entity) bool { return !mine(e) }), codec.PartOwner)
+		}
+		segs = s.pairSegments(segs, c, codec.PartOwner, notNew)
+		segs = s.fulls(segs, c.gainFull, codec.PartOwner)
+	}
+	s.seg = segs
+	return segs
+}
+
+// othersSegments appends the others-partition segments of c's TICK.
+func (s *Server) othersSegments(segs [][]byte, c *Conn, room *Space) [][]byte {
+	mine := func(e *state.Entity) bool { return s.ownerOf(e) == c }
 	notMine := func(e *state.Entity) bool { return !mine(e) && !slices.Contains(c.loseFull, e) }
 	if room != nil {
 		transfer := len(c.gainFull)+len(c.loseFull) > 0
@@ -551,18 +578,7 @@ func (s *Server) tickSegments(c *Conn) [][]byte {
 		}
 	}
 	segs = s.pairSegments(segs, c, codec.PartOthers, notMine)
-	segs = s.fulls(segs, c.loseFull, codec.PartOthers)
-
-	// Owner partition: what c owns, its new entities whole.
-	notNew := func(e *state.Entity) bool { return mine(e) && !slices.Contains(c.gainFull, e) }
-	if room != nil {
-		segs = s.deltas(segs, &c.changes, codec.PartOwner, notNew)
-		segs = s.fulls(segs, slices.DeleteFunc(slices.Clone(room.movedIn), func(e *state.Entity) bool { return !mine(e) }), codec.PartOwner)
-	}
-	segs = s.pairSegments(segs, c, codec.PartOwner, notNew)
-	segs = s.fulls(segs, c.gainFull, codec.PartOwner)
-	s.seg = segs
-	return segs
+	return s.fulls(segs, c.loseFull, codec.PartOthers)
 }
 
 // destroys appends to segs a segment destroying ents on a client, if
