@@ -41,6 +41,9 @@ var (
 	// ErrNoPosition is returned when following an entity whose class has
 	// no position fields.
 	ErrNoPosition = errors.New("replica: class has no position (pos=x, pos=y fields)")
+	// ErrConnGone is returned for a connection of another server, or one
+	// that has left.
+	ErrConnGone = errors.New("replica: connection left, or of another server")
 )
 
 // A Metric is how an AOI space measures the distance between a viewer and
@@ -152,6 +155,7 @@ type view struct {
 	dirty    bool
 	switched *Space // the room it viewed before View moved it, until evaluated
 	resync   bool   // View changed its room: send it the full state
+	gone     bool   // the connection left: forgotten, and not to be viewed again
 
 	// This tick's pair changes and the changes of its pair entities.
 	enter []*state.Entity
@@ -241,6 +245,9 @@ func (s *Server) View(c *Conn, sp *Space) error {
 	if sp != nil && sp.srv != s {
 		return ErrUnknownSpace
 	}
+	if c == nil || c.srv != s || c.view.gone {
+		return ErrConnGone
+	}
 	v := &c.view
 	if v.space == sp {
 		return nil
@@ -275,6 +282,9 @@ func (s *Server) SetViewpoint(c *Conn, x, y float64) error {
 	if math.IsInf(x, 0) || math.IsNaN(x) || math.IsInf(y, 0) || math.IsNaN(y) {
 		return fmt.Errorf("replica: viewpoint (%v, %v) is not finite", x, y)
 	}
+	if c == nil || c.srv != s || c.view.gone {
+		return ErrConnGone
+	}
 	s.unfollow(c)
 	v := &c.view
 	v.fixed, v.auto = true, false
@@ -287,6 +297,9 @@ func (s *Server) SetViewpoint(c *Conn, x, y float64) error {
 // default a client follows the first entity with a position it is given
 // to own (SetOwner).
 func (s *Server) Follow(c *Conn, e *state.Entity) error {
+	if c == nil || c.srv != s || c.view.gone {
+		return ErrConnGone
+	}
 	ie, err := s.ientOf(e)
 	if err != nil {
 		return err
@@ -369,8 +382,12 @@ func (g *Group) RemoveEntity(e *state.Entity) {
 	g.srv.markEnt(ie)
 }
 
-// AddConn makes c a member: it sees the group's entities.
+// AddConn makes c a member: it sees the group's entities. It does
+// nothing for a connection that has left.
 func (g *Group) AddConn(c *Conn) {
+	if c == nil || c.srv != g.srv || c.view.gone {
+		return
+	}
 	if !slices.Contains(c.view.groups, g) {
 		c.view.groups = append(c.view.groups, g)
 		g.conns = append(g.conns, c)

@@ -355,6 +355,7 @@ func (s *Server) evalView(c *Conn) {
 // forget removes a connection that left from the interest state.
 func (s *Server) forget(c *Conn) {
 	v := &c.view
+	v.gone, c.admitted = true, false
 	for len(v.pairs) > 0 {
 		p := v.pairs[len(v.pairs)-1]
 		s.removePair(&s.ients[p.id.Slot()], int(p.at))

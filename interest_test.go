@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -498,7 +499,7 @@ func TestInterestErrors(t *testing.T) {
 	w := newWorld(t, 1, replica.Config{Schema: sc})
 	defer w.close()
 	w.aoi = true
-	other := newWorld(t, 0, replica.Config{Schema: sc})
+	other := newWorld(t, 1, replica.Config{Schema: sc})
 	defer other.close()
 	foreign, _ := other.srv.NewSpace(replica.SpaceConfig{Name: "elsewhere"})
 	flag, _ := w.srv.Tracker().Spawn(sc.Classes[1])
@@ -541,7 +542,23 @@ func TestInterestErrors(t *testing.T) {
 	if _, err := w.srv.Explain(c, flag, "nope"); err == nil {
 		t.Error("Explain of a field that does not exist: no error")
 	}
-	w.tick(t) // the world still ticks, and the client still follows
+	if err := w.srv.View(other.conns[0], nil); !errors.Is(err, replica.ErrConnGone) {
+		t.Errorf("View of another server's connection: %v", err)
+	}
+	// A connection that left can no longer be placed.
+	w.clients[0].Close()
+	for len(w.srv.Conns()) > 0 {
+		w.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+	if err := w.srv.View(c, nil); !errors.Is(err, replica.ErrConnGone) {
+		t.Errorf("View of a connection that left: %v", err)
+	}
+	if err := w.srv.SetViewpoint(c, 1, 1); !errors.Is(err, replica.ErrConnGone) {
+		t.Errorf("SetViewpoint of a connection that left: %v", err)
+	}
+	w.srv.NewGroup("late").AddConn(c) // nothing
+	w.srv.Tick()
 }
 
 // TestInterestViewpointAcrossSpaces: a fixed viewpoint set before the
