@@ -1,6 +1,10 @@
 package replica
 
-import "github.com/replicago/replica/state"
+import (
+	"slices"
+
+	"github.com/replicago/replica/state"
+)
 
 // A grid holds the cells of an AOI space by cell coordinates: a dense
 // array over the bounding box of the cells used so far, which grows to
@@ -123,6 +127,34 @@ func (g *grid) drop(k cellKey, ce *cell) {
 	if g.sparse[k] == ce {
 		delete(g.sparse, k)
 		g.n--
+	}
+}
+
+// addEnt puts entity id in the cell at k.
+func (g *grid) addEnt(k cellKey, id state.ID) {
+	ce := g.at(k)
+	ce.ents = append(ce.ents, id)
+}
+
+// removeEnt takes entity id out of the cell at k.
+func (g *grid) removeEnt(k cellKey, id state.ID) {
+	if ce := g.get(k); ce != nil {
+		ce.ents = removeID(ce.ents, id)
+		g.drop(k, ce)
+	}
+}
+
+// addView puts c's viewpoint in the cell at k.
+func (g *grid) addView(k cellKey, c *Conn) {
+	ce := g.at(k)
+	ce.views = append(ce.views, c)
+}
+
+// removeView takes c's viewpoint out of the cell at k.
+func (g *grid) removeView(k cellKey, c *Conn) {
+	if ce := g.get(k); ce != nil {
+		ce.views = slices.DeleteFunc(ce.views, func(x *Conn) bool { return x == c })
+		g.drop(k, ce)
 	}
 }
 

@@ -92,7 +92,6 @@ type Space struct {
 	cells   grid       // placed entities and viewpoints by cell
 	wide    []state.ID // placed entities whose radius exceeds the cell size
 	unplace []state.ID // members without a position: every viewer sees them
-	maxR    float64    // the largest radius of a placed member, for queries
 
 	viewers []*Conn // the connections viewing it; view.vidx indexes it
 
@@ -146,7 +145,6 @@ type view struct {
 	vidx     int32
 	fixed    bool // the viewpoint is a point the game set
 	follow   state.ID
-	auto     bool // follow was chosen as the connection's first owned entity with a position
 	px, py   float64
 	point    bool // has a viewpoint
 	cell     cellKey
@@ -191,10 +189,8 @@ func (s *Server) NewSpace(cfg SpaceConfig) (*Space, error) {
 		return nil, fmt.Errorf("replica: space %q: unknown metric %d", cfg.Name, cfg.Metric)
 	}
 	sp := &Space{srv: s, cfg: cfg, room: cfg.Radius == 0}
-	if !sp.room {
-		if sp.cfg.CellSize == 0 {
-			sp.cfg.CellSize = cfg.Radius
-		}
+	if !sp.room && sp.cfg.CellSize == 0 {
+		sp.cfg.CellSize = cfg.Radius
 	}
 	return sp, nil
 }
@@ -223,10 +219,7 @@ func (s *Server) SetSpace(e *state.Entity, sp *Space) error {
 	s.leaveSpace(ie, true)
 	s.enterSpace(ie, sp, true)
 	s.markEnt(ie)
-	for _, c := range ie.follow {
-		s.refreshPoint(c)
-		s.markView(c)
-	}
+	s.refreshFollowers(ie)
 	return nil
 }
 
@@ -258,7 +251,7 @@ func (s *Server) View(c *Conn, sp *Space) error {
 		}
 		// Its room's entities are all created or all destroyed: the
 		// client starts over from the full state of what it now sees.
-		if c.joined && (v.space != nil && v.space.room || sp != nil && sp.room) {
+		if v.space != nil && v.space.room || sp != nil && sp.room {
 			v.resync = true
 		}
 	}
@@ -287,7 +280,7 @@ func (s *Server) SetViewpoint(c *Conn, x, y float64) error {
 	}
 	s.unfollow(c)
 	v := &c.view
-	v.fixed, v.auto = true, false
+	v.fixed = true
 	s.movePoint(c, x, y, true)
 	s.markView(c)
 	return nil
@@ -308,12 +301,24 @@ func (s *Server) Follow(c *Conn, e *state.Entity) error {
 		return fmt.Errorf("%w: %s", ErrNoPosition, e.Class().Name)
 	}
 	s.unfollow(c)
-	v := &c.view
-	v.fixed, v.auto, v.follow = false, false, e.ID()
+	s.follow(c, ie)
+	return nil
+}
+
+// follow makes c, which follows nothing, view from ie.
+func (s *Server) follow(c *Conn, ie *ient) {
+	c.view.fixed, c.view.follow = false, ie.id
 	ie.follow = append(ie.follow, c)
 	s.refreshPoint(c)
 	s.markView(c)
-	return nil
+}
+
+// refreshFollowers re-reads the viewpoints of the clients that follow ie.
+func (s *Server) refreshFollowers(ie *ient) {
+	for _, c := range ie.follow {
+		s.refreshPoint(c)
+		s.markView(c)
+	}
 }
 
 // SetRadius sets e's visibility radius: clients whose viewpoint lies
@@ -524,10 +529,6 @@ func (s *Server) leaveSpace(ie *ient, moved bool) {
 			s.activate(sp)
 		}
 	}
-	for _, c := range ie.follow {
-		s.refreshPoint(c)
-		s.markView(c)
-	}
 }
 
 // createdNow reports whether ie's entity is created in the current tick:
@@ -560,7 +561,6 @@ func (s *Server) place(ie *ient) {
 	}
 	ie.x, ie.y, ie.placed = x, y, true
 	r := s.radius(ie)
-	sp.maxR = max(sp.maxR, r)
 	if r > sp.cfg.CellSize {
 		ie.wide = true
 		sp.wide = append(sp.wide, ie.id)
@@ -568,17 +568,15 @@ func (s *Server) place(ie *ient) {
 	}
 	ie.wide = false
 	ie.cell = sp.key(x, y)
-	ce := sp.cells.at(ie.cell)
-	ce.ents = append(ce.ents, ie.id)
+	sp.cells.addEnt(ie.cell, ie.id)
 }
 
 func (s *Server) unplace(ie *ient) {
 	sp := ie.space
 	if ie.wide {
 		sp.wide = removeID(sp.wide, ie.id)
-	} else if ce := sp.cells.get(ie.cell); ce != nil {
-		ce.ents = removeID(ce.ents, ie.id)
-		sp.cells.drop(ie.cell, ce)
+	} else {
+		sp.cells.removeEnt(ie.cell, ie.id)
 	}
 	ie.placed, ie.wide = false, false
 }
@@ -692,10 +690,7 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 	sp := v.space
 	grid := sp != nil && !sp.room
 	if grid && v.point {
-		if ce := sp.cells.get(v.cell); ce != nil {
-			ce.views = slices.DeleteFunc(ce.views, func(x *Conn) bool { return x == c })
-			sp.cells.drop(v.cell, ce)
-		}
+		sp.cells.removeView(v.cell, c)
 	}
 	if ok { // a fixed point survives a time without one (between spaces)
 		v.px, v.py = x, y
@@ -703,8 +698,7 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 	v.point = ok
 	if grid && ok {
 		v.cell = sp.key(x, y)
-		ce := sp.cells.at(v.cell)
-		ce.views = append(ce.views, c)
+		sp.cells.addView(v.cell, c)
 	}
 }
 
@@ -740,7 +734,7 @@ func (s *Server) unfollow(c *Conn) {
 			ie.follow = slices.DeleteFunc(ie.follow, func(x *Conn) bool { return x == c })
 		}
 	}
-	v.follow, v.auto = 0, false
+	v.follow = 0
 }
 
 // unview removes c from the space it views.
@@ -773,10 +767,7 @@ func (s *Server) ownerChanged(e *state.Entity, to *Conn) {
 	s.markEnt(ie)
 	if to != nil && !to.view.fixed && to.view.follow == 0 {
 		if _, _, ok := s.posLeaves(e.Class()); ok {
-			to.view.follow, to.view.auto = ie.id, true
-			ie.follow = append(ie.follow, to)
-			s.refreshPoint(to)
-			s.markView(to)
+			s.follow(to, ie)
 		}
 	}
 }

@@ -110,20 +110,13 @@ func (s *Server) moveEnt(ie *ient) {
 	ie.x, ie.y = x, y
 	if !ie.wide {
 		if k := sp.key(x, y); k != ie.cell {
-			if ce := sp.cells.get(ie.cell); ce != nil {
-				ce.ents = removeID(ce.ents, ie.id)
-				sp.cells.drop(ie.cell, ce)
-			}
+			sp.cells.removeEnt(ie.cell, ie.id)
 			ie.cell = k
-			ce := sp.cells.at(k)
-			ce.ents = append(ce.ents, ie.id)
+			sp.cells.addEnt(k, ie.id)
 		}
 	}
 	s.markEnt(ie)
-	for _, c := range ie.follow {
-		s.refreshPoint(c)
-		s.markView(c)
-	}
+	s.refreshFollowers(ie)
 }
 
 // drop forgets a destroyed entity: its observers are sent its
@@ -144,15 +137,13 @@ func (s *Server) drop(ie *ient) {
 	if ie.always {
 		s.always = slices.DeleteFunc(s.always, func(id state.ID) bool { return id == ie.id })
 	}
-	follow := slices.Clone(ie.follow)
-	ie.follow = ie.follow[:0]
 	s.leaveSpace(ie, false)
-	for _, c := range follow {
-		c.view.follow, c.view.auto = 0, false
+	for _, c := range ie.follow {
+		c.view.follow = 0
 		s.refreshPoint(c)
 		s.markView(c)
 	}
-	*ie = ient{obs: ie.obs, follow: ie.follow, groups: ie.groups[:0]}
+	*ie = ient{obs: ie.obs, follow: ie.follow[:0], groups: ie.groups[:0]}
 }
 
 // Reconsider re-evaluates who sees e: call it when what Config.Interest
@@ -384,6 +375,9 @@ func (s *Server) batchPairs() {
 		}
 	}
 	for p := range s.pairDelta {
+		if !s.parts[p] {
+			continue // no class has a field in it: tickSegments skips it
+		}
 		if len(s.pairCS.Changes) > 0 {
 			s.enc.DeltaBatch(&s.pairDelta[p], &s.pairCS, codec.Part(p))
 		}
@@ -420,6 +414,6 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 			a.Destroy(e.ID())
 		}
 	}
-	lim := s.cfg.ClientLimits
-	return a.Segments(segs, s.cfg.SegmentEntities, lim.MaxSegmentBytes/4, lim.MaxValues/4)
+	maxBytes, maxValues := s.segLimits()
+	return a.Segments(segs, s.cfg.SegmentEntities, maxBytes, maxValues)
 }

@@ -49,9 +49,15 @@ func (s *Server) behind(c *Conn) bool {
 	}
 	c.paused = false
 	s.stats.Resyncs++
+	s.resync(c)
+	return true
+}
+
+// resync has c start over: RESYNC, then the full state of what it sees
+// (which clears any resync pending for c) and the RPCs held for it.
+func (s *Server) resync(c *Conn) {
 	if c.tc.Send(session.AppendResync(nil)) == nil {
 		s.sendFull(c)
 		s.flushRPCs(c)
 	}
-	return true
 }

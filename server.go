@@ -231,8 +231,6 @@ type Server struct {
 	owners      []owner                 // by entity slot
 	moves       map[*state.Entity]*Conn // entities whose owner changed this tick: their owner before
 	seg         [][]byte                // one connection's segments of a tick
-	all         [][]byte                // this tick's PartAll segments
-	others      [][]byte                // this tick's PartOthers segments
 	scratch     []byte
 	fullEncoded uint64   // entities encoded into full states, for the tests
 	fullSeg     [][]byte // one connection's segments of the full state
@@ -261,6 +259,7 @@ type Server struct {
 	arena       codec.Arena // this and later ticks' messages for the clients
 	parts       [3]bool     // whether some class has a field in each partition
 	hdr         []byte      // a TICK header being built
+	entBuf      []*state.Entity
 }
 
 // Stats counts what a server has done since it started. Read it on the
@@ -457,8 +456,11 @@ func (s *Server) Tick() {
 		all := s.deltas(sp.segAll[:0], &sp.cs, codec.PartAll, nil)
 		all = s.fulls(all, sp.movedIn, codec.PartAll)
 		all = s.destroys(all, sp.movedOut)
-		others := s.deltas(sp.segOthers[:0], &sp.cs, codec.PartOthers, nil)
-		sp.segAll, sp.segOthers = all, s.fulls(others, sp.movedIn, codec.PartOthers)
+		sp.segAll = all
+		if s.parts[codec.PartOthers] {
+			others := s.deltas(sp.segOthers[:0], &sp.cs, codec.PartOthers, nil)
+			sp.segOthers = s.fulls(others, sp.movedIn, codec.PartOthers)
+		}
 	}
 
 	// Bucket the room changes by owning connection.
@@ -492,11 +494,7 @@ func (s *Server) Tick() {
 			continue
 		}
 		if c.view.resync {
-			c.view.resync = false
-			if c.tc.Send(session.AppendResync(nil)) == nil {
-				s.sendFull(c)
-				s.flushRPCs(c)
-			}
+			s.resync(c)
 			continue
 		}
 		s.send(c, s.tickSegments(c))
@@ -546,17 +544,28 @@ func (s *Server) tickSegments(c *Conn) [][]byte {
 	}
 	// Owner partition: what c owns, its new entities whole.
 	if s.parts[codec.PartOwner] {
-		mine := func(e *state.Entity) bool { return s.ownerOf(e) == c }
-		notNew := func(e *state.Entity) bool { return mine(e) && !slices.Contains(c.gainFull, e) }
+		notNew := func(e *state.Entity) bool { return s.ownerOf(e) == c && !slices.Contains(c.gainFull, e) }
 		if room != nil {
 			segs = s.deltas(segs, &c.changes, codec.PartOwner, notNew)
-			segs = s.fulls(segs, slices.DeleteFunc(slices.Clone(room.movedIn), func(e *state.Entity) bool { return !mine(e) }), codec.PartOwner)
+			segs = s.fulls(segs, s.ownedBy(room.movedIn, c, true), codec.PartOwner)
 		}
 		segs = s.pairSegments(segs, c, codec.PartOwner, notNew)
 		segs = s.fulls(segs, c.gainFull, codec.PartOwner)
 	}
 	s.seg = segs
 	return segs
+}
+
+// ownedBy returns, in a scratch slice, the entities of ents that c owns
+// (owned true) or does not own (false).
+func (s *Server) ownedBy(ents []*state.Entity, c *Conn, owned bool) []*state.Entity {
+	s.entBuf = s.entBuf[:0]
+	for _, e := range ents {
+		if (s.ownerOf(e) == c) == owned {
+			s.entBuf = append(s.entBuf, e)
+		}
+	}
+	return s.entBuf
 }
 
 // othersSegments appends the others-partition segments of c's TICK.
@@ -572,7 +581,7 @@ func (s *Server) othersSegments(segs [][]byte, c *Conn, room *Space) [][]byte {
 			} else {
 				segs = s.deltas(segs, &room.cs, codec.PartOthers, nil)
 			}
-			segs = s.fulls(segs, slices.DeleteFunc(slices.Clone(room.movedIn), mine), codec.PartOthers)
+			segs = s.fulls(segs, s.ownedBy(room.movedIn, c, false), codec.PartOthers)
 		} else {
 			segs = append(segs, room.segOthers...)
 		}
@@ -816,7 +825,7 @@ func (s *Server) deltas(segs [][]byte, cs *state.Changeset, part codec.Part, inc
 // stays within what the clients accept. encode(lo, hi) encodes entities lo
 // to hi−1 into a fresh slice with s.enc.
 func (s *Server) split(segs [][]byte, n int, encode func(lo, hi int) []byte) [][]byte {
-	maxBytes, maxValues := s.cfg.ClientLimits.MaxSegmentBytes/4, s.cfg.ClientLimits.MaxValues/4
+	maxBytes, maxValues := s.segLimits()
 	var add func(lo, hi int)
 	add = func(lo, hi int) {
 		seg := encode(lo, hi)
@@ -832,6 +841,13 @@ func (s *Server) split(segs [][]byte, n int, encode func(lo, hi int) []byte) [][
 		add(lo, min(lo+s.cfg.SegmentEntities, n))
 	}
 	return segs
+}
+
+// segLimits returns the bytes and values a segment may hold: a quarter of
+// what the clients accept, so that whatever the encoding's estimate, no
+// segment reaches the clients' limits.
+func (s *Server) segLimits() (maxBytes, maxValues int) {
+	return s.cfg.ClientLimits.MaxSegmentBytes / 4, s.cfg.ClientLimits.MaxValues / 4
 }
 
 // send writes a TICK and its segments, leaving out empty ones. A failed

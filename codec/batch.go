@@ -44,7 +44,6 @@ type Batch struct {
 	groups []batchGroup // in the order the encoder writes them
 	pieces []piece      // in the order of the changes or entities they came from
 	of     []int32      // per change or entity of the build: its piece, or −1
-	ks     []uint8      // the k of each U(k)-coded leaf of each group, in tree order
 	bits   []byte       // every tree and every piece's values, each from a byte boundary
 	w      wire.Writer
 	peak   int // decaying high-water mark of pieces per build (see settle)
@@ -57,8 +56,6 @@ type batchGroup struct {
 	sec   uint8
 	tree  int // byte offset of the tree in bits
 	treeN int // bit length of the tree
-	ks    int // offset in ks of the group's k's
-	nks   int
 }
 
 // A piece is one entity of a Batch: its group, its ID, and its values,
@@ -133,7 +130,7 @@ func (enc *Encoder) FullBatch(b *Batch, ents []*state.Entity, part Part) {
 func (enc *Encoder) build(b *Batch, part Part) {
 	items := enc.items
 	b.part = part
-	b.groups, b.ks = b.groups[:0], b.ks[:0]
+	b.groups = b.groups[:0]
 	b.pieces = slices.Grow(b.pieces[:0], len(items))[:len(items)]
 	w := &b.w
 	w.Reset(b.bits[:0])
@@ -141,7 +138,7 @@ func (enc *Encoder) build(b *Batch, part Part) {
 	for gi := range groups {
 		order := enc.order[groups[gi].start : groups[gi].start+groups[gi].n]
 		sec := groups[gi].sec
-		g := batchGroup{class: groups[gi].class, sec: sec, ks: len(b.ks)}
+		g := batchGroup{class: groups[gi].class, sec: sec}
 		if sec == secDestroy {
 			for _, o := range order {
 				b.pieces[uint32(o)] = piece{group: int32(gi), id: items[uint32(o)].id}
@@ -155,12 +152,6 @@ func (enc *Encoder) build(b *Batch, part Part) {
 		g.tree = w.BitLen() / 8
 		writeTree(w, c, 0, set, enc.ks, delta)
 		g.treeN = w.BitLen() - 8*g.tree
-		for i := range plans {
-			if p := &plans[i]; p.code == planDelta || p.code == planU || p.code == planZigzag {
-				b.ks = append(b.ks, p.k)
-			}
-		}
-		g.nks = len(b.ks) - g.ks
 		b.groups = append(b.groups, g)
 		np := len(plans)
 		for e, o := range order {
@@ -195,7 +186,7 @@ func alignByte(w *wire.Writer) {
 func (b *Batch) settle(n int) {
 	b.peak = max(n, b.peak-b.peak/8)
 	if cap(b.pieces) > 4*b.peak+256 {
-		b.pieces, b.of, b.groups, b.ks, b.bits = nil, nil, nil, nil, nil
+		b.pieces, b.of, b.groups, b.bits = nil, nil, nil, nil
 		b.w = wire.Writer{}
 	}
 }

@@ -278,16 +278,20 @@ func newW1Server(world *w1.World, quantized bool, units []unit) (*w1Server, erro
 }
 
 // mutate runs one workload step through the generated setters.
-func (s *w1Server) mutate() {
-	moved, hpChanged := s.world.Step()
+func (s *w1Server) mutate() { stepW1(s.world, s.units) }
+
+// stepW1 runs one step of world and writes what it changed into units
+// (by W1 id) through the generated setters.
+func stepW1[U unit](world *w1.World, units []U) {
+	moved, hpChanged := world.Step()
 	for _, id := range moved {
-		u := s.units[id]
-		u.SetX(s.world.X[id])
-		u.SetY(s.world.Y[id])
-		u.SetAngle(s.world.Angle[id])
+		u := units[id]
+		u.SetX(world.X[id])
+		u.SetY(world.Y[id])
+		u.SetAngle(world.Angle[id])
 	}
 	for _, id := range hpChanged {
-		s.units[id].SetHp(s.world.HP[id])
+		units[id].SetHp(world.HP[id])
 	}
 }
 

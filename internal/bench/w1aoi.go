@@ -88,18 +88,7 @@ func (w *w1AOIWorld) join(srv *replica.Server, i int, c *replica.Conn) error {
 	return srv.SetViewpoint(c, w.centres[i].CX, w.centres[i].CY)
 }
 
-func (w *w1AOIWorld) step() {
-	moved, hpChanged := w.world.Step()
-	for _, id := range moved {
-		u := w.units[id]
-		u.SetX(w.world.X[id])
-		u.SetY(w.world.Y[id])
-		u.SetAngle(w.world.Angle[id])
-	}
-	for _, id := range hpChanged {
-		w.units[id].SetHp(w.world.HP[id])
-	}
-}
+func (w *w1AOIWorld) step() { stepW1(w.world, w.units) }
 
 // verify checks that client i holds exactly the entities W1's AOI rule
 // gives its centre, with the workload's values.

@@ -69,7 +69,19 @@ type w2World struct {
 	space   *replica.Space
 	players []zone.Player // ids 0..P−1
 	npcs    []zone.Npc    // ids P..N−1, at id−P
+	bodies  []w2Body      // by W2 id: the players, then the NPCs
 	ids     []state.ID    // by W2 id
+}
+
+// w2Body is what the generated Player and Npc have in common.
+type w2Body interface {
+	SetX(float32)
+	SetY(float32)
+	SetAngle(float32)
+	SetHp(int16)
+	SetLevel(uint8)
+	SetName(string)
+	Entity() *state.Entity
 }
 
 func (w *w2World) spawn(srv *replica.Server) error {
@@ -80,18 +92,12 @@ func (w *w2World) spawn(srv *replica.Server) error {
 	w.space = sp
 	wd := w.world
 	for id := range w.cfg.N {
-		var e *state.Entity
+		var b w2Body
 		if id < w.cfg.P {
 			p, err := zone.SpawnPlayer(srv.Tracker())
 			if err != nil {
 				return err
 			}
-			p.SetX(wd.X[id])
-			p.SetY(wd.Y[id])
-			p.SetAngle(wd.Angle[id])
-			p.SetHp(wd.HP[id])
-			p.SetLevel(wd.Level[id])
-			p.SetName(wd.Name[id])
 			p.SetGold(wd.Gold[id])
 			g := p.Gear()
 			g.SetHelm(wd.Gear[id].Helm)
@@ -105,21 +111,23 @@ func (w *w2World) spawn(srv *replica.Server) error {
 				p.Inv().Add(uint8(k+1), item)
 			}
 			w.players = append(w.players, p)
-			e = p.Entity()
+			b = p
 		} else {
 			n, err := zone.SpawnNpc(srv.Tracker())
 			if err != nil {
 				return err
 			}
-			n.SetX(wd.X[id])
-			n.SetY(wd.Y[id])
-			n.SetAngle(wd.Angle[id])
-			n.SetHp(wd.HP[id])
-			n.SetLevel(wd.Level[id])
-			n.SetName(wd.Name[id])
 			w.npcs = append(w.npcs, n)
-			e = n.Entity()
+			b = n
 		}
+		b.SetX(wd.X[id])
+		b.SetY(wd.Y[id])
+		b.SetAngle(wd.Angle[id])
+		b.SetHp(wd.HP[id])
+		b.SetLevel(wd.Level[id])
+		b.SetName(wd.Name[id])
+		w.bodies = append(w.bodies, b)
+		e := b.Entity()
 		w.ids = append(w.ids, e.ID())
 		if err := srv.SetSpace(e, sp); err != nil {
 			return err
@@ -145,26 +153,14 @@ func (w *w2World) join(srv *replica.Server, i int, c *replica.Conn) error {
 func (w *w2World) step() {
 	wd := w.world
 	ch := wd.Step()
-	p := w.cfg.P
 	for _, id := range ch.Moved {
-		if id < p {
-			e := w.players[id]
-			e.SetX(wd.X[id])
-			e.SetY(wd.Y[id])
-			e.SetAngle(wd.Angle[id])
-		} else {
-			e := w.npcs[id-p]
-			e.SetX(wd.X[id])
-			e.SetY(wd.Y[id])
-			e.SetAngle(wd.Angle[id])
-		}
+		b := w.bodies[id]
+		b.SetX(wd.X[id])
+		b.SetY(wd.Y[id])
+		b.SetAngle(wd.Angle[id])
 	}
 	for _, id := range ch.HP {
-		if id < p {
-			w.players[id].SetHp(wd.HP[id])
-		} else {
-			w.npcs[id-p].SetHp(wd.HP[id])
-		}
+		w.bodies[id].SetHp(wd.HP[id])
 	}
 	for _, c := range ch.Inv {
 		if item, ok := w.players[c.Player].Inv().Get(uint8(c.Key)); ok {
