@@ -124,6 +124,24 @@ func (enc *Encoder) FullBatch(b *Batch, ents []*state.Entity, part Part) {
 	enc.build(b, part)
 }
 
+// SetBatch builds b from set sections for ents (see [Encoder.Set]): one
+// piece for each entity whose class has a leaf in partition part, with
+// every such leaf, zero or not.
+func (enc *Encoder) SetBatch(b *Batch, ents []*state.Entity, part Part) {
+	enc.queueSet(ents, part)
+	b.settle(len(enc.items))
+	b.of = slices.Grow(b.of[:0], len(ents))[:len(ents)]
+	j := 0
+	for i, e := range ents {
+		b.of[i] = -1
+		if j < len(enc.items) && enc.items[j].e == e {
+			b.of[i] = int32(j)
+			j++
+		}
+	}
+	enc.build(b, part)
+}
+
 // build encodes the queued items into b: each group's tree, with the k's
 // chosen over all of the group's items, and each item's values as its
 // piece. Piece i is item i.

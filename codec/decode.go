@@ -322,7 +322,7 @@ func (d *Decoder) apply(txn *state.Txn) error {
 					return err
 				}
 			}
-		case secCreate, secUpdate, secFill:
+		case secCreate, secUpdate, secFill, secSet:
 			cid := r.U(4)
 			rc := d.remote.Class(uint32(cid))
 			if r.Err() == nil && (rc == nil || cid > math.MaxUint32) {
@@ -402,7 +402,7 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 		default:
 			e = txn.AtSlot(slot)
 			if e == nil {
-				err = fmt.Errorf("%w: update of slot %d", state.ErrNotFound, slot)
+				err = fmt.Errorf("%w: %s of slot %d", state.ErrNotFound, map[uint8]string{secUpdate: "update", secSet: "set"}[tag], slot)
 			}
 		}
 		if err == nil && e.Class().ID != rc.ID {

@@ -15,6 +15,12 @@ import (
 // segment, plus PartOwner if it owns the entity or PartOthers if it does
 // not. Splitting by partition lets every segment be encoded once per tick
 // and shared by all of its audience.
+//
+// A partition may be narrowed to one level-of-detail band of the class
+// ([Part.Band], docs/protocol.md §5.8): its fields of that band only. The
+// three partitions above hold every band; PartAll narrowed to band 0
+// still creates and destroys entities, and the other bands of PartAll
+// fill in the fields of entities it creates.
 type Part uint8
 
 // Partitions.
@@ -24,8 +30,27 @@ const (
 	PartOwner              // fields visible only to the owner
 )
 
+// NumParts bounds the values of Part: the three partitions, each whole or
+// narrowed to one band 0..schema.MaxBands.
+const NumParts = 3 * (schema.MaxBands + 2)
+
+// Band returns p narrowed to the fields of level-of-detail band b (0: the
+// fields of no band) of p's visibility.
+func (p Part) Band(b int) Part { return p.Vis() | Part(b+1)<<2 }
+
+// Vis returns p's visibility partition, every band.
+func (p Part) Vis() Part { return p & 3 }
+
+// Banded returns the band p is narrowed to, and false if p holds every
+// band.
+func (p Part) Banded() (band int, ok bool) { return int(p>>2) - 1, p>>2 != 0 }
+
+// creates reports whether p's segments create and destroy entities: PartAll
+// whole or narrowed to band 0.
+func (p Part) creates() bool { return p == PartAll || p == PartAll.Band(0) }
+
 func (p Part) vis() schema.Visibility {
-	switch p {
+	switch p.Vis() {
 	case PartOthers:
 		return schema.VisOthers
 	case PartOwner:
@@ -41,6 +66,7 @@ const (
 	secUpdate  = 2
 	secDestroy = 3
 	secFill    = 4
+	secSet     = 5
 )
 
 // An Encoder encodes changesets and full states. It keeps scratch buffers
@@ -61,11 +87,11 @@ type Encoder struct {
 	ranks     []int32  // sortByID: IDs before each bitmap word
 	sorted    []uint64 // sortByID: the entries in order
 	sets      []uint64 // leaf sets of items, ws words each
-	masks     map[*schema.Struct]*[3][]uint64
+	masks     map[*schema.Struct]*[NumParts][]uint64
 	lastC     *schema.Struct // one-entry cache in front of masks
 	partsOf   *schema.Schema // the schema parts describes
-	parts     [3]bool        // whether any class has a leaf in each partition
-	lastM     *[3][]uint64
+	parts     [NumParts]bool // whether any class has a leaf in each partition
+	lastM     *[NumParts][]uint64
 	plans     []leafPlan
 	pst       kStats // of the plan whose codes are being computed
 	codes     []uint64
@@ -135,7 +161,7 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 // partition part carries and include accepts, in the order of cs.Changes.
 func (enc *Encoder) queueDelta(cs *state.Changeset, part Part, include func(*state.Entity) bool) {
 	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
-	if part != PartAll && cs.Schema != nil && !enc.hasPart(cs.Schema, part) {
+	if !part.creates() && cs.Schema != nil && !enc.hasPart(cs.Schema, part) {
 		return // no class has a field in this partition
 	}
 	for _, c := range cs.Changes {
@@ -145,7 +171,7 @@ func (enc *Encoder) queueDelta(cs *state.Changeset, part Part, include func(*sta
 		}
 		switch {
 		case c.Destroyed:
-			if part == PartAll {
+			if part.creates() {
 				enc.items = append(enc.items, item{sec: secDestroy, id: e.ID(), e: e})
 			}
 		case c.Created:
@@ -195,10 +221,34 @@ func (enc *Encoder) queueFull(ents []*state.Entity, part Part) {
 	}
 }
 
+// Set encodes set sections for ents (docs/protocol.md §5.6): every leaf of
+// partition part, zero or not, in full mode, for a client whose copies of
+// them may be stale (changes a bandwidth budget deferred). It appends the
+// segment to dst.
+func (enc *Encoder) Set(dst []byte, ents []*state.Entity, part Part) []byte {
+	enc.queueSet(ents, part)
+	return enc.emit(dst)
+}
+
+// queueSet queues the items Set writes, in the order of ents.
+func (enc *Encoder) queueSet(ents []*state.Entity, part Part) {
+	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
+	for _, e := range ents {
+		c := e.Class()
+		m := enc.mask(c, part)
+		if !slices.ContainsFunc(m, func(w uint64) bool { return w != 0 }) {
+			continue // the class has no leaf in this partition
+		}
+		off := len(enc.sets)
+		enc.sets = append(enc.sets, m...)
+		enc.items = append(enc.items, item{sec: secSet, class: c.ID, id: e.ID(), e: e, set: int32(off), words: int32(len(m))})
+	}
+}
+
 // hasPart reports whether any class of s has a leaf in partition part.
 func (enc *Encoder) hasPart(s *schema.Schema, part Part) bool {
 	if enc.partsOf != s {
-		enc.partsOf, enc.parts = s, [3]bool{}
+		enc.partsOf, enc.parts = s, [NumParts]bool{}
 		for _, c := range s.Classes {
 			for p := range enc.parts {
 				for _, w := range enc.mask(c, Part(p)) {
@@ -227,7 +277,7 @@ func (enc *Encoder) addFull(e *state.Entity, part Part) {
 		}
 	}
 	sec := uint8(secCreate)
-	if part != PartAll {
+	if !part.creates() {
 		if any == 0 {
 			enc.sets = enc.sets[:off]
 			return
@@ -243,11 +293,11 @@ func (enc *Encoder) mask(c *schema.Struct, part Part) []uint64 {
 		return enc.lastM[part]
 	}
 	if enc.masks == nil {
-		enc.masks = make(map[*schema.Struct]*[3][]uint64)
+		enc.masks = make(map[*schema.Struct]*[NumParts][]uint64)
 	}
 	ms := enc.masks[c]
 	if ms == nil {
-		ms = new([3][]uint64)
+		ms = new([NumParts][]uint64)
 		for p := range ms {
 			ms[p] = PartLeaves(c, Part(p))
 		}
@@ -263,8 +313,9 @@ func (enc *Encoder) mask(c *schema.Struct, part Part) []uint64 {
 func PartLeaves(c *schema.Struct, part Part) []uint64 {
 	m := make([]uint64, (c.Leaves+63)/64)
 	want := part.vis()
+	band, banded := part.Banded()
 	for i := 0; i < c.Leaves; i++ {
-		if c.Leaf(i).Vis == want {
+		if l := c.Leaf(i); l.Vis == want && (!banded || int(l.Band) == band) {
 			m[i>>6] |= 1 << (i & 63)
 		}
 	}

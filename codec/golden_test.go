@@ -502,6 +502,7 @@ func gvApplyTicks(t *testing.T, local, remote *schema.Schema, vis schema.Visibil
 func TestGoldenVectors(t *testing.T) {
 	scenarios := []func(*testing.T) *gvWorld{
 		scenarioScalars, scenarioNested, scenarioContainers, scenarioViews, scenarioLateJoin, scenarioW1,
+		scenarioBands,
 	}
 	seen := make(map[string]bool)
 	for _, scenario := range scenarios {
@@ -594,6 +595,59 @@ func gvCheckFile(t *testing.T, data []byte) {
 }
 
 // ---- Scenarios ----
+
+// scenarioBands covers level-of-detail bands in the descriptor (§3.6),
+// segments of band partitions (§5.8) and set sections (§5.6).
+func scenarioBands(t *testing.T) *gvWorld {
+	k := func(kind schema.Kind) schema.Type { return schema.Type{Kind: kind} }
+	gear := &schema.Struct{Name: "Gear", Fields: []*schema.Field{
+		{ID: 1, Name: "helm", Type: k(schema.Uint16), Vis: schema.VisAll},
+		{ID: 2, Name: "boots", Type: k(schema.Uint16), Vis: schema.VisAll},
+	}}
+	hero := &schema.Struct{Name: "Hero", Class: true, ID: 1, Fields: []*schema.Field{
+		{ID: 1, Name: "hp", Type: k(schema.Int16), Vis: schema.VisAll},
+		{ID: 2, Name: "gear", Type: schema.Type{Kind: schema.Nested, Struct: gear}, Vis: schema.VisAll, LOD: 60},
+		{ID: 3, Name: "emote", Type: k(schema.String), Vis: schema.VisAll, LOD: 20},
+		{ID: 4, Name: "tags", Type: schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.Uint8}}, Vis: schema.VisAll, LOD: 60},
+	}}
+	w := newGVWorld(t, hero)
+	parts := []codec.Part{codec.PartAll.Band(0), codec.PartAll.Band(1), codec.PartAll.Band(2)}
+	c := w.client("bands", "A class with two level-of-detail bands (gear and tags within 60, emote within 20), "+
+		"each band in a segment of its own: a create then fills of the bands, updates per band, then a tick "+
+		"of set sections (as after changes a bandwidth budget deferred) that set every leaf, zeros included. "+
+		"The client holds every entity at the top level throughout.",
+		"others", parts...)
+
+	// Tick 1: a hero with a value in every band, and one at zero.
+	a := w.spawn(hero)
+	gvSet(t, a, "hp", 100)
+	gvSet(t, a, "gear.helm", 7)
+	gvSet(t, a, "emote", "wave")
+	gvList(t, a, "tags").Push(gvNum(3))
+	b := w.spawn(hero)
+	w.tick()
+
+	// Tick 2: updates in bands 0 and 2.
+	gvSet(t, a, "hp", 90)
+	gvSet(t, a, "emote", "")
+	gvSet(t, b, "gear.boots", 2)
+	w.tick()
+
+	// Tick 3: the client missed these changes; set sections bring it up
+	// to date, zero values (hp 0, helm 0, tags empty) included.
+	gvSet(t, a, "hp", 0)
+	gvSet(t, a, "gear.helm", 0)
+	gvSet(t, a, "emote", "bow")
+	gvList(t, a, "tags").Clear()
+	w.tr.Commit()
+	ents := []*state.Entity{a, b}
+	var segs [][]byte
+	for _, p := range parts {
+		segs = append(segs, w.enc.Set(nil, ents, p))
+	}
+	c.ticks = append(c.ticks, gvTick{segments: segs, state: w.dump(c.vis)})
+	return w
+}
 
 func scenarioScalars(t *testing.T) *gvWorld {
 	bounded, err := schema.NewQuant(0.01, -10, 10, 0, true, true)

@@ -268,6 +268,9 @@ func (e *emitter) file() {
 			if sf.Pos != schema.AxisNone {
 				e.f(", Pos: schema.%s", map[schema.Axis]string{schema.AxisX: "AxisX", schema.AxisY: "AxisY"}[sf.Pos])
 			}
+			if sf.LOD != 0 {
+				e.f(", LOD: %s", strconv.FormatFloat(sf.LOD, 'g', -1, 64))
+			}
 			if sf.Deprecated {
 				e.f(", Deprecated: true")
 			}

@@ -433,3 +433,40 @@ func TestPositionTags(t *testing.T) {
 		t.Fatalf("generated schema does not mark the position:\n%s", out)
 	}
 }
+
+// TestLODErrors checks the lod= tag: a positive distance, on a field of a
+// class that reaches clients, at most schema.MaxBands distances a class.
+func TestLODErrors(t *testing.T) {
+	_, err := Load(Config{Dir: "testdata/badlod"})
+	checkErrors(t, err, []want{
+		{"server-only", "bad.go", 8, "field hero.secret: lod= on a vis=server field"},
+		{"five distances", "bad.go", 14, "class hero has more than 4 distinct lod= distances"},
+		
+		{"nested struct field", "bad.go", 18, "field gear.helm: lod= applies to fields of entity classes"},
+	})
+}
+
+// TestLODTags checks that lod= distances reach the schema as bands,
+// farthest first, a nested field's band covering its leaves.
+func TestLODTags(t *testing.T) {
+	p := load(t, Config{Dir: "testdata/lod"})
+	c := p.Schema.Classes[0]
+	if !slices.Equal(c.Bands(), []float64{60, 20}) {
+		t.Fatalf("bands %v, want [60 20]", c.Bands())
+	}
+	var got []string
+	for i := range c.Leaves {
+		l := c.Leaf(i)
+		got = append(got, fmt.Sprintf("%s:%d", l.Field.Name, l.Band))
+	}
+	if want := "x:0 y:0 hp:0 helm:1 boots:1 emote:2 title:1"; strings.Join(got, " ") != want {
+		t.Fatalf("leaf bands %s, want %s", strings.Join(got, " "), want)
+	}
+	out, err := p.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte("LOD: 60")) || !bytes.Contains(out, []byte("LOD: 20")) {
+		t.Fatalf("generated schema does not carry the distances:\n%s", out)
+	}
+}

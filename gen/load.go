@@ -186,6 +186,7 @@ func Load(cfg Config) (*Package, error) {
 		}
 	}
 	l.checkLeaves(p.Structs)
+	l.checkLOD(p)
 	if len(l.errs) > 0 {
 		return nil, l.errs.sort()
 	}
@@ -692,6 +693,7 @@ func (l *loader) resolveFields(s *Struct) {
 					Life:       tg.life,
 					Chan:       tg.ch,
 					Pos:        tg.pos,
+					LOD:        tg.lod,
 					Deprecated: tg.deprecated,
 				},
 			}
@@ -876,6 +878,36 @@ func (l *loader) checkPositions(p *Package) {
 		if !used[f] {
 			l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
 				"field %s: pos=%s is only read from a class's own fields (or structs nested in them), not from list, map or bag elements", f.Name, f.Schema.Pos)})
+		}
+	}
+}
+
+// checkLOD reports level-of-detail tags the server could not use: lod= on
+// a field of a struct that is not an entity class (a nested struct's
+// fields share the band of the class field that holds them), on a
+// server-only field, and more distinct distances in a class than
+// schema.MaxBands.
+func (l *loader) checkLOD(p *Package) {
+	for _, s := range p.Structs {
+		var bands []float64
+		for _, f := range s.Fields {
+			lod := f.Schema.LOD
+			switch {
+			case lod == 0:
+				continue
+			case !s.Class():
+				l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+					"field %s.%s: lod= applies to fields of entity classes; tag the class field that holds %s instead", s.Spec, f.Name, s.Spec)})
+			case f.Schema.Vis == schema.VisServer:
+				l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+					"field %s.%s: lod= on a vis=server field: it is never sent", s.Spec, f.Name)})
+			case !f.Schema.Deprecated && !slices.Contains(bands, lod):
+				bands = append(bands, lod)
+				if len(bands) == schema.MaxBands+1 {
+					l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+						"class %s has more than %d distinct lod= distances", s.Spec, schema.MaxBands)})
+				}
+			}
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // tagKeys lists the replica tag keys in the order messages name them.
-var tagKeys = []string{"id", "was", "vis", "life", "chan", "pos", "quant", "min", "max", "bits", "bag", "deprecated"}
+var tagKeys = []string{"id", "was", "vis", "life", "chan", "pos", "lod", "quant", "min", "max", "bits", "bag", "deprecated"}
 
 // tagAllowed describes the values each key accepts, for messages.
 var tagAllowed = map[string]string{
@@ -22,6 +22,7 @@ var tagAllowed = map[string]string{
 	"life":  "scene, process, session or persist",
 	"chan":  "reliable or unreliable",
 	"pos":   "x or y (the coordinate of the entity's position it holds)",
+	"lod":   "a distance such as 50: the field is sent only to clients that near",
 	"quant": "a positive step such as 0.25 or 1/64",
 	"min":   "a number such as -100 or 0.5",
 	"max":   "a number such as 100 or 0.5",
@@ -37,6 +38,7 @@ type tag struct {
 	life       schema.Lifetime
 	ch         schema.Channel
 	pos        schema.Axis
+	lod        float64
 	bag        bool
 	deprecated bool
 	given      map[string]bool // the keys given
@@ -127,6 +129,13 @@ func parseTag(structTag string) (*tag, []string) {
 			if !named(&t.pos, val, schema.AxisX, schema.AxisY) {
 				badValue()
 			}
+		case "lod":
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil || !(f > 0) || math.IsInf(f, 0) {
+				badValue()
+				continue
+			}
+			t.lod = f
 		case "chan":
 			if !named(&t.ch, val, schema.Reliable, schema.Unreliable) {
 				badValue()

@@ -10,7 +10,7 @@ import (
 )
 
 // DescriptorVersion is the version of the descriptor encoding.
-const DescriptorVersion = 1
+const DescriptorVersion = 2
 
 // ErrDescriptor wraps every error of DecodeDescriptor.
 var ErrDescriptor = errors.New("schema: bad descriptor")
@@ -80,6 +80,11 @@ func (s *Schema) AppendDescriptor(b []byte) []byte {
 			w.Bits(uint64(f.Life), 2)
 			w.Bits(uint64(f.Chan), 1)
 			w.Bool(f.Deprecated)
+			band := uint8(0)
+			if st.Class {
+				band = st.Band(f.LOD)
+			}
+			w.U(uint64(band), 0)
 		}
 		w.U(uint64(len(st.RPCs)), 0)
 		prev = 0
@@ -95,6 +100,10 @@ func (s *Schema) AppendDescriptor(b []byte) []byte {
 	for _, c := range s.Classes {
 		w.U(uint64(index[c]), 2)
 		w.U(uint64(c.ID), 4)
+		w.U(uint64(len(c.bands)), 0)
+		for _, d := range c.bands {
+			w.Bits(math.Float64bits(d), 64)
+		}
 	}
 	return append(b, w.Finish()...)
 }
@@ -158,6 +167,12 @@ func decodeDescriptor(b []byte) (*Schema, error) {
 		structs[i] = new(Struct)
 	}
 	fields, rpcs := 0, 0
+	type banded struct {
+		st   *Struct
+		f    *Field
+		band uint64
+	}
+	var bandFields []banded
 	for _, st := range structs {
 		st.Name = r.String(maxDescName)
 		nf := r.Count(2, maxDescFields-fields, minFieldBits, "fields")
@@ -177,6 +192,9 @@ func decodeDescriptor(b []byte) (*Schema, error) {
 			f.Life = Lifetime(r.Bits(2))
 			f.Chan = Channel(r.Bits(1))
 			f.Deprecated = r.Bool()
+			if band := r.U(0); band != 0 && r.Err() == nil {
+				bandFields = append(bandFields, banded{st, f, band})
+			}
 			st.Fields = append(st.Fields, f)
 		}
 		nr := r.Count(0, maxDescRPCs-rpcs, minRPCBits, "RPCs")
@@ -215,7 +233,24 @@ func decodeDescriptor(b []byte) (*Schema, error) {
 			return nil, fmt.Errorf("struct %s listed as a class twice", c.Name)
 		}
 		c.Class, c.ID = true, uint32(id)
+		nb := r.U(0)
+		if r.Err() == nil && nb > MaxBands {
+			return nil, fmt.Errorf("class %s: %d level-of-detail bands, at most %d", c.Name, nb, MaxBands)
+		}
+		for j := 0; j < int(nb) && r.Err() == nil; j++ {
+			d := math.Float64frombits(r.Bits(64))
+			if r.Err() == nil && (!(d > 0) || math.IsInf(d, 0) || j > 0 && !(d < c.bands[j-1])) {
+				return nil, fmt.Errorf("class %s: level-of-detail distance %v: want finite, > 0, and below the band before", c.Name, d)
+			}
+			c.bands = append(c.bands, d)
+		}
 		classes = append(classes, c)
+	}
+	for _, bf := range bandFields {
+		if !bf.st.Class || bf.band > uint64(len(bf.st.bands)) {
+			return nil, fmt.Errorf("%s.%s: level-of-detail band %d out of range", bf.st.Name, bf.f.Name, bf.band)
+		}
+		bf.f.LOD = bf.st.bands[bf.band-1]
 	}
 	if err := r.Err(); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -212,16 +213,19 @@ func TestDescriptorErrors(t *testing.T) {
 	}
 	check("trailing byte", append(append([]byte(nil), desc...), 0))
 	check("trailing bits", append(append([]byte(nil), desc[:len(desc)-1]...), desc[len(desc)-1]|0x80))
-	check("version 2", []byte{0x03}) // U(0) of 2: the bits 1, 1, 0, 0
+	check("version 1", []byte{0x01}) // U(0) of 1: the bits 1, 0
+	check("version 3", []byte{0x07}) // U(0) of 3: the bits 1, 1, 1, 0
 	// Build descriptors by hand for semantic errors.
 	type fieldSpec struct {
 		name    string
 		typ     func(w *wire.Writer)
 		deltaID uint64
 	}
-	build := func(structs [][]fieldSpec, classes [][2]uint64) []byte {
+	bandOf := map[string]uint64{} // fields with a level-of-detail band, by name
+	// bands, if given, are each class's level-of-detail distances.
+	build := func(structs [][]fieldSpec, classes [][2]uint64, bands ...[]float64) []byte {
 		var w wire.Writer
-		w.U(1, 0)
+		w.U(2, 0)
 		w.U(uint64(len(structs)), 2)
 		for i, fs := range structs {
 			w.String(fmt.Sprintf("S%d", i))
@@ -234,13 +238,22 @@ func TestDescriptorErrors(t *testing.T) {
 				w.Bits(0, 2)
 				w.Bits(0, 1)
 				w.Bool(false)
+				w.U(bandOf[f.name], 0)
 			}
 			w.U(0, 0) // no RPCs
 		}
 		w.U(uint64(len(classes)), 2)
-		for _, c := range classes {
+		for i, c := range classes {
 			w.U(c[0], 2)
 			w.U(c[1], 4)
+			var bs []float64
+			if i < len(bands) {
+				bs = bands[i]
+			}
+			w.U(uint64(len(bs)), 0)
+			for _, d := range bs {
+				w.Bits(math.Float64bits(d), 64)
+			}
 		}
 		return w.Finish()
 	}
@@ -317,15 +330,41 @@ func TestDescriptorErrors(t *testing.T) {
 	}
 	check("string bag key", build([][]fieldSpec{{{"b", bagKey(schema.String, 1), 0}}, {}}, [][2]uint64{{0, 1}}))
 	check("bag of a class", build([][]fieldSpec{{{"b", bagKey(schema.Uint8, 0), 0}}}, [][2]uint64{{0, 1}}))
+	lod := func(bands ...uint64) [][]fieldSpec {
+		var fs []fieldSpec
+		for i, b := range bands {
+			name := fmt.Sprintf("band%d_%d", b, i)
+			bandOf[name] = b
+			fs = append(fs, fieldSpec{name, kind(schema.Int8), 0})
+		}
+		return [][]fieldSpec{fs}
+	}
+	one := [][2]uint64{{0, 1}}
+	if s, err := schema.DecodeDescriptor(build(lod(0, 1, 2), one, []float64{100, 20})); err != nil {
+		t.Fatalf("hand-built descriptor with bands: %v", err)
+	} else if c := s.Class(1); !slices.Equal(c.Bands(), []float64{100, 20}) || c.Leaf(1).Band != 1 || c.Leaf(2).Band != 2 || c.Leaf(0).Band != 0 {
+		t.Errorf("bands decoded as %v, leaf bands %d %d %d", c.Bands(), c.Leaf(0).Band, c.Leaf(1).Band, c.Leaf(2).Band)
+	}
+	check("band out of range", build(lod(0, 2), one, []float64{100}))
+	check("band without a field", build(lod(0, 1), one, []float64{100, 20}))
+	check("bands ascending", build(lod(1, 2), one, []float64{20, 100}))
+	check("equal bands", build(lod(1, 2), one, []float64{20, 20}))
+	check("band distance 0", build(lod(1), one, []float64{0}))
+	check("band distance NaN", build(lod(1), one, []float64{math.NaN()}))
+	check("band distance infinite", build(lod(1), one, []float64{math.Inf(1)}))
+	check("five bands", build(lod(1, 2, 3, 4, 5), one, []float64{50, 40, 30, 20, 10}))
+	bandOf["nested1"], bandOf["inner1"] = 1, 1
+	check("band in a nested struct", build([][]fieldSpec{{{"nested1", nested(1), 0}}, {{"inner1", kind(schema.Int8), 0}}}, one, []float64{10}))
 	check("long name", func() []byte {
 		var w wire.Writer
-		w.U(1, 0)
+		w.U(2, 0)
 		w.U(1, 2)
 		w.String(strings.Repeat("x", 257))
 		w.U(0, 2)
 		w.U(1, 2)
 		w.U(0, 2)
 		w.U(1, 4)
+		w.U(0, 0)
 		return w.Finish()
 	}())
 }
@@ -443,7 +482,7 @@ func TestDescriptorCanonical(t *testing.T) {
 	}
 	build := func(structs [][]fieldSpec, classes [][2]uint64) []byte {
 		var w wire.Writer
-		w.U(1, 0)
+		w.U(2, 0)
 		w.U(uint64(len(structs)), 2)
 		for i, fs := range structs {
 			w.String(fmt.Sprintf("S%d", i))
@@ -459,6 +498,7 @@ func TestDescriptorCanonical(t *testing.T) {
 				w.Bits(0, 2)
 				w.Bits(0, 1)
 				w.Bool(false)
+				w.U(0, 0) // no band
 			}
 			w.U(0, 0) // no RPCs
 		}
@@ -466,6 +506,7 @@ func TestDescriptorCanonical(t *testing.T) {
 		for _, c := range classes {
 			w.U(c[0], 2)
 			w.U(c[1], 4)
+			w.U(0, 0) // no bands
 		}
 		return w.Finish()
 	}

@@ -9,10 +9,12 @@
 package schema
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 )
 
@@ -293,6 +295,11 @@ type Field struct {
 	Chan       Channel
 	Deprecated bool // kept for its ID; never stored or sent
 	Pos        Axis // a coordinate of the entity's position, for interest management
+	// LOD, if not 0, puts the field in a level-of-detail band: it is sent
+	// only to clients within LOD of the entity (fields of entity classes
+	// only; docs/protocol.md §3.6). The class's bands are its fields'
+	// distinct LOD distances, farthest first.
+	LOD float64
 
 	// Layout, set by Struct.Layout. Offsets are relative to the start of
 	// the enclosing struct's slots.
@@ -327,6 +334,26 @@ type Struct struct {
 	byID      map[uint32]*Field
 	rpcByID   map[uint32]*RPC
 	leaves    []LeafInfo
+	bands     []float64
+}
+
+// MaxBands bounds the level-of-detail bands of a class.
+const MaxBands = 4
+
+// Bands returns the distances of the class's level-of-detail bands,
+// farthest first: band b (1-based) is bands[b−1]. A client within
+// bands[b−1] of an entity holds it at level ≥ b. The slice must not be
+// modified.
+func (s *Struct) Bands() []float64 { return s.bands }
+
+// Band returns the band of a distance of s.Bands (1-based), or 0.
+func (s *Struct) Band(lod float64) uint8 {
+	for i, d := range s.bands {
+		if d == lod {
+			return uint8(i + 1)
+		}
+	}
+	return 0
 }
 
 // Direction says which side calls an RPC.
@@ -365,6 +392,7 @@ type LeafInfo struct {
 	Obj   int        // absolute string slot or container slot, by kind, or −1
 	Vis   Visibility // effective visibility: the parent fields' visibilities intersected
 	Path  []uint32   // field IDs from the struct down to the leaf
+	Band  uint8      // level-of-detail band of the class field it belongs to (see Struct.Bands), or 0
 }
 
 // Field returns the field with the given ID, or nil.
@@ -480,6 +508,9 @@ func (s *Struct) layout(stack []*Struct, pending *[]*Struct) error {
 	if len(s.RPCs) > 0 && !s.Class {
 		return fmt.Errorf("schema: %s declares RPCs but is not an entity class", s.Name)
 	}
+	if err := s.layoutBands(); err != nil {
+		return err
+	}
 	sort.Slice(s.RPCs, func(i, j int) bool { return s.RPCs[i].ID < s.RPCs[j].ID })
 	s.rpcByID = make(map[uint32]*RPC, len(s.RPCs))
 	for _, r := range s.RPCs {
@@ -497,6 +528,48 @@ func (s *Struct) layout(stack []*Struct, pending *[]*Struct) error {
 		*pending = append(*pending, r.Args)
 	}
 	s.laidOut = true
+	return nil
+}
+
+// layoutBands works out a class's level-of-detail bands from its fields'
+// LOD distances and gives each leaf its band.
+func (s *Struct) layoutBands() error {
+	s.bands = s.bands[:0]
+	for _, f := range s.Fields {
+		switch {
+		case f.LOD == 0 || f.Deprecated:
+			continue // a deprecated field has no leaf
+		case !s.Class:
+			return fmt.Errorf("schema: %s.%s: a level-of-detail distance is for fields of entity classes only", s.Name, f.Name)
+		case !(f.LOD > 0) || math.IsInf(f.LOD, 0):
+			return fmt.Errorf("schema: %s.%s: level-of-detail distance %v must be finite and > 0", s.Name, f.Name, f.LOD)
+		case f.Vis == VisServer:
+			return fmt.Errorf("schema: %s.%s: a server-only field has no level of detail: it is never sent", s.Name, f.Name)
+		}
+		if !slices.Contains(s.bands, f.LOD) {
+			s.bands = append(s.bands, f.LOD)
+		}
+	}
+	if len(s.bands) > MaxBands {
+		return fmt.Errorf("schema: %s: %d level-of-detail distances, at most %d", s.Name, len(s.bands), MaxBands)
+	}
+	slices.SortFunc(s.bands, func(a, b float64) int { return cmp.Compare(b, a) })
+	sent := make([]bool, len(s.bands))
+	for i := range s.leaves {
+		l := &s.leaves[i]
+		l.Band = 0
+		if len(s.bands) > 0 {
+			l.Band = s.Band(s.byID[l.Path[0]].LOD)
+		}
+		if l.Band > 0 && l.Vis != VisServer {
+			sent[l.Band-1] = true
+		}
+	}
+	for b, ok := range sent {
+		if !ok {
+			return fmt.Errorf("schema: %s: no field of level-of-detail distance %v reaches a client", s.Name, s.bands[b])
+		}
+	}
 	return nil
 }
 

@@ -27,7 +27,7 @@ func (s *Schema) ClientView() (*Schema, error) {
 				continue
 			}
 			nf := &Field{ID: f.ID, Name: f.Name, Type: copyType(f.Type), Vis: f.Vis, Life: f.Life,
-				Chan: f.Chan, Deprecated: f.Deprecated}
+				Chan: f.Chan, Deprecated: f.Deprecated, LOD: f.LOD}
 			c.Fields = append(c.Fields, nf)
 		}
 		for _, r := range st.RPCs {
