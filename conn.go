@@ -38,6 +38,7 @@ type Conn struct {
 	// This tick's ownership changes (Server.moved): the IDs its TICK
 	// lists, and the entities it gets the partition fields of whole.
 	gained, lost       []uint32
+	levels             []session.Level // this tick's level-of-detail changes (docs/protocol.md §5.8)
 	gainFull, loseFull []*state.Entity
 	lostAt             map[state.ID]uint64 // the tick it lost each entity, for lostGrace
 

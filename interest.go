@@ -156,10 +156,28 @@ type view struct {
 	gone     bool   // the connection left: forgotten, and not to be viewed again
 
 	// This tick's pair changes and the changes of its pair entities.
-	enter []*state.Entity
-	leave []*state.Entity
-	upd   []int32 // indexes in Server.pairCS
-	stamp uint64  // dedupes candidates within one evaluation
+	enter   []*state.Entity
+	leave   []*state.Entity
+	upd     []pairUpd  // the changes of entities it kept seeing
+	relevel []state.ID // pairs whose level of detail changed (may repeat)
+	raised  []raise    // pairs whose level rose, for their new bands' fills
+	enterL  []uint8    // the level of each of enter
+	stamp   uint64     // dedupes candidates within one evaluation
+}
+
+// A pairUpd is the change of an entity a client keeps seeing: its index in
+// Server.pairCS, and the bands the client gets of it (those up to level).
+type pairUpd struct {
+	i     int32
+	level uint8
+}
+
+// A raise is a pair whose level of detail rose this tick: the client gets
+// the bands above from as fills.
+type raise struct {
+	e    *state.Entity
+	from uint8
+	to   uint8
 }
 
 // A Group makes entities visible to its member connections wherever they
@@ -778,6 +796,8 @@ func (s *Server) ownerChanged(e *state.Entity, to *Conn) {
 type obsRef struct {
 	c       *Conn
 	at      int32  // in c.view.pairs
+	level   uint8  // the level of detail c should see the entity at (levelOf)
+	sent    uint8  // the level c holds it at, as of the last tick sent
 	entered uint64 // the tick c started seeing the entity
 }
 

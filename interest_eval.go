@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
 )
 
@@ -16,6 +17,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	for _, c := range s.conns {
 		v := &c.view
 		v.enter, v.leave, v.upd = v.enter[:0], v.leave[:0], v.upd[:0]
+		v.relevel, v.raised, v.enterL = v.relevel[:0], v.raised[:0], v.enterL[:0]
 	}
 	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
 	s.pairCS.Changes = s.pairCS.Changes[:0]
@@ -65,14 +67,10 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 				}
 			}
 			if len(ie.obs) > 0 {
-				// Seen beyond rooms: encoded once in the pair batches,
-				// each observer's tick names it. (Pairs change only in
-				// the evaluation below, so every observer had it.)
-				i := int32(len(s.pairCS.Changes))
+				// Seen beyond rooms: encoded once in the pair batches;
+				// each observer that keeps seeing it gets it (below).
+				// Only the evaluation adds observers, which enter.
 				s.pairCS.Changes = append(s.pairCS.Changes, ch)
-				for _, o := range ie.obs {
-					o.c.view.upd = append(o.c.view.upd, i)
-				}
 			}
 		}
 	}
@@ -93,6 +91,19 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 		}
 	}
 	s.dirtyViews = s.dirtyViews[:0]
+	// The changes each client gets: of the entities it kept seeing, the
+	// bands it held them at and still does.
+	for i, ch := range s.pairCS.Changes {
+		ie := &s.ients[ch.Entity.ID().Slot()]
+		if ie.e != ch.Entity {
+			continue
+		}
+		for _, o := range ie.obs {
+			if o.entered != s.tick {
+				o.c.view.upd = append(o.c.view.upd, pairUpd{i: int32(i), level: min(o.level, o.sent)})
+			}
+		}
+	}
 }
 
 func (s *Server) roomChange(sp *Space, ch *state.Change) {
@@ -191,6 +202,32 @@ func (s *Server) pairWanted(c *Conn, ie *ient, seen bool) bool {
 	return s.cfg.Interest == nil || s.cfg.Interest(c, ie.e)
 }
 
+// levelOf returns the level of detail c should see ie at: the number of
+// ie's class's bands whose distance reaches c's viewpoint (with the
+// space's hysteresis for the bands it held, at level old, when seen), or
+// every band when c sees ie other than by distance (it owns it, or sees
+// it through a group, as always relevant, or from another space).
+func (s *Server) levelOf(c *Conn, ie *ient, old uint8, seen bool) uint8 {
+	bands := ie.e.Class().Bands()
+	v := &c.view
+	sp := ie.space
+	if len(bands) == 0 || !ie.placed || !v.point || sp != v.space || s.ownerOf(ie.e) == c {
+		return uint8(len(bands))
+	}
+	dx, dy := v.px-ie.x, v.py-ie.y
+	level := uint8(0)
+	for b, d := range bands {
+		if seen && int(old) > b {
+			d += sp.cfg.Hysteresis
+		}
+		if !sp.within(dx, dy, d) {
+			break
+		}
+		level++
+	}
+	return level
+}
+
 // within reports whether the offset (dx, dy) lies within r by the space's
 // metric.
 func (sp *Space) within(dx, dy, r float64) bool {
@@ -218,7 +255,16 @@ func (s *Server) evalPair(c *Conn, ie *ient) {
 	switch {
 	case want && !had:
 		s.addPair(c, ie)
+		o := &ie.obs[len(ie.obs)-1]
+		o.level = s.levelOf(c, ie, 0, false)
+		o.sent = o.level
 		v.enter = append(v.enter, ie.e)
+	case want && s.bands > 0:
+		o := &ie.obs[oi]
+		if l := s.levelOf(c, ie, o.level, true); l != o.level {
+			o.level = l
+			v.relevel = append(v.relevel, ie.id)
+		}
 	case !want && had:
 		if ie.obs[oi].entered == s.tick {
 			v.enter = slices.DeleteFunc(v.enter, func(e *state.Entity) bool { return e == ie.e })
@@ -362,27 +408,60 @@ func (s *Server) forget(c *Conn) {
 
 // batchPairs encodes, once for every client, what clients see beyond
 // their rooms this tick: the changes of the entities seen so, and the
-// full states of those that entered some client's view.
+// full states of those that entered some client's view (or, for their
+// new bands, rose in level of detail). It also works out each client's
+// level-of-detail changes for its TICK.
 func (s *Server) batchPairs() {
 	s.enterEnts = s.enterEnts[:0]
+	full := func(e *state.Entity) {
+		ie := &s.ients[e.ID().Slot()]
+		if ie.entered != s.tick {
+			ie.entered, ie.enterAt = s.tick, int32(len(s.enterEnts))
+			s.enterEnts = append(s.enterEnts, e)
+		}
+	}
 	for _, c := range s.conns {
-		for _, e := range c.view.enter {
+		v := &c.view
+		for _, e := range v.enter {
+			full(e)
+		}
+		if s.bands == 0 {
+			continue
+		}
+		for _, e := range v.enter {
 			ie := &s.ients[e.ID().Slot()]
-			if ie.entered != s.tick {
-				ie.entered, ie.enterAt = s.tick, int32(len(s.enterEnts))
-				s.enterEnts = append(s.enterEnts, e)
+			o := &ie.obs[s.pairOf(c, ie)]
+			o.sent = o.level
+			v.enterL = append(v.enterL, o.level)
+			if int(o.level) < len(e.Class().Bands()) {
+				c.levels = append(c.levels, session.Level{ID: uint32(e.ID()), Level: o.level})
 			}
+		}
+		for _, id := range v.relevel {
+			ie := &s.ients[id.Slot()]
+			oi := s.pairOf(c, ie)
+			if oi < 0 || ie.obs[oi].entered == s.tick || ie.obs[oi].level == ie.obs[oi].sent {
+				continue // gone, entering, or already done
+			}
+			o := &ie.obs[oi]
+			c.levels = append(c.levels, session.Level{ID: uint32(id), Level: o.level})
+			if o.level > o.sent {
+				v.raised = append(v.raised, raise{e: ie.e, from: o.sent, to: o.level})
+				full(ie.e)
+			}
+			o.sent = o.level
 		}
 	}
 	for p := range s.pairDelta {
-		if !s.parts[p] {
-			continue // no class has a field in it: tickSegments skips it
+		part := codec.Part(p)
+		if _, banded := part.Banded(); !s.parts[p] || banded != (s.bands > 0) {
+			continue // no class has a field in it, or not how pairs are encoded
 		}
 		if len(s.pairCS.Changes) > 0 {
-			s.enc.DeltaBatch(&s.pairDelta[p], &s.pairCS, codec.Part(p))
+			s.enc.DeltaBatch(&s.pairDelta[p], &s.pairCS, part)
 		}
 		if len(s.enterEnts) > 0 {
-			s.enc.FullBatch(&s.pairFull[p], s.enterEnts, codec.Part(p))
+			s.enc.FullBatch(&s.pairFull[p], s.enterEnts, part)
 		}
 	}
 }
@@ -391,22 +470,42 @@ func (s *Server) batchPairs() {
 // sees beyond its room: the entities that entered its view (creates in
 // PartAll, fills in the others) and the changes of those it kept seeing,
 // for the entities keep accepts; in PartAll the destructions of those
-// that left. keep nil accepts all.
+// that left. With level-of-detail bands, each entity's bands up to the
+// level c sees it at, and fills of the bands it rose to. keep nil accepts
+// all.
 func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func(*state.Entity) bool) [][]byte {
 	v := &c.view
 	a := &s.asm
-	full, delta := &s.pairFull[part], &s.pairDelta[part]
-	for _, e := range v.enter {
-		if keep == nil || keep(e) {
-			a.Add(full, full.Piece(int(s.ients[e.ID().Slot()].enterAt)))
+	// add adds e's pieces of batches bs (by part) for bands lo..hi,
+	// piece i of each; every band if there are none.
+	add := func(bs *[codec.NumParts]codec.Batch, i int, lo, hi uint8) {
+		if s.bands == 0 {
+			a.Add(&bs[part], bs[part].Piece(i))
+			return
+		}
+		for b := lo; b <= hi; b++ {
+			if p := part.Band(int(b)); s.parts[p] {
+				a.Add(&bs[p], bs[p].Piece(i))
+			}
 		}
 	}
-	for _, i := range v.upd {
-		// upd lists pairs that existed before this tick's evaluation,
-		// which can only have ended them (into leave).
-		e := s.pairCS.Changes[i].Entity
-		if (len(v.leave) == 0 || !slices.Contains(v.leave, e)) && (keep == nil || keep(e)) {
-			a.Add(delta, delta.Piece(int(i)))
+	for j, e := range v.enter {
+		if keep == nil || keep(e) {
+			hi := uint8(0)
+			if s.bands > 0 {
+				hi = v.enterL[j]
+			}
+			add(&s.pairFull, int(s.ients[e.ID().Slot()].enterAt), 0, hi)
+		}
+	}
+	for _, u := range v.upd {
+		if e := s.pairCS.Changes[u.i].Entity; keep == nil || keep(e) {
+			add(&s.pairDelta, int(u.i), 0, u.level)
+		}
+	}
+	for _, r := range v.raised {
+		if keep == nil || keep(r.e) {
+			add(&s.pairFull, int(s.ients[r.e.ID().Slot()].enterAt), r.from+1, r.to)
 		}
 	}
 	if part == codec.PartAll {

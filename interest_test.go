@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -16,8 +17,9 @@ import (
 )
 
 // aoiSchema has a class with a position (Unit: every partition) and one
-// without (Flag).
-func aoiSchema(t tb) *schema.Schema {
+// without (Flag). With lod, Unit has level-of-detail bands: gear (all)
+// within 25 and emote (others) within 12 (lodBands).
+func aoiSchema(t tb, lod ...bool) *schema.Schema {
 	f := func(id uint32, name string, k schema.Kind, vis schema.Visibility, pos schema.Axis) *schema.Field {
 		return &schema.Field{ID: id, Name: name, Type: schema.Type{Kind: k}, Vis: vis, Pos: pos}
 	}
@@ -29,6 +31,11 @@ func aoiSchema(t tb) *schema.Schema {
 		f(5, "mood", schema.Uint8, schema.VisOthers, 0),
 		f(6, "name", schema.String, schema.VisAll, 0),
 	}}
+	if len(lod) > 0 && lod[0] {
+		gear, emote := f(7, "gear", schema.Int32, schema.VisAll, 0), f(8, "emote", schema.Uint8, schema.VisOthers, 0)
+		gear.LOD, emote.LOD = lodBands[0], lodBands[1]
+		unit.Fields = append(unit.Fields, gear, emote)
+	}
 	flag := &schema.Struct{Name: "Flag", Class: true, ID: 2, Fields: []*schema.Field{
 		f(1, "score", schema.Int32, schema.VisAll, 0),
 		f(2, "secret", schema.Int32, schema.VisOwner, 0),
@@ -39,6 +46,9 @@ func aoiSchema(t tb) *schema.Schema {
 	}
 	return s
 }
+
+// lodBands are the distances of aoiSchema's bands with lod.
+var lodBands = []float64{25, 12}
 
 func setPos(e *state.Entity, x, y float32) {
 	e.SetNum(0, uint64(math.Float32bits(x)))
@@ -68,6 +78,7 @@ type aoiModel struct {
 	follow  []*state.Entity
 	cgroups [][]int
 	pairs   []map[*state.Entity]bool // what each client saw beyond its room last tick
+	levels  []map[*state.Entity]int  // the level of detail each client held each entity at last tick
 }
 
 func (m *aoiModel) room(sp int) bool { return sp >= 0 && m.cfgs[sp].Radius == 0 }
@@ -124,19 +135,61 @@ func (m *aoiModel) sees(i int, e *state.Entity) (vis, pair bool) {
 	return dx*dx+dy*dy <= r*r, true
 }
 
-// settle records this tick's pairs, for the next tick's hysteresis.
+// level returns the level of detail client i holds e at, −1 for every
+// band: e's bands within reach of i's viewpoint, with the hysteresis for
+// the bands it held last tick, when it sees a unit of its AOI space it
+// does not own.
+func (m *aoiModel) level(i int, e *state.Entity) int {
+	bands := e.Class().Bands()
+	vis, pair := m.sees(i, e)
+	sp := m.space[e]
+	if len(bands) == 0 || !vis || !pair || sp < 0 || sp != m.view[i] || m.room(sp) || m.w.srv.Owner(e) == m.w.conns[i] {
+		return -1
+	}
+	px, py, ok := m.point(i)
+	if !ok {
+		return -1
+	}
+	ex, ey := posOf(e)
+	dx, dy := px-ex, py-ey
+	old, held := m.levels[i][e]
+	if !m.pairs[i][e] {
+		held = false // it enters: no hysteresis
+	}
+	level := 0
+	for b, d := range bands {
+		if held && (old < 0 || old > b) {
+			d += m.cfgs[sp].Hysteresis
+		}
+		if m.cfgs[sp].Metric == replica.Square && (math.Abs(dx) > d || math.Abs(dy) > d) ||
+			m.cfgs[sp].Metric != replica.Square && dx*dx+dy*dy > d*d {
+			break
+		}
+		level++
+	}
+	return level
+}
+
+// settle records this tick's pairs and levels, for the next tick's
+// hysteresis.
 func (m *aoiModel) settle() {
 	ents := m.w.srv.Tracker().AppendEntities(nil)
 	next := make([]map[*state.Entity]bool, len(m.pairs))
+	levels := make([]map[*state.Entity]int, len(m.pairs))
 	for i := range m.pairs {
-		next[i] = map[*state.Entity]bool{}
+		next[i], levels[i] = map[*state.Entity]bool{}, map[*state.Entity]int{}
+		for _, e := range ents {
+			if vis, pair := m.sees(i, e); vis && pair {
+				levels[i][e] = m.level(i, e)
+			}
+		}
 		for _, e := range ents {
 			if vis, pair := m.sees(i, e); vis && pair {
 				next[i][e] = true
 			}
 		}
 	}
-	m.pairs = next
+	m.pairs, m.levels = next, levels
 }
 
 // TestInterestProperty drives an AOI world at random: units that move,
@@ -148,11 +201,15 @@ func (m *aoiModel) settle() {
 // may see of each, and knows which it owns.
 func TestInterestProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		sc := aoiSchema(rt)
+		lod := rapid.Bool().Draw(rt, "lod")
+		sc := aoiSchema(rt, lod)
 		w := newWorld(rt, 3, replica.Config{Schema: sc})
 		defer w.close()
 		m := &aoiModel{w: w, space: map[*state.Entity]int{}, radius: map[*state.Entity]float64{},
 			always: map[*state.Entity]bool{}, egroups: map[*state.Entity][]int{}}
+		if lod {
+			w.level = m.level
+		}
 		m.cfgs = []replica.SpaceConfig{
 			{Name: "default"},
 			{Name: "field", Radius: 30, Hysteresis: 10, CellSize: 20},
@@ -171,8 +228,9 @@ func TestInterestProperty(t *testing.T) {
 		n := len(w.conns)
 		m.view, m.fixed, m.px, m.py = make([]int, n), make([]bool, n), make([]float64, n), make([]float64, n)
 		m.follow, m.cgroups, m.pairs = make([]*state.Entity, n), make([][]int, n), make([]map[*state.Entity]bool, n)
+		m.levels = make([]map[*state.Entity]int, n)
 		for i := range n {
-			m.pairs[i] = map[*state.Entity]bool{}
+			m.pairs[i], m.levels[i] = map[*state.Entity]bool{}, map[*state.Entity]int{}
 		}
 		w.sees = func(i int, e *state.Entity) bool { vis, _ := m.sees(i, e); return vis }
 
@@ -203,7 +261,19 @@ func TestInterestProperty(t *testing.T) {
 			}
 			w.srv.SetOwner(e, c)
 		}
-		rt.Repeat(map[string]func(*rapid.T){
+		if lod {
+			for i := range n {
+				x, y := coord("x"), coord("y")
+				if err := w.srv.View(w.conns[i], m.spaces[1]); err != nil {
+					rt.Fatal(err)
+				}
+				if err := w.srv.SetViewpoint(w.conns[i], float64(x), float64(y)); err != nil {
+					rt.Fatal(err)
+				}
+				m.view[i], m.fixed[i], m.px[i], m.py[i] = 1, true, float64(x), float64(y)
+			}
+		}
+		actions := map[string]func(*rapid.T){
 			"spawn": func(rt *rapid.T) {
 				cl := sc.Classes[rapid.IntRange(0, 1).Draw(rt, "class")]
 				e, err := w.srv.Tracker().Spawn(cl)
@@ -215,6 +285,14 @@ func TestInterestProperty(t *testing.T) {
 					e.SetNum(2, uint64(rapid.IntRange(0, 5).Draw(rt, "hp")))
 				}
 				m.space[e] = 0
+				if lod {
+					// Levels of detail need units and viewers in an AOI
+					// space: start them in the field.
+					if err := w.srv.SetSpace(e, m.spaces[1]); err != nil {
+						rt.Fatal(err)
+					}
+					m.space[e] = 1
+				}
 				if rapid.Bool().Draw(rt, "placed") {
 					sp := spaceIdx()
 					if err := w.srv.SetSpace(e, spaceOf(sp)); err != nil {
@@ -251,7 +329,15 @@ func TestInterestProperty(t *testing.T) {
 			"write": func(rt *rapid.T) {
 				if e := pick(); e != nil {
 					if e.Class().Name == "Unit" {
-						e.SetNum(rapid.IntRange(2, 4).Draw(rt, "leaf"), uint64(rapid.IntRange(0, 9).Draw(rt, "v")))
+						hi := 4
+						if lod {
+							hi = 7 // gear and emote too; leaf 5 is the name
+						}
+						leaf := rapid.IntRange(2, hi).Draw(rt, "leaf")
+						if leaf == 5 {
+							leaf = 2
+						}
+						e.SetNum(leaf, uint64(rapid.IntRange(0, 9).Draw(rt, "v")))
 					} else {
 						e.SetNum(rapid.IntRange(0, 1).Draw(rt, "leaf"), uint64(rapid.IntRange(0, 9).Draw(rt, "v")))
 					}
@@ -341,7 +427,17 @@ func TestInterestProperty(t *testing.T) {
 				w.tick(rt)
 				m.settle()
 			},
-		})
+		}
+		if lod {
+			// Levels change as units and viewpoints move: more of those,
+			// and of writes to the banded fields.
+			for _, a := range []string{"move", "teleport", "write", "viewpoint", "tick"} {
+				for k := range 3 {
+					actions[fmt.Sprint(a, k)] = actions[a]
+				}
+			}
+		}
+		rt.Repeat(actions)
 		w.tick(rt)
 	})
 }
@@ -617,4 +713,96 @@ func TestInterestPredicate(t *testing.T) {
 	if !w.has(0, u) {
 		t.Fatal("revealed and reconsidered, still unseen")
 	}
+}
+
+// TestInterestLODProperty drives units with level-of-detail bands around
+// viewers in an AOI space for many ticks: units move, teleport, change
+// their banded fields and owners; viewers move and follow units. After
+// every tick each client holds each entity at the level the rules give,
+// with exactly the fields of its bands (the others zero), which
+// TestInterestProperty's shorter runs reach less often.
+func TestInterestLODProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		sc := aoiSchema(rt, true)
+		w := newWorld(rt, 2, replica.Config{Schema: sc})
+		defer w.close()
+		m := &aoiModel{w: w, space: map[*state.Entity]int{}, radius: map[*state.Entity]float64{},
+			always: map[*state.Entity]bool{}, egroups: map[*state.Entity][]int{}}
+		w.level = m.level
+		m.cfgs = []replica.SpaceConfig{{Name: "default"}, {Name: "field", Radius: 30, Hysteresis: 4, CellSize: 16}}
+		sp, err := w.srv.NewSpace(m.cfgs[1])
+		if err != nil {
+			rt.Fatal(err)
+		}
+		m.spaces = []*replica.Space{w.srv.DefaultSpace(), sp}
+		n := len(w.conns)
+		m.view, m.fixed, m.px, m.py = make([]int, n), make([]bool, n), make([]float64, n), make([]float64, n)
+		m.follow, m.cgroups, m.pairs = make([]*state.Entity, n), make([][]int, n), make([]map[*state.Entity]bool, n)
+		m.levels = make([]map[*state.Entity]int, n)
+		w.sees = func(i int, e *state.Entity) bool { vis, _ := m.sees(i, e); return vis }
+		coord := func(name string) float32 { return float32(rapid.IntRange(0, 50).Draw(rt, name)) }
+		for i := range n {
+			m.pairs[i], m.levels[i] = map[*state.Entity]bool{}, map[*state.Entity]int{}
+			x, y := coord("vx"), coord("vy")
+			if err := w.srv.View(w.conns[i], sp); err != nil {
+				rt.Fatal(err)
+			}
+			if err := w.srv.SetViewpoint(w.conns[i], float64(x), float64(y)); err != nil {
+				rt.Fatal(err)
+			}
+			m.view[i], m.fixed[i], m.px[i], m.py[i] = 1, true, float64(x), float64(y)
+		}
+		var units []*state.Entity
+		for range rapid.IntRange(1, 6).Draw(rt, "units") {
+			e, err := w.srv.Tracker().Spawn(sc.Classes[0])
+			if err != nil {
+				rt.Fatal(err)
+			}
+			setPos(e, coord("x"), coord("y"))
+			if err := w.srv.SetSpace(e, sp); err != nil {
+				rt.Fatal(err)
+			}
+			m.space[e] = 1
+			units = append(units, e)
+		}
+		for range rapid.IntRange(5, 40).Draw(rt, "ticks") {
+			for _, e := range units {
+				switch rapid.IntRange(0, 6).Draw(rt, "act") {
+				case 0, 1:
+					x, y := posOf(e)
+					setPos(e, float32(x)+float32(rapid.IntRange(-9, 9).Draw(rt, "dx")), float32(y)+float32(rapid.IntRange(-9, 9).Draw(rt, "dy")))
+				case 2:
+					setPos(e, coord("x"), coord("y"))
+				case 3:
+					e.SetNum(rapid.SampledFrom([]int{2, 6, 7}).Draw(rt, "leaf"), uint64(rapid.IntRange(0, 9).Draw(rt, "v")))
+				case 4:
+					if rapid.IntRange(0, 4).Draw(rt, "own") == 0 {
+						var c *replica.Conn
+						if i := rapid.IntRange(-1, n-1).Draw(rt, "owner"); i >= 0 {
+							c = w.conns[i]
+						}
+						w.srv.SetOwner(e, c)
+					}
+				}
+			}
+			if rapid.Bool().Draw(rt, "moveView") {
+				i := rapid.IntRange(0, n-1).Draw(rt, "client")
+				if rapid.IntRange(0, 3).Draw(rt, "follow") == 0 {
+					e := units[rapid.IntRange(0, len(units)-1).Draw(rt, "unit")]
+					if err := w.srv.Follow(w.conns[i], e); err != nil {
+						rt.Fatal(err)
+					}
+					m.fixed[i], m.follow[i] = false, e
+				} else {
+					x, y := coord("vx"), coord("vy")
+					if err := w.srv.SetViewpoint(w.conns[i], float64(x), float64(y)); err != nil {
+						rt.Fatal(err)
+					}
+					m.fixed[i], m.px[i], m.py[i], m.follow[i] = true, float64(x), float64(y), nil
+				}
+			}
+			w.tick(rt)
+			m.settle()
+		}
+	})
 }

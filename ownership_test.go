@@ -32,8 +32,11 @@ type ownWorld struct {
 	// sees, if set, says which entities client i sees (interest); nil
 	// for every entity.
 	sees func(i int, e *state.Entity) bool
-	dial func() (*client.Conn, error)
-	aoi  bool // without sees: check the entities the server says each client sees
+	// level, if set, is the level of detail client i must hold e at, −1
+	// for every band.
+	level func(i int, e *state.Entity) int
+	dial  func() (*client.Conn, error)
+	aoi   bool // without sees: check the entities the server says each client sees
 }
 
 // join connects one more client and ticks until it has joined, so that
@@ -146,7 +149,18 @@ func (w *ownWorld) check(i int) error {
 	if sees != nil {
 		ents = slices.DeleteFunc(ents, func(e *state.Entity) bool { return !sees(i, e) })
 	}
-	want, got := chaos.ServerDigest(ents, view), chaos.ReplicaDigest(r.Entities(nil))
+	want := chaos.ServerDigest(ents, view)
+	if w.level != nil {
+		want = chaos.ServerDigestLevels(ents, view, func(e *state.Entity) int { return w.level(i, e) })
+		for _, e := range ents {
+			l := w.level(i, e)
+			got, all := r.Entity(e.ID()).Level()
+			if wantAll := l < 0 || l == len(e.Class().Bands()); all != wantAll || !all && got != l {
+				return fmt.Errorf("entity %#x: level %d (all %v), want %d", uint32(e.ID()), got, all, l)
+			}
+		}
+	}
+	got := chaos.ReplicaDigest(r.Entities(nil))
 	if want.Sum != got.Sum {
 		for j := range min(len(want.Entities), len(got.Entities)) {
 			if want.Entities[j] != got.Entities[j] {

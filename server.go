@@ -251,14 +251,15 @@ type Server struct {
 	activeRooms []*Space
 	dcs         state.Changeset // destructions, for destroys
 	dch         []state.Change
-	pairCS      state.Changeset // this tick's changes of entities seen beyond rooms
-	enterEnts   []*state.Entity // this tick's entities entering some client's pairs
-	pairDelta   [3]codec.Batch  // pairCS, by partition
-	pairFull    [3]codec.Batch  // enterEnts, by partition
+	pairCS      state.Changeset             // this tick's changes of entities seen beyond rooms
+	enterEnts   []*state.Entity             // this tick's entities entering some client's pairs
+	pairDelta   [codec.NumParts]codec.Batch // pairCS, by partition (and band, see bands)
+	pairFull    [codec.NumParts]codec.Batch // enterEnts, by partition (and band)
 	asm         codec.Assembler
-	arena       codec.Arena // this and later ticks' messages for the clients
-	parts       [3]bool     // whether some class has a field in each partition
-	hdr         []byte      // a TICK header being built
+	arena       codec.Arena          // this and later ticks' messages for the clients
+	parts       [codec.NumParts]bool // whether some class has a field in each partition
+	bands       int                  // the most level-of-detail bands of a class: pairs are encoded by band if > 0
+	hdr         []byte               // a TICK header being built
 	entBuf      []*state.Entity
 }
 
@@ -314,6 +315,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.defSpace, _ = s.NewSpace(SpaceConfig{Name: "default"})
 	s.asm.Arena = &s.arena
 	for _, c := range cfg.Schema.Classes {
+		s.bands = max(s.bands, len(c.Bands()))
 		for p := range s.parts {
 			s.parts[p] = s.parts[p] || slices.ContainsFunc(codec.PartLeaves(c, codec.Part(p)), func(w uint64) bool { return w != 0 })
 		}
@@ -467,6 +469,7 @@ func (s *Server) Tick() {
 	for _, c := range s.conns {
 		c.changes.Changes = c.changes.Changes[:0]
 		c.gained, c.lost, c.gainFull, c.loseFull = c.gained[:0], c.lost[:0], c.gainFull[:0], c.loseFull[:0]
+		c.levels = c.levels[:0]
 	}
 	for _, sp := range s.activeRooms {
 		for _, ch := range sp.cs.Changes {
@@ -550,7 +553,7 @@ func (s *Server) tickSegments(c *Conn) [][]byte {
 			segs = s.fulls(segs, s.ownedBy(room.movedIn, c, true), codec.PartOwner)
 		}
 		segs = s.pairSegments(segs, c, codec.PartOwner, notNew)
-		segs = s.fulls(segs, c.gainFull, codec.PartOwner)
+		segs = s.leveledFulls(segs, c, c.gainFull, codec.PartOwner)
 	}
 	s.seg = segs
 	return segs
@@ -587,7 +590,7 @@ func (s *Server) othersSegments(segs [][]byte, c *Conn, room *Space) [][]byte {
 		}
 	}
 	segs = s.pairSegments(segs, c, codec.PartOthers, notMine)
-	return s.fulls(segs, c.loseFull, codec.PartOthers)
+	return s.leveledFulls(segs, c, c.loseFull, codec.PartOthers)
 }
 
 // destroys appends to segs a segment destroying ents on a client, if
@@ -776,10 +779,21 @@ func (s *Server) sendFull(c *Conn) {
 			}
 		}
 	}
-	segs = s.fulls(segs, pairs, codec.PartAll)
+	c.levels = c.levels[:0]
+	segs = s.leveledFulls(segs, c, pairs, codec.PartAll)
 	segs = append(segs, shared...)
-	segs = s.fulls(segs, others, codec.PartOthers)
-	segs = s.fulls(segs, mine, codec.PartOwner)
+	segs = s.leveledFulls(segs, c, others, codec.PartOthers)
+	segs = s.leveledFulls(segs, c, mine, codec.PartOwner)
+	if s.bands > 0 {
+		for _, e := range pairs {
+			ie := &s.ients[e.ID().Slot()]
+			o := &ie.obs[s.pairOf(c, ie)]
+			o.sent = o.level
+			if int(o.level) < len(e.Class().Bands()) {
+				c.levels = append(c.levels, session.Level{ID: uint32(e.ID()), Level: o.level})
+			}
+		}
+	}
 	s.fullSeg = segs
 	c.gained, c.lost = c.gained[:0], c.lost[:0]
 	for _, e := range mine {
@@ -788,6 +802,32 @@ func (s *Server) sendFull(c *Conn) {
 	c.joined = true
 	c.view.resync = false // this is the full state a resync asks for
 	s.send(c, segs)
+}
+
+// leveledFulls appends to segs the full segments of partition part (a
+// whole one) for ents, as c sees them: with level-of-detail bands, each
+// entity's bands up to the level of its pair with c (every band for an
+// entity of c's room).
+func (s *Server) leveledFulls(segs [][]byte, c *Conn, ents []*state.Entity, part codec.Part) [][]byte {
+	if s.bands == 0 {
+		return s.fulls(segs, ents, part)
+	}
+	for b := range s.bands + 1 {
+		p := part.Band(b)
+		if !s.parts[p] {
+			continue
+		}
+		sub := s.entBuf[:0]
+		for _, e := range ents {
+			ie := &s.ients[e.ID().Slot()]
+			if oi := s.pairOf(c, ie); oi < 0 || int(ie.obs[oi].level) >= b {
+				sub = append(sub, e)
+			}
+		}
+		s.entBuf = sub
+		segs = s.fulls(segs, sub, p)
+	}
+	return segs
 }
 
 // ownsIn reports whether c owns an entity of room sp.
@@ -876,7 +916,7 @@ func (s *Server) send(c *Conn, segs [][]byte) {
 		}
 		c.tc.Close(transport.CloseInternalError, "tick not sent")
 	}
-	s.hdr = session.AppendTick(s.hdr[:0], &session.Tick{Tick: s.tick, Segments: n, Gained: c.gained, Lost: c.lost})
+	s.hdr = session.AppendTick(s.hdr[:0], &session.Tick{Tick: s.tick, Segments: n, Gained: c.gained, Lost: c.lost, Levels: c.levels})
 	if err := c.tc.Send(s.arena.Copy(s.hdr)); err != nil {
 		fail(err)
 		return

@@ -257,7 +257,7 @@ func TestRefusals(t *testing.T) {
 		tc := rawConn(t, r)
 		tc.Send(session.AppendHello(nil, &session.Hello{Version: 99, Descriptor: demo.Schema().AppendDescriptor(nil)}))
 		waitClosed(t, tc, transport.CloseIncompatible)
-		if _, reason, _ := tc.CloseInfo(); reason != "protocol version 99, server speaks 3" {
+		if _, reason, _ := tc.CloseInfo(); reason != fmt.Sprintf("protocol version 99, server speaks %d", session.ProtocolVersion) {
 			t.Fatalf("reason %q", reason)
 		}
 	})

@@ -104,6 +104,7 @@ type callback struct {
 	dead  bool
 	ent   func(*state.Entity) // OnCreate, OnDestroy
 	own   func(e *state.Entity, owned bool)
+	level func(e *state.Entity, old, new int)
 	field func(e *state.Entity, old, new state.Value)
 	list  func(*state.Entity, ListEvent)
 	mapf  func(*state.Entity, MapEvent)
@@ -113,6 +114,7 @@ type callback struct {
 type classCallbacks struct {
 	create, destroy []*callback
 	owned           []*callback
+	level           []*callback
 	leaves          [][]*callback // by leaf
 }
 
@@ -188,6 +190,16 @@ func (r *Replica) OnOwnership(c *schema.Struct, fn func(e *state.Entity, owned b
 	return r.add(&r.class("OnOwnership", c).owned, &callback{own: fn})
 }
 
+// OnLevel registers fn to run when the level of detail an entity of class
+// c is held at changes (docs/protocol.md §5.8), and returns a func that
+// unregisters it. old and new are levels as [state.Entity.Level] reports
+// them, −1 for every band. fn sees the entity with the whole tick applied:
+// the fields of the bands it left are zero, those of the bands it entered
+// filled in.
+func (r *Replica) OnLevel(c *schema.Struct, fn func(e *state.Entity, old, new int)) (cancel func()) {
+	return r.add(&r.class("OnLevel", c).level, &callback{level: fn})
+}
+
 // OnField registers fn to run when scalar leaf leaf (a number, bool, ref,
 // string or bytes field, possibly of a nested struct) of an entity of class
 // c changes, and returns a func that unregisters it. old and new are in the
@@ -246,6 +258,8 @@ func (r *Replica) dispatch(events []state.Event) {
 			list = cc.destroy
 		case state.EvOwned:
 			list = cc.owned
+		case state.EvLevel:
+			list = cc.level
 		default:
 			list = cc.leaves[ev.Leaf]
 		}
@@ -263,6 +277,12 @@ func (r *Replica) dispatch(events []state.Event) {
 			for _, cb := range list {
 				if cb.from <= tick && !cb.dead {
 					cb.own(ev.E, ev.New.N == 1)
+				}
+			}
+		case state.EvLevel:
+			for _, cb := range list {
+				if cb.from <= tick && !cb.dead {
+					cb.level(ev.E, int(ev.Old.N)-1, int(ev.New.N)-1)
 				}
 			}
 		case state.EvField:

@@ -117,6 +117,92 @@ type Replica struct {
 
 	parts   map[*schema.Struct]*[2][]uint64 // codec.PartLeaves of PartOthers and PartOwner, by class
 	created []state.ID                      // ApplyTick's scratch
+	later   []Level                         // ApplyTick's scratch: levels of entities the tick creates
+	bands   map[*schema.Struct][]uint8      // per class, each leaf's band in the sender's class
+}
+
+// A Level is an entity's new level of detail in a tick (docs/protocol.md
+// §5.8): the client knows its fields of level-of-detail bands 1..Level.
+type Level struct {
+	ID    state.ID
+	Level uint8
+}
+
+// TickInfo is what a TICK message says besides its segments: the entities
+// whose ownership by this client, and whose level of detail, the tick
+// changes.
+type TickInfo struct {
+	Gained, Lost []state.ID
+	Levels       []Level
+}
+
+// ErrLevel is the cause of a [TickError] whose level-of-detail changes
+// contradict the replica: an entity it neither has nor receives, a level
+// above the class's bands, or an entity listed twice.
+var ErrLevel = errors.New("client: inconsistent level of detail")
+
+// leafBands returns, for each leaf of class c (local or the sender's), the
+// level-of-detail band of the sender's leaf with the same path, or 0.
+func (r *Replica) leafBands(c *schema.Struct) []uint8 {
+	if b, ok := r.bands[c]; ok {
+		return b
+	}
+	var out []uint8
+	if rc := r.remote.Class(c.ID); rc != nil && len(rc.Bands()) > 0 {
+		byPath := make(map[string]uint8)
+		for i := range rc.Leaves {
+			if l := rc.Leaf(i); l.Band > 0 {
+				byPath[fmt.Sprint(l.Path)] = l.Band
+			}
+		}
+		out = make([]uint8, c.Leaves)
+		for i := range c.Leaves {
+			out[i] = byPath[fmt.Sprint(c.Leaf(i).Path)]
+		}
+	}
+	if r.bands == nil {
+		r.bands = make(map[*schema.Struct][]uint8)
+	}
+	r.bands[c] = out
+	return out
+}
+
+// Knows reports whether the replica knows leaf leaf of e: true unless e
+// is held at a level of detail below the leaf's band (docs/protocol.md
+// §5.8), in which case the leaf holds its zero value and the server sends
+// it again when the client comes near enough.
+func (r *Replica) Knows(e *state.Entity, leaf int) bool {
+	level, all := e.Level()
+	if all {
+		return true
+	}
+	b := r.leafBands(e.Class())
+	return b == nil || int(b[leaf]) <= level
+}
+
+// setLevel applies a level change to e in txn: level ≥ the sender's
+// class's bands means every band.
+func (r *Replica) setLevel(txn *state.Txn, e *state.Entity, level uint8) error {
+	rc := r.remote.Class(e.Class().ID)
+	if rc == nil || int(level) > len(rc.Bands()) {
+		return fmt.Errorf("%w: level %d of %#x, whose class has fewer bands", ErrLevel, level, uint32(e.ID()))
+	}
+	lod := level + 1
+	if int(level) == len(rc.Bands()) {
+		lod = 0
+	}
+	var forget []uint64
+	if old, all := e.Level(); all || int(level) < old {
+		bands := r.leafBands(e.Class())
+		forget = make([]uint64, (e.Class().Leaves+63)/64)
+		for i, b := range bands {
+			if int(b) > int(level) {
+				forget[i>>6] |= 1 << (i & 63)
+			}
+		}
+	}
+	txn.SetLevel(e, lod, forget)
+	return nil
 }
 
 // partLeaves returns codec.PartLeaves(c, part) for PartOthers or PartOwner.
@@ -181,14 +267,45 @@ var ErrOwnership = errors.New("client: inconsistent ownership change")
 // with the others. A contradictory change rejects the tick with a
 // [TickError] whose Segment is −1 and whose cause is ErrOwnership.
 func (r *Replica) ApplyTick(gained, lost []state.ID, segments ...[]byte) error {
+	return r.ApplyTickInfo(TickInfo{Gained: gained, Lost: lost}, segments...)
+}
+
+// ApplyTickInfo is [Replica.ApplyTick] for a tick that may also change
+// levels of detail (docs/protocol.md §5.8): an entity held at a lower
+// level forgets the fields of the bands above it (they read as zero,
+// [Replica.Knows] reports them unknown, and field callbacks report the
+// change to zero); at a higher level the tick's segments fill in the
+// fields of the bands it enters. [state.Entity.Level] reports the
+// result, and OnLevel callbacks run with the others. A contradictory
+// change rejects the tick with a [TickError] whose Segment is −1 and whose
+// cause is ErrLevel.
+func (r *Replica) ApplyTickInfo(info TickInfo, segments ...[]byte) error {
 	if r.dispatching {
 		return ErrReentrant
 	}
+	gained, lost := info.Gained, info.Lost
 	txn := r.tab.Begin()
 	fail := func(seg int, err error) error {
 		txn.Rollback()
 		return &TickError{Segment: seg, Err: err}
 	}
+	later := r.later[:0] // levels of entities the tick creates
+	for i, l := range info.Levels {
+		for _, m := range info.Levels[:i] {
+			if m.ID == l.ID {
+				return fail(-1, fmt.Errorf("%w: %#x listed twice", ErrLevel, uint32(l.ID)))
+			}
+		}
+		e := r.tab.Entity(l.ID)
+		if e == nil {
+			later = append(later, l)
+			continue
+		}
+		if err := r.setLevel(txn, e, l.Level); err != nil {
+			return fail(-1, err)
+		}
+	}
+	r.later = later
 	for _, id := range lost {
 		e := r.tab.Entity(id)
 		if !e.Owned() {
@@ -221,6 +338,15 @@ func (r *Replica) ApplyTick(gained, lost []state.ID, segments ...[]byte) error {
 			return fail(-1, fmt.Errorf("%w: gained %#x, which it neither has nor receives", ErrOwnership, uint32(id)))
 		}
 		txn.SetOwned(e, true)
+	}
+	for _, l := range later {
+		e := r.tab.Entity(l.ID)
+		if e == nil || !txn.Fillable(l.ID.Slot()) {
+			return fail(-1, fmt.Errorf("%w: level of %#x, which it neither has nor receives", ErrLevel, uint32(l.ID)))
+		}
+		if err := r.setLevel(txn, e, l.Level); err != nil {
+			return fail(-1, err)
+		}
 	}
 	events := txn.Commit()
 	r.tick++

@@ -249,7 +249,7 @@ func (c *Conn) read(idle time.Duration) {
 					return
 				}
 			}
-			t := tick{n: m.Tick, segs: segs, resync: resync, gained: ids(m.Gained), lost: ids(m.Lost)}
+			t := tick{n: m.Tick, segs: segs, resync: resync, gained: ids(m.Gained), lost: ids(m.Lost), levels: levels(m.Levels)}
 			resync = false
 			select {
 			case c.ticks <- t:
@@ -332,6 +332,7 @@ type tick struct {
 	n            uint64
 	segs         [][]byte
 	gained, lost []state.ID // ownership changes
+	levels       []Level    // level-of-detail changes
 	rpc          []byte
 	resync       bool
 }
@@ -348,6 +349,17 @@ func ids(v []uint32) []state.ID {
 	return out
 }
 
+func levels(v []session.Level) []Level {
+	if len(v) == 0 {
+		return nil
+	}
+	out := make([]Level, len(v))
+	for i, l := range v {
+		out[i] = Level{ID: state.ID(l.ID), Level: l.Level}
+	}
+	return out
+}
+
 func (c *Conn) apply(t tick) error {
 	if t.rpc != nil {
 		return c.run(t.rpc)
@@ -359,7 +371,7 @@ func (c *Conn) apply(t tick) error {
 			return err
 		}
 	}
-	if err := c.r.ApplyTick(t.gained, t.lost, t.segs...); err != nil {
+	if err := c.r.ApplyTickInfo(TickInfo{Gained: t.gained, Lost: t.lost, Levels: t.levels}, t.segs...); err != nil {
 		c.tc.Close(transport.CloseProtocolError, "bad tick")
 		return err
 	}

@@ -441,7 +441,7 @@ func TestLODErrors(t *testing.T) {
 	checkErrors(t, err, []want{
 		{"server-only", "bad.go", 8, "field hero.secret: lod= on a vis=server field"},
 		{"five distances", "bad.go", 14, "class hero has more than 4 distinct lod= distances"},
-		
+
 		{"nested struct field", "bad.go", 18, "field gear.helm: lod= applies to fields of entity classes"},
 	})
 }

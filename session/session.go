@@ -29,7 +29,7 @@ import (
 
 // ProtocolVersion is the version of the session protocol and segment
 // format. Peers with different versions refuse each other.
-const ProtocolVersion = 3
+const ProtocolVersion = 4
 
 // Type is a message type, the first byte of every non-segment message.
 type Type uint8
@@ -108,13 +108,25 @@ type Refuse struct {
 // Tick announces one tick and the number of segment messages that follow,
 // and names the entities whose ownership by this client the tick changes:
 // Gained lists those it now owns (all it owns, in a full state), Lost those
-// it owned and no longer does. IDs are network IDs (state.ID).
+// it owned and no longer does. IDs are network IDs (state.ID). Levels
+// lists the entities whose level of detail the tick changes
+// (docs/protocol.md §5.8).
 type Tick struct {
 	Tick     uint64
 	Segments int
 	Gained   []uint32
 	Lost     []uint32
+	Levels   []Level
 }
+
+// A Level is an entity's new level of detail in a [Tick].
+type Level struct {
+	ID    uint32
+	Level uint8 // ≤ MaxLevel
+}
+
+// MaxLevel bounds a Level's level: schema.MaxBands.
+const MaxLevel = 4
 
 // MaxOwned bounds the IDs of each of Tick's lists.
 const MaxOwned = 1 << 20
@@ -183,6 +195,11 @@ func AppendTick(b []byte, m *Tick) []byte {
 		for _, id := range ids {
 			w.Bits(uint64(id), 32)
 		}
+	}
+	w.U(uint64(len(m.Levels)), 3)
+	for _, l := range m.Levels {
+		w.Bits(uint64(l.ID), 32)
+		w.U(uint64(l.Level), 0)
 	}
 	return append(b, w.Finish()...)
 }
@@ -284,6 +301,18 @@ func Parse(msg []byte) (any, error) {
 			}
 			for i := 0; i < n && r.Err() == nil; i++ {
 				(*ids)[i] = uint32(r.Bits(32))
+			}
+		}
+		n := r.Count(3, MaxOwned, 33, "levels")
+		if n > 0 {
+			k.Levels = make([]Level, n)
+		}
+		for i := 0; i < n && r.Err() == nil; i++ {
+			k.Levels[i].ID = uint32(r.Bits(32))
+			if l := r.U(0); l > MaxLevel && r.Err() == nil {
+				return nil, fmt.Errorf("%w: level %d above %d", ErrMalformed, l, MaxLevel)
+			} else {
+				k.Levels[i].Level = uint8(l)
 			}
 		}
 		m = k

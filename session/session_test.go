@@ -188,7 +188,8 @@ func TestDocumentedBytes(t *testing.T) {
 // TestAppendTickNoAllocs: a TICK header appended to a buffer with room
 // allocates nothing, and reads back.
 func TestAppendTickNoAllocs(t *testing.T) {
-	m := &session.Tick{Tick: 1 << 40, Segments: 3, Gained: []uint32{7, 9}, Lost: []uint32{1}}
+	m := &session.Tick{Tick: 1 << 40, Segments: 3, Gained: []uint32{7, 9}, Lost: []uint32{1},
+		Levels: []session.Level{{ID: 5, Level: 0}, {ID: 1 << 24, Level: session.MaxLevel}}}
 	buf := make([]byte, 0, 64)
 	if n := testing.AllocsPerRun(100, func() { buf = session.AppendTick(buf[:0], m) }); n != 0 {
 		t.Fatalf("%v allocations", n)
@@ -198,7 +199,13 @@ func TestAppendTickNoAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, ok := msg.(*session.Tick)
-	if !ok || got.Tick != m.Tick || got.Segments != 3 || len(got.Gained) != 2 || got.Gained[1] != 9 || len(got.Lost) != 1 {
+	if !ok || got.Tick != m.Tick || got.Segments != 3 || len(got.Gained) != 2 || got.Gained[1] != 9 || len(got.Lost) != 1 ||
+		!reflect.DeepEqual(got.Levels, m.Levels) {
 		t.Fatalf("read back %+v", msg)
+	}
+	// A level above MaxLevel is malformed.
+	bad := session.AppendTick(nil, &session.Tick{Levels: []session.Level{{ID: 1, Level: session.MaxLevel + 1}}})
+	if _, err := session.Parse(bad); !errors.Is(err, session.ErrMalformed) {
+		t.Fatalf("level %d: %v", session.MaxLevel+1, err)
 	}
 }

@@ -44,7 +44,22 @@ type Entity struct {
 	// Client entities, which have no tracker: chOwned while the client
 	// owns the entity, chGone once a transaction destroyed it, or 0.
 	ch int32
-	tr *Tracker
+	// lod is a client entity's level of detail + 1, or 0 for every band
+	// (docs/protocol.md §5.8).
+	lod uint8
+	tr  *Tracker
+}
+
+// Level returns the level of detail a client holds e at (docs/protocol.md
+// §5.8): its leaves of level-of-detail bands 1..level are known, those of
+// higher bands are not and hold zero values. all is true when e is held
+// at every band of its class, as every entity of a room and every server
+// entity is; level is then −1.
+func (e *Entity) Level() (level int, all bool) {
+	if e == nil || e.lod == 0 {
+		return -1, true
+	}
+	return int(e.lod) - 1, false
 }
 
 // chOwned in Entity.ch marks a client entity its client owns, and chGone

@@ -193,6 +193,7 @@ const (
 	EvBagRemove                       // item removed from Key: Old.R
 	EvBagItem                         // item field ItemLeaf changed: Old → New (zero for container fields)
 	EvOwned                           // this client gained (New.N = 1) or lost (New.N = 0) ownership of the entity
+	EvLevel                           // the entity's level of detail changed: Old.N → New.N, each as Entity.Level + 1, 0 for every band
 )
 
 // An Event is one change a transaction applied, for callbacks.
@@ -222,6 +223,7 @@ const (
 	uBagPut
 	uBagDel
 	uOwned
+	uLevel
 )
 
 type undo struct {
@@ -351,6 +353,22 @@ func (x *Txn) SetOwned(e *Entity, owned bool) {
 		n = 1
 	}
 	x.Events = append(x.Events, Event{Kind: EvOwned, E: e, New: Value{N: n}})
+}
+
+// SetLevel sets the level of detail e is held at (see [Entity.Level]):
+// lod is the level + 1, or 0 for every band. A lower level forgets the
+// leaves of forget, those of the bands above it, resetting them as
+// [Txn.ZeroLeaves] does; a higher one makes e [Txn.Fillable], so that the
+// transaction's fills carry the bands it enters.
+func (x *Txn) SetLevel(e *Entity, lod uint8, forget []uint64) {
+	if e.lod == lod {
+		return
+	}
+	old := e.lod
+	x.undo = append(x.undo, undo{kind: uLevel, e: e, v: Value{N: uint64(old)}})
+	e.lod = lod
+	x.ZeroLeaves(e, forget)
+	x.Events = append(x.Events, Event{Kind: EvLevel, E: e, Old: Value{N: uint64(old)}, New: Value{N: uint64(lod)}})
 }
 
 func (x *Txn) field(e *Entity, leaf int, old, new Value) {
@@ -662,6 +680,8 @@ func (x *Txn) Rollback() {
 			u.c.(*Bag).items[u.key.N] = u.v.R
 		case uOwned:
 			u.e.setOwned(u.existed)
+		case uLevel:
+			u.e.lod = uint8(u.v.N)
 		}
 	}
 	clear(x.undo)

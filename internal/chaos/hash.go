@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 
@@ -39,17 +40,25 @@ type EntityDigest struct {
 // owner's or the others' fields) hashes as the zero value a replica holds
 // for a leaf it never received.
 func ServerDigest(ents []*state.Entity, view View) Digest {
-	return digest(ents, func(e *state.Entity) (schema.Visibility, bool) { return view(e), false })
+	return digest(ents, func(e *state.Entity) (schema.Visibility, bool) { return view(e), false }, nil)
+}
+
+// ServerDigestLevels is ServerDigest for a client that holds each entity
+// at a level of detail (docs/protocol.md §5.8): level returns it, or −1
+// for every band. A leaf of a band above the level hashes as its zero
+// value, as the client holds it.
+func ServerDigestLevels(ents []*state.Entity, view View, level func(*state.Entity) int) Digest {
+	return digest(ents, func(e *state.Entity) (schema.Visibility, bool) { return view(e), false }, level)
 }
 
 // ReplicaDigest hashes a client's replica as it is: every leaf, including
 // those the client should never have received, so that a leaked field
 // shows up as a difference from ServerDigest.
 func ReplicaDigest(ents []*state.Entity) Digest {
-	return digest(ents, func(*state.Entity) (schema.Visibility, bool) { return 0, true })
+	return digest(ents, func(*state.Entity) (schema.Visibility, bool) { return 0, true }, nil)
 }
 
-func digest(ents []*state.Entity, view func(*state.Entity) (schema.Visibility, bool)) Digest {
+func digest(ents []*state.Entity, view func(*state.Entity) (schema.Visibility, bool), level func(*state.Entity) int) Digest {
 	ents = sortedByID(ents)
 	d := Digest{Entities: make([]EntityDigest, 0, len(ents))}
 	all := fnv.New64a()
@@ -65,7 +74,13 @@ func digest(ents []*state.Entity, view func(*state.Entity) (schema.Visibility, b
 		n++
 		w.u64(uint64(e.ID()))
 		w.u64(uint64(e.Class().ID))
-		w.record(&e.Record, v, raw)
+		band := math.MaxInt
+		if level != nil {
+			if l := level(e); l >= 0 {
+				band = l
+			}
+		}
+		w.recordBands(&e.Record, v, raw, band)
 		sum := h.Sum64()
 		d.Entities = append(d.Entities, EntityDigest{ID: e.ID(), Sum: sum})
 		aw := writer{h: all}
@@ -99,11 +114,17 @@ func (w writer) str(s string) {
 // record hashes every leaf of r in leaf order. Unless raw, a leaf whose
 // effective visibility does not meet view hashes as its zero value.
 func (w writer) record(r *state.Record, view schema.Visibility, raw bool) {
+	w.recordBands(r, view, raw, math.MaxInt)
+}
+
+// recordBands is record for an entity held at level of detail band: a
+// leaf of a higher band hashes as its zero value.
+func (w writer) recordBands(r *state.Record, view schema.Visibility, raw bool, band int) {
 	t := r.Type()
 	for i := range t.Leaves {
 		l := t.Leaf(i)
 		w.u64(uint64(i))
-		if !raw && l.Vis&view == 0 {
+		if !raw && l.Vis&view == 0 || int(l.Band) > band {
 			w.zero(l)
 			continue
 		}
