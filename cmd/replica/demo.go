@@ -13,7 +13,8 @@ import (
 	"github.com/replicago/replica/internal/demo"
 )
 
-const demoUsage = `usage: replica demo [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
+const demoUsage = `usage: replica demo [-entities N] [-clients N] [-hz N] [-duration D] [-seed N]
+                   [-radius R | -room] [-explain N] [-ws-addr A] [-quic-addr A]
 
 Runs an arena of wandering, fighting bots on a replica.Server that listens
 on WebSocket and QUIC, and connects -clients bot clients to it over
@@ -21,10 +22,17 @@ loopback sockets, half over each transport. The server moves every bot:
 the NPCs and one bot per client, which that client owns. Each client
 calls its own bot's emote RPC once a second.
 
-Prints one status line per second: clients connected, entities, the
-server's tick time, bytes each client received, callbacks fired, RPCs
-handled and whether every client's replica matched the server's view
-for it. Ctrl-C stops it cleanly (a second Ctrl-C kills it).
+Interest management (AOI) is on: the arena is 2000×2000 units and each
+client sees only the bots within -radius of its own. -room puts every bot
+in one room instead, where every client sees every bot.
+
+Prints one status line per second: clients connected, entities, bots
+visible per client (mean, min, max), the server's tick time, bytes each
+client received, callbacks fired, RPCs handled and whether every client's
+replica held exactly what the server says that client sees. -explain N
+adds, under each status line, the server's explanation (Server.Explain)
+of why the first client sees, or does not see, N bots. Ctrl-C stops it
+cleanly (a second Ctrl-C kills it).
 
 Flags:
 `
@@ -69,11 +77,21 @@ func parseDemoFlags(args []string, stderr io.Writer) (demo.Config, error) {
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the simulation")
 	fs.StringVar(&cfg.WSAddr, "ws-addr", def.WSAddr, "TCP address of the WebSocket listener")
 	fs.StringVar(&cfg.QUICAddr, "quic-addr", def.QUICAddr, "UDP address of the QUIC listener")
+	fs.Float64Var(&cfg.Radius, "radius", def.Radius, fmt.Sprintf("AOI radius: each client sees the bots this close to its own (hysteresis a tenth of it); more than 0, at most %d", demo.MaxRadius))
+	fs.BoolVar(&cfg.Room, "room", def.Room, "no AOI: every bot in one room, every client sees every bot")
+	fs.IntVar(&cfg.Explain, "explain", def.Explain, fmt.Sprintf("under each status line, explain why the first client sees or does not see this many bots; 0 to %d", demo.MaxExplain))
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("demo: unexpected argument %q (flags go before arguments; see replica demo -h)", fs.Arg(0))
+	}
+	if cfg.Room {
+		radius := false
+		fs.Visit(func(f *flag.Flag) { radius = radius || f.Name == "radius" })
+		if radius {
+			return cfg, errors.New("demo: -radius is the AOI radius, and -room turns AOI off: give one or the other")
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("demo: %w", err)

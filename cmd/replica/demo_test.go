@@ -16,13 +16,25 @@ func TestParseDemoFlags(t *testing.T) {
 		t.Fatalf("no flags: %+v, %v; want the defaults %+v", cfg, err, demo.DefaultConfig())
 	}
 	cfg, err = parseDemoFlags([]string{"-entities", "40", "-clients", "4", "-hz", "30", "-duration", "3s", "-seed", "9",
-		"-ws-addr", "0.0.0.0:8080", "-quic-addr", "[::1]:4433"}, &stderr)
-	want := demo.Config{Entities: 40, Clients: 4, Hz: 30, Duration: 3 * time.Second, Seed: 9, WSAddr: "0.0.0.0:8080", QUICAddr: "[::1]:4433"}
+		"-ws-addr", "0.0.0.0:8080", "-quic-addr", "[::1]:4433", "-radius", "120.5", "-explain", "5"}, &stderr)
+	want := demo.Config{Entities: 40, Clients: 4, Hz: 30, Duration: 3 * time.Second, Seed: 9, WSAddr: "0.0.0.0:8080", QUICAddr: "[::1]:4433",
+		Radius: 120.5, Explain: 5}
 	if err != nil || cfg != want {
 		t.Fatalf("got %+v, %v; want %+v", cfg, err, want)
 	}
-	if def := demo.DefaultConfig(); def.Entities != 500 || def.Clients != 50 || def.Hz != 20 || def.Duration != 0 {
-		t.Errorf("defaults %+v, want 500 entities, 50 clients, 20 Hz, no duration", def)
+	// AOI is the default; -room is the old behaviour.
+	if def := demo.DefaultConfig(); def.Entities != 500 || def.Clients != 50 || def.Hz != 20 || def.Duration != 0 ||
+		def.Room || def.Radius != 250 || def.Explain != 0 {
+		t.Errorf("defaults %+v, want 500 entities, 50 clients, 20 Hz, no duration, AOI radius 250, no explanations", def)
+	}
+	cfg, err = parseDemoFlags([]string{"-room", "-explain", "2"}, &stderr)
+	want = demo.DefaultConfig()
+	want.Room, want.Explain = true, 2
+	if err != nil || cfg != want {
+		t.Fatalf("-room: got %+v, %v; want %+v", cfg, err, want)
+	}
+	if cfg, err = parseDemoFlags([]string{"-room=false", "-radius", "2000"}, &stderr); err != nil || cfg.Room || cfg.Radius != 2000 {
+		t.Fatalf("-room=false -radius 2000: got %+v, %v", cfg, err)
 	}
 }
 
@@ -42,6 +54,16 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 		{[]string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
 		{[]string{"-ws-addr", "8080"}, `-ws-addr must be host:port, got "8080"`},
 		{[]string{"-quic-addr", "localhost"}, `-quic-addr must be host:port, got "localhost"`},
+		{[]string{"-radius", "0"}, "-radius must be more than 0 and at most 2000 (the arena's side), got 0"},
+		{[]string{"-radius", "-10"}, "-radius must be more than 0"},
+		{[]string{"-radius", "2500"}, "-radius must be more than 0 and at most 2000 (the arena's side), got 2500"},
+		{[]string{"-radius", "NaN"}, "-radius must be more than 0 and at most 2000 (the arena's side), got NaN"},
+		{[]string{"-radius", "far"}, `invalid value "far" for flag -radius`},
+		{[]string{"-room", "-radius", "100"}, "-radius is the AOI radius, and -room turns AOI off: give one or the other"},
+		{[]string{"-radius", "250", "-room"}, "give one or the other"},
+		{[]string{"-explain", "-1"}, "-explain must be between 0 and 20, got -1"},
+		{[]string{"-explain", "21"}, "-explain must be between 0 and 20, got 21"},
+		{[]string{"-explain", "some"}, `invalid value "some" for flag -explain`},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"5s"}, `unexpected argument "5s"`},
 	} {
@@ -60,7 +82,8 @@ func TestDemoHelp(t *testing.T) {
 		t.Fatalf("-h: %v", err)
 	}
 	for _, want := range []string{"usage: replica demo", "-entities", "-clients", "-hz", "-duration", "-seed",
-		"-ws-addr", "-quic-addr", "WebSocket and QUIC", "emote RPC once a second", "Ctrl-C"} {
+		"-ws-addr", "-quic-addr", "-radius", "-room", "-explain", "WebSocket and QUIC", "emote RPC once a second",
+		"Interest management (AOI) is on", "bots\nvisible per client", "Server.Explain", "Ctrl-C"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, stderr.String())
 		}
@@ -80,7 +103,24 @@ func TestDemoInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := stdout.String()
-	for _, want := range []string{"30 bots", "listening on ws://127.0.0.1:", "stopped (interrupted)", "verified ok"} {
+	for _, want := range []string{"30 bots", "Interest: AOI, each client sees the bots within 250 units", "listening on ws://127.0.0.1:", "stopped (interrupted)", "verified ok"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDemoRoomInterrupted runs the command with -room: one room, where
+// every client sees every bot.
+func TestDemoRoomInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr strings.Builder
+	if err := demoMain(ctx, []string{"-entities", "30", "-clients", "3", "-room"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	out := stdout.String()
+	for _, want := range []string{"30 bots", "Interest: one room (-room), every client sees every bot.", "stopped (interrupted)", "verified ok", "views:   one room"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -7,10 +7,18 @@
 // client that joins, which that client owns. The clients watch, and call
 // their own bot's emote RPC once a second. Each client is a
 // client.Conn on a goroutine of its own that applies ticks and counts the
-// generated typed callbacks they fire. Every second the demo holds every
-// client at the same tick and compares its replica with the server's state
-// as that client may see it (owner fields of its own bot only, others
-// fields of the other bots only, server-only fields never).
+// generated typed callbacks they fire.
+//
+// By default the bots live in an AOI space (interest management): each
+// client views the arena from its own bot and sees only the bots within a
+// radius of it. Config.Room puts them all in one room instead, where every
+// client sees every bot.
+//
+// Every second the demo holds every client at the same tick, checks that
+// what the server says the client sees (Server.Sees) follows the AOI rule,
+// and compares the client's replica with exactly that: the bots it sees
+// and no others, as it may see them (owner fields of its own bot only,
+// others fields of the other bots only, server-only fields never).
 //
 // This file is the spec of the generated entity types. Use [Run] for the
 // timed demo.
@@ -22,15 +30,17 @@ import "github.com/replicago/replica"
 
 // bot is a wandering arena fighter.
 //
-// Position is quantized to 1/64 unit and heading to 12 bits. Score and
-// inventory are the owner's business; bounty (what killing the bot is
-// worth) is shown to everyone else; mode is the AI state and never leaves
-// the server. target refers to the bot being chased.
+// Position is quantized to 1/32 unit, 16 bits over the 2000-unit arena,
+// and is what interest management reads (pos=x, pos=y); heading is
+// quantized to 12 bits. Score and inventory are the owner's business;
+// bounty (what killing the bot is worth) is shown to everyone else; mode is
+// the AI state and never leaves the server. target refers to the bot being
+// chased.
 //
 //replica:class id=1
 type bot struct {
-	x       float32 `replica:"quant=1/64,min=0,max=1000,pos=x"`
-	y       float32 `replica:"quant=1/64,min=0,max=1000,pos=y"`
+	x       float32 `replica:"quant=1/32,min=0,max=2000,pos=x"`
+	y       float32 `replica:"quant=1/32,min=0,max=2000,pos=y"`
 	heading float32 `replica:"bits=12,min=0,max=6.2816513263917"`
 	hp      int16
 	name    string

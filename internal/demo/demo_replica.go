@@ -20,8 +20,8 @@ var (
 	replicaEmote        = new(schema.Struct)
 	replicaHurt         = new(schema.Struct)
 	replicaItem         = new(schema.Struct)
-	replicaBot_xQ       = schema.Quant{Step: 0.015625, Min: 0, Bits: 16, Bounded: true}
-	replicaBot_yQ       = schema.Quant{Step: 0.015625, Min: 0, Bits: 16, Bounded: true}
+	replicaBot_xQ       = schema.Quant{Step: 0.03125, Min: 0, Bits: 16, Bounded: true}
+	replicaBot_yQ       = schema.Quant{Step: 0.03125, Min: 0, Bits: 16, Bounded: true}
 	replicaBot_headingQ = schema.Quant{Step: 0.0015339807878856412, Min: 0, Bits: 12, Bounded: true}
 	replicaSchema       = replicaInit()
 )
@@ -64,10 +64,12 @@ func replicaInit() *schema.Schema {
 
 // Bot is a wandering arena fighter.
 //
-// Position is quantized to 1/64 unit and heading to 12 bits. Score and
-// inventory are the owner's business; bounty (what killing the bot is
-// worth) is shown to everyone else; mode is the AI state and never leaves
-// the server. target refers to the bot being chased.
+// Position is quantized to 1/32 unit, 16 bits over the 2000-unit arena,
+// and is what interest management reads (pos=x, pos=y); heading is
+// quantized to 12 bits. Score and inventory are the owner's business;
+// bounty (what killing the bot is worth) is shown to everyone else; mode is
+// the AI state and never leaves the server. target refers to the bot being
+// chased.
 //
 // Clients see a Bot as a BotView: read-only, without the fields that never
 // reach them.

@@ -33,21 +33,35 @@ type Config struct {
 	Seed     uint64        // seed of the simulation
 	WSAddr   string        // TCP address of the WebSocket listener
 	QUICAddr string        // UDP address of the QUIC listener
+
+	// Room puts every bot in one room, where every client sees every bot.
+	// By default the bots live in an AOI space: each client sees the bots
+	// within Radius of its own.
+	Room    bool
+	Radius  float64 // AOI visibility radius, in arena units; hysteresis is a tenth of it
+	Explain int     // bots whose visibility to the first client each status line explains
 }
 
-// Bounds of a Config. Every client holds a copy of every bot, at about
-// 1.3 KB a copy, so MaxCopies bounds Entities × Clients. Every client is
-// one or two sockets.
+// Bounds of a Config. A client may see every bot (in a room it does; in
+// an AOI space when the bots gather), at about 1.3 KB a copy, so MaxCopies
+// bounds Entities × Clients. Every client is one or two sockets.
 const (
 	MaxEntities = 50000
 	MaxClients  = 1000
 	MaxCopies   = 1000000
 	MaxHz       = 1000
+	MaxRadius   = worldSize // the arena's side
+	MaxExplain  = 20
 )
+
+// DefaultRadius is the default AOI radius: a client's view covers about 5%
+// of the arena (π·250² of 2000²), and as bots gather to fight a client sees
+// about 6% of them.
+const DefaultRadius = 250
 
 // DefaultConfig returns the configuration of "replica demo" without flags.
 func DefaultConfig() Config {
-	return Config{Entities: 500, Clients: 50, Hz: 20, Seed: 1, WSAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0"}
+	return Config{Entities: 500, Clients: 50, Hz: 20, Seed: 1, WSAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0", Radius: DefaultRadius}
 }
 
 // Validate reports the first problem with c. Messages name the fields by
@@ -65,11 +79,15 @@ func (c Config) Validate() error {
 	case c.Clients > c.Entities:
 		return fmt.Errorf("need at least as many entities as clients, each client owns a bot: -clients %d > -entities %d", c.Clients, c.Entities)
 	case c.Entities*c.Clients > MaxCopies:
-		return fmt.Errorf("-entities × -clients must be at most %d, got %d × %d: every client holds a copy of every bot", MaxCopies, c.Entities, c.Clients)
+		return fmt.Errorf("-entities × -clients must be at most %d, got %d × %d: a client may hold a copy of every bot", MaxCopies, c.Entities, c.Clients)
 	case c.Hz < 1 || c.Hz > MaxHz:
 		return fmt.Errorf("-hz must be between 1 and %d, got %d", MaxHz, c.Hz)
 	case c.Duration < 0:
 		return fmt.Errorf("-duration must not be negative, got %v", c.Duration)
+	case !c.Room && !(c.Radius > 0 && c.Radius <= MaxRadius): // NaN too
+		return fmt.Errorf("-radius must be more than 0 and at most %d (the arena's side), got %v", MaxRadius, c.Radius)
+	case c.Explain < 0 || c.Explain > MaxExplain:
+		return fmt.Errorf("-explain must be between 0 and %d, got %d", MaxExplain, c.Explain)
 	}
 	if _, _, err := net.SplitHostPort(c.WSAddr); err != nil {
 		return fmt.Errorf("-ws-addr must be host:port, got %q", c.WSAddr)
@@ -113,8 +131,36 @@ type Report struct {
 	Joined    map[string]int // clients that joined, by transport ("WebSocket", "QUIC")
 	Closed    map[string]int // how the clients' connections ended, by close code
 	World     Stats
-	Callbacks Callbacks // client callbacks run, joins included
-	Bytes     int64     // message bytes the clients received, handshakes included
+	Callbacks Callbacks             // client callbacks run, joins included
+	Bytes     int64                 // message bytes the clients received, handshakes included
+	Visible   Visible               // bots the clients saw at the verification rounds
+	Interest  replica.InterestStats // the server's interest state after the last tick
+}
+
+// Visible sums up how many bots clients saw at the verification rounds,
+// as the server counts them (Server.Sees), which every verified replica
+// matched: one sample per client per round.
+type Visible struct {
+	Samples  int
+	Min, Max int
+	Mean     float64
+}
+
+func (v *Visible) add(n int) {
+	if v.Samples == 0 || n < v.Min {
+		v.Min = n
+	}
+	v.Max = max(v.Max, n)
+	v.Mean += (float64(n) - v.Mean) / float64(v.Samples+1)
+	v.Samples++
+}
+
+// String renders v as "24.3 (min 9, max 41)", or "-" without samples.
+func (v Visible) String() string {
+	if v.Samples == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f (min %d, max %d)", v.Mean, v.Min, v.Max)
 }
 
 // runner is one run of the demo. Its fields belong to the tick goroutine,
@@ -138,14 +184,17 @@ type runner struct {
 	stopDial  context.CancelFunc
 	abandon   context.CancelFunc
 
-	ents    []*state.Entity
-	checks  int
-	checked int // clients compared in the last round
-	win     window
-	ticks   histogram // update and Tick
-	verify  histogram // verification rounds
-	started time.Time
-	elapsed time.Duration // of ticking
+	ents     []*state.Entity
+	checks   int
+	checked  int     // clients compared in the last round
+	seen     Visible // bots the clients saw in the last round
+	seenRun  Visible // and in every round
+	interest replica.InterestStats
+	win      window
+	ticks    histogram // update and Tick
+	verify   histogram // verification rounds
+	started  time.Time
+	elapsed  time.Duration // of ticking
 }
 
 // window collects the figures of one status line.
@@ -186,6 +235,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 			reason = "verification failed"
 		}
 	}
+	r.interest = r.srv.InterestStats()
 	closeErr := r.stop()
 	rep := r.report()
 	fmt.Fprint(w, r.summary(rep, reason, err, closeErr))
@@ -205,9 +255,17 @@ func intro(c Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "replica demo: %d bots in a %d×%d arena (%d NPCs and one per client), %d clients (%d WebSocket, %d QUIC), %d Hz, seed %d, %s\n",
 		c.Entities, worldSize, worldSize, c.Entities-c.Clients, c.Clients, ws, c.Clients-ws, c.Hz, c.Seed, until)
+	if c.Room {
+		b.WriteString("Interest: one room (-room), every client sees every bot.\n")
+	} else {
+		sp := aoiSpace(c.Radius)
+		area := min(100, 100*math.Pi*sp.Radius*sp.Radius/(worldSize*worldSize)) // the view's disc, edges and all
+		fmt.Fprintf(&b, "Interest: AOI, each client sees the bots within %g units of its own (hysteresis %g), about %.0f%% of the arena.\n",
+			sp.Radius, sp.Hysteresis, area)
+	}
 	b.WriteString("A replica.Server moves every bot; bot clients connect over loopback sockets, watch, and call\n")
 	b.WriteString("their bot's emote RPC once a second. Every second each client's replica is checked against\n")
-	b.WriteString("the server's view for that client, with the clients held at the same tick.\n")
+	b.WriteString("what the server says that client sees, with the clients held at the same tick.\n")
 	return b.String()
 }
 
@@ -259,7 +317,11 @@ func (r *runner) start() (err error) {
 	// server only counts it (Stats().RPCs); it must come from the owner,
 	// which the runtime checks before the handler runs.
 	HandleBotEmote(r.srv, func(*replica.Conn, Bot, uint32, uint8) error { return nil })
-	if r.world, err = newWorld(r.srv, r.cfg.Seed, r.cfg.Entities-r.cfg.Clients); err != nil {
+	radius := r.cfg.Radius
+	if r.cfg.Room {
+		radius = 0
+	}
+	if r.world, err = newWorld(r.srv, r.cfg.Seed, r.cfg.Entities-r.cfg.Clients, radius); err != nil {
 		return err
 	}
 
@@ -298,7 +360,7 @@ func (r *runner) start() (err error) {
 
 	width := len(fmt.Sprint(r.cfg.Clients - 1))
 	for i := range r.cfg.Clients {
-		p := &player{name: fmt.Sprintf("player-%0*d", width, i)}
+		p := &player{name: fmt.Sprintf("player-%0*d", width, i), partial: !r.cfg.Room}
 		if i%2 == 1 {
 			p.net = overQUIC
 		}
@@ -385,6 +447,9 @@ func (r *runner) loop(ctx context.Context) (string, error) {
 		if r.win.ticks == r.cfg.Hz {
 			err := r.round()
 			fmt.Fprintln(r.out, r.status(err))
+			if r.cfg.Explain > 0 {
+				fmt.Fprint(r.out, r.explain(r.cfg.Explain))
+			}
 			if err != nil {
 				return "verification failed", err
 			}
@@ -429,14 +494,17 @@ func (r *runner) round() error {
 		}
 	}
 	r.ents = r.srv.Tracker().AppendEntities(r.ents[:0])
-	r.checked = 0
+	r.checked, r.seen = 0, Visible{}
 	for _, p := range r.players {
 		if !arrived[p] || !expected(p) {
 			continue
 		}
-		if err := p.verify(r.srv, r.ents, tick); err != nil {
+		if err := r.verifyPlayer(p, tick); err != nil {
 			return fmt.Errorf("after tick %d, client %s (%s): %w", tick, p.name, p.net, err)
 		}
+		n := p.conn.Replica().Len()
+		r.seen.add(n)
+		r.seenRun.add(n)
 		r.checked++
 	}
 	r.checks++
@@ -444,16 +512,26 @@ func (r *runner) round() error {
 	return nil
 }
 
-// verify compares the player's replica, at tick, with the server's
-// entities ents. The player must be waiting at a round.
-func (p *player) verify(srv *replica.Server, ents []*state.Entity, tick uint64) error {
+// verifyPlayer checks that what the server says the player sees follows
+// the arena's rule (checkInterest), and that the player's replica, at
+// tick, is exactly that (verifyView). The player must be waiting at a
+// round.
+func (r *runner) verifyPlayer(p *player, tick uint64) error {
 	if p.badRef != "" {
 		return errors.New(p.badRef)
 	}
 	if got := p.conn.LastTick(); got != tick {
 		return fmt.Errorf("the client is at tick %d, want %d", got, tick)
 	}
-	return verifyView(ents, func(e *state.Entity) bool { return srv.Owner(e) == p.srv }, p.conn.Replica())
+	x := serverSays(r.srv, p.srv)
+	me, ok := r.world.botOf(p.srv)
+	if !ok {
+		return errors.New("the arena has no bot of the client's")
+	}
+	if err := checkInterest(r.ents, x, me, r.world.aoi); err != nil {
+		return fmt.Errorf("interest: %w", err)
+	}
+	return verifyView(r.ents, x, p.conn.Replica())
 }
 
 // stop closes the server, which closes every connection with
@@ -527,24 +605,29 @@ func (r *runner) status(err error) string {
 		verified = "FAILED"
 	}
 	rpcs := r.srv.Stats().RPCs
-	line := fmt.Sprintf("t=%s clients=%s entities=%d tick p50=%.2fms p99=%.2fms  in=%s/client/s  events=%d/s  rpc=%d/s  verified=%s",
-		simTime(r.world.stats.Ticks, r.cfg.Hz), clients, r.srv.Tracker().Len(),
+	var line strings.Builder
+	fmt.Fprintf(&line, "t=%s clients=%s entities=%d", simTime(r.world.stats.Ticks, r.cfg.Hz), clients, r.srv.Tracker().Len())
+	// Bots each verified client sees, as the server counts them: its
+	// replica matched.
+	fmt.Fprintf(&line, " visible/client=%v", r.seen)
+	// TODO(budget): report Stats().Deferred
+	fmt.Fprintf(&line, " tick p50=%.2fms p99=%.2fms  in=%s/client/s  events=%d/s  rpc=%d/s  verified=%s",
 		ms(percentile(w.server, 0.50)), ms(percentile(w.server, 0.99)),
 		kb(float64(bytes-w.bytes)/float64(max(ws+quic, 1))/wall),
 		int64(math.Round(float64(ev.Total()-w.events)/wall)),
 		int64(math.Round(float64(rpcs-w.rpcs)/wall)), verified)
 	// The ticker drops ticks the process cannot keep up with: say so.
 	if secs := float64(w.ticks) / float64(r.cfg.Hz); wall > 1.2*secs {
-		line += fmt.Sprintf("  (behind: %.1fs of ticks took %.1fs)", secs, wall)
+		fmt.Fprintf(&line, "  (behind: %.1fs of ticks took %.1fs)", secs, wall)
 	}
 	*w = window{server: w.server[:0], start: time.Now(), bytes: bytes, events: ev.Total(), rpcs: rpcs}
-	return line
+	return line.String()
 }
 
 // report sums up the run; the players' goroutines have returned.
 func (r *runner) report() *Report {
 	rep := &Report{Ticks: r.world.stats.Ticks, Checks: r.checks, Checked: r.checked, World: r.world.stats,
-		Joined: map[string]int{}, Closed: map[string]int{}}
+		Visible: r.seenRun, Interest: r.interest, Joined: map[string]int{}, Closed: map[string]int{}}
 	rep.Bytes, rep.Callbacks = r.totals()
 	for _, p := range r.players {
 		if p.joinedAt != 0 {
@@ -584,6 +667,13 @@ func (r *runner) summary(rep *Report, why string, err, closeErr error) string {
 		st.Destroyed, st.Kills, st.Destroyed-st.Kills, st.Retargets)
 	fmt.Fprintf(&b, "  bags:    %d items added, %d counts changed, %d items removed\n",
 		st.BagAdds, st.BagUpdates, st.BagRemoves)
+	where := "one room"
+	if !r.cfg.Room {
+		sp := aoiSpace(r.cfg.Radius)
+		where = fmt.Sprintf("AOI radius %g, hysteresis %g", sp.Radius, sp.Hysteresis)
+	}
+	fmt.Fprintf(&b, "  views:   %s; bots visible per client at the checks %v; at the end %d client-bot pairs beyond rooms, %s of interest state\n",
+		where, rep.Visible, rep.Interest.Pairs, kb(float64(rep.Interest.Bytes)))
 	var join int64
 	for _, p := range r.players {
 		join += p.joinBytes.Load()

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -11,44 +12,103 @@ import (
 	"github.com/replicago/replica/state"
 )
 
-// verifyView checks that replica r equals the server's entities ents as a
-// client sees them: the same entities, every field the client sees with
-// the server's value, every field it may not see (server-only fields,
-// other clients' owner fields, its own bots' others fields) at its zero
-// value, every reference resolving, and the client knowing which entities
-// it owns. owned reports whether the client
-// owns an entity. It returns the first difference. Neither side may change
-// while it runs.
-func verifyView(ents []*state.Entity, owned func(*state.Entity) bool, r *client.Replica) error {
+// expect is what the server says one client has: the entities it sees,
+// those it owns, and the server's entity of each ID.
+type expect struct {
+	sees   func(*state.Entity) bool
+	owns   func(*state.Entity) bool
+	entity func(state.ID) *state.Entity // nil for an ID the server has no entity of
+}
+
+// serverSays returns what srv says c has: the entities it sees as of the
+// last tick sent (Server.Sees) and those it owns.
+func serverSays(srv *replica.Server, c *replica.Conn) expect {
+	return expect{
+		sees:   func(e *state.Entity) bool { return srv.Sees(c, e) },
+		owns:   func(e *state.Entity) bool { return srv.Owner(e) == c },
+		entity: srv.Tracker().Entity,
+	}
+}
+
+// verifyView checks that replica r holds exactly the server's entities
+// ents that x says the client sees, as the client sees them: no entity it
+// does not see, every one it sees, every field it sees with the server's
+// value, every field it may not see (server-only fields, other clients'
+// owner fields, its own bots' others fields) at its zero value, every
+// reference resolving exactly when the server says the client sees the
+// entity referred to, and the client knowing which entities it owns. It
+// returns the first difference. Neither side may change while it runs.
+func verifyView(ents []*state.Entity, x expect, r *client.Replica) error {
+	seen := 0
 	for _, e := range ents {
 		got := r.Entity(e.ID())
+		if !x.sees(e) {
+			if got != nil {
+				return fmt.Errorf("entity %d (%s) is in the replica, but the server says the client does not see it", e.ID(), describe(e))
+			}
+			continue
+		}
+		seen++
 		if got == nil {
-			return fmt.Errorf("entity %d (%s) is missing", e.ID(), describe(e))
+			return fmt.Errorf("entity %d (%s) is missing: the server says the client sees it", e.ID(), describe(e))
 		}
 		if got.Class() != e.Class() {
 			return fmt.Errorf("entity %d is a %s, want a %s", e.ID(), got.Class().Name, e.Class().Name)
 		}
-		if got.Owned() != owned(e) {
-			return fmt.Errorf("entity %d (%s): the client says it owns it: %v; the server: %v", e.ID(), describe(e), got.Owned(), owned(e))
+		owned := x.owns(e)
+		if got.Owned() != owned {
+			return fmt.Errorf("entity %d (%s): the client says it owns it: %v; the server: %v", e.ID(), describe(e), got.Owned(), owned)
 		}
-		if err := compareProjection(e, got, owned(e)); err != nil {
+		if err := compareProjection(e, got, owned); err != nil {
 			return fmt.Errorf("entity %d (%s): %w", e.ID(), describe(e), err)
 		}
-		if err := checkRefs(r, got); err != nil {
+		if err := checkRefs(r, got, x); err != nil {
 			return fmt.Errorf("entity %d (%s): %w", e.ID(), describe(e), err)
 		}
 	}
-	if r.Len() != len(ents) {
-		have := make(map[state.ID]bool, len(ents))
-		for _, e := range ents {
-			have[e.ID()] = true
-		}
+	if r.Len() != seen {
 		for _, e := range r.Entities(nil) {
-			if !have[e.ID()] {
+			if x.entity(e.ID()) == nil {
 				return fmt.Errorf("entity %d (%s) should not exist: the server has no such entity", e.ID(), describe(e))
 			}
 		}
-		return fmt.Errorf("has %d entities, the server %d", r.Len(), len(ents))
+		return fmt.Errorf("has %d entities, the server says the client sees %d", r.Len(), seen)
+	}
+	return nil
+}
+
+// checkInterest checks what x says a client sees against the arena's
+// rule. In a room (cfg.Radius zero) the client sees every bot. In an AOI
+// space it sees, from its own bot me, the bots it owns and, of the others,
+// every bot within the radius of me and none beyond the radius plus the
+// hysteresis (one in between it may keep, if it saw it before); distances
+// are computed as the server does, from the quantized positions. It
+// returns the first bot that breaks the rule.
+func checkInterest(ents []*state.Entity, x expect, me Bot, cfg replica.SpaceConfig) error {
+	mx, my := float64(me.X()), float64(me.Y())
+	for _, e := range ents {
+		sees := x.sees(e)
+		if x.owns(e) || cfg.Radius == 0 {
+			if !sees {
+				return fmt.Errorf("entity %d (%s) is the client's, or in its room, and the server says it does not see it", e.ID(), describe(e))
+			}
+			continue
+		}
+		b, ok := BotOf(e)
+		if !ok {
+			return fmt.Errorf("entity %d is a %s, not a bot", e.ID(), e.Class().Name)
+		}
+		dx, dy := mx-float64(b.X()), my-float64(b.Y())
+		d2 := dx*dx + dy*dy
+		r, far := cfg.Radius, cfg.Radius+cfg.Hysteresis
+		switch {
+		case d2 <= r*r && !sees:
+			return fmt.Errorf("entity %d (%s) is %.6g from the client's bot, within the radius %g, and the server says the client does not see it",
+				e.ID(), describe(e), math.Sqrt(d2), r)
+		case d2 > far*far && sees:
+			return fmt.Errorf("entity %d (%s) is %.6g from the client's bot, beyond the radius %g plus the hysteresis %g, and the server says the client sees it",
+				e.ID(), describe(e), math.Sqrt(d2), r, cfg.Hysteresis)
+		}
 	}
 	return nil
 }
@@ -88,17 +148,28 @@ func compareProjection(srv, cli *state.Entity, owned bool) error {
 	return nil
 }
 
-// checkRefs reports a visible reference of e to an entity the client does
-// not have.
-func checkRefs(r *client.Replica, e *state.Entity) error {
+// checkRefs checks the references of e, a client's entity: each must
+// name an entity the server has, and resolve exactly when the server says
+// the client sees that entity.
+func checkRefs(r *client.Replica, e *state.Entity, x expect) error {
 	c := e.Class()
 	for i := 0; i < c.Leaves; i++ {
 		l := c.Leaf(i)
 		if l.Field.Type.Kind != schema.Ref {
 			continue
 		}
-		if ref := replica.Ref(e.Num(l.Num)); ref != 0 && r.Resolve(ref) == nil {
-			return fmt.Errorf("field %s refers to entity %d, which the client does not have", l.Field.Name, ref)
+		ref := replica.Ref(e.Num(l.Num))
+		if ref == 0 {
+			continue
+		}
+		to := x.entity(state.ID(ref))
+		switch resolved := r.Resolve(ref) != nil; {
+		case to == nil:
+			return fmt.Errorf("field %s refers to entity %d, which the server does not have", l.Field.Name, ref)
+		case x.sees(to) && !resolved:
+			return fmt.Errorf("field %s refers to entity %d, which the client sees and does not have", l.Field.Name, ref)
+		case !x.sees(to) && resolved:
+			return fmt.Errorf("field %s refers to entity %d, which the client has and the server says it does not see", l.Field.Name, ref)
 		}
 	}
 	return nil

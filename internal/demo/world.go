@@ -11,7 +11,7 @@ import (
 
 // The arena's rules.
 const (
-	worldSize   = 1000 // the arena is worldSize × worldSize units
+	worldSize   = 2000 // the arena is worldSize × worldSize units (the bounds of bot.x and bot.y)
 	maxHP       = 100
 	attackRange = 40
 	holdRange   = 20 // a chasing bot stops this close to its target
@@ -58,6 +58,8 @@ type Stats struct {
 type world struct {
 	srv      *replica.Server
 	tr       *state.Tracker
+	space    *replica.Space      // the AOI space of every bot; nil: the server's default room
+	aoi      replica.SpaceConfig // space's configuration; zero for the room
 	rng      *rand.Rand
 	slots    []slot
 	byID     map[state.ID]int // live bot → slot
@@ -67,14 +69,35 @@ type world struct {
 	stats    Stats
 }
 
+// hysteresis is the AOI space's hysteresis, a fraction of its radius: a
+// bot on the edge of a client's view does not enter and leave it tick
+// after tick.
+const hysteresis = 0.1
+
+// aoiSpace returns the SpaceConfig of an arena whose bots are seen within
+// radius of a client's own bot.
+func aoiSpace(radius float64) replica.SpaceConfig {
+	return replica.SpaceConfig{Name: "arena", Radius: radius, Hysteresis: hysteresis * radius}
+}
+
 // newWorld spawns npcs bots, wounded and carrying loot as if the battle
-// were under way, on srv's tracker. The spawns are not committed.
-func newWorld(srv *replica.Server, seed uint64, npcs int) (*world, error) {
+// were under way, on srv's tracker. The spawns are not committed. With a
+// radius, the bots live in an AOI space of that radius, and each client
+// that joins views it from its own bot; with none, they live in the
+// server's default room, which shows every client every bot.
+func newWorld(srv *replica.Server, seed uint64, npcs int, radius float64) (*world, error) {
 	w := &world{
 		srv:  srv,
 		tr:   srv.Tracker(),
 		rng:  rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		byID: make(map[state.ID]int, npcs),
+	}
+	if radius > 0 {
+		sp, err := srv.NewSpace(aoiSpace(radius))
+		if err != nil {
+			return nil, err
+		}
+		w.space, w.aoi = sp, aoiSpace(radius)
 	}
 	for i := range npcs {
 		j, err := w.add(fmt.Sprintf("bot-%03d", i), nil)
@@ -102,9 +125,15 @@ func (w *world) add(name string, owner *replica.Conn) (int, error) {
 	return j, nil
 }
 
-// join gives connection c a bot of its own, named after its user. It runs
-// in OnJoin, so the bot is part of the tick c receives as its full state.
+// join gives connection c a bot of its own, named after its user, and in
+// AOI mode makes c view the arena from it. It runs in OnJoin, so the bot
+// is part of the tick c receives as its full state.
 func (w *world) join(c *replica.Conn) error {
+	if w.space != nil {
+		if err := w.srv.View(c, w.space); err != nil {
+			return err
+		}
+	}
 	if _, err := w.add(c.UserID(), c); err != nil {
 		return err
 	}
@@ -115,6 +144,16 @@ func (w *world) join(c *replica.Conn) error {
 // leave notes that c left. Its bot is removed by the next step, so that
 // the state between two ticks is the one the last tick sent.
 func (w *world) leave(c *replica.Conn) { w.leaving = append(w.leaving, c) }
+
+// botOf returns the bot c owns.
+func (w *world) botOf(c *replica.Conn) (Bot, bool) {
+	for _, sl := range w.slots {
+		if sl.owner == c {
+			return sl.b, true
+		}
+	}
+	return Bot{}, false
+}
 
 // removeLeavers destroys the bots of the connections that left.
 func (w *world) removeLeavers() {
@@ -308,7 +347,9 @@ func (w *world) kill(j int) {
 		score = 0
 	}
 	if err := w.spawn(j, score); err != nil {
-		panic(err) // the class is in the tracker's schema: cannot happen
+		// The class is in the tracker's schema, and a bot's owner has not
+		// left: step removes the leavers' bots first. Cannot happen.
+		panic(err)
 	}
 }
 
@@ -327,8 +368,22 @@ func (w *world) spawn(j int, score int32) error {
 	b.SetHp(maxHP)
 	b.SetName(sl.name)
 	b.SetScore(score)
+	if w.space != nil {
+		if err := w.srv.SetSpace(b.Entity(), w.space); err != nil {
+			return err
+		}
+	}
 	if sl.owner != nil {
 		w.srv.SetOwner(b.Entity(), sl.owner)
+		if w.space != nil {
+			// A client views the arena from its bot. The server follows
+			// the first bot it is given by itself, but a respawn is given
+			// in the tick the old bot dies, while the client still
+			// follows that one: follow the new bot explicitly.
+			if err := w.srv.Follow(sl.owner, b.Entity()); err != nil {
+				return err
+			}
+		}
 	}
 	sl.b = b
 	sl.speed = 1 + 2*r.Float64()
