@@ -306,7 +306,9 @@ func (s *Server) SetViewpoint(c *Conn, x, y float64) error {
 
 // Follow makes c view its space from e's position, wherever e goes. By
 // default a client follows the first entity with a position it is given
-// to own (SetOwner).
+// to own (SetOwner). When the entity it follows is destroyed, it follows
+// another entity with a position it owns, if it has one (an avatar that
+// respawns), else it has no viewpoint.
 func (s *Server) Follow(c *Conn, e *state.Entity) error {
 	if c == nil || c.srv != s || c.view.gone {
 		return ErrConnGone

@@ -149,12 +149,35 @@ func (s *Server) drop(ie *ient) {
 		s.always = slices.DeleteFunc(s.always, func(id state.ID) bool { return id == ie.id })
 	}
 	s.leaveSpace(ie, false)
-	for _, c := range ie.follow {
+	followers := ie.follow
+	*ie = ient{obs: ie.obs, follow: ie.follow[:0], groups: ie.groups[:0]}
+	for _, c := range followers {
 		c.view.follow = 0
+		s.refollow(c)
 		s.refreshPoint(c)
 		s.markView(c)
 	}
-	*ie = ient{obs: ie.obs, follow: ie.follow[:0], groups: ie.groups[:0]}
+}
+
+// refollow makes c, whose followed entity is gone, follow another entity
+// with a position it owns, if it has one: a player whose avatar died and
+// respawned in the same tick views from the new avatar, whichever of the
+// two calls came first. It scans the owners, which only such a death
+// costs.
+func (s *Server) refollow(c *Conn) {
+	for slot, o := range s.owners {
+		if o.c != c {
+			continue
+		}
+		if e := s.tr.Entity(o.id); e != nil && uint32(slot) == o.id.Slot() {
+			if _, _, ok := s.posLeaves(e.Class()); ok {
+				if ie, err := s.ientOf(e); err == nil {
+					s.follow(c, ie)
+					return
+				}
+			}
+		}
+	}
 }
 
 // Reconsider re-evaluates who sees e: call it when what Config.Interest

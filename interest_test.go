@@ -806,3 +806,49 @@ func TestInterestLODProperty(t *testing.T) {
 		}
 	})
 }
+
+// TestInterestRespawnFollows: a client whose followed unit dies and
+// respawns far away in the same tick views from the new unit, whichever
+// of the destroy and the new ownership comes first.
+func TestInterestRespawnFollows(t *testing.T) {
+	for _, destroyFirst := range []bool{true, false} {
+		w := newWorld(t, 1, replica.Config{Schema: aoiSchema(t)})
+		w.aoi = true
+		zone, err := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := w.conns[0]
+		if err := w.srv.View(c, zone); err != nil {
+			t.Fatal(err)
+		}
+		unit := func(x float32) *state.Entity {
+			e, _ := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
+			setPos(e, x, 0)
+			if err := w.srv.SetSpace(e, zone); err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		avatar, near := unit(0), unit(5)
+		far := unit(100)
+		w.srv.SetOwner(avatar, c)
+		w.tick(t)
+		if !w.has(0, near) || w.has(0, far) {
+			t.Fatalf("before: sees near %v, far %v", w.has(0, near), w.has(0, far))
+		}
+		if destroyFirst {
+			w.srv.Tracker().Destroy(avatar)
+		}
+		respawn := unit(103)
+		w.srv.SetOwner(respawn, c)
+		if !destroyFirst {
+			w.srv.Tracker().Destroy(avatar)
+		}
+		w.tick(t)
+		if w.has(0, near) || !w.has(0, far) || !w.has(0, respawn) {
+			t.Fatalf("destroy first %v: after the respawn, sees near %v, far %v, its new unit %v", destroyFirst, w.has(0, near), w.has(0, far), w.has(0, respawn))
+		}
+		w.close()
+	}
+}
