@@ -39,6 +39,8 @@ type Conn struct {
 	// lists, and the entities it gets the partition fields of whole.
 	gained, lost       []uint32
 	levels             []session.Level // this tick's level-of-detail changes (docs/protocol.md §5.8)
+	budget             float64         // bytes per second; < 0: none (Config.Budget, Server.SetBudget)
+	tokens             float64         // bytes it may be sent now; negative after a burst
 	gainFull, loseFull []*state.Entity
 	lostAt             map[state.ID]uint64 // the tick it lost each entity, for lostGrace
 
@@ -179,7 +181,7 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		rl.SetReadLimit(0)
 	}
 	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
-		schema: clientSchema, dec: dec,
+		schema: clientSchema, dec: dec, budget: float64(s.cfg.Budget),
 		limiter: ratelimit.NewLimiter(ratelimit.Policy{Rate: s.cfg.RPCRate, Burst: s.cfg.RPCBurst})}
 	if !s.claim(c) {
 		refuse(transport.CloseDuplicate, "this user already has a session")

@@ -44,6 +44,9 @@ var (
 	// ErrConnGone is returned for a connection of another server, or one
 	// that has left.
 	ErrConnGone = errors.New("replica: connection left, or of another server")
+	// ErrBadPriority is returned for a priority that is not finite and
+	// > 0.
+	ErrBadPriority = errors.New("replica: priority must be finite and > 0")
 )
 
 // A Metric is how an AOI space measures the distance between a viewer and
@@ -127,6 +130,7 @@ type ient struct {
 	wide    bool
 	cell    cellKey
 	radius  float64 // its own; 0 for the space's
+	prio    float64 // its priority for budgets (SetPriority); 0 for 1
 	always  bool
 	groups  []*Group
 	obs     []obsRef // the clients that see it through a pair
@@ -137,6 +141,8 @@ type ient struct {
 	left    uint64   // the tick it moved out of a room (Space.movedOut)
 	entered uint64   // the tick it last entered some client's pairs
 	enterAt int32    // then, its index in Server.enterEnts
+	setTick uint64   // the tick it was last in Server.setEnts
+	setAt   int32    // then, its index there
 }
 
 // view is a connection's interest state.
@@ -162,6 +168,8 @@ type view struct {
 	relevel []state.ID // pairs whose level of detail changed (may repeat)
 	raised  []raise    // pairs whose level rose, for their new bands' fills
 	enterL  []uint8    // the level of each of enter
+	held    []state.ID // pairs its budget holds back (obsRef.held); may repeat, or name pairs no longer held
+	sets    []raise    // stale pairs sent this tick, whole: to is the level
 	stamp   uint64     // dedupes candidates within one evaluation
 }
 
@@ -363,6 +371,35 @@ func (s *Server) SetRadius(e *state.Entity, r float64) error {
 	return nil
 }
 
+// SetPriority sets how much e matters to the clients that see it when a
+// bandwidth budget must choose (Config.Budget): a client is sent the
+// changes and entries of the entities of highest priority first. An
+// entity's priority for a client is p, divided by 1 + its distance over
+// its radius, times 1 + the ticks it has been held back, so that nothing
+// waits for ever; what the client owns always goes first. The default p
+// is 1; p must be finite and > 0.
+func (s *Server) SetPriority(e *state.Entity, p float64) error {
+	ie, err := s.ientOf(e)
+	if err != nil {
+		return err
+	}
+	if !(p > 0) || math.IsInf(p, 0) {
+		return fmt.Errorf("%w: priority %v", ErrBadPriority, p)
+	}
+	ie.prio = p
+	return nil
+}
+
+// SetBudget sets c's bandwidth budget in bytes per second (see
+// Config.Budget); negative means none.
+func (s *Server) SetBudget(c *Conn, bytesPerSecond int) error {
+	if c == nil || c.srv != s || c.view.gone {
+		return ErrConnGone
+	}
+	c.budget = float64(bytesPerSecond)
+	return nil
+}
+
 // SetAlwaysRelevant makes every client see e (true), whatever space either
 // is in: the game's state, a world boss everyone tracks.
 func (s *Server) SetAlwaysRelevant(e *state.Entity, always bool) error {
@@ -440,7 +477,8 @@ func (s *Server) Sees(c *Conn, e *state.Entity) bool {
 	if ie.space != nil && ie.space.room && ie.space == c.view.space {
 		return true
 	}
-	return s.pairOf(c, ie) >= 0
+	oi := s.pairOf(c, ie)
+	return oi >= 0 && ie.obs[oi].held&pending == 0 // a held creation has not reached c
 }
 
 // ientIf returns e's interest state, or nil.
@@ -800,8 +838,16 @@ type obsRef struct {
 	at      int32  // in c.view.pairs
 	level   uint8  // the level of detail c should see the entity at (levelOf)
 	sent    uint8  // the level c holds it at, as of the last tick sent
+	held    uint8  // what c's budget held back: pending or stale, or 0
 	entered uint64 // the tick c started seeing the entity
+	since   uint64 // when held, the first tick it was held back
 }
+
+// What a budget held back of a pair (obsRef.held).
+const (
+	pending = 1 // its creation: c does not have the entity yet
+	stale   = 2 // changes: c's copy is out of date, and gets a set
+)
 
 type pairRef struct {
 	id state.ID

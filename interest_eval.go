@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -99,7 +100,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 			continue
 		}
 		for _, o := range ie.obs {
-			if o.entered != s.tick {
+			if o.entered != s.tick && o.held == 0 { // a held pair gets its set instead
 				o.c.view.upd = append(o.c.view.upd, pairUpd{i: int32(i), level: min(o.level, o.sent)})
 			}
 		}
@@ -137,7 +138,7 @@ func (s *Server) drop(ie *ient) {
 		i := len(ie.obs) - 1
 		if c := ie.obs[i].c; ie.obs[i].entered == s.tick {
 			c.view.enter = slices.DeleteFunc(c.view.enter, func(e *state.Entity) bool { return e == ie.e })
-		} else {
+		} else if ie.obs[i].held&pending == 0 { // a held creation: c never had it
 			c.view.leave = append(c.view.leave, ie.e)
 		}
 		s.removePair(ie, i)
@@ -291,7 +292,7 @@ func (s *Server) evalPair(c *Conn, ie *ient) {
 	case !want && had:
 		if ie.obs[oi].entered == s.tick {
 			v.enter = slices.DeleteFunc(v.enter, func(e *state.Entity) bool { return e == ie.e })
-		} else {
+		} else if ie.obs[oi].held&pending == 0 { // a held creation: c never had it
 			v.leave = append(v.leave, ie.e)
 		}
 		s.removePair(ie, oi)
@@ -430,47 +431,55 @@ func (s *Server) forget(c *Conn) {
 }
 
 // batchPairs encodes, once for every client, what clients see beyond
-// their rooms this tick: the changes of the entities seen so, and the
-// full states of those that entered some client's view (or, for their
-// new bands, rose in level of detail). It also works out each client's
-// level-of-detail changes for its TICK.
+// their rooms this tick: the changes of the entities seen so, the full
+// states of those that entered some client's view (or, for their new
+// bands, rose in level of detail, or had their creation held back by a
+// budget), and the whole states of those whose changes a budget held
+// back. It also works out each client's level-of-detail changes of the
+// entities it holds, for its TICK.
 func (s *Server) batchPairs() {
-	s.enterEnts = s.enterEnts[:0]
-	full := func(e *state.Entity) {
-		ie := &s.ients[e.ID().Slot()]
+	s.enterEnts, s.setEnts = s.enterEnts[:0], s.setEnts[:0]
+	full := func(ie *ient) {
 		if ie.entered != s.tick {
 			ie.entered, ie.enterAt = s.tick, int32(len(s.enterEnts))
-			s.enterEnts = append(s.enterEnts, e)
+			s.enterEnts = append(s.enterEnts, ie.e)
 		}
 	}
 	for _, c := range s.conns {
 		v := &c.view
 		for _, e := range v.enter {
-			full(e)
+			full(&s.ients[e.ID().Slot()])
 		}
+		held := v.held[:0]
+		for _, id := range v.held {
+			ie := &s.ients[id.Slot()]
+			oi := s.pairOf(c, ie)
+			if oi < 0 || ie.obs[oi].held == 0 || slices.Contains(held, id) {
+				continue // no longer held, or listed already
+			}
+			held = append(held, id)
+			if ie.obs[oi].held&pending != 0 {
+				full(ie)
+			} else if ie.setTick != s.tick {
+				ie.setTick, ie.setAt = s.tick, int32(len(s.setEnts))
+				s.setEnts = append(s.setEnts, ie.e)
+			}
+		}
+		v.held = held
 		if s.bands == 0 {
 			continue
-		}
-		for _, e := range v.enter {
-			ie := &s.ients[e.ID().Slot()]
-			o := &ie.obs[s.pairOf(c, ie)]
-			o.sent = o.level
-			v.enterL = append(v.enterL, o.level)
-			if int(o.level) < len(e.Class().Bands()) {
-				c.levels = append(c.levels, session.Level{ID: uint32(e.ID()), Level: o.level})
-			}
 		}
 		for _, id := range v.relevel {
 			ie := &s.ients[id.Slot()]
 			oi := s.pairOf(c, ie)
-			if oi < 0 || ie.obs[oi].entered == s.tick || ie.obs[oi].level == ie.obs[oi].sent {
-				continue // gone, entering, or already done
+			if oi < 0 || ie.obs[oi].entered == s.tick || ie.obs[oi].level == ie.obs[oi].sent || ie.obs[oi].held&pending != 0 {
+				continue // gone, entering, done already, or not created yet
 			}
 			o := &ie.obs[oi]
 			c.levels = append(c.levels, session.Level{ID: uint32(id), Level: o.level})
-			if o.level > o.sent {
+			if o.level > o.sent && o.held == 0 { // a stale one gets its set
 				v.raised = append(v.raised, raise{e: ie.e, from: o.sent, to: o.level})
-				full(ie.e)
+				full(ie)
 			}
 			o.sent = o.level
 		}
@@ -486,7 +495,190 @@ func (s *Server) batchPairs() {
 		if len(s.enterEnts) > 0 {
 			s.enc.FullBatch(&s.pairFull[p], s.enterEnts, part)
 		}
+		if len(s.setEnts) > 0 {
+			s.enc.SetBatch(&s.pairSet[p], s.setEnts, part)
+		}
 	}
+}
+
+// A candidate is what a tick would send a client of one entity beyond its
+// room, for its budget to weigh: its entry, its changes and the bands it
+// rose to, or, held back before, its creation or whole state.
+type candidate struct {
+	ie    *ient
+	o     *obsRef
+	enter int32 // in view.enter, or −1
+	upd   int32 // in view.upd, or −1
+	raise int32 // in view.raised, or −1
+	bits  int
+	prio  float64
+}
+
+// budgetPairs decides what of its pairs c is sent this tick, within its
+// bandwidth budget (Config.Budget): everything, if it fits; else the
+// entities of highest priority, holding the others back (obsRef.held).
+// It leaves the result in c's view (enter, upd, raised, sets) and the
+// levels of the entities it creates in c.levels.
+func (s *Server) budgetPairs(c *Conn) {
+	v := &c.view
+	if c.budget >= 0 {
+		// What the tick may send: a tick's worth more, at most two
+		// saved up, and at most a second's worth of debt (send charges
+		// what was sent).
+		per := c.budget / float64(s.cfg.TickRate)
+		c.tokens = max(min(c.tokens+per, 2*per), -c.budget)
+	}
+	if len(v.enter)+len(v.upd)+len(v.raised)+len(v.held) == 0 {
+		return
+	}
+	cands := s.cands[:0]
+	for j, e := range v.enter {
+		ie := &s.ients[e.ID().Slot()]
+		o := &ie.obs[s.pairOf(c, ie)]
+		cands = append(cands, candidate{ie: ie, o: o, enter: int32(j), upd: -1, raise: -1,
+			bits: s.pieceBits(&s.pairFull, ie.enterAt, 0, o.level)})
+	}
+	for j, u := range v.upd {
+		ie := &s.ients[s.pairCS.Changes[u.i].Entity.ID().Slot()]
+		cands = append(cands, candidate{ie: ie, enter: -1, upd: int32(j), raise: -1,
+			bits: s.pieceBits(&s.pairDelta, u.i, 0, u.level)})
+	}
+	for j, r := range v.raised {
+		ie := &s.ients[r.e.ID().Slot()]
+		bits := s.pieceBits(&s.pairFull, ie.enterAt, r.from+1, r.to)
+		if k := slices.IndexFunc(cands, func(x candidate) bool { return x.ie == ie && x.upd >= 0 }); k >= 0 {
+			cands[k].raise, cands[k].bits = int32(j), cands[k].bits+bits
+			continue
+		}
+		cands = append(cands, candidate{ie: ie, enter: -1, upd: -1, raise: int32(j), bits: bits})
+	}
+	for _, id := range v.held {
+		ie := &s.ients[id.Slot()]
+		o := &ie.obs[s.pairOf(c, ie)]
+		x := candidate{ie: ie, o: o, enter: -1, upd: -1, raise: -1}
+		if o.held&pending != 0 {
+			x.bits = s.pieceBits(&s.pairFull, ie.enterAt, 0, o.level)
+		} else {
+			x.bits = s.pieceBits(&s.pairSet, ie.setAt, 0, o.level)
+		}
+		cands = append(cands, x)
+	}
+	total := 0
+	for i := range cands {
+		cands[i].bits += 16 // its ID, and a share of the group's headers
+		total += cands[i].bits
+	}
+	s.cands = cands
+	if c.budget < 0 || float64(total)/8 <= c.tokens {
+		s.sendAll(c, cands)
+		return
+	}
+	// Over budget: the most important first, for as long as it lasts.
+	for i := range cands {
+		x := &cands[i]
+		if x.o == nil {
+			x.o = &x.ie.obs[s.pairOf(c, x.ie)]
+		}
+		x.prio = s.priority(c, x.ie, x.o)
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.prio, a.prio) })
+	sent, left := false, c.tokens
+	for i := range cands {
+		x := &cands[i]
+		if b := float64(x.bits) / 8; !sent || math.IsInf(x.prio, 1) || b <= left {
+			left -= b // the first goes whatever its size: the budget catches up
+			sent = true
+			continue
+		}
+		x.bits = -1 // held back
+	}
+	s.sendAll(c, cands)
+}
+
+// priority returns how much ie matters to c now (see SetPriority).
+func (s *Server) priority(c *Conn, ie *ient, o *obsRef) float64 {
+	if s.ownerOf(ie.e) == c {
+		return math.Inf(1)
+	}
+	p := ie.prio
+	if p == 0 {
+		p = 1
+	}
+	if v := &c.view; ie.placed && v.point && ie.space == v.space {
+		d := math.Hypot(v.px-ie.x, v.py-ie.y)
+		p /= 1 + d/max(s.radius(ie), 1)
+	}
+	if o.held != 0 {
+		p *= float64(1 + s.tick - o.since)
+	}
+	return p
+}
+
+// pieceBits returns the bits of piece i of the batches bs of the bands lo
+// to hi (every band without bands), over every partition: an estimate of
+// what an entity costs a client.
+func (s *Server) pieceBits(bs *[codec.NumParts]codec.Batch, i int32, lo, hi uint8) int {
+	n := 0
+	for p := range bs {
+		part := codec.Part(p)
+		b, banded := part.Banded()
+		if !s.parts[p] || banded != (s.bands > 0) || banded && (b < int(lo) || b > int(hi)) {
+			continue
+		}
+		n += bs[p].Bits(bs[p].Piece(int(i)))
+	}
+	return n
+}
+
+// sendAll rewrites c's view for what its budget lets through: candidates
+// with bits ≥ 0 are sent, the others held back.
+func (s *Server) sendAll(c *Conn, cands []candidate) {
+	v := &c.view
+	enter, enterL := v.enter[:0], v.enterL[:0]
+	upd, raised := v.upd, v.raised
+	v.sets, v.held = v.sets[:0], v.held[:0]
+	keepU, keepR := s.keepU[:0], s.keepR[:0]
+	hold := func(x *candidate, what uint8) {
+		if x.o.held == 0 {
+			x.o.since = s.tick
+		}
+		x.o.held |= what
+		v.held = append(v.held, x.ie.id)
+		s.stats.Deferred++
+	}
+	for i := range cands {
+		x := &cands[i]
+		if x.o == nil {
+			x.o = &x.ie.obs[s.pairOf(c, x.ie)]
+		}
+		o := x.o
+		switch {
+		case x.bits < 0 && (x.enter >= 0 || o.held&pending != 0):
+			hold(x, pending)
+		case x.bits < 0:
+			hold(x, stale)
+		case x.enter >= 0 || o.held&pending != 0:
+			o.held, o.sent = 0, o.level
+			enter, enterL = append(enter, x.ie.e), append(enterL, o.level)
+			if s.bands > 0 && int(o.level) < len(x.ie.e.Class().Bands()) {
+				c.levels = append(c.levels, session.Level{ID: uint32(x.ie.id), Level: o.level})
+			}
+		case o.held&stale != 0:
+			o.held = 0
+			v.sets = append(v.sets, raise{e: x.ie.e, to: o.level})
+		default:
+			if x.upd >= 0 {
+				keepU = append(keepU, upd[x.upd])
+			}
+			if x.raise >= 0 {
+				keepR = append(keepR, raised[x.raise])
+			}
+		}
+	}
+	v.enter, v.enterL = enter, enterL
+	v.upd = append(v.upd[:0], keepU...)
+	v.raised = append(v.raised[:0], keepR...)
+	s.keepU, s.keepR = keepU, keepR
 }
 
 // pairSegments appends to segs the segments of partition part of what c
@@ -514,10 +706,7 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 	}
 	for j, e := range v.enter {
 		if keep == nil || keep(e) {
-			hi := uint8(0)
-			if s.bands > 0 {
-				hi = v.enterL[j]
-			}
+			hi := v.enterL[j]
 			add(&s.pairFull, int(s.ients[e.ID().Slot()].enterAt), 0, hi)
 		}
 	}
@@ -529,6 +718,11 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 	for _, r := range v.raised {
 		if keep == nil || keep(r.e) {
 			add(&s.pairFull, int(s.ients[r.e.ID().Slot()].enterAt), r.from+1, r.to)
+		}
+	}
+	for _, r := range v.sets {
+		if keep == nil || keep(r.e) {
+			add(&s.pairSet, int(s.ients[r.e.ID().Slot()].setAt), 0, r.to)
 		}
 	}
 	if part == codec.PartAll {

@@ -153,9 +153,26 @@ type Config struct {
 	// connections stay open however long the queue: the server answers
 	// their pings.
 	MaxJoinsPerTick int
+	// Budget bounds, in bytes per second, what each connection is sent of
+	// the entities it sees beyond its room (in an AOI space, through
+	// groups, always relevant): when a tick's changes and entering
+	// entities would take a client over, the entities of lowest priority
+	// wait for later ticks (see Server.SetPriority), and are then sent
+	// whole, with their latest values. A client may save up two ticks'
+	// worth. The entities it owns, its room's changes and full states
+	// (on join or resync) are never held back, but count against it. The
+	// default is 64 KiB/s; negative means no budget. Server.SetBudget sets
+	// one connection's.
+	Budget int
 }
 
+// DefaultBudget is Config.Budget's default, in bytes per second.
+const DefaultBudget = 64 << 10
+
 func (c Config) withDefaults() Config {
+	if c.Budget == 0 {
+		c.Budget = DefaultBudget
+	}
 	if c.TickRate <= 0 {
 		c.TickRate = 20
 	}
@@ -255,6 +272,11 @@ type Server struct {
 	enterEnts   []*state.Entity             // this tick's entities entering some client's pairs
 	pairDelta   [codec.NumParts]codec.Batch // pairCS, by partition (and band, see bands)
 	pairFull    [codec.NumParts]codec.Batch // enterEnts, by partition (and band)
+	setEnts     []*state.Entity             // this tick's entities some client's budget held back and may now get whole
+	pairSet     [codec.NumParts]codec.Batch // setEnts, by partition (and band)
+	cands       []candidate                 // budgetPairs' scratch
+	keepU       []pairUpd
+	keepR       []raise
 	asm         codec.Assembler
 	arena       codec.Arena          // this and later ticks' messages for the clients
 	parts       [codec.NumParts]bool // whether some class has a field in each partition
@@ -275,6 +297,7 @@ type Stats struct {
 	Paused       uint64 // times a client fell behind and was paused
 	Resyncs      uint64 // paused clients brought back with the full state
 	Refused      uint64 // writes over ClientLimits the tracker refused (state.Limits)
+	Deferred     uint64 // entity sends a connection's budget put off to a later tick (Config.Budget)
 }
 
 // NewServer returns a server for cfg.Schema.
@@ -528,6 +551,7 @@ func (s *Server) Tick() {
 // beyond its room. (An entity that moves between the two in a tick
 // resyncs c instead: see evalPair.)
 func (s *Server) tickSegments(c *Conn) [][]byte {
+	s.budgetPairs(c)
 	v := &c.view
 	segs := s.seg[:0]
 	var room *Space
@@ -780,6 +804,14 @@ func (s *Server) sendFull(c *Conn) {
 		}
 	}
 	c.levels = c.levels[:0]
+	for _, id := range c.view.held {
+		if ie := &s.ients[id.Slot()]; ie.id == id {
+			if oi := s.pairOf(c, ie); oi >= 0 {
+				ie.obs[oi].held = 0 // the full state has it whole
+			}
+		}
+	}
+	c.view.held = c.view.held[:0]
 	segs = s.leveledFulls(segs, c, pairs, codec.PartAll)
 	segs = append(segs, shared...)
 	segs = s.leveledFulls(segs, c, others, codec.PartOthers)
@@ -917,6 +949,11 @@ func (s *Server) send(c *Conn, segs [][]byte) {
 		c.tc.Close(transport.CloseInternalError, "tick not sent")
 	}
 	s.hdr = session.AppendTick(s.hdr[:0], &session.Tick{Tick: s.tick, Segments: n, Gained: c.gained, Lost: c.lost, Levels: c.levels})
+	sent := len(s.hdr)
+	for _, seg := range segs[:n] {
+		sent += len(seg)
+	}
+	c.tokens -= float64(sent) // the budget counts everything (Config.Budget)
 	if err := c.tc.Send(s.arena.Copy(s.hdr)); err != nil {
 		fail(err)
 		return

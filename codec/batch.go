@@ -80,6 +80,16 @@ func (b *Batch) Len() int { return len(b.pieces) }
 // range.
 func (b *Batch) Piece(i int) int32 { return b.of[i] }
 
+// Bits returns the number of bits piece i adds to a segment beyond its
+// group's tree and ID block: its values. A piece of −1 has none. A
+// bandwidth budget weighs entities by it.
+func (b *Batch) Bits(i int32) int {
+	if i < 0 {
+		return 0
+	}
+	return b.pieces[i].n
+}
+
 // DeltaBatch builds b from the changes of cs that partition part carries:
 // one piece for each change [Encoder.Delta] would encode with a nil
 // include. In PartAll a created entity's piece creates it with its full
