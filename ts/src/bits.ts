@@ -313,6 +313,10 @@ export class BitWriter {
 
   /** Writes the U(k) code of the value with halves lo, hi (§1.2). */
   u(lo: number, k: number, hi = 0): void {
+    if (lo > 0xffffffff) {
+      hi = Math.floor(lo / 4294967296);
+      lo = lo % 4294967296;
+    }
     lo >>>= 0;
     hi >>>= 0;
     const b = hi !== 0 ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);

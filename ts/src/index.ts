@@ -15,3 +15,12 @@ export {
   Replica, type ReplicaOptions, type TickChanges, type LevelChange, type ListEvent, type MapEvent, type BagEvent, type ItemKind,
 } from "./replica.js";
 export { dumpEntities } from "./dump.js";
+export {
+  PROTOCOL_VERSION, MsgType, parseMessage, parseRPC, encodeHello, encodeWelcome, encodeRefuse, encodeTick,
+  encodePing, encodePong, encodeRPC, encodeResync,
+  type Message, type Hello, type Welcome, type Refuse, type Tick, type Ping, type Pong, type RPC, type Resync,
+} from "./session.js";
+export {
+  Connection, CloseCode, RefusedError, ClosedError, closeCodeOf,
+  type ConnectOptions, type WebSocketLike, type WebSocketConstructor,
+} from "./connection.js";
