@@ -4,7 +4,7 @@
  * entities of the receiver's (local) schema.
  */
 
-import { BitReader, MAX_K, decodeUTF8 } from "./bits.js";
+import { BitReader, MASK, MAX_K, decodeUTF8 } from "./bits.js";
 import { ReplicaDecodeError } from "./errors.js";
 import { Kind, checkCompatible, isNumeric, type Leaf, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, Entity, ListC, MapC, Rec, bytesEqual, type Elem, type Key, type Txn, SLOT_BITS, makeId } from "./state.js";
@@ -69,6 +69,11 @@ interface Step {
   plan: NumPlan | null;
   slot: number; // local numeric or object slot, or −1
   t: Type;
+  // P_DELTA with a delta width D ≤ 32 (not a ref): the largest code, 32 − D, and whether S is signed.
+  narrow: boolean;
+  mask: number;
+  sh: number;
+  signed: boolean;
 }
 
 /** Per (remote struct, local struct): remote leaf → local leaf, or −1; and local leaf → sender's band. */
@@ -260,8 +265,13 @@ export class Decoder {
         if (raw !== 0) {
           s.code = P_RAW;
           s.width = raw;
-        } else if (delta && t.kind !== Kind.Ref) s.code = P_DELTA;
-        else s.code = P_U;
+        } else if (delta && t.kind !== Kind.Ref) {
+          s.code = P_DELTA;
+          s.narrow = p.D <= 32;
+          s.mask = MASK[Math.min(p.D, 32)]!;
+          s.sh = 32 - Math.min(p.D, 32);
+          s.signed = p.signed;
+        } else s.code = P_U;
       } else if (t.kind === Kind.String || t.kind === Kind.Bytes) {
         s.code = P_STR;
         if (s.local >= 0) s.slot = lc.leaves[s.local]!.obj;
@@ -297,7 +307,7 @@ export class Decoder {
         const p = numPlan(t);
         if ((delta ? p.deltaRaw : p.fullRaw) === 0) k = r.bits(6);
       }
-      this.steps.push({ leaf: base + f.leaf, local: -1, k, code: 0, width: 0, plan: null, slot: -1, t });
+      this.steps.push({ leaf: base + f.leaf, local: -1, k, code: 0, width: 0, plan: null, slot: -1, t, narrow: false, mask: 0, sh: 0, signed: false });
     }
   }
 
@@ -323,6 +333,19 @@ export class Decoder {
           const lo = r.u(s.k);
           const hi = r.hi;
           const slot = s.slot;
+          if (s.narrow) {
+            // D ≤ 32: plain number arithmetic (§4.3).
+            if (hi !== 0 || lo > s.mask) r.malformed("delta out of range");
+            if (slot < 0) break;
+            let v = e.num[slot << 1]! + ((lo >>> 1) ^ -(lo & 1));
+            if (s.signed) {
+              v = (v << s.sh) >> s.sh;
+              txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 0xffffffff : 0);
+            } else {
+              txn.setNum(e, s.local, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0);
+            }
+            break;
+          }
           if (slot >= 0) {
             const a = e.num;
             if (!decodeDelta(s.plan!, a[slot << 1]!, a[(slot << 1) + 1]!, lo, hi)) r.malformed("delta out of range");

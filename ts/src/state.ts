@@ -19,6 +19,8 @@ export class Rec {
   readonly num: Uint32Array;
   /** String (string), Uint8Array (bytes) and container slots. */
   readonly obj: unknown[];
+  /** @internal The serial of the transaction that last saved num for its undo log. */
+  txnMark = 0;
 
   constructor(readonly type: StructType) {
     this.num = new Uint32Array(type.numSlots * 2);
@@ -265,7 +267,7 @@ export class Entity extends Rec {
   knows(path: string): boolean {
     const l = this.type.leafNamed(path);
     if (!l) return false;
-    const b = this.bands[l.index]!;
+    const b = this.bands[l.index] ?? 0; // classes without bands have no band array
     return b === 0 || b <= this.level;
   }
 }
@@ -380,10 +382,14 @@ export class Table {
  * log. commit keeps them and returns the events; rollback undoes them all.
  */
 export class Txn {
-  // Numeric writes: the array written, the index, and the old value.
-  private nArr: Uint32Array[] = [];
-  private nIdx: number[] = [];
-  private nOld: number[] = [];
+  // Numeric writes: the first write of a transaction to a record saves
+  // the record's numeric slots (into saved, from savedOff); later writes to
+  // it cost nothing.
+  private serial = 1;
+  private savedRecs: Rec[] = [];
+  private savedOff: number[] = [];
+  private saved = new Uint32Array(1024);
+  private savedLen = 0;
   // Everything else, undone newest first.
   private undo: (() => void)[] = [];
   private fillable = new Set<number>();
@@ -396,9 +402,10 @@ export class Txn {
 
   /** Starts a transaction. */
   begin(): this {
-    this.nArr.length = 0;
-    this.nIdx.length = 0;
-    this.nOld.length = 0;
+    this.serial++;
+    this.savedRecs.length = 0;
+    this.savedOff.length = 0;
+    this.savedLen = 0;
     this.undo.length = 0;
     this.fillable.clear();
     this.events = [];
@@ -432,6 +439,7 @@ export class Txn {
     const slot = id & SLOT_MASK;
     if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
     const e = new Entity(cls, id, classId, bands, nbands);
+    e.txnMark = this.serial; // nothing to restore: a rollback removes it
     this.t.put(e);
     this.fillable.add(slot);
     this.undo.push(() => this.t.remove(slot));
@@ -481,9 +489,7 @@ export class Txn {
     const olo = a[i]!;
     const ohi = a[i + 1]!;
     if (olo === lo && ohi === hi) return;
-    this.nArr.push(a);
-    this.nIdx.push(i);
-    this.nOld.push(olo, ohi);
+    if (e.txnMark !== this.serial) this.save(e);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, leaf)) {
@@ -494,6 +500,21 @@ export class Txn {
       ev.newHi = hi;
       this.events.push(ev);
     }
+  }
+
+  /** Saves r's numeric slots for a rollback, once per transaction. */
+  private save(r: Rec): void {
+    r.txnMark = this.serial;
+    const n = r.num.length;
+    if (this.savedLen + n > this.saved.length) {
+      const b = new Uint32Array(Math.max(this.saved.length * 2, this.savedLen + n));
+      b.set(this.saved.subarray(0, this.savedLen));
+      this.saved = b;
+    }
+    this.saved.set(r.num, this.savedLen);
+    this.savedRecs.push(r);
+    this.savedOff.push(this.savedLen);
+    this.savedLen += n;
   }
 
   /** Sets string or bytes leaf of e. */
@@ -653,9 +674,7 @@ export class Txn {
     const olo = a[i]!;
     const ohi = a[i + 1]!;
     if (olo === lo && ohi === hi) return;
-    this.nArr.push(a);
-    this.nIdx.push(i);
-    this.nOld.push(olo, ohi);
+    if (r.txnMark !== this.serial) this.save(r);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, leaf)) {
@@ -714,24 +733,21 @@ export class Txn {
 
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit(): TxEvent[] {
-    this.nArr.length = 0;
-    this.nIdx.length = 0;
-    this.nOld.length = 0;
+    this.savedRecs.length = 0;
+    this.savedOff.length = 0;
+    this.savedLen = 0;
     this.undo.length = 0;
     return this.events;
   }
 
   /** Undoes every change, newest first. */
   rollback(): void {
-    // Numeric writes never move a slot, so they unwind apart from the rest.
-    const arr = this.nArr;
-    const idx = this.nIdx;
-    const old = this.nOld;
-    for (let j = arr.length - 1; j >= 0; j--) {
-      const a = arr[j]!;
-      const i = idx[j]!;
-      a[i] = old[2 * j]!;
-      a[i + 1] = old[2 * j + 1]!;
+    // Numeric slots never move, so they are restored apart from the rest:
+    // each record touched as it was before its first write.
+    for (let j = 0; j < this.savedRecs.length; j++) {
+      const r = this.savedRecs[j]!;
+      const off = this.savedOff[j]!;
+      r.num.set(this.saved.subarray(off, off + r.num.length));
     }
     for (let j = this.undo.length - 1; j >= 0; j--) this.undo[j]!();
     this.begin();

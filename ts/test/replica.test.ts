@@ -270,6 +270,7 @@ describe("levels of detail (§3.6, §5.8)", () => {
     expect(dumpEntities(r.entities())).toBe(before);
     const plain = new Replica(heroSchema());
     plain.apply(createHero(1, 0, 1, "a", 0));
+    expect([plain.entity(id)!.level, plain.entity(id)!.knows("hp"), plain.entity(id)!.knows("pos.x")]).toEqual([0, true, true]);
     expectReject(() => plain.applyTick([], { levels: [{ id, level: 1 }] }), "level");
   });
 });
