@@ -14,6 +14,7 @@ import { encodeUTF8 } from "./bits.js";
 import { decodeDescriptor, writeDescriptor, type DescriptorOptions } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
+import { encodeRecord } from "./encoder.js";
 import type { Schema, StructType } from "./schema.js";
 import type { Entity, Rec } from "./state.js";
 import {
@@ -324,6 +325,20 @@ export class Connection {
       return this.fail(err as Error);
     }
     for (const h of hs) h(e, args);
+  }
+
+  /**
+   * Calls client→server RPC rpc (its ID or name) on entity e, which this
+   * client owns, with the arguments given by field name (see
+   * encodeRecord). The server runs it at its next tick.
+   */
+  callRPC(e: Entity | number, rpc: number | string, args: Record<string, unknown> = {}): void {
+    const ent = typeof e === "number" ? this.replica.entity(e) : e;
+    if (!ent) throw new Error(`connection: no entity ${String(e)}`);
+    const cls = this.opts.schema.class(ent.classId);
+    const r = typeof rpc === "number" ? cls?.rpc(rpc) : cls?.rpcs.find((x) => x.name === rpc);
+    if (!r || r.dir !== 0) throw new Error(`connection: no client RPC ${String(rpc)} on ${ent.type.name}`);
+    this.send(encodeRPC(ent.id, r.id, encodeRecord(r.args, args)));
   }
 
   /**

@@ -24,3 +24,4 @@ export {
   Connection, CloseCode, RefusedError, ClosedError, closeCodeOf,
   type ConnectOptions, type WebSocketLike, type WebSocketConstructor,
 } from "./connection.js";
+export { encodeRecord, toStored } from "./encoder.js";

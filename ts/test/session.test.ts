@@ -7,7 +7,7 @@ import { Connection, CloseCode, RefusedError, type WebSocketLike } from "../src/
 import { DEFAULT_LIMITS } from "../src/decoder.js";
 import {
   MsgType, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, encodeRefuse, encodeResync, encodeTick,
-  encodeWelcome, parseMessage, type Hello,
+  encodeWelcome, parseMessage, type Hello, type RPC,
 } from "../src/session.js";
 import { Kind, Schema } from "../src/schema.js";
 import { makeId } from "../src/state.js";
@@ -262,7 +262,8 @@ describe("connection", () => {
   test("server RPCs reach their handlers with decoded arguments", async () => {
     const args = struct("Say", [field(1, "text", ty(Kind.String)), field(2, "n", ty(Kind.Uint8))]);
     const unit = struct("Unit", [field(1, "hp", ty(Kind.Int16))], { id: 1 });
-    unit.rpcs = [{ id: 3, name: "say", dir: 1, args }];
+    const jump = struct("Jump", [field(1, "h", ty(Kind.Uint8))]);
+    unit.rpcs = [{ id: 2, name: "jump", dir: 0, args: jump }, { id: 3, name: "say", dir: 1, args }];
     const s = new Schema([unit]);
     const server = new FakeServer((sock) => sock.deliver(welcome(s)));
     const c = await Connection.connect({ url: "ws://x", schema: s, WebSocket: server.ctor() });
@@ -282,6 +283,11 @@ describe("connection", () => {
     expect(got).toEqual([[makeId(1, 0), "hi", 200]]);
     c.sendRPC(makeId(1, 0), 2, Uint8Array.of(0));
     expect([...sock.sent.at(-1)!]).toEqual([7, 1, 0, 0, 0, 2, 0]);
+    c.callRPC(makeId(1, 0), "jump", { h: 3 });
+    const m = parseMessage(sock.sent.at(-1)!) as RPC;
+    expect([m.entity, m.rpc]).toEqual([makeId(1, 0), 2]);
+    expect(c.replica.decoder.decodeRecord(jump, jump, m.args).get("h")).toBe(3);
+    expect(() => c.callRPC(makeId(1, 0), "say")).toThrow(/no client RPC/);
     c.close();
   });
 });
