@@ -276,6 +276,7 @@ export class Connection {
     const segs = this.segs;
     this.pending = null;
     this.segs = [];
+    const before = this.replica.ticksApplied;
     try {
       if (this.resync) {
         this.resync = false;
@@ -283,8 +284,12 @@ export class Connection {
       }
       this.replica.applyTick(segs, { gained: t.gained, lost: t.lost, levels: t.levels });
     } catch (e) {
-      // The replica keeps the last good state; a new session is needed (§10.4).
-      return this.fail(e as Error);
+      if (this.replica.ticksApplied === before) {
+        // Rejected: the replica keeps the last good state; a new session is needed (§10.4).
+        return this.fail(e as Error);
+      }
+      // Applied, but a callback threw: report it and go on.
+      this.onError?.(e as Error);
     }
     this.lastTick = t.tick;
     this.onTick?.(t.tick);

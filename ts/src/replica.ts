@@ -120,6 +120,15 @@ export class Replica {
     return this.dec;
   }
 
+  /**
+   * Ticks committed so far. A callback that throws propagates out of
+   * applyTick after its tick was committed (the remaining callbacks of the
+   * tick do not run); this count tells the two cases apart.
+   */
+  get ticksApplied(): number {
+    return this.tick;
+  }
+
   /** Number of entities. */
   get size(): number {
     return this.tab.size;

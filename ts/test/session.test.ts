@@ -234,6 +234,22 @@ describe("connection", () => {
     c.close();
   });
 
+  test("a callback that throws does not reject its tick", async () => {
+    const s = schema();
+    const server = new FakeServer((sock) => sock.deliver(welcome(s)));
+    const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
+    const errors: Error[] = [];
+    c.onError = (e) => errors.push(e);
+    c.replica.onCreate("Unit", () => {
+      throw new Error("boom");
+    });
+    for (const m of tick(1n, [create(1, 5)])) server.sockets[0]!.deliver(m);
+    for (const m of tick(2n, [create(2, 5)])) server.sockets[0]!.deliver(m);
+    expect(errors.map((e) => e.message)).toEqual(["boom", "boom"]);
+    expect([c.replica.size, c.lastTick, server.sockets[0]!.closedWith]).toEqual([2, 2n, undefined]);
+    c.close();
+  });
+
   test("REFUSE rejects with the code and message; so does a close during the handshake", async () => {
     const s = schema();
     const refusing = new FakeServer((sock) => sock.deliver(encodeRefuse({ code: CloseCode.AuthFailed, message: "invalid token" })));
