@@ -157,6 +157,8 @@ export class Decoder {
       this.sections(txn);
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
+      // A maxDepth set beyond what the JS stack holds: still a typed rejection.
+      if (e instanceof RangeError) throw new ReplicaDecodeError("limit", `nesting deeper than the stack allows (${e.message})`, r.pos);
       throw e;
     }
   }

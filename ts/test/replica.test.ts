@@ -167,6 +167,19 @@ describe("sections and callbacks", () => {
     expect(r.size).toBe(1);
   });
 
+  test("nesting deeper than the JS stack is a typed rejection, even with a huge maxDepth", () => {
+    const node = struct("Node", []);
+    node.fields = [field(1, "kids", ty(Kind.List, { elem: ty(Kind.Nested, { struct: node }) }))];
+    const s = new Schema([struct("Tree", [field(1, "root", ty(Kind.Nested, { struct: node }))], { id: 1 })]);
+    const r = new Replica(s, { limits: { maxDepth: 2 ** 31 - 1, maxValues: 2 ** 31 - 1 } });
+    const g = seg().section(CREATE, 1, 1).tree([{ id: 1, sub: [{ id: 1 }] }]).ids([0]).gens([0]);
+    const depth = 200000;
+    for (let i = 0; i < depth; i++) g.u(1, 4).tree([{ id: 1 }]); // a list of one element whose list ...
+    g.u(0, 4);
+    expect(expectReject(() => r.apply(g.end()), "limit").message).toMatch(/stack/);
+    expect(r.size).toBe(0);
+  });
+
   test("64-bit values and wrap-around deltas", () => {
     const s = new Schema([struct("W", [
       field(1, "i64", ty(Kind.Int64)),
