@@ -8,7 +8,7 @@
  * additionally accepts version 1 (no `band` per field, no `nbands` per
  * class), which the committed golden vectors still use; it is read through
  * {@link formatOf}, and the band fields are read and written only where
- * `fmt.bands` is tested below (readField, readClass, writeDescriptor).
+ * `fmt.bands` is tested below (readField, the class loop with readBands and checkBands, and writeDescriptor, which can still write version 1 for tests).
  */
 
 import { BitReader, BitWriter, decodeUTF8, encodeUTF8 } from "./bits.js";
