@@ -1,0 +1,366 @@
+/**
+ * Bit-level primitives of the wire format (docs/protocol.md §1): a
+ * least-significant-bit-first bit stream, the U(k) code, zigzag, strings.
+ *
+ * Values up to 64 bits are returned as two unsigned 32-bit halves: a read
+ * returns the low half and leaves the high half in `hi`. Most values are
+ * 32 bits or less, so the hot paths never touch BigInt.
+ */
+
+import { ReplicaDecodeError } from "./errors.js";
+
+/** MASK[n] = 2^n − 1 for n ≤ 32, as a non-negative number. */
+export const MASK: readonly number[] = Array.from({ length: 33 }, (_, n) => (n === 32 ? 0xffffffff : 2 ** n - 1));
+/** POW2[n] = 2^n for n ≤ 64. */
+export const POW2: readonly number[] = Array.from({ length: 65 }, (_, n) => 2 ** n);
+
+/** Largest split point of the U(k) code. */
+export const MAX_K = 63;
+
+const ctz = (x: number): number => 31 - Math.clz32(x & -x);
+
+const utf8 = new TextDecoder("utf-8", { fatal: false });
+
+/**
+ * Decodes UTF-8 bytes to a string; invalid sequences become U+FFFD
+ * (docs/protocol.md OQ 10). ASCII takes a fast path.
+ */
+export function decodeUTF8(b: Uint8Array, start = 0, end = b.length): string {
+  const n = end - start;
+  if (n <= 64) {
+    let ascii = true;
+    for (let i = start; i < end; i++) {
+      if (b[i]! >= 0x80) {
+        ascii = false;
+        break;
+      }
+    }
+    if (ascii) {
+      let s = "";
+      for (let i = start; i < end; i++) s += String.fromCharCode(b[i]!);
+      return s;
+    }
+  }
+  return utf8.decode(b.subarray(start, end));
+}
+
+const utf8enc = new TextEncoder();
+
+/** Encodes a string as UTF-8. */
+export function encodeUTF8(s: string): Uint8Array {
+  return utf8enc.encode(s);
+}
+
+/** Reads a bit stream. Every failure throws a {@link ReplicaDecodeError}. */
+export class BitReader {
+  /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
+  private buf: Uint8Array = new Uint8Array(8);
+  private scratch: Uint8Array = new Uint8Array(64);
+  /** Next bit to read. */
+  pos = 0;
+  /** Number of bits of input. */
+  end = 0;
+  /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
+  hi = 0;
+
+  constructor(b?: Uint8Array) {
+    if (b) this.reset(b);
+  }
+
+  /** Starts reading b from its first bit. */
+  reset(b: Uint8Array): void {
+    const need = b.length + 8;
+    if (this.scratch.length < need) this.scratch = new Uint8Array(Math.max(need, this.scratch.length * 2));
+    const s = this.scratch;
+    s.set(b);
+    s.fill(0, b.length, b.length + 8);
+    this.buf = s;
+    this.pos = 0;
+    this.end = b.length * 8;
+    this.hi = 0;
+  }
+
+  /** Unread bits, including the padding of the last byte. */
+  remaining(): number {
+    return this.end - this.pos;
+  }
+
+  /** Throws a truncation error. */
+  truncated(what = "input"): never {
+    throw new ReplicaDecodeError("truncated", `${what} ends early`, this.pos);
+  }
+
+  /** Throws a malformed-input error at the current position. */
+  malformed(msg: string): never {
+    throw new ReplicaDecodeError("malformed", msg, this.pos);
+  }
+
+  /** The 32 bits from the current position (zeros past the end), unsigned. */
+  peek32(): number {
+    const b = this.buf;
+    const p = this.pos;
+    const i = p >>> 3;
+    const sh = p & 7;
+    let w = (b[i]! | (b[i + 1]! << 8) | (b[i + 2]! << 16) | (b[i + 3]! << 24)) >>> sh;
+    if (sh !== 0) w |= b[i + 4]! << (32 - sh);
+    return w >>> 0;
+  }
+
+  /** Advances by n bits, failing if that passes the end. */
+  skip(n: number): void {
+    this.pos += n;
+    if (this.pos > this.end) {
+      this.pos = this.end;
+      this.truncated();
+    }
+  }
+
+  /** Reads n ≤ 32 bits, unsigned. */
+  bits(n: number): number {
+    if (n === 0) return 0;
+    const w = this.peek32();
+    this.pos += n;
+    if (this.pos > this.end) {
+      this.pos = this.end;
+      this.truncated();
+    }
+    return n === 32 ? w : (w & MASK[n]!) >>> 0;
+  }
+
+  /** Reads one bit as a boolean. */
+  bool(): boolean {
+    return this.bits(1) === 1;
+  }
+
+  /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
+  bitsWide(n: number): number {
+    if (n <= 32) {
+      const v = this.bits(n);
+      this.hi = 0;
+      return v;
+    }
+    const lo = this.bits(32);
+    this.hi = this.bits(n - 32);
+    return lo;
+  }
+
+  /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
+  u(k: number): number {
+    const w = this.peek32();
+    if ((w & 1) === 0) {
+      if (k <= 31) {
+        this.pos += k + 1;
+        if (this.pos > this.end) {
+          this.pos = this.end;
+          this.truncated();
+        }
+        this.hi = 0;
+        return ((w >>> 1) & MASK[k]!) >>> 0;
+      }
+    } else if (w !== 0xffffffff) {
+      const ones = ctz(~w);
+      const b = k + ones;
+      const total = ones + b;
+      if (total <= 32 && b <= 32) {
+        this.pos += total;
+        if (this.pos > this.end) {
+          this.pos = this.end;
+          this.truncated();
+        }
+        this.hi = 0;
+        return ((w >>> (ones + 1)) & MASK[b - 1]!) + POW2[b - 1]!;
+      }
+    }
+    return this.uSlow(k);
+  }
+
+  private uSlow(k: number): number {
+    if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
+    const maxOnes = 64 - k;
+    let ones = 0;
+    while (ones < maxOnes) {
+      if (this.pos >= this.end) this.truncated();
+      const w = this.peek32();
+      let t = w === 0xffffffff ? 32 : ctz(~w);
+      if (ones + t >= maxOnes) {
+        t = maxOnes - ones;
+        this.skip(t);
+        ones = maxOnes;
+        break;
+      }
+      if (t === 32) {
+        this.skip(32);
+        ones += 32;
+        continue;
+      }
+      this.skip(t + 1); // the ones and the 0 terminator
+      ones += t;
+      break;
+    }
+    if (ones === 0) return this.bitsWide(k);
+    const b = k + ones; // 1..64
+    let lo = this.bitsWide(b - 1);
+    let hi = this.hi;
+    if (b - 1 < 32) lo += POW2[b - 1]!;
+    else hi = (hi | (1 << (b - 33))) >>> 0;
+    this.hi = hi;
+    return lo;
+  }
+
+  /** Reads a U(k) value as a BigInt. */
+  uBig(k: number): bigint {
+    const lo = this.u(k);
+    return (BigInt(this.hi) << 32n) | BigInt(lo);
+  }
+
+  /**
+   * Reads a U(k) count and checks it against max and against the bits left,
+   * assuming each counted item takes at least minBits bits.
+   */
+  count(k: number, max: number, minBits: number, what: string): number {
+    const start = this.pos;
+    const n = this.u(k);
+    if (this.hi !== 0 || n > max) {
+      throw new ReplicaDecodeError("limit", `${what} ${this.hi !== 0 ? "≥ 2^32" : n} > ${max}`, start);
+    }
+    if (minBits > 0 && n * minBits > this.end - this.pos) {
+      throw new ReplicaDecodeError("truncated", `${what} ${n} needs more bits than remain`, start);
+    }
+    return n;
+  }
+
+  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
+  bytes(max: number): Uint8Array {
+    const n = this.count(4, max, 8, "byte length");
+    const out = new Uint8Array(n);
+    if ((this.pos & 7) === 0) {
+      const i = this.pos >>> 3;
+      out.set(this.buf.subarray(i, i + n));
+      this.skip(n * 8);
+      return out;
+    }
+    for (let i = 0; i < n; i++) out[i] = this.bits(8);
+    return out;
+  }
+
+  /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
+  string(max: number): string {
+    const n = this.count(4, max, 8, "string length");
+    if (n === 0) return "";
+    if ((this.pos & 7) === 0) {
+      const i = this.pos >>> 3;
+      this.skip(n * 8);
+      return decodeUTF8(this.buf, i, i + n);
+    }
+    const tmp = n <= 64 ? STRBUF : new Uint8Array(n);
+    for (let i = 0; i < n; i++) tmp[i] = this.bits(8);
+    return decodeUTF8(tmp, 0, n);
+  }
+
+  /** Requires that only zero padding (fewer than 8 bits) is left. */
+  finish(what: string): void {
+    const rem = this.end - this.pos;
+    if (rem >= 8 || this.bits(rem) !== 0) this.malformed(`trailing data after the ${what}`);
+  }
+}
+
+const STRBUF = new Uint8Array(64);
+
+/** Writes a bit stream (the inverse of {@link BitReader}). */
+export class BitWriter {
+  private buf = new Uint8Array(64);
+  /** Bits written. */
+  pos = 0;
+
+  private grow(bits: number): void {
+    const need = ((this.pos + bits + 7) >>> 3) + 8;
+    if (need > this.buf.length) {
+      const b = new Uint8Array(Math.max(need, this.buf.length * 2));
+      b.set(this.buf);
+      this.buf = b;
+    }
+  }
+
+  /** Writes the low n ≤ 32 bits of v. */
+  bits(v: number, n: number): void {
+    if (n === 0) return;
+    this.grow(n);
+    v = n === 32 ? v >>> 0 : (v & MASK[n]!) >>> 0;
+    let p = this.pos;
+    let left = n;
+    while (left > 0) {
+      const i = p >>> 3;
+      const sh = p & 7;
+      const take = Math.min(8 - sh, left);
+      this.buf[i] = this.buf[i]! | ((v & MASK[take]!) << sh);
+      v = v >>> take;
+      p += take;
+      left -= take;
+    }
+    this.pos = p;
+  }
+
+  /** Writes n ≤ 64 bits of the value with halves lo, hi. */
+  bitsWide(lo: number, hi: number, n: number): void {
+    if (n <= 32) return this.bits(lo, n);
+    this.bits(lo, 32);
+    this.bits(hi, n - 32);
+  }
+
+  bool(b: boolean): void {
+    this.bits(b ? 1 : 0, 1);
+  }
+
+  /** Writes the U(k) code of the value with halves lo, hi (§1.2). */
+  u(lo: number, k: number, hi = 0): void {
+    if (lo > 0xffffffff) {
+      hi = Math.floor(lo / 4294967296);
+      lo = lo % 4294967296;
+    }
+    lo >>>= 0;
+    hi >>>= 0;
+    const b = hi !== 0 ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
+    if (b <= k) {
+      this.bits(0, 1);
+      this.bitsWide(lo, hi, k);
+      return;
+    }
+    for (let i = 0; i < b - k; i++) this.bits(1, 1);
+    if (b < 64) this.bits(0, 1);
+    // the low b−1 bits
+    if (b - 1 <= 32) this.bits(b - 1 === 32 ? lo : lo & MASK[b - 1]!, b - 1);
+    else this.bitsWide(lo, hi & MASK[b - 33]!, b - 1);
+  }
+
+  /** Writes the U(k) code of a BigInt in 0..2^64−1. */
+  uBig(v: bigint, k: number): void {
+    this.u(Number(v & 0xffffffffn), k, Number((v >> 32n) & 0xffffffffn));
+  }
+
+  /** Writes a length-prefixed byte string. */
+  bytes(b: Uint8Array): void {
+    this.u(b.length, 4);
+    for (let i = 0; i < b.length; i++) this.bits(b[i]!, 8);
+  }
+
+  /** Writes a string as UTF-8 bytes. */
+  string(s: string): void {
+    this.bytes(encodeUTF8(s));
+  }
+
+  /** Returns the bytes written, padded with zero bits to a byte boundary. */
+  finish(): Uint8Array {
+    return this.buf.slice(0, (this.pos + 7) >>> 3);
+  }
+}
+
+/** zigzag on 64 bits as BigInt. */
+export function zigzagBig(v: bigint): bigint {
+  v = BigInt.asIntN(64, v);
+  return BigInt.asUintN(64, (v << 1n) ^ (v >> 63n));
+}
+
+/** unzigzag on 64 bits as BigInt. */
+export function unzigzagBig(u: bigint): bigint {
+  return BigInt.asIntN(64, (u >> 1n) ^ -(u & 1n));
+}

@@ -1,0 +1,455 @@
+/**
+ * A session with a replica server over WebSocket (docs/protocol.md §10):
+ * the handshake, ticks applied to a {@link Replica} as they arrive,
+ * keep-alive, resync, server RPCs, and reconnection.
+ *
+ * Uses the browser WebSocket API: the global WebSocket where there is one
+ * (browsers, Node ≥ 22), else a constructor passed as `WebSocket` (for
+ * example the `ws` package's in Node 20). WebTransport is not supported
+ * yet.
+ */
+
+import { ReplicaDecodeError } from "./errors.js";
+import { encodeUTF8 } from "./bits.js";
+import { decodeDescriptor, writeDescriptor, type DescriptorOptions } from "./descriptor.js";
+import type { Limits } from "./decoder.js";
+import { Replica } from "./replica.js";
+import { encodeRecord } from "./encoder.js";
+import type { Schema, StructType } from "./schema.js";
+import type { Entity, Rec } from "./state.js";
+import {
+  MsgType,
+  PROTOCOL_VERSION,
+  encodeHello,
+  encodePing,
+  encodePong,
+  encodeRPC,
+  parseMessage,
+  parseRPC,
+  type Tick,
+  type Welcome,
+} from "./session.js";
+
+/** Close codes (§10.1); on WebSocket the status is 4000 + code. */
+export const CloseCode = {
+  Normal: 0,
+  GoingAway: 1,
+  ProtocolError: 2,
+  MessageTooLarge: 3,
+  SlowConsumer: 4,
+  IdleTimeout: 5,
+  HandshakeTimeout: 6,
+  AuthFailed: 7,
+  Incompatible: 8,
+  PolicyViolation: 9,
+  Internal: 10,
+  Network: 11,
+  ServerBusy: 12,
+  Replaced: 13,
+  Duplicate: 14,
+} as const;
+
+/** The subset of the browser WebSocket API this package uses. */
+export interface WebSocketLike {
+  binaryType: string;
+  readyState: number;
+  send(data: Uint8Array): void;
+  close(code?: number, reason?: string): void;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+}
+
+export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
+
+export interface ConnectOptions {
+  /** The server's WebSocket URL. */
+  url: string;
+  /** The client's own schema; its descriptor goes in the HELLO. */
+  schema: Schema;
+  /** The connect token the server's authenticator checks. */
+  token?: Uint8Array | string;
+  /** Gives reconnect a fresh token; without it the same token is sent again. */
+  refresh?: () => Promise<Uint8Array | string>;
+  /** Decoder limits, sent in the HELLO (§10.2). */
+  limits?: Partial<Limits>;
+  /** A WebSocket constructor, when there is no global one. */
+  WebSocket?: WebSocketConstructor;
+  /** Bounds the handshake; default 5000 ms. */
+  handshakeTimeoutMs?: number;
+  /** Closes with code 5 when nothing arrives for this long, and pings every third of it; default 15000 ms. */
+  idleTimeoutMs?: number;
+  /** Descriptor options for the server's descriptor (tests only). */
+  descriptor?: DescriptorOptions;
+}
+
+/** The server declined the session (REFUSE, or a close during the handshake). */
+export class RefusedError extends Error {
+  override readonly name = "RefusedError";
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+  ) {
+    super(`server refused the session: code ${code}: ${reason}`);
+  }
+}
+
+/** The connection closed; code is the §10.1 close code when the peer sent one. */
+export class ClosedError extends Error {
+  override readonly name = "ClosedError";
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+  ) {
+    super(`connection closed: code ${code}: ${reason}`);
+  }
+}
+
+/** The §10.1 close code of a WebSocket close status, or −1. */
+export function closeCodeOf(status: number): number {
+  return status >= 4000 && status <= 4998 ? status - 4000 : -1;
+}
+
+function toBytes(data: unknown): Uint8Array | undefined {
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  return undefined;
+}
+
+const tokenBytes = (t: Uint8Array | string | undefined): Uint8Array =>
+  t === undefined ? new Uint8Array(0) : typeof t === "string" ? encodeUTF8(t) : t;
+
+interface Session {
+  ws: WebSocketLike;
+  welcome: Welcome;
+  /** Messages and a close that arrived after the WELCOME, before the session started. */
+  early: unknown[];
+  earlyClose?: { code: number; reason: string };
+}
+
+/** A session with a replica server. */
+export class Connection {
+  private ws!: WebSocketLike;
+  private welcomeMsg!: Welcome;
+  private pending: Tick | null = null;
+  private segs: Uint8Array[] = [];
+  private resync = false;
+  private nonce = 0n;
+  private pingTimer: ReturnType<typeof setInterval> | undefined;
+  private idleTimer: ReturnType<typeof setTimeout> | undefined;
+  private handlers = new Map<string, ((e: Entity, args: Rec) => void)[]>();
+  private closed: ClosedError | undefined;
+  private closeWaiters: ((e: ClosedError) => void)[] = [];
+  /** The number of the last tick applied (0n before the first). */
+  lastTick = 0n;
+  /** Called after each applied tick. */
+  onTick: ((tick: bigint) => void) | undefined;
+  /** Called when a tick is rejected (the connection then closes with code 2) or a message is malformed. */
+  onError: ((err: Error) => void) | undefined;
+  /** Called once when the connection closes. */
+  onClose: ((err: ClosedError) => void) | undefined;
+
+  private constructor(
+    private readonly opts: ConnectOptions,
+    readonly replica: Replica,
+  ) {}
+
+  /** Connects, performs the handshake (§10.3) and starts receiving ticks. */
+  static async connect(opts: ConnectOptions): Promise<Connection> {
+    const s = await handshake(opts, tokenBytes(opts.token));
+    const remote = decodeDescriptor(s.welcome.descriptor, opts.descriptor);
+    let rep: Replica;
+    try {
+      rep = new Replica(opts.schema, { remote, limits: opts.limits });
+    } catch (e) {
+      s.ws.close(4000 + CloseCode.Incompatible, "incompatible schema");
+      throw e;
+    }
+    const c = new Connection(opts, rep);
+    c.start(s);
+    return c;
+  }
+
+  /** The user the server authenticated. */
+  get userId(): string {
+    return this.welcomeMsg.userId;
+  }
+
+  /** The server's session ID for this connection. */
+  get sessionId(): bigint {
+    return this.welcomeMsg.session;
+  }
+
+  /** The server's ticks per second. */
+  get tickRate(): number {
+    return this.welcomeMsg.tickRate;
+  }
+
+  /** Resolves when the connection closes. */
+  done(): Promise<ClosedError> {
+    if (this.closed) return Promise.resolve(this.closed);
+    return new Promise((res) => this.closeWaiters.push(res));
+  }
+
+  private start(s: Session): void {
+    this.ws = s.ws;
+    this.welcomeMsg = s.welcome;
+    this.pending = null;
+    this.segs = [];
+    this.resync = false;
+    this.closed = undefined;
+    this.lastTick = 0n;
+    const ws = s.ws;
+    const idle = this.opts.idleTimeoutMs ?? 15000;
+    ws.onmessage = (ev) => {
+      if (ws !== this.ws) return;
+      this.touch(idle);
+      const b = toBytes(ev.data);
+      if (!b) return this.fail(new ReplicaDecodeError("session", "text message"));
+      this.receive(b);
+    };
+    ws.onclose = (ev) => {
+      if (ws === this.ws) this.finish(closeCodeOf(ev.code), ev.reason);
+    };
+    ws.onerror = () => {};
+    this.touch(idle);
+    this.pingTimer = setInterval(() => {
+      this.nonce++;
+      this.send(encodePing(this.nonce));
+    }, Math.max(1, Math.floor(idle / 3)));
+    for (const data of s.early) ws.onmessage({ data });
+    if (s.earlyClose) ws.onclose(s.earlyClose);
+  }
+
+  private touch(idle: number): void {
+    if (this.idleTimer !== undefined) clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.close(CloseCode.IdleTimeout, "nothing received from the server"), idle);
+  }
+
+  private send(b: Uint8Array): void {
+    if (this.ws.readyState === 1) this.ws.send(b);
+  }
+
+  private fail(err: Error): void {
+    this.onError?.(err);
+    this.close(CloseCode.ProtocolError, err instanceof ReplicaDecodeError && err.code !== "session" ? "bad tick" : err.message.slice(0, 123));
+  }
+
+  private receive(b: Uint8Array): void {
+    if (this.pending) {
+      this.segs.push(b);
+      if (this.segs.length === this.pending.segments) this.applyPending();
+      return;
+    }
+    let m;
+    try {
+      m = parseMessage(b);
+    } catch (e) {
+      return this.fail(e as Error);
+    }
+    switch (m.type) {
+      case MsgType.Tick:
+        this.pending = m;
+        this.segs = [];
+        if (m.segments === 0) this.applyPending();
+        return;
+      case MsgType.Ping:
+        this.send(encodePong(m.nonce));
+        return;
+      case MsgType.Pong:
+        return;
+      case MsgType.Resync:
+        // The next tick is the full state: the replica is reset just before it applies.
+        this.resync = true;
+        return;
+      case MsgType.RPC:
+        return this.runRPC(b);
+      default:
+        return this.fail(new ReplicaDecodeError("session", `unexpected message type ${m.type}`));
+    }
+  }
+
+  private applyPending(): void {
+    const t = this.pending!;
+    const segs = this.segs;
+    this.pending = null;
+    this.segs = [];
+    const before = this.replica.ticksApplied;
+    try {
+      if (this.resync) {
+        this.resync = false;
+        this.replica.reset();
+      }
+      this.replica.applyTick(segs, { gained: t.gained, lost: t.lost, levels: t.levels });
+    } catch (e) {
+      if (this.replica.ticksApplied === before) {
+        // Rejected: the replica keeps the last good state; a new session is needed (§10.4).
+        return this.fail(e as Error);
+      }
+      // Applied, but a callback threw: report it and go on.
+      this.onError?.(e as Error);
+    }
+    this.lastTick = t.tick;
+    this.onTick?.(t.tick);
+  }
+
+  /**
+   * Registers h for server→client RPC rpc (its ID) on entities of class
+   * (a class, its name or ID). Returns a function that unregisters it.
+   */
+  handleRPC(cls: StructType | string | number, rpc: number, h: (e: Entity, args: Rec) => void): () => void {
+    const c = typeof cls === "object" ? cls : typeof cls === "string" ? this.opts.schema.classNamed(cls) : this.opts.schema.class(cls);
+    if (!c) throw new Error(`connection: no class ${String(cls)}`);
+    const key = `${c.classId}/${rpc}`;
+    this.handlers.set(key, [...(this.handlers.get(key) ?? []), h]);
+    return () => this.handlers.set(key, (this.handlers.get(key) ?? []).filter((x) => x !== h));
+  }
+
+  private runRPC(msg: Uint8Array): void {
+    let m;
+    try {
+      m = parseRPC(msg);
+    } catch (e) {
+      return this.fail(e as Error);
+    }
+    const e = this.replica.entity(m.entity);
+    if (!e) return; // destroyed since: dropped
+    const hs = this.handlers.get(`${e.classId}/${m.rpc}`);
+    if (!hs || hs.length === 0) return;
+    const local = this.opts.schema.class(e.classId)?.rpc(m.rpc);
+    const remote = this.replica.remote.class(e.classId)?.rpc(m.rpc);
+    if (!local || !remote || remote.dir !== 1) {
+      return this.fail(new ReplicaDecodeError("session", `server sent unknown RPC ${m.rpc} on ${e.type.name}`));
+    }
+    let args: Rec;
+    try {
+      args = this.replica.decoder.decodeRecord(remote.args, local.args, m.args);
+    } catch (err) {
+      return this.fail(err as Error);
+    }
+    for (const h of hs) h(e, args);
+  }
+
+  /**
+   * Calls client→server RPC rpc (its ID or name) on entity e, which this
+   * client owns, with the arguments given by field name (see
+   * encodeRecord). The server runs it at its next tick.
+   */
+  callRPC(e: Entity | number, rpc: number | string, args: Record<string, unknown> = {}): void {
+    const ent = typeof e === "number" ? this.replica.entity(e) : e;
+    if (!ent) throw new Error(`connection: no entity ${String(e)}`);
+    const cls = this.opts.schema.class(ent.classId);
+    const r = typeof rpc === "number" ? cls?.rpc(rpc) : cls?.rpcs.find((x) => x.name === rpc);
+    if (!r || r.dir !== 0) throw new Error(`connection: no client RPC ${String(rpc)} on ${ent.type.name}`);
+    this.send(encodeRPC(ent.id, r.id, encodeRecord(r.args, args)));
+  }
+
+  /**
+   * Calls client→server RPC rpc on entity (which this client owns), with
+   * the argument record already encoded (§6.1 record(T)).
+   */
+  sendRPC(entity: number, rpc: number, args: Uint8Array): void {
+    this.send(encodeRPC(entity, rpc, args));
+  }
+
+  /** Sends raw bytes (tests and tools). */
+  sendRaw(b: Uint8Array): void {
+    this.send(b);
+  }
+
+  /** Leaves the session with the given close code (§10.1). */
+  close(code: number = CloseCode.Normal, reason = "client left"): void {
+    if (this.closed) return;
+    try {
+      this.ws.close(4000 + code, reason.slice(0, 123));
+    } catch {
+      // already closing
+    }
+    this.finish(code, reason);
+  }
+
+  private finish(code: number, reason: string): void {
+    if (this.closed) return;
+    clearInterval(this.pingTimer);
+    clearTimeout(this.idleTimer);
+    this.closed = new ClosedError(code, reason);
+    this.onClose?.(this.closed);
+    for (const w of this.closeWaiters.splice(0)) w(this.closed);
+  }
+
+  /**
+   * Closes the session if it is open and starts a new one with the same
+   * server, keeping the replica and its callbacks: the replica is reset
+   * and the new session's first tick is the full state.
+   */
+  async reconnect(): Promise<void> {
+    this.close(CloseCode.Normal, "reconnecting");
+    const token = this.opts.refresh ? tokenBytes(await this.opts.refresh()) : tokenBytes(this.opts.token);
+    const s = await handshake(this.opts, token, this.replica.limits);
+    this.replica.reset(decodeDescriptor(s.welcome.descriptor, this.opts.descriptor));
+    this.start(s);
+  }
+}
+
+/** Opens a WebSocket and runs the client side of the handshake (§10.3). */
+function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limits): Promise<Session> {
+  const WS = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+  if (!WS) throw new Error("no WebSocket: pass a constructor as options.WebSocket");
+  const hello = encodeHello({
+    version: PROTOCOL_VERSION,
+    descriptor: writeDescriptor(opts.schema),
+    token,
+    limits: limits ?? opts.limits,
+  });
+  return new Promise<Session>((resolve, reject) => {
+    const ws = new WS(opts.url);
+    ws.binaryType = "arraybuffer";
+    let done = false;
+    const end = (err?: Error, s?: Session): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+      if (err) {
+        try {
+          ws.close(4000 + CloseCode.Normal, "handshake failed");
+        } catch {
+          // closing anyway
+        }
+        reject(err);
+      } else resolve(s!);
+    };
+    const timer = setTimeout(() => end(new ClosedError(CloseCode.HandshakeTimeout, "handshake timeout")), opts.handshakeTimeoutMs ?? 5000);
+    ws.onopen = () => ws.send(hello);
+    ws.onerror = () => {};
+    ws.onclose = (ev) => {
+      const code = closeCodeOf(ev.code);
+      // The close carries the REFUSE's code and reason, should the REFUSE itself be lost.
+      end(code > 0 ? new RefusedError(code, ev.reason) : new ClosedError(code, ev.reason || "closed during the handshake"));
+    };
+    ws.onmessage = (ev) => {
+      const b = toBytes(ev.data);
+      try {
+        if (!b) throw new ReplicaDecodeError("session", "text message");
+        const m = parseMessage(b);
+        if (m.type === MsgType.Refuse) return end(new RefusedError(m.code, m.message));
+        if (m.type !== MsgType.Welcome) throw new ReplicaDecodeError("session", `expected WELCOME, got type ${m.type}`);
+        if (m.version !== PROTOCOL_VERSION) {
+          throw new ReplicaDecodeError("session", `server speaks protocol ${m.version}, this client ${PROTOCOL_VERSION}`);
+        }
+        decodeDescriptor(m.descriptor, opts.descriptor); // fails here rather than after the handshake
+        done = true;
+        clearTimeout(timer);
+        const s: Session = { ws, welcome: m, early: [] };
+        ws.onopen = null;
+        ws.onmessage = (ev) => s.early.push(ev.data);
+        ws.onclose = (ev) => (s.earlyClose = { code: ev.code, reason: ev.reason });
+        resolve(s);
+      } catch (e) {
+        end(e as Error);
+      }
+    };
+  });
+}

@@ -1,0 +1,38 @@
+/**
+ * A canonical, complete text form of a replica's state: every entity with
+ * its ID, class, ownership, level and every stored value (numbers as their
+ * stored representation). Two replicas with equal dumps hold the same
+ * state; tests use it to check that a rejected tick changed nothing.
+ */
+
+import { BagC, ListC, MapC, Rec, type Elem, type Entity } from "./state.js";
+
+function hexBytes(b: Uint8Array): string {
+  let s = "";
+  for (const x of b) s += x.toString(16).padStart(2, "0");
+  return s;
+}
+
+function elemText(v: Elem | unknown): string {
+  if (v instanceof Rec) return recText(v);
+  if (v instanceof Uint8Array) return "x" + hexBytes(v);
+  if (typeof v === "bigint") return v.toString() + "n";
+  if (typeof v === "string") return JSON.stringify(v);
+  if (v instanceof ListC) return "[" + v.items.map(elemText).join(",") + "]";
+  if (v instanceof MapC) return "{" + v.keys().map((k) => elemText(k) + ":" + elemText(v.m.get(k))).join(",") + "}";
+  if (v instanceof BagC) return "{" + v.keys().map((k) => elemText(k) + ":" + recText(v.m.get(k)!)).join(",") + "}";
+  return String(v);
+}
+
+function recText(r: Rec): string {
+  const nums: string[] = [];
+  for (let i = 0; i < r.num.length; i += 2) nums.push(r.num[i + 1]!.toString(16) + ":" + r.num[i]!.toString(16));
+  return `${r.type.name}(${nums.join(" ")}|${r.obj.map(elemText).join(" ")})`;
+}
+
+/** The canonical dump of entities. */
+export function dumpEntities(ents: readonly Entity[]): string {
+  return ents
+    .map((e) => `${e.id.toString(16)} ${e.classId} owned=${e.owned} level=${e.level} alive=${e.alive} ${recText(e)}`)
+    .join("\n");
+}

@@ -1,0 +1,57 @@
+/**
+ * Every rejection of untrusted input (a descriptor, a segment, a session
+ * message, a tick) is a {@link ReplicaDecodeError}. Nothing else is thrown
+ * by the decoders for bad input; any other exception is a bug.
+ */
+
+/** Why input was rejected. */
+export type ErrorCode =
+  /** Input ends before a field is complete (or a count exceeds the bits left). */
+  | "truncated"
+  /** Not a valid encoding: bad tag, out-of-range value, trailing data, bad order. */
+  | "malformed"
+  /** A configured limit (§7.1) was exceeded. */
+  | "limit"
+  /** A class or field that the sender's schema does not have, or a deprecated field. */
+  | "unknown"
+  /** An update, fill, set or destroy of an entity that does not exist (or may not be filled). */
+  | "not-found"
+  /** A create of a slot that holds an entity. */
+  | "exists"
+  /** A list index out of range. */
+  | "index"
+  /** A map or bag operation on an absent key. */
+  | "no-key"
+  /** An inconsistent ownership change in a TICK (§10.2). */
+  | "ownership"
+  /** An inconsistent level-of-detail change in a TICK (§5.8). */
+  | "level"
+  /** A bad schema descriptor (§3.5). */
+  | "descriptor"
+  /** Two schema versions disagree on a field (§8). */
+  | "incompatible"
+  /** A malformed session message (§10.2). */
+  | "session";
+
+/** The typed error of every decoder in this package. */
+export class ReplicaDecodeError extends Error {
+  override readonly name = "ReplicaDecodeError";
+  /** Bit offset in the message where decoding stopped, when known. */
+  bit: number;
+  /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
+  segment?: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    bit = -1,
+  ) {
+    super(`${code}: ${message}`);
+    this.bit = bit;
+  }
+}
+
+/** Throws a {@link ReplicaDecodeError}. */
+export function fail(code: ErrorCode, message: string): never {
+  throw new ReplicaDecodeError(code, message);
+}

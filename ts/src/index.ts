@@ -1,0 +1,27 @@
+export { ReplicaDecodeError, type ErrorCode } from "./errors.js";
+export { BitReader, BitWriter, decodeUTF8, encodeUTF8 } from "./bits.js";
+export {
+  Kind, KIND_NAMES, Vis, Schema, StructType, checkCompatible, typeString,
+  type Field, type Leaf, type Quant, type Rpc, type Type,
+} from "./schema.js";
+export {
+  decodeDescriptor, decodeDescriptorVersioned, writeDescriptor, DESCRIPTOR_VERSION, LEGACY_DESCRIPTOR_VERSION,
+  type DescriptorOptions,
+} from "./descriptor.js";
+export { Decoder, DEFAULT_LIMITS, withDefaults, type Limits } from "./decoder.js";
+export { Entity, Rec, ListC, MapC, BagC, makeId, elemValue, type Elem, type Key } from "./state.js";
+export { numValue, numPlan, dequantize } from "./values.js";
+export {
+  Replica, type ReplicaOptions, type TickChanges, type LevelChange, type ListEvent, type MapEvent, type BagEvent, type ItemKind,
+} from "./replica.js";
+export { dumpEntities } from "./dump.js";
+export {
+  PROTOCOL_VERSION, MsgType, parseMessage, parseRPC, encodeHello, encodeWelcome, encodeRefuse, encodeTick,
+  encodePing, encodePong, encodeRPC, encodeResync,
+  type Message, type Hello, type Welcome, type Refuse, type Tick, type Ping, type Pong, type RPC, type Resync,
+} from "./session.js";
+export {
+  Connection, CloseCode, RefusedError, ClosedError, closeCodeOf,
+  type ConnectOptions, type WebSocketLike, type WebSocketConstructor,
+} from "./connection.js";
+export { encodeRecord, toStored } from "./encoder.js";

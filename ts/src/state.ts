@@ -1,0 +1,767 @@
+/**
+ * A client's entity table and the transaction that applies one tick to it
+ * atomically (docs/protocol.md §7.3): every change is logged, and a
+ * rollback restores the table exactly.
+ */
+
+import { ReplicaDecodeError } from "./errors.js";
+import { Kind, isContainer, isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
+import { numPlan, numValue, toElem } from "./values.js";
+
+/** A container element or map value: S as number/BigInt (§4.1), a string, bytes, or a struct record. */
+export type Elem = number | bigint | string | Uint8Array | Rec;
+/** A map or bag key: number/BigInt for integer kinds, string for string keys. */
+export type Key = number | bigint | string;
+
+/** The values of one struct: an entity, a list element, a map value or a bag item. */
+export class Rec {
+  /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
+  readonly num: Uint32Array;
+  /** String (string), Uint8Array (bytes) and container slots. */
+  readonly obj: unknown[];
+  /** @internal The serial of the transaction that last saved num for its undo log. */
+  txnMark = 0;
+
+  constructor(readonly type: StructType) {
+    this.num = new Uint32Array(type.numSlots * 2);
+    this.obj = new Array(type.objSlots);
+    for (const l of type.leaves) {
+      if (l.obj >= 0) this.obj[l.obj] = zeroObj(l.field.type);
+    }
+  }
+
+  /** A deep copy. */
+  clone(): Rec {
+    const c = new Rec(this.type);
+    c.num.set(this.num);
+    for (let i = 0; i < this.obj.length; i++) c.obj[i] = cloneObj(this.obj[i]);
+    return c;
+  }
+
+  /** The JS value of leaf l (a leaf of this record's type). */
+  leafValue(l: Leaf): unknown {
+    const t = l.field.type;
+    if (l.num >= 0) return numValue(numPlan(t), this.num[2 * l.num]!, this.num[2 * l.num + 1]!);
+    return this.obj[l.obj];
+  }
+
+  /** The value of the field at a dotted path ("pos.x"); undefined if there is no such leaf. */
+  get(path: string): unknown {
+    const l = this.type.leafNamed(path);
+    return l ? this.leafValue(l) : undefined;
+  }
+
+  /** Deep equality of values. */
+  equals(o: Rec): boolean {
+    if (o.type !== this.type) return false;
+    const a = this.num;
+    const b = o.num;
+    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+    for (let i = 0; i < this.obj.length; i++) if (!objEqual(this.obj[i], o.obj[i])) return false;
+    return true;
+  }
+}
+
+/** Zero value of an object slot's type: "", empty bytes, or an empty container. */
+export function zeroObj(t: Type): unknown {
+  switch (t.kind) {
+    case Kind.String:
+      return "";
+    case Kind.Bytes:
+      return EMPTY_BYTES;
+    case Kind.List:
+      return new ListC(t, []);
+    case Kind.Map:
+      return new MapC(t, new Map());
+    case Kind.Bag:
+      return new BagC(t, new Map());
+  }
+  return undefined;
+}
+
+const EMPTY_BYTES = new Uint8Array(0);
+
+function cloneObj(v: unknown): unknown {
+  if (v instanceof ListC || v instanceof MapC || v instanceof BagC) return v.clone();
+  return v; // strings and bytes are never mutated in place
+}
+
+export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Equality of two elements or object-slot values. */
+export function objEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a instanceof Uint8Array && b instanceof Uint8Array) return bytesEqual(a, b);
+  if (a instanceof Rec && b instanceof Rec) return a.equals(b);
+  if (a instanceof ListC && b instanceof ListC) return a.equals(b);
+  if (a instanceof MapC && b instanceof MapC) return a.equals(b);
+  if (a instanceof BagC && b instanceof BagC) return a.equals(b);
+  return false;
+}
+
+/** Compares two keys of kind k in the order encoders write them (§6.1): signed, unsigned, or bytewise. */
+export function compareKeys(a: Key, b: Key): number {
+  if (typeof a === "string") return compareUTF8(a, b as string);
+  const x = a as number;
+  const y = b as number;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** Bytewise order of the UTF-8 encodings of two strings (code point order). */
+export function compareUTF8(a: string, b: string): number {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.codePointAt(i)!;
+    const y = b.codePointAt(i)!;
+    if (x !== y) return x < y ? -1 : 1;
+    if (x > 0xffff) i++;
+  }
+  return a.length - b.length;
+}
+
+/** A list (§6). */
+export class ListC {
+  constructor(
+    readonly type: Type,
+    public items: Elem[],
+  ) {}
+  get length(): number {
+    return this.items.length;
+  }
+  clone(): ListC {
+    return new ListC(this.type, this.items.map((v) => (v instanceof Rec ? v.clone() : v)));
+  }
+  equals(o: ListC): boolean {
+    if (o.items.length !== this.items.length) return false;
+    for (let i = 0; i < this.items.length; i++) if (!objEqual(this.items[i], o.items[i])) return false;
+    return true;
+  }
+  /** The JS values of the elements (numbers converted per §4.1). */
+  values(): unknown[] {
+    return this.items.map((v) => elemValue(this.type.elem!, v));
+  }
+}
+
+/** A map (§6). */
+export class MapC {
+  constructor(
+    readonly type: Type,
+    public m: Map<Key, Elem>,
+  ) {}
+  get size(): number {
+    return this.m.size;
+  }
+  clone(): MapC {
+    const c = new Map<Key, Elem>();
+    for (const [k, v] of this.m) c.set(k, v instanceof Rec ? v.clone() : v);
+    return new MapC(this.type, c);
+  }
+  equals(o: MapC): boolean {
+    if (o.m.size !== this.m.size) return false;
+    for (const [k, v] of this.m) {
+      if (!o.m.has(k) || !objEqual(v, o.m.get(k))) return false;
+    }
+    return true;
+  }
+  /** Keys in ascending order (§6.1). */
+  keys(): Key[] {
+    return [...this.m.keys()].sort(compareKeys);
+  }
+  get(k: Key): Elem | undefined {
+    return this.m.get(k);
+  }
+}
+
+/** A bag of struct items keyed by integers (§6). */
+export class BagC {
+  constructor(
+    readonly type: Type,
+    public m: Map<Key, Rec>,
+  ) {}
+  get size(): number {
+    return this.m.size;
+  }
+  clone(): BagC {
+    const c = new Map<Key, Rec>();
+    for (const [k, v] of this.m) c.set(k, v.clone());
+    return new BagC(this.type, c);
+  }
+  equals(o: BagC): boolean {
+    if (o.m.size !== this.m.size) return false;
+    for (const [k, v] of this.m) {
+      const w = o.m.get(k);
+      if (!w || !v.equals(w)) return false;
+    }
+    return true;
+  }
+  keys(): Key[] {
+    return [...this.m.keys()].sort(compareKeys);
+  }
+  get(k: Key): Rec | undefined {
+    return this.m.get(k);
+  }
+}
+
+/** The JS value of an element of type t: numbers per §4.1, others as stored. */
+export function elemValue(t: Type, v: Elem): unknown {
+  if (isNumeric(t.kind)) {
+    const p = numPlan(t);
+    if (typeof v === "bigint") {
+      const u = BigInt.asUintN(64, v);
+      return numValue(p, Number(u & 0xffffffffn), Number(u >> 32n));
+    }
+    return numValue(p, (v as number) >>> 0, (v as number) < 0 ? 0xffffffff : 0);
+  }
+  return v;
+}
+
+/** Slot bits of a network ID (§5.4). */
+export const SLOT_BITS = 24;
+export const SLOT_MASK = (1 << SLOT_BITS) - 1;
+
+/** Builds a network ID from a slot and a generation. */
+export const makeId = (slot: number, gen: number): number => ((gen << SLOT_BITS) | slot) >>> 0;
+
+/** An entity of a client replica. */
+export class Entity extends Rec {
+  /** Whether this client owns the entity (§10.2). */
+  owned = false;
+  /** Level of detail (§5.8), 0..nbands of the class. */
+  level: number;
+  /** False once a tick destroyed it. */
+  alive = true;
+
+  constructor(
+    cls: StructType,
+    /** Network ID: generation << 24 | slot. */
+    readonly id: number,
+    /** The class ID on the wire (the sender's class). */
+    readonly classId: number,
+    /** Bands of each leaf of cls as the sender defines them, and the sender's band count. */
+    readonly bands: Uint8Array,
+    readonly nbands: number,
+  ) {
+    super(cls);
+    this.level = nbands;
+  }
+
+  get slot(): number {
+    return this.id & SLOT_MASK;
+  }
+
+  get generation(): number {
+    return this.id >>> SLOT_BITS;
+  }
+
+  /** The class this entity's values are stored as (the local class, or the sender's). */
+  get cls(): StructType {
+    return this.type;
+  }
+
+  /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
+  knows(path: string): boolean {
+    const l = this.type.leafNamed(path);
+    if (!l) return false;
+    const b = this.bands[l.index] ?? 0; // classes without bands have no band array
+    return b === 0 || b <= this.level;
+  }
+}
+
+const PAGE_BITS = 10;
+const PAGE_SIZE = 1 << PAGE_BITS;
+const PAGE_MASK = PAGE_SIZE - 1;
+
+/** Kinds of transaction events. */
+export const Ev = {
+  Create: 1,
+  Destroy: 2,
+  Field: 3,
+  ListAdd: 4,
+  ListRemove: 5,
+  ListSet: 6,
+  MapAdd: 7,
+  MapRemove: 8,
+  MapSet: 9,
+  BagAdd: 10,
+  BagRemove: 11,
+  BagItem: 12,
+  Owned: 13,
+} as const;
+
+/** One change a transaction applied, reported to callbacks after commit. */
+export interface TxEvent {
+  kind: number;
+  e: Entity;
+  leaf: number;
+  index: number;
+  key: Key | undefined;
+  itemLeaf: number;
+  /** Old and new values: for Field and BagItem on numbers, S halves in oldLo/oldHi, newLo/newHi; otherwise old/new. */
+  old: unknown;
+  new: unknown;
+  oldLo: number;
+  oldHi: number;
+  newLo: number;
+  newHi: number;
+}
+
+function event(kind: number, e: Entity, leaf = -1): TxEvent {
+  return { kind, e, leaf, index: -1, key: undefined, itemLeaf: -1, old: undefined, new: undefined, oldLo: 0, oldHi: 0, newLo: 0, newHi: 0 };
+}
+
+/** The entities of a replica, keyed by slot, changed only through a {@link Txn}. */
+export class Table {
+  private dir: (Entity | undefined)[][] = [];
+  private n = 0;
+  /** Per class: a flag per leaf whose changes are reported as events. */
+  readonly watch = new Map<StructType, Uint8Array>();
+  readonly txn = new Txn(this);
+
+  get size(): number {
+    return this.n;
+  }
+
+  /** The entity in slot, or undefined. */
+  atSlot(slot: number): Entity | undefined {
+    const p = this.dir[slot >>> PAGE_BITS];
+    return p ? p[slot & PAGE_MASK] : undefined;
+  }
+
+  /** The entity with network ID id (generation included), or undefined. */
+  entity(id: number): Entity | undefined {
+    const e = this.atSlot(id & SLOT_MASK);
+    return e && e.id === id >>> 0 ? e : undefined;
+  }
+
+  /** @internal */
+  put(e: Entity): void {
+    const slot = e.slot;
+    const i = slot >>> PAGE_BITS;
+    let p = this.dir[i];
+    if (!p) {
+      while (this.dir.length <= i) this.dir.push(undefined as unknown as Entity[]);
+      p = this.dir[i] = new Array(PAGE_SIZE);
+    }
+    p[slot & PAGE_MASK] = e;
+    this.n++;
+  }
+
+  /** @internal */
+  remove(slot: number): void {
+    const p = this.dir[slot >>> PAGE_BITS]!;
+    p[slot & PAGE_MASK] = undefined;
+    this.n--;
+  }
+
+  /** Every entity, in ascending slot order. */
+  entities(): Entity[] {
+    const out: Entity[] = [];
+    for (const p of this.dir) {
+      if (!p) continue;
+      for (const e of p) if (e) out.push(e);
+    }
+    return out;
+  }
+
+  /** Watches leaf of class c for events. */
+  watchLeaf(c: StructType, leaf: number): void {
+    let w = this.watch.get(c);
+    if (!w) this.watch.set(c, (w = new Uint8Array(c.leaves.length)));
+    w[leaf] = 1;
+    this.txn.lastC = undefined;
+  }
+}
+
+/**
+ * A transaction: applies one tick's changes to a {@link Table} with an undo
+ * log. commit keeps them and returns the events; rollback undoes them all.
+ */
+export class Txn {
+  // Numeric writes: the first write of a transaction to a record saves
+  // the record's numeric slots (into saved, from savedOff); later writes to
+  // it cost nothing.
+  private serial = 1;
+  private savedRecs: Rec[] = [];
+  private savedOff: number[] = [];
+  private saved = new Uint32Array(1024);
+  private savedLen = 0;
+  // Everything else, undone newest first.
+  private undo: (() => void)[] = [];
+  private fillable = new Set<number>();
+  events: TxEvent[] = [];
+  /** @internal one-entry cache of the table's watch map */
+  lastC: StructType | undefined;
+  private lastW: Uint8Array | undefined;
+
+  constructor(private readonly t: Table) {}
+
+  /** Starts a transaction. */
+  begin(): this {
+    this.serial++;
+    this.savedRecs.length = 0;
+    this.savedOff.length = 0;
+    this.savedLen = 0;
+    this.undo.length = 0;
+    this.fillable.clear();
+    this.events = [];
+    return this;
+  }
+
+  /** Whether events about leaf of e's class are wanted. */
+  wants(e: Rec, leaf: number): boolean {
+    if (e.type !== this.lastC) {
+      this.lastC = e.type;
+      this.lastW = this.t.watch.get(e.type);
+    }
+    return this.lastW !== undefined && this.lastW[leaf] === 1;
+  }
+
+  atSlot(slot: number): Entity | undefined {
+    return this.t.atSlot(slot);
+  }
+
+  /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
+  isFillable(slot: number): boolean {
+    return this.fillable.has(slot);
+  }
+
+  markFillable(slot: number): void {
+    this.fillable.add(slot);
+  }
+
+  /** Creates an entity. */
+  create(cls: StructType, id: number, classId: number, bands: Uint8Array, nbands: number): Entity {
+    const slot = id & SLOT_MASK;
+    if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
+    const e = new Entity(cls, id, classId, bands, nbands);
+    e.txnMark = this.serial; // nothing to restore: a rollback removes it
+    this.t.put(e);
+    this.fillable.add(slot);
+    this.undo.push(() => this.t.remove(slot));
+    this.events.push(event(Ev.Create, e));
+    return e;
+  }
+
+  /** Destroys the entity in slot. */
+  destroySlot(slot: number): void {
+    const e = this.t.atSlot(slot);
+    if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
+    this.t.remove(slot);
+    e.alive = false;
+    this.undo.push(() => {
+      this.t.put(e);
+      e.alive = true;
+    });
+    this.events.push(event(Ev.Destroy, e));
+  }
+
+  /** Records that this client owns e, or no longer does. */
+  setOwned(e: Entity, owned: boolean): void {
+    if (e.owned === owned) return;
+    e.owned = owned;
+    this.undo.push(() => {
+      e.owned = !owned;
+    });
+    const ev = event(Ev.Owned, e);
+    ev.new = owned;
+    this.events.push(ev);
+  }
+
+  /** Sets e's level of detail. */
+  setLevel(e: Entity, level: number): void {
+    const old = e.level;
+    if (old === level) return;
+    e.level = level;
+    this.undo.push(() => {
+      e.level = old;
+    });
+  }
+
+  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi). */
+  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number): void {
+    const a = e.num;
+    const i = slot << 1;
+    const olo = a[i]!;
+    const ohi = a[i + 1]!;
+    if (olo === lo && ohi === hi) return;
+    if (e.txnMark !== this.serial) this.save(e);
+    a[i] = lo;
+    a[i + 1] = hi;
+    if (this.wants(e, leaf)) {
+      const ev = event(Ev.Field, e, leaf);
+      ev.oldLo = olo;
+      ev.oldHi = ohi;
+      ev.newLo = lo;
+      ev.newHi = hi;
+      this.events.push(ev);
+    }
+  }
+
+  /** Saves r's numeric slots for a rollback, once per transaction. */
+  private save(r: Rec): void {
+    r.txnMark = this.serial;
+    const n = r.num.length;
+    if (this.savedLen + n > this.saved.length) {
+      const b = new Uint32Array(Math.max(this.saved.length * 2, this.savedLen + n));
+      b.set(this.saved.subarray(0, this.savedLen));
+      this.saved = b;
+    }
+    this.saved.set(r.num, this.savedLen);
+    this.savedRecs.push(r);
+    this.savedOff.push(this.savedLen);
+    this.savedLen += n;
+  }
+
+  /** Sets string or bytes leaf of e. */
+  setObj(e: Entity, leaf: number, slot: number, v: string | Uint8Array): void {
+    const old = e.obj[slot] as string | Uint8Array;
+    if (old === v || (old instanceof Uint8Array && v instanceof Uint8Array && bytesEqual(old, v))) return;
+    e.obj[slot] = v;
+    this.undo.push(() => {
+      e.obj[slot] = old;
+    });
+    if (this.wants(e, leaf)) {
+      const ev = event(Ev.Field, e, leaf);
+      ev.old = old;
+      ev.new = v;
+      this.events.push(ev);
+    }
+  }
+
+  /** Replaces the container at leaf of e and reports the difference as item events. */
+  replaceContainer(e: Entity, leaf: number, slot: number, c: ListC | MapC | BagC): void {
+    const old = e.obj[slot] as ListC | MapC | BagC;
+    e.obj[slot] = c;
+    this.undo.push(() => {
+      e.obj[slot] = old;
+    });
+    if (this.wants(e, leaf)) this.diff(e, leaf, old, c);
+  }
+
+  private diff(e: Entity, leaf: number, old: ListC | MapC | BagC, c: ListC | MapC | BagC): void {
+    const push = (kind: number, index: number, key: Key | undefined, o: unknown, n: unknown): void => {
+      const ev = event(kind, e, leaf);
+      ev.index = index;
+      ev.key = key;
+      ev.old = o;
+      ev.new = n;
+      this.events.push(ev);
+    };
+    if (old instanceof ListC) {
+      const n = (c as ListC).items;
+      const o = old.items;
+      const common = Math.min(o.length, n.length);
+      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) push(Ev.ListSet, i, undefined, o[i], n[i]);
+      for (let i = o.length - 1; i >= common; i--) push(Ev.ListRemove, i, undefined, o[i], undefined);
+      for (let i = common; i < n.length; i++) push(Ev.ListAdd, i, undefined, undefined, n[i]);
+    } else if (old instanceof MapC) {
+      const n = c as MapC;
+      for (const k of old.keys()) {
+        const ov = old.m.get(k)!;
+        if (!n.m.has(k)) push(Ev.MapRemove, -1, k, ov, undefined);
+        else if (!objEqual(ov, n.m.get(k))) push(Ev.MapSet, -1, k, ov, n.m.get(k));
+      }
+      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.MapAdd, -1, k, undefined, n.m.get(k));
+    } else {
+      const n = c as BagC;
+      for (const k of old.keys()) {
+        const ov = old.m.get(k)!;
+        const nv = n.m.get(k);
+        if (!nv) push(Ev.BagRemove, -1, k, ov, undefined);
+        else if (!ov.equals(nv)) push(Ev.BagAdd, -1, k, ov, nv);
+      }
+      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.BagAdd, -1, k, undefined, n.m.get(k));
+    }
+  }
+
+  private itemEvent(kind: number, e: Entity, leaf: number, index: number, key: Key | undefined, o: unknown, n: unknown): void {
+    if (!this.wants(e, leaf)) return;
+    const ev = event(kind, e, leaf);
+    ev.index = index;
+    ev.key = key;
+    ev.old = o;
+    ev.new = n;
+    this.events.push(ev);
+  }
+
+  listInsert(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
+    if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
+    l.items.splice(i, 0, v);
+    this.undo.push(() => {
+      l.items.splice(i, 1);
+    });
+    this.itemEvent(Ev.ListAdd, e, leaf, i, undefined, undefined, v);
+  }
+
+  listRemove(e: Entity, leaf: number, l: ListC, i: number): void {
+    if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
+    const old = l.items.splice(i, 1)[0]!;
+    this.undo.push(() => {
+      l.items.splice(i, 0, old);
+    });
+    this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, old, undefined);
+  }
+
+  listSet(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
+    if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
+    const old = l.items[i]!;
+    l.items[i] = v;
+    this.undo.push(() => {
+      l.items[i] = old;
+    });
+    this.itemEvent(Ev.ListSet, e, leaf, i, undefined, old, v);
+  }
+
+  listClear(e: Entity, leaf: number, l: ListC): void {
+    const old = l.items;
+    l.items = [];
+    this.undo.push(() => {
+      l.items = old;
+    });
+    for (let i = old.length - 1; i >= 0; i--) this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, old[i], undefined);
+  }
+
+  mapPut(e: Entity, leaf: number, m: MapC, k: Key, v: Elem): void {
+    const existed = m.m.has(k);
+    const old = m.m.get(k);
+    m.m.set(k, v);
+    this.undo.push(() => {
+      if (existed) m.m.set(k, old!);
+      else m.m.delete(k);
+    });
+    this.itemEvent(existed ? Ev.MapSet : Ev.MapAdd, e, leaf, -1, k, old, v);
+  }
+
+  mapDelete(e: Entity, leaf: number, m: MapC, k: Key): void {
+    if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", "delete of an absent map key");
+    const old = m.m.get(k)!;
+    m.m.delete(k);
+    this.undo.push(() => {
+      m.m.set(k, old);
+    });
+    this.itemEvent(Ev.MapRemove, e, leaf, -1, k, old, undefined);
+  }
+
+  bagPut(e: Entity, leaf: number, b: BagC, k: Key, r: Rec): void {
+    const old = b.m.get(k);
+    b.m.set(k, r);
+    this.undo.push(() => {
+      if (old) b.m.set(k, old);
+      else b.m.delete(k);
+    });
+    this.itemEvent(Ev.BagAdd, e, leaf, -1, k, old, r);
+  }
+
+  bagRemove(e: Entity, leaf: number, b: BagC, k: Key): void {
+    const old = b.m.get(k);
+    if (!old) throw new ReplicaDecodeError("no-key", `remove of absent bag item ${k}`);
+    b.m.delete(k);
+    this.undo.push(() => {
+      b.m.set(k, old);
+    });
+    this.itemEvent(Ev.BagRemove, e, leaf, -1, k, old, undefined);
+  }
+
+  /** Sets numeric leaf itemLeaf of bag item r (key k of the bag at leaf of e). */
+  setItemNum(e: Entity, leaf: number, k: Key, r: Rec, itemLeaf: number, slot: number, lo: number, hi: number): void {
+    const a = r.num;
+    const i = slot << 1;
+    const olo = a[i]!;
+    const ohi = a[i + 1]!;
+    if (olo === lo && ohi === hi) return;
+    if (r.txnMark !== this.serial) this.save(r);
+    a[i] = lo;
+    a[i + 1] = hi;
+    if (this.wants(e, leaf)) {
+      const ev = event(Ev.BagItem, e, leaf);
+      ev.key = k;
+      ev.itemLeaf = itemLeaf;
+      ev.oldLo = olo;
+      ev.oldHi = ohi;
+      ev.newLo = lo;
+      ev.newHi = hi;
+      this.events.push(ev);
+    }
+  }
+
+  /** Sets string, bytes or container leaf itemLeaf of bag item r. */
+  setItemObj(e: Entity, leaf: number, k: Key, r: Rec, itemLeaf: number, slot: number, v: unknown): void {
+    const old = r.obj[slot];
+    const scalar = !(v instanceof ListC || v instanceof MapC || v instanceof BagC);
+    if (scalar && (old === v || (old instanceof Uint8Array && v instanceof Uint8Array && bytesEqual(old, v)))) return;
+    r.obj[slot] = v;
+    this.undo.push(() => {
+      r.obj[slot] = old;
+    });
+    if (this.wants(e, leaf)) {
+      const ev = event(Ev.BagItem, e, leaf);
+      ev.key = k;
+      ev.itemLeaf = itemLeaf;
+      if (scalar) {
+        ev.old = old;
+        ev.new = v;
+      }
+      this.events.push(ev);
+    }
+  }
+
+  /**
+   * Sets the given leaves of e to their zero values and makes e fillable
+   * (an ownership or level change, §5.1, §5.8).
+   */
+  zeroLeaves(e: Entity, leaves: Iterable<number>): void {
+    const c = e.type;
+    for (const li of leaves) {
+      const l = c.leaves[li]!;
+      const k = l.field.type.kind;
+      if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
+      else if (k === Kind.String || k === Kind.Bytes) this.setObj(e, li, l.obj, k === Kind.String ? "" : EMPTY_BYTES);
+      else if (isContainer(k)) {
+        const cur = e.obj[l.obj] as ListC | MapC | BagC;
+        if ((cur instanceof ListC ? cur.items.length : cur.m.size) > 0) {
+          this.replaceContainer(e, li, l.obj, zeroObj(l.field.type) as ListC);
+        }
+      }
+    }
+    this.fillable.add(e.slot);
+  }
+
+  /** Keeps every change; returns the events in the order the changes were applied. */
+  commit(): TxEvent[] {
+    this.savedRecs.length = 0;
+    this.savedOff.length = 0;
+    this.savedLen = 0;
+    this.undo.length = 0;
+    return this.events;
+  }
+
+  /** Undoes every change, newest first. */
+  rollback(): void {
+    // Numeric slots never move, so they are restored apart from the rest:
+    // each record touched as it was before its first write.
+    for (let j = 0; j < this.savedRecs.length; j++) {
+      const r = this.savedRecs[j]!;
+      const off = this.savedOff[j]!;
+      r.num.set(this.saved.subarray(off, off + r.num.length));
+    }
+    for (let j = this.undo.length - 1; j >= 0; j--) this.undo[j]!();
+    this.begin();
+  }
+}
+
+/** The leaves of class c whose effective visibility is exactly vis (a partition, §5.1). */
+export function partLeaves(c: StructType, vis: number): number[] {
+  const out: number[] = [];
+  for (const l of c.leaves) if (l.vis === vis) out.push(l.index);
+  return out;
+}
+
+/** Numeric and object leaf helpers for the dump of tests and tools. */
+export const leafIsNumeric = (l: Leaf): boolean => l.num >= 0;
+
+export { toElem };
