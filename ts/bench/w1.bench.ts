@@ -8,7 +8,7 @@ import { loadVectors, unhex } from "../test/helpers.js";
 import { seg } from "../test/seg.js";
 
 const { v } = loadVectors().find((x) => x.file.startsWith("w1"))!;
-const schema = decodeDescriptor(unhex(v.descriptor), { legacyDescriptorV1: true });
+const schema = decodeDescriptor(unhex(v.descriptor));
 const r = new Replica(schema);
 r.apply(...v.ticks[0]!.segments.map(unhex));
 const t1 = v.ticks[1]!.segments.map(unhex);

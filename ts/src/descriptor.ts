@@ -4,11 +4,7 @@
  *
  * VERSIONS. This file is the one place that knows descriptor versions:
  * {@link DESCRIPTOR_VERSION} is the version the protocol specifies (2, with
- * level-of-detail bands, §3.6). {@link DescriptorOptions.legacyDescriptorV1}
- * additionally accepts version 1 (no `band` per field, no `nbands` per
- * class), which the committed golden vectors still use; it is read through
- * {@link formatOf}, and the band fields are read and written only where
- * `fmt.bands` is tested below (readField, the class loop with readBands and checkBands, and writeDescriptor, which can still write version 1 for tests).
+ * level-of-detail bands, §3.6), read through {@link formatOf}.
  */
 
 import { BitReader, BitWriter, decodeUTF8, encodeUTF8 } from "./bits.js";
@@ -26,16 +22,9 @@ import {
 
 /** The descriptor version of protocol version 4 (§2). */
 export const DESCRIPTOR_VERSION = 2;
-/** The descriptor version before level-of-detail bands; accepted only with legacyDescriptorV1. */
-export const LEGACY_DESCRIPTOR_VERSION = 1;
 
-export interface DescriptorOptions {
-  /**
-   * Also accept descriptor version 1 (protocol version 3: no bands). Only
-   * for the golden vectors until they are regenerated at version 2.
-   */
-  legacyDescriptorV1?: boolean;
-}
+/** Options of {@link decodeDescriptor}; none yet. */
+export type DescriptorOptions = Record<string, never>;
 
 /** What a descriptor version carries. */
 interface Format {
@@ -45,9 +34,8 @@ interface Format {
 }
 
 /** The format of descriptor version v, or undefined if v is not accepted. */
-function formatOf(v: number, opts: DescriptorOptions): Format | undefined {
+function formatOf(v: number): Format | undefined {
   if (v === DESCRIPTOR_VERSION) return { version: v, bands: true };
-  if (v === LEGACY_DESCRIPTOR_VERSION && opts.legacyDescriptorV1) return { version: v, bands: false };
   return undefined;
 }
 
@@ -134,7 +122,7 @@ const F64_U32 = new Uint32Array(F64.buffer);
 function decodeRaw(b: Uint8Array, opts: DescriptorOptions): Descriptor {
   const r = new BitReader(b);
   const v = r.u(0);
-  const fmt = r.hi === 0 ? formatOf(v, opts) : undefined;
+  const fmt = r.hi === 0 ? formatOf(v) : undefined;
   if (!fmt) bad(r, `version ${r.hi === 0 ? v : "≥ 2^32"}, want ${DESCRIPTOR_VERSION}`);
 
   const n = r.count(2, MAX_STRUCTS, MIN_STRUCT_BITS, "structs");
@@ -328,7 +316,7 @@ function writeFloat(w: BitWriter, x: number): void {
  * ascending class-ID order.
  */
 export function writeDescriptor(s: Schema, version: number = DESCRIPTOR_VERSION): Uint8Array {
-  const fmt = formatOf(version, { legacyDescriptorV1: true });
+  const fmt = formatOf(version);
   if (!fmt) throw new Error(`unknown descriptor version ${version}`);
   const structs: StructType[] = [];
   const index = new Map<StructType, number>();

@@ -5,7 +5,7 @@ export {
   type Field, type Leaf, type Quant, type Rpc, type Type,
 } from "./schema.js";
 export {
-  decodeDescriptor, decodeDescriptorVersioned, writeDescriptor, DESCRIPTOR_VERSION, LEGACY_DESCRIPTOR_VERSION,
+  decodeDescriptor, decodeDescriptorVersioned, writeDescriptor, DESCRIPTOR_VERSION,
   type DescriptorOptions,
 } from "./descriptor.js";
 export { Decoder, DEFAULT_LIMITS, withDefaults, type Limits } from "./decoder.js";

@@ -74,12 +74,9 @@ describe("descriptor round trips", () => {
     checkCompatible(s, d.schema);
   });
 
-  test("version 1 only with legacyDescriptorV1", () => {
-    const v1 = writeDescriptor(unitSchema(), 1);
+  test("version 1 (protocol version 3) is refused", () => {
+    const v1 = new Uint8Array([0x01]);
     rejects(v1, /version 1, want 2/);
-    const s = decodeDescriptor(v1, { legacyDescriptorV1: true });
-    expect(s.class(1)!.leaves.map((l) => l.name)).toEqual(["hp", "x"]);
-    expect(tohex(writeDescriptor(s, 1))).toBe(tohex(v1));
   });
 
   test("the §9 schema at version 2", () => {

@@ -75,7 +75,7 @@ function applyChecked(r: Replica, segs: Uint8Array[]): boolean {
 describe("fuzz: mutated golden vector segments", () => {
   for (const { file, v } of loadVectors()) {
     test(file, () => {
-      const schema: Schema = decodeDescriptor(unhex(v.descriptor), { legacyDescriptorV1: true });
+      const schema: Schema = decodeDescriptor(unhex(v.descriptor));
       const ticks = v.ticks.map((t) => t.segments.map(unhex));
       const all = ticks.flat();
       const vis = v.view === "owner" ? Vis.Owner : Vis.Others;
@@ -113,7 +113,7 @@ describe("fuzz: mutated golden vector segments", () => {
 describe("fuzz: random bytes", () => {
   test("random segments on a populated replica", () => {
     const { v } = loadVectors().find((x) => x.file === "containers.json")!;
-    const schema = decodeDescriptor(unhex(v.descriptor), { legacyDescriptorV1: true });
+    const schema = decodeDescriptor(unhex(v.descriptor));
     const r = new Replica(schema);
     r.applyTick(v.ticks[0]!.segments.map(unhex));
     const rnd = prng(4242);
@@ -131,7 +131,7 @@ describe("fuzz: random bytes", () => {
     for (let it = 0; it < ITER * 10; it++) {
       const d = mutate(descs[it % descs.length]!, rnd, descs[(it + 1) % descs.length]!);
       try {
-        decodeDescriptor(d, { legacyDescriptorV1: true });
+        decodeDescriptor(d);
       } catch (e) {
         expect(e).toBeInstanceOf(ReplicaDecodeError);
       }

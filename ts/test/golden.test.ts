@@ -22,7 +22,7 @@ describe("golden vectors", () => {
   for (const { file, v } of vectors) {
     test(file, () => {
       // The committed vectors are protocol version 3 (descriptor version 1).
-      const schema = decodeDescriptor(unhex(v.descriptor), { legacyDescriptorV1: true });
+      const schema = decodeDescriptor(unhex(v.descriptor));
       const rep = new Replica(schema);
       const vis = v.view === "owner" ? Vis.Owner : Vis.Others;
       v.ticks.forEach((tk, i) => {

@@ -308,7 +308,7 @@ describe("schema evolution (§8)", () => {
 describe("container callbacks (containers.json)", () => {
   test("replaying the item events of each tick on the old containers gives the new ones", () => {
     const v = loadVectors().find((x) => x.file === "containers.json")!.v;
-    const schema = decodeDescriptor(unhex(v.descriptor), { legacyDescriptorV1: true });
+    const schema = decodeDescriptor(unhex(v.descriptor));
     const r = new Replica(schema);
     const cls = schema.classes[0]!;
     const shadow = new Map<string, unknown>();
