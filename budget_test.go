@@ -1,6 +1,9 @@
 package replica_test
 
 import (
+	"errors"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/replicago/replica"
@@ -137,4 +140,74 @@ func TestBudgetStarvation(t *testing.T) {
 		t.Fatalf("a unit's changes waited %d ticks, over the bound of %d (%.2f units a tick)", worst, bound, k)
 	}
 	t.Logf("longest wait %d ticks for %d units, %.2f a tick", worst, units, k)
+}
+
+// TestExplainLODAndBudget: Explain names the band a field is sent within
+// against the level the client holds the entity at, and a creation or
+// changes its budget holds back.
+func TestExplainLODAndBudget(t *testing.T) {
+	w := newWorld(t, 1, replica.Config{Schema: aoiSchema(t, true), Budget: -1})
+	defer w.close()
+	zone, err := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.conns[0]
+	if err := w.srv.View(c, zone); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.srv.SetViewpoint(c, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
+	setPos(u, 20, 0) // within gear's 25, beyond emote's 12
+	if err := w.srv.SetSpace(u, zone); err != nil {
+		t.Fatal(err)
+	}
+	w.lagging = true
+	w.tick(t)
+	x, err := w.srv.Explain(c, u, "emote")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Sees || x.Level != 1 || x.Band != 2 || x.BandDistance != 12 || !strings.Contains(x.Reason, "level-of-detail band 2") {
+		t.Fatalf("Explain(emote) = %+v", x)
+	}
+	if x, _ := w.srv.Explain(c, u, "gear"); !x.Sees || x.Band != 1 {
+		t.Fatalf("Explain(gear) = %+v", x)
+	}
+	// A budget of one byte a second holds the next entry back.
+	if err := w.srv.SetBudget(c, 1); err != nil {
+		t.Fatal(err)
+	}
+	var crowd []*state.Entity
+	for i := range 5 {
+		e, _ := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
+		setPos(e, float32(30+i), 0)
+		if err := w.srv.SetSpace(e, zone); err != nil {
+			t.Fatal(err)
+		}
+		crowd = append(crowd, e)
+	}
+	w.tick(t)
+	w.tick(t)
+	held := 0
+	for _, e := range crowd {
+		x, _ := w.srv.Explain(c, e)
+		if x.Held {
+			held++
+			if x.Sees || !strings.Contains(x.Reason, "bandwidth budget holds it back: its creation waits") || w.srv.Sees(c, e) {
+				t.Fatalf("Explain(held) = %+v, Sees %v", x, w.srv.Sees(c, e))
+			}
+		}
+	}
+	if held == 0 || w.srv.Stats().Deferred == 0 {
+		t.Fatalf("%d held, Stats.Deferred %d: the budget held nothing back", held, w.srv.Stats().Deferred)
+	}
+	if err := w.srv.SetPriority(u, 0); !errors.Is(err, replica.ErrBadPriority) {
+		t.Fatalf("SetPriority(0): %v", err)
+	}
+	if err := w.srv.SetPriority(u, math.Inf(1)); !errors.Is(err, replica.ErrBadPriority) {
+		t.Fatalf("SetPriority(+Inf): %v", err)
+	}
 }

@@ -68,6 +68,18 @@ type Explanation struct {
 
 	Field      string            // the field named, "" for none
 	Visibility schema.Visibility // its effective visibility
+
+	// Level is the level of detail the client holds the entity at (see
+	// Class.Bands and docs/protocol.md §5.8), −1 for every band; Band
+	// the named field's band (0: none) and BandDistance its distance.
+	Level        int
+	Band         int
+	BandDistance float64
+	// Held says the client's bandwidth budget holds the entity back
+	// (Config.Budget): its creation, or its latest changes, wait for a
+	// later tick; HeldTicks for how many ticks so far.
+	Held      bool
+	HeldTicks uint64
 }
 
 // Explain tells why c does or does not see e and, given a field path such
@@ -80,7 +92,7 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 	if ie == nil || s.tr.Entity(e.ID()) != e {
 		return Explanation{}, ErrUnknownEntity
 	}
-	x := Explanation{Distance: math.NaN(), Radius: math.NaN()}
+	x := Explanation{Distance: math.NaN(), Radius: math.NaN(), Level: -1}
 	if ie.space != nil {
 		x.Space = ie.space.cfg.Name
 	}
@@ -95,7 +107,17 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 			break
 		}
 	}
-	paired := s.pairOf(c, ie) >= 0
+	oi := s.pairOf(c, ie)
+	paired := oi >= 0
+	if paired {
+		o := &ie.obs[oi]
+		if int(o.level) < len(e.Class().Bands()) {
+			x.Level = int(o.level)
+		}
+		if o.held != 0 {
+			x.Held, x.HeldTicks = true, s.tick-o.since
+		}
+	}
 	sp := ie.space
 	switch {
 	case sp != nil && sp.room && sp == v.space:
@@ -139,6 +161,13 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 			x.Sees, x.Reason = true, fmt.Sprintf("distance %.6g is within its radius %.6g", x.Distance, x.Radius)
 		}
 	}
+	if x.Held && x.Sees {
+		what := "its latest changes wait"
+		if ie.obs[oi].held&pending != 0 {
+			what, x.Sees = "its creation waits", false
+		}
+		x.Reason += fmt.Sprintf("; the client's bandwidth budget holds it back: %s (for %d ticks)", what, x.HeldTicks)
+	}
 	if len(field) == 0 {
 		return x, nil
 	}
@@ -161,7 +190,26 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 	default:
 		x.Reason = fmt.Sprintf("field %s is visible to %s, and %s", path, vis, x.Reason)
 	}
+	if top, _, _ := strings.Cut(path, "."); x.Sees {
+		if f := classField(e.Class(), top); f != nil && f.LOD != 0 {
+			x.Band, x.BandDistance = int(e.Class().Band(f.LOD)), f.LOD
+			if x.Level >= 0 && x.Band > x.Level {
+				x.Sees, x.Reason = false, fmt.Sprintf("field %s is sent within %.6g (level-of-detail band %d), and the client holds the entity at level %d (%s)",
+					path, f.LOD, x.Band, x.Level, x.Reason)
+			}
+		}
+	}
 	return x, nil
+}
+
+// classField returns the field of class c named name, or nil.
+func classField(c *schema.Struct, name string) *schema.Field {
+	for _, f := range c.Fields {
+		if f.Name == name && !f.Deprecated {
+			return f
+		}
+	}
+	return nil
 }
 
 // fieldVisibility returns the effective visibility of the field at a

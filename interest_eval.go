@@ -484,11 +484,8 @@ func (s *Server) batchPairs() {
 			o.sent = o.level
 		}
 	}
-	for p := range s.pairDelta {
-		part := codec.Part(p)
-		if _, banded := part.Banded(); !s.parts[p] || banded != (s.bands > 0) {
-			continue // no class has a field in it, or not how pairs are encoded
-		}
+	for _, part := range s.pairParts {
+		p := int(part)
 		if len(s.pairCS.Changes) > 0 {
 			s.enc.DeltaBatch(&s.pairDelta[p], &s.pairCS, part)
 		}
@@ -619,13 +616,11 @@ func (s *Server) priority(c *Conn, ie *ient, o *obsRef) float64 {
 // what an entity costs a client.
 func (s *Server) pieceBits(bs *[codec.NumParts]codec.Batch, i int32, lo, hi uint8) int {
 	n := 0
-	for p := range bs {
-		part := codec.Part(p)
-		b, banded := part.Banded()
-		if !s.parts[p] || banded != (s.bands > 0) || banded && (b < int(lo) || b > int(hi)) {
+	for _, part := range s.pairParts {
+		if b, banded := part.Banded(); banded && (b < int(lo) || b > int(hi)) {
 			continue
 		}
-		n += bs[p].Bits(bs[p].Piece(int(i)))
+		n += bs[part].Bits(bs[part].Piece(int(i)))
 	}
 	return n
 }
@@ -648,6 +643,16 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 	}
 	for i := range cands {
 		x := &cands[i]
+		if x.o == nil && x.bits >= 0 {
+			// Changes of a pair not held back, sent as they are.
+			if x.upd >= 0 {
+				keepU = append(keepU, upd[x.upd])
+			}
+			if x.raise >= 0 {
+				keepR = append(keepR, raised[x.raise])
+			}
+			continue
+		}
 		if x.o == nil {
 			x.o = &x.ie.obs[s.pairOf(c, x.ie)]
 		}

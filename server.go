@@ -281,6 +281,7 @@ type Server struct {
 	arena       codec.Arena          // this and later ticks' messages for the clients
 	parts       [codec.NumParts]bool // whether some class has a field in each partition
 	bands       int                  // the most level-of-detail bands of a class: pairs are encoded by band if > 0
+	pairParts   []codec.Part         // the partitions pairs are encoded in: those some class has a field in, by band if bands > 0
 	hdr         []byte               // a TICK header being built
 	entBuf      []*state.Entity
 }
@@ -341,6 +342,11 @@ func NewServer(cfg Config) (*Server, error) {
 		s.bands = max(s.bands, len(c.Bands()))
 		for p := range s.parts {
 			s.parts[p] = s.parts[p] || slices.ContainsFunc(codec.PartLeaves(c, codec.Part(p)), func(w uint64) bool { return w != 0 })
+		}
+	}
+	for p := range s.parts {
+		if _, banded := codec.Part(p).Banded(); s.parts[p] && banded == (s.bands > 0) {
+			s.pairParts = append(s.pairParts, codec.Part(p))
 		}
 	}
 	return s, nil

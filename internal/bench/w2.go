@@ -12,14 +12,11 @@ import (
 	"github.com/replicago/replica/state"
 )
 
-// w2LOD says whether the server implements W2's distance level of detail
-// (a player's gear and emote seen only within 50 units, and by its owner).
-// It does not yet: every client that sees a player receives them, and
-// the verification checks that. Once it does, the scenario sets the
-// server's level of detail up in spawn, and this constant becomes true:
-// seesNear then follows the workload's SeesNear, and verify expects the
-// zero values beyond it.
-const w2LOD = false
+// w2LOD says whether the server applies W2's distance level of detail (a
+// player's gear and emote seen only within 50 units, and by its owner:
+// the zone schema's lod=50 tags): seesNear then follows the workload's
+// SeesNear, and verify expects the zero values beyond it.
+const w2LOD = true
 
 // The W2 check values after 220 ticks: entity 0's x, y, angle, hp, gold,
 // armor, emote and inv[1].count, then entity 4999's x, y, angle and hp.

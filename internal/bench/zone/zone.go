@@ -30,11 +30,10 @@ type player struct {
 	gold  int32 `replica:"vis=owner"`
 	// inv is the inventory: W2's 40 items, keyed 1..40.
 	inv map[uint8]item `replica:"bag,vis=owner"`
-	// gear and emote are near-LOD fields in W2 (seen within 50 units);
-	// the server does not implement distance level of detail yet, so
-	// every client that sees the player receives them.
-	gear  gear
-	emote uint8
+	// gear and emote are near-LOD fields: W2 shows them only within 50
+	// units (and always to the owner).
+	gear  gear  `replica:"lod=50"`
+	emote uint8 `replica:"lod=50"`
 }
 
 // item is one inventory item.

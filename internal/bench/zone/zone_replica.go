@@ -49,8 +49,8 @@ func replicaInit() *schema.Schema {
 		{ID: 6, Name: "name", Type: schema.Type{Kind: schema.String}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 7, Name: "gold", Type: schema.Type{Kind: schema.Int32}, Vis: schema.VisOwner, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 8, Name: "inv", Type: schema.Type{Kind: schema.Bag, Key: schema.Uint8, Struct: replicaItem}, Vis: schema.VisOwner, Life: schema.LifeSession, Chan: schema.Reliable},
-		{ID: 9, Name: "gear", Type: schema.Type{Kind: schema.Nested, Struct: replicaGear}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
-		{ID: 10, Name: "emote", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 9, Name: "gear", Type: schema.Type{Kind: schema.Nested, Struct: replicaGear}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable, LOD: 50},
+		{ID: 10, Name: "emote", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable, LOD: 50},
 	}}
 	s, err := schema.New(replicaNpc, replicaPlayer)
 	if err != nil {
@@ -481,9 +481,8 @@ func (b PlayerInvBag) All() iter.Seq2[uint8, Item] {
 
 // Gear returns the gear field; setters on the result change this Player.
 //
-// gear and emote are near-LOD fields in W2 (seen within 50 units);
-// the server does not implement distance level of detail yet, so
-// every client that sees the player receives them.
+// gear and emote are near-LOD fields: W2 shows them only within 50
+// units (and always to the owner).
 func (p Player) Gear() Gear { return Gear{p.e.Handle().Nested(8, 192, 1)} }
 
 // SetGear copies every field of x into the gear field.
@@ -578,9 +577,8 @@ func (b PlayerInvBagView) All() iter.Seq2[uint8, ItemView] {
 
 // Gear returns the gear field.
 //
-// gear and emote are near-LOD fields in W2 (seen within 50 units);
-// the server does not implement distance level of detail yet, so
-// every client that sees the player receives them.
+// gear and emote are near-LOD fields: W2 shows them only within 50
+// units (and always to the owner).
 func (p PlayerView) Gear() GearView { return GearView{p.e.Handle().Nested(8, 192, 1)} }
 
 // Emote returns the emote field.
