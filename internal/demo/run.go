@@ -205,6 +205,7 @@ type window struct {
 	bytes  int64 // received by all players when the window started
 	events int64
 	rpcs   uint64 // RPCs the server had handled when the window started
+	held   uint64 // entity sends budgets had held back (Stats.Deferred) when it started
 }
 
 // Run runs the demo of cfg: a replica.Server listening on WebSocket and
@@ -604,13 +605,14 @@ func (r *runner) status(err error) string {
 	if err != nil {
 		verified = "FAILED"
 	}
-	rpcs := r.srv.Stats().RPCs
+	rpcs, held := r.srv.Stats().RPCs, r.srv.Stats().Deferred
 	var line strings.Builder
 	fmt.Fprintf(&line, "t=%s clients=%s entities=%d", simTime(r.world.stats.Ticks, r.cfg.Hz), clients, r.srv.Tracker().Len())
 	// Bots each verified client sees, as the server counts them: its
 	// replica matched.
 	fmt.Fprintf(&line, " visible/client=%v", r.seen)
-	// TODO(budget): report Stats().Deferred
+	// Entity sends the clients' bandwidth budgets put off (Config.Budget).
+	fmt.Fprintf(&line, " deferred=%d/s", int64(math.Round(float64(held-w.held)/wall)))
 	fmt.Fprintf(&line, " tick p50=%.2fms p99=%.2fms  in=%s/client/s  events=%d/s  rpc=%d/s  verified=%s",
 		ms(percentile(w.server, 0.50)), ms(percentile(w.server, 0.99)),
 		kb(float64(bytes-w.bytes)/float64(max(ws+quic, 1))/wall),
@@ -620,7 +622,7 @@ func (r *runner) status(err error) string {
 	if secs := float64(w.ticks) / float64(r.cfg.Hz); wall > 1.2*secs {
 		fmt.Fprintf(&line, "  (behind: %.1fs of ticks took %.1fs)", secs, wall)
 	}
-	*w = window{server: w.server[:0], start: time.Now(), bytes: bytes, events: ev.Total(), rpcs: rpcs}
+	*w = window{server: w.server[:0], start: time.Now(), bytes: bytes, events: ev.Total(), rpcs: rpcs, held: held}
 	return line.String()
 }
 
