@@ -51,8 +51,8 @@ func newFixture(t *testing.T) *fixture {
 	player := &schema.Struct{Name: "Player", Class: true, ID: 1, Fields: []*schema.Field{
 		{ID: 1, Name: "hp", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll},
 		{ID: 2, Name: "pos", Type: schema.Type{Kind: schema.Nested, Struct: vec}, Vis: schema.VisAll},
-		{ID: 3, Name: "name", Type: schema.Type{Kind: schema.String}, Vis: schema.VisAll},
-		{ID: 4, Name: "scores", Type: schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.Int32}}, Vis: schema.VisAll},
+		{ID: 3, Name: "name", Type: schema.Type{Kind: schema.String}, Vis: schema.VisAll, LOD: 50},
+		{ID: 4, Name: "scores", Type: schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.Int32}}, Vis: schema.VisAll, LOD: 20},
 		{ID: 5, Name: "stats", Type: schema.Type{Kind: schema.Map, Key: schema.String, Elem: &schema.Type{Kind: schema.Float64}}, Vis: schema.VisAll},
 		{ID: 6, Name: "inv", Type: schema.Type{Kind: schema.Bag, Key: schema.Uint32, Struct: item}, Vis: schema.VisOwner},
 		{ID: 7, Name: "target", Type: schema.Type{Kind: schema.Ref}, Vis: schema.VisAll},

@@ -3,9 +3,13 @@ package client_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/state"
 )
 
@@ -98,10 +102,10 @@ func TestOwnershipContradictions(t *testing.T) {
 // replica with a few entities: nothing panics, and a rejected tick leaves
 // the replica and what it owns as they were.
 func FuzzApplyTick(f *testing.F) {
-	f.Add([]byte{1, 0, 0, 0}, []byte{}, []byte{0})
-	f.Add([]byte{}, []byte{2, 0, 0, 0}, []byte{0x21, 0x20})
-	f.Add([]byte{1, 0, 0, 0, 1, 0, 0, 0}, []byte{3, 0, 0, 1}, []byte{0x42, 0x10, 0x01})
-	f.Fuzz(func(t *testing.T, gained, lost, seg []byte) {
+	f.Add([]byte{1, 0, 0, 0}, []byte{}, []byte{0}, []byte{})
+	f.Add([]byte{}, []byte{2, 0, 0, 0}, []byte{0x21, 0x20}, []byte{1, 0, 0, 0, 1})
+	f.Add([]byte{1, 0, 0, 0, 1, 0, 0, 0}, []byte{3, 0, 0, 1}, []byte{0x42, 0x10, 0x01}, []byte{3, 0, 0, 0, 0, 1, 0, 0, 0, 2})
+	f.Fuzz(func(t *testing.T, gained, lost, seg, levels []byte) {
 		fx := newFixture(t)
 		p := fx.spawn(fx.player)
 		p.SetNum(fx.gold, 9)
@@ -118,14 +122,81 @@ func FuzzApplyTick(f *testing.F) {
 			}
 			return out
 		}
-		before, owned := snap(fx.r), ownedSet(fx.r)
-		if err := fx.r.ApplyTick(ids(gained), ids(lost), seg); err != nil {
+		var lv []client.Level
+		for ; len(levels) >= 5; levels = levels[5:] {
+			lv = append(lv, client.Level{ID: state.ID(binary.LittleEndian.Uint32(levels)), Level: levels[4]})
+		}
+		before, owned, lods := snap(fx.r), ownedSet(fx.r), levelsOf(fx.r)
+		if err := fx.r.ApplyTickInfo(client.TickInfo{Gained: ids(gained), Lost: ids(lost), Levels: lv}, seg); err != nil {
 			if d := before.diff(fx.r); d != "" {
 				t.Fatalf("rejected tick %v changed the replica: %s", err, d)
 			}
 			if now := ownedSet(fx.r); len(now) != len(owned) {
 				t.Fatalf("rejected tick %v changed what the replica owns", err)
 			}
+			if now := levelsOf(fx.r); !maps.Equal(now, lods) {
+				t.Fatalf("rejected tick %v changed levels of detail: %v, were %v", err, now, lods)
+			}
 		}
 	})
+}
+
+// levelsOf returns each entity's level of detail, −1 for every band.
+func levelsOf(r *client.Replica) map[state.ID]int {
+	out := map[state.ID]int{}
+	for _, e := range r.Entities(nil) {
+		l, all := e.Level()
+		if all {
+			l = -1
+		}
+		out[e.ID()] = l
+	}
+	return out
+}
+
+// TestLevels: a lower level forgets the fields of the bands above it (zero,
+// unknown, callbacks told), a higher one takes the tick's fills of the
+// bands it enters, and contradictory levels reject the tick whole.
+func TestLevels(t *testing.T) {
+	fx := newFixture(t)
+	p := fx.spawn(fx.player)
+	p.Handle().SetStr(fx.name, "ann")
+	fx.tick()
+	e := fx.r.Entity(p.ID())
+	var got []string
+	fx.r.OnLevel(fx.player, func(e *state.Entity, old, new int) { got = append(got, fmt.Sprint(old, "->", new)) })
+	names := 0
+	fx.r.OnField(fx.player, fx.name, func(*state.Entity, state.Value, state.Value) { names++ })
+	// Level 0: name (band 1, within 50) and scores (band 2) are forgotten.
+	if err := fx.r.ApplyTickInfo(client.TickInfo{Levels: []client.Level{{ID: p.ID(), Level: 0}}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, all := e.Level(); all || l != 0 || e.Str(fx.player.Leaf(fx.name).Obj) != "" || fx.r.Knows(e, fx.name) || !fx.r.Knows(e, 0) {
+		t.Fatalf("after level 0: level %d all %v, name %q, knows name %v", l, all, e.Str(fx.player.Leaf(fx.name).Obj), fx.r.Knows(e, fx.name))
+	}
+	// Level 2 (every band) with a fill of the name, as the server sends it.
+	var enc codec.Encoder
+	fx.tr.Commit()
+	seg := enc.Full(nil, []*state.Entity{p}, codec.PartAll.Band(1))
+	if err := fx.r.ApplyTickInfo(client.TickInfo{Levels: []client.Level{{ID: p.ID(), Level: 2}}}, seg); err != nil {
+		t.Fatal(err)
+	}
+	if _, all := e.Level(); !all || e.Str(fx.player.Leaf(fx.name).Obj) != "ann" || !fx.r.Knows(e, fx.name) {
+		t.Fatalf("after level 2: all %v, name %q", all, e.Str(fx.player.Leaf(fx.name).Obj))
+	}
+	if want := []string{"-1->0", "0->-1"}; !slices.Equal(got, want) || names != 2 {
+		t.Fatalf("OnLevel %v, want %v; %d name callbacks, want 2", got, want, names)
+	}
+	for _, bad := range [][]client.Level{
+		{{ID: p.ID(), Level: 3}},                         // above the class's 2 bands
+		{{ID: p.ID(), Level: 0}, {ID: p.ID(), Level: 1}}, // listed twice
+		{{ID: p.ID() + 1<<24, Level: 0}},                 // another generation: neither held nor created
+	} {
+		if err := fx.r.ApplyTickInfo(client.TickInfo{Levels: bad}); !errors.Is(err, client.ErrLevel) {
+			t.Fatalf("levels %v: %v, want ErrLevel", bad, err)
+		}
+		if _, all := e.Level(); !all {
+			t.Fatalf("levels %v: a rejected tick changed the level", bad)
+		}
+	}
 }

@@ -134,8 +134,19 @@ func fzNewStream(t testing.TB) *fzStream {
 	for _, tk := range c.ticks {
 		st.ticks = append(st.ticks, tk.segments)
 	}
+	// Tick 3: set sections, as for changes a budget held back, of values
+	// that changed since (some to zero).
+	gvSet(t, a, "i8", 0)
+	gvSet(t, a, "s", "set")
+	gvList(t, h, "nums").Clear()
+	w.tr.Commit()
 	ents := w.tr.AppendEntities(nil)
 	var enc codec.Encoder
+	var sets [][]byte
+	for _, p := range []codec.Part{codec.PartAll, codec.PartOthers, codec.PartOwner} {
+		sets = append(sets, enc.Set(nil, ents, p))
+	}
+	st.ticks = append(st.ticks, sets)
 	for _, p := range []codec.Part{codec.PartAll, codec.PartOthers, codec.PartOwner} {
 		st.full = append(st.full, enc.Full(nil, ents, p))
 	}
