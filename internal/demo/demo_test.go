@@ -19,7 +19,7 @@ import (
 	"github.com/replicago/replica/transport"
 )
 
-var statusRE = regexp.MustCompile(`^t=(\d+)s clients=(\d+) \(ws (\d+), quic (\d+)\) entities=(\d+) visible/client=(\d+\.\d) \(min (\d+), max (\d+)\) tick p50=\d+\.\d\dms p99=\d+\.\d\dms  in=\d+(\.\d)? K?B/client/s  events=\d+/s  rpc=\d+/s  verified=(ok \((\d+) clients at tick (\d+)\)|FAILED)(  \(behind: .*\))?$`)
+var statusRE = regexp.MustCompile(`^t=(\d+)s clients=(\d+) \(ws (\d+), quic (\d+)\) entities=(\d+) visible/client=(\d+\.\d) \(min (\d+), max (\d+)\) deferred=\d+/s tick p50=\d+\.\d\dms p99=\d+\.\d\dms  in=\d+(\.\d)? K?B/client/s  events=\d+/s  rpc=\d+/s  verified=(ok \((\d+) clients at tick (\d+)\)|FAILED)(  \(behind: .*\))?$`)
 
 // status is a parsed status line.
 type status struct {
