@@ -27,8 +27,8 @@ func TestW2Verifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, res)
-	if res.LOD == nil || *res.LOD {
-		t.Errorf("lod = %v, want false: the server sends gear and emote to everyone", res.LOD)
+	if res.LOD == nil || !*res.LOD {
+		t.Errorf("lod = %v, want true: gear and emote are sent within 50 units only, and verified so", res.LOD)
 	}
 }
 
