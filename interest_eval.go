@@ -18,7 +18,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	for _, c := range s.conns {
 		v := &c.view
 		v.enter, v.leave, v.upd = v.enter[:0], v.leave[:0], v.upd[:0]
-		v.relevel, v.raised, v.enterL = v.relevel[:0], v.raised[:0], v.enterL[:0]
+		v.relevel, v.raised, v.enterL, v.sets = v.relevel[:0], v.raised[:0], v.enterL[:0], v.sets[:0]
 	}
 	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
 	s.pairCS.Changes = s.pairCS.Changes[:0]
@@ -453,6 +453,9 @@ func (s *Server) batchPairs() {
 		held := v.held[:0]
 		for _, id := range v.held {
 			ie := &s.ients[id.Slot()]
+			if ie.id != id {
+				continue // destroyed (its slot may hold another entity now)
+			}
 			oi := s.pairOf(c, ie)
 			if oi < 0 || ie.obs[oi].held == 0 || slices.Contains(held, id) {
 				continue // no longer held, or listed already

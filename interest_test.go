@@ -210,6 +210,14 @@ func TestInterestProperty(t *testing.T) {
 		if lod {
 			w.level = m.level
 		}
+		if budget := rapid.SampledFrom([]int{-1, 3000, 400}).Draw(rt, "budget"); budget >= 0 {
+			for _, c := range w.conns {
+				if err := w.srv.SetBudget(c, budget); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			w.budgeted = true
+		}
 		m.cfgs = []replica.SpaceConfig{
 			{Name: "default"},
 			{Name: "field", Radius: 30, Hysteresis: 10, CellSize: 20},
@@ -729,6 +737,15 @@ func TestInterestLODProperty(t *testing.T) {
 		m := &aoiModel{w: w, space: map[*state.Entity]int{}, radius: map[*state.Entity]float64{},
 			always: map[*state.Entity]bool{}, egroups: map[*state.Entity][]int{}}
 		w.level = m.level
+		// Budgets from none to a few entities a tick: what is held
+		// back is checked apart (ownWorld.budgeted).
+		budget := rapid.SampledFrom([]int{-1, 2000, 300}).Draw(rt, "budget")
+		for _, c := range w.conns {
+			if err := w.srv.SetBudget(c, budget); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		w.budgeted = budget >= 0
 		m.cfgs = []replica.SpaceConfig{{Name: "default"}, {Name: "field", Radius: 30, Hysteresis: 4, CellSize: 16}}
 		sp, err := w.srv.NewSpace(m.cfgs[1])
 		if err != nil {
