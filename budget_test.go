@@ -10,36 +10,46 @@ import (
 	"github.com/replicago/replica/state"
 )
 
+// zoneWorld is a world of one client viewing an AOI zone of the given
+// radius.
+func zoneWorld(t *testing.T, cfg replica.Config, radius float64) (*ownWorld, *replica.Space) {
+	t.Helper()
+	w := newWorld(t, 1, cfg)
+	zone, err := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: radius})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.srv.View(w.conns[0], zone); err != nil {
+		t.Fatal(err)
+	}
+	return w, zone
+}
+
+// spawnAt spawns a unit at (x, 0) in zone.
+func spawnAt(t *testing.T, w *ownWorld, zone *replica.Space, x float32) *state.Entity {
+	t.Helper()
+	e, err := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	setPos(e, x, 0)
+	if err := w.srv.SetSpace(e, zone); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // budgetWorld is one client viewing a crowd of units around it in an AOI
 // zone, on a budget of perTick bytes a tick, and a unit of its own.
 func budgetWorld(t *testing.T, units int, perTick int) (*ownWorld, []*state.Entity, *state.Entity) {
 	t.Helper()
-	w := newWorld(t, 1, replica.Config{Schema: aoiSchema(t), TickRate: 20, Budget: 20 * perTick})
+	w, zone := zoneWorld(t, replica.Config{Schema: aoiSchema(t), TickRate: 20, Budget: 20 * perTick}, 100)
 	w.aoi = true
-	zone, err := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := w.conns[0]
-	if err := w.srv.View(c, zone); err != nil {
-		t.Fatal(err)
-	}
-	spawn := func(x float32) *state.Entity {
-		e, err := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		setPos(e, x, 0)
-		if err := w.srv.SetSpace(e, zone); err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	mine := spawn(0)
-	w.srv.SetOwner(mine, c)
+	mine := spawnAt(t, w, zone, 0)
+	w.srv.SetOwner(mine, w.conns[0])
 	var crowd []*state.Entity
 	for i := range units {
-		crowd = append(crowd, spawn(float32(1+i%50)))
+		crowd = append(crowd, spawnAt(t, w, zone, float32(1+i%50)))
 	}
 	return w, crowd, mine
 }
@@ -146,24 +156,13 @@ func TestBudgetStarvation(t *testing.T) {
 // against the level the client holds the entity at, and a creation or
 // changes its budget holds back.
 func TestExplainLODAndBudget(t *testing.T) {
-	w := newWorld(t, 1, replica.Config{Schema: aoiSchema(t, true), Budget: -1})
+	w, zone := zoneWorld(t, replica.Config{Schema: aoiSchema(t, true), Budget: -1}, 100)
 	defer w.close()
-	zone, err := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := w.conns[0]
-	if err := w.srv.View(c, zone); err != nil {
-		t.Fatal(err)
-	}
 	if err := w.srv.SetViewpoint(c, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
-	setPos(u, 20, 0) // within gear's 25, beyond emote's 12
-	if err := w.srv.SetSpace(u, zone); err != nil {
-		t.Fatal(err)
-	}
+	u := spawnAt(t, w, zone, 20) // within gear's 25, beyond emote's 12
 	w.lagging = true
 	w.tick(t)
 	x, err := w.srv.Explain(c, u, "emote")
@@ -182,12 +181,7 @@ func TestExplainLODAndBudget(t *testing.T) {
 	}
 	var crowd []*state.Entity
 	for i := range 5 {
-		e, _ := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
-		setPos(e, float32(30+i), 0)
-		if err := w.srv.SetSpace(e, zone); err != nil {
-			t.Fatal(err)
-		}
-		crowd = append(crowd, e)
+		crowd = append(crowd, spawnAt(t, w, zone, float32(30+i)))
 	}
 	w.tick(t)
 	w.tick(t)

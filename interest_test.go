@@ -829,24 +829,10 @@ func TestInterestLODProperty(t *testing.T) {
 // of the destroy and the new ownership comes first.
 func TestInterestRespawnFollows(t *testing.T) {
 	for _, destroyFirst := range []bool{true, false} {
-		w := newWorld(t, 1, replica.Config{Schema: aoiSchema(t)})
+		w, zone := zoneWorld(t, replica.Config{Schema: aoiSchema(t)}, 10)
 		w.aoi = true
-		zone, err := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
 		c := w.conns[0]
-		if err := w.srv.View(c, zone); err != nil {
-			t.Fatal(err)
-		}
-		unit := func(x float32) *state.Entity {
-			e, _ := w.srv.Tracker().Spawn(w.srv.Tracker().Schema().Classes[0])
-			setPos(e, x, 0)
-			if err := w.srv.SetSpace(e, zone); err != nil {
-				t.Fatal(err)
-			}
-			return e
-		}
+		unit := func(x float32) *state.Entity { return spawnAt(t, w, zone, x) }
 		avatar, near := unit(0), unit(5)
 		far := unit(100)
 		w.srv.SetOwner(avatar, c)

@@ -121,6 +121,12 @@ func (enc *Encoder) DeltaBatch(b *Batch, cs *state.Changeset, part Part) {
 // their zero value has no piece.
 func (enc *Encoder) FullBatch(b *Batch, ents []*state.Entity, part Part) {
 	enc.queueFull(ents, part)
+	enc.buildEnts(b, ents, part)
+}
+
+// buildEnts builds b from the items queued for ents, at most one each, in
+// their order.
+func (enc *Encoder) buildEnts(b *Batch, ents []*state.Entity, part Part) {
 	b.settle(len(enc.items))
 	b.of = slices.Grow(b.of[:0], len(ents))[:len(ents)]
 	j := 0
@@ -139,17 +145,7 @@ func (enc *Encoder) FullBatch(b *Batch, ents []*state.Entity, part Part) {
 // every such leaf, zero or not.
 func (enc *Encoder) SetBatch(b *Batch, ents []*state.Entity, part Part) {
 	enc.queueSet(ents, part)
-	b.settle(len(enc.items))
-	b.of = slices.Grow(b.of[:0], len(ents))[:len(ents)]
-	j := 0
-	for i, e := range ents {
-		b.of[i] = -1
-		if j < len(enc.items) && enc.items[j].e == e {
-			b.of[i] = int32(j)
-			j++
-		}
-	}
-	enc.build(b, part)
+	enc.buildEnts(b, ents, part)
 }
 
 // build encodes the queued items into b: each group's tree, with the k's
