@@ -62,8 +62,12 @@
 // the fields tagged pos=x and pos=y) or from [Server.SetViewpoint].
 // Entities a client owns, [Server.SetAlwaysRelevant] entities and those
 // of its [Group]s it sees anywhere; [Config.Interest] has the last word on
-// distance. [Server.Explain] tells why a client sees an entity or a field,
-// or not.
+// distance. Fields tagged lod=D reach only the clients within D of the
+// entity (levels of detail: a client forgets them out of reach). Each
+// connection has a bandwidth budget ([Config.Budget], [Server.SetBudget]):
+// over it, the entities of lowest priority ([Server.SetPriority]) wait and
+// are later sent whole, with their latest values. [Server.Explain] tells
+// why a client sees an entity or a field, or not.
 //
 // # Clients, transports and authentication
 //
