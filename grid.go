@@ -2,6 +2,7 @@ package replica
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/replicago/replica/state"
 )
@@ -10,13 +11,19 @@ import (
 // array over the bounding box of the cells used so far, which grows to
 // take in new ones up to maxDense cells; cells beyond go to a map. A zone
 // of bounded size, the usual case, so costs an index per lookup, and a
-// world without bounds still works.
+// world without bounds still works. A dense cell that empties stays in
+// place, for the next entity or viewpoint to come (a cell is in use while
+// it holds something), and the cells' lists take their arrays from the
+// grid's slabs: entities and viewpoints moving between cells allocate
+// nothing.
 type grid struct {
 	x0, y0 int32 // the cell coordinates of dense[0]
 	w, h   int32
 	dense  []*cell
 	sparse map[cellKey]*cell
 	n      int // cells in use, dense and sparse
+	ids    slab[state.ID]
+	conns  slab[*Conn]
 }
 
 // maxDense bounds the dense array: 64 Ki cells, 512 KiB of pointers.
@@ -29,6 +36,8 @@ type cell struct {
 	views []*Conn
 }
 
+func (ce *cell) empty() bool { return len(ce.ents) == 0 && len(ce.views) == 0 }
+
 func (g *grid) index(k cellKey) (int, bool) {
 	dx, dy := int64(k.x)-int64(g.x0), int64(k.y)-int64(g.y0)
 	if dx < 0 || dy < 0 || dx >= int64(g.w) || dy >= int64(g.h) {
@@ -37,17 +46,28 @@ func (g *grid) index(k cellKey) (int, bool) {
 	return int(dy*int64(g.w) + dx), true
 }
 
-// get returns the cell at k, or nil.
+// get returns the cell in use at k, or nil.
 func (g *grid) get(k cellKey) *cell {
 	if i, ok := g.index(k); ok {
-		return g.dense[i]
+		if ce := g.dense[i]; ce != nil && !ce.empty() {
+			return ce
+		}
+		return nil
 	}
 	return g.sparse[k]
 }
 
-// at returns the cell at k, making it if need be.
+// at returns the cell at k, making it if need be, and counts it in use:
+// the caller puts something in it.
 func (g *grid) at(k cellKey) *cell {
-	if ce := g.get(k); ce != nil {
+	if i, ok := g.index(k); ok {
+		if ce := g.dense[i]; ce != nil {
+			if ce.empty() {
+				g.n++
+			}
+			return ce
+		}
+	} else if ce := g.sparse[k]; ce != nil {
 		return ce
 	}
 	ce := &cell{}
@@ -112,14 +132,14 @@ func (g *grid) grow(k cellKey) bool {
 	return true
 }
 
-// drop removes the cell at k if it holds nothing.
+// drop takes the cell at k out of use if it holds nothing: a dense one
+// stays in place, empty, a sparse one goes.
 func (g *grid) drop(k cellKey, ce *cell) {
-	if len(ce.ents) != 0 || len(ce.views) != 0 {
+	if !ce.empty() {
 		return
 	}
 	if i, ok := g.index(k); ok {
 		if g.dense[i] == ce {
-			g.dense[i] = nil
 			g.n--
 		}
 		return
@@ -133,13 +153,13 @@ func (g *grid) drop(k cellKey, ce *cell) {
 // addEnt puts entity id in the cell at k.
 func (g *grid) addEnt(k cellKey, id state.ID) {
 	ce := g.at(k)
-	ce.ents = append(ce.ents, id)
+	ce.ents = append(g.ids.grow(ce.ents), id)
 }
 
 // removeEnt takes entity id out of the cell at k.
 func (g *grid) removeEnt(k cellKey, id state.ID) {
 	if ce := g.get(k); ce != nil {
-		ce.ents = removeID(ce.ents, id)
+		ce.ents = g.ids.shrink(removeID(ce.ents, id))
 		g.drop(k, ce)
 	}
 }
@@ -147,13 +167,13 @@ func (g *grid) removeEnt(k cellKey, id state.ID) {
 // addView puts c's viewpoint in the cell at k.
 func (g *grid) addView(k cellKey, c *Conn) {
 	ce := g.at(k)
-	ce.views = append(ce.views, c)
+	ce.views = append(g.conns.grow(ce.views), c)
 }
 
 // removeView takes c's viewpoint out of the cell at k.
 func (g *grid) removeView(k cellKey, c *Conn) {
 	if ce := g.get(k); ce != nil {
-		ce.views = slices.DeleteFunc(ce.views, func(x *Conn) bool { return x == c })
+		ce.views = g.conns.shrink(slices.DeleteFunc(ce.views, func(x *Conn) bool { return x == c }))
 		g.drop(k, ce)
 	}
 }
@@ -166,7 +186,7 @@ func (g *grid) near(lo, hi cellKey, fn func(*cell)) {
 	for y := y0; y <= y1; y++ {
 		row := g.dense[(y-int64(g.y0))*int64(g.w):]
 		for x := x0; x <= x1; x++ {
-			if ce := row[x-int64(g.x0)]; ce != nil {
+			if ce := row[x-int64(g.x0)]; ce != nil && !ce.empty() {
 				fn(ce)
 			}
 		}
@@ -201,11 +221,31 @@ func (g *grid) near(lo, hi cellKey, fn func(*cell)) {
 // each calls fn for every cell in use.
 func (g *grid) each(fn func(cellKey, *cell)) {
 	for i, ce := range g.dense {
-		if ce != nil {
+		if ce != nil && !ce.empty() {
 			fn(cellKey{g.x0 + int32(i%int(g.w)), g.y0 + int32(i/int(g.w))}, ce)
 		}
 	}
 	for k, ce := range g.sparse {
 		fn(k, ce)
 	}
+}
+
+// bytes estimates the grid's memory: its dense array, its sparse cells as
+// map entries, every cell (the empty dense ones too), and the slabs' free
+// arrays.
+func (g *grid) bytes() int {
+	const mapEntry = 48 // key, value, tophash and load-factor slack of a Go map entry
+	n := 8*len(g.dense) + mapEntry*len(g.sparse) + g.ids.bytes() + g.conns.bytes()
+	cellBytes := func(ce *cell) int {
+		return int(unsafe.Sizeof(*ce)) + 4*cap(ce.ents) + 8*cap(ce.views)
+	}
+	for _, ce := range g.dense {
+		if ce != nil {
+			n += cellBytes(ce)
+		}
+	}
+	for _, ce := range g.sparse {
+		n += cellBytes(ce)
+	}
+	return n
 }

@@ -807,10 +807,20 @@ func (s *Server) pairOf(c *Conn, ie *ient) int {
 	return -1
 }
 
-// addPair records that c sees ie, from this tick.
+// addPair records that c sees ie, from this tick. The two lists take
+// their arrays from the server's slabs.
 func (s *Server) addPair(c *Conn, ie *ient) {
 	v := &c.view
-	ie.obs = append(ie.obs, obsRef{c: c, at: int32(len(v.pairs)), entered: s.tick})
+	if len(v.pairs) == cap(v.pairs) {
+		v.pairs = s.pairSlab.grow(v.pairs)
+		// What a tick lists for c is at most one entry per pair (a
+		// change, an entry, an exit): room for every pair in its
+		// lists now, and these never grow in a tick.
+		n := cap(v.pairs)
+		v.upd = s.updSlab.fit(v.upd, n)
+		v.enter, v.leave = s.entSlab.fit(v.enter, n), s.entSlab.fit(v.leave, n)
+	}
+	ie.obs = append(s.obsSlab.grow(ie.obs), obsRef{c: c, at: int32(len(v.pairs)), entered: s.tick})
 	v.pairs = append(v.pairs, pairRef{id: ie.id, at: int32(len(ie.obs) - 1)})
 }
 
@@ -829,5 +839,6 @@ func (s *Server) removePair(ie *ient, i int) {
 		ie.obs[i] = moved
 		moved.c.view.pairs[moved.at].at = int32(i)
 	}
-	ie.obs = ie.obs[:len(ie.obs)-1]
+	ie.obs = s.obsSlab.shrink(ie.obs[:len(ie.obs)-1])
+	v.pairs = s.pairSlab.shrink(v.pairs)
 }

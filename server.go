@@ -260,6 +260,14 @@ type Server struct {
 	parts       [3]bool     // whether some class has a field in each partition
 	hdr         []byte      // a TICK header being built
 	entBuf      []*state.Entity
+
+	// The arrays of the pair lists (interest.go, slab.go): the entities'
+	// observers, the clients' pairs, and their lists of a tick, which fit
+	// the pairs.
+	obsSlab  slab[obsRef]
+	pairSlab slab[pairRef]
+	updSlab  slab[int32]
+	entSlab  slab[*state.Entity]
 }
 
 // Stats counts what a server has done since it started. Read it on the
