@@ -15,3 +15,7 @@ func (s *Server) JoiningForTest() int {
 	defer s.mu.Unlock()
 	return len(s.joining)
 }
+
+// ArenaChunksForTest returns the number of chunks the server's arena for
+// the clients' messages has made.
+func (s *Server) ArenaChunksForTest() int { return s.arena.Chunks() }

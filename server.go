@@ -268,6 +268,11 @@ type Server struct {
 	pairSlab slab[pairRef]
 	updSlab  slab[int32]
 	entSlab  slab[*state.Entity]
+
+	// The arena's reuse (lag.go).
+	held     bool             // a transport holds messages of earlier ticks
+	gone     []transport.Conn // of connections that left in this tick
+	draining []transport.Conn // and in the previous one
 }
 
 // Stats counts what a server has done since it started. Read it on the
@@ -494,6 +499,7 @@ func (s *Server) Tick() {
 	}
 	for _, c := range s.conns {
 		if !c.joined {
+			s.checkHeld(c.tc)
 			s.sendFull(c)
 			s.flushRPCs(c)
 			continue
@@ -526,6 +532,7 @@ func (s *Server) Tick() {
 	}
 	s.activeRooms = s.activeRooms[:0]
 	s.reap()
+	s.endSends()
 }
 
 // tickSegments returns the segments of c's TICK, partition by partition,
@@ -911,6 +918,7 @@ func (s *Server) reap() {
 				}
 			}
 			s.release(c)
+			s.gone = append(s.gone, c.tc)
 			code, reason, byPeer := c.tc.CloseInfo()
 			s.forget(c)
 			s.cfg.Logger.Info("replica: left", "user", c.userID, "session", c.id, "code", code, "reason", reason, "by_peer", byPeer)
