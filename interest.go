@@ -765,8 +765,11 @@ func (s *Server) ownerChanged(e *state.Entity, to *Conn) {
 		return
 	}
 	s.markEnt(ie)
-	if to != nil && !to.view.fixed && to.view.follow == 0 {
+	// One whose entity was destroyed in this tick follows nothing, though
+	// the tick has not dropped it yet.
+	if to != nil && !to.view.fixed && (to.view.follow == 0 || s.tr.Entity(to.view.follow) == nil) {
 		if _, _, ok := s.posLeaves(e.Class()); ok {
+			s.unfollow(to)
 			s.follow(to, ie)
 		}
 	}
