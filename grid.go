@@ -22,8 +22,8 @@ type grid struct {
 	dense  []*cell
 	sparse map[cellKey]*cell
 	n      int // cells in use, dense and sparse
-	ids    slab[state.ID]
-	conns  slab[*Conn]
+	ents   slab[cellEnt]
+	views  slab[cellView]
 }
 
 // maxDense bounds the dense array: 64 Ki cells, 512 KiB of pointers.
@@ -31,9 +31,25 @@ const maxDense = 1 << 16
 
 type cellKey struct{ x, y int32 }
 
+// A cell holds the entities placed in it and the viewpoints in it, each
+// with its position (and an entity with its visibility radius), so that a
+// query can pass over those out of reach without reading their records.
 type cell struct {
-	ents  []state.ID
-	views []*Conn
+	ents  []cellEnt
+	views []cellView
+}
+
+// A cellEnt is an entity of a cell, or of an AOI space's wide list.
+type cellEnt struct {
+	id   state.ID
+	x, y float64
+	r    float64 // its visibility radius
+}
+
+// A cellView is a viewpoint of a cell.
+type cellView struct {
+	c    *Conn
+	x, y float64
 }
 
 func (ce *cell) empty() bool { return len(ce.ents) == 0 && len(ce.views) == 0 }
@@ -150,32 +166,62 @@ func (g *grid) drop(k cellKey, ce *cell) {
 	}
 }
 
-// addEnt puts entity id in the cell at k.
-func (g *grid) addEnt(k cellKey, id state.ID) {
+// addEnt puts entity e in the cell at k and returns its index there.
+func (g *grid) addEnt(k cellKey, e cellEnt) int32 {
 	ce := g.at(k)
-	ce.ents = append(g.ids.grow(ce.ents), id)
+	ce.ents = append(g.ents.grow(ce.ents), e)
+	return int32(len(ce.ents) - 1)
 }
 
-// removeEnt takes entity id out of the cell at k.
-func (g *grid) removeEnt(k cellKey, id state.ID) {
-	if ce := g.get(k); ce != nil {
-		ce.ents = g.ids.shrink(removeID(ce.ents, id))
-		g.drop(k, ce)
+// removeEnt takes the entity at index i out of the cell at k. The cell's
+// last entity takes its place: removeEnt returns its ID, and false if it
+// was the one removed.
+func (g *grid) removeEnt(k cellKey, i int32) (moved state.ID, ok bool) {
+	ce := g.get(k)
+	if ce == nil {
+		return 0, false
 	}
+	ce.ents, moved, ok = removeEnt(&g.ents, ce.ents, i)
+	g.drop(k, ce)
+	return moved, ok
 }
 
-// addView puts c's viewpoint in the cell at k.
-func (g *grid) addView(k cellKey, c *Conn) {
+// removeEnt removes ents[i] from ents, whose arrays come from sl, the last
+// entity taking its place: it returns the list, and the ID of that entity,
+// and false if it was the one removed.
+func removeEnt(sl *slab[cellEnt], ents []cellEnt, i int32) ([]cellEnt, state.ID, bool) {
+	last := int32(len(ents) - 1)
+	ents[i] = ents[last]
+	moved := ents[i].id
+	return sl.shrink(ents[:last]), moved, i != last
+}
+
+// addView puts c's viewpoint, at (x, y), in the cell at k.
+func (g *grid) addView(k cellKey, c *Conn, x, y float64) {
 	ce := g.at(k)
-	ce.views = append(g.conns.grow(ce.views), c)
+	ce.views = append(g.views.grow(ce.views), cellView{c, x, y})
 }
 
 // removeView takes c's viewpoint out of the cell at k.
 func (g *grid) removeView(k cellKey, c *Conn) {
 	if ce := g.get(k); ce != nil {
-		ce.views = g.conns.shrink(slices.DeleteFunc(ce.views, func(x *Conn) bool { return x == c }))
+		ce.views = g.views.shrink(slices.DeleteFunc(ce.views, func(v cellView) bool { return v.c == c }))
 		g.drop(k, ce)
 	}
+}
+
+// moveView moves c's viewpoint, in the cell at k, to (x, y) in the same
+// cell. It reports false if the cell does not hold c's viewpoint.
+func (g *grid) moveView(k cellKey, c *Conn, x, y float64) bool {
+	if ce := g.get(k); ce != nil {
+		for i := range ce.views {
+			if ce.views[i].c == c {
+				ce.views[i].x, ce.views[i].y = x, y
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // near calls fn for the cells from lo to hi, corners included.
@@ -235,9 +281,9 @@ func (g *grid) each(fn func(cellKey, *cell)) {
 // arrays.
 func (g *grid) bytes() int {
 	const mapEntry = 48 // key, value, tophash and load-factor slack of a Go map entry
-	n := 8*len(g.dense) + mapEntry*len(g.sparse) + g.ids.bytes() + g.conns.bytes()
+	n := 8*len(g.dense) + mapEntry*len(g.sparse) + g.ents.bytes() + g.views.bytes()
 	cellBytes := func(ce *cell) int {
-		return int(unsafe.Sizeof(*ce)) + 4*cap(ce.ents) + 8*cap(ce.views)
+		return int(unsafe.Sizeof(*ce)) + int(unsafe.Sizeof(cellEnt{}))*cap(ce.ents) + int(unsafe.Sizeof(cellView{}))*cap(ce.views)
 	}
 	for _, ce := range g.dense {
 		if ce != nil {

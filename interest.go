@@ -90,7 +90,7 @@ type Space struct {
 
 	// AOI spaces only.
 	cells   grid       // placed entities and viewpoints by cell
-	wide    []state.ID // placed entities whose radius exceeds the cell size
+	wide    []cellEnt  // placed entities whose radius exceeds the cell size
 	unplace []state.ID // members without a position: every viewer sees them
 
 	viewers []*Conn // the connections viewing it; view.vidx indexes it
@@ -126,6 +126,8 @@ type ient struct {
 	placed  bool // in its AOI space's grid (or wide list)
 	wide    bool
 	cell    cellKey
+	cidx    int32   // its index in its cell's entities, or in the wide list
+	vstamp  uint64  // dedupes it within one view's evaluation
 	radius  float64 // its own; 0 for the space's
 	always  bool
 	groups  []*Group
@@ -560,25 +562,53 @@ func (s *Server) place(ie *ient) {
 		return
 	}
 	ie.x, ie.y, ie.placed = x, y, true
-	r := s.radius(ie)
-	if r > sp.cfg.CellSize {
+	e := cellEnt{id: ie.id, x: x, y: y, r: s.radius(ie)}
+	if e.r > sp.cfg.CellSize {
 		ie.wide = true
-		sp.wide = append(sp.wide, ie.id)
+		ie.cidx = int32(len(sp.wide))
+		sp.wide = append(sp.cells.ents.grow(sp.wide), e)
 		return
 	}
 	ie.wide = false
 	ie.cell = sp.key(x, y)
-	sp.cells.addEnt(ie.cell, ie.id)
+	ie.cidx = sp.cells.addEnt(ie.cell, e)
 }
 
 func (s *Server) unplace(ie *ient) {
 	sp := ie.space
+	var moved state.ID
+	var ok bool
 	if ie.wide {
-		sp.wide = removeID(sp.wide, ie.id)
+		sp.wide, moved, ok = removeEnt(&sp.cells.ents, sp.wide, ie.cidx)
 	} else {
-		sp.cells.removeEnt(ie.cell, ie.id)
+		moved, ok = sp.cells.removeEnt(ie.cell, ie.cidx)
+	}
+	if ok {
+		s.ients[moved.Slot()].cidx = ie.cidx
 	}
 	ie.placed, ie.wide = false, false
+}
+
+// moveCell moves placed ie to (x, y) in its space's grid or wide list.
+func (s *Server) moveCell(ie *ient, x, y float64) {
+	sp := ie.space
+	ie.x, ie.y = x, y
+	if ie.wide {
+		sp.wide[ie.cidx].x, sp.wide[ie.cidx].y = x, y
+		return
+	}
+	if k := sp.key(x, y); k != ie.cell {
+		e := sp.cells.get(ie.cell).ents[ie.cidx]
+		if moved, ok := sp.cells.removeEnt(ie.cell, ie.cidx); ok {
+			s.ients[moved.Slot()].cidx = ie.cidx
+		}
+		e.x, e.y = x, y
+		ie.cell = k
+		ie.cidx = sp.cells.addEnt(k, e)
+		return
+	}
+	e := &sp.cells.get(ie.cell).ents[ie.cidx]
+	e.x, e.y = x, y
 }
 
 func (sp *Space) key(x, y float64) cellKey {
@@ -689,6 +719,10 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 	v := &c.view
 	sp := v.space
 	grid := sp != nil && !sp.room
+	if grid && v.point && ok && sp.key(x, y) == v.cell && sp.cells.moveView(v.cell, c, x, y) {
+		v.px, v.py = x, y // within its cell
+		return
+	}
 	if grid && v.point {
 		sp.cells.removeView(v.cell, c)
 	}
@@ -698,7 +732,7 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 	v.point = ok
 	if grid && ok {
 		v.cell = sp.key(x, y)
-		sp.cells.addView(v.cell, c)
+		sp.cells.addView(v.cell, c, x, y)
 	}
 }
 
@@ -773,6 +807,12 @@ func (s *Server) ownerChanged(e *state.Entity, to *Conn) {
 			s.follow(to, ie)
 		}
 	}
+}
+
+// owns reports whether c owns entity id, from the owners' table alone.
+func (s *Server) owns(c *Conn, id state.ID) bool {
+	slot := int(id.Slot())
+	return slot < len(s.owners) && s.owners[slot].id == id && s.owners[slot].c == c
 }
 
 // A pair is a client seeing an entity beyond its room. Each side lists

@@ -340,6 +340,9 @@ func TestInterestProperty(t *testing.T) {
 			"tick": func(rt *rapid.T) {
 				w.tick(rt)
 				m.settle()
+				if err := w.srv.CheckGridForTest(); err != nil {
+					rt.Fatal(err)
+				}
 			},
 		})
 		w.tick(rt)

@@ -246,7 +246,6 @@ type Server struct {
 	dirtyEnts   []state.ID
 	dirtyViews  []*Conn
 	stamp       uint64
-	idBuf       []state.ID
 	always      []state.ID
 	activeRooms []*Space
 	dcs         state.Changeset // destructions, for destroys
