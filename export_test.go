@@ -70,6 +70,15 @@ func (s *Server) CheckGridForTest() error {
 		}
 	}
 	for sp := range spaces {
+		for i, ce := range sp.cells.dense {
+			n := 0
+			if ce != nil {
+				n = len(ce.views)
+			}
+			if int(sp.cells.nviews[i]) != n {
+				return fmt.Errorf("space %s: dense cell %d counts %d viewpoints", sp.Name(), i, sp.cells.nviews[i])
+			}
+		}
 		n := len(sp.wide)
 		var err error
 		sp.cells.each(func(k cellKey, ce *cell) {

@@ -20,6 +20,7 @@ type grid struct {
 	x0, y0 int32 // the cell coordinates of dense[0]
 	w, h   int32
 	dense  []*cell
+	nviews []int32 // per dense cell, its viewpoints: view queries skip the cells without
 	sparse map[cellKey]*cell
 	n      int // cells in use, dense and sparse
 	ents   slab[cellEnt]
@@ -145,6 +146,12 @@ func (g *grid) grow(k cellKey) bool {
 			delete(g.sparse, k)
 		}
 	}
+	g.nviews = make([]int32, len(dense))
+	for i, ce := range dense {
+		if ce != nil {
+			g.nviews[i] = int32(len(ce.views))
+		}
+	}
 	return true
 }
 
@@ -200,12 +207,19 @@ func removeEnt(sl *slab[cellEnt], ents []cellEnt, i int32) ([]cellEnt, state.ID,
 func (g *grid) addView(k cellKey, c *Conn, x, y float64) {
 	ce := g.at(k)
 	ce.views = append(g.views.grow(ce.views), cellView{c, x, y})
+	if i, ok := g.index(k); ok {
+		g.nviews[i]++
+	}
 }
 
 // removeView takes c's viewpoint out of the cell at k.
 func (g *grid) removeView(k cellKey, c *Conn) {
 	if ce := g.get(k); ce != nil {
+		n := len(ce.views)
 		ce.views = g.views.shrink(slices.DeleteFunc(ce.views, func(v cellView) bool { return v.c == c }))
+		if i, ok := g.index(k); ok {
+			g.nviews[i] -= int32(n - len(ce.views))
+		}
 		g.drop(k, ce)
 	}
 }
@@ -225,14 +239,24 @@ func (g *grid) moveView(k cellKey, c *Conn, x, y float64) bool {
 }
 
 // near calls fn for the cells from lo to hi, corners included.
-func (g *grid) near(lo, hi cellKey, fn func(*cell)) {
+func (g *grid) near(lo, hi cellKey, fn func(*cell)) { g.nearBy(lo, hi, false, fn) }
+
+// nearViews is near for the cells with viewpoints (and maybe some
+// without).
+func (g *grid) nearViews(lo, hi cellKey, fn func(*cell)) { g.nearBy(lo, hi, true, fn) }
+
+func (g *grid) nearBy(lo, hi cellKey, views bool, fn func(*cell)) {
 	// The dense part: the range clipped to the box.
 	x0, y0 := max(int64(lo.x), int64(g.x0)), max(int64(lo.y), int64(g.y0))
 	x1, y1 := min(int64(hi.x), int64(g.x0)+int64(g.w)-1), min(int64(hi.y), int64(g.y0)+int64(g.h)-1)
 	for y := y0; y <= y1; y++ {
-		row := g.dense[(y-int64(g.y0))*int64(g.w):]
-		for x := x0; x <= x1; x++ {
-			if ce := row[x-int64(g.x0)]; ce != nil && !ce.empty() {
+		at := (y - int64(g.y0)) * int64(g.w)
+		row, nv := g.dense[at:], g.nviews[at:]
+		for x := x0 - int64(g.x0); x <= x1-int64(g.x0); x++ {
+			if views && nv[x] == 0 {
+				continue // without reading the cell
+			}
+			if ce := row[x]; ce != nil && !ce.empty() {
 				fn(ce)
 			}
 		}

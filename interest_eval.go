@@ -19,6 +19,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	}
 	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
 	s.pairCS.Changes = s.pairCS.Changes[:0]
+	s.warm(cs)
 	for _, ch := range cs.Changes {
 		e := ch.Entity
 		switch {
@@ -223,7 +224,7 @@ func (s *Server) evalPair(c *Conn, ie *ient) {
 
 // evalEnt re-evaluates every client that may see ie or stop seeing it.
 func (s *Server) evalEnt(ie *ient) {
-	if s.tr.Entity(ie.id) != ie.e {
+	if !ie.e.Valid() { // read from the entity, not the tracker's table
 		s.drop(ie) // created and destroyed within the tick: never seen
 		return
 	}
@@ -265,7 +266,7 @@ func (s *Server) evalEnt(ie *ient) {
 	// The viewers whose viewpoint is within reach: one beyond cannot
 	// want ie, every other reason having been tried above.
 	reach := s.radius(ie) + sp.cfg.Hysteresis
-	sp.cellsNear(ie.x, ie.y, reach, func(ce *cell) {
+	sp.cells.nearViews(sp.key(ie.x-reach, ie.y-reach), sp.key(ie.x+reach, ie.y+reach), func(ce *cell) {
 		for _, v := range ce.views {
 			if sp.within(v.x-ie.x, v.y-ie.y, reach) {
 				try(v.c)

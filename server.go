@@ -268,6 +268,8 @@ type Server struct {
 	updSlab  slab[int32]
 	entSlab  slab[*state.Entity]
 
+	warmSum uintptr // what warm read, kept so that the reads stay
+
 	// The arena's reuse (lag.go).
 	held     bool             // a transport holds messages of earlier ticks
 	gone     []transport.Conn // of connections that left in this tick
