@@ -90,7 +90,7 @@ func (b *Batch) Piece(i int) int32 { return b.of[i] }
 func (enc *Encoder) DeltaBatch(b *Batch, cs *state.Changeset, part Part) {
 	enc.queueDelta(cs, part, nil)
 	b.settle(len(enc.items))
-	b.of = slices.Grow(b.of[:0], len(cs.Changes))[:len(cs.Changes)]
+	b.of = fit(b.of[:0], len(cs.Changes))
 	// Items are queued in the order of the changes, at most one each, and
 	// every item names its change's entity.
 	j := 0
@@ -112,7 +112,7 @@ func (enc *Encoder) DeltaBatch(b *Batch, cs *state.Changeset, part Part) {
 func (enc *Encoder) FullBatch(b *Batch, ents []*state.Entity, part Part) {
 	enc.queueFull(ents, part)
 	b.settle(len(enc.items))
-	b.of = slices.Grow(b.of[:0], len(ents))[:len(ents)]
+	b.of = fit(b.of[:0], len(ents))
 	j := 0
 	for i, e := range ents {
 		b.of[i] = -1
@@ -131,7 +131,7 @@ func (enc *Encoder) build(b *Batch, part Part) {
 	items := enc.items
 	b.part = part
 	b.groups = b.groups[:0]
-	b.pieces = slices.Grow(b.pieces[:0], len(items))[:len(items)]
+	b.pieces = fit(b.pieces[:0], len(items))
 	w := &b.w
 	w.Reset(b.bits[:0])
 	groups := enc.arrange()
@@ -329,7 +329,7 @@ func (a *Assembler) batch(b *Batch) *asmBatch {
 	// clears.
 	n := len(ab.of)
 	if n < len(b.groups) {
-		ab.of = slices.Grow(ab.of, len(b.groups)-n)[:len(b.groups)]
+		ab.of = fit(ab.of, len(b.groups))
 		clear(ab.of[n:])
 	}
 	a.lastB = a.nbatches
@@ -431,7 +431,7 @@ func (a *Assembler) Segments(segs [][]byte, maxEntities, maxBytes, maxValues int
 // rankAndSort sorts the entries by group, in segment order, then by slot,
 // and returns them without repeats.
 func (a *Assembler) rankAndSort() []asmEntry {
-	a.byRank = slices.Grow(a.byRank[:0], len(a.groups))[:len(a.groups)]
+	a.byRank = fit(a.byRank[:0], len(a.groups))
 	for i := range a.byRank {
 		a.byRank[i] = int32(i)
 	}
@@ -459,7 +459,7 @@ func (a *Assembler) rankAndSort() []asmEntry {
 			return 0
 		})
 	}
-	a.rank = slices.Grow(a.rank[:0], len(a.groups))[:len(a.groups)]
+	a.rank = fit(a.rank[:0], len(a.groups))
 	for r, g := range a.byRank {
 		a.rank[g] = uint64(r) << 32
 	}
@@ -687,7 +687,7 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 		w.Append(b.bits[bg.tree:], bg.treeN)
 	}
 	// The ID block, as Encoder.writeIDs writes it.
-	a.gapv = slices.Grow(a.gapv[:0], len(ents))[:len(ents)]
+	a.gapv = fit(a.gapv[:0], len(ents))
 	a.gaps.reset()
 	prev := int64(-1)
 	for i := range ents {
@@ -737,3 +737,15 @@ func (a *Assembler) settle(n int) {
 
 // bitLen returns the bit length of u.
 func bitLen(u uint64) int { return bits.Len64(u) }
+
+// fit returns s resized to length n, its elements kept, growing it when it
+// must to twice that: buffers sized by the largest tick so far then seldom
+// grow again. (settle lets them shrink after a burst.)
+func fit[T any](s []T, n int) []T {
+	if cap(s) < n {
+		t := make([]T, len(s), 2*n)
+		copy(t, s)
+		s = t
+	}
+	return s[:n]
+}
