@@ -69,10 +69,10 @@ func (s *Server) resync(c *Conn) {
 // was carved from them. Before anything is sent to a connection in a
 // tick, its backlog says whether its transport still holds messages of
 // earlier ticks (transport.Releaser: a transport that does not say counts
-// as holding them); so do the transports of connections that left in the
-// previous tick. If none does, the arena reuses the chunks of the earlier
-// ticks; else it forgets them, and the garbage collector takes each once
-// the transports let go.
+// as holding them); so do, at the tick's end, the transports of the
+// connections that left in it or the one before. If none does, the arena
+// reuses the chunks of the earlier ticks; else it forgets them, and the
+// garbage collector takes each once the transports let go.
 
 // noteHeld notes what c's transport holds before this tick's sends, from
 // the messages its Backlog reports.
@@ -94,9 +94,14 @@ func (s *Server) checkHeld(tc transport.Conn) {
 }
 
 // endSends ends the tick's generation of the arena, after its sends and
-// reap: the connections that left in this tick are checked in the next.
+// reap. The connections that left in this tick are checked now (those
+// reaped as it began, before a joiner was admitted, were not checked by
+// its sends) and again in the next.
 func (s *Server) endSends() {
 	for _, tc := range s.draining {
+		s.checkHeld(tc)
+	}
+	for _, tc := range s.gone {
 		s.checkHeld(tc)
 	}
 	s.arena.EndGen(!s.held)

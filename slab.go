@@ -30,7 +30,7 @@ const (
 	slabRefill  = 16 << 10 // bytes made at once, at least, unless that is one array
 )
 
-// class returns the class of capacity n, a power of two from slabMin to
+// slabClass returns the class of capacity n, a power of two from slabMin to
 // slabMax, or -1.
 func slabClass(n int) int {
 	if n < slabMin || n > slabMax || n&(n-1) != 0 {
