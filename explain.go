@@ -16,8 +16,9 @@ type InterestStats struct {
 	Pairs int // (client, entity) pairs seen beyond rooms
 	Cells int // occupied grid cells, over every AOI space
 	// Bytes estimates the memory the interest state holds: per pair, its
-	// map entry and its entry in the entity's observer list; per entity
-	// and per cell, their records.
+	// entries in the client's pair list and the entity's observer list;
+	// per entity and per cell, their records; and the spare arrays kept
+	// for those lists to reuse.
 	Bytes int
 }
 
@@ -25,13 +26,13 @@ type InterestStats struct {
 // entity and connection: call it for monitoring, not every tick.
 func (s *Server) InterestStats() InterestStats {
 	var st InterestStats
-	const mapEntry = 48 // key, value, tophash and load-factor slack of a Go map entry
 	for _, c := range s.conns {
 		st.Pairs += len(c.view.pairs)
 		st.Bytes += int(unsafe.Sizeof(pairRef{}))*cap(c.view.pairs) + int(unsafe.Sizeof(c.view)) +
 			8*(cap(c.view.enter)+cap(c.view.leave)+cap(c.view.groups)) + 4*cap(c.view.upd)
 	}
-	st.Bytes += len(s.ients) * int(unsafe.Sizeof(ient{}))
+	st.Bytes += len(s.ients)*int(unsafe.Sizeof(ient{})) + s.obsSlab.bytes() + s.pairSlab.bytes() +
+		s.updSlab.bytes() + s.entSlab.bytes()
 	for i := range s.ients {
 		ie := &s.ients[i]
 		st.Bytes += int(unsafe.Sizeof(obsRef{}))*cap(ie.obs) + 8*(cap(ie.follow)+cap(ie.groups))
@@ -41,10 +42,7 @@ func (s *Server) InterestStats() InterestStats {
 		if sp := c.view.space; sp != nil && !seen[sp] {
 			seen[sp] = true
 			st.Cells += sp.cells.n
-			st.Bytes += 8*len(sp.cells.dense) + mapEntry*len(sp.cells.sparse)
-			sp.cells.each(func(_ cellKey, ce *cell) {
-				st.Bytes += int(unsafe.Sizeof(*ce)) + 4*cap(ce.ents) + 8*cap(ce.views)
-			})
+			st.Bytes += sp.cells.bytes()
 		}
 	}
 	return st

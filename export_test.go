@@ -1,5 +1,10 @@
 package replica
 
+import (
+	"fmt"
+	"slices"
+)
+
 // CallForTest runs one client RPC message as the tick would, for the
 // dispatch benchmark.
 func (s *Server) CallForTest(c *Conn, msg []byte) { s.call(c, msg) }
@@ -14,4 +19,93 @@ func (s *Server) JoiningForTest() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.joining)
+}
+
+// ArenaChunksForTest returns the number of chunks the server's arena for
+// the clients' messages has made.
+func (s *Server) ArenaChunksForTest() int { return s.arena.Chunks() }
+
+// CheckGridForTest checks that the AOI grids agree with the entities'
+// and the viewpoints' records: every placed entity is at its index in its
+// cell (or the wide list) with its position and radius, and every entry
+// is such an entity; every viewpoint is in its cell at its position.
+func (s *Server) CheckGridForTest() error {
+	spaces := map[*Space]bool{}
+	for i := range s.ients {
+		ie := &s.ients[i]
+		if ie.e == nil || !ie.placed {
+			continue
+		}
+		sp := ie.space
+		spaces[sp] = true
+		var e cellEnt
+		if ie.wide {
+			if int(ie.cidx) >= len(sp.wide) {
+				return fmt.Errorf("entity %#x: wide index %d of %d", uint32(ie.id), ie.cidx, len(sp.wide))
+			}
+			e = sp.wide[ie.cidx]
+		} else {
+			ce := sp.cells.get(ie.cell)
+			if ce == nil || int(ie.cidx) >= len(ce.ents) {
+				return fmt.Errorf("entity %#x: not in its cell %v", uint32(ie.id), ie.cell)
+			}
+			if k := sp.key(ie.x, ie.y); k != ie.cell {
+				return fmt.Errorf("entity %#x at (%v, %v) in cell %v, not %v", uint32(ie.id), ie.x, ie.y, ie.cell, k)
+			}
+			e = ce.ents[ie.cidx]
+		}
+		if e != (cellEnt{id: ie.id, x: ie.x, y: ie.y, r: s.radius(ie)}) {
+			return fmt.Errorf("entity %#x at (%v, %v) radius %v: its entry says %+v", uint32(ie.id), ie.x, ie.y, s.radius(ie), e)
+		}
+	}
+	for _, c := range s.conns {
+		if sp := c.view.space; sp != nil && !sp.room {
+			spaces[sp] = true
+			if c.view.point {
+				ce := sp.cells.get(c.view.cell)
+				if ce == nil || !slices.Contains(ce.views, cellView{c, c.view.px, c.view.py}) {
+					return fmt.Errorf("viewpoint (%v, %v) not in its cell %v", c.view.px, c.view.py, c.view.cell)
+				}
+			}
+		}
+	}
+	for sp := range spaces {
+		for i, ce := range sp.cells.dense {
+			n := 0
+			if ce != nil {
+				n = len(ce.views)
+			}
+			if int(sp.cells.nviews[i]) != n {
+				return fmt.Errorf("space %s: dense cell %d counts %d viewpoints", sp.Name(), i, sp.cells.nviews[i])
+			}
+		}
+		n := len(sp.wide)
+		var err error
+		sp.cells.each(func(k cellKey, ce *cell) {
+			n += len(ce.ents)
+			for i, e := range ce.ents {
+				if ie := s.ientByID(e.id); err == nil && (ie == nil || ie.wide || ie.cell != k || int(ie.cidx) != i) {
+					err = fmt.Errorf("cell %v entry %d: entity %#x is not there", k, i, uint32(e.id))
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+		for i, e := range sp.wide {
+			if ie := s.ientByID(e.id); ie == nil || !ie.wide || int(ie.cidx) != i {
+				return fmt.Errorf("wide entry %d: entity %#x is not there", i, uint32(e.id))
+			}
+		}
+		placed := 0
+		for _, id := range sp.members {
+			if s.ients[id.Slot()].placed {
+				placed++
+			}
+		}
+		if n != placed {
+			return fmt.Errorf("space %s: %d entries, %d placed members", sp.Name(), n, placed)
+		}
+	}
+	return nil
 }

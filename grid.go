@@ -2,6 +2,7 @@ package replica
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/replicago/replica/state"
 )
@@ -10,13 +11,20 @@ import (
 // array over the bounding box of the cells used so far, which grows to
 // take in new ones up to maxDense cells; cells beyond go to a map. A zone
 // of bounded size, the usual case, so costs an index per lookup, and a
-// world without bounds still works.
+// world without bounds still works. A dense cell that empties stays in
+// place, for the next entity or viewpoint to come (a cell is in use while
+// it holds something), and the cells' lists take their arrays from the
+// grid's slabs: entities and viewpoints moving between cells allocate
+// nothing.
 type grid struct {
 	x0, y0 int32 // the cell coordinates of dense[0]
 	w, h   int32
 	dense  []*cell
+	nviews []int32 // per dense cell, its viewpoints: view queries skip the cells without
 	sparse map[cellKey]*cell
 	n      int // cells in use, dense and sparse
+	ents   slab[cellEnt]
+	views  slab[cellView]
 }
 
 // maxDense bounds the dense array: 64 Ki cells, 512 KiB of pointers.
@@ -24,10 +32,28 @@ const maxDense = 1 << 16
 
 type cellKey struct{ x, y int32 }
 
+// A cell holds the entities placed in it and the viewpoints in it, each
+// with its position (and an entity with its visibility radius), so that a
+// query can pass over those out of reach without reading their records.
 type cell struct {
-	ents  []state.ID
-	views []*Conn
+	ents  []cellEnt
+	views []cellView
 }
+
+// A cellEnt is an entity of a cell, or of an AOI space's wide list.
+type cellEnt struct {
+	id   state.ID
+	x, y float64
+	r    float64 // its visibility radius
+}
+
+// A cellView is a viewpoint of a cell.
+type cellView struct {
+	c    *Conn
+	x, y float64
+}
+
+func (ce *cell) empty() bool { return len(ce.ents) == 0 && len(ce.views) == 0 }
 
 func (g *grid) index(k cellKey) (int, bool) {
 	dx, dy := int64(k.x)-int64(g.x0), int64(k.y)-int64(g.y0)
@@ -37,17 +63,28 @@ func (g *grid) index(k cellKey) (int, bool) {
 	return int(dy*int64(g.w) + dx), true
 }
 
-// get returns the cell at k, or nil.
+// get returns the cell in use at k, or nil.
 func (g *grid) get(k cellKey) *cell {
 	if i, ok := g.index(k); ok {
-		return g.dense[i]
+		if ce := g.dense[i]; ce != nil && !ce.empty() {
+			return ce
+		}
+		return nil
 	}
 	return g.sparse[k]
 }
 
-// at returns the cell at k, making it if need be.
+// at returns the cell at k, making it if need be, and counts it in use:
+// the caller puts something in it.
 func (g *grid) at(k cellKey) *cell {
-	if ce := g.get(k); ce != nil {
+	if i, ok := g.index(k); ok {
+		if ce := g.dense[i]; ce != nil {
+			if ce.empty() {
+				g.n++
+			}
+			return ce
+		}
+	} else if ce := g.sparse[k]; ce != nil {
 		return ce
 	}
 	ce := &cell{}
@@ -109,17 +146,23 @@ func (g *grid) grow(k cellKey) bool {
 			delete(g.sparse, k)
 		}
 	}
+	g.nviews = make([]int32, len(dense))
+	for i, ce := range dense {
+		if ce != nil {
+			g.nviews[i] = int32(len(ce.views))
+		}
+	}
 	return true
 }
 
-// drop removes the cell at k if it holds nothing.
+// drop takes the cell at k out of use if it holds nothing: a dense one
+// stays in place, empty, a sparse one goes.
 func (g *grid) drop(k cellKey, ce *cell) {
-	if len(ce.ents) != 0 || len(ce.views) != 0 {
+	if !ce.empty() {
 		return
 	}
 	if i, ok := g.index(k); ok {
 		if g.dense[i] == ce {
-			g.dense[i] = nil
 			g.n--
 		}
 		return
@@ -130,43 +173,90 @@ func (g *grid) drop(k cellKey, ce *cell) {
 	}
 }
 
-// addEnt puts entity id in the cell at k.
-func (g *grid) addEnt(k cellKey, id state.ID) {
+// addEnt puts entity e in the cell at k and returns its index there.
+func (g *grid) addEnt(k cellKey, e cellEnt) int32 {
 	ce := g.at(k)
-	ce.ents = append(ce.ents, id)
+	ce.ents = append(g.ents.grow(ce.ents), e)
+	return int32(len(ce.ents) - 1)
 }
 
-// removeEnt takes entity id out of the cell at k.
-func (g *grid) removeEnt(k cellKey, id state.ID) {
-	if ce := g.get(k); ce != nil {
-		ce.ents = removeID(ce.ents, id)
-		g.drop(k, ce)
+// removeEnt takes the entity at index i out of the cell at k. The cell's
+// last entity takes its place: removeEnt returns its ID, and false if it
+// was the one removed.
+func (g *grid) removeEnt(k cellKey, i int32) (moved state.ID, ok bool) {
+	ce := g.get(k)
+	if ce == nil {
+		return 0, false
 	}
+	ce.ents, moved, ok = removeEnt(&g.ents, ce.ents, i)
+	g.drop(k, ce)
+	return moved, ok
 }
 
-// addView puts c's viewpoint in the cell at k.
-func (g *grid) addView(k cellKey, c *Conn) {
+// removeEnt removes ents[i] from ents, whose arrays come from sl, the last
+// entity taking its place: it returns the list, and the ID of that entity,
+// and false if it was the one removed.
+func removeEnt(sl *slab[cellEnt], ents []cellEnt, i int32) ([]cellEnt, state.ID, bool) {
+	last := int32(len(ents) - 1)
+	ents[i] = ents[last]
+	moved := ents[i].id
+	return sl.shrink(ents[:last]), moved, i != last
+}
+
+// addView puts c's viewpoint, at (x, y), in the cell at k.
+func (g *grid) addView(k cellKey, c *Conn, x, y float64) {
 	ce := g.at(k)
-	ce.views = append(ce.views, c)
+	ce.views = append(g.views.grow(ce.views), cellView{c, x, y})
+	if i, ok := g.index(k); ok {
+		g.nviews[i]++
+	}
 }
 
 // removeView takes c's viewpoint out of the cell at k.
 func (g *grid) removeView(k cellKey, c *Conn) {
 	if ce := g.get(k); ce != nil {
-		ce.views = slices.DeleteFunc(ce.views, func(x *Conn) bool { return x == c })
+		n := len(ce.views)
+		ce.views = g.views.shrink(slices.DeleteFunc(ce.views, func(v cellView) bool { return v.c == c }))
+		if i, ok := g.index(k); ok {
+			g.nviews[i] -= int32(n - len(ce.views))
+		}
 		g.drop(k, ce)
 	}
 }
 
+// moveView moves c's viewpoint, in the cell at k, to (x, y) in the same
+// cell. It reports false if the cell does not hold c's viewpoint.
+func (g *grid) moveView(k cellKey, c *Conn, x, y float64) bool {
+	if ce := g.get(k); ce != nil {
+		for i := range ce.views {
+			if ce.views[i].c == c {
+				ce.views[i].x, ce.views[i].y = x, y
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // near calls fn for the cells from lo to hi, corners included.
-func (g *grid) near(lo, hi cellKey, fn func(*cell)) {
+func (g *grid) near(lo, hi cellKey, fn func(*cell)) { g.nearBy(lo, hi, false, fn) }
+
+// nearViews is near for the cells with viewpoints (and maybe some
+// without).
+func (g *grid) nearViews(lo, hi cellKey, fn func(*cell)) { g.nearBy(lo, hi, true, fn) }
+
+func (g *grid) nearBy(lo, hi cellKey, views bool, fn func(*cell)) {
 	// The dense part: the range clipped to the box.
 	x0, y0 := max(int64(lo.x), int64(g.x0)), max(int64(lo.y), int64(g.y0))
 	x1, y1 := min(int64(hi.x), int64(g.x0)+int64(g.w)-1), min(int64(hi.y), int64(g.y0)+int64(g.h)-1)
 	for y := y0; y <= y1; y++ {
-		row := g.dense[(y-int64(g.y0))*int64(g.w):]
-		for x := x0; x <= x1; x++ {
-			if ce := row[x-int64(g.x0)]; ce != nil {
+		at := (y - int64(g.y0)) * int64(g.w)
+		row, nv := g.dense[at:], g.nviews[at:]
+		for x := x0 - int64(g.x0); x <= x1-int64(g.x0); x++ {
+			if views && nv[x] == 0 {
+				continue // without reading the cell
+			}
+			if ce := row[x]; ce != nil && !ce.empty() {
 				fn(ce)
 			}
 		}
@@ -201,11 +291,31 @@ func (g *grid) near(lo, hi cellKey, fn func(*cell)) {
 // each calls fn for every cell in use.
 func (g *grid) each(fn func(cellKey, *cell)) {
 	for i, ce := range g.dense {
-		if ce != nil {
+		if ce != nil && !ce.empty() {
 			fn(cellKey{g.x0 + int32(i%int(g.w)), g.y0 + int32(i/int(g.w))}, ce)
 		}
 	}
 	for k, ce := range g.sparse {
 		fn(k, ce)
 	}
+}
+
+// bytes estimates the grid's memory: its dense array, its sparse cells as
+// map entries, every cell (the empty dense ones too), and the slabs' free
+// arrays.
+func (g *grid) bytes() int {
+	const mapEntry = 48 // key, value, tophash and load-factor slack of a Go map entry
+	n := 8*len(g.dense) + mapEntry*len(g.sparse) + g.ents.bytes() + g.views.bytes()
+	cellBytes := func(ce *cell) int {
+		return int(unsafe.Sizeof(*ce)) + int(unsafe.Sizeof(cellEnt{}))*cap(ce.ents) + int(unsafe.Sizeof(cellView{}))*cap(ce.views)
+	}
+	for _, ce := range g.dense {
+		if ce != nil {
+			n += cellBytes(ce)
+		}
+	}
+	for _, ce := range g.sparse {
+		n += cellBytes(ce)
+	}
+	return n
 }

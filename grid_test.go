@@ -3,6 +3,8 @@ package replica
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/replicago/replica/state"
 )
 
 // TestGrid checks the grid against a map, over keys near the origin
@@ -30,7 +32,7 @@ func TestGrid(t *testing.T) {
 				t.Fatalf("at(%v) made a second cell", k)
 			}
 			ref[k] = ce
-			ce.ents = append(ce.ents, 1)
+			ce.ents = append(ce.ents, cellEnt{id: 1})
 		case 2:
 			if ce := g.get(k); ce != ref[k] {
 				t.Fatalf("get(%v) = %p, want %p", k, ce, ref[k])
@@ -67,5 +69,63 @@ func TestGrid(t *testing.T) {
 	}
 	if len(g.dense) > maxDense || len(g.sparse) == 0 {
 		t.Fatalf("dense %d cells, sparse %d: the test did not reach both", len(g.dense), len(g.sparse))
+	}
+}
+
+// TestGridEntries adds, moves and removes entities in a few cells, in and
+// out of bursts that make the cells' lists grow and shrink, keeping each
+// entity's index as the server does, and checks every entry.
+func TestGridEntries(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var g grid
+	type rec struct {
+		k  cellKey
+		at int32
+		x  float64
+	}
+	recs := map[state.ID]*rec{}
+	remove := func(id state.ID) {
+		rc := recs[id]
+		if moved, ok := g.removeEnt(rc.k, rc.at); ok {
+			recs[moved].at = rc.at
+		}
+		delete(recs, id)
+	}
+	next := state.ID(1)
+	for round := range 4000 {
+		burst := round%500 < 250 // a crowd gathers, then leaves
+		switch n := r.IntN(3); {
+		case n == 0 && (burst || len(recs) < 5):
+			k := cellKey{int32(r.IntN(3)), 0}
+			x := r.Float64()
+			recs[next] = &rec{k: k, at: g.addEnt(k, cellEnt{id: next, x: x}), x: x}
+			next++
+		case n == 1 && len(recs) > 0:
+			for id := range recs {
+				remove(id)
+				break
+			}
+		case len(recs) > 0:
+			for id, rc := range recs { // to another cell
+				x := rc.x
+				remove(id)
+				k := cellKey{int32(r.IntN(3)), 0}
+				recs[id] = &rec{k: k, at: g.addEnt(k, cellEnt{id: id, x: x}), x: x}
+				break
+			}
+		}
+		n := 0
+		g.each(func(k cellKey, ce *cell) {
+			for i, e := range ce.ents {
+				rc := recs[e.id]
+				if rc == nil || rc.k != k || rc.at != int32(i) || rc.x != e.x {
+					t.Fatalf("round %d: cell %v entry %d holds %+v, the record says %+v", round, k, i, e, rc)
+				}
+				n++
+			}
+		})
+		if n != len(recs) {
+			t.Fatalf("round %d: %d entries for %d entities", round, n, len(recs))
+		}
 	}
 }

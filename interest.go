@@ -93,7 +93,7 @@ type Space struct {
 
 	// AOI spaces only.
 	cells   grid       // placed entities and viewpoints by cell
-	wide    []state.ID // placed entities whose radius exceeds the cell size
+	wide    []cellEnt  // placed entities whose radius exceeds the cell size
 	unplace []state.ID // members without a position: every viewer sees them
 
 	viewers []*Conn // the connections viewing it; view.vidx indexes it
@@ -118,31 +118,40 @@ func (sp *Space) Room() bool { return sp.room }
 // Len returns the number of entities in the space.
 func (sp *Space) Len() int { return len(sp.members) }
 
-// ient is the interest state of one entity, by slot.
+// ient is the interest state of one entity, by slot. Its fields are laid
+// out by use, in three 64-byte lines: what every change of the entity
+// reads, then what evaluating its pairs reads, then the rest, so that a
+// move in a large world costs two cache lines of it. (A field added here
+// should keep the size a multiple of 64.)
 type ient struct {
-	id      state.ID
-	e       *state.Entity
-	space   *Space
-	set     bool // the game placed it (SetSpace) before the tick that created it ended
-	midx    int32
-	x, y    float64
-	placed  bool // in its AOI space's grid (or wide list)
-	wide    bool
-	cell    cellKey
-	radius  float64 // its own; 0 for the space's
-	prio    float64 // its priority for budgets (SetPriority); 0 for 1
-	always  bool
-	groups  []*Group
+	// What a change reads.
+	id       state.ID
+	cidx     int32 // its index in its cell's entities, or in the wide list
+	e        *state.Entity
+	space    *Space
+	x, y     float64
+	cell     cellKey
+	radius   float64 // its own; 0 for the space's
+	placed   bool    // in its AOI space's grid (or wide list)
+	wide     bool
+	dirty    bool // queued in Server.dirtyEnts
+	always   bool
+	followed bool // follow is not empty
+	set      bool // the game placed it (SetSpace) before the tick that created it ended
+
+	// What evaluating its pairs reads.
 	obs     []obsRef // the clients that see it through a pair
-	follow  []*Conn  // the clients whose viewpoint it is
-	dirty   bool     // queued in Server.dirtyEnts
-	born    uint64   // the tick that created it
-	arrived uint64   // the tick it moved into its room (Space.movedIn)
-	left    uint64   // the tick it moved out of a room (Space.movedOut)
-	entered uint64   // the tick it last entered some client's pairs
-	enterAt int32    // then, its index in Server.enterEnts
-	setTick uint64   // the tick it was last in Server.setEnts
-	setAt   int32    // then, its index there
+	groups  []*Group
+	vstamp  uint64 // dedupes it within one view's evaluation
+	midx    int32
+	enterAt int32 // when it entered some client's pairs, its index in Server.enterEnts
+
+	follow  []*Conn // the clients whose viewpoint it is
+	born    uint64  // the tick that created it
+	arrived uint64  // the tick it moved into its room (Space.movedIn)
+	left    uint64  // the tick it moved out of a room (Space.movedOut)
+	entered uint64  // the tick it last entered some client's pairs
+	prio    float64 // its priority for budgets (SetPriority); 0 for 1. To 192 bytes: in Server.ients, every record starts a line
 }
 
 // view is a connection's interest state.
@@ -336,13 +345,16 @@ func (s *Server) Follow(c *Conn, e *state.Entity) error {
 // follow makes c, which follows nothing, view from ie.
 func (s *Server) follow(c *Conn, ie *ient) {
 	c.view.fixed, c.view.follow = false, ie.id
-	ie.follow = append(ie.follow, c)
+	ie.follow, ie.followed = append(ie.follow, c), true
 	s.refreshPoint(c)
 	s.markView(c)
 }
 
 // refreshFollowers re-reads the viewpoints of the clients that follow ie.
 func (s *Server) refreshFollowers(ie *ient) {
+	if !ie.followed {
+		return // without reading follow
+	}
 	for _, c := range ie.follow {
 		s.refreshPoint(c)
 		s.markView(c)
@@ -618,25 +630,53 @@ func (s *Server) place(ie *ient) {
 		return
 	}
 	ie.x, ie.y, ie.placed = x, y, true
-	r := s.radius(ie)
-	if r > sp.cfg.CellSize {
+	e := cellEnt{id: ie.id, x: x, y: y, r: s.radius(ie)}
+	if e.r > sp.cfg.CellSize {
 		ie.wide = true
-		sp.wide = append(sp.wide, ie.id)
+		ie.cidx = int32(len(sp.wide))
+		sp.wide = append(sp.cells.ents.grow(sp.wide), e)
 		return
 	}
 	ie.wide = false
 	ie.cell = sp.key(x, y)
-	sp.cells.addEnt(ie.cell, ie.id)
+	ie.cidx = sp.cells.addEnt(ie.cell, e)
 }
 
 func (s *Server) unplace(ie *ient) {
 	sp := ie.space
+	var moved state.ID
+	var ok bool
 	if ie.wide {
-		sp.wide = removeID(sp.wide, ie.id)
+		sp.wide, moved, ok = removeEnt(&sp.cells.ents, sp.wide, ie.cidx)
 	} else {
-		sp.cells.removeEnt(ie.cell, ie.id)
+		moved, ok = sp.cells.removeEnt(ie.cell, ie.cidx)
+	}
+	if ok {
+		s.ients[moved.Slot()].cidx = ie.cidx
 	}
 	ie.placed, ie.wide = false, false
+}
+
+// moveCell moves placed ie to (x, y) in its space's grid or wide list.
+func (s *Server) moveCell(ie *ient, x, y float64) {
+	sp := ie.space
+	ie.x, ie.y = x, y
+	if ie.wide {
+		sp.wide[ie.cidx].x, sp.wide[ie.cidx].y = x, y
+		return
+	}
+	if k := sp.key(x, y); k != ie.cell {
+		e := sp.cells.get(ie.cell).ents[ie.cidx]
+		if moved, ok := sp.cells.removeEnt(ie.cell, ie.cidx); ok {
+			s.ients[moved.Slot()].cidx = ie.cidx
+		}
+		e.x, e.y = x, y
+		ie.cell = k
+		ie.cidx = sp.cells.addEnt(k, e)
+		return
+	}
+	e := &sp.cells.get(ie.cell).ents[ie.cidx]
+	e.x, e.y = x, y
 }
 
 func (sp *Space) key(x, y float64) cellKey {
@@ -747,6 +787,10 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 	v := &c.view
 	sp := v.space
 	grid := sp != nil && !sp.room
+	if grid && v.point && ok && sp.key(x, y) == v.cell && sp.cells.moveView(v.cell, c, x, y) {
+		v.px, v.py = x, y // within its cell
+		return
+	}
 	if grid && v.point {
 		sp.cells.removeView(v.cell, c)
 	}
@@ -756,7 +800,7 @@ func (s *Server) movePoint(c *Conn, x, y float64, ok bool) {
 	v.point = ok
 	if grid && ok {
 		v.cell = sp.key(x, y)
-		sp.cells.addView(v.cell, c)
+		sp.cells.addView(v.cell, c, x, y)
 	}
 }
 
@@ -790,6 +834,7 @@ func (s *Server) unfollow(c *Conn) {
 	if v.follow != 0 {
 		if ie := s.ientByID(v.follow); ie != nil {
 			ie.follow = slices.DeleteFunc(ie.follow, func(x *Conn) bool { return x == c })
+			ie.followed = len(ie.follow) > 0
 		}
 	}
 	v.follow = 0
@@ -823,11 +868,20 @@ func (s *Server) ownerChanged(e *state.Entity, to *Conn) {
 		return
 	}
 	s.markEnt(ie)
-	if to != nil && !to.view.fixed && to.view.follow == 0 {
+	// One whose entity was destroyed in this tick follows nothing, though
+	// the tick has not dropped it yet.
+	if to != nil && !to.view.fixed && (to.view.follow == 0 || s.tr.Entity(to.view.follow) == nil) {
 		if _, _, ok := s.posLeaves(e.Class()); ok {
+			s.unfollow(to)
 			s.follow(to, ie)
 		}
 	}
+}
+
+// owns reports whether c owns entity id, from the owners' table alone.
+func (s *Server) owns(c *Conn, id state.ID) bool {
+	slot := int(id.Slot())
+	return slot < len(s.owners) && s.owners[slot].id == id && s.owners[slot].c == c
 }
 
 // A pair is a client seeing an entity beyond its room. Each side lists
@@ -875,10 +929,20 @@ func (s *Server) pairOf(c *Conn, ie *ient) int {
 	return -1
 }
 
-// addPair records that c sees ie, from this tick.
+// addPair records that c sees ie, from this tick. The two lists take
+// their arrays from the server's slabs.
 func (s *Server) addPair(c *Conn, ie *ient) {
 	v := &c.view
-	ie.obs = append(ie.obs, obsRef{c: c, at: int32(len(v.pairs)), entered: s.tick})
+	if len(v.pairs) == cap(v.pairs) {
+		v.pairs = s.pairSlab.grow(v.pairs)
+		// What a tick lists for c is at most one entry per pair (a
+		// change, an entry, an exit): room for every pair in its
+		// lists now, and these never grow in a tick.
+		n := cap(v.pairs)
+		v.upd = s.updSlab.fit(v.upd, n)
+		v.enter, v.leave = s.entSlab.fit(v.enter, n), s.entSlab.fit(v.leave, n)
+	}
+	ie.obs = append(s.obsSlab.grow(ie.obs), obsRef{c: c, at: int32(len(v.pairs)), entered: s.tick})
 	v.pairs = append(v.pairs, pairRef{id: ie.id, at: int32(len(ie.obs) - 1)})
 }
 
@@ -897,5 +961,33 @@ func (s *Server) removePair(ie *ient, i int) {
 		ie.obs[i] = moved
 		moved.c.view.pairs[moved.at].at = int32(i)
 	}
-	ie.obs = ie.obs[:len(ie.obs)-1]
+	ie.obs = s.obsSlab.shrink(ie.obs[:len(ie.obs)-1])
+	v.pairs = s.pairSlab.shrink(v.pairs)
+}
+
+// warm reads, ahead of updateInterest, what it reads of each changed
+// entity: its interest record, its observers, its grid entry. The changes
+// touch entities anywhere in the world, and in a large one each touch
+// misses the CPU's caches; read in a loop of their own, where nothing
+// waits for what was read, the misses overlap instead of coming one after
+// the other.
+func (s *Server) warm(cs *state.Changeset) {
+	var sum uintptr
+	for _, ch := range cs.Changes {
+		slot := int(ch.Entity.ID().Slot())
+		if slot >= len(s.ients) {
+			continue
+		}
+		ie := &s.ients[slot]
+		sum += uintptr(ie.cidx) + uintptr(len(ie.obs))
+		if len(ie.obs) > 0 {
+			sum += uintptr(ie.obs[0].at)
+		}
+		if ie.placed && !ie.wide {
+			if ce := ie.space.cells.get(ie.cell); ce != nil && int(ie.cidx) < len(ce.ents) {
+				sum += uintptr(ce.ents[ie.cidx].id)
+			}
+		}
+	}
+	s.warmSum = sum
 }

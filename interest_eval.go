@@ -22,6 +22,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	}
 	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
 	s.pairCS.Changes = s.pairCS.Changes[:0]
+	s.warm(cs)
 	for _, ch := range cs.Changes {
 		e := ch.Entity
 		switch {
@@ -118,15 +119,7 @@ func (s *Server) moveEnt(ie *ient) {
 	if x == ie.x && y == ie.y {
 		return
 	}
-	sp := ie.space
-	ie.x, ie.y = x, y
-	if !ie.wide {
-		if k := sp.key(x, y); k != ie.cell {
-			sp.cells.removeEnt(ie.cell, ie.id)
-			ie.cell = k
-			sp.cells.addEnt(k, ie.id)
-		}
-	}
+	s.moveCell(ie, x, y)
 	s.markEnt(ie)
 	s.refreshFollowers(ie)
 }
@@ -301,7 +294,7 @@ func (s *Server) evalPair(c *Conn, ie *ient) {
 
 // evalEnt re-evaluates every client that may see ie or stop seeing it.
 func (s *Server) evalEnt(ie *ient) {
-	if s.tr.Entity(ie.id) != ie.e {
+	if !ie.e.Valid() { // read from the entity, not the tracker's table
 		s.drop(ie) // created and destroyed within the tick: never seen
 		return
 	}
@@ -340,15 +333,14 @@ func (s *Server) evalEnt(ie *ient) {
 		}
 		return
 	}
-	sp.viewsNear(ie.x, ie.y, s.radius(ie)+sp.cfg.Hysteresis, try)
-}
-
-// viewsNear calls fn for the viewers whose viewpoint's cell lies within
-// reach of (x, y).
-func (sp *Space) viewsNear(x, y, reach float64, fn func(*Conn)) {
-	sp.cellsNear(x, y, reach, func(ce *cell) {
-		for _, c := range ce.views {
-			fn(c)
+	// The viewers whose viewpoint is within reach: one beyond cannot
+	// want ie, every other reason having been tried above.
+	reach := s.radius(ie) + sp.cfg.Hysteresis
+	sp.cells.nearViews(sp.key(ie.x-reach, ie.y-reach), sp.key(ie.x+reach, ie.y+reach), func(ce *cell) {
+		for _, v := range ce.views {
+			if sp.within(v.x-ie.x, v.y-ie.y, reach) {
+				try(v.c)
+			}
 		}
 	})
 }
@@ -359,24 +351,26 @@ func (sp *Space) cellsNear(x, y, reach float64, fn func(*cell)) {
 	sp.cells.near(sp.key(x-reach, y-reach), sp.key(x+reach, y+reach), fn)
 }
 
-// evalView re-evaluates every entity c may see or stop seeing.
+// evalView re-evaluates every entity c may see or stop seeing, each once.
 func (s *Server) evalView(c *Conn) {
 	if !c.admitted {
 		return
 	}
 	v := &c.view
+	s.stamp++
+	stamp := s.stamp
 	try := func(id state.ID) {
-		if ie := s.ientByID(id); ie != nil {
+		if ie := s.ientByID(id); ie != nil && ie.vstamp != stamp {
+			ie.vstamp = stamp
 			s.evalPair(c, ie)
 		}
 	}
-	// Entities seen now; then those it may start seeing.
-	s.idBuf = s.idBuf[:0]
-	for _, p := range v.pairs {
-		s.idBuf = append(s.idBuf, p.id)
-	}
-	for _, id := range s.idBuf {
-		try(id)
+	// Entities seen now (evalPair may drop the current pair, no other);
+	// then those it may start seeing.
+	for i := len(v.pairs) - 1; i >= 0; i-- {
+		if i < len(v.pairs) {
+			try(v.pairs[i].id)
+		}
 	}
 	if v.switched != nil {
 		// The room it left: what it owns there, say, it still sees.
@@ -403,12 +397,21 @@ func (s *Server) evalView(c *Conn) {
 	if !v.point {
 		return
 	}
-	for _, id := range sp.wide {
-		try(id)
+	// The placed entities within reach, read from the grid: c cannot
+	// want one beyond unless it owns it (its pairs, the always-relevant
+	// entities and its groups' were tried above).
+	hyst := sp.cfg.Hysteresis
+	near := func(e *cellEnt) {
+		if sp.within(v.px-e.x, v.py-e.y, e.r+hyst) || s.owns(c, e.id) {
+			try(e.id)
+		}
 	}
-	sp.cellsNear(v.px, v.py, sp.cfg.CellSize+sp.cfg.Hysteresis, func(ce *cell) {
-		for _, id := range ce.ents {
-			try(id)
+	for i := range sp.wide {
+		near(&sp.wide[i])
+	}
+	sp.cellsNear(v.px, v.py, sp.cfg.CellSize+hyst, func(ce *cell) {
+		for i := range ce.ents {
+			near(&ce.ents[i])
 		}
 	})
 }
@@ -439,6 +442,10 @@ func (s *Server) forget(c *Conn) {
 // entities it holds, for its TICK.
 func (s *Server) batchPairs() {
 	s.enterEnts, s.setEnts = s.enterEnts[:0], s.setEnts[:0]
+	if s.setAt == nil {
+		s.setAt = make(map[state.ID]int32)
+	}
+	clear(s.setAt)
 	full := func(ie *ient) {
 		if ie.entered != s.tick {
 			ie.entered, ie.enterAt = s.tick, int32(len(s.enterEnts))
@@ -463,8 +470,8 @@ func (s *Server) batchPairs() {
 			held = append(held, id)
 			if ie.obs[oi].held&pending != 0 {
 				full(ie)
-			} else if ie.setTick != s.tick {
-				ie.setTick, ie.setAt = s.tick, int32(len(s.setEnts))
+			} else if _, ok := s.setAt[id]; !ok {
+				s.setAt[id] = int32(len(s.setEnts))
 				s.setEnts = append(s.setEnts, ie.e)
 			}
 		}
@@ -559,7 +566,7 @@ func (s *Server) budgetPairs(c *Conn) {
 		if o.held&pending != 0 {
 			x.bits = s.pieceBits(&s.pairFull, ie.enterAt, 0, o.level)
 		} else {
-			x.bits = s.pieceBits(&s.pairSet, ie.setAt, 0, o.level)
+			x.bits = s.pieceBits(&s.pairSet, s.setAt[ie.id], 0, o.level)
 		}
 		cands = append(cands, x)
 	}
@@ -730,7 +737,7 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 	}
 	for _, r := range v.sets {
 		if keep == nil || keep(r.e) {
-			add(&s.pairSet, int(s.ients[r.e.ID().Slot()].setAt), 0, r.to)
+			add(&s.pairSet, int(s.setAt[r.e.ID()]), 0, r.to)
 		}
 	}
 	if part == codec.PartAll {

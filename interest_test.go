@@ -434,6 +434,9 @@ func TestInterestProperty(t *testing.T) {
 			"tick": func(rt *rapid.T) {
 				w.tick(rt)
 				m.settle()
+				if err := w.srv.CheckGridForTest(); err != nil {
+					rt.Fatal(err)
+				}
 			},
 		}
 		if lod {
@@ -594,6 +597,37 @@ func TestInterestLateJoin(t *testing.T) {
 	w.tick(t)
 	if !w.has(0, avatars[0]) || w.has(0, near) || !w.has(0, distant) {
 		t.Fatalf("after moving: avatar %v near %v distant %v", w.has(0, avatars[0]), w.has(0, near), w.has(0, distant))
+	}
+}
+
+// TestInterestFollowNext: a client whose avatar is destroyed and which is
+// given a new one in the same tick, before the tick ends, follows the new
+// one (the old one is gone, though the tick has not yet dropped it).
+func TestInterestFollowNext(t *testing.T) {
+	sc := aoiSchema(t)
+	w := newWorld(t, 1, replica.Config{Schema: sc})
+	defer w.close()
+	w.aoi = true
+	zone, _ := w.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 20})
+	w.srv.View(w.conns[0], zone)
+	unit := func(x, y float32) *state.Entity {
+		e, _ := w.srv.Tracker().Spawn(sc.Classes[0])
+		setPos(e, x, y)
+		w.srv.SetSpace(e, zone)
+		return e
+	}
+	old, near := unit(0, 0), unit(100, 10)
+	w.srv.SetOwner(old, w.conns[0])
+	w.tick(t)
+	if w.has(0, near) {
+		t.Fatal("sees the unit 100 away from its avatar")
+	}
+	w.srv.Tracker().Destroy(old)
+	avatar := unit(100, 0)
+	w.srv.SetOwner(avatar, w.conns[0])
+	w.tick(t)
+	if !w.has(0, avatar) || !w.has(0, near) {
+		t.Fatalf("new avatar %v, the unit 10 away from it %v: the client does not follow its new avatar", w.has(0, avatar), w.has(0, near))
 	}
 }
 

@@ -26,9 +26,11 @@ const maxHeldRPCs = 4096
 func (s *Server) behind(c *Conn) bool {
 	bl, ok := c.tc.(transport.Backlogger)
 	if !ok {
+		s.held = true
 		return false
 	}
 	msgs, bytes := bl.Backlog()
+	s.noteHeld(c.tc, msgs)
 	if !c.paused {
 		if msgs <= s.cfg.LagMessages && bytes <= s.cfg.LagBytes {
 			return false
@@ -60,4 +62,51 @@ func (s *Server) resync(c *Conn) {
 		s.sendFull(c)
 		s.flushRPCs(c)
 	}
+}
+
+// The clients' TICK messages (their headers and pair segments) are carved
+// from s.arena, whose chunks are reused once no transport refers to what
+// was carved from them. Before anything is sent to a connection in a
+// tick, its backlog says whether its transport still holds messages of
+// earlier ticks (transport.Releaser: a transport that does not say counts
+// as holding them); so do, at the tick's end, the transports of the
+// connections that left in it or the one before. If none does, the arena
+// reuses the chunks of the earlier ticks; else it forgets them, and the
+// garbage collector takes each once the transports let go.
+
+// noteHeld notes what c's transport holds before this tick's sends, from
+// the messages its Backlog reports.
+func (s *Server) noteHeld(tc transport.Conn, msgs int) {
+	if _, ok := tc.(transport.Releaser); !ok || msgs > 0 {
+		s.held = true
+	}
+}
+
+// checkHeld notes what tc holds, for a connection behind did not check.
+func (s *Server) checkHeld(tc transport.Conn) {
+	bl, ok := tc.(transport.Backlogger)
+	if !ok {
+		s.held = true
+		return
+	}
+	msgs, _ := bl.Backlog()
+	s.noteHeld(tc, msgs)
+}
+
+// endSends ends the tick's generation of the arena, after its sends and
+// reap. The connections that left in this tick are checked now (those
+// reaped as it began, before a joiner was admitted, were not checked by
+// its sends) and again in the next.
+func (s *Server) endSends() {
+	for _, tc := range s.draining {
+		s.checkHeld(tc)
+	}
+	for _, tc := range s.gone {
+		s.checkHeld(tc)
+	}
+	s.arena.EndGen(!s.held)
+	s.held = false
+	clear(s.draining)
+	s.draining, s.gone = append(s.draining[:0], s.gone...), s.gone[:0]
+	clear(s.gone[:cap(s.gone)])
 }

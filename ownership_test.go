@@ -45,6 +45,9 @@ type ownWorld struct {
 	// holds back for a client are checked for presence only: absent if
 	// their creation is held, present if their changes are.
 	budgeted bool
+	// buffer is the DialConfig.Buffer of the clients dialed from now on
+	// (0: the default).
+	buffer int
 }
 
 // join connects one more client and ticks until it has joined, so that
@@ -112,7 +115,7 @@ func newWorld(t tb, n int, cfg replica.Config) *ownWorld {
 	go srv.Serve(ctx, ln)
 	w.dial = func() (*client.Conn, error) {
 		return client.Dial(ctx, net.Dialer(transport.Config{}), ln.Addr().String(), cfg.Schema,
-			client.DialConfig{Token: fmt.Appendf(nil, "user%d", len(w.clients))})
+			client.DialConfig{Token: fmt.Appendf(nil, "user%d", len(w.clients)), Buffer: w.buffer})
 	}
 	for range n {
 		w.join(t, cfg.Schema)

@@ -263,7 +263,6 @@ type Server struct {
 	dirtyEnts   []state.ID
 	dirtyViews  []*Conn
 	stamp       uint64
-	idBuf       []state.ID
 	always      []state.ID
 	activeRooms []*Space
 	dcs         state.Changeset // destructions, for destroys
@@ -273,6 +272,7 @@ type Server struct {
 	pairDelta   [codec.NumParts]codec.Batch // pairCS, by partition (and band, see bands)
 	pairFull    [codec.NumParts]codec.Batch // enterEnts, by partition (and band)
 	setEnts     []*state.Entity             // this tick's entities some client's budget held back and may now get whole
+	setAt       map[state.ID]int32          // each of setEnts' index there
 	pairSet     [codec.NumParts]codec.Batch // setEnts, by partition (and band)
 	cands       []candidate                 // budgetPairs' scratch
 	keepU       []pairUpd
@@ -284,6 +284,21 @@ type Server struct {
 	pairParts   []codec.Part         // the partitions pairs are encoded in: those some class has a field in, by band if bands > 0
 	hdr         []byte               // a TICK header being built
 	entBuf      []*state.Entity
+
+	// The arrays of the pair lists (interest.go, slab.go): the entities'
+	// observers, the clients' pairs, and their lists of a tick, which fit
+	// the pairs.
+	obsSlab  slab[obsRef]
+	pairSlab slab[pairRef]
+	updSlab  slab[pairUpd]
+	entSlab  slab[*state.Entity]
+
+	warmSum uintptr // what warm read, kept so that the reads stay
+
+	// The arena's reuse (lag.go).
+	held     bool             // a transport holds messages of earlier ticks
+	gone     []transport.Conn // of connections that left in this tick
+	draining []transport.Conn // and in the previous one
 }
 
 // Stats counts what a server has done since it started. Read it on the
@@ -518,6 +533,7 @@ func (s *Server) Tick() {
 	}
 	for _, c := range s.conns {
 		if !c.joined {
+			s.checkHeld(c.tc)
 			s.sendFull(c)
 			s.flushRPCs(c)
 			continue
@@ -550,6 +566,7 @@ func (s *Server) Tick() {
 	}
 	s.activeRooms = s.activeRooms[:0]
 	s.reap()
+	s.endSends()
 }
 
 // tickSegments returns the segments of c's TICK, partition by partition,
@@ -986,6 +1003,7 @@ func (s *Server) reap() {
 				}
 			}
 			s.release(c)
+			s.gone = append(s.gone, c.tc)
 			code, reason, byPeer := c.tc.CloseInfo()
 			s.forget(c)
 			s.cfg.Logger.Info("replica: left", "user", c.userID, "session", c.id, "code", code, "reason", reason, "by_peer", byPeer)

@@ -100,7 +100,7 @@ func (b *Batch) Bits(i int32) int {
 func (enc *Encoder) DeltaBatch(b *Batch, cs *state.Changeset, part Part) {
 	enc.queueDelta(cs, part, nil)
 	b.settle(len(enc.items))
-	b.of = slices.Grow(b.of[:0], len(cs.Changes))[:len(cs.Changes)]
+	b.of = fit(b.of[:0], len(cs.Changes))
 	// Items are queued in the order of the changes, at most one each, and
 	// every item names its change's entity.
 	j := 0
@@ -128,7 +128,7 @@ func (enc *Encoder) FullBatch(b *Batch, ents []*state.Entity, part Part) {
 // their order.
 func (enc *Encoder) buildEnts(b *Batch, ents []*state.Entity, part Part) {
 	b.settle(len(enc.items))
-	b.of = slices.Grow(b.of[:0], len(ents))[:len(ents)]
+	b.of = fit(b.of[:0], len(ents))
 	j := 0
 	for i, e := range ents {
 		b.of[i] = -1
@@ -155,7 +155,7 @@ func (enc *Encoder) build(b *Batch, part Part) {
 	items := enc.items
 	b.part = part
 	b.groups = b.groups[:0]
-	b.pieces = slices.Grow(b.pieces[:0], len(items))[:len(items)]
+	b.pieces = fit(b.pieces[:0], len(items))
 	w := &b.w
 	w.Reset(b.bits[:0])
 	groups := enc.arrange()
@@ -254,14 +254,28 @@ type Assembler struct {
 	gapv     []uint64
 	gapk     []uint8
 	peak     int // decaying high-water mark of entries per call (see settle)
+	// bound bounds the bits of a segment of everything added, whatever
+	// the k's, and values counts its values: when both are within the
+	// limits, Segments writes one segment without planning.
+	bound, values int
 	// mispredicted counts segments whose size differed from the planned
 	// one, when checkPlans is set: plans are exact.
 	mispredicted int
 }
 
-// checkPlans makes Assemblers check each segment's size against its plan,
-// which costs a little; the tests set it.
+// checkPlans makes Assemblers check each segment's size against its plan
+// (and against the bound of what was added), which costs a little, and
+// plan every call; the tests set it.
 var checkPlans = false
+
+// Bounds on what an entry and a group add to a segment, whatever the k's:
+// an entry's ID gap and generation of at most 32 bits, each at k = 0,
+// which the k chosen for its group does no worse than in all; a group's
+// section header, tree (apart), count and code parameters.
+var (
+	entryBound = 2 * wire.ULen(1<<32-1, 0)
+	groupBound = 3 + wire.ULen(1<<32-1, 4) + wire.ULen(1<<32-1, 0) + 12 + wire.ULen(1<<32-1, 3)
+)
 
 // An asmEntry is one entity of the segments being assembled: its slot,
 // and once its group is ranked, the group's rank above it, so that
@@ -308,8 +322,11 @@ func (a *Assembler) Add(b *Batch, piece int32) {
 		a.groups = append(a.groups, asmGroup{key: uint64(g.sec)<<32 | uint64(g.class),
 			grp: uint64(a.lastB)<<32 | uint64(p.group), b: b, group: p.group})
 		ab.of[p.group] = ag + 1
+		a.bound += groupBound + g.treeN
 	}
 	a.ents = append(a.ents, asmEntry{ord: uint64(p.id.Slot()), piece: piece, group: ag})
+	a.bound += entryBound + p.n
+	a.values += int(p.values)
 }
 
 // batch returns the asmBatch of b, adding it to the assembly if new, and
@@ -336,7 +353,7 @@ func (a *Assembler) batch(b *Batch) *asmBatch {
 	// clears.
 	n := len(ab.of)
 	if n < len(b.groups) {
-		ab.of = slices.Grow(ab.of, len(b.groups)-n)[:len(b.groups)]
+		ab.of = fit(ab.of, len(b.groups))
 		clear(ab.of[n:])
 	}
 	a.lastB = a.nbatches
@@ -352,8 +369,10 @@ func (a *Assembler) Destroy(id state.ID) {
 	if a.destroys == 0 {
 		a.groups = append(a.groups, asmGroup{key: secDestroy << 32})
 		a.destroys = int32(len(a.groups))
+		a.bound += groupBound
 	}
 	a.ents = append(a.ents, asmEntry{ord: uint64(id.Slot()), piece: -1, group: a.destroys - 1})
+	a.bound += entryBound
 }
 
 // Reset discards what was added since the last call to Segments.
@@ -367,6 +386,7 @@ func (a *Assembler) Reset() {
 		a.batches[i].b = nil
 	}
 	a.ents, a.groups, a.nbatches, a.lastB, a.destroys = a.ents[:0], a.groups[:0], 0, -1, 0
+	a.bound, a.values = 0, 0
 }
 
 // Segments appends to segs the segments that hold everything added since
@@ -401,6 +421,13 @@ func (a *Assembler) Segments(segs [][]byte, maxEntities, maxBytes, maxValues int
 	if maxValues <= 0 {
 		maxValues = unlimited
 	}
+	if !checkPlans && len(ents) <= maxEntities && a.values <= maxValues && a.bound+3 <= maxBits {
+		// One segment holds it all, whatever the k's: no plan.
+		segs = a.write(segs, ents, nil)
+		a.settle(len(ents))
+		a.Reset()
+		return segs
+	}
 	p := &a.plan
 	p.reset()
 	start := 0
@@ -428,18 +455,35 @@ func (a *Assembler) Segments(segs [][]byte, maxEntities, maxBytes, maxValues int
 // rankAndSort sorts the entries by group, in segment order, then by slot,
 // and returns them without repeats.
 func (a *Assembler) rankAndSort() []asmEntry {
-	a.byRank = slices.Grow(a.byRank[:0], len(a.groups))[:len(a.groups)]
+	a.byRank = fit(a.byRank[:0], len(a.groups))
 	for i := range a.byRank {
 		a.byRank[i] = int32(i)
 	}
-	slices.SortFunc(a.byRank, func(x, y int32) int {
+	less := func(x, y int32) bool {
 		gx, gy := &a.groups[x], &a.groups[y]
-		if c := cmp.Compare(gx.key, gy.key); c != 0 {
-			return c
+		return gx.key < gy.key || gx.key == gy.key && gx.grp < gy.grp
+	}
+	if len(a.byRank) <= 8 {
+		// A client's few groups: an insertion sort.
+		for i := 1; i < len(a.byRank); i++ {
+			x, j := a.byRank[i], i
+			for ; j > 0 && less(x, a.byRank[j-1]); j-- {
+				a.byRank[j] = a.byRank[j-1]
+			}
+			a.byRank[j] = x
 		}
-		return cmp.Compare(gx.grp, gy.grp)
-	})
-	a.rank = slices.Grow(a.rank[:0], len(a.groups))[:len(a.groups)]
+	} else {
+		slices.SortFunc(a.byRank, func(x, y int32) int {
+			if less(x, y) {
+				return -1
+			}
+			if less(y, x) {
+				return 1
+			}
+			return 0
+		})
+	}
+	a.rank = fit(a.rank[:0], len(a.groups))
 	for r, g := range a.byRank {
 		a.rank[g] = uint64(r) << 32
 	}
@@ -648,7 +692,7 @@ func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
 		i = j
 	}
 	w.Bits(secEnd, 3)
-	if checkPlans && w.BitLen() != p.exact() {
+	if checkPlans && (w.BitLen() != p.exact() || w.BitLen() > a.bound+3) {
 		a.mispredicted++
 	}
 	out := w.Finish()
@@ -667,7 +711,7 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 		w.Append(b.bits[bg.tree:], bg.treeN)
 	}
 	// The ID block, as Encoder.writeIDs writes it.
-	a.gapv = slices.Grow(a.gapv[:0], len(ents))[:len(ents)]
+	a.gapv = fit(a.gapv[:0], len(ents))
 	a.gaps.reset()
 	prev := int64(-1)
 	for i := range ents {
@@ -717,3 +761,15 @@ func (a *Assembler) settle(n int) {
 
 // bitLen returns the bit length of u.
 func bitLen(u uint64) int { return bits.Len64(u) }
+
+// fit returns s resized to length n, its elements kept, growing it when it
+// must to twice that: buffers sized by the largest tick so far then seldom
+// grow again. (settle lets them shrink after a burst.)
+func fit[T any](s []T, n int) []T {
+	if cap(s) < n {
+		t := make([]T, len(s), 2*n)
+		copy(t, s)
+		s = t
+	}
+	return s[:n]
+}

@@ -35,9 +35,11 @@ const memBacklog = 128
 // closing end are discarded. A close for a send queue overflow or an
 // oversized message discards both directions.
 //
-// Messages are not copied: Receive returns the slice given to Send, with
-// its capacity clipped. Receivers must treat it as read-only, and a sender
-// that modifies a message after Send shows up as corrupted data.
+// Messages are not copied by Send: a sender that modifies a message
+// after Send, before the peer receives it, shows up as corrupted data.
+// Receive returns a copy, as a network would, so that once a message is
+// received the sender's memory is its own again: a connection is a
+// Releaser, whose Backlog counts the messages not yet received.
 type MemNetwork struct {
 	mu        sync.Mutex
 	listeners map[string]*memListener
@@ -282,6 +284,9 @@ func (e *memEnd) popDatagram() ([]byte, bool) {
 	return msg[:len(msg):len(msg)], true
 }
 
+// pop removes and returns the oldest message, copied (see MemNetwork)
+// under the pipe's lock: once Backlog stops counting it, the sender may
+// write over the original.
 func (e *memEnd) pop() ([]byte, bool) {
 	if e.head == len(e.q) {
 		return nil, false
@@ -297,7 +302,7 @@ func (e *memEnd) pop() ([]byte, bool) {
 		clear(e.q[k:])
 		e.q, e.head = e.q[:k], 0
 	}
-	return m[:len(m):len(m)], true
+	return append(make([]byte, 0, len(m)), m...), true
 }
 
 func signal(c chan struct{}) {
@@ -331,6 +336,10 @@ type memConn struct {
 	p    *memPipe
 	side int
 }
+
+// ReleasesSent implements Releaser: Receive returns copies, so what the
+// peer has received (and what a close discarded) is the sender's again.
+func (c *memConn) ReleasesSent() {}
 
 // Backlog implements Backlogger: what this end sent and the peer has not
 // received.

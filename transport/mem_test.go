@@ -213,13 +213,24 @@ func TestMemAddresses(t *testing.T) {
 	ln.Close()
 }
 
-func TestMemNotCopied(t *testing.T) {
+// TestMemReleased checks that a message is the sender's again once
+// received: Receive returns a copy, and Backlog, which counts the messages
+// the connection still refers to, no longer counts it.
+func TestMemReleased(t *testing.T) {
 	client, server := transport.NewMemNetwork().Pipe(transport.Config{}, transport.Config{})
+	var _ transport.Releaser = server.(transport.Releaser)
 	msg := []byte("tick")
 	server.Send(msg)
+	if n, _ := server.(transport.Backlogger).Backlog(); n != 1 {
+		t.Fatalf("backlog %d messages before the peer received, want 1", n)
+	}
 	got, _ := client.Receive(context.Background())
-	if &got[0] != &msg[0] {
-		t.Fatal("the message was copied")
+	if n, _ := server.(transport.Backlogger).Backlog(); n != 0 {
+		t.Fatalf("backlog %d messages after the peer received, want 0", n)
+	}
+	copy(msg, "xxxx") // the sender reuses its buffer
+	if string(got) != "tick" {
+		t.Fatalf("received %q, changed by the sender after it was received", got)
 	}
 	if cap(got) != len(got) {
 		t.Fatal("the received message's capacity is not clipped")

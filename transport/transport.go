@@ -86,6 +86,19 @@ type Backlogger interface {
 	Backlog() (messages, bytes int)
 }
 
+// A Releaser is a Backlogger whose Backlog counts, in its messages, every
+// message given to Send that the connection still refers to: queued,
+// being written, or, on an in-memory network, not yet received (Receive
+// returns a copy there). Once Backlog reports no messages, the sender may
+// reuse the memory of every message it has sent; the server recycles its
+// buffers for the clients' messages through it. MemNetwork's connections
+// and wstransport's implement it.
+type Releaser interface {
+	Backlogger
+	// ReleasesSent does nothing: it declares the property above.
+	ReleasesSent()
+}
+
 // A ReadLimiter lets the receiving side of a connection lower, and raise
 // back, the largest reliable message it accepts from the peer, so that a
 // peer that has not yet proven who it is cannot make the receiver buffer a

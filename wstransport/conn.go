@@ -84,6 +84,11 @@ func (c *conn) Backlog() (messages, bytes int) {
 	return messages, bytes
 }
 
+// ReleasesSent implements transport.Releaser: Backlog's messages count
+// those queued and the one being written, and the library keeps no
+// reference to a message once its write returns.
+func (c *conn) ReleasesSent() {}
+
 // newConn returns a connection over ws; nc, if not nil, is the network
 // connection under it, whose kernel send queue Backlog counts.
 func newConn(ws *websocket.Conn, nc net.Conn, cfg transport.Config, local, remote net.Addr) *conn {
