@@ -629,7 +629,13 @@ func (s *Server) place(ie *ient) {
 		sp.unplace = append(sp.unplace, ie.id)
 		return
 	}
+	moved := ie.x != x || ie.y != y
 	ie.x, ie.y, ie.placed = x, y, true
+	if moved {
+		// Read anew (placed again after a radius change, say): whoever
+		// follows it views from here now, not from where it was.
+		s.refreshFollowers(ie)
+	}
 	e := cellEnt{id: ie.id, x: x, y: y, r: s.radius(ie)}
 	if e.r > sp.cfg.CellSize {
 		ie.wide = true
