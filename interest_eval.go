@@ -538,6 +538,16 @@ func (s *Server) budgetPairs(c *Conn) {
 	if len(v.enter)+len(v.upd)+len(v.raised)+len(v.held) == 0 {
 		return
 	}
+	if len(v.held) == 0 && (c.budget < 0 || s.bound(len(v.enter)+len(v.raised), len(v.upd)) <= c.tokens) {
+		// Everything fits whatever each entity costs: all of it goes,
+		// without weighing it.
+		for _, e := range v.enter {
+			ie := &s.ients[e.ID().Slot()]
+			o := &ie.obs[s.pairOf(c, ie)]
+			s.entered(c, ie, o)
+		}
+		return
+	}
 	cands := s.cands[:0]
 	for j, e := range v.enter {
 		ie := &s.ients[e.ID().Slot()]
@@ -602,6 +612,30 @@ func (s *Server) budgetPairs(c *Conn) {
 	s.sendAll(c, cands)
 }
 
+// entered records that c is sent ie's creation this tick: its level, in
+// view.enterL and, below the top, in c's TICK.
+func (s *Server) entered(c *Conn, ie *ient, o *obsRef) {
+	o.held, o.sent = 0, o.level
+	c.view.enterL = append(c.view.enterL, o.level)
+	if s.bands > 0 && int(o.level) < len(ie.e.Class().Bands()) {
+		c.levels = append(c.levels, session.Level{ID: uint32(ie.id), Level: o.level})
+	}
+}
+
+// bound returns, in bytes, what a client's tick of entries (or level
+// rises) and changes of pairs costs at most: each at the largest piece
+// of the tick's batches, and 16 bits of ID and headers.
+func (s *Server) bound(full, delta int) float64 {
+	if s.boundTick != s.tick {
+		s.boundTick, s.maxFull, s.maxDelta = s.tick, 16, 16
+		for _, p := range s.pairParts {
+			s.maxFull += s.pairFull[p].MaxBits()
+			s.maxDelta += s.pairDelta[p].MaxBits()
+		}
+	}
+	return float64(full*s.maxFull+delta*s.maxDelta) / 8
+}
+
 // priority returns how much ie matters to c now (see SetPriority).
 func (s *Server) priority(c *Conn, ie *ient, o *obsRef) float64 {
 	if s.ownerOf(ie.e) == c {
@@ -639,7 +673,8 @@ func (s *Server) pieceBits(bs *[codec.NumParts]codec.Batch, i int32, lo, hi uint
 // with bits ≥ 0 are sent, the others held back.
 func (s *Server) sendAll(c *Conn, cands []candidate) {
 	v := &c.view
-	enter, enterL := v.enter[:0], v.enterL[:0]
+	enter := v.enter[:0] // in place: candidates name entities, not indexes in enter
+	v.enterL = v.enterL[:0]
 	upd, raised := v.upd, v.raised
 	v.sets, v.held = v.sets[:0], v.held[:0]
 	keepU, keepR := s.keepU[:0], s.keepR[:0]
@@ -673,11 +708,8 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 		case x.bits < 0:
 			hold(x, stale)
 		case x.enter >= 0 || o.held&pending != 0:
-			o.held, o.sent = 0, o.level
-			enter, enterL = append(enter, x.ie.e), append(enterL, o.level)
-			if s.bands > 0 && int(o.level) < len(x.ie.e.Class().Bands()) {
-				c.levels = append(c.levels, session.Level{ID: uint32(x.ie.id), Level: o.level})
-			}
+			enter = append(enter, x.ie.e)
+			s.entered(c, x.ie, o)
 		case o.held&stale != 0:
 			o.held = 0
 			v.sets = append(v.sets, raise{e: x.ie.e, to: o.level})
@@ -690,7 +722,7 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 			}
 		}
 	}
-	v.enter, v.enterL = enter, enterL
+	v.enter = enter
 	v.upd = append(v.upd[:0], keepU...)
 	v.raised = append(v.raised[:0], keepR...)
 	s.keepU, s.keepR = keepU, keepR

@@ -276,6 +276,9 @@ type Server struct {
 	pairSet     [codec.NumParts]codec.Batch // setEnts, by partition (and band)
 	cands       []candidate                 // budgetPairs' scratch
 	keepU       []pairUpd
+	boundTick   uint64 // the tick maxFull and maxDelta are of
+	maxFull     int    // bits: the largest pieces of the pair full states, over the partitions, and 16
+	maxDelta    int    // and of the pair changes
 	keepR       []raise
 	asm         codec.Assembler
 	arena       codec.Arena          // this and later ticks' messages for the clients

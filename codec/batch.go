@@ -47,6 +47,7 @@ type Batch struct {
 	bits   []byte       // every tree and every piece's values, each from a byte boundary
 	w      wire.Writer
 	peak   int // decaying high-water mark of pieces per build (see settle)
+	maxN   int // the most bits of a piece of this build
 }
 
 // A batchGroup is a group of a Batch: a section, a class and a leaf set,
@@ -79,6 +80,10 @@ func (b *Batch) Len() int { return len(b.pieces) }
 // or −1 if the partition carries nothing of it. It panics if i is out of
 // range.
 func (b *Batch) Piece(i int) int32 { return b.of[i] }
+
+// MaxBits returns the most bits a piece of b holds (see Bits): a bound on
+// what any of its entities costs.
+func (b *Batch) MaxBits() int { return b.maxN }
 
 // Bits returns the number of bits piece i adds to a segment beyond its
 // group's tree and ID block: its values. A piece of −1 has none. A
@@ -153,7 +158,7 @@ func (enc *Encoder) SetBatch(b *Batch, ents []*state.Entity, part Part) {
 // piece. Piece i is item i.
 func (enc *Encoder) build(b *Batch, part Part) {
 	items := enc.items
-	b.part = part
+	b.part, b.maxN = part, 0
 	b.groups = b.groups[:0]
 	b.pieces = fit(b.pieces[:0], len(items))
 	w := &b.w
@@ -187,7 +192,9 @@ func (enc *Encoder) build(b *Batch, part Part) {
 			} else {
 				enc.writeValues(w, e, it, plans, delta)
 			}
-			b.pieces[uint32(o)] = piece{off: start / 8, n: w.BitLen() - start,
+			n := w.BitLen() - start
+			b.maxN = max(b.maxN, n)
+			b.pieces[uint32(o)] = piece{off: start / 8, n: n,
 				values: int32(enc.values - values), group: int32(gi), id: it.id}
 		}
 	}
