@@ -239,6 +239,11 @@ func (s *Server) DefaultSpace() *Space { return s.defSpace }
 // stop seeing e are sent its destruction, those that start seeing it its
 // creation, with the next tick. An entity created in this tick may be
 // placed before the tick ends: it is created directly in sp.
+//
+// An entity whose space changes (to another space, into none, or from
+// none into one) has its fields of lifetime scene (life=scene) reset to
+// their zero values (state.Entity.ResetLife), unless it was spawned in
+// this tick; set them for the new space after SetSpace.
 func (s *Server) SetSpace(e *state.Entity, sp *Space) error {
 	ie, err := s.ientOf(e)
 	if err != nil {
@@ -250,6 +255,9 @@ func (s *Server) SetSpace(e *state.Entity, sp *Space) error {
 	ie.set = true
 	if ie.space == sp {
 		return nil
+	}
+	if !s.createdNow(ie) {
+		e.ResetLife(schema.LifeScene)
 	}
 	s.leaveSpace(ie, true)
 	s.enterSpace(ie, sp, true)

@@ -48,6 +48,9 @@ type ownWorld struct {
 	// buffer is the DialConfig.Buffer of the clients dialed from now on
 	// (0: the default).
 	buffer int
+	// token, if set, gives the connect token of the next client dialed
+	// (anonymous: its user ID); otherwise "user<i>" for the i-th.
+	token func() string
 }
 
 // join connects one more client and ticks until it has joined, so that
@@ -114,8 +117,12 @@ func newWorld(t tb, n int, cfg replica.Config) *ownWorld {
 	w.close = func() { cancel(); srv.Close() }
 	go srv.Serve(ctx, ln)
 	w.dial = func() (*client.Conn, error) {
+		token := fmt.Sprintf("user%d", len(w.clients))
+		if w.token != nil {
+			token = w.token()
+		}
 		return client.Dial(ctx, net.Dialer(transport.Config{}), ln.Addr().String(), cfg.Schema,
-			client.DialConfig{Token: fmt.Appendf(nil, "user%d", len(w.clients)), Buffer: w.buffer})
+			client.DialConfig{Token: []byte(token), Buffer: w.buffer})
 	}
 	for range n {
 		w.join(t, cfg.Schema)

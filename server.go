@@ -384,6 +384,11 @@ func (s *Server) Tracker() *state.Tracker { return s.tr }
 // (state.Entity.Owned and client.Replica.OnOwnership on the client). Only
 // the owner at the tick counts: giving e away and back within one tick
 // sends nothing.
+//
+// Giving e to a new login of the user who owned it last (a connection of
+// the same user ID, after the one that owned e left or was replaced)
+// resets e's fields of lifetime session (life=session, the default) to
+// their zero values: they belonged to the previous login.
 func (s *Server) SetOwner(e *state.Entity, c *Conn) { s.setOwner(e, c) }
 
 func (s *Server) setOwner(e *state.Entity, c *Conn) {
@@ -404,7 +409,17 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 	for len(s.owners) <= slot {
 		s.owners = append(s.owners, owner{})
 	}
-	s.owners[slot] = owner{e.ID(), c}
+	last := s.owners[slot]
+	if c != nil && last.id == e.ID() && last.user == c.userID && last.login != c.id {
+		// A new login of the user who owned e last: what belonged to
+		// the previous login session goes.
+		e.ResetLife(schema.LifeSession)
+	}
+	if c == nil {
+		s.owners[slot] = owner{id: e.ID(), user: last.user, login: last.login}
+	} else {
+		s.owners[slot] = owner{id: e.ID(), c: c, user: c.userID, login: c.id}
+	}
 	if from != c {
 		s.ownerChanged(e, c)
 	}
@@ -413,9 +428,15 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 // An owner is the connection that owns the entity of one slot. It names
 // the entity by ID: an entity created and destroyed in one tick leaves no
 // trace in the changeset, so a slot's entry may be an earlier entity's.
+//
+// user and login name the connection that owned the entity last, kept
+// after it leaves or hands the entity on: a new login of the same user
+// taking the entity back resets its session fields.
 type owner struct {
-	id state.ID
-	c  *Conn
+	id    state.ID
+	c     *Conn
+	user  string
+	login uint64
 }
 
 // Owner returns the connection that owns e, or nil.
@@ -1002,7 +1023,7 @@ func (s *Server) reap() {
 		case <-c.tc.Done():
 			for i, o := range s.owners {
 				if o.c == c {
-					s.owners[i] = owner{}
+					s.owners[i].c = nil
 				}
 			}
 			s.release(c)

@@ -23,7 +23,7 @@
 //	id=N              stable field ID, 1..4294967295 (default: from the lock file)
 //	was=OLD           the field was renamed from OLD: it keeps OLD's ID (see Stable IDs)
 //	vis=V             server, owner, others or all (default all)
-//	life=L            scene, process, session or persist (default session)
+//	life=L            scene, process, session or persist (default session); class fields only: it covers the whole value
 //	chan=C            reliable or unreliable (default reliable)
 //	quant=STEP        quantization step, a decimal (0.25) or a fraction (1/64)
 //	min=F, max=F      bounds of a bounded quantization

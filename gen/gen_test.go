@@ -293,6 +293,7 @@ func TestFieldErrors(t *testing.T) {
 		{"id zero", "bad.go", 47, "bad id=0 in replica tag: want a whole number from 1 to 4294967295"},
 		{"unsupported uint", "bad.go", 48, "unsupported type uint"},
 		{"bad axis", "bad.go", 50, "bad pos=z in replica tag: want x or y"},
+		{"life in a nested struct", "bad.go", 60, "field until: life= is set on a class field and covers everything in it; buff is not a class"},
 	})
 }
 

@@ -648,6 +648,9 @@ func (l *loader) resolveFields(s *Struct) {
 				}
 			}
 		}
+		if s.RPC == nil && !s.Schema.Class && tg.given["life"] {
+			tagErrs = append(tagErrs, fmt.Sprintf("life= is set on a class field and covers everything in it; %s is not a class: set life= on the class field that holds it", s.Spec))
+		}
 		for _, msg := range tagErrs {
 			if len(af.Names) > 0 {
 				msg = "field " + af.Names[0].Name + ": " + msg

@@ -48,10 +48,16 @@ type monster struct {
 	u       uint
 	skipped chan int `replica:"-"`
 	axis    float32  `replica:"pos=z"`
+	buffs   []buff
 }
 
 type vec struct {
 	x, y float32
+}
+
+type buff struct {
+	kind  uint8
+	until int32 `replica:"life=scene"`
 }
 
 type Point struct {
