@@ -246,4 +246,3 @@ func waitConns(t *testing.T, srv *replica.Server, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
-
