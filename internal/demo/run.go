@@ -318,6 +318,11 @@ func (r *runner) start() (err error) {
 	// server only counts it (Stats().RPCs); it must come from the owner,
 	// which the runtime checks before the handler runs.
 	HandleBotEmote(r.srv, func(*replica.Conn, Bot, uint32, uint8) error { return nil })
+	// A browser viewer steers its bot.
+	HandleBotSteer(r.srv, func(c *replica.Conn, b Bot, x, y float32) error {
+		r.world.steer(c, b.ID(), x, y)
+		return nil
+	})
 	radius := r.cfg.Radius
 	if r.cfg.Room {
 		radius = 0
