@@ -749,8 +749,10 @@ func TestDeterministic(t *testing.T) {
 // goal, holds there while under control, and wanders again afterwards.
 func TestArenaSteer(t *testing.T) {
 	a := newArena(t, 20, 3, 0)
+	steers := 0
 	HandleBotSteer(a.srv, func(c *replica.Conn, b Bot, x, y float32) error {
 		a.w.steer(c, b.ID(), x, y)
+		steers++
 		return nil
 	})
 	a.join("ann")
@@ -769,6 +771,14 @@ func TestArenaSteer(t *testing.T) {
 	}
 	if err := p.mine.Steer(c, gx, gy); err != nil {
 		t.Fatal(err)
+	}
+	// The call runs at the first tick after the server has read it.
+	for deadline := time.Now().Add(5 * time.Second); steers == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the steer call did not arrive")
+		}
+		time.Sleep(time.Millisecond)
+		a.send()
 	}
 	bot := func() BotView { return BotView{c.Replica().Entity(p.mine.ID())} }
 	reached := -1
