@@ -46,6 +46,12 @@ const NETWORK_ERROR = 11;
 const MESSAGE_TOO_LARGE = 3;
 
 /**
+ * How long a client whose stream the server ended waits for the session's
+ * close: twice the Go server's flush timeout (quicconn.FlushTimeout, 2 s).
+ */
+const CLOSE_WAIT_MS = 4000;
+
+/**
  * One message channel of a session, open. Messages arrive through
  * onmessage, in order; onclose runs once, with the §10.1 close code (−1 when
  * the peer sent none that maps to one) and reason. Neither runs after close.
@@ -280,10 +286,18 @@ export async function openWebTransport(
       if (e instanceof ReplicaDecodeError) return end(2, e.message);
       // A reset stream: the session's close tells why.
     }
-    // The stream ends when the session does; its close says how. (A
-    // REFUSE and other last messages were read first: they travel on the
-    // stream, the close on the session's own.)
-    const c = await closedInfo;
+    // The server ended the stream: it is closing (§10.1). End ours in
+    // answer, which tells it every message was read; it then closes the
+    // session with the close code. (A REFUSE and the other last messages
+    // came first: they travel on the stream, the close on the session's
+    // own.) A server that does not close in time is gone.
+    writer.close().catch(() => {});
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<{ code: number; reason: string }>((res) => {
+      timer = setTimeout(() => res({ code: NETWORK_ERROR, reason: "the server ended the stream but did not close" }), CLOSE_WAIT_MS);
+    });
+    const c = await Promise.race([closedInfo, late]);
+    clearTimeout(timer);
     if (!closing) end(c.code < 0 ? NETWORK_ERROR : c.code, c.reason);
   })();
   return ch;

@@ -319,6 +319,8 @@ class FakeWT {
   /** Bytes the client wrote on its stream, and the messages in them after the preamble. */
   written: Uint8Array[] = [];
   received: Uint8Array[] = [];
+  /** The client ended its side of the stream. */
+  clientEnded = false;
   private toClient!: ReadableStreamDefaultController<Uint8Array>;
   private resolveClosed!: (i: { closeCode?: number; reason?: string }) => void;
   private frames = new FrameReader(1 << 20);
@@ -337,7 +339,10 @@ class FakeWT {
 
   async createBidirectionalStream() {
     const readable = new ReadableStream<Uint8Array>({ start: (c) => void (this.toClient = c) });
-    const writable = new WritableStream<Uint8Array>({ write: (chunk) => this.write(Uint8Array.from(chunk)) });
+    const writable = new WritableStream<Uint8Array>({
+      write: (chunk) => this.write(Uint8Array.from(chunk)),
+      close: () => void (this.clientEnded = true),
+    });
     return { readable, writable };
   }
 
@@ -375,7 +380,17 @@ class FakeWT {
 
   /** The server ends the stream and closes the session with a code. */
   serverClose(closeCode: number, reason: string): void {
+    this.serverEnd();
+    this.closeSession(closeCode, reason);
+  }
+
+  /** The server ends its side of the stream (FIN). */
+  serverEnd(): void {
     this.toClient.close();
+  }
+
+  /** The server closes the session with a code (CLOSE_WEBTRANSPORT_SESSION). */
+  closeSession(closeCode: number, reason: string): void {
     this.closedWith = { closeCode, reason };
     this.resolveClosed({ closeCode, reason });
   }
@@ -440,6 +455,21 @@ describe("connection over WebTransport", () => {
     wt.serverClose(CloseCode.Replaced, "replaced by a newer session");
     const closed = await c.done();
     expect([closed.code, closed.reason]).toEqual([CloseCode.Replaced, "replaced by a newer session"]);
+    expect(c.lastTick).toBe(1n);
+  });
+
+  test("a client whose stream the server ended ends its own, then takes the session's close code", async () => {
+    const s = schema();
+    const server = new FakeWTServer((wt) => wt.deliver(64, welcome(s)));
+    const c = await Connection.connect({ webTransportUrl: "https://x/replica", schema: s, WebTransport: server.ctor() });
+    const wt = server.sessions[0]!;
+    wt.deliver(64, ...tick(1n, []));
+    wt.serverEnd();
+    await settle();
+    expect(wt.clientEnded).toBe(true);
+    wt.closeSession(CloseCode.GoingAway, "server shutting down");
+    const closed = await c.done();
+    expect([closed.code, closed.reason]).toEqual([CloseCode.GoingAway, "server shutting down"]);
     expect(c.lastTick).toBe(1n);
   });
 

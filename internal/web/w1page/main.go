@@ -133,7 +133,10 @@ func run(steps, hz int) error {
 	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
+			// Close every session with CloseGoingAway, and give the
+			// close a moment to reach the pages before the process ends.
 			srv.Close()
+			time.Sleep(time.Second)
 			return nil
 		case <-t.C:
 		}
