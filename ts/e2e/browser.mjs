@@ -36,7 +36,10 @@ function fail(msg) {
 
 /** Starts a Go command in the module root; resolves with the first stdout line matching re. */
 function startGo(args, re) {
-  const child = spawn("go", args, { cwd: root, stdio: ["pipe", "pipe", "inherit"] });
+  // Its own process group, so that a signal reaches the program go run
+  // started, not only go.
+  const child = spawn("go", args, { cwd: root, stdio: ["pipe", "pipe", "inherit"], detached: true });
+  child.exited = new Promise((res) => child.on("exit", res));
   children.push(child);
   const lines = [];
   return new Promise((resolve, reject) => {
@@ -105,7 +108,7 @@ async function w1(browser) {
       const lit = await litPixels(p);
       if (lit < 1000) throw new Error(`${transport}: only ${lit} canvas pixels differ from the background`);
       await p.screenshot({ path: join(artifacts, `w1-${transport}.png`) });
-      console.log(`ok  W1 over ${transport}: tick ${st.tick}, ${st.entities} entities, ${st.drawn} drawn, ${lit} lit pixels, hash ${want.hash}`);
+      console.log(`ok  W1 over ${transport}: tick ${st.tick}, ${st.entities} entities, ${st.drawn} drawn, ${lit} lit pixels, hash ${want.hash}; decode ${st.decodeMs.toFixed(3)} ms/tick`);
     } catch (e) {
       fail(e.message);
     }
@@ -142,7 +145,7 @@ async function demo(browser) {
     if (lit < 500) throw new Error(`demo: only ${lit} canvas pixels differ from the background`);
     await p.screenshot({ path: join(artifacts, "demo.png") });
     const st = await p.evaluate(() => window.replicaPage);
-    console.log(`ok  demo over ${st.transport}: ${st.entities} bots seen, ${st.drawn} drawn, own bot steered from x=${start.x.toFixed(0)} to x=${moved.x.toFixed(0)}, ${lit} lit pixels; screenshot e2e/artifacts/demo.png`);
+    console.log(`ok  demo over ${st.transport}: ${st.entities} bots seen, ${st.drawn} drawn, own bot steered from x=${start.x.toFixed(0)} to x=${moved.x.toFixed(0)}, ${lit} lit pixels, ${st.kbps.toFixed(1)} KB/s, decode ${st.decodeMs.toFixed(3)} ms/tick; screenshot e2e/artifacts/demo.png`);
   } catch (e) {
     await p.screenshot({ path: join(artifacts, "demo-failed.png") }).catch(() => {});
     fail(e.message);
@@ -165,7 +168,21 @@ async function main() {
     fail(e.stack ?? e.message);
   } finally {
     await browser.close();
-    for (const c of children) c.stdin.end(), c.kill("SIGINT");
+    // Interrupt the servers and let them finish (their output is still
+    // read), killing any that hang.
+    await Promise.all(
+      children.map(async (c) => {
+        c.stdin.end();
+        try {
+          process.kill(-c.pid, "SIGINT");
+        } catch {
+          return; // already gone
+        }
+        const t = setTimeout(() => process.kill(-c.pid, "SIGKILL"), 15_000);
+        await c.exited;
+        clearTimeout(t);
+      }),
+    );
     rmSync(profile, { recursive: true, force: true });
   }
   writeFileSync(join(artifacts, "result.txt"), failed ? "failed\n" : "ok\n");

@@ -49,6 +49,9 @@ interface PageState {
   /** Entities drawn in the last frame. */
   drawn: number;
   frames: number;
+  /** Kilobytes received per second, and mean decode time per tick, over the last second. */
+  kbps: number;
+  decodeMs: number;
   /** The viewer's own entity, if it has one. */
   mine: { id: number; x: number; y: number } | null;
   error: string;
@@ -67,6 +70,8 @@ const page: PageState = {
   entities: 0,
   drawn: 0,
   frames: 0,
+  kbps: 0,
+  decodeMs: 0,
   mine: null,
   error: "",
   stateHash: () => "",
@@ -291,6 +296,8 @@ async function main(): Promise<void> {
     page.mine = me ? { id: me.id, x: Number(me.get("x")), y: Number(me.get("y")) } : null;
     const now = performance.now();
     const kbs = meter.bytesPerSecond(conn.bytesReceived, now) / 1000;
+    page.kbps = kbs;
+    page.decodeMs = meter.meanMs();
     const lines = [
       `<b>replica</b> ${cfg.title}`,
       `transport   ${page.transport}${page.status === "connected" ? "" : " (" + page.status + ")"}`,

@@ -11,7 +11,7 @@
 // {"tick", "steps", "done", "hash"}: once done, hash is the FNV-1a 64 of the
 // server's entities (their x, y and angle as float32 bits, then their hp,
 // in ID order), as the page's stateHash(["x", "y", "angle", "hp"])
-// computes it over its replica. It runs until killed or stdin closes.
+// computes it over its replica. It runs until interrupted or stdin closes.
 package main
 
 import (
@@ -27,7 +27,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/replicago/replica"
@@ -117,7 +119,7 @@ func run(steps, hz int) error {
 	})
 	mux.Handle("/", page)
 	go http.Serve(hl, mux)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	for _, ln := range []transport.Listener{ws, wt} {
 		go srv.Serve(ctx, ln)
