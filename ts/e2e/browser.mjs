@@ -126,21 +126,30 @@ async function demo(browser) {
   await p.goto(m[1]);
   try {
     await until(p, "demo: connected over WebTransport", () => window.replicaPage?.status === "connected" && window.replicaPage.transport === "webtransport");
-    const start = await until(p, "demo: own bot and bots drawn", () => window.replicaPage.mine && window.replicaPage.drawn > 50 && window.replicaPage.mine);
-    // Steer: right if there is room, else left; the bot walks that way.
-    const key = start.x < 1000 ? "ArrowRight" : "ArrowLeft";
-    const sign = key === "ArrowRight" ? 1 : -1;
-    await p.keyboard.down(key);
-    const moved = await until(
-      p,
-      `demo: own bot steered ${key}`,
-      ([x0, s, id]) => {
-        const me = window.replicaPage.mine;
-        return me && me.id === id && (me.x - x0) * s > 100 && me;
-      },
-      [start.x, sign, start.id],
-    );
-    await p.keyboard.up(key);
+    // Steer: right if there is room, else left; the bot walks that way. A
+    // bot that dies on the way respawns elsewhere as a new entity: start
+    // over with it.
+    let start;
+    let moved;
+    for (let attempt = 0; !moved; attempt++) {
+      start = await until(p, "demo: own bot and bots drawn", () => window.replicaPage.mine && window.replicaPage.drawn > 50 && window.replicaPage.mine);
+      const key = start.x < 1000 ? "ArrowRight" : "ArrowLeft";
+      const sign = key === "ArrowRight" ? 1 : -1;
+      await p.keyboard.down(key);
+      const r = await until(
+        p,
+        `demo: own bot steered ${key}`,
+        ([x0, s, id]) => {
+          const me = window.replicaPage.mine;
+          if (me && me.id !== id) return { respawned: true };
+          return me && (me.x - x0) * s > 100 && me;
+        },
+        [start.x, sign, start.id],
+      );
+      await p.keyboard.up(key);
+      if (!r.respawned) moved = r;
+      else if (attempt === 2) throw new Error("demo: own bot died on each of three walks");
+    }
     const lit = await litPixels(p);
     if (lit < 500) throw new Error(`demo: only ${lit} canvas pixels differ from the background`);
     await p.screenshot({ path: join(artifacts, "demo.png") });

@@ -38,3 +38,30 @@ describe("frames", () => {
     expect(() => new FrameReader(2 ** 60).push(Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01))).toThrow(/too long/);
   });
 });
+
+describe("frames, fuzzed", () => {
+  test("random byte streams give messages within the limit or the typed error", () => {
+    const iters = Number(process.env.FUZZ_ITER ?? 300);
+    let s = 7;
+    const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) >>> 8) & 0xff;
+    for (let i = 0; i < iters; i++) {
+      const r = new FrameReader(64 + (rnd() % 200));
+      const b = new Uint8Array(1 + ((rnd() << 2) % 600));
+      for (let j = 0; j < b.length; j++) b[j] = rnd() < 200 ? rnd() % 0x40 : rnd();
+      let total = 0;
+      try {
+        for (let j = 0; j < b.length; ) {
+          const n = 1 + (rnd() % 40);
+          for (const m of r.push(b.subarray(j, j + n))) {
+            expect(m.length).toBeLessThanOrEqual(r.max);
+            total += m.length;
+          }
+          j += n;
+        }
+      } catch (e) {
+        expect(e).toBeInstanceOf(ReplicaDecodeError);
+      }
+      expect(total).toBeLessThanOrEqual(b.length);
+    }
+  });
+});
