@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
 
 	"github.com/replicago/replica/transport"
 	"github.com/replicago/replica/wttransport"
@@ -49,4 +51,32 @@ func Example() {
 	reply, _ := c.Receive(ctx)
 	fmt.Println(string(reply))
 	// Output: echo: hello
+}
+
+func ExampleCertManager() {
+	// A development certificate that browsers accept by hash, rotated
+	// before it expires.
+	certs := &wttransport.CertManager{}
+	ln, err := wttransport.Listen("127.0.0.1:0", wttransport.Config{TLS: certs.TLSConfig()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	// The page fetches the current hashes before each connect, from the
+	// HTTP server that serves it, and passes them as
+	// serverCertificateHashes: [{algorithm: "sha-256", value: ...}, ...].
+	http.HandleFunc("/hashes", func(w http.ResponseWriter, r *http.Request) {
+		hashes, err := certs.Hashes()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		var list []string
+		for _, h := range hashes {
+			list = append(list, base64.StdEncoding.EncodeToString(h[:]))
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(list)
+	})
 }

@@ -32,7 +32,8 @@
 // must rotate it before it expires: generate the next certificate a few
 // days ahead, serve it through tls.Config.GetCertificate, and publish both
 // hashes (serverCertificateHashes takes a list) while clients move over.
-// This package does not rotate certificates itself.
+// CertManager does exactly that; a page fetches its Hashes from the HTTP
+// server that serves the page, each time it connects.
 package wttransport
 
 import (

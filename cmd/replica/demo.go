@@ -15,6 +15,7 @@ import (
 
 const demoUsage = `usage: replica demo [-entities N] [-clients N] [-hz N] [-duration D] [-seed N]
                    [-radius R | -room] [-explain N] [-ws-addr A] [-quic-addr A]
+                   [-http A] [-wt-addr A]
 
 Runs an arena of wandering, fighting bots on a replica.Server that listens
 on WebSocket and QUIC, and connects -clients bot clients to it over
@@ -33,6 +34,14 @@ replica held exactly what the server says that client sees. -explain N
 adds, under each status line, the server's explanation (Server.Explain)
 of why the first client sees, or does not see, N bots. Ctrl-C stops it
 cleanly (a second Ctrl-C kills it).
+
+It also serves a page at the address it prints on a line of its own
+(http://127.0.0.1:PORT/, -http): open it in a browser to watch the arena
+live on a canvas, as the TypeScript client sees it over WebTransport (or
+WebSocket, where WebTransport is missing), and to steer a bot of your own
+with the arrow keys, WASD or the mouse. The page shows the bytes it
+receives per second, the tick, the bots it sees and its decode time per
+tick. -http "" serves no page; -wt-addr "" offers browsers WebSocket only.
 
 Flags:
 `
@@ -77,6 +86,8 @@ func parseDemoFlags(args []string, stderr io.Writer) (demo.Config, error) {
 	fs.Uint64Var(&cfg.Seed, "seed", def.Seed, "seed of the simulation")
 	fs.StringVar(&cfg.WSAddr, "ws-addr", def.WSAddr, "TCP address of the WebSocket listener")
 	fs.StringVar(&cfg.QUICAddr, "quic-addr", def.QUICAddr, "UDP address of the QUIC listener")
+	fs.StringVar(&cfg.HTTPAddr, "http", def.HTTPAddr, "TCP address of the browser page (and of WebSocket for it, at /replica); empty for no page")
+	fs.StringVar(&cfg.WTAddr, "wt-addr", def.WTAddr, "UDP address of WebTransport for the browser page; empty for none")
 	fs.Float64Var(&cfg.Radius, "radius", def.Radius, fmt.Sprintf("AOI radius: each client sees the bots this close to its own (hysteresis a tenth of it); more than 0, at most %d", demo.MaxRadius))
 	fs.BoolVar(&cfg.Room, "room", def.Room, "no AOI: every bot in one room, every client sees every bot")
 	fs.IntVar(&cfg.Explain, "explain", def.Explain, fmt.Sprintf("under each status line, explain why the first client sees or does not see this many bots; 0 to %d", demo.MaxExplain))

@@ -16,9 +16,9 @@ func TestParseDemoFlags(t *testing.T) {
 		t.Fatalf("no flags: %+v, %v; want the defaults %+v", cfg, err, demo.DefaultConfig())
 	}
 	cfg, err = parseDemoFlags([]string{"-entities", "40", "-clients", "4", "-hz", "30", "-duration", "3s", "-seed", "9",
-		"-ws-addr", "0.0.0.0:8080", "-quic-addr", "[::1]:4433", "-radius", "120.5", "-explain", "5"}, &stderr)
+		"-ws-addr", "0.0.0.0:8080", "-quic-addr", "[::1]:4433", "-radius", "120.5", "-explain", "5", "-http", "127.0.0.1:8000", "-wt-addr", ""}, &stderr)
 	want := demo.Config{Entities: 40, Clients: 4, Hz: 30, Duration: 3 * time.Second, Seed: 9, WSAddr: "0.0.0.0:8080", QUICAddr: "[::1]:4433",
-		Radius: 120.5, Explain: 5}
+		HTTPAddr: "127.0.0.1:8000", Radius: 120.5, Explain: 5}
 	if err != nil || cfg != want {
 		t.Fatalf("got %+v, %v; want %+v", cfg, err, want)
 	}
@@ -54,6 +54,8 @@ func TestParseDemoFlagsErrors(t *testing.T) {
 		{[]string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
 		{[]string{"-ws-addr", "8080"}, `-ws-addr must be host:port, got "8080"`},
 		{[]string{"-quic-addr", "localhost"}, `-quic-addr must be host:port, got "localhost"`},
+		{[]string{"-http", "8000"}, `-http must be host:port or empty, got "8000"`},
+		{[]string{"-wt-addr", "x"}, `-wt-addr must be host:port or empty, got "x"`},
 		{[]string{"-radius", "0"}, "-radius must be more than 0 and at most 2000 (the arena's side), got 0"},
 		{[]string{"-radius", "-10"}, "-radius must be more than 0"},
 		{[]string{"-radius", "2500"}, "-radius must be more than 0 and at most 2000 (the arena's side), got 2500"},
@@ -83,7 +85,7 @@ func TestDemoHelp(t *testing.T) {
 	}
 	for _, want := range []string{"usage: replica demo", "-entities", "-clients", "-hz", "-duration", "-seed",
 		"-ws-addr", "-quic-addr", "-radius", "-room", "-explain", "WebSocket and QUIC", "emote RPC once a second",
-		"Interest management (AOI) is on", "bots\nvisible per client", "Server.Explain", "Ctrl-C"} {
+		"Interest management (AOI) is on", "bots\nvisible per client", "Server.Explain", "Ctrl-C", "-http", "-wt-addr", "steer a bot"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, stderr.String())
 		}

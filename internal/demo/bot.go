@@ -67,6 +67,16 @@ type emote struct {
 	kind uint8
 }
 
+// steer is sent by the client that owns a bot to walk it to (x, y), arena
+// units, where it holds for a moment before it wanders again: a browser
+// viewer steers its bot with the keyboard or the mouse.
+//
+//replica:rpc bot client
+type steer struct {
+	x float32
+	y float32
+}
+
 // hurt tells a player's client that its bot was hit, and by whom.
 //
 //replica:rpc bot server

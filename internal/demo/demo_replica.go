@@ -20,6 +20,7 @@ var (
 	replicaEmote        = new(schema.Struct)
 	replicaHurt         = new(schema.Struct)
 	replicaItem         = new(schema.Struct)
+	replicaSteer        = new(schema.Struct)
 	replicaBot_xQ       = schema.Quant{Step: 0.03125, Min: 0, Bits: 16, Bounded: true}
 	replicaBot_yQ       = schema.Quant{Step: 0.03125, Min: 0, Bits: 16, Bounded: true}
 	replicaBot_headingQ = schema.Quant{Step: 0.0015339807878856412, Min: 0, Bits: 12, Bounded: true}
@@ -41,6 +42,7 @@ func replicaInit() *schema.Schema {
 	}, RPCs: []*schema.RPC{
 		{ID: 1, Name: "emote", Dir: schema.ClientToServer, Args: replicaEmote},
 		{ID: 2, Name: "hurt", Dir: schema.ServerToClient, Args: replicaHurt},
+		{ID: 3, Name: "steer", Dir: schema.ClientToServer, Args: replicaSteer},
 	}}
 	*replicaEmote = schema.Struct{Name: "Emote", Fields: []*schema.Field{
 		{ID: 1, Name: "seq", Type: schema.Type{Kind: schema.Uint32}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
@@ -54,6 +56,10 @@ func replicaInit() *schema.Schema {
 	*replicaItem = schema.Struct{Name: "Item", Fields: []*schema.Field{
 		{ID: 1, Name: "kind", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 		{ID: 2, Name: "count", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+	}}
+	*replicaSteer = schema.Struct{Name: "Steer", Fields: []*schema.Field{
+		{ID: 1, Name: "x", Type: schema.Type{Kind: schema.Float32}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
+		{ID: 2, Name: "y", Type: schema.Type{Kind: schema.Float32}, Vis: schema.VisAll, Life: schema.LifeSession, Chan: schema.Reliable},
 	}}
 	s, err := schema.New(replicaBot)
 	if err != nil {
@@ -423,6 +429,26 @@ func HandleBotEmote(s *replica.Server, fn func(c *replica.Conn, p Bot, seq uint3
 	})
 }
 
+// Steer calls the RPC steer on p: c sends it to the server, which runs the
+// function registered with HandleBotSteer at its next tick. The server accepts
+// it only from the client that owns p. Call it from the goroutine that polls c.
+func (p BotView) Steer(c *client.Conn, x, y float32) error {
+	a := state.NewValue(replicaSteer)
+	a.SetNum(0, uint64(math.Float32bits(float32(x))))
+	a.SetNum(1, uint64(math.Float32bits(float32(y))))
+	return c.CallRPC(p.e, 3, a.Record())
+}
+
+// HandleBotSteer registers fn to handle the RPC steer, which the client that
+// owns a Bot calls with BotView.Steer. s runs fn on the tick goroutine, only
+// for calls from the owner; an error from fn refuses the call, as for a
+// replica.RPCHandler.
+func HandleBotSteer(s *replica.Server, fn func(c *replica.Conn, p Bot, x, y float32) error) {
+	s.HandleRPC(replicaBot, 3, func(c *replica.Conn, e *state.Entity, a *state.Record) error {
+		return fn(c, Bot{e}, float32(math.Float32frombits(uint32(a.Num(2)))), float32(math.Float32frombits(uint32(a.Num(34)))))
+	})
+}
+
 // SendBotHurt sends the RPC hurt on p to the clients that to selects
 // (replica.ToOwner, replica.ToObservers or replica.ToConn), which run the
 // functions registered with OnBotHurt after applying the state of the current
@@ -564,3 +590,38 @@ func (v ItemView) Kind() uint8 { return uint8(v.h.Num(0)) }
 
 // Count returns the count field.
 func (v ItemView) Count() int16 { return int16(v.h.Num(21)) }
+
+// Steer is sent by the client that owns a bot to walk it to (x, y), arena
+// units, where it holds for a moment before it wanders again: a browser
+// viewer steers its bot with the keyboard or the mouse.
+//
+// Steer holds the arguments of the RPC steer of Bot, which the client that owns
+// a Bot calls with BotView.Steer and the server handles with HandleBotSteer;
+// both take the arguments one by one. A Steer is a detached value made by
+// NewSteer.
+type Steer struct{ h state.Handle }
+
+// NewSteer returns a detached Steer with every argument at its zero value.
+func NewSteer() Steer { return Steer{state.NewValue(replicaSteer)} }
+
+// Clone returns a detached copy of v.
+func (v Steer) Clone() Steer { return Steer{v.h.Copy(replicaSteer)} }
+
+// Valid reports whether v refers to a value that writes reach: it is
+// false for the zero Steer, for a bag item removed from its bag (or
+// replaced) and for a value in a destroyed entity. Getters of an invalid
+// Steer return the zero value or, once it went stale, the last values; its
+// setters panic (see state.ErrInvalidHandle).
+func (v Steer) Valid() bool { return v.h.Valid() }
+
+// X returns the x field.
+func (v Steer) X() float32 { return float32(math.Float32frombits(uint32(v.h.Num(2)))) }
+
+// SetX sets the x field.
+func (v Steer) SetX(x float32) { v.h.SetNum(0, uint64(math.Float32bits(float32(x)))) }
+
+// Y returns the y field.
+func (v Steer) Y() float32 { return float32(math.Float32frombits(uint32(v.h.Num(34)))) }
+
+// SetY sets the y field.
+func (v Steer) SetY(x float32) { v.h.SetNum(1, uint64(math.Float32bits(float32(x)))) }

@@ -744,3 +744,71 @@ func TestDeterministic(t *testing.T) {
 		t.Error("another seed gave the same run")
 	}
 }
+
+// A client steers its own bot with the steer RPC: the bot walks to the
+// goal, holds there while under control, and wanders again afterwards.
+func TestArenaSteer(t *testing.T) {
+	a := newArena(t, 20, 3, 0)
+	steers := 0
+	HandleBotSteer(a.srv, func(c *replica.Conn, b Bot, x, y float32) error {
+		a.w.steer(c, b.ID(), x, y)
+		steers++
+		return nil
+	})
+	a.join("ann")
+	a.tick()
+	p, c := a.players["ann"], a.clients["ann"]
+	if !p.mine.Valid() {
+		t.Fatal("ann's client does not know its bot")
+	}
+	// A goal 100 units away, inside the arena: 17 to 50 ticks of walking.
+	gx, gy := p.mine.X()+60, p.mine.Y()+80
+	if gx > worldSize {
+		gx -= 120
+	}
+	if gy > worldSize {
+		gy -= 160
+	}
+	if err := p.mine.Steer(c, gx, gy); err != nil {
+		t.Fatal(err)
+	}
+	// The call runs at the first tick after the server has read it.
+	for deadline := time.Now().Add(5 * time.Second); steers == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the steer call did not arrive")
+		}
+		time.Sleep(time.Millisecond)
+		a.send()
+	}
+	bot := func() BotView { return BotView{c.Replica().Entity(p.mine.ID())} }
+	reached := -1
+	for i := range steerTicks {
+		a.tick()
+		if !p.mine.Valid() {
+			t.Fatal("ann's bot died on the way (pick a seed where it does not)")
+		}
+		if math.Hypot(float64(bot().X()-gx), float64(bot().Y()-gy)) < 0.5 {
+			reached = i
+			break
+		}
+	}
+	if reached < 0 {
+		t.Fatalf("after %d ticks ann's bot is at (%v, %v), not at the goal", steerTicks, bot().X(), bot().Y())
+	}
+	// Held at the goal while under control.
+	for a.w.slots[a.slotOf("ann")].steered > 1 {
+		a.tick()
+		if d := math.Hypot(float64(bot().X()-gx), float64(bot().Y()-gy)); d >= 0.5 {
+			t.Fatalf("ann's bot left the goal while steered: %v away", d)
+		}
+	}
+	// Then it wanders again.
+	x0, y0 := bot().X(), bot().Y()
+	for range 20 {
+		a.tick()
+	}
+	if bot().X() == x0 && bot().Y() == y0 {
+		t.Error("ann's bot did not move once released")
+	}
+	a.verify()
+}

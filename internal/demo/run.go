@@ -34,6 +34,13 @@ type Config struct {
 	WSAddr   string        // TCP address of the WebSocket listener
 	QUICAddr string        // UDP address of the QUIC listener
 
+	// HTTPAddr is the TCP address of the browser page, which also serves
+	// WebSocket to it at /replica; empty for no page.
+	HTTPAddr string
+	// WTAddr is the UDP address of the WebTransport listener for the
+	// page; empty for none (browsers then use WebSocket).
+	WTAddr string
+
 	// Room puts every bot in one room, where every client sees every bot.
 	// By default the bots live in an AOI space: each client sees the bots
 	// within Radius of its own.
@@ -61,7 +68,8 @@ const DefaultRadius = 250
 
 // DefaultConfig returns the configuration of "replica demo" without flags.
 func DefaultConfig() Config {
-	return Config{Entities: 500, Clients: 50, Hz: 20, Seed: 1, WSAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0", Radius: DefaultRadius}
+	return Config{Entities: 500, Clients: 50, Hz: 20, Seed: 1, WSAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0",
+		HTTPAddr: "127.0.0.1:0", WTAddr: "127.0.0.1:0", Radius: DefaultRadius}
 }
 
 // Validate reports the first problem with c. Messages name the fields by
@@ -94,6 +102,12 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.QUICAddr); err != nil {
 		return fmt.Errorf("-quic-addr must be host:port, got %q", c.QUICAddr)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil && c.HTTPAddr != "" {
+		return fmt.Errorf("-http must be host:port or empty, got %q", c.HTTPAddr)
+	}
+	if _, _, err := net.SplitHostPort(c.WTAddr); err != nil && c.WTAddr != "" {
+		return fmt.Errorf("-wt-addr must be host:port or empty, got %q", c.WTAddr)
 	}
 	return nil
 }
@@ -177,6 +191,7 @@ type runner struct {
 	lns       []transport.Listener
 	wsURL     string
 	quicAddr  string
+	page      *page // the browser page; nil without one
 	serving   sync.WaitGroup
 	playing   sync.WaitGroup
 	dial      func(*player) (*client.Conn, error)
@@ -226,6 +241,9 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Report, error) {
 		return nil, err
 	}
 	fmt.Fprintf(w, "listening on %s (WebSocket) and quic://%s (QUIC, self-signed development certificate)\n", r.wsURL, r.quicAddr)
+	if r.page != nil {
+		fmt.Fprintf(w, "watch and steer a bot in a browser (%s):\n%s\n", r.page.transports(), r.page.url)
+	}
 	r.connect()
 
 	reason, err := r.loop(ctx)
@@ -295,6 +313,12 @@ func (r *runner) start() (err error) {
 		return fmt.Errorf("QUIC listener: %w", err)
 	}
 	r.lns = append(r.lns, qln)
+	if r.cfg.HTTPAddr != "" {
+		if r.page, err = r.servePage(); err != nil {
+			return err
+		}
+		r.lns = append(r.lns, r.page.lns...)
+	}
 
 	u, err := url.Parse(wsln.Addr().String())
 	if err != nil {
@@ -318,6 +342,11 @@ func (r *runner) start() (err error) {
 	// server only counts it (Stats().RPCs); it must come from the owner,
 	// which the runtime checks before the handler runs.
 	HandleBotEmote(r.srv, func(*replica.Conn, Bot, uint32, uint8) error { return nil })
+	// A browser viewer steers its bot.
+	HandleBotSteer(r.srv, func(c *replica.Conn, b Bot, x, y float32) error {
+		r.world.steer(c, b.ID(), x, y)
+		return nil
+	})
 	radius := r.cfg.Radius
 	if r.cfg.Room {
 		radius = 0
@@ -556,6 +585,9 @@ func (r *runner) stop() error {
 	r.abandon()
 	r.stopServe()
 	r.serving.Wait()
+	if r.page != nil {
+		r.page.close()
+	}
 	for _, p := range r.players {
 		if p.conn != nil {
 			p.conn.Close()

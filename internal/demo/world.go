@@ -37,7 +37,16 @@ type slot struct {
 	name  string
 	speed float64 // units per tick
 	rest  int     // ticks left in modeRest
+
+	// A goal the owner steered the bot to (the steer RPC): the bot walks
+	// there and holds until steerTicks have passed since the call.
+	goalX, goalY float64
+	steered      int // ticks left under the owner's control
 }
+
+// steerTicks is how long a steered bot stays under its owner's control
+// after the last steer call; then it wanders and fights again.
+const steerTicks = 100
 
 // Stats are the cumulative counters of the arena.
 type Stats struct {
@@ -225,7 +234,10 @@ func (w *world) think(i int) {
 	if t := b.Target(); t == 0 && r.IntN(10) == 0 || t != 0 && r.IntN(200) == 0 {
 		w.retarget(i)
 	}
-	if b.Mode() == modeRest {
+	if sl.steered > 0 {
+		sl.steered--
+		w.walk(i)
+	} else if b.Mode() == modeRest {
 		if sl.rest--; sl.rest <= 0 {
 			b.SetMode(modeWander)
 		}
@@ -248,6 +260,41 @@ func (w *world) think(i int) {
 	if r.IntN(60) == 0 {
 		w.use(b)
 	}
+}
+
+// steer puts the bot of slot i, if c owns it, under c's control: it walks
+// to (x, y), clamped to the arena.
+func (w *world) steer(c *replica.Conn, id state.ID, x, y float32) {
+	i, ok := w.byID[id]
+	if !ok || w.slots[i].owner != c {
+		return
+	}
+	sl := &w.slots[i]
+	sl.goalX = max(0, min(worldSize, float64(x)))
+	sl.goalY = max(0, min(worldSize, float64(y)))
+	sl.steered = steerTicks
+}
+
+// walk moves the bot of slot i straight to its goal at twice its speed,
+// and keeps it there.
+func (w *world) walk(i int) {
+	sl := &w.slots[i]
+	b := sl.b
+	x, y := float64(b.X()), float64(b.Y())
+	dx, dy := sl.goalX-x, sl.goalY-y
+	d := math.Hypot(dx, dy)
+	if d < 0.5 {
+		return
+	}
+	h := math.Atan2(dy, dx)
+	if h < 0 {
+		h += 2 * math.Pi
+	}
+	step := min(d, 2*sl.speed)
+	b.SetX(float32(x + dx/d*step))
+	b.SetY(float32(y + dy/d*step))
+	b.SetHeading(float32(h))
+	b.SetMode(modeWander)
 }
 
 // move turns bot i, towards its target if it has one, and moves it,

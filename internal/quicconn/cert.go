@@ -15,6 +15,11 @@ import (
 // SelfSigned returns a self-signed ECDSA P-256 certificate for hosts (DNS
 // names or IP addresses) valid from a minute ago for validity.
 func SelfSigned(hosts []string, validity time.Duration) (tls.Certificate, error) {
+	return SelfSignedAt(hosts, time.Now(), validity)
+}
+
+// SelfSignedAt is SelfSigned with now as the current time.
+func SelfSignedAt(hosts []string, now time.Time, validity time.Duration) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -23,7 +28,7 @@ func SelfSigned(hosts []string, validity time.Duration) (tls.Certificate, error)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	notBefore := time.Now().Add(-time.Minute).Truncate(time.Second)
+	notBefore := now.Add(-time.Minute).Truncate(time.Second)
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "replica"},

@@ -1,16 +1,26 @@
 /**
- * A session with a replica server over WebSocket (docs/protocol.md §10):
- * the handshake, ticks applied to a {@link Replica} as they arrive,
- * keep-alive, resync, server RPCs, and reconnection.
+ * A session with a replica server over WebTransport or WebSocket
+ * (docs/protocol.md §10): the handshake, ticks applied to a {@link Replica}
+ * as they arrive, keep-alive, resync, server RPCs, and reconnection.
  *
- * Uses the browser WebSocket API: the global WebSocket where there is one
- * (browsers, Node ≥ 22), else a constructor passed as `WebSocket` (for
- * example the `ws` package's in Node 20). WebTransport is not supported
- * yet.
+ * Uses the browser WebTransport and WebSocket APIs: the globals where there
+ * are some (browsers; Node ≥ 22 has WebSocket, no Node has WebTransport),
+ * else constructors passed as `WebTransport` and `WebSocket` (for example
+ * the `ws` package's in Node 20). By default a connection uses WebTransport
+ * when it is given a URL for it and the runtime has it, and falls back to
+ * WebSocket when WebTransport fails to connect.
  */
 
 import { ReplicaDecodeError } from "./errors.js";
 import { encodeUTF8 } from "./bits.js";
+import {
+  ChannelError,
+  openWebSocket,
+  openWebTransport,
+  type Channel,
+  type WebSocketConstructor,
+  type WebTransportConstructor,
+} from "./transport.js";
 import { decodeDescriptor, writeDescriptor, type DescriptorOptions } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
@@ -49,23 +59,27 @@ export const CloseCode = {
   Duplicate: 14,
 } as const;
 
-/** The subset of the browser WebSocket API this package uses. */
-export interface WebSocketLike {
-  binaryType: string;
-  readyState: number;
-  send(data: Uint8Array): void;
-  close(code?: number, reason?: string): void;
-  onopen: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-  onclose: ((ev: { code: number; reason: string }) => void) | null;
-  onerror: ((ev: unknown) => void) | null;
-}
-
-export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
+/**
+ * Which transport a connection uses: "auto" tries WebTransport first when
+ * there is a webTransportUrl and a WebTransport constructor, and WebSocket
+ * when it fails to connect (or is not there); the others force one.
+ */
+export type TransportMode = "auto" | "webtransport" | "websocket";
 
 export interface ConnectOptions {
-  /** The server's WebSocket URL. */
-  url: string;
+  /** The server's WebSocket URL (ws:// or wss://). */
+  url?: string;
+  /** The server's WebTransport URL (https://host:port/replica). */
+  webTransportUrl?: string;
+  /**
+   * SHA-256 hashes of the server's certificate, for a self-signed
+   * development certificate (WebTransport's serverCertificateHashes), or a
+   * function that fetches them, called before every WebTransport connect
+   * (the server rotates its certificate).
+   */
+  certificateHashes?: Uint8Array[] | (() => Promise<Uint8Array[]>);
+  /** The transport; default "auto". */
+  transport?: TransportMode;
   /** The client's own schema; its descriptor goes in the HELLO. */
   schema: Schema;
   /** The connect token the server's authenticator checks. */
@@ -76,6 +90,10 @@ export interface ConnectOptions {
   limits?: Partial<Limits>;
   /** A WebSocket constructor, when there is no global one. */
   WebSocket?: WebSocketConstructor;
+  /** A WebTransport constructor, when there is no global one. */
+  WebTransport?: WebTransportConstructor;
+  /** The longest message accepted over WebTransport; default the larger of 1 MiB and limits.MaxSegmentBytes. */
+  maxMessageBytes?: number;
   /** Bounds the handshake; default 5000 ms. */
   handshakeTimeoutMs?: number;
   /** Closes with code 5 when nothing arrives for this long, and pings every third of it; default 15000 ms. */
@@ -106,11 +124,6 @@ export class ClosedError extends Error {
   }
 }
 
-/** The §10.1 close code of a WebSocket close status, or −1. */
-export function closeCodeOf(status: number): number {
-  return status >= 4000 && status <= 4998 ? status - 4000 : -1;
-}
-
 function toBytes(data: unknown): Uint8Array | undefined {
   if (data instanceof Uint8Array) return data;
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
@@ -122,7 +135,7 @@ const tokenBytes = (t: Uint8Array | string | undefined): Uint8Array =>
   t === undefined ? new Uint8Array(0) : typeof t === "string" ? encodeUTF8(t) : t;
 
 interface Session {
-  ws: WebSocketLike;
+  ch: Channel;
   welcome: Welcome;
   /** Messages and a close that arrived after the WELCOME, before the session started. */
   early: unknown[];
@@ -131,7 +144,7 @@ interface Session {
 
 /** A session with a replica server. */
 export class Connection {
-  private ws!: WebSocketLike;
+  private ch!: Channel;
   private welcomeMsg!: Welcome;
   private pending: Tick | null = null;
   private segs: Uint8Array[] = [];
@@ -150,6 +163,10 @@ export class Connection {
   onError: ((err: Error) => void) | undefined;
   /** Called once when the connection closes. */
   onClose: ((err: ClosedError) => void) | undefined;
+  /** Message bytes received since the connection was made, handshakes included. */
+  bytesReceived = 0;
+  /** Milliseconds the last tick took to decode and apply, callbacks included. */
+  lastApplyMs = 0;
 
   private constructor(
     private readonly opts: ConnectOptions,
@@ -164,7 +181,7 @@ export class Connection {
     try {
       rep = new Replica(opts.schema, { remote, limits: opts.limits });
     } catch (e) {
-      s.ws.close(4000 + CloseCode.Incompatible, "incompatible schema");
+      s.ch.close(CloseCode.Incompatible, "incompatible schema");
       throw e;
     }
     const c = new Connection(opts, rep);
@@ -187,6 +204,11 @@ export class Connection {
     return this.welcomeMsg.tickRate;
   }
 
+  /** The transport of the current session. */
+  get transport(): "webtransport" | "websocket" {
+    return this.ch.kind;
+  }
+
   /** Resolves when the connection closes. */
   done(): Promise<ClosedError> {
     if (this.closed) return Promise.resolve(this.closed);
@@ -194,33 +216,35 @@ export class Connection {
   }
 
   private start(s: Session): void {
-    this.ws = s.ws;
+    this.ch = s.ch;
     this.welcomeMsg = s.welcome;
     this.pending = null;
     this.segs = [];
     this.resync = false;
     this.closed = undefined;
     this.lastTick = 0n;
-    const ws = s.ws;
+    const ch = s.ch;
     const idle = this.opts.idleTimeoutMs ?? 15000;
-    ws.onmessage = (ev) => {
-      if (ws !== this.ws) return;
+    const onmessage = (data: unknown): void => {
+      if (ch !== this.ch) return;
       this.touch(idle);
-      const b = toBytes(ev.data);
+      const b = toBytes(data);
       if (!b) return this.fail(new ReplicaDecodeError("session", "text message"));
+      this.bytesReceived += b.length;
       this.receive(b);
     };
-    ws.onclose = (ev) => {
-      if (ws === this.ws) this.finish(closeCodeOf(ev.code), ev.reason);
+    const onclose = (code: number, reason: string): void => {
+      if (ch === this.ch) this.finish(code, reason);
     };
-    ws.onerror = () => {};
+    ch.onmessage = onmessage;
+    ch.onclose = onclose;
     this.touch(idle);
     this.pingTimer = setInterval(() => {
       this.nonce++;
       this.send(encodePing(this.nonce));
     }, Math.max(1, Math.floor(idle / 3)));
-    for (const data of s.early) ws.onmessage({ data });
-    if (s.earlyClose) ws.onclose(s.earlyClose);
+    for (const data of s.early) onmessage(data);
+    if (s.earlyClose) onclose(s.earlyClose.code, s.earlyClose.reason);
   }
 
   private touch(idle: number): void {
@@ -229,7 +253,7 @@ export class Connection {
   }
 
   private send(b: Uint8Array): void {
-    if (this.ws.readyState === 1) this.ws.send(b);
+    if (!this.closed) this.ch.send(b);
   }
 
   private fail(err: Error): void {
@@ -277,6 +301,7 @@ export class Connection {
     this.pending = null;
     this.segs = [];
     const before = this.replica.ticksApplied;
+    const t0 = now();
     try {
       if (this.resync) {
         this.resync = false;
@@ -291,6 +316,7 @@ export class Connection {
       // Applied, but a callback threw: report it and go on.
       this.onError?.(e as Error);
     }
+    this.lastApplyMs = now() - t0;
     this.lastTick = t.tick;
     this.onTick?.(t.tick);
   }
@@ -362,11 +388,7 @@ export class Connection {
   /** Leaves the session with the given close code (§10.1). */
   close(code: number = CloseCode.Normal, reason = "client left"): void {
     if (this.closed) return;
-    try {
-      this.ws.close(4000 + code, reason.slice(0, 123));
-    } catch {
-      // already closing
-    }
+    this.ch.close(code, reason);
     this.finish(code, reason);
   }
 
@@ -393,44 +415,90 @@ export class Connection {
   }
 }
 
-/** Opens a WebSocket and runs the client side of the handshake (§10.3). */
-function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limits): Promise<Session> {
+const now = (): number => (typeof performance !== "undefined" ? performance.now() : Date.now());
+
+/**
+ * Opens a channel with the transport opts ask for: WebTransport first in
+ * "auto" mode when there is a URL and a constructor for it, WebSocket if it
+ * fails to connect.
+ */
+async function openChannel(opts: ConnectOptions, limits: Limits | Partial<Limits> | undefined): Promise<Channel> {
+  const mode = opts.transport ?? "auto";
+  const WT = opts.WebTransport ?? (globalThis as { WebTransport?: WebTransportConstructor }).WebTransport;
   const WS = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-  if (!WS) throw new Error("no WebSocket: pass a constructor as options.WebSocket");
+  const tryWT = mode === "webtransport" || (mode === "auto" && WT !== undefined && opts.webTransportUrl !== undefined);
+  let wtErr: Error | undefined;
+  if (tryWT) {
+    if (!WT) throw new Error("no WebTransport: pass a constructor as options.WebTransport");
+    if (!opts.webTransportUrl) throw new Error("no WebTransport URL: set options.webTransportUrl");
+    const maxMsg = opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0);
+    try {
+      const hashes = typeof opts.certificateHashes === "function" ? await opts.certificateHashes() : (opts.certificateHashes ?? []);
+      return await openWebTransport(opts.webTransportUrl, WT, hashes, maxMsg);
+    } catch (e) {
+      if (mode === "webtransport") throw connectError(e);
+      wtErr = e as Error;
+    }
+  }
+  if (!WS) throw wtErr ?? new Error("no WebSocket: pass a constructor as options.WebSocket");
+  if (!opts.url) throw wtErr ?? new Error("no WebSocket URL: set options.url");
+  try {
+    return await openWebSocket(opts.url, WS);
+  } catch (e) {
+    throw connectError(e);
+  }
+}
+
+/** The error a failed connect rejects with. */
+function connectError(e: unknown): Error {
+  if (e instanceof ChannelError) {
+    return e.code > 0 ? new RefusedError(e.code, e.reason) : new ClosedError(e.code < 0 ? CloseCode.Network : e.code, e.reason);
+  }
+  return e as Error;
+}
+
+/** Opens a channel and runs the client side of the handshake (§10.3). */
+async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limits): Promise<Session> {
   const hello = encodeHello({
     version: PROTOCOL_VERSION,
     descriptor: writeDescriptor(opts.schema),
     token,
     limits: limits ?? opts.limits,
   });
+  const timeoutMs = opts.handshakeTimeoutMs ?? 5000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ClosedError(CloseCode.HandshakeTimeout, "handshake timeout")), timeoutMs);
+  });
+  let ch: Channel | undefined;
+  const opening = openChannel(opts, limits ?? opts.limits).then((c) => (ch = c));
+  try {
+    await Promise.race([opening, timeout]);
+  } catch (e) {
+    clearTimeout(timer);
+    // A channel that opens after the timeout is closed at once.
+    void opening.then((c) => c.close(CloseCode.Normal, "handshake failed"), () => {});
+    throw e;
+  }
   return new Promise<Session>((resolve, reject) => {
-    const ws = new WS(opts.url);
-    ws.binaryType = "arraybuffer";
+    const c = ch!;
     let done = false;
     const end = (err?: Error, s?: Session): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
       if (err) {
-        try {
-          ws.close(4000 + CloseCode.Normal, "handshake failed");
-        } catch {
-          // closing anyway
-        }
+        c.close(CloseCode.Normal, "handshake failed");
         reject(err);
       } else resolve(s!);
     };
-    const timer = setTimeout(() => end(new ClosedError(CloseCode.HandshakeTimeout, "handshake timeout")), opts.handshakeTimeoutMs ?? 5000);
-    ws.onopen = () => ws.send(hello);
-    ws.onerror = () => {};
-    ws.onclose = (ev) => {
-      const code = closeCodeOf(ev.code);
+    void timeout.catch((e: Error) => end(e));
+    c.onclose = (code, reason) => {
       // The close carries the REFUSE's code and reason, should the REFUSE itself be lost.
-      end(code > 0 ? new RefusedError(code, ev.reason) : new ClosedError(code, ev.reason || "closed during the handshake"));
+      end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed during the handshake"));
     };
-    ws.onmessage = (ev) => {
-      const b = toBytes(ev.data);
+    c.onmessage = (data) => {
+      const b = toBytes(data);
       try {
         if (!b) throw new ReplicaDecodeError("session", "text message");
         const m = parseMessage(b);
@@ -442,14 +510,14 @@ function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limits): Pr
         decodeDescriptor(m.descriptor, opts.descriptor); // fails here rather than after the handshake
         done = true;
         clearTimeout(timer);
-        const s: Session = { ws, welcome: m, early: [] };
-        ws.onopen = null;
-        ws.onmessage = (ev) => s.early.push(ev.data);
-        ws.onclose = (ev) => (s.earlyClose = { code: ev.code, reason: ev.reason });
+        const s: Session = { ch: c, welcome: m, early: [] };
+        c.onmessage = (data) => s.early.push(data);
+        c.onclose = (code, reason) => (s.earlyClose = { code, reason });
         resolve(s);
       } catch (e) {
         end(e as Error);
       }
     };
+    c.send(hello);
   });
 }

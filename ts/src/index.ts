@@ -21,7 +21,12 @@ export {
   type Message, type Hello, type Welcome, type Refuse, type Tick, type Ping, type Pong, type RPC, type Resync,
 } from "./session.js";
 export {
-  Connection, CloseCode, RefusedError, ClosedError, closeCodeOf,
-  type ConnectOptions, type WebSocketLike, type WebSocketConstructor,
+  Connection, CloseCode, RefusedError, ClosedError,
+  type ConnectOptions, type TransportMode,
 } from "./connection.js";
+export {
+  closeCodeOf, openWebSocket, openWebTransport, frame, FrameReader, FrameTooLargeError, ChannelError, PREAMBLE,
+  type Channel, type WebSocketLike, type WebSocketConstructor, type WebTransportLike, type WebTransportConstructor,
+  type WebTransportOptionsLike,
+} from "./transport.js";
 export { encodeRecord, toStored } from "./encoder.js";

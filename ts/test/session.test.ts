@@ -3,7 +3,8 @@
 import { describe, expect, test } from "vitest";
 import { writeDescriptor } from "../src/descriptor.js";
 import { ReplicaDecodeError } from "../src/errors.js";
-import { Connection, CloseCode, RefusedError, type WebSocketLike } from "../src/connection.js";
+import { Connection, CloseCode, RefusedError } from "../src/connection.js";
+import { FrameReader, PREAMBLE, frame, type WebSocketLike, type WebTransportOptionsLike } from "../src/transport.js";
 import { DEFAULT_LIMITS } from "../src/decoder.js";
 import {
   MsgType, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, encodeRefuse, encodeResync, encodeTick,
@@ -305,5 +306,213 @@ describe("connection", () => {
     expect(c.replica.decoder.decodeRecord(jump, jump, m.args).get("h")).toBe(3);
     expect(() => c.callRPC(makeId(1, 0), "say")).toThrow(/no client RPC/);
     c.close();
+  });
+});
+
+// ---- A fake WebTransport session and server ----
+
+/** A WebTransport session as a browser has it, the server's side driven by the test. */
+class FakeWT {
+  ready: Promise<void>;
+  closed: Promise<{ closeCode?: number; reason?: string }>;
+  closedWith: { closeCode?: number; reason?: string } | undefined;
+  /** Bytes the client wrote on its stream, and the messages in them after the preamble. */
+  written: Uint8Array[] = [];
+  received: Uint8Array[] = [];
+  /** The client ended its side of the stream. */
+  clientEnded = false;
+  private toClient!: ReadableStreamDefaultController<Uint8Array>;
+  private resolveClosed!: (i: { closeCode?: number; reason?: string }) => void;
+  private frames = new FrameReader(1 << 20);
+  private preamble = new Uint8Array(0);
+
+  constructor(
+    readonly url: string,
+    readonly options: WebTransportOptionsLike | undefined,
+    private readonly server: FakeWTServer,
+  ) {
+    server.sessions.push(this);
+    this.ready = server.fail ? Promise.reject(new Error("WebTransport connection rejected")) : Promise.resolve();
+    this.ready.catch(() => {});
+    this.closed = new Promise((res) => (this.resolveClosed = res));
+  }
+
+  async createBidirectionalStream() {
+    const readable = new ReadableStream<Uint8Array>({ start: (c) => void (this.toClient = c) });
+    const writable = new WritableStream<Uint8Array>({
+      write: (chunk) => this.write(Uint8Array.from(chunk)),
+      close: () => void (this.clientEnded = true),
+    });
+    return { readable, writable };
+  }
+
+  private write(b: Uint8Array): void {
+    this.written.push(b);
+    let rest = b;
+    if (this.preamble.length < 4) {
+      const n = Math.min(4 - this.preamble.length, b.length);
+      this.preamble = Uint8Array.from([...this.preamble, ...b.subarray(0, n)]);
+      rest = b.subarray(n);
+    }
+    for (const m of this.frames.push(rest)) {
+      const msg = Uint8Array.from(m);
+      this.received.push(msg);
+      this.server.receive(this, msg);
+    }
+  }
+
+  close(info?: { closeCode?: number; reason?: string }): void {
+    if (this.closedWith) return;
+    this.closedWith = info ?? {};
+    this.resolveClosed(this.closedWith);
+    try {
+      this.toClient.error(new Error("session closed"));
+    } catch {
+      // already closed
+    }
+  }
+
+  /** The server sends messages, as frames, cut into chunks of chunk bytes. */
+  deliver(chunk: number, ...msgs: Uint8Array[]): void {
+    const b = Uint8Array.from(msgs.flatMap((m) => [...frame(m)]));
+    for (let i = 0; i < b.length; i += chunk) this.toClient.enqueue(b.slice(i, i + chunk));
+  }
+
+  /** The server ends the stream and closes the session with a code. */
+  serverClose(closeCode: number, reason: string): void {
+    this.serverEnd();
+    this.closeSession(closeCode, reason);
+  }
+
+  /** The server ends its side of the stream (FIN). */
+  serverEnd(): void {
+    this.toClient.close();
+  }
+
+  /** The server closes the session with a code (CLOSE_WEBTRANSPORT_SESSION). */
+  closeSession(closeCode: number, reason: string): void {
+    this.closedWith = { closeCode, reason };
+    this.resolveClosed({ closeCode, reason });
+  }
+}
+
+class FakeWTServer {
+  sessions: FakeWT[] = [];
+  fail = false;
+  constructor(private onHello: (s: FakeWT, h: Hello) => void) {}
+  receive(s: FakeWT, b: Uint8Array): void {
+    const m = parseMessage(b);
+    if (m.type === MsgType.Hello) this.onHello(s, m);
+  }
+  ctor() {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const server = this;
+    return class extends FakeWT {
+      constructor(url: string, options?: WebTransportOptionsLike) {
+        super(url, options, server);
+      }
+    };
+  }
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 5));
+
+describe("connection over WebTransport", () => {
+  test("preamble, frames in any chunking, hashes, ping answered, close code in the session close", async () => {
+    const s = schema();
+    const server = new FakeWTServer((wt) => wt.deliver(3, welcome(s)));
+    const hash = Uint8Array.from({ length: 32 }, (_, i) => i);
+    const c = await Connection.connect({
+      webTransportUrl: "https://127.0.0.1:4433/replica", certificateHashes: async () => [hash], schema: s, token: "tok",
+      transport: "webtransport", WebTransport: server.ctor(),
+    });
+    expect(c.transport).toBe("webtransport");
+    const wt = server.sessions[0]!;
+    expect(wt.url).toBe("https://127.0.0.1:4433/replica");
+    expect(wt.options).toEqual({ serverCertificateHashes: [{ algorithm: "sha-256", value: hash }] });
+    expect([...wt.written[0]!]).toEqual([...PREAMBLE]);
+    expect(new TextDecoder().decode((parseMessage(wt.received[0]!) as Hello).token)).toBe("tok");
+    const ticks: bigint[] = [];
+    c.onTick = (t) => ticks.push(t);
+    wt.deliver(1, ...tick(1n, [create(1, 5), create(2, 6)], { gained: [makeId(2, 0)] }));
+    wt.deliver(1000, ...tick(2n, []), encodePing(5n));
+    await settle();
+    expect(ticks).toEqual([1n, 2n]);
+    expect(c.replica.size).toBe(2);
+    expect(c.bytesReceived).toBeGreaterThan(20);
+    expect(parseMessage(wt.received.at(-1)!)).toEqual({ type: MsgType.Pong, nonce: 5n });
+    c.close(CloseCode.Normal, "bye");
+    expect(wt.closedWith).toEqual({ closeCode: 0, reason: "bye" });
+    expect((await c.done()).code).toBe(CloseCode.Normal);
+  });
+
+  test("the server's session close ends the connection with its code, after the messages before it", async () => {
+    const s = schema();
+    const server = new FakeWTServer((wt) => wt.deliver(64, welcome(s)));
+    const c = await Connection.connect({ webTransportUrl: "https://x/replica", schema: s, WebTransport: server.ctor() });
+    const wt = server.sessions[0]!;
+    wt.deliver(64, ...tick(1n, [create(1, 5)]));
+    wt.serverClose(CloseCode.Replaced, "replaced by a newer session");
+    const closed = await c.done();
+    expect([closed.code, closed.reason]).toEqual([CloseCode.Replaced, "replaced by a newer session"]);
+    expect(c.lastTick).toBe(1n);
+  });
+
+  test("a client whose stream the server ended ends its own, then takes the session's close code", async () => {
+    const s = schema();
+    const server = new FakeWTServer((wt) => wt.deliver(64, welcome(s)));
+    const c = await Connection.connect({ webTransportUrl: "https://x/replica", schema: s, WebTransport: server.ctor() });
+    const wt = server.sessions[0]!;
+    wt.deliver(64, ...tick(1n, []));
+    wt.serverEnd();
+    await settle();
+    expect(wt.clientEnded).toBe(true);
+    wt.closeSession(CloseCode.GoingAway, "server shutting down");
+    const closed = await c.done();
+    expect([closed.code, closed.reason]).toEqual([CloseCode.GoingAway, "server shutting down"]);
+    expect(c.lastTick).toBe(1n);
+  });
+
+  test("a REFUSE over WebTransport rejects without falling back to WebSocket", async () => {
+    const s = schema();
+    const server = new FakeWTServer((wt) => {
+      wt.deliver(64, encodeRefuse({ code: CloseCode.AuthFailed, message: "invalid token" }));
+      wt.serverClose(CloseCode.AuthFailed, "invalid token");
+    });
+    const ws = new FakeServer((sock) => sock.deliver(welcome(s)));
+    const opts = { url: "ws://x", webTransportUrl: "https://x/replica", schema: s, WebTransport: server.ctor(), WebSocket: ws.ctor() };
+    await expect(Connection.connect(opts)).rejects.toEqual(new RefusedError(7, "invalid token"));
+    expect(ws.sockets).toHaveLength(0);
+  });
+
+  test("auto mode falls back to WebSocket when WebTransport fails to connect; forced modes do not", async () => {
+    const s = schema();
+    const wts = new FakeWTServer(() => {});
+    wts.fail = true;
+    const ws = new FakeServer((sock) => sock.deliver(welcome(s)));
+    const opts = { url: "ws://x", webTransportUrl: "https://x/replica", schema: s, WebTransport: wts.ctor(), WebSocket: ws.ctor() };
+    const c = await Connection.connect(opts);
+    expect(c.transport).toBe("websocket");
+    expect([wts.sessions.length, ws.sockets.length]).toEqual([1, 1]);
+    c.close();
+    const err = await Connection.connect({ ...opts, transport: "webtransport" }).catch((e) => e);
+    expect(err.code).toBe(CloseCode.Network);
+    expect(ws.sockets).toHaveLength(1);
+    // Forced WebSocket never tries WebTransport; nor does auto without a WebTransport URL.
+    const w = await Connection.connect({ ...opts, transport: "websocket" });
+    const a = await Connection.connect({ ...opts, webTransportUrl: undefined });
+    expect([w.transport, a.transport, wts.sessions.length]).toEqual(["websocket", "websocket", 2]);
+    w.close();
+    a.close();
+  });
+
+  test("a frame over the limit closes with code 3", async () => {
+    const s = schema();
+    const server = new FakeWTServer((wt) => wt.deliver(64, welcome(s)));
+    const c = await Connection.connect({ webTransportUrl: "https://x/replica", schema: s, WebTransport: server.ctor(), maxMessageBytes: 1000 });
+    server.sessions[0]!.deliver(64, new Uint8Array(1001));
+    const closed = await c.done();
+    expect(closed.code).toBe(CloseCode.MessageTooLarge);
+    expect(server.sessions[0]!.closedWith!.closeCode).toBe(CloseCode.MessageTooLarge);
   });
 });
