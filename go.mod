@@ -12,6 +12,7 @@ require (
 
 require (
 	github.com/dunglas/httpsfv v1.1.1 // indirect
+	github.com/evanw/esbuild v0.28.2 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/mod v0.37.0 // indirect

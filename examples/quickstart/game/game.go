@@ -4,7 +4,7 @@ package game
 
 import "github.com/replicago/replica"
 
-//go:generate go run github.com/replicago/replica/cmd/replicagen
+//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
 
 // player is a controllable character.
 //
