@@ -12,6 +12,7 @@
 // schema's descriptor embedded:
 //
 //	//go:generate go run github.com/replicago/replica/cmd/replicagen -ts See package github.com/replicago/replica/gen for the spec
+//
 // conventions and the tag grammar.
 //
 // Usage:
