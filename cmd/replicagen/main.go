@@ -11,9 +11,10 @@
 // the TypeScript client runtime (ts/, package @replicago/replica) with the
 // schema's descriptor embedded:
 //
-//	//go:generate go run github.com/replicago/replica/cmd/replicagen -ts See package github.com/replicago/replica/gen for the spec
+//	//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
 //
-// conventions and the tag grammar.
+// See package github.com/replicago/replica/gen for the spec conventions
+// and the tag grammar.
 //
 // Usage:
 //
