@@ -4,7 +4,7 @@ package game
 
 import "github.com/replicago/replica"
 
-//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
+//go:generate go run github.com/replicago/replica/cmd/replicagen
 
 // player is a controllable character.
 //
