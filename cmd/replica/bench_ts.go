@@ -21,8 +21,9 @@ func runBenchTS(quantized, asJSON bool) error {
 		}
 	} else {
 		fmt.Printf("w1 broadcast client=ts (Node) quantized=%v ticks=%d verified=%v\n", res.Quantized, res.Ticks, res.Verified)
-		fmt.Printf("  %.1f B/client/tick, TS client decode+apply %.1f/%.1f µs (p50/p99), full state %d B in %.0f µs, runtime bundle %d B minified\n",
-			res.BytesPerClientTick, res.ClientUSPerTick.P50, res.ClientUSPerTick.P99, res.FullStateBytes, res.FullStateUS, res.BundleBytes)
+		fmt.Printf("  %.1f B/client/tick, TS client decode+apply %.1f/%.1f µs (p50/p99), full state %d B in %.0f µs\n",
+			res.BytesPerClientTick, res.ClientUSPerTick.P50, res.ClientUSPerTick.P99, res.FullStateBytes, res.FullStateUS)
+		fmt.Printf("  runtime bundle (esbuild, browser, minified) %d B, %d B gzipped\n", res.BundleBytes, res.BundleGzipBytes)
 	}
 	if !res.Verified {
 		return fmt.Errorf("bench: w1 -client ts did not verify: %s", res.VerifyError)

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 
 	"github.com/replicago/replica/codec"
@@ -23,7 +25,8 @@ type W1TSResult struct {
 	VerifyError        string  `json:"verify_error,omitempty"`
 	BytesPerClientTick float64 `json:"bytes_per_client_tick"`
 	// ClientUSPerTick is the TypeScript replica's applyTick (decode and
-	// apply, callbacks none) of one tick in Node, timed inside Node.
+	// apply, callbacks none) of one tick in Node, timed inside Node, in a
+	// fresh Node process: W1's 100 warm-up ticks are all its JIT gets.
 	ClientUSPerTick Percentiles `json:"client_us_per_tick"`
 	// FullStateUS is the applyTick of the initial full state.
 	FullStateUS    float64 `json:"full_state_us"`
@@ -31,11 +34,16 @@ type W1TSResult struct {
 	// BundleBytes is the runtime (ts/src, no generated types) bundled
 	// for browsers by esbuild, minified.
 	BundleBytes int `json:"bundle_bytes"`
+	// BundleGzipBytes is that bundle gzipped (best compression), as a web
+	// server sends it.
+	BundleGzipBytes int `json:"bundle_gzip_bytes"`
 }
 
 // RunW1TS runs W1 in broadcast mode against one TypeScript client: the Go
 // server encodes each tick as for RunW1 and a Node process running the
-// runtime (bundled from ts/src with esbuild) applies it.
+// runtime (bundled from ts/src with esbuild) applies it. The replica is
+// verified, by canonical dumps, against the server after the warm-up and
+// at the end.
 func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 	if cfg.Warmup <= 0 {
 		cfg.Warmup = 100
@@ -52,9 +60,6 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 		return nil, err
 	}
 	defer node.Close()
-	if err := node.Init(arena.Schema().AppendDescriptor(nil), nil); err != nil {
-		return nil, err
-	}
 	world := w1.New(w1.DefaultConfig())
 	units := make([]unit, len(world.X))
 	s, err := newW1Server(world, cfg.Quantized, units)
@@ -64,54 +69,85 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 	s.tr.Commit()
 	res := &W1TSResult{Scenario: "w1", Mode: "broadcast", Client: "ts", Quantized: cfg.Quantized,
 		Ticks: cfg.Warmup + cfg.Measured, BundleBytes: len(bundle), Verified: true}
-	s.buf = s.enc.Full(s.buf[:0], s.tr.AppendEntities(nil), codec.PartAll)
-	res.FullStateBytes = len(s.buf)
-	d, err := node.Tick(nil, nil, nil, s.buf)
+	if res.BundleGzipBytes, err = gzipSize(bundle); err != nil {
+		return nil, err
+	}
+	// The server's ticks, encoded once; the server's canonical state after
+	// the warm-up and at the end.
+	full := s.enc.Full(nil, s.tr.AppendEntities(nil), codec.PartAll)
+	res.FullStateBytes = len(full)
+	ticks := make([][][]byte, res.Ticks)
+	var wantWarm, wantEnd string
+	for tick := 1; tick <= res.Ticks; tick++ {
+		s.tick()
+		segs := [][]byte{append([]byte(nil), s.buf...)}
+		if !emptySegment(s.others) {
+			segs = append(segs, append([]byte(nil), s.others...))
+		}
+		ticks[tick-1] = segs
+		if tick > cfg.Warmup {
+			for _, seg := range segs {
+				res.BytesPerClientTick += float64(len(seg))
+			}
+		}
+		if tick == cfg.Warmup {
+			wantWarm = tsnode.Canonical(s.tr.AppendEntities(nil), nil)
+		}
+	}
+	wantEnd = tsnode.Canonical(s.tr.AppendEntities(nil), nil)
+	res.BytesPerClientTick /= float64(cfg.Measured)
+
+	if err := node.Init(arena.Schema().AppendDescriptor(nil), nil); err != nil {
+		return nil, err
+	}
+	d, err := node.Tick(nil, nil, nil, full)
 	if err != nil {
 		return nil, fmt.Errorf("initial state: %w", err)
 	}
 	res.FullStateUS = float64(d.Nanoseconds()) / 1e3
-	verify := func(when string) error {
-		got, err := node.Dump()
-		if err != nil {
-			return err
-		}
-		if want := tsnode.Canonical(s.tr.AppendEntities(nil), nil); got != want {
-			res.Verified = false
-			res.VerifyError = fmt.Sprintf("%s: the TypeScript replica differs from the server: %s", when, firstDiff(got, want))
-		}
-		return nil
-	}
 	var us []float64
-	bytes := 0
-	for tick := 1; tick <= res.Ticks; tick++ {
-		s.tick()
-		segs := [][]byte{s.buf}
-		if !emptySegment(s.others) {
-			segs = append(segs, s.others)
-		}
+	for i, segs := range ticks {
+		tick := i + 1
 		d, err := node.Tick(nil, nil, nil, segs...)
 		if err != nil {
 			return nil, fmt.Errorf("tick %d: %w", tick, err)
 		}
 		if tick > cfg.Warmup {
 			us = append(us, float64(d.Nanoseconds())/1e3)
-			for _, seg := range segs {
-				bytes += len(seg)
-			}
 		}
-		if tick == cfg.Warmup {
-			if err := verify(fmt.Sprintf("after tick %d", tick)); err != nil {
+		if tick == cfg.Warmup || tick == res.Ticks {
+			want := wantWarm
+			if tick == res.Ticks {
+				want = wantEnd
+			}
+			got, err := node.Dump()
+			if err != nil {
 				return nil, err
 			}
+			if got != want && res.Verified {
+				res.Verified = false
+				res.VerifyError = fmt.Sprintf("after tick %d: the TypeScript replica differs from the server: %s", tick, firstDiff(got, want))
+			}
 		}
 	}
-	if err := verify(fmt.Sprintf("after tick %d", res.Ticks)); err != nil {
-		return nil, err
-	}
-	res.BytesPerClientTick = float64(bytes) / float64(cfg.Measured)
 	res.ClientUSPerTick = percentiles(us)
 	return res, nil
+}
+
+// gzipSize returns the size of b compressed by gzip at its best level.
+func gzipSize(b []byte) (int, error) {
+	var buf bytes.Buffer
+	w, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := w.Write(b); err != nil {
+		return 0, err
+	}
+	if err := w.Close(); err != nil {
+		return 0, err
+	}
+	return buf.Len(), nil
 }
 
 // firstDiff describes the first line where two canonical dumps differ.

@@ -121,10 +121,13 @@ function handle(p: Uint8Array): void {
 }
 
 process.stdin.on("data", (chunk: Buffer) => {
-  const b = new Uint8Array(buf.length + chunk.length);
-  b.set(buf);
-  b.set(chunk, buf.length);
-  buf = b;
+  if (buf.length === 0) buf = chunk;
+  else {
+    const b = new Uint8Array(buf.length + chunk.length);
+    b.set(buf);
+    b.set(chunk, buf.length);
+    buf = b;
+  }
   for (;;) {
     if (buf.length < 4) return;
     const n = new DataView(buf.buffer, buf.byteOffset).getUint32(0, true);
