@@ -7,6 +7,8 @@ import { readFileSync } from "node:fs";
 import { describe, expect, test } from "vitest";
 import { Replica } from "../src/replica.js";
 import { Hero, Item, Missile, schema } from "../../internal/testschema/v1/v1_replica.js";
+import * as v2 from "../../internal/testschema/v2/v2_replica.js";
+import * as arena from "../../internal/arena/arena_replica.js";
 import { unhex } from "./helpers.js";
 
 interface Fixture {
@@ -25,6 +27,14 @@ describe("generated TypeScript classes (internal/testschema/v1)", () => {
   test("the embedded schema has the package's classes", () => {
     expect(schema.classes.map((c) => [c.name, c.classId])).toEqual([["Hero", 1], ["Missile", 2]]);
     expect([Hero.classId, Missile.classId]).toEqual([1, 2]);
+  });
+
+  test("every generated module loads: its leaf references match its embedded descriptor", () => {
+    // Loading checks each leaf a getter reads (leafRef, nestedAt); a
+    // mismatch throws at import.
+    expect(v2.schema.classes.map((c) => c.name)).toEqual(["Hero", "Missile", "Beacon"]);
+    expect(v2.Beacon.classId).toBe(v2.schema.classNamed("Beacon")!.classId);
+    expect(arena.schema.classes.map((c) => c.name).sort()).toEqual(["Qunit", "Unit"]);
   });
 
   test("typed getters, nested views and containers read Go's values", () => {
