@@ -53,7 +53,11 @@ describe("generated TypeScript classes (internal/testschema/v1)", () => {
     const it = h.inv.get(7)!;
     expect(it).toBeInstanceOf(Item);
     expect([h.inv.size, h.inv.keys(), it.count, it.kind, it.pos.z]).toEqual([1, [7], 3, 0, 0]);
-    expect([m.ttl, m.shooter, m.entity.owned]).toEqual([10, fx.hero, false]);
+    expect([m.ttl, m.shooter, m.entity.owned, m.pos.y, m.pos.x]).toEqual([10, fx.hero, false, 2.5, 0]);
+    // Nested structs at offsets, elements and map values as views.
+    expect([h.qb, h.body.stats.str, h.body.stats.resist.fire, h.body.stats.dex, h.body.mark]).toEqual([-12.25, -7, 9, 0, 0]);
+    expect([h.buffs.length, h.buffs.at(0)!.kind, h.buffs.at(0)!.until]).toEqual([1, 3, 0n]);
+    expect([h.stash.keys(), h.stash.get(-2)!.count, h.stash.get(2)]).toEqual([[-2], 8, undefined]);
   });
 
   test("typed callbacks get typed views and values", () => {
