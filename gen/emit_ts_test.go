@@ -3,6 +3,8 @@ package gen
 import (
 	"bytes"
 	"encoding/base64"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -111,5 +113,30 @@ func TestGenerateTSClashes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: GenerateTS: %v, want %q", c.spec, err, c.want)
 		}
+	}
+}
+
+// TestGenerateTSGolden compares the TypeScript file of the golden fixture
+// with the committed testdata/golden/golden_replica.ts (rerun with -update
+// after reviewing), which ts/test/generated.test.ts type-checks and runs:
+// its RPC stubs included.
+func TestGenerateTSGolden(t *testing.T) {
+	p := load(t, Config{Dir: "testdata/golden", Check: true})
+	got, err := p.GenerateTS(TSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "golden", "golden_replica.ts")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("generated TypeScript differs from %s (rerun with -update after reviewing)", golden)
 	}
 }
