@@ -45,10 +45,11 @@ func startNode(t *testing.T, n int) []*tsnode.Proc {
 // kind, containers and their operations, bags, references, nested structs,
 // owner and others visibility) with the server on one version and a client
 // pair on each: one on the server's version that owns some entities, one
-// on the other version that sees them as others.
+// on the other version that sees them as others; and a pair that joins
+// late, from a full state, and owns the same entities.
 func TestCrossLanguage(t *testing.T) {
 	mutate.ValidUTF8Keys = true
-	procs := startNode(t, 2)
+	procs := startNode(t, 3)
 	t.Run("v2 server", func(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) { run(rt, v2.Schema(), v1.Schema(), procs) })
 	})
@@ -72,10 +73,12 @@ type world struct {
 	owned    map[state.ID]bool
 	pairs    []*pair
 	ticks    int
+	late     *tsnode.Proc // the late joiner's Node process, until it joins
+	join     bool         // the late joiner joins at the next tick
 }
 
 func run(t *rapid.T, srv, alt *schema.Schema, procs []*tsnode.Proc) {
-	w := &world{srv: srv, alt: alt, tr: state.NewTracker(srv), owned: map[state.ID]bool{}}
+	w := &world{srv: srv, alt: alt, tr: state.NewTracker(srv), owned: map[state.ID]bool{}, late: procs[2]}
 	desc := srv.AppendDescriptor(nil)
 	remote, err := schema.DecodeDescriptor(desc)
 	if err != nil {
@@ -102,6 +105,7 @@ func run(t *rapid.T, srv, alt *schema.Schema, procs []*tsnode.Proc) {
 		"container": w.container,
 		"nested":    w.nested,
 		"burst":     w.burst,
+		"join":      func(*rapid.T) { w.join = true },
 		"tick":      w.tick,
 		"tick2":     w.tick,
 	}
@@ -235,6 +239,52 @@ func (w *world) tick(t *rapid.T) {
 			t.Fatalf("tick %d, %s: %d entities, the server has %d", w.ticks, p.name, strings.Count(got, "\n"), n)
 		}
 	}
+	if w.join && w.late != nil {
+		w.joinLate(t)
+	}
+}
+
+// joinLate adds the late pair: a full state of every entity, the owned
+// ones with their owner fields, and the owned IDs as gained.
+func (w *world) joinLate(t *rapid.T) {
+	p := &pair{name: "late joiner, owner", owner: true, ts: w.late}
+	w.late = nil
+	var err error
+	if p.goc, err = client.New(w.srv, client.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ts.Init(w.srv.AppendDescriptor(nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	ents := w.tr.AppendEntities(nil)
+	var own, oth []*state.Entity
+	var gained []state.ID
+	var ids []uint32
+	for _, e := range ents {
+		if w.owned[e.ID()] {
+			own = append(own, e)
+			gained = append(gained, e.ID())
+			ids = append(ids, uint32(e.ID()))
+		} else {
+			oth = append(oth, e)
+		}
+	}
+	segs := [][]byte{w.enc.Full(nil, ents, codec.PartAll), w.enc.Full(nil, oth, codec.PartOthers), w.enc.Full(nil, own, codec.PartOwner)}
+	if err := p.goc.ApplyTick(gained, nil, segs...); err != nil {
+		t.Fatalf("tick %d, %s: Go client: %v", w.ticks, p.name, err)
+	}
+	if _, err := p.ts.Tick(ids, nil, nil, segs...); err != nil {
+		t.Fatalf("tick %d, %s: TypeScript client: %v", w.ticks, p.name, err)
+	}
+	want := tsnode.Canonical(p.goc.Entities(nil), (*state.Entity).Owned)
+	got, err := p.ts.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("tick %d, %s: the TypeScript replica differs from the Go one:\n%s", w.ticks, p.name, diff(got, want))
+	}
+	w.pairs = append(w.pairs, p)
 }
 
 func diff(got, want string) string {
