@@ -26,6 +26,7 @@ func runBench(args []string) error {
 	transportName := fs.String("transport", "ws", "clients, joinstorm: ws or quic")
 	ticks := fs.Int("ticks", 200, "clients: measured ticks at 20 Hz, after the clients joined and 20 ticks of warm-up")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	clientKind := fs.String("client", "go", "w1 broadcast: go, or ts for the TypeScript client runtime in Node (one client)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,6 +57,9 @@ func runBench(args []string) error {
 	if *cpuprofile != "" && !(*scenario == "w1" && *aoi || *scenario == "w2") {
 		return fmt.Errorf("bench: -cpuprofile applies to -scenario w1 -aoi and -scenario w2")
 	}
+	if *clientKind != "go" && (*clientKind != "ts" || *scenario != "w1" || *aoi || set["clients"]) {
+		return fmt.Errorf("bench: -client %s: want go, or ts with -scenario w1 in broadcast mode (one client)", *clientKind)
+	}
 	switch *scenario {
 	case "w1", "w2":
 		if *scenario == "w2" || *aoi {
@@ -63,6 +67,9 @@ func runBench(args []string) error {
 				return fmt.Errorf("bench: -quantized applies to -scenario w1 without -aoi")
 			}
 			return runInterest(*scenario, bench.InterestConfig{Clients: *clients}, *cpuprofile, *asJSON)
+		}
+		if *clientKind == "ts" && *scenario == "w1" {
+			return runBenchTS(*quantized, *asJSON)
 		}
 		res, err := bench.RunW1(bench.W1Config{Clients: *clients, Quantized: *quantized})
 		if err != nil {

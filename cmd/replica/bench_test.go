@@ -21,6 +21,10 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-scenario", "w2", "-gomaxprocs", "-1"}, "-gomaxprocs must not be negative"},
 		{[]string{"-scenario", "w2", "-gomaxprocs", "1", "-aoi"}, "-aoi is a mode of -scenario w1"},
 		{[]string{"-scenario", "w3"}, "unknown scenario"},
+		{[]string{"-scenario", "w1", "-client", "ts", "-aoi"}, "-client ts: want go, or ts with -scenario w1 in broadcast mode"},
+		{[]string{"-scenario", "w2", "-client", "ts"}, "-client ts: want go, or ts with -scenario w1"},
+		{[]string{"-scenario", "w1", "-client", "ts", "-clients", "2"}, "(one client)"},
+		{[]string{"-scenario", "w1", "-client", "rust"}, "-client rust: want go"},
 	} {
 		err := runBench(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -7,15 +7,27 @@
 //
 // replicagen writes <package>_replica.go beside the specs and keeps the
 // stable class and field IDs in replica.lock.json, which belongs in version
-// control. See package github.com/replicago/replica/gen for the spec
-// conventions and the tag grammar.
+// control. With -ts it also writes <package>_replica.ts, typed classes for
+// the TypeScript client runtime (ts/, package @replicago/replica) with the
+// schema's descriptor embedded:
+//
+//	//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
+//
+// See package github.com/replicago/replica/gen for the spec conventions
+// and the tag grammar.
 //
 // Usage:
 //
-//	replicagen [-check] [-force] [dir]
+//	replicagen [-check] [-force] [-ts] [-tsimport module] [dir]
 //
 // The flags are:
 //
+//	-ts
+//		Also write <package>_replica.ts for TypeScript clients (see
+//		gen.Package.GenerateTS).
+//	-tsimport module
+//		The module the TypeScript file imports the runtime from
+//		(default @replicago/replica).
 //	-check
 //		Write nothing; fail if the generated file or the lock file is out
 //		of date. For CI.
@@ -37,8 +49,10 @@ import (
 func main() {
 	check := flag.Bool("check", false, "write nothing; fail if generated files are out of date")
 	force := flag.Bool("force", false, "accept incompatible schema changes and rewrite the lock file")
+	ts := flag.Bool("ts", false, "also write <package>_replica.ts, typed classes for the TypeScript client runtime")
+	tsImport := flag.String("tsimport", "", "with -ts: the module to import the runtime from (default @replicago/replica)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: replicagen [-check] [-force] [dir]\n")
+		fmt.Fprintf(os.Stderr, "usage: replicagen [-check] [-force] [-ts] [-tsimport module] [dir]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -56,6 +70,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, &gen.Error{Pos: n.Pos, Msg: "note: " + n.Msg})
 		}
 		err = p.Write(*check)
+		if err == nil && *ts {
+			err = p.WriteTS(*check, gen.TSOptions{Import: *tsImport})
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -3,7 +3,7 @@
 // 12 bits).
 package arena
 
-//go:generate go run github.com/replicago/replica/cmd/replicagen
+//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
 
 // unit is an arena entity with full-precision floats.
 //

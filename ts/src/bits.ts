@@ -19,7 +19,8 @@ export const MAX_K = 63;
 
 const ctz = (x: number): number => 31 - Math.clz32(x & -x);
 
-const utf8 = new TextDecoder("utf-8", { fatal: false });
+// ignoreBOM: a leading U+FEFF is part of the string, as in Go.
+const utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 
 /**
  * Decodes UTF-8 bytes to a string; invalid sequences become U+FFFD

@@ -30,3 +30,8 @@ export {
   type WebTransportOptionsLike,
 } from "./transport.js";
 export { encodeRecord, toStored } from "./encoder.js";
+export {
+  StructView, TypedList, TypedMap, schemaFromBase64, structsOf, structNamed, leafRef, nestedAt, elemConv,
+  listEvent, mapEvent, bagEvent, isClassOf,
+  type LeafRef, type TypedListEvent, type TypedMapEvent, type TypedBagEvent, type Unregister,
+} from "./typed.js";

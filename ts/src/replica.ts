@@ -85,6 +85,7 @@ interface ClassCallbacks {
   create: Callback[];
   destroy: Callback[];
   owned: Callback[];
+  level: Callback[];
   leaves: Callback[][];
 }
 
@@ -268,7 +269,7 @@ export class Replica {
   private cbs(c: StructType): ClassCallbacks {
     let cc = this.classes.get(c);
     if (!cc) {
-      cc = { create: [], destroy: [], owned: [], leaves: c.leaves.map(() => []) };
+      cc = { create: [], destroy: [], owned: [], level: [], leaves: c.leaves.map(() => []) };
       this.classes.set(c, cc);
     }
     return cc;
@@ -310,6 +311,18 @@ export class Replica {
   onOwnership(c: StructType | string | number, fn: (e: Entity, owned: boolean) => void): () => void {
     const cc = this.cbs(this.classOf(c));
     return this.add(() => cc.owned, (l) => (cc.owned = l), fn);
+  }
+
+  /**
+   * Runs fn when the level of detail an entity of class c is held at
+   * changes (§5.8), as the Go client's OnLevel. old and now are levels as
+   * Entity.level holds them: 0..nbands, nbands meaning every band. fn sees
+   * the entity with the whole tick applied: the fields of the bands it left
+   * are zero, those of the bands it entered filled in.
+   */
+  onLevel(c: StructType | string | number, fn: (e: Entity, old: number, now: number) => void): () => void {
+    const cc = this.cbs(this.classOf(c));
+    return this.add(() => cc.level, (l) => (cc.level = l), fn);
   }
 
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
@@ -356,6 +369,9 @@ export class Replica {
           case Ev.Owned:
             list = cc.owned;
             break;
+          case Ev.Level:
+            list = cc.level;
+            break;
           default:
             list = cc.leaves[ev.leaf]!;
         }
@@ -378,6 +394,8 @@ export class Replica {
         return [e];
       case Ev.Owned:
         return [e, ev.new];
+      case Ev.Level:
+        return [e, ev.oldLo, ev.newLo];
       case Ev.Field: {
         const t = e.type.leaves[ev.leaf]!.field.type;
         if (t.kind === Kind.String || t.kind === Kind.Bytes) return [e, ev.old, ev.new];

@@ -291,6 +291,7 @@ export const Ev = {
   BagRemove: 11,
   BagItem: 12,
   Owned: 13,
+  Level: 14,
 } as const;
 
 /** One change a transaction applied, reported to callbacks after commit. */
@@ -480,6 +481,10 @@ export class Txn {
     this.undo.push(() => {
       e.level = old;
     });
+    const ev = event(Ev.Level, e);
+    ev.oldLo = old;
+    ev.newLo = level;
+    this.events.push(ev);
   }
 
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi). */

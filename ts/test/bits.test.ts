@@ -240,3 +240,11 @@ describe("§9 worked example bytes", () => {
     r.finish("segment");
   });
 });
+
+describe("UTF-8 strings keep a leading byte order mark", () => {
+  test("U+FEFF at the start is part of the string, as Go keeps it", () => {
+    const b = new Uint8Array([0xef, 0xbb, 0xbf, 0x61, 0xc3, 0xbc]);
+    expect(decodeUTF8(b)).toBe("\uFEFFaü");
+    expect(decodeUTF8(new Uint8Array([0xef, 0xbb, 0xbf]))).toBe("\uFEFF");
+  });
+});

@@ -264,6 +264,23 @@ describe("levels of detail (§3.6, §5.8)", () => {
     expect([e.level, e.get("gear"), e.knows("gear"), e.knows("emote")]).toEqual([1, 9, true, false]);
   });
 
+  test("onLevel reports level changes after the tick, as the Go client's OnLevel", () => {
+    const r = new Replica(lodSchema());
+    const id = makeId(1, 0);
+    r.apply(createMob(1, true));
+    const got: string[] = [];
+    r.onLevel(3, (e, old, now) => got.push(`${e.id}:${old}->${now} emote=${String(e.get("emote"))}`));
+    r.applyTick([], { levels: [{ id, level: 0 }] });
+    // A rejected tick reports nothing.
+    expectReject(() => r.applyTick([], { levels: [{ id, level: 3 }] }), "level");
+    const fill = seg().section(FILL, 3, 1).tree([{ id: 3 }]).ids([1]).str("bow").end();
+    r.applyTick([fill], { levels: [{ id, level: 2 }] });
+    r.applyTick([], { levels: [{ id, level: 2 }] }); // no change: no callback
+    // An entity created at a lower level reports the change from every band.
+    r.applyTick([createMob(2, false)], { levels: [{ id: makeId(2, 0), level: 1 }] });
+    expect(got).toEqual([`${id}:2->0 emote=`, `${id}:0->2 emote=bow`, `${makeId(2, 0)}:2->1 emote=`]);
+  });
+
   test("an entry for an entity the tick creates applies after the segments", () => {
     const r = new Replica(lodSchema());
     const id = makeId(2, 0);

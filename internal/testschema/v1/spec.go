@@ -3,7 +3,7 @@
 // form; package v2 evolves them compatibly.
 package v1
 
-//go:generate go run github.com/replicago/replica/cmd/replicagen
+//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
 
 import "github.com/replicago/replica"
 

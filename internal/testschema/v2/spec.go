@@ -5,7 +5,7 @@
 // so every ID the two versions share is equal.
 package v2
 
-//go:generate go run github.com/replicago/replica/cmd/replicagen
+//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
 
 import "github.com/replicago/replica"
 

@@ -1,0 +1,142 @@
+package gen
+
+import (
+	"bytes"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestGenerateTS checks the TypeScript output for the golden fixture:
+// deterministic, the descriptor embedded is the schema's, every leaf
+// reference names the leaf at its index, and getters, callbacks and RPC
+// stubs have their typed signatures.
+func TestGenerateTS(t *testing.T) {
+	p := load(t, Config{Dir: "testdata/golden", Check: true})
+	src, err := p.GenerateTS(TSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := load(t, Config{Dir: "testdata/golden", Check: true}).GenerateTS(TSOptions{})
+	if err != nil || !bytes.Equal(src, again) {
+		t.Fatalf("two runs differ (err %v)", err)
+	}
+	out := string(src)
+	if !strings.HasPrefix(out, GeneratedMarker+"\n") || !strings.Contains(out, `from "@replicago/replica";`) {
+		t.Errorf("missing the generated marker or the runtime import")
+	}
+	m := regexp.MustCompile(`export const DESCRIPTOR = "([^"]*)";`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatal("no descriptor")
+	}
+	if desc, err := base64.StdEncoding.DecodeString(m[1]); err != nil || !bytes.Equal(desc, p.Schema.AppendDescriptor(nil)) {
+		t.Errorf("the embedded descriptor is not the schema's (%v)", err)
+	}
+	// Every leafRef(S$, i, "name") names leaf i of S.
+	byName := map[string]*Struct{}
+	for _, s := range p.Structs {
+		byName[s.Name] = s
+	}
+	refs := regexp.MustCompile(`leafRef\((\w+)\$, (\d+), "([^"]*)"\)`).FindAllStringSubmatch(out, -1)
+	if len(refs) == 0 {
+		t.Fatal("no leaf references")
+	}
+	for _, r := range refs {
+		s := byName[r[1]]
+		i, _ := strconv.Atoi(r[2])
+		if s == nil || i >= s.Schema.Leaves || leafNames(s.Schema)[i] != r[3] {
+			t.Errorf("leafRef(%s, %s, %q) does not name that leaf", r[1], r[2], r[3])
+		}
+	}
+	for _, want := range []string{
+		"export class Hero extends StructView {",
+		"static readonly classId = ",
+		"get hp(): number {",
+		"get avatar(): Uint8Array {",
+		"get pos(): Vec {",
+		"get path(): TypedList<Vec> {",
+		"get scores(): TypedMap<string, number> {",
+		"get inv(): TypedMap<number, Item> {",
+		"static onHpChange(r: Replica, fn: (p: Hero, old: number, now: number) => void): Unregister {",
+		"static onInvChange(r: Replica, fn: (p: Hero, ev: TypedBagEvent<number, Item>) => void): Unregister {",
+		"static onLevel(r: Replica, fn: (p: Hero, old: number, now: number) => void): Unregister {",
+		"fire(conn: Connection, x: number, y: number, weapon: number, label: string, target: number): void {",
+		`conn.callRPC(this.entity, 6, { "x": x, "y": y, "weapon": weapon, "label": label, "target": target });`,
+		"aim(conn: Connection, args: AimArgs): void {",
+		"export interface AimArgs {",
+		"static onHit(conn: Connection, fn: (p: Hero, damage: number, from: number, fx: Uint8Array) => void): Unregister {",
+		"static onTaunt(conn: Connection, fn: (p: Hero) => void): Unregister {",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+}
+
+// TestGenerateTSServerOnly: a server-only field of a class has no getter
+// and no callback.
+func TestGenerateTSServerOnly(t *testing.T) {
+	p := load(t, Config{Dir: "testdata/ok", Check: true})
+	src, err := p.GenerateTS(TSOptions{Import: "./runtime.js"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(src)
+	if strings.Contains(out, "get gold(") || strings.Contains(out, "onGoldChange") {
+		t.Errorf("server-only field gold has a getter or callback")
+	}
+	if !strings.Contains(out, "get hp(): number") || !strings.Contains(out, `from "./runtime.js";`) {
+		t.Errorf("missing player.hp's getter or the -tsimport module")
+	}
+	if strings.Contains(out, "get old(") {
+		t.Errorf("deprecated field old has a getter")
+	}
+}
+
+// TestGenerateTSClashes: names the TypeScript classes cannot hold are
+// refused with the field's position.
+func TestGenerateTSClashes(t *testing.T) {
+	for _, c := range []struct{ spec, want string }{
+		{"//replica:class\ntype unit struct {\n\ttoString int32\n}\n", "getter toString, which every generated class has"},
+		{"//replica:class\ntype unit struct {\n\thp int32\n}\n\n//replica:rpc unit server\ntype level struct{}\n", "Unit.onLevel both for every class and for RPC level"},
+	} {
+		dir := tempModule(t, map[string]string{"spec.go": "package fixture\n\n" + c.spec})
+		p, err := Load(Config{Dir: dir})
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		_, err = p.GenerateTS(TSOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: GenerateTS: %v, want %q", c.spec, err, c.want)
+		}
+	}
+}
+
+// TestGenerateTSGolden compares the TypeScript file of the golden fixture
+// with the committed testdata/golden/golden_replica.ts (rerun with -update
+// after reviewing), which ts/test/generated.test.ts type-checks and runs:
+// its RPC stubs included.
+func TestGenerateTSGolden(t *testing.T) {
+	p := load(t, Config{Dir: "testdata/golden", Check: true})
+	got, err := p.GenerateTS(TSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "golden", "golden_replica.ts")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("generated TypeScript differs from %s (rerun with -update after reviewing)", golden)
+	}
+}

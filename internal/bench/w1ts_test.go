@@ -1,0 +1,24 @@
+package bench
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/replicago/replica/internal/tsnode"
+)
+
+// TestW1TSVerifies runs a short W1 against the TypeScript runtime in Node:
+// the replica verifies against the server and the result is filled in.
+func TestW1TSVerifies(t *testing.T) {
+	res, err := RunW1TS(W1Config{Warmup: 5, Measured: 20})
+	if errors.Is(err, tsnode.ErrNoNode) && os.Getenv("REPLICA_REQUIRE_NODE") != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified || res.Ticks != 25 || res.BytesPerClientTick <= 0 || res.ClientUSPerTick.P50 <= 0 || res.BundleBytes <= 0 || res.FullStateBytes <= 0 {
+		t.Fatalf("result %+v", res)
+	}
+}
