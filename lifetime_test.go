@@ -171,9 +171,11 @@ func TestLifeSceneResetOnSpaceChange(t *testing.T) {
 
 func TestLifeSessionResetOnRelogin(t *testing.T) {
 	sc := lifeSchema(t)
-	w := newWorld(t, 0, replica.Config{Schema: sc, Budget: -1})
+	// LoginGrace: 10 ticks at 20 Hz.
+	const graceTicks = 10
+	w := newWorld(t, 0, replica.Config{Schema: sc, Budget: -1, TickRate: 20, LoginGrace: 500 * time.Millisecond})
 	defer w.close()
-	tokens := []string{"ann", "bob", "ann", "ann"}
+	tokens := []string{"ann", "bob", "ann", "ann", "ann"}
 	w.token = func() string { t := tokens[0]; tokens = tokens[1:]; return t }
 	w.join(t, sc) // ann
 	w.join(t, sc) // bob
@@ -222,11 +224,24 @@ func TestLifeSessionResetOnRelogin(t *testing.T) {
 	w.tick(t)
 	wantZero(t, hero)
 
-	// Ann again, now the last owner: her new login resets the session
-	// fields, on the server and in her new replica.
+	// Ann reconnects within the grace: the same login goes on, nothing
+	// resets.
 	w.clients[1].Close()
 	waitConns(t, w.srv, 1)
 	w.conns, w.clients, w.owned = w.conns[:1], w.clients[:1], w.owned[:1]
+	w.join(t, sc)
+	w.srv.SetOwner(hero, w.conns[1])
+	wantZero(t, hero)
+	w.tick(t)
+
+	// Ann comes back after the grace: a new login, whose taking the hero
+	// resets its session fields, on the server and in her new replica.
+	w.clients[1].Close()
+	waitConns(t, w.srv, 1)
+	w.conns, w.clients, w.owned = w.conns[:1], w.clients[:1], w.owned[:1]
+	for range graceTicks + 1 {
+		w.tick(t)
+	}
 	w.join(t, sc)
 	w.srv.SetOwner(hero, w.conns[1])
 	wantZero(t, hero, schema.LifeSession)

@@ -110,6 +110,14 @@ type Config struct {
 	// must reach a new low. A client that keeps sending PINGs or RPCs but
 	// does not read is dropped all the same. The default is 30 seconds.
 	LagTimeout time.Duration
+	// LoginGrace is how long a user's login session outlives its
+	// connection. A connection of the same user that takes an entity
+	// (SetOwner) while the connection that owned it last is open, or
+	// within LoginGrace after it closed, continues that login: a reconnect
+	// or a second device. Later it is a new login, and the entity's
+	// session fields (life=session, the default) reset. The default is 30
+	// seconds; a negative value makes every new connection a new login.
+	LoginGrace time.Duration
 	// ClientLimits are the decoder limits the server's clients apply;
 	// zero fields select the clients' defaults (codec.Limits). A server
 	// whose clients change theirs sets the same here: a client whose
@@ -203,6 +211,9 @@ func (c Config) withDefaults() Config {
 	if c.LagTimeout <= 0 {
 		c.LagTimeout = 30 * time.Second
 	}
+	if c.LoginGrace == 0 {
+		c.LoginGrace = 30 * time.Second
+	}
 	if c.RPCBurst < 2 {
 		c.RPCBurst = int(10 * c.RPCRate)
 	}
@@ -238,6 +249,7 @@ type Server struct {
 	mu          sync.Mutex
 	claimMu     sync.Mutex         // serialises claim
 	users       map[string][]*Conn // the sessions of each user, handshaken or joined, oldest first
+	logouts     map[uint64]uint64  // connection ID → tick it left, within Config.LoginGrace
 	joining     []*Conn
 	handshaking map[transport.Conn]bool
 	shakesFrom  map[string]int // handshakes in progress by source address
@@ -386,9 +398,10 @@ func (s *Server) Tracker() *state.Tracker { return s.tr }
 // sends nothing.
 //
 // Giving e to a new login of the user who owned it last (a connection of
-// the same user ID, after the one that owned e left or was replaced)
-// resets e's fields of lifetime session (life=session, the default) to
-// their zero values: they belonged to the previous login.
+// the same user ID, once the one that owned e has been gone for longer
+// than Config.LoginGrace) resets e's fields of lifetime session
+// (life=session, the default) to their zero values: they belonged to the
+// previous login.
 func (s *Server) SetOwner(e *state.Entity, c *Conn) { s.setOwner(e, c) }
 
 func (s *Server) setOwner(e *state.Entity, c *Conn) {
@@ -410,7 +423,7 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 		s.owners = append(s.owners, owner{})
 	}
 	last := s.owners[slot]
-	if c != nil && last.id == e.ID() && last.user == c.userID && last.login != c.id {
+	if c != nil && last.id == e.ID() && last.user == c.userID && last.login != c.id && !s.loginLives(last.user, last.login) {
 		// A new login of the user who owned e last: what belonged to
 		// the previous login session goes.
 		e.ResetLife(schema.LifeSession)
@@ -423,6 +436,46 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 	if from != c {
 		s.ownerChanged(e, c)
 	}
+}
+
+// loginLives reports whether the login session of user's connection
+// login goes on: the connection is open, or closed within
+// Config.LoginGrace.
+func (s *Server) loginLives(user string, login uint64) bool {
+	s.mu.Lock()
+	open := slices.ContainsFunc(s.users[user], func(o *Conn) bool { return o.id == login })
+	s.mu.Unlock()
+	if open {
+		return true
+	}
+	left, ok := s.logouts[login]
+	return ok && s.tick-left <= s.graceTicks()
+}
+
+// graceTicks is Config.LoginGrace in ticks, rounded up; 0 with none.
+func (s *Server) graceTicks() uint64 {
+	if s.cfg.LoginGrace < 0 {
+		return 0
+	}
+	return uint64((s.cfg.LoginGrace*time.Duration(s.cfg.TickRate) + time.Second - 1) / time.Second)
+}
+
+// noteLogout records the tick c left, for loginLives, and forgets logins
+// that left longer ago than the grace.
+func (s *Server) noteLogout(c *Conn) {
+	if s.cfg.LoginGrace < 0 {
+		return
+	}
+	if s.logouts == nil {
+		s.logouts = make(map[uint64]uint64)
+	}
+	grace := s.graceTicks()
+	for id, left := range s.logouts {
+		if s.tick-left > grace {
+			delete(s.logouts, id)
+		}
+	}
+	s.logouts[c.id] = s.tick
 }
 
 // An owner is the connection that owns the entity of one slot. It names
@@ -1026,6 +1079,7 @@ func (s *Server) reap() {
 					s.owners[i].c = nil
 				}
 			}
+			s.noteLogout(c)
 			s.release(c)
 			s.gone = append(s.gone, c.tc)
 			code, reason, byPeer := c.tc.CloseInfo()
