@@ -295,6 +295,12 @@ type Server struct {
 	pairSlab slab[pairRef]
 	updSlab  slab[pairUpd]
 	entSlab  slab[*state.Entity]
+	// The arrays of the lists of levels of detail and budgets a client
+	// keeps, sized with its pairs (addPair).
+	idSlab    slab[state.ID]
+	raiseSlab slab[raise]
+	lvlSlab   slab[uint8]
+	levelSlab slab[session.Level]
 
 	warmSum uintptr // what warm read, kept so that the reads stay
 
