@@ -365,6 +365,9 @@ func NewServer(cfg Config) (*Server, error) {
 	for _, c := range cfg.Schema.Classes {
 		s.bands = max(s.bands, len(c.Bands()))
 		for p := range s.parts {
+			if codec.Part(p).Vis() > codec.PartOwner {
+				continue // no partition: its fields would be PartAll's again
+			}
 			s.parts[p] = s.parts[p] || slices.ContainsFunc(codec.PartLeaves(c, codec.Part(p)), func(w uint64) bool { return w != 0 })
 		}
 	}
