@@ -909,6 +909,12 @@ const (
 	stale   = 2 // changes: c's copy is out of date, and gets a set
 )
 
+// Who gets an entering entity's full state this tick (Server.enterNeed).
+const (
+	needOwner  = 1 // its owner
+	needOthers = 2 // a client that does not own it
+)
+
 type pairRef struct {
 	id state.ID
 	at int32 // in the entity's obs

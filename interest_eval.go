@@ -446,16 +446,26 @@ func (s *Server) batchPairs() {
 		s.setAt = make(map[state.ID]int32)
 	}
 	clear(s.setAt)
-	full := func(ie *ient) {
+	s.enterNeed = s.enterNeed[:0]
+	// full lists ie's full state for c, noting whether c is its owner:
+	// the owner partition's pieces are for the owner, the others' for
+	// the others.
+	full := func(ie *ient, c *Conn) {
 		if ie.entered != s.tick {
 			ie.entered, ie.enterAt = s.tick, int32(len(s.enterEnts))
 			s.enterEnts = append(s.enterEnts, ie.e)
+			s.enterNeed = append(s.enterNeed, 0)
+		}
+		if s.ownerOf(ie.e) == c {
+			s.enterNeed[ie.enterAt] |= needOwner
+		} else {
+			s.enterNeed[ie.enterAt] |= needOthers
 		}
 	}
 	for _, c := range s.conns {
 		v := &c.view
 		for _, e := range v.enter {
-			full(&s.ients[e.ID().Slot()])
+			full(&s.ients[e.ID().Slot()], c)
 		}
 		held := v.held[:0]
 		for _, id := range v.held {
@@ -469,7 +479,7 @@ func (s *Server) batchPairs() {
 			}
 			held = append(held, id)
 			if ie.obs[oi].held&pending != 0 {
-				full(ie)
+				full(ie, c)
 			} else if _, ok := s.setAt[id]; !ok {
 				s.setAt[id] = int32(len(s.setEnts))
 				s.setEnts = append(s.setEnts, ie.e)
@@ -489,10 +499,28 @@ func (s *Server) batchPairs() {
 			c.levels = append(c.levels, session.Level{ID: uint32(id), Level: o.level})
 			if o.level > o.sent && o.held == 0 { // a stale one gets its set
 				v.raised = append(v.raised, raise{e: ie.e, from: o.sent, to: o.level})
-				full(ie)
+				full(ie, c)
 			}
 			o.sent = o.level
 		}
+	}
+	// The owner and others partitions encode only the entities some
+	// client gets their pieces of: a player entering the views of
+	// others does not have its owner's fields encoded.
+	byVis := [codec.PartOwner + 1][]*state.Entity{s.enterEnts, s.enterEnts, s.enterEnts}
+	if len(s.enterEnts) > 0 {
+		s.enterOwn, s.enterOthers = s.enterOwn[:0], s.enterOthers[:0]
+		for i, e := range s.enterEnts {
+			own, others := e, e
+			if s.enterNeed[i]&needOwner == 0 {
+				own = nil
+			}
+			if s.enterNeed[i]&needOthers == 0 {
+				others = nil
+			}
+			s.enterOwn, s.enterOthers = append(s.enterOwn, own), append(s.enterOthers, others)
+		}
+		byVis[codec.PartOwner], byVis[codec.PartOthers] = s.enterOwn, s.enterOthers
 	}
 	for _, part := range s.pairParts {
 		p := int(part)
@@ -500,7 +528,7 @@ func (s *Server) batchPairs() {
 			s.enc.DeltaBatch(&s.pairDelta[p], &s.pairCS, part)
 		}
 		if len(s.enterEnts) > 0 {
-			s.enc.FullBatch(&s.pairFull[p], s.enterEnts, part)
+			s.enc.FullBatch(&s.pairFull[p], byVis[part.Vis()], part)
 		}
 		if len(s.setEnts) > 0 {
 			s.enc.SetBatch(&s.pairSet[p], s.setEnts, part)

@@ -269,6 +269,9 @@ type Server struct {
 	dch         []state.Change
 	pairCS      state.Changeset             // this tick's changes of entities seen beyond rooms
 	enterEnts   []*state.Entity             // this tick's entities entering some client's pairs
+	enterNeed   []uint8                     // per enterEnts: needOwner, needOthers, who gets its full state
+	enterOwn    []*state.Entity             // enterEnts, nil where its owner does not get it (batchPairs)
+	enterOthers []*state.Entity             // enterEnts, nil where only its owner gets it
 	pairDelta   [codec.NumParts]codec.Batch // pairCS, by partition (and band, see bands)
 	pairFull    [codec.NumParts]codec.Batch // enterEnts, by partition (and band)
 	setEnts     []*state.Entity             // this tick's entities some client's budget held back and may now get whole
