@@ -77,7 +77,11 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 		}
 	}
 	// Evaluate what changed. Entities first: their evaluation may add
-	// pairs that the views' evaluation then keeps.
+	// pairs that the views' evaluation then keeps. An entity's evaluation
+	// settles its pairs with every client, from the positions of the end
+	// of the tick: the views' evaluations pass over it (entStamp).
+	s.stamp++
+	s.entStamp = s.stamp
 	for i := 0; i < len(s.dirtyEnts); i++ {
 		if ie := s.ientByID(s.dirtyEnts[i]); ie != nil && ie.dirty {
 			ie.dirty = false
@@ -298,6 +302,7 @@ func (s *Server) evalEnt(ie *ient) {
 		s.drop(ie) // created and destroyed within the tick: never seen
 		return
 	}
+	ie.vstamp = s.entStamp
 	s.stamp++
 	try := func(c *Conn) {
 		if c.view.stamp != s.stamp && c.admitted {
@@ -360,7 +365,7 @@ func (s *Server) evalView(c *Conn) {
 	s.stamp++
 	stamp := s.stamp
 	try := func(id state.ID) {
-		if ie := s.ientByID(id); ie != nil && ie.vstamp != stamp {
+		if ie := s.ientByID(id); ie != nil && ie.vstamp != stamp && ie.vstamp != s.entStamp {
 			ie.vstamp = stamp
 			s.evalPair(c, ie)
 		}

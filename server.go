@@ -300,6 +300,7 @@ type Server struct {
 	entSlab  slab[*state.Entity]
 	// The arrays of the lists of levels of detail and budgets a client
 	// keeps, sized with its pairs (addPair).
+	entStamp  uint64 // the stamp of this tick's entity evaluations (updateInterest)
 	idSlab    slab[state.ID]
 	raiseSlab slab[raise]
 	lvlSlab   slab[uint8]
