@@ -917,6 +917,12 @@ const (
 	stale   = 2 // changes: c's copy is out of date, and gets a set
 )
 
+// Who gets an entering entity's full state this tick (Server.enterNeed).
+const (
+	needOwner  = 1 // its owner
+	needOthers = 2 // a client that does not own it
+)
+
 type pairRef struct {
 	id state.ID
 	at int32 // in the entity's obs
@@ -958,12 +964,15 @@ func (s *Server) addPair(c *Conn, ie *ient) {
 		// Likewise the lists of levels of detail and budgets (a pair
 		// changes level at most twice a tick: in its entity's evaluation
 		// and in its viewer's).
-		v.enterL = slices.Grow(v.enterL, n-len(v.enterL))
-		v.relevel = slices.Grow(v.relevel, 2*n-len(v.relevel))
-		v.raised = slices.Grow(v.raised, n-len(v.raised))
-		v.sets = slices.Grow(v.sets, n-len(v.sets))
-		v.held = slices.Grow(v.held, 2*n-len(v.held))
-		c.levels = slices.Grow(c.levels, 2*n-len(c.levels))
+		// They come from slabs too, which make their arrays many at a
+		// time: a client reaching a new high for its pairs then seldom
+		// allocates.
+		v.enterL = s.lvlSlab.fit(v.enterL, n)
+		v.relevel = s.idSlab.fit(v.relevel, 2*n)
+		v.raised = s.raiseSlab.fit(v.raised, n)
+		v.sets = s.raiseSlab.fit(v.sets, n)
+		v.held = s.idSlab.fit(v.held, 2*n)
+		c.levels = s.levelSlab.fit(c.levels, 2*n)
 	}
 	ie.obs = append(s.obsSlab.grow(ie.obs), obsRef{c: c, at: int32(len(v.pairs)), entered: s.tick})
 	v.pairs = append(v.pairs, pairRef{id: ie.id, at: int32(len(ie.obs) - 1)})

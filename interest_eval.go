@@ -77,7 +77,11 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 		}
 	}
 	// Evaluate what changed. Entities first: their evaluation may add
-	// pairs that the views' evaluation then keeps.
+	// pairs that the views' evaluation then keeps. An entity's evaluation
+	// settles its pairs with every client, from the positions of the end
+	// of the tick: the views' evaluations pass over it (entStamp).
+	s.stamp++
+	s.entStamp = s.stamp
 	for i := 0; i < len(s.dirtyEnts); i++ {
 		if ie := s.ientByID(s.dirtyEnts[i]); ie != nil && ie.dirty {
 			ie.dirty = false
@@ -298,6 +302,7 @@ func (s *Server) evalEnt(ie *ient) {
 		s.drop(ie) // created and destroyed within the tick: never seen
 		return
 	}
+	ie.vstamp = s.entStamp
 	s.stamp++
 	try := func(c *Conn) {
 		if c.view.stamp != s.stamp && c.admitted {
@@ -360,7 +365,7 @@ func (s *Server) evalView(c *Conn) {
 	s.stamp++
 	stamp := s.stamp
 	try := func(id state.ID) {
-		if ie := s.ientByID(id); ie != nil && ie.vstamp != stamp {
+		if ie := s.ientByID(id); ie != nil && ie.vstamp != stamp && ie.vstamp != s.entStamp {
 			ie.vstamp = stamp
 			s.evalPair(c, ie)
 		}
@@ -446,16 +451,26 @@ func (s *Server) batchPairs() {
 		s.setAt = make(map[state.ID]int32)
 	}
 	clear(s.setAt)
-	full := func(ie *ient) {
+	s.enterNeed = s.enterNeed[:0]
+	// full lists ie's full state for c, noting whether c is its owner:
+	// the owner partition's pieces are for the owner, the others' for
+	// the others.
+	full := func(ie *ient, c *Conn) {
 		if ie.entered != s.tick {
 			ie.entered, ie.enterAt = s.tick, int32(len(s.enterEnts))
 			s.enterEnts = append(s.enterEnts, ie.e)
+			s.enterNeed = append(s.enterNeed, 0)
+		}
+		if s.ownerOf(ie.e) == c {
+			s.enterNeed[ie.enterAt] |= needOwner
+		} else {
+			s.enterNeed[ie.enterAt] |= needOthers
 		}
 	}
 	for _, c := range s.conns {
 		v := &c.view
 		for _, e := range v.enter {
-			full(&s.ients[e.ID().Slot()])
+			full(&s.ients[e.ID().Slot()], c)
 		}
 		held := v.held[:0]
 		for _, id := range v.held {
@@ -469,7 +484,7 @@ func (s *Server) batchPairs() {
 			}
 			held = append(held, id)
 			if ie.obs[oi].held&pending != 0 {
-				full(ie)
+				full(ie, c)
 			} else if _, ok := s.setAt[id]; !ok {
 				s.setAt[id] = int32(len(s.setEnts))
 				s.setEnts = append(s.setEnts, ie.e)
@@ -489,10 +504,28 @@ func (s *Server) batchPairs() {
 			c.levels = append(c.levels, session.Level{ID: uint32(id), Level: o.level})
 			if o.level > o.sent && o.held == 0 { // a stale one gets its set
 				v.raised = append(v.raised, raise{e: ie.e, from: o.sent, to: o.level})
-				full(ie)
+				full(ie, c)
 			}
 			o.sent = o.level
 		}
+	}
+	// The owner and others partitions encode only the entities some
+	// client gets their pieces of: a player entering the views of
+	// others does not have its owner's fields encoded.
+	byVis := [codec.PartOwner + 1][]*state.Entity{s.enterEnts, s.enterEnts, s.enterEnts}
+	if len(s.enterEnts) > 0 {
+		s.enterOwn, s.enterOthers = s.enterOwn[:0], s.enterOthers[:0]
+		for i, e := range s.enterEnts {
+			own, others := e, e
+			if s.enterNeed[i]&needOwner == 0 {
+				own = nil
+			}
+			if s.enterNeed[i]&needOthers == 0 {
+				others = nil
+			}
+			s.enterOwn, s.enterOthers = append(s.enterOwn, own), append(s.enterOthers, others)
+		}
+		byVis[codec.PartOwner], byVis[codec.PartOthers] = s.enterOwn, s.enterOthers
 	}
 	for _, part := range s.pairParts {
 		p := int(part)
@@ -500,7 +533,7 @@ func (s *Server) batchPairs() {
 			s.enc.DeltaBatch(&s.pairDelta[p], &s.pairCS, part)
 		}
 		if len(s.enterEnts) > 0 {
-			s.enc.FullBatch(&s.pairFull[p], s.enterEnts, part)
+			s.enc.FullBatch(&s.pairFull[p], byVis[part.Vis()], part)
 		}
 		if len(s.setEnts) > 0 {
 			s.enc.SetBatch(&s.pairSet[p], s.setEnts, part)

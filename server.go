@@ -281,6 +281,9 @@ type Server struct {
 	dch         []state.Change
 	pairCS      state.Changeset             // this tick's changes of entities seen beyond rooms
 	enterEnts   []*state.Entity             // this tick's entities entering some client's pairs
+	enterNeed   []uint8                     // per enterEnts: needOwner, needOthers, who gets its full state
+	enterOwn    []*state.Entity             // enterEnts, nil where its owner does not get it (batchPairs)
+	enterOthers []*state.Entity             // enterEnts, nil where only its owner gets it
 	pairDelta   [codec.NumParts]codec.Batch // pairCS, by partition (and band, see bands)
 	pairFull    [codec.NumParts]codec.Batch // enterEnts, by partition (and band)
 	setEnts     []*state.Entity             // this tick's entities some client's budget held back and may now get whole
@@ -307,6 +310,13 @@ type Server struct {
 	pairSlab slab[pairRef]
 	updSlab  slab[pairUpd]
 	entSlab  slab[*state.Entity]
+	// The arrays of the lists of levels of detail and budgets a client
+	// keeps, sized with its pairs (addPair).
+	entStamp  uint64 // the stamp of this tick's entity evaluations (updateInterest)
+	idSlab    slab[state.ID]
+	raiseSlab slab[raise]
+	lvlSlab   slab[uint8]
+	levelSlab slab[session.Level]
 
 	warmSum uintptr // what warm read, kept so that the reads stay
 
@@ -371,6 +381,9 @@ func NewServer(cfg Config) (*Server, error) {
 	for _, c := range cfg.Schema.Classes {
 		s.bands = max(s.bands, len(c.Bands()))
 		for p := range s.parts {
+			if codec.Part(p).Vis() > codec.PartOwner {
+				continue // no partition: its fields would be PartAll's again
+			}
 			s.parts[p] = s.parts[p] || slices.ContainsFunc(codec.PartLeaves(c, codec.Part(p)), func(w uint64) bool { return w != 0 })
 		}
 	}

@@ -123,7 +123,7 @@ func (enc *Encoder) DeltaBatch(b *Batch, cs *state.Changeset, part Part) {
 // them: one piece for each entity, as [Encoder.Full] encodes it. In
 // PartAll a piece creates its entity; in the other partitions it fills in
 // the entity's partition fields, and an entity with none that differ from
-// their zero value has no piece.
+// their zero value has no piece. A nil entity has no piece.
 func (enc *Encoder) FullBatch(b *Batch, ents []*state.Entity, part Part) {
 	enc.queueFull(ents, part)
 	enc.buildEnts(b, ents, part)

@@ -217,7 +217,9 @@ func (enc *Encoder) Full(dst []byte, ents []*state.Entity, part Part) []byte {
 func (enc *Encoder) queueFull(ents []*state.Entity, part Part) {
 	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
 	for _, e := range ents {
-		enc.addFull(e, part)
+		if e != nil {
+			enc.addFull(e, part)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/wire"
@@ -183,6 +184,36 @@ func AppendRefuse(b []byte, m *Refuse) []byte {
 
 // AppendTick appends the encoding of m to b.
 func AppendTick(b []byte, m *Tick) []byte {
+	if len(m.Gained) == 0 && len(m.Lost) == 0 && len(m.Levels) == 0 && m.Tick < 1<<16 && m.Segments < 1<<8 {
+		// Most TICKs: a tick number, a segment count and three empty
+		// lists, at most 24 + 15 + 12 bits, packed in one word.
+		v, n := uCode(m.Tick, 8)
+		c, cn := uCode(uint64(m.Segments), 1)
+		v |= c << n
+		n += cn + 12 // three U(3) counts of 0: four 0 bits each
+		b = append(b, byte(TypeTick))
+		for i := uint(0); i < n; i += 8 {
+			b = append(b, byte(v))
+			v >>= 8
+		}
+		return b
+	}
+	return appendTick(b, m)
+}
+
+// uCode returns the U(k) code of u (docs/protocol.md §1.2) in the low n
+// bits of v, for u of fewer than 32 bits and k < 32.
+func uCode(u uint64, k uint) (v uint64, n uint) {
+	b := uint(bits.Len64(u))
+	if b <= k {
+		return u << 1, k + 1 // a 0, then k bits of u
+	}
+	ones := b - k // that many 1s, a 0, then the low b−1 bits of u
+	return 1<<ones - 1 | (u&(1<<(b-1)-1))<<(ones+1), 2*b - k
+}
+
+// appendTick is AppendTick for any TICK.
+func appendTick(b []byte, m *Tick) []byte {
 	b = append(b, byte(TypeTick))
 	// Written in b's spare capacity, where there is enough: the append
 	// below then copies the bits onto themselves, allocating nothing.
