@@ -34,6 +34,9 @@ type Conn struct {
 	replaced atomic.Bool     // closed by a newer session of its user (claim)
 	fullTick uint64          // the tick that sent it the full state as a joiner
 	changes  state.Changeset // this tick's changes of entities the connection owns
+	// held is what the client holds, when it gets nothing but its pairs
+	// (no room): its update sections name entities by rank in it.
+	held codec.Held
 
 	// This tick's ownership changes (Server.moved): the IDs its TICK
 	// lists, and the entities it gets the partition fields of whole.

@@ -296,6 +296,7 @@ type Server struct {
 	maxDelta    int    // and of the pair changes
 	keepR       []raise
 	asm         codec.Assembler
+	heldBuf     []uint32             // sendFull: the slots a client holds
 	arena       codec.Arena          // this and later ticks' messages for the clients
 	parts       [codec.NumParts]bool // whether some class has a field in each partition
 	bands       int                  // the most level-of-detail bands of a class: pairs are encoded by band if > 0
@@ -674,6 +675,14 @@ func (s *Server) tickSegments(c *Conn) [][]byte {
 	if room != nil {
 		segs = append(segs, room.segAll...)
 	}
+	// A client in a room gets creates and destroys in the room's shared
+	// segments, which its Held does not see: no ranks for it.
+	if v.space != nil && v.space.room {
+		c.held.Invalidate()
+	}
+	if c.held.Valid() {
+		s.asm.Held = &c.held
+	}
 	segs = s.pairSegments(segs, c, codec.PartAll, nil)
 
 	// Others partition: c's room, minus what c owns and what it lost
@@ -692,6 +701,8 @@ func (s *Server) tickSegments(c *Conn) [][]byte {
 		segs = s.pairSegments(segs, c, codec.PartOwner, notNew)
 		segs = s.leveledFulls(segs, c, c.gainFull, codec.PartOwner)
 	}
+	s.asm.Held = nil
+	c.held.Commit()
 	s.seg = segs
 	return segs
 }
@@ -897,6 +908,15 @@ func (s *Server) sendFull(c *Conn) {
 	}
 	segs := s.fullSeg[:0]
 	var shared [][]byte
+	c.held.Invalidate()
+	if sp := c.view.space; sp == nil || !sp.room {
+		// It holds its pairs from now on: the full state creates them.
+		s.heldBuf = s.heldBuf[:0]
+		for _, e := range pairs {
+			s.heldBuf = append(s.heldBuf, e.ID().Slot())
+		}
+		c.held.Reset(s.heldBuf)
+	}
 	if sp := c.view.space; sp != nil && sp.room {
 		f := s.fullState(sp)
 		segs = append(segs, f.all...)

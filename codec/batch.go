@@ -246,6 +246,17 @@ type Assembler struct {
 	// Arena, if set, is where the segments are carved from, instead of
 	// an allocation each.
 	Arena *Arena
+	// Held, if set and valid, is what the client held when the tick
+	// began: Segments then writes update sections ranked, naming each
+	// entity by its rank among those (docs/protocol.md §5.4), which
+	// costs a client that holds few of the server's entities fewer bits,
+	// and notes in Held the creates and destroys it writes. The caller
+	// sets it per client and calls [Held.Commit] after the client's last
+	// Segments of the tick.
+	Held *Held
+
+	ranked bool     // this call's update sections are ranked
+	ranks  []uint32 // rankAndSort: the rank of each update entry
 
 	ents     []asmEntry
 	groups   []asmGroup
@@ -519,7 +530,45 @@ func (a *Assembler) rankAndSort() []asmEntry {
 			n++
 		}
 	}
-	return ents[:n]
+	ents = ents[:n]
+	a.rankUpdates(ents)
+	return ents
+}
+
+// rankUpdates decides whether this call's update sections are ranked, and
+// if so puts each update entry's rank where its slot was: ranks ascend
+// with slots, so the entries stay in order, and the ID blocks, planned and
+// written from what the entries hold, carry ranks. Sections stay by slot
+// if some update names an entity Held does not have, which would be a
+// caller bug.
+func (a *Assembler) rankUpdates(ents []asmEntry) {
+	a.ranked = false
+	h := a.Held
+	if h == nil || !h.valid {
+		return
+	}
+	a.ranks = a.ranks[:0]
+	for i := range ents {
+		if a.groups[ents[i].group].key>>32 != secUpdate {
+			continue
+		}
+		r, ok := h.Rank(uint32(ents[i].ord))
+		if !ok {
+			return
+		}
+		a.ranks = append(a.ranks, uint32(r))
+	}
+	if len(a.ranks) == 0 {
+		return
+	}
+	a.ranked = true
+	j := 0
+	for i := range ents {
+		if a.groups[ents[i].group].key>>32 == secUpdate {
+			ents[i].ord = ents[i].ord&^(1<<32-1) | uint64(a.ranks[j])
+			j++
+		}
+	}
 }
 
 // A segPlan follows the size of the segment being planned as entities are
@@ -683,7 +732,11 @@ func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
 			}
 		}
 		sec := uint8(key >> 32)
-		w.Bits(uint64(sec), 3)
+		if sec == secUpdate && a.ranked {
+			w.Bits(secRanked, 3)
+		} else {
+			w.Bits(uint64(sec), 3)
+		}
 		if sec != secDestroy {
 			w.U(uint64(uint32(key)), 4)
 			w.U(uint64(groups), 0)
@@ -733,6 +786,11 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 	w.Bits(uint64(k), 6)
 	a.gapk = fill(a.gapk, len(ents), uint8(k))
 	w.UEach(a.gapv, a.gapk)
+	if h := a.Held; h != nil && (b == nil || g.key>>32 == secCreate) {
+		for i := range ents {
+			h.note(uint32(ents[i].ord), b != nil)
+		}
+	}
 	if b == nil {
 		return
 	}
@@ -762,7 +820,7 @@ func (a *Assembler) settle(n int) {
 	if cap(a.ents) <= 4*a.peak+256 {
 		return
 	}
-	a.ents, a.byRank, a.rank, a.gapv, a.gapk = nil, nil, nil, nil, nil
+	a.ents, a.byRank, a.rank, a.gapv, a.gapk, a.ranks = nil, nil, nil, nil, nil, nil
 	a.w = wire.Writer{}
 }
 

@@ -175,6 +175,7 @@ type viewer struct {
 	view      map[state.ID]bool // the entities it saw after the last tick
 	tab, ref  *state.Table
 	dec, rdec *codec.Decoder
+	held      *codec.Held // what it holds, for ranked updates; nil for none
 }
 
 // limits are the segment limits of one Segments call; 0 is none.
@@ -249,6 +250,11 @@ func TestAssembleViews(t *testing.T) {
 			dec, _ := codec.NewDecoder(w.srv, nil, codec.Limits{})
 			rdec, _ := codec.NewDecoder(w.srv, nil, codec.Limits{})
 			v := &viewer{idx: i, view: map[state.ID]bool{}, tab: state.NewTable(), ref: state.NewTable(), dec: dec, rdec: rdec}
+			if i > 0 {
+				// Viewers but the first are sent ranked updates.
+				v.held = new(codec.Held)
+				v.held.Reset(nil)
+			}
 			for _, c := range w.srv.Classes {
 				v.tab.WatchAll(c)
 				v.ref.WatchAll(c)
@@ -317,6 +323,7 @@ func TestAssembleViews(t *testing.T) {
 				// Assembled from the batches.
 				lim := drawLimits(t)
 				var segs [][]byte
+				a.Held = v.held
 				for p, part := range parts {
 					for i, ch := range cs.Changes {
 						if sent(ch) && (part == codec.PartAll || !ch.Destroyed && mine(ch.Entity.ID()) == (part == codec.PartOwner)) {
@@ -339,8 +346,21 @@ func TestAssembleViews(t *testing.T) {
 					}
 					segs = a.Segments(segs, lim.ents, lim.bytes, lim.values)
 				}
+				a.Held = nil
 				if err := applySplit(v.tab, v.dec, segs, lim, true); err != nil {
 					t.Fatalf("tick %d, viewer %d: %v", ticks, v.idx, err)
+				}
+				if v.held != nil {
+					v.held.Commit()
+					held := v.tab.AppendEntities(nil)
+					if v.held.Len() != len(held) {
+						t.Fatalf("tick %d, viewer %d: Held has %d entities, the client %d", ticks, v.idx, v.held.Len(), len(held))
+					}
+					for r, e := range held {
+						if got, ok := v.held.Rank(e.ID().Slot()); !ok || got != r {
+							t.Fatalf("tick %d, viewer %d: Held ranks slot %d %d (%v), want %d", ticks, v.idx, e.ID().Slot(), got, ok, r)
+						}
+					}
 				}
 
 				// The reference, encoded for it alone.

@@ -94,6 +94,10 @@ var (
 	ErrUnknown = errors.New("codec: unknown class or field")
 	// ErrIncompatible means two schema versions disagree on a field.
 	ErrIncompatible = errors.New("codec: incompatible schema")
+	// ErrRank means a ranked update section (docs/protocol.md §5.4) names
+	// a rank beyond the entities the receiver held when the tick began:
+	// the sender's idea of what the receiver holds differs from its own.
+	ErrRank = errors.New("codec: entity rank out of range")
 )
 
 // A DecodeError reports why a segment was rejected and where.
@@ -314,7 +318,7 @@ func (d *Decoder) apply(txn *state.Txn) error {
 			}
 			return nil
 		case secDestroy:
-			if err := d.readIDs(); err != nil {
+			if err := d.readIDs(nil); err != nil {
 				return err
 			}
 			for _, slot := range d.ids {
@@ -322,7 +326,7 @@ func (d *Decoder) apply(txn *state.Txn) error {
 					return err
 				}
 			}
-		case secCreate, secUpdate, secFill, secSet:
+		case secCreate, secUpdate, secFill, secSet, secRanked:
 			cid := r.U(4)
 			rc := d.remote.Class(uint32(cid))
 			if r.Err() == nil && (rc == nil || cid > math.MaxUint32) {
@@ -340,7 +344,10 @@ func (d *Decoder) apply(txn *state.Txn) error {
 	}
 }
 
-func (d *Decoder) readIDs() error {
+// readIDs reads an ID block into d.ids, as slots. With ranked (a
+// transaction), the block gives ranks among the entities the transaction's
+// table held when it began, which readIDs turns into their slots.
+func (d *Decoder) readIDs(ranked *state.Txn) error {
 	r := &d.r
 	n := r.Count(3, d.lim.MaxEntities-d.entities, 1, "entities")
 	d.entities += n
@@ -363,19 +370,32 @@ func (d *Decoder) readIDs() error {
 		d.ids = append(d.ids, uint32(slot))
 		prev = slot
 	}
+	if ranked != nil && r.Err() == nil {
+		for i, rank := range d.ids {
+			slot, ok := ranked.HeldSlot(uint64(rank))
+			if !ok {
+				return fmt.Errorf("%w: entity rank %d, of %d entities held", ErrRank, rank, ranked.HeldLen())
+			}
+			d.ids[i] = slot
+		}
+	}
 	return r.Err()
 }
 
 func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 	lc := d.localClass(rc)
 	lmap := d.leafMap(rc, lc)
-	delta := tag == secUpdate
+	delta := tag == secUpdate || tag == secRanked
 	d.steps = d.steps[:0]
 	if err := d.readTree(rc, 0, delta, true, 0); err != nil {
 		return err
 	}
 	d.planSteps(rc, lc, lmap, delta)
-	if err := d.readIDs(); err != nil {
+	var ranked *state.Txn
+	if tag == secRanked {
+		ranked = txn
+	}
+	if err := d.readIDs(ranked); err != nil {
 		return err
 	}
 	if tag == secCreate {
@@ -402,7 +422,7 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 		default:
 			e = txn.AtSlot(slot)
 			if e == nil {
-				err = fmt.Errorf("%w: %s of slot %d", state.ErrNotFound, map[uint8]string{secUpdate: "update", secSet: "set"}[tag], slot)
+				err = fmt.Errorf("%w: %s of slot %d", state.ErrNotFound, map[uint8]string{secUpdate: "update", secRanked: "update", secSet: "set"}[tag], slot)
 			}
 		}
 		if err == nil && e.Class().ID != rc.ID {

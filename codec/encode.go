@@ -67,6 +67,10 @@ const (
 	secDestroy = 3
 	secFill    = 4
 	secSet     = 5
+	// secRanked is an update section whose ID block gives ranks among the
+	// entities the client held when the tick began instead of slots
+	// (docs/protocol.md §5.4). Only per-client segments use it.
+	secRanked = 6
 )
 
 // An Encoder encodes changesets and full states. It keeps scratch buffers

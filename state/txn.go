@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/replicago/replica/schema"
@@ -32,6 +33,13 @@ type Table struct {
 	n     int // entities
 	txn   Txn
 	watch map[*schema.Struct][]uint64 // leaves whose changes are reported as events
+
+	// held lists the slots of the entities as of the last Commit (so
+	// throughout a transaction, as they were when it began), ascending:
+	// segments may name an entity by its rank in it (Txn.HeldSlot).
+	// Commit merges the transaction's creations and destructions into
+	// it, through spare, allocating nothing in steady state.
+	held, spare []uint32
 }
 
 // pageBits is the base-2 logarithm of the number of slots of a page.
@@ -249,6 +257,7 @@ type Txn struct {
 	nums   []numUndo // numeric slot writes, the bulk of most ticks
 	serial uint64    // numbers the transactions, for page.bornTxn
 	empty  []uint32  // pages (slot>>pageBits) that may have been left empty
+	moved  []uint32  // Commit: the slots the transaction created or destroyed in
 	Events []Event
 
 	lastC *schema.Struct // one-entry cache of t.watch
@@ -623,13 +632,63 @@ func (x *Txn) SetItemContainer(e *Entity, leaf int, k uint64, r *Record, itemLea
 	x.event(Event{Kind: EvBagItem, E: e, Leaf: leaf, Key: Value{N: k}, ItemLeaf: itemLeaf})
 }
 
+// HeldLen returns the number of entities the table held when the
+// transaction began.
+func (x *Txn) HeldLen() int { return len(x.t.held) }
+
+// HeldSlot returns the slot of the entity of rank r (from 0, by ascending
+// slot) among those the table held when the transaction began, whatever
+// the transaction created or destroyed since; false if r is out of range.
+func (x *Txn) HeldSlot(r uint64) (uint32, bool) {
+	if r >= uint64(len(x.t.held)) {
+		return 0, false
+	}
+	return x.t.held[r], true
+}
+
 // Commit keeps every change and returns the events, in the order the
 // changes were applied. The events are valid until the next Begin.
 func (x *Txn) Commit() []Event {
+	x.moved = x.moved[:0]
+	for i := range x.undo {
+		if k := x.undo[i].kind; k == uCreate || k == uDestroy {
+			x.moved = append(x.moved, x.undo[i].e.id.Slot())
+		}
+	}
+	if len(x.moved) > 0 {
+		x.t.mergeHeld(x.moved)
+	}
 	clear(x.undo)
 	x.undo = x.undo[:0]
 	x.nums = x.nums[:0]
 	return x.Events
+}
+
+// mergeHeld brings t.held up to date with the slots moved, where the
+// transaction created or destroyed entities: each of them is in held if
+// and only if it holds an entity now.
+func (t *Table) mergeHeld(moved []uint32) {
+	slices.Sort(moved)
+	out := t.spare[:0]
+	i := 0
+	for j := 0; j < len(moved); j++ {
+		m := moved[j]
+		if j > 0 && m == moved[j-1] {
+			continue
+		}
+		for i < len(t.held) && t.held[i] < m {
+			out = append(out, t.held[i])
+			i++
+		}
+		if i < len(t.held) && t.held[i] == m {
+			i++
+		}
+		if t.AtSlot(m) != nil {
+			out = append(out, m)
+		}
+	}
+	out = append(out, t.held[i:]...)
+	t.held, t.spare = out, t.held[:0]
 }
 
 // Rollback undoes every change of the transaction, newest first.

@@ -382,3 +382,65 @@ func TestTxnEvents(t *testing.T) {
 	}
 	x.Rollback()
 }
+
+// heldSlots returns the slots a transaction's HeldSlot ranks name, in rank
+// order.
+func heldSlots(x *state.Txn) []uint32 {
+	var out []uint32
+	for r := range uint64(x.HeldLen()) {
+		s, ok := x.HeldSlot(r)
+		if !ok {
+			panic("rank below HeldLen out of range")
+		}
+		out = append(out, s)
+	}
+	if _, ok := x.HeldSlot(uint64(x.HeldLen())); ok {
+		panic("rank HeldLen in range")
+	}
+	return out
+}
+
+// TestTxnHeldRanks checks that the ranks a transaction resolves are those
+// of the entities held when it began, ascending by slot, whatever it
+// creates and destroys, and that Commit and Rollback keep them in step
+// with the table.
+func TestTxnHeldRanks(t *testing.T) {
+	ts := newTestSchema(t)
+	rng := rand.New(rand.NewPCG(21, 22))
+	tab := state.NewTable()
+	for iter := range 2000 {
+		var want []uint32
+		for _, e := range tab.AppendEntities(nil) {
+			want = append(want, e.ID().Slot())
+		}
+		x := tab.Begin()
+		for range rng.IntN(12) {
+			slot := uint32(rng.IntN(40))
+			if rng.IntN(8) == 0 {
+				slot += uint32(rng.IntN(1 << state.SlotBits))
+			}
+			if x.AtSlot(slot) == nil {
+				if _, err := x.Create(ts.other, state.MakeID(slot, 0)); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := x.DestroySlot(slot); err != nil {
+				t.Fatal(err)
+			}
+			if got := heldSlots(x); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("iteration %d, within the transaction: held %v, want %v", iter, got, want)
+			}
+		}
+		if rng.IntN(3) == 0 {
+			x.Rollback()
+		} else {
+			x.Commit()
+			want = want[:0]
+			for _, e := range tab.AppendEntities(nil) {
+				want = append(want, e.ID().Slot())
+			}
+		}
+		if got := heldSlots(tab.Begin()); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("iteration %d, after the transaction: held %v, want %v", iter, got, want)
+		}
+	}
+}
