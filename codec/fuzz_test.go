@@ -147,6 +147,32 @@ func fzNewStream(t testing.TB) *fzStream {
 		sets = append(sets, enc.Set(nil, ents, p))
 	}
 	st.ticks = append(st.ticks, sets)
+	// Tick 4: ranked update sections (§5.4), assembled as for a client
+	// that holds every entity.
+	gvSet(t, a, "i8", 3)
+	gvSet(t, a, "gold", 7)
+	gvSet(t, c2, "mood", 5)
+	gvSet(t, c2, "u16", 12)
+	gvList(t, h2, "path").Push(gvVec(t, holder, 4, 5))
+	cs := w.tr.Commit()
+	var held codec.Held
+	var slots []uint32
+	for _, e := range ents {
+		slots = append(slots, e.ID().Slot())
+	}
+	held.Reset(slots)
+	asm := codec.Assembler{Held: &held}
+	var ranked [][]byte
+	var batch codec.Batch
+	for _, p := range []codec.Part{codec.PartAll, codec.PartOthers, codec.PartOwner} {
+		enc.DeltaBatch(&batch, cs, p)
+		for i := range cs.Changes {
+			asm.Add(&batch, batch.Piece(i))
+		}
+		ranked = asm.Segments(ranked, 0, 0, 0)
+	}
+	st.ticks = append(st.ticks, ranked)
+	ents = w.tr.AppendEntities(nil)
 	for _, p := range []codec.Part{codec.PartAll, codec.PartOthers, codec.PartOwner} {
 		st.full = append(st.full, enc.Full(nil, ents, p))
 	}

@@ -502,7 +502,7 @@ func gvApplyTicks(t *testing.T, local, remote *schema.Schema, vis schema.Visibil
 func TestGoldenVectors(t *testing.T) {
 	scenarios := []func(*testing.T) *gvWorld{
 		scenarioScalars, scenarioNested, scenarioContainers, scenarioViews, scenarioLateJoin, scenarioW1,
-		scenarioBands,
+		scenarioBands, scenarioRanked,
 	}
 	seen := make(map[string]bool)
 	for _, scenario := range scenarios {
@@ -1076,5 +1076,121 @@ func scenarioW1(t *testing.T) *gvWorld {
 		}
 		w.tick()
 	}
+	return w
+}
+
+// scenarioRanked covers ranked update sections (§5.4): a client that sees
+// a few of the server's entities, its segments assembled for it alone
+// (codec.Assembler with a codec.Held), so that its updates name entities
+// by rank among those it held when the tick began.
+func scenarioRanked(t *testing.T) *gvWorld {
+	unit := &schema.Struct{Name: "Unit", Class: true, ID: 1, Fields: []*schema.Field{
+		{ID: 1, Name: "hp", Type: schema.Type{Kind: schema.Int16}, Vis: schema.VisAll},
+		{ID: 2, Name: "name", Type: schema.Type{Kind: schema.String}, Vis: schema.VisAll},
+	}}
+	flag := &schema.Struct{Name: "Flag", Class: true, ID: 2, Fields: []*schema.Field{
+		{ID: 1, Name: "team", Type: schema.Type{Kind: schema.Uint8}, Vis: schema.VisAll},
+	}}
+	w := newGVWorld(t, unit, flag)
+	c := w.client("ranked", "A client that sees a few of the server's entities (of two classes), its segments "+
+		"assembled for it alone: update sections are ranked, naming each entity by its rank among the "+
+		"entities the client held when the tick began. Ticks mix ranked updates with creates of entities "+
+		"that enter its view (at slots below those updated) and destroys of entities that leave it (ranked "+
+		"before those updated), in one segment and, in the last tick, over several segments.",
+		"others", codec.PartAll)
+	c.on = false
+	var (
+		delta, full codec.Batch
+		asm         codec.Assembler
+		held        codec.Held
+	)
+	held.Reset(nil)
+	view := map[state.ID]bool{}
+	// tick commits the tick and records the client's segments, given
+	// which entities it sees from now on; maxEntities splits them.
+	tick := func(next []*state.Entity, maxEntities int) {
+		cs := w.tr.Commit()
+		ents := w.tr.AppendEntities(nil)
+		w.enc.DeltaBatch(&delta, cs, codec.PartAll)
+		w.enc.FullBatch(&full, ents, codec.PartAll)
+		in := map[state.ID]bool{}
+		for _, e := range next {
+			in[e.ID()] = true
+		}
+		asm.Held = &held
+		created := map[state.ID]bool{}
+		for i, ch := range cs.Changes {
+			id := ch.Entity.ID()
+			created[id] = ch.Created
+			if ch.Destroyed && view[id] || ch.Created && in[id] || !ch.Created && !ch.Destroyed && view[id] && in[id] {
+				asm.Add(&delta, delta.Piece(i))
+			}
+		}
+		var state []gvEntity
+		for i, e := range ents {
+			if in[e.ID()] && !view[e.ID()] && !created[e.ID()] {
+				asm.Add(&full, full.Piece(i))
+			}
+			if view[e.ID()] && !in[e.ID()] {
+				asm.Destroy(e.ID())
+			}
+			if in[e.ID()] {
+				state = append(state, gvDumpEntity(e, c.vis))
+			}
+		}
+		segs := asm.Segments(nil, maxEntities, 0, 0)
+		asm.Held = nil
+		held.Commit()
+		view = in
+		if state == nil {
+			state = []gvEntity{}
+		}
+		c.ticks = append(c.ticks, gvTick{segments: segs, state: state})
+	}
+
+	// Tick 1: twelve units and three flags; the client sees five units
+	// and a flag.
+	var units, flags []*state.Entity
+	for i := range 12 {
+		u := w.spawn(unit)
+		gvSet(t, u, "hp", 100+i)
+		gvSet(t, u, "name", fmt.Sprintf("u%d", i))
+		units = append(units, u)
+	}
+	for i := range 3 {
+		f := w.spawn(flag)
+		gvSet(t, f, "team", i+1)
+		flags = append(flags, f)
+	}
+	tick([]*state.Entity{units[1], units[4], units[5], units[9], units[11], flags[1]}, 0)
+
+	// Tick 2: every entity changes; the client gets its six, ranked.
+	for i, u := range units {
+		gvSet(t, u, "hp", 90-i)
+	}
+	for _, f := range flags {
+		gvSet(t, f, "team", 7)
+	}
+	tick([]*state.Entity{units[1], units[4], units[5], units[9], units[11], flags[1]}, 0)
+
+	// Tick 3: units[4] is destroyed and units[7] enters the view (its
+	// slot below units[9]'s), a new unit is created in view; the others
+	// change: their ranks are still among the six held before.
+	w.tr.Destroy(units[4])
+	nu := w.spawn(unit)
+	gvSet(t, nu, "name", "new")
+	for _, u := range []*state.Entity{units[5], units[7], units[9], units[11]} {
+		gvSet(t, u, "hp", 1)
+	}
+	gvSet(t, flags[1], "team", 2)
+	tick([]*state.Entity{units[1], units[5], units[7], units[9], units[11], flags[1], nu}, 0)
+
+	// Tick 4: units[1] and units[9] leave the view, units[0] enters;
+	// changes of everything else, in segments of at most two entities.
+	for _, u := range []*state.Entity{units[0], units[1], units[5], units[7], units[11], nu} {
+		gvSet(t, u, "hp", -5)
+	}
+	gvSet(t, flags[1], "team", 3)
+	tick([]*state.Entity{units[0], units[5], units[7], units[11], flags[1], nu}, 2)
 	return w
 }

@@ -30,7 +30,7 @@ import (
 
 // ProtocolVersion is the version of the session protocol and segment
 // format. Peers with different versions refuse each other.
-const ProtocolVersion = 4
+const ProtocolVersion = 5
 
 // Type is a message type, the first byte of every non-segment message.
 type Type uint8
