@@ -75,10 +75,18 @@ type world struct {
 	ticks    int
 	late     *tsnode.Proc // the late joiner's Node process, until it joins
 	join     bool         // the late joiner joins at the next tick
+
+	// The other version's pair gets its segments assembled for it, with
+	// ranked update sections (docs/protocol.md §5.4): held is what it
+	// holds.
+	asm     codec.Assembler
+	held    codec.Held
+	batches [2]codec.Batch
 }
 
 func run(t *rapid.T, srv, alt *schema.Schema, procs []*tsnode.Proc) {
 	w := &world{srv: srv, alt: alt, tr: state.NewTracker(srv), owned: map[state.ID]bool{}, late: procs[2]}
+	w.held.Reset(nil)
 	desc := srv.AppendDescriptor(nil)
 	remote, err := schema.DecodeDescriptor(desc)
 	if err != nil {
@@ -211,11 +219,25 @@ func (w *world) tick(t *rapid.T) {
 	others := w.enc.Delta(nil, cs, codec.PartOthers, nil)
 	othersOwner := w.enc.Delta(nil, cs, codec.PartOthers, func(e *state.Entity) bool { return !w.owned[e.ID()] })
 	owner := w.enc.Delta(nil, cs, codec.PartOwner, func(e *state.Entity) bool { return w.owned[e.ID()] })
+	var ranked [][]byte
+	w.asm.Held = &w.held
+	for i, part := range []codec.Part{codec.PartAll, codec.PartOthers} {
+		b := &w.batches[i]
+		w.enc.DeltaBatch(b, cs, part)
+		for j := range cs.Changes {
+			w.asm.Add(b, b.Piece(j))
+		}
+		ranked = w.asm.Segments(ranked, 0, 0, 0)
+	}
+	w.asm.Held = nil
+	w.held.Commit()
 	for _, p := range w.pairs {
 		segs := [][]byte{all, others}
 		var g []state.ID
 		if p.owner {
 			segs, g = [][]byte{all, othersOwner, owner}, gained
+		} else {
+			segs = ranked
 		}
 		if err := p.goc.ApplyTick(g, nil, segs...); err != nil {
 			t.Fatalf("tick %d, %s: Go client: %v", w.ticks, p.name, err)

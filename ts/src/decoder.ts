@@ -51,6 +51,8 @@ export const SEC_UPDATE = 2;
 export const SEC_DESTROY = 3;
 export const SEC_FILL = 4;
 export const SEC_SET = 5;
+/** An update naming entities by rank among those held when the tick began (§5.4). */
+export const SEC_RANKED = 6;
 
 // How a step's value is read.
 const P_RAW = 1; // raw bits
@@ -178,7 +180,8 @@ export class Decoder {
         case SEC_CREATE:
         case SEC_UPDATE:
         case SEC_FILL:
-        case SEC_SET: {
+        case SEC_SET:
+        case SEC_RANKED: {
           const cid = r.u(4);
           const rc = r.hi === 0 ? this.remote.class(cid) : undefined;
           if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "≥ 2^32"}`);
@@ -210,6 +213,16 @@ export class Decoder {
     }
   }
 
+  /** Turns the ranks readIDs read into the slots they name (§5.4). */
+  private rankedIDs(txn: Txn): void {
+    const ids = this.ids;
+    for (let i = 0; i < ids.length; i++) {
+      const slot = txn.heldSlot(ids[i]!);
+      if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
+      ids[i] = slot;
+    }
+  }
+
   private readGens(): void {
     const r = this.r;
     const k = r.bits(6);
@@ -225,12 +238,13 @@ export class Decoder {
   private group(txn: Txn, tag: number, rc: StructType): void {
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
-    const delta = tag === SEC_UPDATE;
+    const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.steps.length = 0;
     this.readTree(rc, 0, delta, 0);
     const steps = this.steps;
     this.planSteps(lc, map, delta);
     this.readIDs();
+    if (tag === SEC_RANKED) this.rankedIDs(txn);
     if (tag === SEC_CREATE) this.readGens();
     const ids = this.ids;
     const bands = rc.nbands === 0 ? ZERO_BANDS : map.bands;
@@ -671,7 +685,7 @@ const OP_SET = 3;
 const OP_CLEAR = 4;
 const OP_PATCH = 5;
 
-const SEC_NAMES = ["end", "create", "update", "destroy", "fill", "set"];
+const SEC_NAMES = ["end", "create", "update", "destroy", "fill", "set", "update"];
 
 const KIND_NAME = (k: number): string => ["invalid", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"][k] ?? `kind ${k}`;
 

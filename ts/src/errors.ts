@@ -16,6 +16,8 @@ export type ErrorCode =
   | "unknown"
   /** An update, fill, set or destroy of an entity that does not exist (or may not be filled). */
   | "not-found"
+  /** A ranked update's rank beyond the entities held when the tick began (§5.4). */
+  | "rank"
   /** A create of a slot that holds an entity. */
   | "exists"
   /** A list index out of range. */

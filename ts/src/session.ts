@@ -9,7 +9,7 @@ import { ReplicaDecodeError } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 
 /** The protocol version this package speaks (§10.2). */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 /** Message types: the first byte of every message but a segment. */
 export const MsgType = {

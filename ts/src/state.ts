@@ -319,6 +319,14 @@ function event(kind: number, e: Entity, leaf = -1): TxEvent {
 export class Table {
   private dir: (Entity | undefined)[][] = [];
   private n = 0;
+  /**
+   * @internal The slots of the entities as of the last commit (so, in a
+   * transaction, when it began), ascending: ranked update sections (§5.4)
+   * name entities by their index in it.
+   */
+  held: number[] = [];
+  /** @internal the other buffer of held */
+  spare: number[] = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
   readonly watch = new Map<StructType, Uint8Array>();
   readonly txn = new Txn(this);
@@ -369,6 +377,29 @@ export class Table {
     return out;
   }
 
+  /**
+   * @internal Brings held up to date with the slots moved, where a
+   * transaction created or destroyed entities: each is in held if and
+   * only if it holds an entity now.
+   */
+  mergeHeld(moved: number[]): void {
+    moved.sort((a, b) => a - b);
+    const held = this.held;
+    const out = this.spare;
+    out.length = 0;
+    let i = 0;
+    for (let j = 0; j < moved.length; j++) {
+      const m = moved[j]!;
+      if (j > 0 && m === moved[j - 1]) continue;
+      while (i < held.length && held[i]! < m) out.push(held[i++]!);
+      if (i < held.length && held[i] === m) i++;
+      if (this.atSlot(m)) out.push(m);
+    }
+    while (i < held.length) out.push(held[i++]!);
+    this.held = out;
+    this.spare = held;
+  }
+
   /** Watches leaf of class c for events. */
   watchLeaf(c: StructType, leaf: number): void {
     let w = this.watch.get(c);
@@ -394,6 +425,8 @@ export class Txn {
   // Everything else, undone newest first.
   private undo: (() => void)[] = [];
   private fillable = new Set<number>();
+  /** The slots this transaction created or destroyed an entity in. */
+  private moved: number[] = [];
   events: TxEvent[] = [];
   /** @internal one-entry cache of the table's watch map */
   lastC: StructType | undefined;
@@ -409,8 +442,23 @@ export class Txn {
     this.savedLen = 0;
     this.undo.length = 0;
     this.fillable.clear();
+    this.moved.length = 0;
     this.events = [];
     return this;
+  }
+
+  /** The number of entities the table held when the transaction began. */
+  heldLen(): number {
+    return this.t.held.length;
+  }
+
+  /**
+   * The slot of the entity of rank r (from 0, by ascending slot) among
+   * those the table held when the transaction began, or -1 if r is out of
+   * range.
+   */
+  heldSlot(r: number): number {
+    return r < this.t.held.length ? this.t.held[r]! : -1;
   }
 
   /** Whether events about leaf of e's class are wanted. */
@@ -443,6 +491,7 @@ export class Txn {
     e.txnMark = this.serial; // nothing to restore: a rollback removes it
     this.t.put(e);
     this.fillable.add(slot);
+    this.moved.push(slot);
     this.undo.push(() => this.t.remove(slot));
     this.events.push(event(Ev.Create, e));
     return e;
@@ -453,6 +502,7 @@ export class Txn {
     const e = this.t.atSlot(slot);
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
     this.t.remove(slot);
+    this.moved.push(slot);
     e.alive = false;
     this.undo.push(() => {
       this.t.put(e);
@@ -738,6 +788,10 @@ export class Txn {
 
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit(): TxEvent[] {
+    if (this.moved.length > 0) {
+      this.t.mergeHeld(this.moved);
+      this.moved.length = 0;
+    }
     this.savedRecs.length = 0;
     this.savedOff.length = 0;
     this.savedLen = 0;

@@ -14,7 +14,7 @@ describe("golden vectors", () => {
     expect(vectors.map((v) => v.file)).toEqual(
       expect.arrayContaining([
         "containers.json", "late-join.json", "nested.json", "scalars.json",
-        "views-others.json", "views-owner.json", "w1-quantized-3ticks.json",
+        "views-others.json", "views-owner.json", "w1-quantized-3ticks.json", "ranked.json",
       ]),
     );
   });

@@ -32,8 +32,8 @@ describe("messages", () => {
   test("round trips", () => {
     const desc = Uint8Array.of(1, 2, 3);
     const h = parseMessage(encodeHello({ descriptor: desc, token: Uint8Array.of(9), limits: { maxDepth: 8 } })) as Hello;
-    expect(h).toEqual({ type: MsgType.Hello, version: 4, descriptor: desc, token: Uint8Array.of(9), limits: { ...DEFAULT_LIMITS, maxDepth: 8 } });
-    const w = { version: 4, descriptor: desc, session: 2n ** 64n - 1n, userId: "ünï", tickRate: 30 };
+    expect(h).toEqual({ type: MsgType.Hello, version: 5, descriptor: desc, token: Uint8Array.of(9), limits: { ...DEFAULT_LIMITS, maxDepth: 8 } });
+    const w = { version: 5, descriptor: desc, session: 2n ** 64n - 1n, userId: "ünï", tickRate: 30 };
     expect(parseMessage(encodeWelcome(w))).toEqual({ type: MsgType.Welcome, ...w });
     expect(parseMessage(encodeRefuse({ code: 7, message: "invalid token" }))).toEqual({ type: MsgType.Refuse, code: 7, message: "invalid token" });
     const t = { tick: 123456789012n, segments: 3, gained: [1, 0xffffffff], lost: [makeId(5, 2)], levels: [{ id: 7, level: 4 }, { id: 8, level: 0 }] };
@@ -166,7 +166,7 @@ function schema(): Schema {
   return new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int16)), field(2, "x", ty(Kind.Float32))], { id: 1 })]);
 }
 
-const welcome = (s: Schema) => encodeWelcome({ version: 4, descriptor: writeDescriptor(s), session: 42n, userId: "alice", tickRate: 20 });
+const welcome = (s: Schema) => encodeWelcome({ version: 5, descriptor: writeDescriptor(s), session: 42n, userId: "alice", tickRate: 20 });
 
 const create = (slot: number, hp: number) =>
   seg().section(1, 1, 1).tree([{ id: 1, k: 8 }]).ids([slot]).gens([0]).s(hp, 8).end();
