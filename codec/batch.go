@@ -57,6 +57,9 @@ type batchGroup struct {
 	sec   uint8
 	tree  int // byte offset of the tree in bits
 	treeN int // bit length of the tree
+	// An update group's tree as a ranked update section writes it,
+	// with U(0) field-ID gaps: its byte offset in bits and bit length.
+	rtree, rtreeN int
 }
 
 // A piece is one entity of a Batch: its group, its ID, and its values,
@@ -179,8 +182,15 @@ func (enc *Encoder) build(b *Batch, part Part) {
 		c, set, plans, allU := enc.prepareGroup(order, delta)
 		alignByte(w)
 		g.tree = w.BitLen() / 8
-		writeTree(w, c, 0, set, enc.ks, delta)
+		writeTree(w, c, 0, set, enc.ks, delta, 2)
 		g.treeN = w.BitLen() - 8*g.tree
+		g.rtree, g.rtreeN = g.tree, g.treeN
+		if sec == secUpdate {
+			alignByte(w)
+			g.rtree = w.BitLen() / 8
+			writeTree(w, c, 0, set, enc.ks, delta, 0)
+			g.rtreeN = w.BitLen() - 8*g.rtree
+		}
 		b.groups = append(b.groups, g)
 		np := len(plans)
 		for e, o := range order {
@@ -340,7 +350,7 @@ func (a *Assembler) Add(b *Batch, piece int32) {
 		a.groups = append(a.groups, asmGroup{key: uint64(g.sec)<<32 | uint64(g.class),
 			grp: uint64(a.lastB)<<32 | uint64(p.group), b: b, group: p.group})
 		ab.of[p.group] = ag + 1
-		a.bound += groupBound + g.treeN
+		a.bound += groupBound + max(g.treeN, g.rtreeN)
 	}
 	a.ents = append(a.ents, asmEntry{ord: uint64(p.id.Slot()), piece: piece, group: ag})
 	a.bound += entryBound + p.n
@@ -448,6 +458,7 @@ func (a *Assembler) Segments(segs [][]byte, maxEntities, maxBytes, maxValues int
 	}
 	p := &a.plan
 	p.reset()
+	p.ranked = a.ranked
 	start := 0
 	for i := range ents {
 		x := &ents[i]
@@ -588,6 +599,7 @@ type segPlan struct {
 	vbits     int    // its values' bits
 	bound     int    // its count, ID and generation blocks at k = 0, and values
 	secGroups int    // groups in the open section
+	ranked    bool   // update sections are ranked
 	gaps      kStats // of the open group's ID gaps
 	gens      kStats // of the open group's generations, in a create section
 }
@@ -631,7 +643,12 @@ func (p *segPlan) header(g *asmGroup) int {
 		bits += wire.ULen(uint64(p.secGroups+1), 0) - wire.ULen(uint64(p.secGroups), 0)
 	}
 	if sec != secDestroy {
-		bits += g.b.groups[g.group].treeN
+		bg := &g.b.groups[g.group]
+		if sec == secUpdate && p.ranked {
+			bits += bg.rtreeN
+		} else {
+			bits += bg.treeN
+		}
 	}
 	bits += 6 // the ID block's k
 	if sec == secCreate {
@@ -768,7 +785,11 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 	b := g.b
 	if b != nil {
 		bg := &b.groups[g.group]
-		w.Append(b.bits[bg.tree:], bg.treeN)
+		if g.key>>32 == secUpdate && a.ranked {
+			w.Append(b.bits[bg.rtree:], bg.rtreeN)
+		} else {
+			w.Append(b.bits[bg.tree:], bg.treeN)
+		}
 	}
 	// The ID block, as Encoder.writeIDs writes it.
 	a.gapv = fit(a.gapv[:0], len(ents))

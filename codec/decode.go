@@ -387,7 +387,11 @@ func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
 	lmap := d.leafMap(rc, lc)
 	delta := tag == secUpdate || tag == secRanked
 	d.steps = d.steps[:0]
-	if err := d.readTree(rc, 0, delta, true, 0); err != nil {
+	gapK := uint(2)
+	if tag == secRanked {
+		gapK = 0
+	}
+	if err := d.readTree(rc, 0, delta, gapK, 0); err != nil {
 		return err
 	}
 	d.planSteps(rc, lc, lmap, delta)
@@ -599,7 +603,9 @@ func (d *Decoder) readGens() error {
 // readTree reads a field tree of remote struct st into d.steps (group
 // trees, with a code parameter per numeric leaf) and returns the number of
 // steps read. base is the remote leaf index of st's first leaf.
-func (d *Decoder) readTree(st *schema.Struct, base int, delta, group bool, depth int) error {
+// Field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked update
+// sections.
+func (d *Decoder) readTree(st *schema.Struct, base int, delta bool, gapK uint, depth int) error {
 	if depth >= d.lim.MaxDepth {
 		return fmt.Errorf("%w: nesting deeper than %d", wire.ErrLimit, d.lim.MaxDepth)
 	}
@@ -607,7 +613,7 @@ func (d *Decoder) readTree(st *schema.Struct, base int, delta, group bool, depth
 	n := r.Count(2, len(st.Fields), 2, "fields")
 	prev := uint64(0)
 	for i := 0; i < n && r.Err() == nil; i++ {
-		id := prev + 1 + r.U(2)
+		id := prev + 1 + r.U(gapK)
 		if id > math.MaxUint32 {
 			return fmt.Errorf("%w: field ID out of range", wire.ErrMalformed)
 		}
@@ -622,7 +628,7 @@ func (d *Decoder) readTree(st *schema.Struct, base int, delta, group bool, depth
 		t := &f.Type
 		switch {
 		case t.Kind == schema.Nested:
-			if err := d.readTree(t.Struct, base+f.Leaf, delta, group, depth+1); err != nil {
+			if err := d.readTree(t.Struct, base+f.Leaf, delta, gapK, depth+1); err != nil {
 				return err
 			}
 			continue
@@ -906,7 +912,7 @@ func (d *Decoder) readRecordInto(rs, ls *schema.Struct, b state.Builder, into *i
 	}
 	lmap := d.leafMap(rs, ls)
 	start := len(d.steps)
-	if err := d.readTree(rs, 0, false, false, depth); err != nil {
+	if err := d.readTree(rs, 0, false, 2, depth); err != nil {
 		return nil, err
 	}
 	// d.steps may grow while nested records decode: index, don't range.

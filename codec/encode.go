@@ -632,7 +632,7 @@ func (enc *Encoder) plan(c *schema.Struct, set []uint64, delta bool) []leafPlan 
 func (enc *Encoder) writeGroup(w *wire.Writer, order []uint64, sec uint8) {
 	delta := sec == secUpdate
 	c, set, plans, allU := enc.prepareGroup(order, delta)
-	writeTree(w, c, 0, set, enc.ks, delta)
+	writeTree(w, c, 0, set, enc.ks, delta, 2)
 	enc.writeIDs(w, order)
 	if sec == secCreate {
 		enc.writeGens(w, order)
@@ -747,8 +747,9 @@ func (enc *Encoder) planCodes(p *leafPlan, order []uint64, codes []uint64, strid
 
 // writeTree writes the subset of st's fields whose leaves intersect set,
 // recursively, with the code parameter of each numeric leaf that needs one.
-// base is the leaf index of st's first leaf.
-func writeTree(w *wire.Writer, st *schema.Struct, base int, set []uint64, ks []uint8, delta bool) {
+// base is the leaf index of st's first leaf. Field-ID gaps are U(gapK)
+// codes: U(2), but U(0) in ranked update sections.
+func writeTree(w *wire.Writer, st *schema.Struct, base int, set []uint64, ks []uint8, delta bool, gapK uint) {
 	n := 0
 	for _, f := range st.Fields {
 		if !f.Deprecated && state.AnyDirty(set, base+f.Leaf, base+f.Leaf+span(f)) {
@@ -761,11 +762,11 @@ func writeTree(w *wire.Writer, st *schema.Struct, base int, set []uint64, ks []u
 		if f.Deprecated || !state.AnyDirty(set, base+f.Leaf, base+f.Leaf+span(f)) {
 			continue
 		}
-		w.U(uint64(f.ID-prev-1), 2)
+		w.U(uint64(f.ID-prev-1), gapK)
 		prev = f.ID
 		switch t := &f.Type; {
 		case t.Kind == schema.Nested:
-			writeTree(w, t.Struct, base+f.Leaf, set, ks, delta)
+			writeTree(w, t.Struct, base+f.Leaf, set, ks, delta, gapK)
 		case t.Kind.Numeric() && rawBits(t, delta) == 0:
 			w.Bits(uint64(ks[base+f.Leaf]), 6)
 		}
@@ -944,7 +945,7 @@ func (enc *Encoder) writeRecordLeaves(w *wire.Writer, r *state.Record, only []ui
 	}
 	enc.rsets[enc.depth] = set
 	enc.depth++
-	writeTree(w, st, 0, set, enc.rks, false)
+	writeTree(w, st, 0, set, enc.rks, false, 2)
 	for leaf := state.NextDirty(set, 0); leaf >= 0; leaf = state.NextDirty(set, leaf+1) {
 		l := st.Leaf(leaf)
 		t := &l.Field.Type

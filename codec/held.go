@@ -23,6 +23,14 @@ type Held struct {
 // start of the next tick: those of a full state it was just sent. slots
 // need not be sorted; Reset keeps no reference to it.
 func (h *Held) Reset(slots []uint32) {
+	// Room to grow to twice as many entities, in both buffers, before a
+	// tick must allocate.
+	if n := 2*len(slots) + 16; cap(h.slots) < n {
+		h.slots, h.spare = make([]uint32, 0, n), make([]uint32, 0, n)
+	}
+	if cap(h.moved) < 16 {
+		h.moved = make([]uint32, 0, 16)
+	}
 	h.slots = append(h.slots[:0], slots...)
 	slices.Sort(h.slots)
 	h.slots = slices.Compact(h.slots)
@@ -72,6 +80,9 @@ func (h *Held) Commit() {
 	// reused in the tick, which servers avoid): the last word decides.
 	slices.Sort(h.moved)
 	out := h.spare[:0]
+	if n := len(h.slots) + len(h.moved); cap(out) < n {
+		out = make([]uint32, 0, 2*n)
+	}
 	i := 0
 	for j, m := range h.moved {
 		slot := m >> 1

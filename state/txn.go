@@ -670,6 +670,9 @@ func (x *Txn) Commit() []Event {
 func (t *Table) mergeHeld(moved []uint32) {
 	slices.Sort(moved)
 	out := t.spare[:0]
+	if n := len(t.held) + len(moved); cap(out) < n {
+		out = make([]uint32, 0, 2*n)
+	}
 	i := 0
 	for j := 0; j < len(moved); j++ {
 		m := moved[j]

@@ -240,7 +240,7 @@ export class Decoder {
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.steps.length = 0;
-    this.readTree(rc, 0, delta, 0);
+    this.readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2);
     const steps = this.steps;
     this.planSteps(lc, map, delta);
     this.readIDs();
@@ -302,20 +302,21 @@ export class Decoder {
    * Reads a field tree of remote struct st into this.steps (§5.5). base is
    * the remote leaf index of st's first leaf.
    */
-  private readTree(st: StructType, base: number, delta: boolean, depth: number): void {
+  /** Field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked update sections (§5.5). */
+  private readTree(st: StructType, base: number, delta: boolean, depth: number, gapK = 2): void {
     if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
     const r = this.r;
     const n = r.count(2, st.fields.length, 2, "fields");
     let prev = 0;
     for (let i = 0; i < n; i++) {
-      const id = prev + 1 + r.u(2) + r.hi * 4294967296;
+      const id = prev + 1 + r.u(gapK) + r.hi * 4294967296;
       if (id > 0xffffffff) r.malformed("field ID out of range");
       prev = id;
       const f = st.field(id);
       if (!f || f.deprecated) throw new ReplicaDecodeError("unknown", `field ${id} of ${st.name}`);
       const t = f.type;
       if (t.kind === Kind.Nested) {
-        this.readTree(t.struct!, base + f.leaf, delta, depth + 1);
+        this.readTree(t.struct!, base + f.leaf, delta, depth + 1, gapK);
         continue;
       }
       let k = 0;

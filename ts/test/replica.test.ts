@@ -163,7 +163,7 @@ describe("sections and callbacks", () => {
     r.apply(createHero(3, 0, 30, "c", 0), createHero(8, 0, 80, "h", 0), createHero(20, 0, 200, "t", 0));
     const hp = (slot: number) => r.entity(makeId(slot, 0))!.get("hp");
     // Ranks 0 and 2: slots 3 and 20.
-    r.apply(seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }]).ids([0, 2]).s(1, 3).s(-2, 3).end());
+    r.apply(seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }], 0).ids([0, 2]).s(1, 3).s(-2, 3).end());
     expect([hp(3), hp(8), hp(20)]).toEqual([31, 80, 198]);
     // A create at slot 1 and a destroy of slot 3 in the same tick, before
     // the ranked update and in another segment: ranks 0, 1 and 2 still name
@@ -171,20 +171,20 @@ describe("sections and callbacks", () => {
     r.applyTick([
       createHero(1, 0, 10, "a", 0),
       seg().destroy([3]).end(),
-      seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }]).ids([1, 2]).s(2, 3).s(3, 3).end(),
+      seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }], 0).ids([1, 2]).s(2, 3).s(3, 3).end(),
     ]);
     expect([hp(1), hp(8), hp(20)]).toEqual([10, 82, 201]);
     expect(r.entity(makeId(3, 0))).toBeUndefined();
     // Next tick, the held set is slots 1, 8, 20: rank 0 is slot 1.
-    r.apply(seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }]).ids([0]).s(-1, 3).end());
+    r.apply(seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }], 0).ids([0]).s(-1, 3).end());
     expect(hp(1)).toBe(9);
     // A rank beyond those held, and one naming an entity the tick destroyed.
     const before = dumpEntities(r.entities());
-    expectReject(() => r.apply(seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }]).ids([3]).s(1, 3).end()), "rank");
-    expectReject(() => r.applyTick([seg().destroy([8]).end(), seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }]).ids([1]).s(1, 3).end()]), "not-found");
+    expectReject(() => r.apply(seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }], 0).ids([3]).s(1, 3).end()), "rank");
+    expectReject(() => r.applyTick([seg().destroy([8]).end(), seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }], 0).ids([1]).s(1, 3).end()]), "not-found");
     expect(dumpEntities(r.entities())).toBe(before);
     // A rolled-back tick leaves the held set as it was: rank 1 is slot 8.
-    r.apply(seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }]).ids([1]).s(1, 3).end());
+    r.apply(seg().section(RANKED, 1, 1).tree([{ id: 1, k: 3 }], 0).ids([1]).s(1, 3).end());
     expect(hp(8)).toBe(83);
   });
 

@@ -17,13 +17,14 @@ export class Seg {
     return this;
   }
 
-  tree(entries: TreeEntry[]): this {
+  /** A field tree (§5.5); gapK is 0 in ranked update sections. */
+  tree(entries: TreeEntry[], gapK = 2): this {
     this.w.u(entries.length, 2);
     let prev = 0;
     for (const e of entries) {
-      this.w.u(e.id - prev - 1, 2);
+      this.w.u(e.id - prev - 1, gapK);
       prev = e.id;
-      if (e.sub) this.tree(e.sub);
+      if (e.sub) this.tree(e.sub, gapK);
       else if (e.k !== undefined) this.w.bits(e.k, 6);
     }
     return this;
