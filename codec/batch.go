@@ -558,27 +558,42 @@ func (a *Assembler) rankUpdates(ents []asmEntry) {
 	if h == nil || !h.valid {
 		return
 	}
-	a.ranks = a.ranks[:0]
+	// One pass, group by group: within a group the slots ascend, so each
+	// search starts past the previous entry's rank.
+	held := h.slots
+	lastG, upd, lo := int32(-1), false, 0
 	for i := range ents {
-		if a.groups[ents[i].group].key>>32 != secUpdate {
+		x := &ents[i]
+		if x.group != lastG {
+			lastG, upd, lo = x.group, a.groups[x.group].key>>32 == secUpdate, 0
+		}
+		if !upd {
 			continue
 		}
-		r, ok := h.Rank(uint32(ents[i].ord))
-		if !ok {
+		slot := uint32(x.ord)
+		r, hi := lo, len(held)
+		for r < hi {
+			m := int(uint(r+hi) >> 1)
+			if held[m] < slot {
+				r = m + 1
+			} else {
+				hi = m
+			}
+		}
+		if r == len(held) || held[r] != slot {
+			// Not held: undo, and write every section by slot.
+			a.ranked = false
+			for j := range i {
+				y := &ents[j]
+				if a.groups[y.group].key>>32 == secUpdate {
+					y.ord = y.ord&^(1<<32-1) | uint64(held[uint32(y.ord)])
+				}
+			}
 			return
 		}
-		a.ranks = append(a.ranks, uint32(r))
-	}
-	if len(a.ranks) == 0 {
-		return
-	}
-	a.ranked = true
-	j := 0
-	for i := range ents {
-		if a.groups[ents[i].group].key>>32 == secUpdate {
-			ents[i].ord = ents[i].ord&^(1<<32-1) | uint64(a.ranks[j])
-			j++
-		}
+		x.ord = x.ord&^(1<<32-1) | uint64(r)
+		lo = r + 1
+		a.ranked = true
 	}
 }
 
@@ -841,7 +856,7 @@ func (a *Assembler) settle(n int) {
 	if cap(a.ents) <= 4*a.peak+256 {
 		return
 	}
-	a.ents, a.byRank, a.rank, a.gapv, a.gapk, a.ranks = nil, nil, nil, nil, nil, nil
+	a.ents, a.byRank, a.rank, a.gapv, a.gapk = nil, nil, nil, nil, nil
 	a.w = wire.Writer{}
 }
 

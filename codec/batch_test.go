@@ -678,3 +678,47 @@ func BenchmarkAssembleDeltaInclude(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x.include)), "ns/client")
 	b.ReportMetric(float64(size)/float64(len(x.include)), "bytes/client")
 }
+
+// TestAssembleRankedFallback checks that an Assembler with a Held writes
+// update sections ranked (tag 6) when Held has every updated entity, and
+// by slot, exactly as without a Held, when it lacks one.
+func TestAssembleRankedFallback(t *testing.T) {
+	x := newW1Tick(t, 1, 20)
+	var enc codec.Encoder
+	var b codec.Batch
+	enc.DeltaBatch(&b, x.cs, codec.PartAll)
+	var a codec.Assembler
+	assemble := func(h *codec.Held) []byte {
+		a.Held = h
+		for _, i := range x.views[0] {
+			a.Add(&b, b.Piece(i))
+		}
+		segs := a.Segments(nil, 0, 0, 0)
+		if len(segs) != 1 {
+			t.Fatalf("%d segments", len(segs))
+		}
+		return segs[0]
+	}
+	bySlot := assemble(nil)
+	var slots []uint32
+	for _, i := range x.views[0] {
+		slots = append(slots, x.cs.Changes[i].Entity.ID().Slot())
+	}
+	var h codec.Held
+	h.Reset(slots)
+	ranked := assemble(&h)
+	if ranked[0]&7 != 6 || bySlot[0]&7 != 2 {
+		t.Fatalf("section tags %d and %d, want 6 ranked and 2 by slot", ranked[0]&7, bySlot[0]&7)
+	}
+	if len(ranked) >= len(bySlot) {
+		t.Errorf("ranked segment of %d bytes, by slot %d", len(ranked), len(bySlot))
+	}
+	h.Reset(slots[1:]) // the first updated entity is not held
+	if got := assemble(&h); !bytes.Equal(got, bySlot) {
+		t.Fatalf("with an entity not held:\n%x\nwant the segment by slot\n%x", got, bySlot)
+	}
+	h.Commit()
+	if h.Len() != len(slots)-1 {
+		t.Fatalf("Held has %d entities after a tick of updates, want %d", h.Len(), len(slots)-1)
+	}
+}
