@@ -1,0 +1,420 @@
+package replay_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/auth"
+	"github.com/replicago/replica/client"
+	"github.com/replicago/replica/internal/arena"
+	"github.com/replicago/replica/internal/workload/w1"
+	"github.com/replicago/replica/replay"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/transport"
+)
+
+// digest hashes a replica canonically: every entity in ID order with its
+// class, level of detail, ownership and every leaf's value.
+func digest(r *client.Replica) uint64 {
+	ents := r.Entities(nil)
+	slices.SortFunc(ents, func(a, b *state.Entity) int { return cmp.Compare(a.ID(), b.ID()) })
+	h := fnv.New64a()
+	for _, e := range ents {
+		lvl, _ := e.Level()
+		u64(h, uint64(e.ID()), uint64(e.Class().ID), uint64(lvl), b2u(e.Owned()))
+		record(h, &e.Record)
+	}
+	u64(h, uint64(len(ents)))
+	return h.Sum64()
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func u64(h hash.Hash64, vs ...uint64) {
+	for _, v := range vs {
+		h.Write(binary.LittleEndian.AppendUint64(nil, v))
+	}
+}
+
+func str(h hash.Hash64, s string) {
+	u64(h, uint64(len(s)))
+	h.Write([]byte(s))
+}
+
+func record(h hash.Hash64, r *state.Record) {
+	t := r.Type()
+	for i := range t.Leaves {
+		l := t.Leaf(i)
+		switch k := l.Field.Type.Kind; {
+		case k.Numeric():
+			u64(h, r.Num(l.Num))
+		case k == schema.List:
+			li := r.List(l.Obj)
+			u64(h, uint64(li.Len()))
+			for j := range li.Len() {
+				value(h, li.At(j))
+			}
+		case k == schema.Map:
+			m := r.Map(l.Obj)
+			keys := m.Keys(nil)
+			u64(h, uint64(len(keys)))
+			for _, k := range keys {
+				v, _ := m.Get(k)
+				value(h, k)
+				value(h, v)
+			}
+		case k == schema.Bag:
+			b := r.Bag(l.Obj)
+			keys := b.Keys(nil)
+			u64(h, uint64(len(keys)))
+			for _, k := range keys {
+				u64(h, k)
+				record(h, b.Get(k))
+			}
+		default:
+			str(h, r.Str(l.Obj))
+		}
+	}
+}
+
+func value(h hash.Hash64, v state.Value) {
+	if v.R != nil {
+		u64(h, 1)
+		record(h, v.R)
+		return
+	}
+	u64(h, 0, v.N)
+	str(h, v.S)
+}
+
+// follower applies a client's ticks one at a time.
+type follower struct {
+	t       *testing.T
+	c       *client.Conn
+	applied int
+}
+
+// until applies ticks until the client has applied n ticks in all.
+func (f *follower) until(n int) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for f.applied < n {
+		k, err := f.c.Wait(ctx)
+		if err != nil {
+			f.t.Fatalf("after %d of %d ticks: %v", f.applied, n, err)
+		}
+		f.applied += k
+	}
+	if f.applied != n {
+		f.t.Fatalf("applied %d ticks, want %d", f.applied, n)
+	}
+}
+
+// live is a recorded W1 run: the recording and the live spectator's
+// replica digest after each tick.
+type live struct {
+	file   []byte
+	digest map[uint64]uint64
+	first  uint64 // the first tick both the spectator and the recorder have
+	last   uint64
+	k      int
+}
+
+// recordW1 runs the W1 arena workload (n entities, plus a spawn and a
+// destroy now and then) on a live server for ticks ticks, with a live
+// spectator and a recorder of keyframe interval k.
+func recordW1(t *testing.T, n, ticks, k int) *live {
+	t.Helper()
+	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), Auth: auth.Anonymous{}, TickRate: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := transport.NewMemNetwork()
+	ln, err := nw.Listen("", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln)
+	defer srv.Close()
+
+	cfg := w1.DefaultConfig()
+	cfg.N = n
+	world := w1.New(cfg)
+	units := make([]arena.Unit, n)
+	for i := range units {
+		u, err := arena.SpawnUnit(srv.Tracker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetX(world.X[i])
+		u.SetY(world.Y[i])
+		u.SetAngle(world.Angle[i])
+		u.SetHp(world.HP[i])
+		u.SetName(world.Name[i])
+		units[i] = u
+	}
+	d := nw.Dialer(transport.Config{})
+	joined := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("clients did not join")
+			}
+			srv.Tick()
+		}
+	}
+	// The spectator joins first, so that it has every tick the recording
+	// has.
+	spec, err := client.Dial(ctx, d, ln.Addr().String(), arena.Schema(), client.DialConfig{Token: []byte("spectator")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spec.Close()
+	joined(1)
+	l := &live{digest: map[uint64]uint64{}, k: k}
+	f := &follower{t: t, c: spec}
+	f.until(1)
+	for spec.LastTick() < srv.TickNumber() {
+		f.until(f.applied + 1)
+	}
+	l.digest[spec.LastTick()] = digest(spec.Replica())
+	// tick ends a tick and keeps the spectator's digest of it.
+	tick := func() {
+		srv.Tick()
+		f.until(f.applied + 1)
+		if spec.LastTick() != srv.TickNumber() {
+			t.Fatalf("spectator at tick %d, server %d", spec.LastTick(), srv.TickNumber())
+		}
+		l.digest[spec.LastTick()] = digest(spec.Replica())
+	}
+	var out bytes.Buffer
+	rec, err := replay.Record(ctx, d, ln.Addr().String(), arena.Schema(), &out, replay.RecordConfig{Token: []byte("recorder"), Keyframe: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the recorder did not join")
+		}
+		tick()
+	}
+	waitRec := func() {
+		for deadline := time.Now().Add(20 * time.Second); rec.LastTick() != srv.TickNumber(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) || rec.Err() != nil {
+				t.Fatalf("recorder at tick %d, server %d: %v", rec.LastTick(), srv.TickNumber(), rec.Err())
+			}
+		}
+	}
+	waitRec()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range ticks {
+		moved, hp := world.Step()
+		for _, id := range moved {
+			units[id].SetX(world.X[id])
+			units[id].SetY(world.Y[id])
+			units[id].SetAngle(world.Angle[id])
+		}
+		for _, id := range hp {
+			units[id].SetHp(world.HP[id])
+		}
+		if i%7 == 3 {
+			u, err := arena.SpawnUnit(srv.Tracker())
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.SetName(fmt.Sprint("extra", i))
+			u.SetHp(int16(i))
+			units = append(units, u)
+		}
+		if i%11 == 5 {
+			j := rng.IntN(len(units))
+			srv.Tracker().Destroy(units[j].Entity())
+			units = slices.Delete(units, j, j+1)
+			if j < len(world.X) {
+				// The world keeps moving it: give it a fresh entity.
+				u, err := arena.SpawnUnit(srv.Tracker())
+				if err != nil {
+					t.Fatal(err)
+				}
+				u.SetName(world.Name[j])
+				units = slices.Insert(units, j, u)
+			}
+		}
+		tick()
+	}
+	waitRec()
+	l.last = srv.TickNumber()
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l.file = out.Bytes()
+	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.first = rd.FirstTick()
+	if rd.LastTick() != l.last {
+		t.Fatalf("recording ends at tick %d, the run at %d", rd.LastTick(), l.last)
+	}
+	return l
+}
+
+// playback starts a player of l's recording and a client of it.
+func playback(t *testing.T, l *live, local *schema.Schema) (*replay.Player, *follower) {
+	t.Helper()
+	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := replay.NewPlayer(rd, replay.PlayerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := transport.NewMemNetwork()
+	ln, err := nw.Listen("", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Serve(ctx, ln)
+	t.Cleanup(func() { cancel(); p.Close() })
+	c, err := client.Dial(ctx, nw.Dialer(transport.Config{}), ln.Addr().String(), local, client.DialConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	f := &follower{t: t, c: c}
+	f.until(1)
+	return p, f
+}
+
+func (l *live) check(t *testing.T, f *follower, what string) {
+	t.Helper()
+	n := f.c.LastTick()
+	want, ok := l.digest[n]
+	if !ok {
+		t.Fatalf("%s: client at tick %d, which the live spectator never had", what, n)
+	}
+	if got := digest(f.c.Replica()); got != want {
+		t.Fatalf("%s: tick %d: replica %#x, live %#x", what, n, got, want)
+	}
+}
+
+// TestPlaybackEqualsLive plays a recorded W1 run back to a fresh client:
+// after every tick its replica equals the live spectator's at that tick.
+func TestPlaybackEqualsLive(t *testing.T) {
+	l := recordW1(t, 1000, 120, 25)
+	p, f := playback(t, l, arena.Schema())
+	if f.c.LastTick() != l.first {
+		t.Fatalf("playback starts at tick %d, recording at %d", f.c.LastTick(), l.first)
+	}
+	l.check(t, f, "join")
+	ticks := 1
+	for {
+		err := p.Step()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticks++
+		f.until(f.applied + 1)
+		l.check(t, f, "step")
+	}
+	if f.c.LastTick() != l.last {
+		t.Fatalf("playback ended at tick %d, recording at %d", f.c.LastTick(), l.last)
+	}
+	if want := int(l.last - l.first + 1); ticks != want {
+		t.Fatalf("played %d ticks, want %d", ticks, want)
+	}
+}
+
+// TestSeek seeks to every kind of tick, and to random ones, and checks
+// the client's replica there and for a few ticks after.
+func TestSeek(t *testing.T) {
+	l := recordW1(t, 300, 150, 20)
+	p, f := playback(t, l, arena.Schema())
+	rd, _ := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+	keys := rd.Keyframes()
+	if len(keys) < 5 {
+		t.Fatalf("keyframes %v: want one every %d ticks", keys, l.k)
+	}
+	targets := []uint64{l.first, l.last, l.last - 1, l.first + 1}
+	for _, k := range keys {
+		targets = append(targets, k, k-1, k+1)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 40 {
+		targets = append(targets, l.first+rng.Uint64N(l.last-l.first+1))
+	}
+	for _, tick := range targets {
+		if tick < l.first || tick > l.last {
+			continue
+		}
+		if err := p.Seek(tick); err != nil {
+			t.Fatalf("Seek(%d): %v", tick, err)
+		}
+		f.until(f.applied + 1)
+		if f.c.LastTick() != tick {
+			t.Fatalf("Seek(%d): client at tick %d", tick, f.c.LastTick())
+		}
+		l.check(t, f, fmt.Sprint("seek ", tick))
+		for range 3 {
+			if err := p.Step(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			f.until(f.applied + 1)
+			l.check(t, f, fmt.Sprint("after seek ", tick))
+		}
+	}
+	for _, tick := range []uint64{0, l.first - 1, l.last + 1} {
+		if err := p.Seek(tick); !errors.Is(err, replay.ErrNoTick) {
+			t.Errorf("Seek(%d): %v, want ErrNoTick", tick, err)
+		}
+	}
+}
+
+// TestRun plays a recording at 50 times its rate, with a late joiner.
+func TestRun(t *testing.T) {
+	l := recordW1(t, 200, 60, 10)
+	p, f := playback(t, l, arena.Schema())
+	if err := p.SetSpeed(50); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for f.c.LastTick() < l.last {
+		if _, err := f.c.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l.check(t, f, "run")
+	}
+	if err := <-done; err != io.EOF {
+		t.Fatalf("Run: %v, want io.EOF at the end", err)
+	}
+}
