@@ -19,11 +19,16 @@ import (
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/arena"
+	"github.com/replicago/replica/internal/mutate"
+	v1 "github.com/replicago/replica/internal/testschema/v1"
+	v2 "github.com/replicago/replica/internal/testschema/v2"
 	"github.com/replicago/replica/internal/workload/w1"
 	"github.com/replicago/replica/replay"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/transport"
+
+	"pgregory.net/rapid"
 )
 
 // digest hashes a replica canonically: every entity in ID order with its
@@ -129,22 +134,43 @@ func (f *follower) until(n int) {
 	}
 }
 
-// live is a recorded W1 run: the recording and the live spectator's
+// live is a recorded run: the recording and each live spectator's
 // replica digest after each tick.
 type live struct {
 	file   []byte
-	digest map[uint64]uint64
-	first  uint64 // the first tick both the spectator and the recorder have
+	digest []map[uint64]uint64 // per spectator, by tick
+	first  uint64              // the recording's first tick
 	last   uint64
 	k      int
 }
 
-// recordW1 runs the W1 arena workload (n entities, plus a spawn and a
-// destroy now and then) on a live server for ticks ticks, with a live
-// spectator and a recorder of keyframe interval k.
-func recordW1(t *testing.T, n, ticks, k int) *live {
+// runConfig describes a recorded run.
+type runConfig struct {
+	schema     *schema.Schema   // the server's
+	spectators []*schema.Schema // a live spectator of each schema; the first also records
+	ticks, k   int
+	// step changes the world before tick i; ownerJoined says whether a
+	// client that owns entities is connected.
+	step func(srv *replica.Server, i int)
+	// owner, if set, runs on the tick goroutine when the client "owner"
+	// joins (a player besides the spectators, which own nothing).
+	owner func(srv *replica.Server, c *replica.Conn)
+}
+
+// recordRun runs a live server with live spectators and a recorder,
+// calling cfg.step before each tick.
+func recordRun(t *testing.T, cfg runConfig) *live {
 	t.Helper()
-	srv, err := replica.NewServer(replica.Config{Schema: arena.Schema(), Auth: auth.Anonymous{}, TickRate: 30})
+	var srv *replica.Server
+	scfg := replica.Config{Schema: cfg.schema, Auth: auth.Anonymous{}, TickRate: 30}
+	if cfg.owner != nil {
+		scfg.OnJoin = func(c *replica.Conn) {
+			if c.UserID() == "owner" {
+				cfg.owner(srv, c)
+			}
+		}
+	}
+	srv, err := replica.NewServer(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,67 +183,59 @@ func recordW1(t *testing.T, n, ticks, k int) *live {
 	defer cancel()
 	go srv.Serve(ctx, ln)
 	defer srv.Close()
-
-	cfg := w1.DefaultConfig()
-	cfg.N = n
-	world := w1.New(cfg)
-	units := make([]arena.Unit, n)
-	for i := range units {
-		u, err := arena.SpawnUnit(srv.Tracker())
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.SetX(world.X[i])
-		u.SetY(world.Y[i])
-		u.SetAngle(world.Angle[i])
-		u.SetHp(world.HP[i])
-		u.SetName(world.Name[i])
-		units[i] = u
-	}
 	d := nw.Dialer(transport.Config{})
+	l := &live{k: cfg.k}
+	var fs []*follower
+	// tick ends a tick and keeps the spectators' digests of it.
+	tick := func() {
+		srv.Tick()
+		for i, f := range fs {
+			f.until(f.applied + 1)
+			if f.c.LastTick() != srv.TickNumber() {
+				t.Fatalf("spectator at tick %d, server %d", f.c.LastTick(), srv.TickNumber())
+			}
+			l.digest[i][f.c.LastTick()] = digest(f.c.Replica())
+		}
+	}
 	joined := func(n int) {
 		for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) < n; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("clients did not join")
 			}
-			srv.Tick()
+			tick()
 		}
 	}
-	// The spectator joins first, so that it has every tick the recording
-	// has.
-	spec, err := client.Dial(ctx, d, ln.Addr().String(), arena.Schema(), client.DialConfig{Token: []byte("spectator")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spec.Close()
-	joined(1)
-	l := &live{digest: map[uint64]uint64{}, k: k}
-	f := &follower{t: t, c: spec}
-	f.until(1)
-	for spec.LastTick() < srv.TickNumber() {
-		f.until(f.applied + 1)
-	}
-	l.digest[spec.LastTick()] = digest(spec.Replica())
-	// tick ends a tick and keeps the spectator's digest of it.
-	tick := func() {
-		srv.Tick()
-		f.until(f.applied + 1)
-		if spec.LastTick() != srv.TickNumber() {
-			t.Fatalf("spectator at tick %d, server %d", spec.LastTick(), srv.TickNumber())
+	// The spectators join first, one at a time, so that each has every
+	// tick the recording has.
+	for i, sc := range cfg.spectators {
+		c, err := client.Dial(ctx, d, ln.Addr().String(), sc, client.DialConfig{Token: []byte(fmt.Sprint("spectator", i))})
+		if err != nil {
+			t.Fatal(err)
 		}
-		l.digest[spec.LastTick()] = digest(spec.Replica())
+		defer c.Close()
+		joined(len(fs) + 1)
+		f := &follower{t: t, c: c}
+		f.until(1)
+		for c.LastTick() < srv.TickNumber() {
+			f.until(f.applied + 1)
+		}
+		l.digest = append(l.digest, map[uint64]uint64{c.LastTick(): digest(c.Replica())})
+		fs = append(fs, f)
+	}
+	if cfg.owner != nil {
+		c, err := client.Dial(ctx, d, ln.Addr().String(), cfg.schema, client.DialConfig{Token: []byte("owner")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		joined(len(fs) + 1)
 	}
 	var out bytes.Buffer
-	rec, err := replay.Record(ctx, d, ln.Addr().String(), arena.Schema(), &out, replay.RecordConfig{Token: []byte("recorder"), Keyframe: k})
+	rec, err := replay.Record(ctx, d, ln.Addr().String(), cfg.spectators[0], &out, replay.RecordConfig{Token: []byte("recorder"), Keyframe: cfg.k})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the recorder did not join")
-		}
-		tick()
-	}
+	joined(len(srv.Conns()) + 1)
 	waitRec := func() {
 		for deadline := time.Now().Add(20 * time.Second); rec.LastTick() != srv.TickNumber(); time.Sleep(100 * time.Microsecond) {
 			if time.Now().After(deadline) || rec.Err() != nil {
@@ -226,40 +244,8 @@ func recordW1(t *testing.T, n, ticks, k int) *live {
 		}
 	}
 	waitRec()
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range ticks {
-		moved, hp := world.Step()
-		for _, id := range moved {
-			units[id].SetX(world.X[id])
-			units[id].SetY(world.Y[id])
-			units[id].SetAngle(world.Angle[id])
-		}
-		for _, id := range hp {
-			units[id].SetHp(world.HP[id])
-		}
-		if i%7 == 3 {
-			u, err := arena.SpawnUnit(srv.Tracker())
-			if err != nil {
-				t.Fatal(err)
-			}
-			u.SetName(fmt.Sprint("extra", i))
-			u.SetHp(int16(i))
-			units = append(units, u)
-		}
-		if i%11 == 5 {
-			j := rng.IntN(len(units))
-			srv.Tracker().Destroy(units[j].Entity())
-			units = slices.Delete(units, j, j+1)
-			if j < len(world.X) {
-				// The world keeps moving it: give it a fresh entity.
-				u, err := arena.SpawnUnit(srv.Tracker())
-				if err != nil {
-					t.Fatal(err)
-				}
-				u.SetName(world.Name[j])
-				units = slices.Insert(units, j, u)
-			}
-		}
+	for i := range cfg.ticks {
+		cfg.step(srv, i)
 		tick()
 	}
 	waitRec()
@@ -279,8 +265,77 @@ func recordW1(t *testing.T, n, ticks, k int) *live {
 	return l
 }
 
+// recordW1 runs the W1 arena workload (n entities, plus a spawn and a
+// destroy now and then) on a live server for ticks ticks, with a live
+// spectator and a recorder of keyframe interval k.
+func recordW1(t *testing.T, n, ticks, k int) *live {
+	t.Helper()
+	wcfg := w1.DefaultConfig()
+	wcfg.N = n
+	world := w1.New(wcfg)
+	var units []arena.Unit
+	rng := rand.New(rand.NewPCG(1, 2))
+	step := func(srv *replica.Server, i int) {
+		spawn := func() arena.Unit {
+			u, err := arena.SpawnUnit(srv.Tracker())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return u
+		}
+		if units == nil {
+			for j := range n {
+				u := spawn()
+				u.SetX(world.X[j])
+				u.SetY(world.Y[j])
+				u.SetAngle(world.Angle[j])
+				u.SetHp(world.HP[j])
+				u.SetName(world.Name[j])
+				units = append(units, u)
+			}
+			return
+		}
+		moved, hp := world.Step()
+		for _, id := range moved {
+			units[id].SetX(world.X[id])
+			units[id].SetY(world.Y[id])
+			units[id].SetAngle(world.Angle[id])
+		}
+		for _, id := range hp {
+			units[id].SetHp(world.HP[id])
+		}
+		if i%7 == 3 {
+			u := spawn()
+			u.SetName(fmt.Sprint("extra", i))
+			u.SetHp(int16(i))
+			units = append(units, u)
+		}
+		if i%11 == 5 {
+			j := rng.IntN(len(units))
+			srv.Tracker().Destroy(units[j].Entity())
+			units = slices.Delete(units, j, j+1)
+			if j < n {
+				// The world keeps moving it: give it a fresh entity.
+				u := spawn()
+				u.SetName(world.Name[j])
+				units = slices.Insert(units, j, u)
+			}
+		}
+	}
+	return recordRun(t, runConfig{schema: arena.Schema(), spectators: []*schema.Schema{arena.Schema()},
+		ticks: ticks + 1, k: k, step: step})
+}
+
 // playback starts a player of l's recording and a client of it.
 func playback(t *testing.T, l *live, local *schema.Schema) (*replay.Player, *follower) {
+	t.Helper()
+	p, fs := playbackAll(t, l, local)
+	return p, fs[0]
+}
+
+// playbackAll starts a player of l's recording and a client of it for
+// each schema.
+func playbackAll(t *testing.T, l *live, locals ...*schema.Schema) (*replay.Player, []*follower) {
 	t.Helper()
 	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
 	if err != nil {
@@ -298,20 +353,30 @@ func playback(t *testing.T, l *live, local *schema.Schema) (*replay.Player, *fol
 	ctx, cancel := context.WithCancel(context.Background())
 	go p.Serve(ctx, ln)
 	t.Cleanup(func() { cancel(); p.Close() })
-	c, err := client.Dial(ctx, nw.Dialer(transport.Config{}), ln.Addr().String(), local, client.DialConfig{})
-	if err != nil {
-		t.Fatal(err)
+	var fs []*follower
+	for _, local := range locals {
+		c, err := client.Dial(ctx, nw.Dialer(transport.Config{}), ln.Addr().String(), local, client.DialConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		f := &follower{t: t, c: c}
+		f.until(1)
+		fs = append(fs, f)
 	}
-	t.Cleanup(func() { c.Close() })
-	f := &follower{t: t, c: c}
-	f.until(1)
-	return p, f
+	return p, fs
 }
 
 func (l *live) check(t *testing.T, f *follower, what string) {
 	t.Helper()
+	l.checkAs(t, f, 0, what)
+}
+
+// checkAs checks f's replica against live spectator i's.
+func (l *live) checkAs(t *testing.T, f *follower, i int, what string) {
+	t.Helper()
 	n := f.c.LastTick()
-	want, ok := l.digest[n]
+	want, ok := l.digest[i][n]
 	if !ok {
 		t.Fatalf("%s: client at tick %d, which the live spectator never had", what, n)
 	}
@@ -417,4 +482,83 @@ func TestRun(t *testing.T) {
 	if err := <-done; err != io.EOF {
 		t.Fatalf("Run: %v, want io.EOF at the end", err)
 	}
+}
+
+// TestPlaybackEvolution records random changes to every field kind,
+// container and visibility (the testschema classes, with an owner among
+// the live clients) and plays them back to a client of the server's
+// schema and to one of an older version: each equals the live spectator
+// of its version at every tick and after seeks.
+func TestPlaybackEvolution(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		sc := v2.Schema()
+		var ents []*state.Entity
+		spawn := func(srv *replica.Server) *state.Entity {
+			c := sc.Classes[rapid.IntRange(0, len(sc.Classes)-1).Draw(rt, "class")]
+			e, err := srv.Tracker().Spawn(c)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			mutate.Struct(rt, e.Handle(), c, 0)
+			ents = append(ents, e)
+			return e
+		}
+		step := func(srv *replica.Server, i int) {
+			if i == 0 {
+				for range rapid.IntRange(1, 6).Draw(rt, "initial") {
+					spawn(srv)
+				}
+			}
+			for range rapid.IntRange(0, 4).Draw(rt, "changes") {
+				switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
+				case op == 0:
+					spawn(srv)
+				case op == 1 && len(ents) > 0:
+					j := rapid.IntRange(0, len(ents)-1).Draw(rt, "destroy")
+					srv.Tracker().Destroy(ents[j])
+					ents = slices.Delete(ents, j, j+1)
+				case len(ents) > 0:
+					e := ents[rapid.IntRange(0, len(ents)-1).Draw(rt, "entity")]
+					mutate.Struct(rt, e.Handle(), e.Class(), 0)
+				}
+			}
+		}
+		owner := func(srv *replica.Server, c *replica.Conn) {
+			e := spawn(srv)
+			srv.SetOwner(e, c)
+		}
+		k := rapid.IntRange(1, 6).Draw(rt, "k")
+		l := recordRun(t, runConfig{schema: sc, spectators: []*schema.Schema{sc, v1.Schema()},
+			ticks: rapid.IntRange(1, 25).Draw(rt, "ticks"), k: k, step: step, owner: owner})
+		p, fs := playbackAll(t, l, sc, v1.Schema())
+		check := func(what string) {
+			for i, f := range fs {
+				l.checkAs(t, f, i, what)
+			}
+		}
+		check("join")
+		for {
+			err := p.Step()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fs {
+				f.until(f.applied + 1)
+			}
+			check("step")
+		}
+		for range 5 {
+			tick := rapid.Uint64Range(l.first, l.last).Draw(rt, "seek")
+			if err := p.Seek(tick); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fs {
+				f.until(f.applied + 1)
+			}
+			check(fmt.Sprint("seek ", tick))
+		}
+	})
 }
