@@ -132,6 +132,7 @@ type Writer struct {
 	w        io.Writer
 	off      int64
 	last     uint64 // the last record's tick
+	lastKind byte
 	any      bool
 	index    []indexEntry
 	err      error
@@ -205,7 +206,7 @@ func (w *Writer) frame(kind byte, n uint64, msgs [][]byte) error {
 	if w.closed {
 		return errors.New("replay: Writer closed")
 	}
-	if w.any && (n < w.last || n == w.last && kind == KindTick) {
+	if w.any && (n < w.last || n == w.last && (kind == KindTick || w.lastKind == KindKeyframe)) {
 		return fmt.Errorf("replay: tick %d after %d", n, w.last)
 	}
 	if !w.any && kind != KindKeyframe {
@@ -218,7 +219,7 @@ func (w *Writer) frame(kind byte, n uint64, msgs [][]byte) error {
 	if kind == KindKeyframe {
 		w.index = append(w.index, indexEntry{n, w.off})
 	}
-	w.any, w.last = true, n
+	w.any, w.last, w.lastKind = true, n, kind
 	return w.record(kind, n, w.buf)
 }
 
@@ -456,6 +457,11 @@ func (r *Reader) walk(off int64, fn func(kind byte, tick uint64, body []byte, of
 			return err
 		}
 		switch {
+		case kind == kindIndex && r.end == r.size && off > r.first:
+			// Scanning a recording whose trailer is missing or cut:
+			// the records end at the index.
+			r.end = off
+			return nil
 		case kind == kindIndex:
 			return formatErr(off, ErrCorrupt, "index before the end")
 		case started && (tick < prev || tick == prev && (kind == KindTick || prevKind == KindKeyframe)):

@@ -112,7 +112,7 @@ func value(h hash.Hash64, v state.Value) {
 
 // follower applies a client's ticks one at a time.
 type follower struct {
-	t       *testing.T
+	t       testing.TB
 	c       *client.Conn
 	applied int
 }
@@ -159,7 +159,7 @@ type runConfig struct {
 
 // recordRun runs a live server with live spectators and a recorder,
 // calling cfg.step before each tick.
-func recordRun(t *testing.T, cfg runConfig) *live {
+func recordRun(t testing.TB, cfg runConfig) *live {
 	t.Helper()
 	var srv *replica.Server
 	scfg := replica.Config{Schema: cfg.schema, Auth: auth.Anonymous{}, TickRate: 30}
@@ -268,7 +268,7 @@ func recordRun(t *testing.T, cfg runConfig) *live {
 // recordW1 runs the W1 arena workload (n entities, plus a spawn and a
 // destroy now and then) on a live server for ticks ticks, with a live
 // spectator and a recorder of keyframe interval k.
-func recordW1(t *testing.T, n, ticks, k int) *live {
+func recordW1(t testing.TB, n, ticks, k int) *live {
 	t.Helper()
 	wcfg := w1.DefaultConfig()
 	wcfg.N = n
@@ -327,7 +327,7 @@ func recordW1(t *testing.T, n, ticks, k int) *live {
 }
 
 // playback starts a player of l's recording and a client of it.
-func playback(t *testing.T, l *live, local *schema.Schema) (*replay.Player, *follower) {
+func playback(t testing.TB, l *live, local *schema.Schema) (*replay.Player, *follower) {
 	t.Helper()
 	p, fs := playbackAll(t, l, local)
 	return p, fs[0]
@@ -335,7 +335,7 @@ func playback(t *testing.T, l *live, local *schema.Schema) (*replay.Player, *fol
 
 // playbackAll starts a player of l's recording and a client of it for
 // each schema.
-func playbackAll(t *testing.T, l *live, locals ...*schema.Schema) (*replay.Player, []*follower) {
+func playbackAll(t testing.TB, l *live, locals ...*schema.Schema) (*replay.Player, []*follower) {
 	t.Helper()
 	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
 	if err != nil {
@@ -367,13 +367,13 @@ func playbackAll(t *testing.T, l *live, locals ...*schema.Schema) (*replay.Playe
 	return p, fs
 }
 
-func (l *live) check(t *testing.T, f *follower, what string) {
+func (l *live) check(t testing.TB, f *follower, what string) {
 	t.Helper()
 	l.checkAs(t, f, 0, what)
 }
 
 // checkAs checks f's replica against live spectator i's.
-func (l *live) checkAs(t *testing.T, f *follower, i int, what string) {
+func (l *live) checkAs(t testing.TB, f *follower, i int, what string) {
 	t.Helper()
 	n := f.c.LastTick()
 	want, ok := l.digest[i][n]
