@@ -3,8 +3,8 @@ package replay_test
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
+	"hash/crc32"
 	"io"
 	"testing"
 
