@@ -562,3 +562,50 @@ func TestPlaybackEvolution(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkSeek seeks a recorded W1 run (1000 entities, a keyframe every
+// 100 ticks) to random ticks, on the player alone, and reports the
+// recording's size per tick and per keyframe.
+func BenchmarkSeek(b *testing.B) {
+	l := recordW1(b, 1000, 300, 100)
+	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := replay.NewPlayer(rd, replay.PlayerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	b.ResetTimer()
+	for range b.N {
+		if err := p.Seek(l.first + rng.Uint64N(l.last-l.first+1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(len(l.file))/float64(l.last-l.first+1), "file-bytes/tick")
+}
+
+// BenchmarkStep plays a recorded W1 run tick by tick on the player alone.
+func BenchmarkStep(b *testing.B) {
+	l := recordW1(b, 1000, 300, 100)
+	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := replay.NewPlayer(rd, replay.PlayerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := p.Step(); err == io.EOF {
+			b.StopTimer()
+			p.Seek(l.first)
+			b.StartTimer()
+		} else if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
