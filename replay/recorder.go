@@ -53,7 +53,6 @@ type Recorder struct {
 	k    uint64
 
 	last   atomic.Uint64 // the last tick written
-	ticks  atomic.Int64  // records of kind tick written
 	done   chan struct{} // closed when reading stops
 	mu     sync.Mutex
 	err    error // why reading stopped, if not a close
@@ -195,7 +194,6 @@ func (r *Recorder) read() {
 				lastKey, resync = m.Tick, false
 			} else {
 				err = r.w.Tick(m.Tick, msgs)
-				r.ticks.Add(1)
 				if err == nil && m.Tick-lastKey >= r.k {
 					err = r.keyframe(m.Tick)
 					lastKey = m.Tick
