@@ -10,6 +10,7 @@ import (
 	"hash"
 	"hash/fnv"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -155,6 +156,9 @@ type runConfig struct {
 	// owner, if set, runs on the tick goroutine when the client "owner"
 	// joins (a player besides the spectators, which own nothing).
 	owner func(srv *replica.Server, c *replica.Conn)
+	// join, if set, runs on the tick goroutine when a spectator or the
+	// recorder joins.
+	join func(srv *replica.Server, c *replica.Conn)
 }
 
 // recordRun runs a live server with live spectators and a recorder,
@@ -163,11 +167,12 @@ func recordRun(t testing.TB, cfg runConfig) *live {
 	t.Helper()
 	var srv *replica.Server
 	scfg := replica.Config{Schema: cfg.schema, Auth: auth.Anonymous{}, TickRate: 30}
-	if cfg.owner != nil {
-		scfg.OnJoin = func(c *replica.Conn) {
-			if c.UserID() == "owner" {
-				cfg.owner(srv, c)
-			}
+	scfg.OnJoin = func(c *replica.Conn) {
+		switch {
+		case c.UserID() == "owner":
+			cfg.owner(srv, c)
+		case cfg.join != nil:
+			cfg.join(srv, c)
 		}
 	}
 	srv, err := replica.NewServer(scfg)
@@ -606,6 +611,131 @@ func BenchmarkStep(b *testing.B) {
 			b.StartTimer()
 		} else if err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// lodSchema has a positioned class with level-of-detail bands: gear (all)
+// within 25 and emote (others) within 12.
+func lodSchema(t testing.TB) *schema.Schema {
+	f := func(id uint32, name string, k schema.Kind, vis schema.Visibility, pos schema.Axis) *schema.Field {
+		return &schema.Field{ID: id, Name: name, Type: schema.Type{Kind: k}, Vis: vis, Pos: pos}
+	}
+	gear, emote := f(5, "gear", schema.Int32, schema.VisAll, 0), f(6, "emote", schema.Uint8, schema.VisOthers, 0)
+	gear.LOD, emote.LOD = 25, 12
+	unit := &schema.Struct{Name: "Unit", Class: true, ID: 1, Fields: []*schema.Field{
+		f(1, "x", schema.Float32, schema.VisAll, schema.AxisX),
+		f(2, "y", schema.Float32, schema.VisAll, schema.AxisY),
+		f(3, "hp", schema.Int16, schema.VisAll, 0),
+		f(4, "mood", schema.Uint8, schema.VisOthers, 0),
+		gear, emote,
+	}}
+	s, err := schema.New(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestPlaybackAOI records what a camera in an AOI space sees, entities
+// entering and leaving its view and changing level of detail, and checks
+// playback and seeks against a live spectator at the same viewpoint.
+func TestPlaybackAOI(t *testing.T) {
+	sc := lodSchema(t)
+	var sp *replica.Space
+	var ents []*state.Entity
+	rng := rand.New(rand.NewPCG(7, 8))
+	set := func(e *state.Entity, leaf int, v uint64) {
+		e.SetNum(leaf, v)
+	}
+	f32 := func(v float32) uint64 { return uint64(math.Float32bits(v)) }
+	pos := make(map[*state.Entity][2]float32)
+	step := func(srv *replica.Server, i int) {
+		if sp == nil {
+			var err error
+			if sp, err = srv.NewSpace(replica.SpaceConfig{Name: "field", Radius: 40, Hysteresis: 4}); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range srv.Conns() {
+				srv.View(c, sp)
+				srv.SetViewpoint(c, 50, 50)
+			}
+			for range 60 {
+				e, err := srv.Tracker().Spawn(sc.Classes[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := [2]float32{rng.Float32() * 100, rng.Float32() * 100}
+				set(e, 0, f32(p[0]))
+				set(e, 1, f32(p[1]))
+				set(e, 4, uint64(rng.IntN(1000)))
+				pos[e] = p
+				if err := srv.SetSpace(e, sp); err != nil {
+					t.Fatal(err)
+				}
+				ents = append(ents, e)
+			}
+			return
+		}
+		for _, e := range ents {
+			if rng.IntN(3) == 0 {
+				p := pos[e]
+				p[0] = min(100, max(0, p[0]+rng.Float32()*12-6))
+				p[1] = min(100, max(0, p[1]+rng.Float32()*12-6))
+				pos[e] = p
+				set(e, 0, f32(p[0]))
+				set(e, 1, f32(p[1]))
+			}
+			switch rng.IntN(8) {
+			case 0:
+				set(e, 2, uint64(rng.IntN(100)))
+			case 1:
+				set(e, 3, uint64(rng.IntN(256)))
+			case 2:
+				set(e, 4, uint64(rng.IntN(1000)))
+			case 3:
+				set(e, 5, uint64(rng.IntN(256)))
+			}
+		}
+	}
+	l := recordRun(t, runConfig{schema: sc, spectators: []*schema.Schema{sc}, ticks: 150, k: 16, step: step})
+	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, f := playback(t, l, sc)
+	l.check(t, f, "join")
+	levels, fewest, most := 0, math.MaxInt, 0
+	for {
+		err := p.Step()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.until(f.applied + 1)
+		l.check(t, f, "step")
+		for _, e := range f.c.Replica().Entities(nil) {
+			if _, all := e.Level(); !all {
+				levels++
+			}
+		}
+		fewest, most = min(fewest, f.c.Replica().Len()), max(most, f.c.Replica().Len())
+	}
+	if levels == 0 || fewest == most || fewest == 0 {
+		t.Fatalf("%d entities held below every band, %d to %d seen: the test shows nothing of interest or levels of detail", levels, fewest, most)
+	}
+	for _, k := range rd.Keyframes() {
+		for _, tick := range []uint64{k, k + 1, k - 1} {
+			if tick < l.first || tick > l.last {
+				continue
+			}
+			if err := p.Seek(tick); err != nil {
+				t.Fatal(err)
+			}
+			f.until(f.applied + 1)
+			l.check(t, f, fmt.Sprint("seek ", tick))
 		}
 	}
 }
