@@ -1,8 +1,9 @@
-// Command replica runs replica's demo and benchmarks.
+// Command replica runs replica's demo and benchmarks, and plays recordings.
 //
 // Usage:
 //
 //	replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
+//	replica replay [-addr A] [-http A] [-speed X] [-loop] FILE
 //	replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
 package main
 
@@ -15,6 +16,7 @@ import (
 
 const usage = `usage:
   replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
+  replica replay [-addr A] [-http A] [-speed X] [-loop] FILE
   replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
 
 Run "replica <command> -h" for the flags of a command.
@@ -31,6 +33,8 @@ func main() {
 		err = runDemo(args)
 	case "bench":
 		err = runBench(args)
+	case "replay":
+		err = runReplay(args)
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return
