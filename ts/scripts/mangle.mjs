@@ -17,26 +17,56 @@ const words = (text, into) => {
   for (const w of text.match(/[A-Za-z_$][\w$]*/g) ?? []) into.add(w);
 };
 
-// The public API: the declarations tsc emits, without comments, private
-// members and @internal members.
+// The public API: the members of what index.ts exports, and of every type
+// reachable from them (properties, signatures, type arguments), except
+// private, #private and @internal members.
 const reserved = new Set();
 const program = ts.createProgram(files, {
   target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler,
-  lib: ["lib.es2022.d.ts", "lib.dom.d.ts"], types: [], strict: true, declaration: true, emitDeclarationOnly: true,
-  removeComments: true, stripInternal: true, skipLibCheck: true, verbatimModuleSyntax: true, isolatedModules: true,
+  lib: ["lib.es2022.d.ts", "lib.dom.d.ts"], types: [], strict: true, skipLibCheck: true, verbatimModuleSyntax: true,
+  isolatedModules: true, noEmit: true,
 });
-const emitted = program.emit(undefined, (name, text) => {
-  words(text.split("\n").filter((l) => !/^\s*private\b/.test(l)).join("\n"), reserved);
-});
-if (emitted.emitSkipped) throw new Error("declaration emit failed");
+const checker = program.getTypeChecker();
+const ours = (decls) => decls !== undefined && decls.length > 0 && decls.every((d) => files.includes(path.normalize(d.getSourceFile().fileName)));
+const hidden = (d) =>
+  (ts.getCombinedModifierFlags(d) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !== 0 ||
+  (d.name && ts.isPrivateIdentifier(d.name)) ||
+  ts.getJSDocTags(d).some((t) => t.tagName.text === "internal") ||
+  /@internal/.test(d.getFullText().slice(0, d.getLeadingTriviaWidth()));
+const seenTypes = new Set();
+const visitType = (type) => {
+  if (!type || seenTypes.has(type)) return;
+  seenTypes.add(type);
+  if (type.isUnionOrIntersection()) for (const t of type.types) visitType(t);
+  for (const t of checker.getTypeArguments?.(type) ?? []) visitType(t);
+  if (type.aliasTypeArguments) for (const t of type.aliasTypeArguments) visitType(t);
+  for (const sig of [...type.getCallSignatures(), ...type.getConstructSignatures()]) {
+    for (const p of sig.getParameters()) visitType(checker.getTypeOfSymbol(p));
+    visitType(sig.getReturnType());
+  }
+  const idx = type.getStringIndexType?.() ?? undefined;
+  if (idx) visitType(idx);
+  const base = type.getBaseTypes?.() ?? [];
+  for (const b of base) visitType(b);
+  for (const prop of checker.getPropertiesOfType(type)) {
+    const decls = prop.declarations ?? [];
+    if (!ours(decls)) continue;
+    if (decls.every(hidden)) continue;
+    reserved.add(prop.name);
+    visitType(checker.getTypeOfSymbol(prop));
+  }
+};
+const index = program.getSourceFile(path.join(src, "index.ts"));
+for (const sym of checker.getExportsOfModule(checker.getSymbolAtLocation(index))) {
+  const s = sym.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(sym) : sym;
+  if (s.flags & (ts.SymbolFlags.Value)) visitType(checker.getTypeOfSymbol(s));
+  if (s.flags & (ts.SymbolFlags.Type)) visitType(checker.getDeclaredTypeOfSymbol(s));
+}
 
 // Code bundled with the runtime that is not part of it keeps its names.
 for (const f of [path.join(dir, "..", "internal", "tsnode", "driver.ts"), path.join(dir, "web", "app.ts")]) {
   if (fs.existsSync(f)) words(fs.readFileSync(f, "utf8"), reserved);
 }
-const checker = program.getTypeChecker();
-const ours = (decls) => decls !== undefined && decls.length > 0 && decls.every((d) => files.includes(path.normalize(d.getSourceFile().fileName)));
-
 // Property names in the sources; string literals that are identifiers are reserved.
 const candidates = new Set();
 for (const sf of program.getSourceFiles()) {
