@@ -1,10 +1,13 @@
 // Computes the property names a minified bundle of the runtime may rename
 // (esbuild's MangleProps): every property name declared or used in src/
-// that is not part of the public API (the emitted declarations, without
-// private and @internal members), not a name of the JavaScript, DOM or Node
-// libraries, and not a string literal (which could index an object). The
+// that is not part of the public API (what index.ts exports and the types
+// reachable from it, private and @internal members excepted), not read or
+// written on a library's object (as the type checker resolves it), not
+// used by the code bundled with the runtime (internal/tsnode/driver.ts,
+// web/app.ts), and not a string literal (which could index an object). The
 // list is written to mangle.json; `node scripts/mangle.mjs --check` fails
-// if it is stale. tsnode and the bench read it (bundle_bytes).
+// if it is stale. internal/tsnode reads it (the bench's bundle_bytes, the
+// cross-language test's driver).
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,7 +22,8 @@ const words = (text, into) => {
 
 // The public API: the members of what index.ts exports, and of every type
 // reachable from them (properties, signatures, type arguments), except
-// private, #private and @internal members.
+// private, #private and @internal members (protected ones are kept: the
+// generated classes use them).
 const reserved = new Set();
 const program = ts.createProgram(files, {
   target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler,
@@ -29,7 +33,7 @@ const program = ts.createProgram(files, {
 const checker = program.getTypeChecker();
 const ours = (decls) => decls !== undefined && decls.length > 0 && decls.every((d) => files.includes(path.normalize(d.getSourceFile().fileName)));
 const hidden = (d) =>
-  (ts.getCombinedModifierFlags(d) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) !== 0 ||
+  (ts.getCombinedModifierFlags(d) & ts.ModifierFlags.Private) !== 0 ||
   (d.name && ts.isPrivateIdentifier(d.name)) ||
   ts.getJSDocTags(d).some((t) => t.tagName.text === "internal") ||
   /@internal/.test(d.getFullText().slice(0, d.getLeadingTriviaWidth()));
