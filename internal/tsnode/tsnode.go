@@ -22,6 +22,7 @@ import (
 	"bufio"
 	_ "embed"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -101,16 +103,51 @@ func build(opts api.BuildOptions) ([]byte, error) {
 	return res.OutputFiles[0].Contents, nil
 }
 
+// mangleProps returns esbuild's MangleProps pattern for the runtime's
+// internal property names, listed in ts/mangle.json (written and checked by
+// ts/scripts/mangle.mjs), or "" when there are none.
+func mangleProps(tsDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(tsDir, "mangle.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var list struct {
+		Props []string `json:"props"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return "", fmt.Errorf("tsnode: %s: %w", filepath.Join(tsDir, "mangle.json"), err)
+	}
+	if len(list.Props) == 0 {
+		return "", nil
+	}
+	for _, p := range list.Props {
+		if !identRE.MatchString(p) {
+			return "", fmt.Errorf("tsnode: mangle.json: %q is not a property name", p)
+		}
+	}
+	return "^(" + strings.Join(list.Props, "|") + ")$", nil
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+
 // RuntimeBundle returns the TypeScript runtime (ts/src/index.ts, without
 // generated types) bundled for browsers as one minified ES module, as a
-// web game ships it.
+// web game ships it, its internal property names shortened.
 func RuntimeBundle() ([]byte, error) {
 	dir, err := TSDir()
 	if err != nil {
 		return nil, err
 	}
+	mangle, err := mangleProps(dir)
+	if err != nil {
+		return nil, err
+	}
 	return build(api.BuildOptions{
 		EntryPoints:       []string{filepath.Join(dir, "src", "index.ts")},
+		MangleProps:       mangle,
 		Bundle:            true,
 		Platform:          api.PlatformBrowser,
 		Format:            api.FormatESModule,
@@ -130,7 +167,12 @@ func DriverBundle() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	mangle, err := mangleProps(dir)
+	if err != nil {
+		return nil, err
+	}
 	return build(api.BuildOptions{
+		MangleProps: mangle,
 		Stdin: &api.StdinOptions{
 			Contents:   driverSource,
 			ResolveDir: filepath.Join(dir, "src"),

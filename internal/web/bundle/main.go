@@ -1,5 +1,6 @@
 // Command bundle builds the browser page of internal/web: it bundles the
-// page's TypeScript (ts/web/app.ts and the runtime in ts/src it imports)
+// page's TypeScript (ts/web/app.ts, the runtime in ts/src and the generated
+// classes of internal/demo and internal/arena it imports)
 // into internal/web/static/app.js with esbuild, and copies
 // ts/web/index.html beside it. go generate runs it; the output is
 // committed, so that "go run ./cmd/replica demo" needs no Node.
@@ -30,8 +31,10 @@ func run() error {
 		return err
 	}
 	res := api.Build(api.BuildOptions{
-		AbsWorkingDir:     root,
-		EntryPoints:       []string{"ts/web/app.ts"},
+		AbsWorkingDir: root,
+		EntryPoints:   []string{"ts/web/app.ts"},
+		// The generated classes the page uses import the runtime by its package name.
+		Alias:             map[string]string{"@replicago/replica": "./ts/src/index.ts"},
 		Bundle:            true,
 		Write:             false,
 		Format:            api.FormatESModule,
