@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 
@@ -170,11 +169,11 @@ func (d *decoder) quant() schema.Quant {
 	var q schema.Quant
 	switch d.byte() {
 	case 0:
-		q.Step = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
+		q.Step = math.Float64frombits(binary.LittleEndian.Uint64(pad(d.bytes(8), 8)))
 	case 1:
 		q.Bounded = true
-		q.Step = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
-		q.Min = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
+		q.Step = math.Float64frombits(binary.LittleEndian.Uint64(pad(d.bytes(8), 8)))
+		q.Min = math.Float64frombits(binary.LittleEndian.Uint64(pad(d.bytes(8), 8)))
 		q.Bits = d.byte()
 		if d.err == nil && (q.Bits < 1 || q.Bits > 32 || math.IsNaN(q.Min) || math.IsInf(q.Min, 0)) {
 			d.fail(ErrMalformed, "", "bad quantization")
@@ -512,7 +511,7 @@ func (d *decoder) skipValue(wk byte) {
 		if !d.enter() {
 			return
 		}
-		ek := d.elemHeader()
+		ek, _ := d.elemHeader()
 		for n := d.count(1); n > 0 && d.err == nil; n-- {
 			d.skipValue(ek)
 		}
@@ -522,7 +521,7 @@ func (d *decoder) skipValue(wk byte) {
 			return
 		}
 		kk := d.keyKind(false)
-		ek := d.elemHeader()
+		ek, _ := d.elemHeader()
 		for n := d.count(2); n > 0 && d.err == nil; n-- {
 			d.skipValue(kk)
 			d.skipValue(ek)
@@ -557,15 +556,16 @@ func (d *decoder) skipValue(wk byte) {
 
 // elemHeader reads the element kind of a list or map (and its
 // quantization) and checks that it may be an element.
-func (d *decoder) elemHeader() byte {
+func (d *decoder) elemHeader() (byte, schema.Quant) {
 	ek := d.byte()
+	var q schema.Quant
 	if ek == wQuant {
-		d.quant()
+		q = d.quant()
 	}
 	if d.err == nil && !(scalarWire(ek) || ek == byte(schema.String) || ek == byte(schema.Bytes) || ek == byte(schema.Nested)) {
 		d.fail(ErrMalformed, "", "bad element kind %d", ek)
 	}
-	return ek
+	return ek, q
 }
 
 func (d *decoder) keyKind(bag bool) byte {
@@ -591,4 +591,3 @@ func (d *decoder) skipStruct() {
 	d.depth--
 }
 
-var _ = errors.New
