@@ -590,4 +590,3 @@ func (d *decoder) skipStruct() {
 	}
 	d.depth--
 }
-
