@@ -433,10 +433,10 @@ func (w *Writer) run() {
 		w.stats.LastFlush = info.Duration
 		w.mu.Unlock()
 		clear(batch.Puts) // drop references to the documents' buffers
-		w.markDurable(upto, take)
 		if w.cfg.OnFlush != nil {
-			w.cfg.OnFlush(info)
+			w.cfg.OnFlush(info) // before waiters of the flush return
 		}
+		w.markDurable(upto, take)
 		t.Reset(w.cfg.FlushInterval)
 	}
 }
