@@ -211,8 +211,7 @@ func (c *Codec) NewEncoder() *Encoder { return &Encoder{c: c} }
 // one per goroutine. The zero Encoder is not usable; see Codec.NewEncoder.
 type Encoder struct {
 	c    *Codec
-	keys []uint64      // bag keys, a stack of buffers for nested bags
-	mkey []state.Value // map keys, likewise
+	mkey []state.Value // map keys, a stack of buffers for nested maps
 }
 
 // AppendEntity appends the document data of e's stored fields to dst.
@@ -300,16 +299,13 @@ func (x *Encoder) appendMap(b []byte, m *state.Map, t *schema.Type, sub *plan) [
 
 func (x *Encoder) appendBag(b []byte, g *state.Bag, t *schema.Type, sub *plan) []byte {
 	b = append(b, byte(t.Key))
-	start := len(x.keys)
-	x.keys = g.Keys(x.keys)
-	end := len(x.keys)
-	b = binary.AppendUvarint(b, uint64(end-start))
-	for i := start; i < end; i++ {
-		k := x.keys[i]
+	b = binary.AppendUvarint(b, uint64(g.Len()))
+	// Items in the bag's own order: sorting costs more than the rest of
+	// the encoding, and decoding does not need it.
+	for k, r := range g.All {
 		b = appendScalar(b, byte(t.Key), k)
-		b = x.appendStruct(b, g.Get(k), sub, 0, 0, 0)
+		b = x.appendStruct(b, r, sub, 0, 0, 0)
 	}
-	x.keys = x.keys[:start]
 	return b
 }
 
