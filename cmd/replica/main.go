@@ -4,6 +4,7 @@
 //
 //	replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
 //	replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+//	replica store dump -store sqlite|postgres|redis -dsn DSN [-table PREFIX] [-key K] [-pretty]
 package main
 
 import (
@@ -16,6 +17,8 @@ import (
 const usage = `usage:
   replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
   replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+  replica bench -scenario persist -store sqlite|postgres|redis [-dsn DSN] [-duration D] [-json]
+  replica store dump -store sqlite|postgres|redis -dsn DSN [-table PREFIX] [-key K] [-pretty]
 
 Run "replica <command> -h" for the flags of a command.
 `
@@ -31,6 +34,8 @@ func main() {
 		err = runDemo(args)
 	case "bench":
 		err = runBench(args)
+	case "store":
+		err = runStore(args)
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return
