@@ -233,27 +233,33 @@ func (x *Encoder) AppendRecord(dst []byte, r *state.Record) []byte {
 func (x *Encoder) appendStruct(b []byte, r *state.Record, p *plan, num, str, cont int) []byte {
 	b = binary.AppendUvarint(b, uint64(len(p.fields)))
 	for i := range p.fields {
-		fp := &p.fields[i]
-		f := fp.f
-		b = binary.AppendUvarint(b, uint64(f.ID))
-		b = append(b, fp.wk)
-		switch k := f.Type.Kind; {
-		case k.Numeric():
-			if fp.wk == wQuant {
-				b = appendQuant(b, f.Type.Quant)
-			}
-			b = appendScalar(b, fp.wk, r.Num(num+f.Num))
-		case k == schema.String || k == schema.Bytes:
-			b = appendString(b, r.Str(str+f.Obj))
-		case k == schema.Nested:
-			b = x.appendStruct(b, r, fp.sub, num+f.Num, str+f.Obj, cont+fp.cont)
-		case k == schema.List:
-			b = x.appendList(b, r.List(cont+f.Obj), &f.Type, fp.sub)
-		case k == schema.Map:
-			b = x.appendMap(b, r.Map(cont+f.Obj), &f.Type, fp.sub)
-		case k == schema.Bag:
-			b = x.appendBag(b, r.Bag(cont+f.Obj), &f.Type, fp.sub)
+		b = x.appendField(b, r, &p.fields[i], num, str, cont)
+	}
+	return b
+}
+
+// appendField appends one field of a struct whose slots start at num,
+// str and cont: its ID, wire kind and value.
+func (x *Encoder) appendField(b []byte, r *state.Record, fp *fieldPlan, num, str, cont int) []byte {
+	f := fp.f
+	b = binary.AppendUvarint(b, uint64(f.ID))
+	b = append(b, fp.wk)
+	switch k := f.Type.Kind; {
+	case k.Numeric():
+		if fp.wk == wQuant {
+			b = appendQuant(b, f.Type.Quant)
 		}
+		b = appendScalar(b, fp.wk, r.Num(num+f.Num))
+	case k == schema.String || k == schema.Bytes:
+		b = appendString(b, r.Str(str+f.Obj))
+	case k == schema.Nested:
+		b = x.appendStruct(b, r, fp.sub, num+f.Num, str+f.Obj, cont+fp.cont)
+	case k == schema.List:
+		b = x.appendList(b, r.List(cont+f.Obj), &f.Type, fp.sub)
+	case k == schema.Map:
+		b = x.appendMap(b, r.Map(cont+f.Obj), &f.Type, fp.sub)
+	case k == schema.Bag:
+		b = x.appendBag(b, r.Bag(cont+f.Obj), &f.Type, fp.sub)
 	}
 	return b
 }

@@ -72,17 +72,28 @@ type WriterStats struct {
 // The tick goroutine calls, per tick:
 //
 //	w.Begin(tick)
-//	for each entity whose persist fields changed (Codec.Changed):
-//		w.Put(key, entity)   // encodes the entity's persist fields now
-//	w.End()                  // hands the whole tick over, atomically
+//	for _, c := range changeset.Changes {  // state.Tracker.Commit's
+//		if codec.Changed(c) {
+//			w.PutChange(key(c.Entity), c)  // encodes what changed, now
+//		}
+//	}
+//	w.End()                                // hands the whole tick over, atomically
+//
+// PutChange encodes the whole entity the first time (or after Forget) and
+// after that only the stored fields that changed, and the changed items of
+// a bag: the Writer keeps each entity's document in memory, in pieces, and
+// reassembles it at flush time. Put always encodes the whole entity.
 //
 // Atomicity: a flush takes every tick ended before it, whole, so the
 // stored documents always show the entities as they were at the end of
 // one tick: never half of a tick's changes, and entities changed by one
 // game action in one tick are saved by the same transaction.
 //
-// Begin, Put, Delete and End belong to one goroutine. Flush, Save, Stats
-// and Close may be called from any goroutine.
+// Memory: the Writer keeps the document of every entity put, until Forget
+// (a player logging out: put the last state, then Forget) or Delete.
+//
+// Begin, Put, PutChange, Delete, Forget and End belong to one goroutine.
+// Flush, Save, Stats and Close may be called from any goroutine.
 type Writer struct {
 	cfg WriterConfig
 	log *slog.Logger
@@ -93,6 +104,12 @@ type Writer struct {
 	stage  []staged
 	tick   uint64
 	inTick bool
+	known  map[string]struct{} // keys whose whole document the Writer holds
+
+	// Writer goroutine only.
+	models map[string]*docModel
+	out    []byte      // the documents of a flush
+	firsts []time.Time // the first changes of the batch's keys
 
 	mu       sync.Mutex
 	pend     map[string]pending
@@ -109,17 +126,36 @@ type Writer struct {
 	done chan struct{}
 }
 
+// Operations on a key, in the order of the calls.
+const (
+	opFull   = iota // data: a whole document
+	opPatch         // data: a patch (see appendPatch)
+	opDelete        // delete the document
+	opForget        // drop the kept document once written
+)
+
 type staged struct {
 	key        string
 	class      uint32
 	start, end int // of the data in buf
-	del        bool
+	op         uint8
 }
 
+type keyOp struct {
+	kind  uint8
+	class uint32
+	data  []byte
+}
+
+// pending is what waits to be written for one key.
 type pending struct {
-	doc   Document
-	del   bool
-	first time.Time // End of the oldest change not yet durable
+	ops    []keyOp // since the last flush; a whole document or deletion drops those before
+	first  time.Time
+	tick   uint64
+	class  uint32
+	del     bool // the last operation deleted the key
+	forget  bool
+	rewrite bool // a failed flush applied the operations: write what is kept
 }
 
 // NewWriter starts a Writer.
@@ -149,6 +185,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		enc:      cfg.Codec.NewEncoder(),
+		known:    make(map[string]struct{}),
+		models:   make(map[string]*docModel),
 		pend:     make(map[string]pending),
 		spare:    make(map[string]pending),
 		durableC: make(chan struct{}),
@@ -169,24 +207,56 @@ func (w *Writer) Begin(tick uint64) {
 	w.stage = w.stage[:0]
 }
 
-// Put encodes the persist fields of e, as they are now, as the document of
-// key. A key put twice in a tick keeps the last.
+// Put encodes the stored fields of e, as they are now, as the document of
+// key, whole.
 func (w *Writer) Put(key string, e *state.Entity) {
 	w.mustTick()
 	start := len(w.buf)
 	w.buf = w.enc.AppendEntity(w.buf, e)
-	w.stage = append(w.stage, staged{key: key, class: e.Class().ID, start: start, end: len(w.buf)})
+	w.stage = append(w.stage, staged{key: key, class: e.Class().ID, start: start, end: len(w.buf), op: opFull})
+	w.known[key] = struct{}{}
+}
+
+// PutChange saves the changes of c, the change of an entity in the tick's
+// changeset, under key: the stored fields c changed (and a bag's changed
+// items) when the Writer holds the entity's document, else the whole
+// entity. Changes of a destroyed entity are ignored.
+func (w *Writer) PutChange(key string, c *state.Change) {
+	w.mustTick()
+	if c.Destroyed {
+		return
+	}
+	if _, ok := w.known[key]; !ok || c.Created {
+		w.Put(key, c.Entity)
+		return
+	}
+	start := len(w.buf)
+	var changed bool
+	w.buf, changed = w.enc.appendPatch(w.buf, c)
+	if changed {
+		w.stage = append(w.stage, staged{key: key, class: c.Entity.Class().ID, start: start, end: len(w.buf), op: opPatch})
+	}
 }
 
 // Delete deletes the document of key (a character deleted for good).
 func (w *Writer) Delete(key string) {
 	w.mustTick()
-	w.stage = append(w.stage, staged{key: key, del: true})
+	delete(w.known, key)
+	w.stage = append(w.stage, staged{key: key, op: opDelete})
+}
+
+// Forget lets the Writer drop the document it keeps for key once what
+// was put before is written: for an entity that leaves the server. A later
+// PutChange of key encodes the whole entity again.
+func (w *Writer) Forget(key string) {
+	w.mustTick()
+	delete(w.known, key)
+	w.stage = append(w.stage, staged{key: key, op: opForget})
 }
 
 func (w *Writer) mustTick() {
 	if !w.inTick {
-		panic("store: Writer.Put or Delete outside Begin and End")
+		panic("store: Writer.Put, PutChange, Delete or Forget outside Begin and End")
 	}
 }
 
@@ -203,19 +273,14 @@ func (w *Writer) End() error {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	hash := w.cfg.Codec.hash
 	for i := range w.stage {
-		s := &w.stage[i]
-		p := pending{del: s.del, first: now}
-		if !s.del {
-			p.doc = Document{Key: s.key, Class: s.class, Tick: w.tick, Schema: hash, Data: buf[s.start:s.end:s.end]}
-		} else {
-			p.doc.Key = s.key
+		st := &w.stage[i]
+		p, ok := w.pend[st.key]
+		if !ok {
+			p.first = now
 		}
-		if old, ok := w.pend[s.key]; ok {
-			p.first = old.first
-		}
-		w.pend[s.key] = p
+		p.addOp(st.op, st.class, buf[st.start:st.end:st.end], w.tick)
+		w.pend[st.key] = p
 	}
 	w.seq++
 	n := len(w.pend)
@@ -240,11 +305,37 @@ func (w *Writer) End() error {
 	return nil
 }
 
-// Save submits documents encoded by the caller (Codec.Document, on the
-// goroutine that owns the entities) and returns once they, and every
-// change ended before, are durable, or when ctx is done. A document older
-// than one already waiting under its key (by Tick) is ignored.
+// addOp records an operation on the key.
+func (p *pending) addOp(op uint8, class uint32, data []byte, tick uint64) {
+	switch op {
+	case opForget:
+		p.forget = true
+		return
+	case opFull, opDelete:
+		p.ops = p.ops[:0]
+		p.forget = false // the Writer keeps what comes now
+	}
+	p.ops = append(p.ops, keyOp{kind: op, class: class, data: data})
+	p.del = op == opDelete
+	if op != opDelete {
+		p.tick, p.class = tick, class
+	}
+}
+
+// Save submits whole documents encoded by the caller with the Writer's
+// codec (Codec.Document, on the goroutine that owns the entities) and
+// returns once they, and every change ended before, are durable, or when
+// ctx is done. A document older (by Tick) than what waits under its key
+// is ignored. The documents' Data must not be modified afterwards.
 func (w *Writer) Save(ctx context.Context, docs ...Document) error {
+	for _, d := range docs {
+		if err := CheckKey(d.Key); err != nil {
+			return err
+		}
+		if d.Schema != w.cfg.Codec.hash {
+			return fmt.Errorf("%w: document %q of schema %s, the Writer's codec is of %s", ErrInvalid, d.Key, d.Schema, w.cfg.Codec.hash)
+		}
+	}
 	now := time.Now()
 	w.mu.Lock()
 	if w.closed {
@@ -252,19 +343,14 @@ func (w *Writer) Save(ctx context.Context, docs ...Document) error {
 		return ErrClosed
 	}
 	for _, d := range docs {
-		if err := CheckKey(d.Key); err != nil {
-			w.mu.Unlock()
-			return err
+		p, ok := w.pend[d.Key]
+		if ok && !p.del && len(p.ops) > 0 && p.tick > d.Tick {
+			continue
 		}
-	}
-	for _, d := range docs {
-		p := pending{doc: d, first: now}
-		if old, ok := w.pend[d.Key]; ok {
-			if !old.del && old.doc.Tick > d.Tick {
-				continue
-			}
-			p.first = old.first
+		if !ok {
+			p.first = now
 		}
+		p.addOp(opFull, d.Class, d.Data, d.Tick)
 		w.pend[d.Key] = p
 	}
 	w.seq++
@@ -370,33 +456,39 @@ func (w *Writer) run() {
 		upto := w.seq
 		w.mu.Unlock()
 
-		if len(take) == 0 {
+		batch.Schemas, batch.Puts, batch.Deletes = batch.Schemas[:0], batch.Puts[:0], batch.Deletes[:0]
+		if len(take) > 0 {
+			w.build(take, batch)
+		}
+		if batch.Len() == 0 {
 			w.markDurable(upto, take)
 			t.Reset(w.cfg.FlushInterval)
 			continue
 		}
-		batch.Schemas, batch.Puts, batch.Deletes = batch.Schemas[:0], batch.Puts[:0], batch.Deletes[:0]
 		if !schemaStored {
 			batch.Schemas = append(batch.Schemas, w.cfg.Codec.SchemaRecord())
-		}
-		for k, p := range take {
-			if p.del {
-				batch.Deletes = append(batch.Deletes, k)
-			} else {
-				batch.Puts = append(batch.Puts, p.doc)
-			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.WriteTimeout)
 		start := time.Now()
 		err := w.cfg.Store.Write(ctx, batch)
 		end := time.Now()
 		cancel()
-		info := FlushInfo{Entities: len(take), Duration: end.Sub(start), Err: err}
+		info := FlushInfo{Entities: batch.Len(), Duration: end.Sub(start), Err: err}
 		if err != nil {
+			// The kept documents already hold the changes: what is left
+			// to do is writing them, under the keys taken.
 			w.mu.Lock()
 			for k, p := range take {
+				p.ops, p.rewrite = nil, true
 				if newer, ok := w.pend[k]; ok {
 					newer.first = p.first
+					if len(newer.ops) == 0 || newer.ops[0].kind == opPatch {
+						newer.forget = newer.forget || p.forget
+					}
+					newer.rewrite = true
+					if len(newer.ops) == 0 {
+						newer.del = p.del
+					}
 					w.pend[k] = newer
 				} else {
 					w.pend[k] = p
@@ -419,20 +511,25 @@ func (w *Writer) run() {
 		}
 		retry = 0
 		schemaStored = true
+		for k, p := range take {
+			if p.forget {
+				delete(w.models, k)
+			}
+		}
 		if w.cfg.OnFlush != nil {
 			lags = lags[:0]
-			for _, p := range take {
-				lags = append(lags, end.Sub(p.first))
+			for _, f := range w.firsts {
+				lags = append(lags, end.Sub(f))
 			}
 			info.Lags = lags
 		}
 		w.mu.Lock()
 		w.stats.Flushes++
-		w.stats.Written += uint64(len(take))
+		w.stats.Written += uint64(batch.Len())
 		w.stats.LastError = nil
 		w.stats.LastFlush = info.Duration
 		w.mu.Unlock()
-		clear(batch.Puts) // drop references to the documents' buffers
+		clear(batch.Puts)
 		if w.cfg.OnFlush != nil {
 			w.cfg.OnFlush(info) // before waiters of the flush return
 		}
@@ -455,4 +552,54 @@ func (w *Writer) markDurable(upto uint64, take map[string]pending) {
 		w.durableC = make(chan struct{})
 	}
 	w.mu.Unlock()
+}
+
+// build applies the operations taken to the kept documents and fills the
+// batch with the documents and deletions to write.
+func (w *Writer) build(take map[string]pending, b *Batch) {
+	type span struct{ at, start, end int }
+	spans := make([]span, 0, len(take))
+	w.out = w.out[:0]
+	w.firsts = w.firsts[:0]
+	for k, p := range take {
+		m := w.models[k]
+		for _, o := range p.ops {
+			var err error
+			switch o.kind {
+			case opFull:
+				m, err = w.cfg.Codec.newModel(o.class, o.data)
+			case opDelete:
+				m = nil
+			case opPatch:
+				if m == nil {
+					err = errModel
+				} else {
+					err = m.apply(o.data)
+				}
+			}
+			if err != nil {
+				w.log.Error("store: Writer dropped a change it cannot apply", "key", k, "err", err)
+			}
+		}
+		if m == nil {
+			delete(w.models, k)
+			if p.del {
+				b.Deletes = append(b.Deletes, k)
+				w.firsts = append(w.firsts, p.first)
+			}
+			continue
+		}
+		w.models[k] = m
+		if len(p.ops) == 0 && !p.rewrite {
+			continue // Forget alone: nothing new to write
+		}
+		w.firsts = append(w.firsts, p.first)
+		start := len(w.out)
+		w.out = m.appendDoc(w.out)
+		spans = append(spans, span{len(b.Puts), start, len(w.out)})
+		b.Puts = append(b.Puts, Document{Key: k, Class: p.class, Tick: p.tick, Schema: w.cfg.Codec.hash})
+	}
+	for _, s := range spans {
+		b.Puts[s.at].Data = w.out[s.start:s.end:s.end]
+	}
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -10,6 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"pgregory.net/rapid"
+
+	"github.com/replicago/replica/internal/mutate"
+	v1 "github.com/replicago/replica/internal/testschema/v1"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/store"
@@ -359,6 +364,94 @@ func TestWriterCloseUnsaved(t *testing.T) {
 		}
 		if s := wr.Stats(); s.Pending != 1 {
 			t.Fatalf("pending after a failed Close: %d", s.Pending)
+		}
+	})
+}
+
+// TestWriterPatches: random changes of every kind, saved tick after tick
+// by PutChange (patches once the Writer holds an entity), flushed at
+// random points, leave the store equal to the entities.
+func TestWriterPatches(t *testing.T) {
+	t.Run("v1", func(t *testing.T) { testWriterPatches(t, allPersist(t, v1.Schema())) })
+	// A small class whose changes are mostly to its bag's items.
+	item := &schema.Struct{Name: "item", Fields: []*schema.Field{
+		{ID: 1, Name: "n", Type: schema.Type{Kind: schema.Int32}},
+		{ID: 2, Name: "tags", Type: schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.String}}},
+	}}
+	cl := &schema.Struct{Name: "p", Class: true, ID: 1, Fields: []*schema.Field{
+		{ID: 1, Name: "v", Type: schema.Type{Kind: schema.Int64}, Life: schema.LifePersist},
+		{ID: 2, Name: "inv", Type: schema.Type{Kind: schema.Bag, Key: schema.Int16, Struct: item}, Life: schema.LifePersist},
+		{ID: 3, Name: "x", Type: schema.Type{Kind: schema.Float32}},
+	}}
+	s, err := schema.New(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("bag", func(t *testing.T) { testWriterPatches(t, s) })
+}
+
+func testWriterPatches(t *testing.T, s *schema.Schema) {
+	codec := store.NewCodec(s)
+	rapid.Check(t, func(rt *rapid.T) {
+		tr := state.NewTracker(s)
+		st := storetest.NewMemory()
+		wr, _ := store.NewWriter(store.WriterConfig{Store: st, Codec: codec, FlushInterval: time.Hour, Logger: quiet()})
+		defer wr.Close(context.Background())
+		n := rapid.IntRange(1, 3).Draw(rt, "entities")
+		ents := make([]*state.Entity, n)
+		key := map[state.ID]string{}
+		for i := range ents {
+			ents[i], _ = tr.Spawn(rapid.SampledFrom(s.Classes).Draw(rt, "class"))
+			key[ents[i].ID()] = fmt.Sprint("e", i)
+		}
+		ticks := uint64(rapid.IntRange(1, 20).Draw(rt, "ticks"))
+		for tick := uint64(1); tick <= ticks; tick++ {
+			for range rapid.IntRange(0, 12).Draw(rt, "changes") {
+				e := rapid.SampledFrom(ents).Draw(rt, "entity")
+				if rapid.IntRange(0, 19).Draw(rt, "whole") == 0 {
+					// Every field at once, containers replaced whole.
+					e.Handle().SetNested(0, e.Class(), mutate.Record(rt, e.Class(), 0))
+					continue
+				}
+				mutate.Struct(rt, e.Handle(), e.Class(), 0)
+			}
+			cs := tr.Commit()
+			wr.Begin(tick)
+			for _, c := range cs.Changes {
+				if codec.Changed(c) {
+					wr.PutChange(key[c.Entity.ID()], c)
+				}
+			}
+			if rapid.IntRange(0, 9).Draw(rt, "forget") == 0 {
+				e := rapid.SampledFrom(ents).Draw(rt, "forgotten")
+				wr.Put(key[e.ID()], e)
+				wr.Forget(key[e.ID()])
+			}
+			if err := wr.End(); err != nil {
+				rt.Fatal(err)
+			}
+			if rapid.Bool().Draw(rt, "flush") {
+				if err := wr.Flush(context.Background()); err != nil {
+					rt.Fatal(err)
+				}
+			}
+		}
+		if err := wr.Flush(context.Background()); err != nil {
+			rt.Fatal(err)
+		}
+		for _, e := range ents {
+			d, err := st.Load(context.Background(), key[e.ID()])
+			if err != nil {
+				rt.Fatal(err)
+			}
+			r, err := codec.Decode(d)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			want, _ := codec.Decode(codec.Document(key[e.ID()], 0, e)) // the entity's stored fields
+			if !r.Equal(want) {
+				rt.Fatalf("stored %s differs from the entity", key[e.ID()])
+			}
 		}
 	})
 }

@@ -399,4 +399,3 @@ func verifyPersist(ctx context.Context, st store.Store, codec *store.Codec, worl
 	}
 	return ""
 }
-
