@@ -149,10 +149,10 @@ type keyOp struct {
 
 // pending is what waits to be written for one key.
 type pending struct {
-	ops    []keyOp // since the last flush; a whole document or deletion drops those before
-	first  time.Time
-	tick   uint64
-	class  uint32
+	ops     []keyOp // since the last flush; a whole document or deletion drops those before
+	first   time.Time
+	tick    uint64
+	class   uint32
 	del     bool // the last operation deleted the key
 	forget  bool
 	rewrite bool // a failed flush applied the operations: write what is kept
