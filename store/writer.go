@@ -112,11 +112,12 @@ type Writer struct {
 	firsts []time.Time // the first changes of the batch's keys
 
 	mu       sync.Mutex
-	pend     map[string]pending
-	spare    map[string]pending // the map of the previous flush, cleared
-	seq      uint64             // Ends so far
-	durable  uint64             // Ends whose changes are all durable
-	durableC chan struct{}      // closed and replaced when durable grows
+	pend     *pendingSet
+	spare    *pendingSet   // the set of the previous flush, emptied
+	free     [][]byte      // tick buffers whose operations were applied
+	seq      uint64        // Ends so far
+	durable  uint64        // Ends whose changes are all durable
+	durableC chan struct{} // closed and replaced when durable grows
 	closed   bool
 	stats    WriterStats
 	warned   bool
@@ -147,8 +148,51 @@ type keyOp struct {
 	data  []byte
 }
 
+// A pendingSet is what waits to be written, by key. Its entries and their
+// operation slices are reused from flush to flush, so that a tick hands
+// over its changes without allocating.
+type pendingSet struct {
+	idx    map[string]int32
+	ents   []pending
+	arenas [][]byte // the tick buffers the operations point into
+}
+
+func newPendingSet() *pendingSet { return &pendingSet{idx: make(map[string]int32)} }
+
+// get returns the entry of key, adding it (first changed at now) if
+// absent.
+func (ps *pendingSet) get(key string, now time.Time) *pending {
+	if i, ok := ps.idx[key]; ok {
+		return &ps.ents[i]
+	}
+	i := len(ps.ents)
+	if i < cap(ps.ents) {
+		ps.ents = ps.ents[:i+1]
+		ops := ps.ents[i].ops[:0]
+		ps.ents[i] = pending{ops: ops}
+	} else {
+		ps.ents = append(ps.ents, pending{})
+	}
+	p := &ps.ents[i]
+	p.key, p.first = key, now
+	ps.idx[key] = int32(i)
+	return p
+}
+
+// reset empties ps, keeping its storage.
+func (ps *pendingSet) reset() {
+	clear(ps.idx)
+	for i := range ps.ents {
+		clear(ps.ents[i].ops) // drop references to tick buffers
+	}
+	ps.ents = ps.ents[:0]
+	clear(ps.arenas)
+	ps.arenas = ps.arenas[:0]
+}
+
 // pending is what waits to be written for one key.
 type pending struct {
+	key     string
 	ops     []keyOp // since the last flush; a whole document or deletion drops those before
 	first   time.Time
 	tick    uint64
@@ -187,8 +231,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		enc:      cfg.Codec.NewEncoder(),
 		known:    make(map[string]struct{}),
 		models:   make(map[string]*docModel),
-		pend:     make(map[string]pending),
-		spare:    make(map[string]pending),
+		pend:     newPendingSet(),
+		spare:    newPendingSet(),
 		durableC: make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
@@ -275,15 +319,20 @@ func (w *Writer) End() error {
 	}
 	for i := range w.stage {
 		st := &w.stage[i]
-		p, ok := w.pend[st.key]
-		if !ok {
-			p.first = now
+		w.pend.get(st.key, now).addOp(st.op, st.class, buf[st.start:st.end:st.end], w.tick)
+	}
+	if len(buf) > 0 {
+		w.pend.arenas = append(w.pend.arenas, buf)
+		// The operations keep the buffer until the Writer applies them:
+		// the next tick appends to a free one.
+		if n := len(w.free); n > 0 {
+			w.buf, w.free = w.free[n-1][:0], w.free[:n-1]
+		} else {
+			w.buf = make([]byte, 0, cap(buf))
 		}
-		p.addOp(st.op, st.class, buf[st.start:st.end:st.end], w.tick)
-		w.pend[st.key] = p
 	}
 	w.seq++
-	n := len(w.pend)
+	n := len(w.pend.idx)
 	over := n > w.cfg.MaxBacklog
 	if over {
 		w.stats.OverBacklog++
@@ -291,10 +340,6 @@ func (w *Writer) End() error {
 	warn := over && !w.warned
 	w.warned = over
 	w.mu.Unlock()
-	// The documents keep the buffer: the next tick appends to a new one.
-	if len(buf) > 0 {
-		w.buf = make([]byte, 0, cap(buf))
-	}
 	if over {
 		if warn {
 			w.log.Error("store: write-behind backlog over its bound; the database is down or too slow, nothing is dropped",
@@ -343,15 +388,11 @@ func (w *Writer) Save(ctx context.Context, docs ...Document) error {
 		return ErrClosed
 	}
 	for _, d := range docs {
-		p, ok := w.pend[d.Key]
-		if ok && !p.del && len(p.ops) > 0 && p.tick > d.Tick {
+		p := w.pend.get(d.Key, now)
+		if !p.del && len(p.ops) > 0 && p.tick > d.Tick {
 			continue
 		}
-		if !ok {
-			p.first = now
-		}
 		p.addOp(opFull, d.Class, d.Data, d.Tick)
-		w.pend[d.Key] = p
 	}
 	w.seq++
 	w.mu.Unlock()
@@ -408,7 +449,7 @@ func (w *Writer) Stats() WriterStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
-	s.Pending = len(w.pend)
+	s.Pending = len(w.pend.idx)
 	return s
 }
 
@@ -457,9 +498,15 @@ func (w *Writer) run() {
 		w.mu.Unlock()
 
 		batch.Schemas, batch.Puts, batch.Deletes = batch.Schemas[:0], batch.Puts[:0], batch.Deletes[:0]
-		if len(take) > 0 {
-			w.build(take, batch)
+		w.build(take, batch)
+		// The operations are applied: their tick buffers are free.
+		w.mu.Lock()
+		for _, a := range take.arenas {
+			if len(w.free) < 4 {
+				w.free = append(w.free, a)
+			}
 		}
+		w.mu.Unlock()
 		if batch.Len() == 0 {
 			w.markDurable(upto, take)
 			t.Reset(w.cfg.FlushInterval)
@@ -478,28 +525,24 @@ func (w *Writer) run() {
 			// The kept documents already hold the changes: what is left
 			// to do is writing them, under the keys taken.
 			w.mu.Lock()
-			for k, p := range take {
-				p.ops, p.rewrite = nil, true
-				if newer, ok := w.pend[k]; ok {
-					newer.first = p.first
-					if len(newer.ops) == 0 || newer.ops[0].kind == opPatch {
-						newer.forget = newer.forget || p.forget
-					}
-					newer.rewrite = true
-					if len(newer.ops) == 0 {
-						newer.del = p.del
-					}
-					w.pend[k] = newer
-				} else {
-					w.pend[k] = p
+			for i := range take.ents {
+				p := &take.ents[i]
+				newer := w.pend.get(p.key, p.first)
+				switch {
+				case len(newer.ops) == 0: // not changed since (or forgotten)
+					newer.del, newer.tick, newer.class = p.del, p.tick, p.class
+					newer.forget = newer.forget || p.forget
+				case newer.ops[0].kind == opPatch:
+					newer.forget = newer.forget || p.forget
 				}
+				newer.first, newer.rewrite = p.first, true
 			}
-			clear(take)
+			take.reset()
 			w.spare = take
 			w.stats.Failures++
 			w.stats.LastError = err
 			w.stats.LastFlush = info.Duration
-			pendN := len(w.pend)
+			pendN := len(w.pend.idx)
 			w.mu.Unlock()
 			retry = min(max(retry*2, w.cfg.RetryMin), w.cfg.RetryMax)
 			w.log.Warn("store: flush failed; will retry", "err", err, "pending", pendN, "retry_in", retry)
@@ -511,9 +554,9 @@ func (w *Writer) run() {
 		}
 		retry = 0
 		schemaStored = true
-		for k, p := range take {
-			if p.forget {
-				delete(w.models, k)
+		for i := range take.ents {
+			if p := &take.ents[i]; p.forget {
+				delete(w.models, p.key)
 			}
 		}
 		if w.cfg.OnFlush != nil {
@@ -540,8 +583,8 @@ func (w *Writer) run() {
 
 // markDurable records that every End up to upto is durable and gives the
 // flushed map back for reuse.
-func (w *Writer) markDurable(upto uint64, take map[string]pending) {
-	clear(take)
+func (w *Writer) markDurable(upto uint64, take *pendingSet) {
+	take.reset()
 	w.mu.Lock()
 	if w.spare == nil {
 		w.spare = take
@@ -556,12 +599,14 @@ func (w *Writer) markDurable(upto uint64, take map[string]pending) {
 
 // build applies the operations taken to the kept documents and fills the
 // batch with the documents and deletions to write.
-func (w *Writer) build(take map[string]pending, b *Batch) {
+func (w *Writer) build(take *pendingSet, b *Batch) {
 	type span struct{ at, start, end int }
-	spans := make([]span, 0, len(take))
+	spans := make([]span, 0, len(take.ents))
 	w.out = w.out[:0]
 	w.firsts = w.firsts[:0]
-	for k, p := range take {
+	for i := range take.ents {
+		p := &take.ents[i]
+		k := p.key
 		m := w.models[k]
 		for _, o := range p.ops {
 			var err error

@@ -394,8 +394,9 @@ func testWriterPatches(t *testing.T, s *schema.Schema) {
 	codec := store.NewCodec(s)
 	rapid.Check(t, func(rt *rapid.T) {
 		tr := state.NewTracker(s)
-		st := storetest.NewMemory()
-		wr, _ := store.NewWriter(store.WriterConfig{Store: st, Codec: codec, FlushInterval: time.Hour, Logger: quiet()})
+		st := &faulty{Memory: storetest.NewMemory()}
+		wr, _ := store.NewWriter(store.WriterConfig{Store: st, Codec: codec, FlushInterval: time.Millisecond,
+			RetryMin: time.Millisecond, RetryMax: time.Millisecond, Logger: quiet()})
 		defer wr.Close(context.Background())
 		n := rapid.IntRange(1, 3).Draw(rt, "entities")
 		ents := make([]*state.Entity, n)
@@ -430,12 +431,20 @@ func testWriterPatches(t *testing.T, s *schema.Schema) {
 			if err := wr.End(); err != nil {
 				rt.Fatal(err)
 			}
+			// The database fails now and then: flushes in the background
+			// fail and are retried.
+			if rapid.IntRange(0, 3).Draw(rt, "down") == 0 {
+				st.set(errors.New("down"), nil)
+			} else {
+				st.set(nil, nil)
+			}
 			if rapid.Bool().Draw(rt, "flush") {
-				if err := wr.Flush(context.Background()); err != nil {
-					rt.Fatal(err)
-				}
+				c, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+				wr.Flush(c)
+				cancel()
 			}
 		}
+		st.set(nil, nil)
 		if err := wr.Flush(context.Background()); err != nil {
 			rt.Fatal(err)
 		}
