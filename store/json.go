@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/replicago/replica/schema"
@@ -20,7 +22,8 @@ import (
 // every field when s is nil, is named by its ID as "#ID". Integers are
 // JSON numbers, floats too (NaN and infinities as the strings "NaN",
 // "+Inf" and "-Inf"; quantized floats dequantized), bytes are base64
-// strings, maps and bags are objects keyed by their keys. It needs no
+// strings, maps and bags are objects keyed by their keys, in ascending
+// order. It needs no
 // generated code: the document describes its own kinds. Errors wrap
 // ErrMalformed.
 func AppendJSON(dst []byte, doc Document, s *schema.Schema) ([]byte, error) {
@@ -142,19 +145,42 @@ func (j *jsonWriter) value(wk byte, q schema.Quant, f *schema.Field) {
 			st = elemStruct(t)
 		}
 		j.out = append(j.out, '{')
+		// Entries are written without separators, then sorted by key
+		// (bags are stored in no particular order) and joined.
+		type entry struct {
+			key        int64 // an unsigned key, offset to sort as signed
+			start, end int
+		}
+		var ents []entry
+		region := len(j.out)
 		for i, n := 0, d.count(2); i < n && d.err == nil; i++ {
-			if i > 0 {
-				j.out = append(j.out, ',')
-			}
-			if kk == byte(schema.String) {
+			e := entry{start: len(j.out)}
+			switch {
+			case kk == byte(schema.String):
 				j.out = appendJSONString(j.out, d.string())
-			} else {
-				j.out = append(j.out, '"')
-				j.scalar(kk, schema.Quant{})
-				j.out = append(j.out, '"')
+			case schema.Kind(kk).Signed():
+				e.key = d.varint()
+				j.out = strconv.AppendQuote(j.out, strconv.FormatInt(e.key, 10))
+			default:
+				u := d.uvarint()
+				e.key = int64(u ^ 1<<63)
+				j.out = strconv.AppendQuote(j.out, strconv.FormatUint(u, 10))
 			}
 			j.out = append(j.out, ':')
 			j.elem(ek, eq, st)
+			e.end = len(j.out)
+			ents = append(ents, e)
+		}
+		if kk != byte(schema.String) {
+			slices.SortStableFunc(ents, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
+		}
+		body := slices.Clone(j.out[region:])
+		j.out = j.out[:region]
+		for i, e := range ents {
+			if i > 0 {
+				j.out = append(j.out, ',')
+			}
+			j.out = append(j.out, body[e.start-region:e.end-region]...)
 		}
 		j.out = append(j.out, '}')
 		d.depth--

@@ -33,10 +33,12 @@ func TestStoreDump(t *testing.T) {
 		p.SetGold(int32(100 * (i + 1)))
 		p.SetLevel(7)
 		p.SetX(3) // not persist
-		it := persistschema.NewItem()
-		it.SetKind(12)
-		it.SetCount(-2)
-		p.Inv().Add(5, it)
+		for _, k := range []uint8{30, 5, 1, 200} {
+			it := persistschema.NewItem()
+			it.SetKind(12 + uint16(k))
+			it.SetCount(-2)
+			p.Inv().Add(k, it)
+		}
 		w.Put(name, p.Entity())
 	}
 	w.End()
@@ -57,8 +59,8 @@ func TestStoreDump(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	hash := codec.Hash().String()
 	want := []string{
-		`{"key":"alice","class":"Player","class_id":1,"tick":9,"schema":"` + hash + `","fields":{"gold":200,"level":7,"inv":{"5":{"kind":12,"count":-2}}}}`,
-		`{"key":"bob","class":"Player","class_id":1,"tick":9,"schema":"` + hash + `","fields":{"gold":100,"level":7,"inv":{"5":{"kind":12,"count":-2}}}}`,
+		`{"key":"alice","class":"Player","class_id":1,"tick":9,"schema":"` + hash + `","fields":{"gold":200,"level":7,"inv":{"1":{"kind":13,"count":-2},"5":{"kind":17,"count":-2},"30":{"kind":42,"count":-2},"200":{"kind":212,"count":-2}}}}`,
+		`{"key":"bob","class":"Player","class_id":1,"tick":9,"schema":"` + hash + `","fields":{"gold":100,"level":7,"inv":{"1":{"kind":13,"count":-2},"5":{"kind":17,"count":-2},"30":{"kind":42,"count":-2},"200":{"kind":212,"count":-2}}}}`,
 	}
 	if len(lines) != 2 || lines[0] != want[0] || lines[1] != want[1] {
 		t.Fatalf("dump:\n%s\nwant\n%s", out.String(), strings.Join(want, "\n"))
