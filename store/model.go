@@ -119,16 +119,21 @@ type docModel struct {
 
 var errModel = errors.New("store: document does not follow its class's plan")
 
-// newModel splits data, a whole document of class by this codec, into a
-// model.
-func (c *Codec) newModel(class uint32, data []byte) (*docModel, error) {
+// loadModel splits data, a whole document of class by this codec, into a
+// model: m, reusing its storage, when it is one of the same class.
+func (c *Codec) loadModel(m *docModel, class uint32, data []byte) (*docModel, error) {
 	p := c.classes[class]
 	if p == nil {
 		return nil, fmt.Errorf("%w: class ID %d", ErrUnknownClass, class)
 	}
-	m := &docModel{plan: p, fields: make([][]byte, len(p.fields))}
+	if m == nil || m.plan != p {
+		m = &docModel{plan: p, fields: make([][]byte, len(p.fields))}
+	}
 	d := decoder{b: data, c: c}
 	n := d.count(2)
+	if n != len(p.fields) {
+		return nil, errModel
+	}
 	for range n {
 		at := d.off
 		id := d.uvarint()
@@ -140,21 +145,37 @@ func (c *Codec) newModel(class uint32, data []byte) (*docModel, error) {
 		fp := &p.fields[j]
 		if fp.f.Type.Kind != schema.Bag {
 			d.skipField(wk)
-			m.fields[j] = append([]byte(nil), data[at:d.off]...)
+			m.fields[j] = append(m.fields[j][:0], data[at:d.off]...)
 			continue
 		}
 		kk := d.keyKind(true)
-		items := make(map[uint64][]byte)
-		for k := d.count(2); k > 0 && d.err == nil; k-- {
+		items := m.bag(int(j))
+		count := d.count(2)
+		for k := count; k > 0 && d.err == nil; k-- {
 			iat := d.off
 			key := d.scalar(kk, schema.Quant{}, &schema.Type{Kind: fp.f.Type.Key}, "")
 			d.skipStruct()
-			items[key] = append([]byte(nil), data[iat:d.off]...)
+			items[key] = append(items[key][:0], data[iat:d.off]...)
 		}
-		if m.items == nil {
-			m.items = make(map[int]map[uint64][]byte)
+		if d.err == nil && len(items) > count {
+			// Items the model had and the document has not: rare (a
+			// whole document after items were removed), so found by
+			// reading the keys again.
+			keep := make(map[uint64]bool, count)
+			d2 := decoder{b: data[at:], c: c}
+			d2.uvarint()
+			d2.byte()
+			d2.byte()
+			for k := d2.count(2); k > 0; k-- {
+				keep[d2.scalar(kk, schema.Quant{}, &schema.Type{Kind: fp.f.Type.Key}, "")] = true
+				d2.skipStruct()
+			}
+			for key := range items {
+				if !keep[key] {
+					delete(items, key)
+				}
+			}
 		}
-		m.items[int(j)] = items
 	}
 	if d.err != nil || d.off != len(data) {
 		return nil, errModel

@@ -612,7 +612,7 @@ func (w *Writer) build(take *pendingSet, b *Batch) {
 			var err error
 			switch o.kind {
 			case opFull:
-				m, err = w.cfg.Codec.newModel(o.class, o.data)
+				m, err = w.cfg.Codec.loadModel(m, o.class, o.data)
 			case opDelete:
 				m = nil
 			case opPatch:
