@@ -150,7 +150,9 @@ type Store interface {
 	Load(ctx context.Context, key string) (Document, error)
 	// Write stores b in one transaction: after it returns nil every
 	// change of b is durable; after an error none of them is visible
-	// (an error wraps ErrInvalid if b breaks the rules of Batch).
+	// (an error wraps ErrInvalid if b breaks the rules of Batch). Write
+	// does not keep b or its documents' Data after it returns: the
+	// caller reuses them.
 	Write(ctx context.Context, b *Batch) error
 	// Scan calls fn for every document in ascending key order (byte-wise),
 	// stopping at fn's first error, which it returns. Documents written
