@@ -401,6 +401,7 @@ func testWriterPatches(t *testing.T, s *schema.Schema) {
 		n := rapid.IntRange(1, 3).Draw(rt, "entities")
 		ents := make([]*state.Entity, n)
 		key := map[state.ID]string{}
+		deleted := map[*state.Entity]bool{}
 		for i := range ents {
 			ents[i], _ = tr.Spawn(rapid.SampledFrom(s.Classes).Draw(rt, "class"))
 			key[ents[i].ID()] = fmt.Sprint("e", i)
@@ -421,12 +422,19 @@ func testWriterPatches(t *testing.T, s *schema.Schema) {
 			for _, c := range cs.Changes {
 				if codec.Changed(c) {
 					wr.PutChange(key[c.Entity.ID()], c)
+					deleted[c.Entity] = false
 				}
 			}
-			if rapid.IntRange(0, 9).Draw(rt, "forget") == 0 {
+			switch rapid.IntRange(0, 9).Draw(rt, "forget") {
+			case 0:
 				e := rapid.SampledFrom(ents).Draw(rt, "forgotten")
 				wr.Put(key[e.ID()], e)
 				wr.Forget(key[e.ID()])
+				deleted[e] = false
+			case 1:
+				e := rapid.SampledFrom(ents).Draw(rt, "deleted")
+				wr.Delete(key[e.ID()])
+				deleted[e] = true
 			}
 			if err := wr.End(); err != nil {
 				rt.Fatal(err)
@@ -450,6 +458,12 @@ func testWriterPatches(t *testing.T, s *schema.Schema) {
 		}
 		for _, e := range ents {
 			d, err := st.Load(context.Background(), key[e.ID()])
+			if deleted[e] {
+				if !errors.Is(err, store.ErrNotFound) {
+					rt.Fatalf("deleted %s: Load = %v", key[e.ID()], err)
+				}
+				continue
+			}
 			if err != nil {
 				rt.Fatal(err)
 			}
