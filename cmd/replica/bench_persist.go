@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/replicago/replica/internal/bench"
 	"github.com/replicago/replica/internal/persistschema"
 	"github.com/replicago/replica/internal/workload/w2"
 	"github.com/replicago/replica/state"
@@ -290,7 +291,7 @@ func benchPersist(kind, dsn string, duration, flushEvery time.Duration) (*Persis
 		cpu     time.Duration
 		cpuOK   = true
 	)
-	runtime.LockOSThread() // for threadCPU
+	runtime.LockOSThread() // for bench.ThreadCPU
 	defer runtime.UnlockOSThread()
 	start := time.Now()
 	for t := 1; t <= ticks; t++ {
@@ -319,7 +320,7 @@ func benchPersist(kind, dsn string, duration, flushEvery time.Duration) (*Persis
 		cs := tr.Commit()
 
 		// The tick's persistence hook, as a server runs it: the timed part.
-		c0, ok0 := threadCPU()
+		c0, ok0 := bench.ThreadCPU()
 		t0 := time.Now()
 		wr.Begin(cs.Tick)
 		n := 0
@@ -331,7 +332,7 @@ func benchPersist(kind, dsn string, duration, flushEvery time.Duration) (*Persis
 		}
 		err := wr.End()
 		d := time.Since(t0)
-		c1, ok1 := threadCPU()
+		c1, ok1 := bench.ThreadCPU()
 		cpu += c1 - c0
 		cpuOK = cpuOK && ok0 && ok1
 		if err != nil {
