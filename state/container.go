@@ -214,6 +214,20 @@ func (b *Bag) Get(k uint64) *Record {
 	return b.items[k]
 }
 
+// All yields every item and its key, in no particular order: the cheap
+// way to visit every item when the order does not matter (Keys sorts).
+// Items must not be modified.
+func (b *Bag) All(yield func(k uint64, r *Record) bool) {
+	if b == nil {
+		return
+	}
+	for k, r := range b.items {
+		if !yield(k, r) {
+			return
+		}
+	}
+}
+
 // Keys appends the keys in ascending order to dst and returns it.
 func (b *Bag) Keys(dst []uint64) []uint64 {
 	if b == nil {

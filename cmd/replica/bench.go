@@ -11,10 +11,14 @@ import (
 )
 
 func runBench(args []string) error {
+	if isPersistScenario(args) {
+		return runBenchPersist(args) // flags of its own: bench_persist.go
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	scenario := fs.String("scenario", "w1", "scenario to run: w1 (in-process encode and decode; with -aoi, a server with interest management), "+
 		"w2 (the W2 zone on a server with interest management), clients (a server and real client connections over loopback) "+
-		"or joinstorm (clients dialing that server at -rate a second while it ticks)")
+		"joinstorm (clients dialing that server at -rate a second while it ticks) "+
+		"or persist (W2's players saved behind the tick; -scenario persist -h for its flags)")
 	clients := fs.Int("clients", 1, "number of clients (w1 -aoi and clients: 100 unless given; w2: 500, one per player; joinstorm: 1000)")
 	aoi := fs.Bool("aoi", false, "w1: AOI mode, on a replica.Server with interest management and in-memory clients")
 	gomaxprocs := fs.Int("gomaxprocs", 0, "set runtime.GOMAXPROCS for the run (0: leave it)")

@@ -15,7 +15,7 @@ import (
 
 const demoUsage = `usage: replica demo [-entities N] [-clients N] [-hz N] [-duration D] [-seed N]
                    [-radius R | -room] [-explain N] [-ws-addr A] [-quic-addr A]
-                   [-http A] [-wt-addr A]
+                   [-http A] [-wt-addr A] [-record FILE]
 
 Runs an arena of wandering, fighting bots on a replica.Server that listens
 on WebSocket and QUIC, and connects -clients bot clients to it over
@@ -42,6 +42,10 @@ WebSocket, where WebTransport is missing), and to steer a bot of your own
 with the arrow keys, WASD or the mouse. The page shows the bytes it
 receives per second, the tick, the bots it sees and its decode time per
 tick. -http "" serves no page; -wt-addr "" offers browsers WebSocket only.
+
+-record FILE records the run as a spectator sees it (every bot with
+-room; with AOI, the bots seen from the arena's centre), with a keyframe
+every 5 seconds; "replica replay FILE" plays it back.
 
 Flags:
 `
@@ -91,6 +95,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demo.Config, error) {
 	fs.Float64Var(&cfg.Radius, "radius", def.Radius, fmt.Sprintf("AOI radius: each client sees the bots this close to its own (hysteresis a tenth of it); more than 0, at most %d", demo.MaxRadius))
 	fs.BoolVar(&cfg.Room, "room", def.Room, "no AOI: every bot in one room, every client sees every bot")
 	fs.IntVar(&cfg.Explain, "explain", def.Explain, fmt.Sprintf("under each status line, explain why the first client sees or does not see this many bots; 0 to %d", demo.MaxExplain))
+	fs.StringVar(&cfg.Record, "record", "", "record the run to this file, for replica replay")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

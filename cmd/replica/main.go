@@ -1,9 +1,11 @@
-// Command replica runs replica's demo and benchmarks.
+// Command replica runs replica's demo and benchmarks, and plays recordings.
 //
 // Usage:
 //
 //	replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
+//	replica replay [-addr A] [-http A] [-speed X] [-loop] FILE
 //	replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+//	replica store dump -store sqlite|postgres|redis -dsn DSN [-table PREFIX] [-key K] [-pretty]
 package main
 
 import (
@@ -15,7 +17,10 @@ import (
 
 const usage = `usage:
   replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
+  replica replay [-addr A] [-http A] [-speed X] [-loop] FILE
   replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+  replica bench -scenario persist -store sqlite|postgres|redis [-dsn DSN] [-duration D] [-json]
+  replica store dump -store sqlite|postgres|redis -dsn DSN [-table PREFIX] [-key K] [-pretty]
 
 Run "replica <command> -h" for the flags of a command.
 `
@@ -31,6 +36,10 @@ func main() {
 		err = runDemo(args)
 	case "bench":
 		err = runBench(args)
+	case "replay":
+		err = runReplay(args)
+	case "store":
+		err = runStore(args)
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return

@@ -311,11 +311,11 @@ func (s *w1Server) tickServer(t *time.Ticker, srv *replica.Server) (update, serv
 	<-t.C
 	t0 := time.Now()
 	s.mutate()
-	c1, _ := threadCPU()
+	c1, _ := ThreadCPU()
 	t1 := time.Now()
 	srv.Tick()
 	server = time.Since(t1)
-	if c2, ok := threadCPU(); ok {
+	if c2, ok := ThreadCPU(); ok {
 		serverCPU = c2 - c1
 	}
 	return t1.Sub(t0), server, serverCPU

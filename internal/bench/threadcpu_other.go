@@ -4,4 +4,4 @@ package bench
 
 import "time"
 
-func threadCPU() (time.Duration, bool) { return 0, false }
+func ThreadCPU() (time.Duration, bool) { return 0, false }

@@ -51,10 +51,7 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 	if cfg.Measured <= 0 {
 		cfg.Measured = 500
 	}
-	bundle, err := tsnode.RuntimeBundle()
-	if err != nil {
-		return nil, err
-	}
+	bundle := tsnode.RuntimeBundle()
 	node, err := tsnode.Start()
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,7 +47,10 @@ func startNode(t *testing.T, n int) []*tsnode.Proc {
 // owner and others visibility) with the server on one version and a client
 // pair on each: one on the server's version that owns some entities, one
 // on the other version that sees them as others; and a pair that joins
-// late, from a full state, and owns the same entities.
+// late, from a full state, and owns the same entities. Ownership also
+// changes mid-life: the owner pairs gain and lose existing entities as a
+// server tells them (TICK's gained and lost, and the entity's fields of
+// the partition it now sees, whole).
 func TestCrossLanguage(t *testing.T) {
 	mutate.ValidUTF8Keys = true
 	procs := startNode(t, 3)
@@ -70,7 +74,8 @@ type world struct {
 	srv, alt *schema.Schema
 	tr       *state.Tracker
 	enc      codec.Encoder
-	owned    map[state.ID]bool
+	owned    map[state.ID]bool // the server's: what the owner pairs own from the next tick
+	told     map[state.ID]bool // what the owner pairs were told they own
 	pairs    []*pair
 	ticks    int
 	late     *tsnode.Proc // the late joiner's Node process, until it joins
@@ -85,7 +90,7 @@ type world struct {
 }
 
 func run(t *rapid.T, srv, alt *schema.Schema, procs []*tsnode.Proc) {
-	w := &world{srv: srv, alt: alt, tr: state.NewTracker(srv), owned: map[state.ID]bool{}, late: procs[2]}
+	w := &world{srv: srv, alt: alt, tr: state.NewTracker(srv), owned: map[state.ID]bool{}, told: map[state.ID]bool{}, late: procs[2]}
 	w.held.Reset(nil)
 	desc := srv.AppendDescriptor(nil)
 	remote, err := schema.DecodeDescriptor(desc)
@@ -113,6 +118,7 @@ func run(t *rapid.T, srv, alt *schema.Schema, procs []*tsnode.Proc) {
 		"container": w.container,
 		"nested":    w.nested,
 		"burst":     w.burst,
+		"transfer":  w.transfer,
 		"join":      func(*rapid.T) { w.join = true },
 		"tick":      w.tick,
 		"tick2":     w.tick,
@@ -194,6 +200,13 @@ func (w *world) nested(t *rapid.T) {
 	mutate.SetNested(t, h, f, mutate.Record(t, f.Type.Struct, 1))
 }
 
+// transfer gives an entity to the owner pairs' user, or takes it away.
+func (w *world) transfer(t *rapid.T) {
+	if e := w.pick(t); e != nil {
+		w.owned[e.ID()] = !w.owned[e.ID()]
+	}
+}
+
 func (w *world) burst(t *rapid.T) {
 	e := w.pick(t)
 	if e == nil {
@@ -209,16 +222,49 @@ func (w *world) burst(t *rapid.T) {
 func (w *world) tick(t *rapid.T) {
 	cs := w.tr.Commit()
 	w.ticks++
-	var gained []state.ID
+	created := map[state.ID]bool{}
+	var gained, lost []state.ID
 	for _, c := range cs.Changes {
-		if c.Created && !c.Destroyed && w.owned[c.Entity.ID()] {
-			gained = append(gained, c.Entity.ID())
+		if c.Created && !c.Destroyed {
+			created[c.Entity.ID()] = true
+			if w.owned[c.Entity.ID()] {
+				gained = append(gained, c.Entity.ID())
+			}
 		}
+	}
+	// Ownership changes of entities the owner pairs hold: they get the
+	// fields of the partition they now see whole, and no delta of it.
+	var gainFull, loseFull []*state.Entity
+	for _, e := range w.tr.AppendEntities(nil) {
+		id := e.ID()
+		if created[id] || w.owned[id] == w.told[id] {
+			continue
+		}
+		if w.owned[id] {
+			gained, gainFull = append(gained, id), append(gainFull, e)
+		} else {
+			lost, loseFull = append(lost, id), append(loseFull, e)
+		}
+	}
+	clear(w.told)
+	for _, e := range w.tr.AppendEntities(nil) {
+		w.told[e.ID()] = w.owned[e.ID()]
 	}
 	all := w.enc.Delta(nil, cs, codec.PartAll, nil)
 	others := w.enc.Delta(nil, cs, codec.PartOthers, nil)
-	othersOwner := w.enc.Delta(nil, cs, codec.PartOthers, func(e *state.Entity) bool { return !w.owned[e.ID()] })
-	owner := w.enc.Delta(nil, cs, codec.PartOwner, func(e *state.Entity) bool { return w.owned[e.ID()] })
+	othersOwner := w.enc.Delta(nil, cs, codec.PartOthers, func(e *state.Entity) bool {
+		return !w.owned[e.ID()] && !slices.Contains(loseFull, e)
+	})
+	owner := w.enc.Delta(nil, cs, codec.PartOwner, func(e *state.Entity) bool {
+		return w.owned[e.ID()] && !slices.Contains(gainFull, e)
+	})
+	ownerSegs := [][]byte{all, othersOwner, owner}
+	if len(gainFull) > 0 {
+		ownerSegs = append(ownerSegs, w.enc.Full(nil, gainFull, codec.PartOwner))
+	}
+	if len(loseFull) > 0 {
+		ownerSegs = append(ownerSegs, w.enc.Full(nil, loseFull, codec.PartOthers))
+	}
 	var ranked [][]byte
 	w.asm.Held = &w.held
 	for i, part := range []codec.Part{codec.PartAll, codec.PartOthers} {
@@ -233,20 +279,16 @@ func (w *world) tick(t *rapid.T) {
 	w.held.Commit()
 	for _, p := range w.pairs {
 		segs := [][]byte{all, others}
-		var g []state.ID
+		var g, l []state.ID
 		if p.owner {
-			segs, g = [][]byte{all, othersOwner, owner}, gained
+			segs, g, l = ownerSegs, gained, lost
 		} else {
 			segs = ranked
 		}
-		if err := p.goc.ApplyTick(g, nil, segs...); err != nil {
+		if err := p.goc.ApplyTick(g, l, segs...); err != nil {
 			t.Fatalf("tick %d, %s: Go client: %v", w.ticks, p.name, err)
 		}
-		ids := make([]uint32, len(g))
-		for i, id := range g {
-			ids[i] = uint32(id)
-		}
-		if _, err := p.ts.Tick(ids, nil, nil, segs...); err != nil {
+		if _, err := p.ts.Tick(u32s(g), u32s(l), nil, segs...); err != nil {
 			t.Fatalf("tick %d, %s: TypeScript client: %v", w.ticks, p.name, err)
 		}
 		want := tsnode.Canonical(p.goc.Entities(nil), (*state.Entity).Owned)
@@ -307,6 +349,14 @@ func (w *world) joinLate(t *rapid.T) {
 		t.Fatalf("tick %d, %s: the TypeScript replica differs from the Go one:\n%s", w.ticks, p.name, diff(got, want))
 	}
 	w.pairs = append(w.pairs, p)
+}
+
+func u32s(ids []state.ID) []uint32 {
+	out := make([]uint32, len(ids))
+	for i, id := range ids {
+		out[i] = uint32(id)
+	}
+	return out
 }
 
 func diff(got, want string) string {

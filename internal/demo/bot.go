@@ -26,7 +26,7 @@ package demo
 
 import "github.com/replicago/replica"
 
-//go:generate go run github.com/replicago/replica/cmd/replicagen
+//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
 
 // bot is a wandering arena fighter.
 //

@@ -47,6 +47,11 @@ type Config struct {
 	Room    bool
 	Radius  float64 // AOI visibility radius, in arena units; hysteresis is a tenth of it
 	Explain int     // bots whose visibility to the first client each status line explains
+
+	// Record, if set, is a file to record the run to, as a spectator sees
+	// it (package replay): every bot in a room, the bots seen from the
+	// arena's centre in the AOI space. "replica replay" plays it.
+	Record string
 }
 
 // Bounds of a Config. A client may see every bot (in a room it does; in
@@ -192,6 +197,8 @@ type runner struct {
 	wsURL     string
 	quicAddr  string
 	page      *page // the browser page; nil without one
+	rec       *recording
+	recNote   string // how the recording ended, for the summary
 	serving   sync.WaitGroup
 	playing   sync.WaitGroup
 	dial      func(*player) (*client.Conn, error)
@@ -364,6 +371,13 @@ func (r *runner) start() (err error) {
 			r.srv.Serve(serveCtx, ln)
 		}()
 	}
+	if r.cfg.Record != "" {
+		if r.rec, err = r.startRecording(serveCtx); err != nil {
+			stopServe()
+			r.serving.Wait()
+			return err
+		}
+	}
 
 	base, abandon := context.WithCancel(context.Background())
 	r.abandon = abandon
@@ -431,6 +445,12 @@ func (r *runner) connect() {
 
 // join runs on the tick goroutine when a connection joins: it gets a bot.
 func (r *runner) join(c *replica.Conn) {
+	if r.rec != nil && c.UserID() == r.rec.user {
+		if err := r.world.watch(c); err != nil {
+			c.Close(transport.CloseInternalError, err.Error())
+		}
+		return
+	}
 	if err := r.world.join(c); err != nil {
 		c.Close(transport.CloseInternalError, err.Error())
 		return
@@ -569,6 +589,13 @@ func (r *runner) verifyPlayer(p *player, tick uint64) error {
 func (r *runner) stop() error {
 	r.stopDial() // clients still dialing give up
 	r.srv.Close()
+	if r.rec != nil {
+		last, err := r.rec.stop()
+		r.recNote = fmt.Sprintf("to tick %d in %s", last, r.cfg.Record)
+		if err != nil {
+			r.recNote = fmt.Sprintf("%s: %v", r.cfg.Record, err)
+		}
+	}
 	var err error
 	done := make(chan struct{})
 	go func() {
@@ -722,6 +749,9 @@ func (r *runner) summary(rep *Report, why string, err, closeErr error) string {
 	fmt.Fprintf(&b, "  timing:  server tick (update and Tick) p50=%.2fms p99=%.2fms; verification round p50=%.2fms p99=%.2fms\n",
 		r.ticks.quantile(0.50), r.ticks.quantile(0.99), r.verify.quantile(0.50), r.verify.quantile(0.99))
 	fmt.Fprintf(&b, "  rpc:     %d emote calls handled\n", r.srv.Stats().RPCs)
+	if r.recNote != "" {
+		fmt.Fprintf(&b, "  record:  %s\n", r.recNote)
+	}
 	return b.String()
 }
 

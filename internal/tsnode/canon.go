@@ -15,7 +15,7 @@ import (
 // Canonical renders entities in the canonical text the driver renders a
 // TypeScript replica in: one line per entity, by ascending ID,
 //
-//	<ID hex> c<class ID> o<owned 0|1> (<leaf>,<leaf>,...)
+//	<ID hex> c<class ID> o<owned 0|1> l<level> (<leaf>,<leaf>,...)
 //
 // with the leaves of the entity's class in leaf order (docs/protocol.md
 // §5.5): numbers as their stored value S (§4.1) in hex, strings as s and
@@ -23,7 +23,11 @@ import (
 // [e,...], maps and bags as {key:value,...} in ascending key order, struct
 // elements and items as (leaf,...). Strings are rendered as the
 // TypeScript runtime decodes them (DecodedString). owned says whether the client owns an
-// entity; nil means none.
+// entity; nil means none. level is the entity's level of detail
+// (docs/protocol.md §5.8), the number of its class's bands it is held at:
+// an entity held at every band (state.Entity.Level's all, −1 in Go; the
+// TypeScript Entity.level is then the class's band count) is written
+// with its class's band count, so a class without bands is always l0.
 func Canonical(ents []*state.Entity, owned func(*state.Entity) bool) string {
 	ents = slices.Clone(ents)
 	slices.SortFunc(ents, func(a, b *state.Entity) int { return cmp.Compare(uint32(a.ID()), uint32(b.ID())) })
@@ -33,10 +37,16 @@ func Canonical(ents []*state.Entity, owned func(*state.Entity) bool) string {
 		b.WriteString(" c")
 		b.WriteString(strconv.FormatUint(uint64(e.Class().ID), 10))
 		if owned != nil && owned(e) {
-			b.WriteString(" o1 ")
+			b.WriteString(" o1 l")
 		} else {
-			b.WriteString(" o0 ")
+			b.WriteString(" o0 l")
 		}
+		level, all := e.Level()
+		if all {
+			level = len(e.Class().Bands())
+		}
+		b.WriteString(strconv.Itoa(level))
+		b.WriteByte(' ')
 		canonRecord(&b, &e.Record)
 		b.WriteByte('\n')
 	}

@@ -60,7 +60,7 @@ function rec(r: Rec): string {
 function dump(ents: Entity[]): string {
   return [...ents]
     .sort((a, b) => a.id - b.id)
-    .map((e) => `${e.id.toString(16)} c${e.classId} o${e.owned ? 1 : 0} ${rec(e)}\n`)
+    .map((e) => `${e.id.toString(16)} c${e.classId} o${e.owned ? 1 : 0} l${e.level} ${rec(e)}\n`)
     .join("");
 }
 

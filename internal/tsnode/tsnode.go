@@ -1,9 +1,10 @@
 // Package tsnode runs the TypeScript client runtime (ts/src) in Node for Go
-// tests and benchmarks: it bundles the runtime with esbuild's Go API (no
-// npm or tsc needed), starts `node` on the bundle with a small driver
-// (driver.ts) and feeds it the bytes a client would receive, tick by tick,
-// over stdin/stdout. Canonical renders a Go replica in the same canonical
-// text the driver renders the TypeScript one in, so the two can be compared.
+// tests and benchmarks: it starts `node` on driver.mjs, the runtime and a
+// small driver (driver.ts) bundled by go generate with esbuild's Go API
+// (./bundle; committed, so no npm, tsc or esbuild is needed to run it), and
+// feeds it the bytes a client would receive, tick by tick, over
+// stdin/stdout. Canonical renders a Go replica in the same canonical text
+// the driver renders the TypeScript one in, so the two can be compared.
 //
 // Frames, both ways: a uint32 little-endian length, then the payload. Go
 // sends an op byte and its operands:
@@ -29,123 +30,33 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
-
-	"github.com/evanw/esbuild/pkg/api"
 )
 
-//go:embed driver.ts
-var driverSource string
+//go:generate go run ./bundle
+
+// The bundles go generate builds from ts/src with esbuild's Go API, so
+// that the packages and commands that run the runtime in Node need
+// neither npm nor esbuild.
+var (
+	//go:embed runtime.min.js
+	runtimeBundle []byte
+	//go:embed driver.mjs
+	driverBundle []byte
+)
 
 // ErrNoNode is returned by Start when `node` is not in PATH.
 var ErrNoNode = errors.New("tsnode: node is not installed (not in PATH)")
 
-// TSDir returns the ts/ directory of the repository: REPLICA_TS_DIR if
-// set, else the first ts/src/index.ts found walking up from the working
-// directory, else the one beside this source file.
-func TSDir() (string, error) {
-	if d := os.Getenv("REPLICA_TS_DIR"); d != "" {
-		return d, nil
-	}
-	ok := func(d string) bool {
-		_, err := os.Stat(filepath.Join(d, "src", "index.ts"))
-		return err == nil
-	}
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			if ok(filepath.Join(d, "ts")) {
-				return filepath.Join(d, "ts"), nil
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	if _, file, _, found := runtime.Caller(0); found {
-		d := filepath.Join(filepath.Dir(file), "..", "..", "ts")
-		if ok(d) {
-			return filepath.Clean(d), nil
-		}
-	}
-	return "", errors.New("tsnode: cannot find the TypeScript runtime (ts/src/index.ts); run from the repository or set REPLICA_TS_DIR")
-}
-
-// runtimePlugin resolves "@replicago/replica", the module generated files
-// and the driver import the runtime from, to ts/src/index.ts.
-func runtimePlugin(tsDir string) api.Plugin {
-	return api.Plugin{Name: "replica-runtime", Setup: func(b api.PluginBuild) {
-		b.OnResolve(api.OnResolveOptions{Filter: `^@replicago/replica$`}, func(api.OnResolveArgs) (api.OnResolveResult, error) {
-			return api.OnResolveResult{Path: filepath.Join(tsDir, "src", "index.ts")}, nil
-		})
-	}}
-}
-
-func build(opts api.BuildOptions) ([]byte, error) {
-	res := api.Build(opts)
-	if len(res.Errors) > 0 {
-		var msgs []string
-		for _, m := range res.Errors {
-			where := ""
-			if m.Location != nil {
-				where = fmt.Sprintf("%s:%d: ", m.Location.File, m.Location.Line)
-			}
-			msgs = append(msgs, where+m.Text)
-		}
-		return nil, fmt.Errorf("tsnode: esbuild: %s", strings.Join(msgs, "; "))
-	}
-	if len(res.OutputFiles) != 1 {
-		return nil, fmt.Errorf("tsnode: esbuild wrote %d files, want 1", len(res.OutputFiles))
-	}
-	return res.OutputFiles[0].Contents, nil
-}
-
 // RuntimeBundle returns the TypeScript runtime (ts/src/index.ts, without
 // generated types) bundled for browsers as one minified ES module, as a
-// web game ships it.
-func RuntimeBundle() ([]byte, error) {
-	dir, err := TSDir()
-	if err != nil {
-		return nil, err
-	}
-	return build(api.BuildOptions{
-		EntryPoints:       []string{filepath.Join(dir, "src", "index.ts")},
-		Bundle:            true,
-		Platform:          api.PlatformBrowser,
-		Format:            api.FormatESModule,
-		Target:            api.ES2022,
-		MinifyWhitespace:  true,
-		MinifyIdentifiers: true,
-		MinifySyntax:      true,
-		LogLevel:          api.LogLevelSilent,
-		Outfile:           "runtime.js",
-	})
-}
+// web game ships it, its internal property names shortened: the committed
+// runtime.min.js that go generate (./bundle) builds from ts/src.
+func RuntimeBundle() []byte { return runtimeBundle }
 
 // DriverBundle returns the driver and the runtime bundled for Node as an
-// ES module.
-func DriverBundle() ([]byte, error) {
-	dir, err := TSDir()
-	if err != nil {
-		return nil, err
-	}
-	return build(api.BuildOptions{
-		Stdin: &api.StdinOptions{
-			Contents:   driverSource,
-			ResolveDir: filepath.Join(dir, "src"),
-			Sourcefile: "driver.ts",
-			Loader:     api.LoaderTS,
-		},
-		Bundle:   true,
-		Platform: api.PlatformNode,
-		Format:   api.FormatESModule,
-		Target:   api.ES2022,
-		Plugins:  []api.Plugin{runtimePlugin(dir)},
-		LogLevel: api.LogLevelSilent,
-		Outfile:  "driver.mjs",
-	})
-}
+// ES module: the committed driver.mjs that go generate (./bundle) builds.
+func DriverBundle() []byte { return driverBundle }
 
 // A Proc is a Node process running the driver: one TypeScript replica.
 type Proc struct {
@@ -163,10 +74,7 @@ func Start() (*Proc, error) {
 	if err != nil {
 		return nil, ErrNoNode
 	}
-	js, err := DriverBundle()
-	if err != nil {
-		return nil, err
-	}
+	js := DriverBundle()
 	dir, err := os.MkdirTemp("", "tsnode")
 	if err != nil {
 		return nil, err

@@ -17,6 +17,10 @@ export const POW2: readonly number[] = Array.from({ length: 65 }, (_, n) => 2 **
 /** Largest split point of the U(k) code. */
 export const MAX_K = 63;
 
+// MASK as 32-bit integers (MASK32[32] is −1): loads stay untagged ints in
+// optimized code, where MASK's doubles would not.
+const MASK32 = Int32Array.from(MASK, (m) => m | 0);
+
 const ctz = (x: number): number => 31 - Math.clz32(x & -x);
 
 // ignoreBOM: a leading U+FEFF is part of the string, as in Go.
@@ -125,7 +129,7 @@ export class BitReader {
       this.pos = this.end;
       this.truncated();
     }
-    return n === 32 ? w : (w & MASK[n]!) >>> 0;
+    return n === 32 ? w : (w & MASK32[n]!) >>> 0;
   }
 
   /** Reads one bit as a boolean. */
@@ -156,7 +160,7 @@ export class BitReader {
           this.truncated();
         }
         this.hi = 0;
-        return ((w >>> 1) & MASK[k]!) >>> 0;
+        return ((w >>> 1) & MASK32[k]!) >>> 0;
       }
     } else if (w !== 0xffffffff) {
       const ones = ctz(~w);
@@ -169,7 +173,8 @@ export class BitReader {
           this.truncated();
         }
         this.hi = 0;
-        return ((w >>> (ones + 1)) & MASK[b - 1]!) + POW2[b - 1]!;
+        // b − 1 value bits under an implicit leading 1: an OR, in 32-bit ints.
+        return (((w >>> (ones + 1)) & MASK32[b - 1]!) | (1 << (b - 1))) >>> 0;
       }
     }
     return this.uSlow(k);

@@ -92,7 +92,10 @@ export class Decoder {
   private r = new BitReader();
   private maps = new Map<StructType, Map<StructType, Mapping>>();
   private steps: Step[] = [];
+  // The slots of the last ID block: ids[0, nids) (cleared by count, so that
+  // the array keeps its size from group to group).
   private ids: number[] = [];
+  private nids = 0;
   private gens: number[] = [];
   private entities = 0;
   private values = 0;
@@ -175,7 +178,7 @@ export class Decoder {
           return;
         case SEC_DESTROY:
           this.readIDs();
-          for (const slot of this.ids) txn.destroySlot(slot);
+          for (let i = 0; i < this.nids; i++) txn.destroySlot(this.ids[i]!);
           break;
         case SEC_CREATE:
         case SEC_UPDATE:
@@ -201,22 +204,24 @@ export class Decoder {
     this.entities += n;
     const k = r.bits(6);
     const ids = this.ids;
-    ids.length = 0;
+    this.nids = 0;
     let prev = -1;
     for (let i = 0; i < n; i++) {
       const gap = r.u(k);
       if (r.hi !== 0) r.malformed(`entity slot gap out of range`);
       const slot = prev + 1 + gap;
       if (slot >= 1 << SLOT_BITS) r.malformed(`entity slot ${slot} out of range`);
-      ids.push(slot);
+      if (i < ids.length) ids[i] = slot;
+      else ids.push(slot);
       prev = slot;
     }
+    this.nids = n;
   }
 
   /** Turns the ranks readIDs read into the slots they name (§5.4). */
   private rankedIDs(txn: Txn): void {
     const ids = this.ids;
-    for (let i = 0; i < ids.length; i++) {
+    for (let i = 0; i < this.nids; i++) {
       const slot = txn.heldSlot(ids[i]!);
       if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
       ids[i] = slot;
@@ -228,7 +233,7 @@ export class Decoder {
     const k = r.bits(6);
     const gens = this.gens;
     gens.length = 0;
-    for (let i = 0; i < this.ids.length; i++) {
+    for (let i = 0; i < this.nids; i++) {
       const g = r.u(k);
       if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
       gens.push(g);
@@ -248,7 +253,7 @@ export class Decoder {
     if (tag === SEC_CREATE) this.readGens();
     const ids = this.ids;
     const bands = rc.nbands === 0 ? ZERO_BANDS : map.bands;
-    for (let i = 0; i < ids.length; i++) {
+    for (let i = 0; i < this.nids; i++) {
       const slot = ids[i]!;
       let e: Entity | undefined;
       if (tag === SEC_CREATE) {

@@ -19,7 +19,7 @@ export class Rec {
   readonly num: Uint32Array;
   /** String (string), Uint8Array (bytes) and container slots. */
   readonly obj: unknown[];
-  /** @internal The serial of the transaction that last saved num for its undo log. */
+  /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
   txnMark = 0;
 
   constructor(readonly type: StructType) {
@@ -414,15 +414,14 @@ export class Table {
  * log. commit keeps them and returns the events; rollback undoes them all.
  */
 export class Txn {
-  // Numeric writes: the first write of a transaction to a record saves
-  // the record's numeric slots (into saved, from savedOff); later writes to
-  // it cost nothing.
+  // Numeric writes: each write to a record not created in this transaction
+  // logs the slot's old value (record in savedRecs, slot index and old
+  // value in saved); a rollback restores them newest first. The log is
+  // cleared by count, so its arrays keep their size from tick to tick.
   private serial = 1;
   private savedRecs: Rec[] = [];
-  private savedOff: number[] = [];
-  private saved = new Uint32Array(1024);
-  private savedLen = 0;
-  // Everything else, undone newest first.
+  private nSaved = 0;
+  private saved = new Uint32Array(3 * 256);
   private undo: (() => void)[] = [];
   private fillable = new Set<number>();
   /** The slots this transaction created or destroyed an entity in. */
@@ -437,9 +436,7 @@ export class Txn {
   /** Starts a transaction. */
   begin(): this {
     this.serial++;
-    this.savedRecs.length = 0;
-    this.savedOff.length = 0;
-    this.savedLen = 0;
+    this.nSaved = 0;
     this.undo.length = 0;
     this.fillable.clear();
     this.moved.length = 0;
@@ -544,7 +541,7 @@ export class Txn {
     const olo = a[i]!;
     const ohi = a[i + 1]!;
     if (olo === lo && ohi === hi) return;
-    if (e.txnMark !== this.serial) this.save(e);
+    if (e.txnMark !== this.serial) this.save(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, leaf)) {
@@ -557,19 +554,21 @@ export class Txn {
     }
   }
 
-  /** Saves r's numeric slots for a rollback, once per transaction. */
-  private save(r: Rec): void {
-    r.txnMark = this.serial;
-    const n = r.num.length;
-    if (this.savedLen + n > this.saved.length) {
-      const b = new Uint32Array(Math.max(this.saved.length * 2, this.savedLen + n));
-      b.set(this.saved.subarray(0, this.savedLen));
-      this.saved = b;
+  /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
+  private save(r: Rec, i: number, lo: number, hi: number): void {
+    const n = this.nSaved;
+    let s = this.saved;
+    if (3 * n + 3 > s.length) {
+      const b = new Uint32Array(2 * s.length);
+      b.set(s);
+      this.saved = s = b;
     }
-    this.saved.set(r.num, this.savedLen);
-    this.savedRecs.push(r);
-    this.savedOff.push(this.savedLen);
-    this.savedLen += n;
+    s[3 * n] = i;
+    s[3 * n + 1] = lo;
+    s[3 * n + 2] = hi;
+    if (n < this.savedRecs.length) this.savedRecs[n] = r;
+    else this.savedRecs.push(r);
+    this.nSaved = n + 1;
   }
 
   /** Sets string or bytes leaf of e. */
@@ -729,7 +728,7 @@ export class Txn {
     const olo = a[i]!;
     const ohi = a[i + 1]!;
     if (olo === lo && ohi === hi) return;
-    if (r.txnMark !== this.serial) this.save(r);
+    if (r.txnMark !== this.serial) this.save(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, leaf)) {
@@ -792,21 +791,20 @@ export class Txn {
       this.t.mergeHeld(this.moved);
       this.moved.length = 0;
     }
-    this.savedRecs.length = 0;
-    this.savedOff.length = 0;
-    this.savedLen = 0;
+    this.nSaved = 0;
     this.undo.length = 0;
     return this.events;
   }
 
   /** Undoes every change, newest first. */
   rollback(): void {
-    // Numeric slots never move, so they are restored apart from the rest:
-    // each record touched as it was before its first write.
-    for (let j = 0; j < this.savedRecs.length; j++) {
-      const r = this.savedRecs[j]!;
-      const off = this.savedOff[j]!;
-      r.num.set(this.saved.subarray(off, off + r.num.length));
+    // Numeric slots never move, so they are restored apart from the rest.
+    const s = this.saved;
+    for (let j = this.nSaved - 1; j >= 0; j--) {
+      const a = this.savedRecs[j]!.num;
+      const i = s[3 * j]!;
+      a[i] = s[3 * j + 1]!;
+      a[i + 1] = s[3 * j + 2]!;
     }
     for (let j = this.undo.length - 1; j >= 0; j--) this.undo[j]!();
     this.begin();

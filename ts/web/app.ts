@@ -10,10 +10,38 @@
  * parameter transport=webtransport|websocket|auto forces a transport.
  * window.replicaPage exposes the page's state to tests.
  *
- * It reads entities through the runtime's generic API (entity.get("x")).
+ * It reads entities through the TypeScript classes replicagen -ts generates
+ * for the schemas it is served with (the demo's bots, W1's arena units),
+ * and steers through the generated stub of the bot's steer RPC.
  */
 
-import { Connection, Kind, decodeDescriptor, type Entity, type TransportMode } from "../src/index.js";
+import { Connection, Kind, decodeDescriptor, type Entity, type Schema, type TransportMode } from "../src/index.js";
+import { Bot, schema as demoSchema } from "../../internal/demo/demo_replica.js";
+import { Qunit, Unit, schema as arenaSchema } from "../../internal/arena/arena_replica.js";
+
+/** What the page draws of an entity: the fields every schema it is served with has. */
+interface Mob {
+  readonly entity: Entity;
+  readonly x: number;
+  readonly y: number;
+  readonly hp: number;
+  readonly name: string;
+}
+
+/** The typed view of e, of whichever of the page's schemas it is. */
+const mob = (e: Entity | undefined): Mob | undefined => Bot.of(e) ?? Unit.of(e) ?? Qunit.of(e);
+
+/**
+ * The generated schema of the served one (by its classes), which the page
+ * connects with so that the generated classes apply to the replica's
+ * entities; the server's descriptor may differ from it as schema evolution
+ * allows (docs/protocol.md §8).
+ */
+function localSchema(served: Schema): Schema {
+  if (served.classNamed("Bot")) return demoSchema;
+  if (served.classNamed("Unit") || served.classNamed("Qunit")) return arenaSchema;
+  throw new Error("config.json: a schema this page has no generated classes for");
+}
 
 /** What the server's /config.json holds. */
 interface Config {
@@ -146,7 +174,7 @@ async function main(): Promise<void> {
   const mode = (params.get("transport") ?? "auto") as TransportMode;
   const cfg = await fetchConfig();
   document.title = cfg.title;
-  const schema = decodeDescriptor(b64(cfg.descriptor));
+  const schema = localSchema(decodeDescriptor(b64(cfg.descriptor)));
   const conn = await Connection.connect({
     url: cfg.ws,
     webTransportUrl: cfg.wt || undefined,
@@ -177,10 +205,10 @@ async function main(): Promise<void> {
   };
   page.stateHash = (fields) => stateHash(conn.replica.entities(), fields);
 
-  const mine = (): Entity | undefined => conn.replica.entities().find((e) => e.owned && e.alive);
+  const mine = (): Mob | undefined => mob(conn.replica.entities().find((e) => e.owned && e.alive));
   page.steer = (x, y) => {
-    const e = mine();
-    if (cfg.steer && e) conn.callRPC(e, cfg.steer, { x, y });
+    const b = Bot.of(mine()?.entity);
+    if (cfg.steer && b) b.steer(conn, x, y);
   };
 
   // Camera: the whole world, or a window around the viewer's entity.
@@ -199,8 +227,8 @@ async function main(): Promise<void> {
     const me = mine();
     const span = cfg.view > 0 && me ? cfg.view : cfg.world;
     scale = Math.min(w, h) / span;
-    const cx = cfg.view > 0 && me ? Number(me.get("x")) : cfg.world / 2;
-    const cy = cfg.view > 0 && me ? Number(me.get("y")) : cfg.world / 2;
+    const cx = cfg.view > 0 && me ? me.x : cfg.world / 2;
+    const cy = cfg.view > 0 && me ? me.y : cfg.world / 2;
     originX = cx - w / 2 / scale;
     originY = cy - h / 2 / scale;
   };
@@ -231,8 +259,8 @@ async function main(): Promise<void> {
     const e = mine();
     if ((dx !== 0 || dy !== 0) && e) {
       const step = cfg.world / 40;
-      const x = Number(e.get("x")) + dx * step;
-      const y = Number(e.get("y")) + dy * step;
+      const x = e.x + dx * step;
+      const y = e.y + dy * step;
       page.steer(Math.max(0, Math.min(cfg.world, x)), Math.max(0, Math.min(cfg.world, y)));
     }
   }, 100);
@@ -253,7 +281,7 @@ async function main(): Promise<void> {
     const ents = conn.replica.entities();
     const me = mine();
     if (me && cfg.radius > 0) {
-      const [mx, my] = toScreen(Number(me.get("x")), Number(me.get("y")));
+      const [mx, my] = toScreen(me.x, me.y);
       ctx.strokeStyle = "#3b4252";
       ctx.beginPath();
       ctx.arc(mx, my, cfg.radius * scale, 0, 2 * Math.PI);
@@ -264,16 +292,18 @@ async function main(): Promise<void> {
     let drawn = 0;
     ctx.font = "11px ui-monospace, monospace";
     ctx.textAlign = "center";
-    for (const e of ents) {
-      if (!e.alive) continue;
-      const [sx, sy] = toScreen(Number(e.get("x")), Number(e.get("y")));
+    for (const ent of ents) {
+      const e = mob(ent);
+      if (!ent.alive || !e) continue;
+      const isMe = ent === me?.entity;
+      const [sx, sy] = toScreen(e.x, e.y);
       if (sx < -20 || sy < -20 || sx > w + 20 || sy > h + 20) continue;
-      const hp = Number(e.get("hp"));
+      const hp = e.hp;
       ctx.fillStyle = hpColor(hp);
       ctx.beginPath();
-      ctx.arc(sx, sy, e === me ? r * 1.6 : r, 0, 2 * Math.PI);
+      ctx.arc(sx, sy, isMe ? r * 1.6 : r, 0, 2 * Math.PI);
       ctx.fill();
-      if (e === me) {
+      if (isMe) {
         ctx.strokeStyle = "#eceff4";
         ctx.lineWidth = 2;
         ctx.stroke();
@@ -283,17 +313,16 @@ async function main(): Promise<void> {
       ctx.fillRect(sx - 8, sy - r - 6, 16, 2);
       ctx.fillStyle = hpColor(hp);
       ctx.fillRect(sx - 8, sy - r - 6, (16 * Math.max(0, hp)) / cfg.maxHp, 2);
-      if (names || e === me) {
-        const name = e.type.fields.some((f) => f.name === "name") ? String(e.get("name")) : "";
-        ctx.fillStyle = e === me ? "#eceff4" : "#7b8394";
-        ctx.fillText(name, sx, sy + r + 11);
+      if (names || isMe) {
+        ctx.fillStyle = isMe ? "#eceff4" : "#7b8394";
+        ctx.fillText(e.name, sx, sy + r + 11);
       }
       drawn++;
     }
     page.drawn = drawn;
     page.frames++;
     page.entities = ents.length;
-    page.mine = me ? { id: me.id, x: Number(me.get("x")), y: Number(me.get("y")) } : null;
+    page.mine = me ? { id: me.entity.id, x: me.x, y: me.y } : null;
     const now = performance.now();
     const kbs = meter.bytesPerSecond(conn.bytesReceived, now) / 1000;
     page.kbps = kbs;
@@ -306,7 +335,7 @@ async function main(): Promise<void> {
       `received    ${kbs.toFixed(1)} KB/s`,
       `decode      ${meter.meanMs().toFixed(3)} ms/tick`,
     ];
-    if (me) lines.push(`you         ${String(me.get("name"))} hp ${Number(me.get("hp"))} at (${Number(me.get("x")).toFixed(0)}, ${Number(me.get("y")).toFixed(0)})`);
+    if (me) lines.push(`you         ${me.name} hp ${me.hp} at (${me.x.toFixed(0)}, ${me.y.toFixed(0)})`);
     if (cfg.steer) lines.push(`<div class="help">arrows/WASD or click to steer your bot</div>`);
     if (page.error) lines.push(`<div class="err">${page.error.replace(/</g, "&lt;")}</div>`);
     panel.innerHTML = lines.join("<br>");

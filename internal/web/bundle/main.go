@@ -1,5 +1,6 @@
 // Command bundle builds the browser page of internal/web: it bundles the
-// page's TypeScript (ts/web/app.ts and the runtime in ts/src it imports)
+// page's TypeScript (ts/web/app.ts, the runtime in ts/src and the generated
+// classes of internal/demo and internal/arena it imports)
 // into internal/web/static/app.js with esbuild, and copies
 // ts/web/index.html beside it. go generate runs it; the output is
 // committed, so that "go run ./cmd/replica demo" needs no Node.
@@ -9,12 +10,13 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/replicago/replica/internal/esbuildgen"
 )
 
 func main() {
@@ -25,13 +27,15 @@ func main() {
 }
 
 func run() error {
-	root, err := moduleRoot()
+	root, err := esbuildgen.ModuleRoot()
 	if err != nil {
 		return err
 	}
 	res := api.Build(api.BuildOptions{
-		AbsWorkingDir:     root,
-		EntryPoints:       []string{"ts/web/app.ts"},
+		AbsWorkingDir: root,
+		EntryPoints:   []string{"ts/web/app.ts"},
+		// The generated classes the page uses import the runtime by its package name.
+		Alias:             esbuildgen.RuntimeAlias,
 		Bundle:            true,
 		Write:             false,
 		Format:            api.FormatESModule,
@@ -57,40 +61,12 @@ func run() error {
 	if len(res.OutputFiles) != 1 {
 		return fmt.Errorf("esbuild wrote %d files, want 1", len(res.OutputFiles))
 	}
-	if err := writeIfChanged(res.OutputFiles[0].Path, res.OutputFiles[0].Contents); err != nil {
+	if err := esbuildgen.WriteIfChanged(res.OutputFiles[0].Path, res.OutputFiles[0].Contents); err != nil {
 		return err
 	}
 	html, err := os.ReadFile(filepath.Join(root, "ts/web/index.html"))
 	if err != nil {
 		return err
 	}
-	return writeIfChanged(filepath.Join(root, "internal/web/static/index.html"), html)
-}
-
-// writeIfChanged writes b to path unless it already holds b, so that
-// generating again touches nothing.
-func writeIfChanged(path string, b []byte) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
-		return nil
-	}
-	return os.WriteFile(path, b, 0o644)
-}
-
-// moduleRoot returns the directory of the go.mod above the working
-// directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return esbuildgen.WriteIfChanged(filepath.Join(root, "internal/web/static/index.html"), html)
 }

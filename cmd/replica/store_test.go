@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replicago/replica/internal/persistschema"
+	"github.com/replicago/replica/sqlitestore"
+	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/store"
+)
+
+// TestStoreDump writes players to an SQLite file and dumps them as
+// JSON, fields named by the stored descriptor.
+func TestStoreDump(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "game.db")
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := store.NewCodec(persistschema.Schema())
+	tr := state.NewTracker(persistschema.Schema())
+	w, _ := store.NewWriter(store.WriterConfig{Store: st, Codec: codec})
+	w.Begin(9)
+	for i, name := range []string{"bob", "alice"} {
+		p, _ := persistschema.SpawnPlayer(tr)
+		p.SetGold(int32(100 * (i + 1)))
+		p.SetLevel(7)
+		p.SetX(3) // not persist
+		for _, k := range []uint8{30, 5, 1, 200} {
+			it := persistschema.NewItem()
+			it.SetKind(12 + uint16(k))
+			it.SetCount(-2)
+			p.Inv().Add(k, it)
+		}
+		w.Put(name, p.Entity())
+	}
+	w.End()
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st2, err := openStore(ctx, "sqlite", path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	var out bytes.Buffer
+	if err := dump(ctx, st2, "", false, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	hash := codec.Hash().String()
+	want := []string{
+		`{"key":"alice","class":"Player","class_id":1,"tick":9,"schema":"` + hash + `","fields":{"gold":200,"level":7,"inv":{"1":{"kind":13,"count":-2},"5":{"kind":17,"count":-2},"30":{"kind":42,"count":-2},"200":{"kind":212,"count":-2}}}}`,
+		`{"key":"bob","class":"Player","class_id":1,"tick":9,"schema":"` + hash + `","fields":{"gold":100,"level":7,"inv":{"1":{"kind":13,"count":-2},"5":{"kind":17,"count":-2},"30":{"kind":42,"count":-2},"200":{"kind":212,"count":-2}}}}`,
+	}
+	if len(lines) != 2 || lines[0] != want[0] || lines[1] != want[1] {
+		t.Fatalf("dump:\n%s\nwant\n%s", out.String(), strings.Join(want, "\n"))
+	}
+	out.Reset()
+	if err := dump(ctx, st2, "bob", true, &out); err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v["key"] != "bob" || !strings.Contains(out.String(), "\n  ") {
+		t.Fatalf("dump -key bob -pretty: %v\n%s", err, out.String())
+	}
+	if err := dump(ctx, st2, "carol", false, &out); err == nil {
+		t.Fatal("dump of a missing key succeeded")
+	}
+	if err := runStore([]string{"dump", "-store", "sqlite", "-dsn", filepath.Join(t.TempDir(), "missing.db")}); err == nil {
+		t.Fatal("dump of a missing database file succeeded")
+	}
+}
+
+// TestBenchPersist runs the persist scenario briefly against SQLite: the
+// store must end up equal to the world.
+func TestBenchPersist(t *testing.T) {
+	res, err := benchPersist("sqlite", t.TempDir(), 500*time.Millisecond, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified {
+		t.Fatalf("not verified: %s", res.VerifyError)
+	}
+	if res.Ticks != 10 || res.ChangedEntities == 0 || res.Flushes == 0 || res.EntitiesWritten == 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if !isPersistScenario([]string{"-json", "-scenario", "persist"}) || isPersistScenario([]string{"-scenario", "w2", "-store", "persist"}) {
+		t.Fatal("isPersistScenario")
+	}
+}

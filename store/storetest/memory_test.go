@@ -1,0 +1,12 @@
+package storetest_test
+
+import (
+	"testing"
+
+	"github.com/replicago/replica/store"
+	"github.com/replicago/replica/store/storetest"
+)
+
+func TestMemory(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return storetest.NewMemory() })
+}
