@@ -2,8 +2,11 @@ package replica
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"sync"
 	"time"
 
 	"github.com/replicago/replica/schema"
@@ -417,4 +420,81 @@ func closeTimeout(c store.WriterConfig) time.Duration {
 		return c.WriteTimeout
 	}
 	return 30 * time.Second
+}
+
+// exportMagic starts an exported entity state.
+const exportMagic = "RPX1"
+
+// ErrExport is wrapped by the errors of Server.Import for bytes that are
+// not an exported entity state.
+var ErrExport = errors.New("replica: not an exported entity state")
+
+// exportCodecs holds the export codec of each schema.
+var exportCodecs sync.Map // *schema.Schema → *store.Codec
+
+func exportCodec(s *schema.Schema) *store.Codec {
+	if c, ok := exportCodecs.Load(s); ok {
+		return c.(*store.Codec)
+	}
+	c, _ := exportCodecs.LoadOrStore(s, store.NewCodecLives(s, schema.LifeScene, schema.LifeSession, schema.LifePersist))
+	return c.(*store.Codec)
+}
+
+// Export returns the state of e for a migration to another server (of the
+// same game, or a later build of it: fields are keyed by their IDs, as in
+// stored documents): its scene, session and persist fields. Process fields
+// (life=process) never leave the process, and neither do its ID, owner or
+// space, which the importing server gives it anew. Call it on the tick
+// goroutine; it needs no Config.Store.
+//
+// The format: "RPX1", the 16-byte schema hash (store.SchemaHash), the class
+// ID as a uvarint, then the fields in the document format of
+// docs/persistence.md.
+func (s *Server) Export(e *state.Entity) ([]byte, error) {
+	if e == nil || s.tr.Entity(e.ID()) != e {
+		return nil, errors.New("replica: Export: entity is not live")
+	}
+	c := exportCodec(s.cfg.Schema)
+	h := c.Hash()
+	b := append([]byte(exportMagic), h[:]...)
+	b = binary.AppendUvarint(b, uint64(e.Class().ID))
+	return c.AppendEntity(b, e), nil
+}
+
+// Import spawns an entity from the state Export returned (on this server or
+// another), its process fields at their defaults. It does not bind it to a
+// store key (see Bind). Errors wrap ErrExport for bytes that are not an
+// exported state, and the codec's errors (store.ErrMalformed,
+// store.ErrIncompatible, store.ErrUnknownClass) for a state the schema
+// cannot read; nothing is spawned then. Call it on the tick goroutine.
+func (s *Server) Import(data []byte) (*state.Entity, error) {
+	if len(data) < len(exportMagic)+len(store.SchemaHash{}) || string(data[:len(exportMagic)]) != exportMagic {
+		return nil, fmt.Errorf("%w: no %q header", ErrExport, exportMagic)
+	}
+	var h store.SchemaHash
+	rest := data[len(exportMagic):]
+	copy(h[:], rest)
+	rest = rest[len(h):]
+	id, n := binary.Uvarint(rest)
+	if n <= 0 || id > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: bad class ID", ErrExport)
+	}
+	class := s.cfg.Schema.Class(uint32(id))
+	if class == nil {
+		return nil, fmt.Errorf("replica: Import: %w: class ID %d", store.ErrUnknownClass, id)
+	}
+	c := exportCodec(s.cfg.Schema)
+	doc := store.Document{Class: uint32(id), Schema: h, Data: rest[n:]}
+	if _, err := c.Decode(doc); err != nil {
+		return nil, fmt.Errorf("replica: Import: %w", err)
+	}
+	e, err := s.tr.Spawn(class)
+	if err != nil {
+		return nil, fmt.Errorf("replica: Import: %w", err)
+	}
+	if err := c.Restore(e, doc); err != nil {
+		s.tr.Destroy(e)
+		return nil, fmt.Errorf("replica: Import: %w", err)
+	}
+	return e, nil
 }

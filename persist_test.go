@@ -418,3 +418,90 @@ func BenchmarkPersistTick(b *testing.B) {
 type nullStore struct{ *storetest.Memory }
 
 func (nullStore) Write(context.Context, *store.Batch) error { return nil }
+
+func TestExportImportLeavesProcessFields(t *testing.T) {
+	sc := lifeSchema(t)
+	a, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hero, _ := a.Tracker().Spawn(sc.Classes[0])
+	fillHero(hero, 5)
+	a.Tick()
+	data, err := a.Export(hero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another server, another process: every field but the process ones.
+	b, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := b.Import(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantZero(t, e, schema.LifeProcess)
+	again, err := b.Export(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again) != string(data) {
+		t.Error("the imported entity exports differently")
+	}
+
+	for name, bad := range map[string][]byte{
+		"empty":     nil,
+		"magic":     append([]byte("RPX2"), data[4:]...),
+		"truncated": data[:len(data)-3],
+		"class":     append(append([]byte{}, data[:20]...), append([]byte{9}, data[21:]...)...),
+	} {
+		n := b.Tracker().Len()
+		_, err := b.Import(bad)
+		if !errors.Is(err, replica.ErrExport) && !errors.Is(err, store.ErrMalformed) && !errors.Is(err, store.ErrUnknownClass) {
+			t.Errorf("%s: %v, want a typed error", name, err)
+		}
+		if b.Tracker().Len() != n {
+			t.Errorf("%s: a failed import spawned an entity", name)
+		}
+	}
+}
+
+// FuzzImport feeds Server.Import arbitrary bytes: a typed error or an
+// entity that exports back to an equivalent state, never a panic.
+func FuzzImport(f *testing.F) {
+	sc := lifeSchema(f)
+	srv, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	hero, _ := srv.Tracker().Spawn(sc.Classes[0])
+	fillHero(hero, 5)
+	data, _ := srv.Export(hero)
+	f.Add(data)
+	f.Add([]byte("RPX1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := srv.Import(b)
+		if err != nil {
+			if !errors.Is(err, replica.ErrExport) && !errors.Is(err, store.ErrMalformed) &&
+				!errors.Is(err, store.ErrIncompatible) && !errors.Is(err, store.ErrUnknownClass) {
+				t.Fatalf("untyped error: %v", err)
+			}
+			return
+		}
+		out, err := srv.Export(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2, err := srv.Import(out)
+		if err != nil {
+			t.Fatalf("re-import: %v", err)
+		}
+		if out2, _ := srv.Export(e2); string(out2) != string(out) {
+			t.Fatal("export is not stable across an import")
+		}
+		srv.Tracker().Destroy(e)
+		srv.Tracker().Destroy(e2)
+		srv.Tick()
+	})
+}
