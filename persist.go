@@ -36,6 +36,7 @@ type persister struct {
 	nbound int
 	ops    []persistOp // Writer operations of the tick in progress, in order
 	over   bool        // the backlog is over its bound (an episode is logged once)
+	closed bool        // Close stopped the Writer
 }
 
 // A binding is the key an entity is saved under.
@@ -199,6 +200,9 @@ func (s *Server) Load(ctx context.Context, class *schema.Struct, key string) (*s
 	if p == nil {
 		return nil, errNoStore
 	}
+	if id, ok := p.keys[key]; ok && s.tr.Entity(id) != nil {
+		return nil, fmt.Errorf("replica: load %q: the key is bound to live entity %v", key, id)
+	}
 	doc, err := p.st.Load(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("replica: load %q: %w", key, err)
@@ -314,7 +318,7 @@ func (s *Server) Flush(ctx context.Context) error {
 // persistTick hands the tick's changes of bound entities to the Writer.
 func (s *Server) persistTick(cs *state.Changeset) {
 	p := s.persist
-	if p == nil || (p.nbound == 0 && len(p.ops) == 0) {
+	if p == nil || p.closed || (p.nbound == 0 && len(p.ops) == 0) {
 		return
 	}
 	w := p.w
@@ -392,6 +396,7 @@ func (s *Server) closePersist() error {
 	if p == nil {
 		return nil
 	}
+	p.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout(s.cfg.StoreWriter))
 	defer cancel()
 	if err := p.w.Close(ctx); err != nil {

@@ -505,3 +505,31 @@ func FuzzImport(f *testing.F) {
 		srv.Tick()
 	})
 }
+
+func TestPersistRunFlushesAtTheEnd(t *testing.T) {
+	sc := persistschema.Schema()
+	st := storetest.NewMemory()
+	srv := persistServer(t, sc, st, 0) // never flushes by itself
+	p, _ := persistschema.SpawnPlayer(srv.Tracker())
+	srv.Bind(p.Entity(), "p")
+	ctx, cancel := context.WithCancel(context.Background())
+	var last int32
+	err := srv.Run(ctx, func(tick uint64) {
+		last = int32(tick)
+		p.SetGold(last)
+		if tick == 5 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	doc, err := st.Load(context.Background(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := storedPlayer(t, doc).Gold(); got != last {
+		t.Errorf("stored gold %d after Run returned, want %d", got, last)
+	}
+	srv.Close()
+}

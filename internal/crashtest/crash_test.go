@@ -281,7 +281,7 @@ func crash(t *testing.T, backend, where, table string) {
 	t.Logf("seed %d", seed)
 	ctx := context.Background()
 	var start map[string]store.Document // the store when the round began
-	var midFlush, maxAge int
+	var midFlush, maxAge, moved int
 	for r := range rounds {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envChild+"="+backend, "REPLICA_CRASH_WHERE="+where, "REPLICA_CRASH_TABLE="+table,
@@ -345,13 +345,16 @@ func crash(t *testing.T, backend, where, table string) {
 			midFlush++
 		}
 		docs := verify(t, ctx, r, seed, backend, where, table, start, &o)
+		if maxTick(docs) != maxTick(start) || len(docs) != len(start) {
+			moved++
+		}
 		if age := int(o.lastTick) - int(maxTick(docs)); docs != nil && age > maxAge {
 			maxAge = age
 		}
 		start = docs
 	}
-	t.Logf("%d kills, %d inside a Store.Write; stored state at most %d ticks behind the last tick reported committed",
-		rounds, midFlush, maxAge)
+	t.Logf("%d kills, %d inside a Store.Write, %d after the round stored something; stored state at most %d ticks behind the last tick reported committed",
+		rounds, midFlush, moved, maxAge)
 }
 
 func cmdStatus(err error) (syscall.WaitStatus, bool) {
