@@ -1,9 +1,12 @@
 package replica_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -310,7 +313,9 @@ func TestPersistDownDatabase(t *testing.T) {
 	sc := persistschema.Schema()
 	st := &flaky{Memory: storetest.NewMemory()}
 	st.down.Store(true)
+	var logged syncBuffer
 	srv, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}, Store: st,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil)),
 		StoreWriter: store.WriterConfig{FlushInterval: time.Millisecond, MaxBacklog: 3,
 			RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
@@ -340,6 +345,9 @@ func TestPersistDownDatabase(t *testing.T) {
 		t.Errorf("down: pending %d, over backlog %d, last error %v; want 5, > 0, an error",
 			stats.Pending, stats.OverBacklog, stats.LastError)
 	}
+	if !strings.Contains(logged.String(), "level=ERROR msg=\"replica: persistence backlog over its bound") {
+		t.Errorf("no error logged for the backlog; the log:\n%s", logged.String())
+	}
 	// Back up: the backlog drains by itself, nothing lost.
 	st.down.Store(false)
 	for srv.Stats().Persist.Pending != 0 {
@@ -365,6 +373,24 @@ func TestPersistDownDatabase(t *testing.T) {
 		}
 		srv2.Close()
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // BenchmarkPersistTick measures what the write-behind costs the tick
