@@ -15,6 +15,7 @@ import (
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/store"
 	"github.com/replicago/replica/transport"
 )
 
@@ -172,6 +173,13 @@ type Config struct {
 	// default is 64 KiB/s; negative means no budget. Server.SetBudget sets
 	// one connection's.
 	Budget int
+	// Store, if set, saves the persist fields (life=persist) of the
+	// entities bound to a key (Server.Bind, Server.Load) behind the tick;
+	// StoreWriter configures the write-behind (its Store and Codec are the
+	// server's; the flush interval defaults to 1 second). Close writes
+	// everything and does not close the Store. See docs/persistence.md.
+	Store       store.Store
+	StoreWriter store.WriterConfig
 }
 
 // DefaultBudget is Config.Budget's default, in bytes per second.
@@ -265,6 +273,7 @@ type Server struct {
 	fullSeg     [][]byte // one connection's segments of the full state
 	handlers    map[rpcKey]RPCHandler
 	lastPing    time.Time
+	persist     *persister // nil without Config.Store
 	rpcEnc      codec.Encoder
 	stats       Stats
 
@@ -340,6 +349,10 @@ type Stats struct {
 	Resyncs      uint64 // paused clients brought back with the full state
 	Refused      uint64 // writes over ClientLimits the tracker refused (state.Limits)
 	Deferred     uint64 // entity sends a connection's budget put off to a later tick (Config.Budget)
+
+	// Persist counts the write-behind of Config.Store: entities pending,
+	// failed flushes, the last error, ticks over the backlog bound.
+	Persist store.WriterStats
 }
 
 // NewServer returns a server for cfg.Schema.
@@ -377,6 +390,9 @@ func NewServer(cfg Config) (*Server, error) {
 	tr.SetLimits(lim)
 	s := &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, shakesFrom: map[string]int{},
 		users: map[string][]*Conn{}, pos: positions(cfg.Schema)}
+	if s.persist, err = newPersister(&cfg); err != nil {
+		return nil, err
+	}
 	s.defSpace, _ = s.NewSpace(SpaceConfig{Name: "default"})
 	s.asm.Arena = &s.arena
 	for _, c := range cfg.Schema.Classes {
@@ -574,6 +590,7 @@ func (s *Server) Tick() {
 	s.dispatch()
 	cs := s.tr.Commit()
 	s.tick++
+	s.persistTick(cs)
 	if errs, n := s.tr.TakeRefusals(); n > 0 {
 		s.stats.Refused += uint64(n)
 		for _, err := range errs {
@@ -1136,13 +1153,15 @@ func (s *Server) TickNumber() uint64 { return s.tick }
 func (s *Server) Conns() []*Conn { return s.conns }
 
 // Run drives the tick loop at the configured rate until ctx is done:
-// update runs game logic for the tick, then the tick is sent.
+// update runs game logic for the tick, then the tick is sent. At the end,
+// with Config.Store, it writes every change before it returns.
 func (s *Server) Run(ctx context.Context, update func(tick uint64)) error {
 	t := time.NewTicker(time.Second / time.Duration(s.cfg.TickRate))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			s.flushPersist()
 			return ctx.Err()
 		case <-t.C:
 			if update != nil {
@@ -1155,8 +1174,10 @@ func (s *Server) Run(ctx context.Context, update func(tick uint64)) error {
 
 // Close stops the listeners and disconnects every client with
 // CloseGoingAway, including those still in their handshake; OnLeave runs
-// for every joined one. Call it from the tick goroutine (or after Run
-// returns).
+// for every joined one. With Config.Store it then writes every change
+// (waiting for the database at most StoreWriter.WriteTimeout, 30 seconds
+// by default) and stops the write-behind. Call it from the tick goroutine
+// (or after Run returns).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -1184,7 +1205,7 @@ func (s *Server) Close() error {
 		}
 	}
 	s.conns = nil
-	return nil
+	return s.closePersist()
 }
 
 // Stats returns the server's counters.
@@ -1192,5 +1213,6 @@ func (s *Server) Stats() Stats {
 	st := s.stats
 	st.Kicked = s.kicked.Load()
 	st.RPCsDropped = s.rpcsDropped.Load()
+	st.Persist = s.persistStats()
 	return st
 }

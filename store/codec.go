@@ -33,6 +33,7 @@ type Codec struct {
 	classes map[uint32]*plan
 	whole   map[*schema.Struct]*plan
 	enc     Encoder
+	lives   uint8 // bit set of the class fields' lifetimes stored
 }
 
 // A plan lists the stored fields of a struct, in ID order.
@@ -50,15 +51,27 @@ type fieldPlan struct {
 }
 
 // NewCodec returns a codec for the classes of s.
-func NewCodec(s *schema.Schema) *Codec {
+func NewCodec(s *schema.Schema) *Codec { return NewCodecLives(s, schema.LifePersist) }
+
+// NewCodecLives returns a codec for the classes of s that stores the class
+// fields of the given lifetimes, with their whole values, rather than the
+// persist fields: an entity's state exported for a migration to another
+// server takes its scene, session and persist fields and leaves its
+// process fields behind. Documents are in the same format; a nested
+// struct field of a lifetime not given contributes its persist fields if
+// persist is given, as for NewCodec.
+func NewCodecLives(s *schema.Schema, lives ...schema.Lifetime) *Codec {
 	c := &Codec{schema: s, classes: make(map[uint32]*plan), whole: make(map[*schema.Struct]*plan)}
+	for _, l := range lives {
+		c.lives |= 1 << l
+	}
 	c.desc = s.AppendDescriptor(nil)
 	c.hash = HashDescriptor(c.desc)
 	for _, cl := range s.Classes {
 		p := &plan{}
 		c.fill(p, cl, false)
 		p.leaves = make([]uint64, (cl.Leaves+63)/64)
-		p.markLeaves(0)
+		p.markLeaves(c)
 		c.classes[cl.ID] = p
 	}
 	c.enc.c = c
@@ -84,7 +97,7 @@ func (c *Codec) fill(p *plan, st *schema.Struct, whole bool) bool {
 			continue
 		}
 		fp := fieldPlan{f: f, wk: wireKind(&f.Type)}
-		take := whole || f.Life == schema.LifePersist
+		take := whole || c.takes(f, st.Class)
 		switch k := f.Type.Kind; {
 		case k == schema.Nested:
 			fp.cont = cont
@@ -116,29 +129,38 @@ func (c *Codec) fill(p *plan, st *schema.Struct, whole bool) bool {
 	return len(p.fields) > 0
 }
 
-// markLeaves sets in p.leaves the leaves its fields store, for a struct
-// whose first leaf is base.
-func (p *plan) markLeaves(base int) {
+// takes reports whether the codec stores f, a field of a class or of a
+// nested struct, with its whole value.
+func (c *Codec) takes(f *schema.Field, class bool) bool {
+	if !class {
+		return f.Life == schema.LifePersist && c.lives&(1<<schema.LifePersist) != 0
+	}
+	return c.lives&(1<<f.Life) != 0
+}
+
+// markLeaves sets in p.leaves the leaves its fields store, for a class
+// plan.
+func (p *plan) markLeaves(c *Codec) {
 	mark := func(dst []uint64, from, n int) {
 		for i := from; i < from+n; i++ {
 			dst[i>>6] |= 1 << (i & 63)
 		}
 	}
-	var walk func(q *plan, base int, whole bool)
-	walk = func(q *plan, base int, whole bool) {
+	var walk func(q *plan, base int, class bool)
+	walk = func(q *plan, base int, class bool) {
 		for i := range q.fields {
 			f := q.fields[i].f
 			switch {
 			case f.Type.Kind != schema.Nested:
 				mark(p.leaves, base+f.Leaf, 1)
-			case f.Life == schema.LifePersist || whole:
+			case c.takes(f, class):
 				mark(p.leaves, base+f.Leaf, f.Type.Struct.Leaves)
 			default:
 				walk(q.fields[i].sub, base+f.Leaf, false)
 			}
 		}
 	}
-	walk(p, base, false)
+	walk(p, 0, true)
 }
 
 // wireKind returns the wire kind of a value of type t.

@@ -328,7 +328,9 @@ func (w *Writer) End() error {
 		if n := len(w.free); n > 0 {
 			w.buf, w.free = w.free[n-1][:0], w.free[:n-1]
 		} else {
-			w.buf = make([]byte, 0, cap(buf))
+			// Sized by this tick: one large tick (a login storm) must not
+			// make every later one allocate as much.
+			w.buf = make([]byte, 0, max(2*len(buf), 1024))
 		}
 	}
 	w.seq++
