@@ -660,6 +660,53 @@ func BenchmarkAssemble(b *testing.B) {
 	b.ReportMetric(float64(size)/float64(len(x.views)), "bytes/client")
 }
 
+// BenchmarkAssembleRanked is BenchmarkAssemble with each client's
+// updates ranked (docs/protocol.md §5.4) among the 76 entities it holds,
+// as a W1 AOI client does: what ranking costs against ns/client of
+// BenchmarkAssemble.
+func BenchmarkAssembleRanked(b *testing.B) {
+	x := newW1Tick(b, 100, 8)
+	var (
+		enc   codec.Encoder
+		batch codec.Batch
+		a     codec.Assembler
+	)
+	helds := make([]codec.Held, len(x.views))
+	for c, v := range x.views {
+		var slots []uint32
+		for _, i := range v {
+			slots = append(slots, x.cs.Changes[i].Entity.ID().Slot())
+		}
+		for s := uint32(c); len(slots) < 76; s += 13 {
+			if !slices.Contains(slots, s%1000+1) {
+				slots = append(slots, s%1000+1)
+			}
+		}
+		helds[c].Reset(slots)
+	}
+	segs := make([][]byte, 0, 4)
+	size := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		enc.DeltaBatch(&batch, x.cs, codec.PartAll)
+		size = 0
+		for c, v := range x.views {
+			a.Held = &helds[c]
+			for _, i := range v {
+				a.Add(&batch, batch.Piece(i))
+			}
+			segs = a.Segments(segs[:0], 16384, 1<<18, 1<<16)
+			size += len(segs[0])
+			helds[c].Commit()
+		}
+	}
+	if segs[0][0]&7 != 6 {
+		b.Fatalf("section tag %d, want a ranked update", segs[0][0]&7)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x.views)), "ns/client")
+	b.ReportMetric(float64(size)/float64(len(x.views)), "bytes/client")
+}
+
 // BenchmarkAssembleDeltaInclude is BenchmarkAssemble's tick encoded for
 // each client on its own, with Delta and an include filter: the work the
 // batch saves.
