@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,6 +79,67 @@ func TestStoreDump(t *testing.T) {
 	}
 	if err := runStore([]string{"dump", "-store", "sqlite", "-dsn", filepath.Join(t.TempDir(), "missing.db")}); err == nil {
 		t.Fatal("dump of a missing database file succeeded")
+	}
+}
+
+// TestStoreDumpMistakes: a dump of a database that is not a store, or with
+// a mistyped -table, fails and adds no table to it; a damaged document is
+// reported without hiding the others.
+func TestStoreDumpMistakes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "game.db")
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := store.NewCodec(persistschema.Schema())
+	tr := state.NewTracker(persistschema.Schema())
+	p, _ := persistschema.SpawnPlayer(tr)
+	p.SetGold(5)
+	good := codec.Document("good", 3, p.Entity())
+	bad := store.Document{Key: "bad", Class: 1, Schema: good.Schema, Data: []byte{0xff, 0xfe}}
+	if err := st.Write(ctx, &store.Batch{Puts: []store.Document{bad, good}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	junk := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("not a database\n"), 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"dump", "-dsn", path, "-table", "typo"},
+		{"dump", "-dsn", junk},
+	} {
+		if err := runStore(args); err == nil || !strings.Contains(err.Error(), "no table") && !strings.Contains(err.Error(), "not a database") {
+			t.Errorf("%q: %v, want an error naming the mistake", args, err)
+		}
+	}
+	if err := checkTables(ctx, "sqlite", path, "typo"); err == nil || !strings.Contains(err.Error(), "has no table typo_docs") {
+		t.Errorf("checkTables -table typo: %v", err)
+	}
+	if err := checkTables(ctx, "sqlite", path, ""); err != nil {
+		t.Errorf("checkTables of the store: %v", err)
+	}
+	if err := checkTables(ctx, "sqlite", path, "typo"); err == nil {
+		t.Error("the failed dump created the typo tables")
+	}
+
+	st2, err := openStore(ctx, "sqlite", path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	var out bytes.Buffer
+	err = dump(ctx, st2, "", false, &out)
+	if err == nil || !strings.Contains(err.Error(), "1 documents could not be read") {
+		t.Errorf("dump with a damaged document: %v", err)
+	}
+	if !strings.HasPrefix(out.String(), `{"key":"good"`) || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("dump with a damaged document printed:\n%s", out.String())
+	}
+	if err := dump(ctx, st2, "bad", false, &out); err == nil || !strings.Contains(err.Error(), `document "bad"`) {
+		t.Errorf("dump -key bad: %v", err)
 	}
 }
 
