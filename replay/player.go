@@ -297,9 +297,10 @@ func (p *Player) Pause() { p.set(func() { p.paused = true }) }
 func (p *Player) Resume() { p.set(func() { p.paused = false }) }
 
 // SetSpeed sets Run's speed as a multiple of the recorded tick rate: 2
-// plays twice as fast. It must be positive and finite.
+// plays twice as fast. It must be positive and finite, and not so small
+// that a tick would take over a century (Pause stops the playhead).
 func (p *Player) SetSpeed(speed float64) error {
-	if !(speed > 0) || math.IsInf(speed, 0) {
+	if !(speed > 0) || math.IsInf(speed, 0) || p.interval(speed) > 100*365*24*time.Hour {
 		return fmt.Errorf("replay: speed %v", speed)
 	}
 	p.set(func() { p.speed = speed })
@@ -316,13 +317,19 @@ func (p *Player) set(fn func()) {
 	}
 }
 
-// Run plays the recording at its tick rate times the speed until the end
-// (it then returns io.EOF), ctx is done or the player is closed.
-func (p *Player) Run(ctx context.Context) error {
+// interval returns the time between two ticks played at speed, at most
+// 2^62 ns rather than past time.Duration's range.
+func (p *Player) interval(speed float64) time.Duration {
 	rate := float64(p.h.TickRate)
 	if rate <= 0 {
 		rate = 30
 	}
+	return time.Duration(min(float64(time.Second)/(rate*speed), 1<<62))
+}
+
+// Run plays the recording at its tick rate times the speed until the end
+// (it then returns io.EOF), ctx is done or the player is closed.
+func (p *Player) Run(ctx context.Context) error {
 	for {
 		p.mu.Lock()
 		paused, speed, closed := p.paused, p.speed, p.closed
@@ -333,7 +340,7 @@ func (p *Player) Run(ctx context.Context) error {
 		var wait <-chan time.Time
 		var t *time.Timer
 		if !paused {
-			t = time.NewTimer(time.Duration(float64(time.Second) / (rate * speed)))
+			t = time.NewTimer(p.interval(speed))
 			wait = t.C
 		}
 		select {

@@ -489,6 +489,32 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestSetSpeedBounds: a speed so small that a tick's interval would
+// overflow time.Duration (and wrap to a negative one, playing at full
+// speed) is refused, as are zero, negative, NaN and infinite speeds.
+func TestSetSpeedBounds(t *testing.T) {
+	l := recordW1(t, 20, 5, 10)
+	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := replay.NewPlayer(rd, replay.PlayerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1), 1e-12, 1e-300} {
+		if err := p.SetSpeed(bad); err == nil {
+			t.Errorf("SetSpeed(%v) succeeded", bad)
+		}
+	}
+	for _, good := range []float64{1e-6, 0.5, 1, 1e6} {
+		if err := p.SetSpeed(good); err != nil {
+			t.Errorf("SetSpeed(%v): %v", good, err)
+		}
+	}
+}
+
 // TestPlaybackEvolution records random changes to every field kind,
 // container and visibility (the testschema classes, with an owner among
 // the live clients) and plays them back to a client of the server's
