@@ -27,6 +27,10 @@ type PlayerConfig struct {
 	// HandshakeTimeout bounds a client's handshake. The default is 5
 	// seconds.
 	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the connections waiting for their HELLO at
+	// once; one over it is refused at once with CloseServerBusy. The
+	// default is 512, as a server's.
+	MaxHandshakes int
 	// Ping is how often the player pings its clients, which close a
 	// session they hear nothing from (a paused one, say) for their idle
 	// timeout. The default is 5 seconds.
@@ -64,6 +68,7 @@ type Player struct {
 	paused   bool
 	speed    float64
 	closed   bool
+	shaking  int           // connections waiting for their HELLO
 	wake     chan struct{} // Run waits on it for a resume or a speed change
 }
 
@@ -84,6 +89,9 @@ func NewPlayer(rd *Reader, cfg PlayerConfig) (*Player, error) {
 	}
 	if cfg.Ping <= 0 {
 		cfg.Ping = 5 * time.Second
+	}
+	if cfg.MaxHandshakes <= 0 {
+		cfg.MaxHandshakes = 512
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -372,6 +380,16 @@ func (p *Player) Serve(ctx context.Context, ln transport.Listener) error {
 			}
 			return err
 		}
+		p.mu.Lock()
+		busy := p.shaking >= p.cfg.MaxHandshakes
+		if !busy {
+			p.shaking++
+		}
+		p.mu.Unlock()
+		if busy {
+			p.refuse(tc, transport.CloseServerBusy, "too many handshakes in progress")
+			continue
+		}
 		go p.handshake(ctx, tc)
 	}
 }
@@ -395,6 +413,9 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn) {
 	hctx, cancel := context.WithTimeout(ctx, p.cfg.HandshakeTimeout)
 	msg, err := tc.Receive(hctx)
 	cancel()
+	p.mu.Lock()
+	p.shaking--
+	p.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			p.refuse(tc, transport.CloseHandshakeTimeout, "no HELLO in time")
