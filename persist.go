@@ -77,6 +77,9 @@ func newPersister(cfg *Config) (*persister, error) {
 // binding returns e's binding, or nil.
 func (p *persister) binding(e *state.Entity) *binding {
 	id := e.ID()
+	if id == 0 { // nil, or no entity: an empty slot's binding has ID 0 too
+		return nil
+	}
 	if slot := int(id.Slot()); slot < len(p.bound) && p.bound[slot].id == id {
 		return &p.bound[slot]
 	}

@@ -204,6 +204,16 @@ func TestPersistLoadErrors(t *testing.T) {
 	if err := srv.Bind(e, ""); err == nil {
 		t.Error("Bind accepted an empty key")
 	}
+	if err := srv.Bind(e, "e"); err != nil {
+		t.Fatal(err)
+	}
+	// A nil entity is not bound, whatever the slots of the bound ones.
+	if err := srv.Save(ctx, nil); !errors.Is(err, replica.ErrNotBound) {
+		t.Errorf("Save(nil): %v, want ErrNotBound", err)
+	}
+	if err := srv.SaveAsync(e, nil)(ctx); !errors.Is(err, replica.ErrNotBound) {
+		t.Errorf("SaveAsync(e, nil): %v, want ErrNotBound", err)
+	}
 	noStore, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}})
 	if err != nil {
 		t.Fatal(err)
