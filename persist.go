@@ -205,6 +205,10 @@ func (s *Server) Load(ctx context.Context, class *schema.Struct, key string) (*s
 	if p == nil {
 		return nil, errNoStore
 	}
+	if class == nil || s.cfg.Schema.Class(class.ID) != class {
+		// Before the read: a missing document must not pass for a new player.
+		return nil, fmt.Errorf("replica: load %q: %w: class not in the server's schema", key, store.ErrUnknownClass)
+	}
 	if id, ok := p.keys[key]; ok && s.tr.Entity(id) != nil {
 		return nil, fmt.Errorf("replica: load %q: the key is bound to live entity %v", key, id)
 	}

@@ -207,6 +207,11 @@ func TestPersistLoadErrors(t *testing.T) {
 	if err := srv.Bind(e, "e"); err != nil {
 		t.Fatal(err)
 	}
+	// A class not in the schema is refused before the read: not found
+	// would pass for a new player.
+	if _, err := srv.Load(ctx, nil, "nobody"); !errors.Is(err, store.ErrUnknownClass) {
+		t.Errorf("Load of a nil class: %v, want ErrUnknownClass", err)
+	}
 	// A nil entity is not bound, whatever the slots of the bound ones.
 	if err := srv.Save(ctx, nil); !errors.Is(err, replica.ErrNotBound) {
 		t.Errorf("Save(nil): %v, want ErrNotBound", err)
