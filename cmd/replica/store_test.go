@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/replicago/replica/internal/persistschema"
 	"github.com/replicago/replica/sqlitestore"
@@ -158,5 +161,37 @@ func TestBenchPersist(t *testing.T) {
 	}
 	if !isPersistScenario([]string{"-json", "-scenario", "persist"}) || isPersistScenario([]string{"-scenario", "w2", "-store", "persist"}) {
 		t.Fatal("isPersistScenario")
+	}
+}
+
+// TestStoreDumpPostgresNoTables: a dump with a -table prefix the database
+// does not hold fails, names neither the password nor the DSN, and creates
+// nothing.
+func TestStoreDumpPostgresNoTables(t *testing.T) {
+	if os.Getenv("REPLICA_SKIP_SERVICES") != "" {
+		t.Skip("REPLICA_SKIP_SERVICES is set: no PostgreSQL")
+	}
+	dsn := os.Getenv("REPLICA_PG_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx := context.Background()
+	table := fmt.Sprintf("dumpcheck%d", time.Now().UnixNano())
+	err := runStore([]string{"dump", "-store", "postgres", "-dsn", dsn, "-table", table})
+	if err == nil || !strings.Contains(err.Error(), "has no table "+table+"_docs") || strings.Contains(err.Error(), dsn) {
+		t.Fatalf("dump of a missing prefix: %v", err)
+	}
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var created bool
+	if err := c.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL OR to_regclass($2) IS NOT NULL`, table+"_docs", table+"_schemas").Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	if created {
+		c.Exec(ctx, `DROP TABLE IF EXISTS `+table+`_docs, `+table+`_schemas`)
+		t.Fatal("the failed dump created the store's tables")
 	}
 }
