@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -59,6 +60,9 @@ func runStore(args []string) error {
 	return dump(ctx, st, *key, *pretty, out)
 }
 
+// tablePrefix is the stores' rule for -table.
+var tablePrefix = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
 // checkTables makes sure an SQL database holds a store's documents table
 // before dump opens it as a store, which would create the tables: a dump
 // of the wrong database, or with a mistyped -table, fails instead of
@@ -66,6 +70,9 @@ func runStore(args []string) error {
 func checkTables(ctx context.Context, kind, dsn, table string) error {
 	if table == "" {
 		table = "replica"
+	}
+	if !tablePrefix.MatchString(table) {
+		return nil // openStore refuses it by the store's rules
 	}
 	docs := table + "_docs"
 	where := dsn // not a PostgreSQL DSN, which may hold a password

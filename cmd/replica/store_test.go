@@ -121,6 +121,9 @@ func TestStoreDumpMistakes(t *testing.T) {
 	if err := checkTables(ctx, "sqlite", path, "typo"); err == nil || !strings.Contains(err.Error(), "has no table typo_docs") {
 		t.Errorf("checkTables -table typo: %v", err)
 	}
+	if err := runStore([]string{"dump", "-dsn", path, "-table", "a;b"}); err == nil || !strings.Contains(err.Error(), "want letters, digits and _") {
+		t.Errorf("-table a;b: %v, want the store's rule", err)
+	}
 	if err := checkTables(ctx, "sqlite", path, ""); err != nil {
 		t.Errorf("checkTables of the store: %v", err)
 	}
