@@ -77,6 +77,9 @@ func newPersister(cfg *Config) (*persister, error) {
 // binding returns e's binding, or nil.
 func (p *persister) binding(e *state.Entity) *binding {
 	id := e.ID()
+	if id == 0 { // nil, or no entity: an empty slot's binding has ID 0 too
+		return nil
+	}
 	if slot := int(id.Slot()); slot < len(p.bound) && p.bound[slot].id == id {
 		return &p.bound[slot]
 	}
@@ -194,11 +197,17 @@ func (s *Server) Delete(key string) error {
 // Errors wrap store.ErrNotFound for a key without a document, and the codec's
 // errors (store.ErrIncompatible, store.ErrMalformed, store.ErrUnknownClass,
 // as a *store.DecodeError) for a document the schema cannot read, including
-// a document of another class; nothing is spawned then.
+// a document of another class, and state.ErrTooLarge for a document holding
+// a value over Config.ClientLimits, which the entity could not keep (raise
+// the limits to load it); nothing is spawned then.
 func (s *Server) Load(ctx context.Context, class *schema.Struct, key string) (*state.Entity, error) {
 	p := s.persist
 	if p == nil {
 		return nil, errNoStore
+	}
+	if class == nil || s.cfg.Schema.Class(class.ID) != class {
+		// Before the read: a missing document must not pass for a new player.
+		return nil, fmt.Errorf("replica: load %q: %w: class not in the server's schema", key, store.ErrUnknownClass)
 	}
 	if id, ok := p.keys[key]; ok && s.tr.Entity(id) != nil {
 		return nil, fmt.Errorf("replica: load %q: the key is bound to live entity %v", key, id)
@@ -232,8 +241,7 @@ func (s *Server) Restore(class *schema.Struct, doc store.Document) (*state.Entit
 	if err != nil {
 		return nil, fmt.Errorf("replica: restore %q: %w", doc.Key, err)
 	}
-	if err := p.codec.Restore(e, doc); err != nil {
-		s.tr.Destroy(e)
+	if err := s.restoreWhole(p.codec, e, doc); err != nil {
 		return nil, fmt.Errorf("replica: restore %q: %w", doc.Key, err)
 	}
 	if err := s.Bind(e, doc.Key); err != nil {
@@ -471,7 +479,9 @@ func (s *Server) Export(e *state.Entity) ([]byte, error) {
 // store key (see Bind). Errors wrap ErrExport for bytes that are not an
 // exported state, and the codec's errors (store.ErrMalformed,
 // store.ErrIncompatible, store.ErrUnknownClass) for a state the schema
-// cannot read; nothing is spawned then. Call it on the tick goroutine.
+// cannot read, and state.ErrTooLarge for a value over this server's
+// Config.ClientLimits; nothing is spawned then. Call it on the tick
+// goroutine.
 func (s *Server) Import(data []byte) (*state.Entity, error) {
 	if len(data) < len(exportMagic)+len(store.SchemaHash{}) || string(data[:len(exportMagic)]) != exportMagic {
 		return nil, fmt.Errorf("%w: no %q header", ErrExport, exportMagic)
@@ -497,9 +507,24 @@ func (s *Server) Import(data []byte) (*state.Entity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: Import: %w", err)
 	}
-	if err := c.Restore(e, doc); err != nil {
-		s.tr.Destroy(e)
+	if err := s.restoreWhole(c, e, doc); err != nil {
 		return nil, fmt.Errorf("replica: Import: %w", err)
 	}
 	return e, nil
+}
+
+// restoreWhole restores doc into e, just spawned, and destroys e if the
+// codec fails or the tracker refuses a value of doc as over its limits
+// (Config.ClientLimits): an entity restored without that value would be
+// saved without it, losing it for good.
+func (s *Server) restoreWhole(c *store.Codec, e *state.Entity, doc store.Document) error {
+	refused := s.tr.Refused()
+	err := c.Restore(e, doc)
+	if err == nil && s.tr.Refused() > refused {
+		err = fmt.Errorf("%w: a value of class %s is over the server's ClientLimits (the tick logs which)", state.ErrTooLarge, e.Class().Name)
+	}
+	if err != nil {
+		s.tr.Destroy(e)
+	}
+	return err
 }

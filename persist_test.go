@@ -13,6 +13,7 @@ import (
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/auth"
+	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/internal/persistschema"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
@@ -202,6 +203,21 @@ func TestPersistLoadErrors(t *testing.T) {
 	}
 	if err := srv.Bind(e, ""); err == nil {
 		t.Error("Bind accepted an empty key")
+	}
+	if err := srv.Bind(e, "e"); err != nil {
+		t.Fatal(err)
+	}
+	// A class not in the schema is refused before the read: not found
+	// would pass for a new player.
+	if _, err := srv.Load(ctx, nil, "nobody"); !errors.Is(err, store.ErrUnknownClass) {
+		t.Errorf("Load of a nil class: %v, want ErrUnknownClass", err)
+	}
+	// A nil entity is not bound, whatever the slots of the bound ones.
+	if err := srv.Save(ctx, nil); !errors.Is(err, replica.ErrNotBound) {
+		t.Errorf("Save(nil): %v, want ErrNotBound", err)
+	}
+	if err := srv.SaveAsync(e, nil)(ctx); !errors.Is(err, replica.ErrNotBound) {
+		t.Errorf("SaveAsync(e, nil): %v, want ErrNotBound", err)
 	}
 	noStore, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}})
 	if err != nil {
@@ -510,7 +526,8 @@ func FuzzImport(f *testing.F) {
 		e, err := srv.Import(b)
 		if err != nil {
 			if !errors.Is(err, replica.ErrExport) && !errors.Is(err, store.ErrMalformed) &&
-				!errors.Is(err, store.ErrIncompatible) && !errors.Is(err, store.ErrUnknownClass) {
+				!errors.Is(err, store.ErrIncompatible) && !errors.Is(err, store.ErrUnknownClass) &&
+				!errors.Is(err, state.ErrTooLarge) {
 				t.Fatalf("untyped error: %v", err)
 			}
 			return
@@ -558,4 +575,67 @@ func TestPersistRunFlushesAtTheEnd(t *testing.T) {
 		t.Errorf("stored gold %d after Run returned, want %d", got, last)
 	}
 	srv.Close()
+}
+
+// TestRestoreRefusesValuesOverLimits: a stored document or an exported
+// state holding a value over the server's ClientLimits is refused with
+// state.ErrTooLarge, nothing spawned, rather than restored without the
+// value (which the next save would then lose for good).
+func TestRestoreRefusesValuesOverLimits(t *testing.T) {
+	sc := lifeSchema(t)
+	st := storetest.NewMemory()
+	a := persistServer(t, sc, st, 0)
+	defer a.Close()
+	hero, _ := a.Tracker().Spawn(sc.Classes[0])
+	fillHero(hero, 5)
+	inv := hero.Handle().Bag(heroLeaves(sc.Classes[0])["inv"])
+	inv.Add(10, inv.Get(9))
+	inv.Add(11, inv.Get(9)) // 3 items in the persist bag
+	if err := a.Bind(hero, "hero"); err != nil {
+		t.Fatal(err)
+	}
+	a.Tick()
+	if err := a.Save(context.Background(), hero); err != nil {
+		t.Fatal(err)
+	}
+	data, err := a.Export(hero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := st.Load(context.Background(), "hero")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, max := range []int{2, 3} {
+		b, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}, Store: st,
+			ClientLimits: codec.Limits{MaxContainerLen: max}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		imported, ierr := b.Import(data)
+		loaded, lerr := b.Load(context.Background(), sc.Classes[0], "hero")
+		if max == 3 {
+			if ierr != nil || lerr != nil {
+				t.Fatalf("within the limit: Import %v, Load %v", ierr, lerr)
+			}
+			if n := imported.Handle().Bag(heroLeaves(sc.Classes[0])["inv"]).Bag().Len(); n != 3 {
+				t.Errorf("imported inv holds %d items, want 3", n)
+			}
+			if n := loaded.Handle().Bag(heroLeaves(sc.Classes[0])["inv"]).Bag().Len(); n != 3 {
+				t.Errorf("loaded inv holds %d items, want 3", n)
+			}
+		} else {
+			if !errors.Is(ierr, state.ErrTooLarge) || !errors.Is(lerr, state.ErrTooLarge) {
+				t.Fatalf("over the limit: Import %v, Load %v, want state.ErrTooLarge", ierr, lerr)
+			}
+			if imported != nil || loaded != nil || b.Tracker().Len() != 0 {
+				t.Errorf("a refused restore left %d entities", b.Tracker().Len())
+			}
+		}
+		b.Close()
+		if got, err := st.Load(context.Background(), "hero"); err != nil || !bytes.Equal(got.Data, doc.Data) {
+			t.Errorf("limit %d: the stored document changed (%v)", max, err)
+		}
+	}
 }

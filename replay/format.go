@@ -291,6 +291,12 @@ func (r *Reader) Keyframes() []uint64 {
 func (r *Reader) readHeader() error {
 	n := min(r.size, int64(len(magic)+5*binary.MaxVarintLen64+session.MaxDescriptor+4))
 	if n < int64(len(magic)) {
+		// An empty file, or a start of the magic, is a recording whose
+		// recorder died before its first write reached the file.
+		b := make([]byte, n)
+		if _, err := r.r.ReadAt(b, 0); (err == nil || err == io.EOF) && bytes.HasPrefix(magic, b) {
+			return formatErr(0, ErrTruncated, "header")
+		}
 		return formatErr(0, ErrMagic, "")
 	}
 	b := make([]byte, min(n, int64(len(magic)+5*binary.MaxVarintLen64)))

@@ -130,7 +130,9 @@ func TestBadRecordings(t *testing.T) {
 		file []byte
 		want error
 	}{
-		{"empty", nil, replay.ErrMagic},
+		{"empty", nil, replay.ErrTruncated}, // a recorder killed before its first flush
+		{"start of the magic", []byte("RPLR"), replay.ErrTruncated},
+		{"short", []byte("RIFF"), replay.ErrMagic},
 		{"magic", []byte("RIFF0000WAVEfmt "), replay.ErrMagic},
 		{"format", append([]byte("RPLREC\r\n\x02"), l.file[9:]...), replay.ErrVersion},
 		{"protocol", append([]byte("RPLREC\r\n\x01\x7f"), l.file[10:]...), replay.ErrVersion},

@@ -27,6 +27,10 @@ type PlayerConfig struct {
 	// HandshakeTimeout bounds a client's handshake. The default is 5
 	// seconds.
 	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the connections waiting for their HELLO at
+	// once; one over it is refused at once with CloseServerBusy. The
+	// default is 512, as a server's.
+	MaxHandshakes int
 	// Ping is how often the player pings its clients, which close a
 	// session they hear nothing from (a paused one, say) for their idle
 	// timeout. The default is 5 seconds.
@@ -64,6 +68,7 @@ type Player struct {
 	paused   bool
 	speed    float64
 	closed   bool
+	shaking  int           // connections waiting for their HELLO
 	wake     chan struct{} // Run waits on it for a resume or a speed change
 }
 
@@ -84,6 +89,9 @@ func NewPlayer(rd *Reader, cfg PlayerConfig) (*Player, error) {
 	}
 	if cfg.Ping <= 0 {
 		cfg.Ping = 5 * time.Second
+	}
+	if cfg.MaxHandshakes <= 0 {
+		cfg.MaxHandshakes = 512
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -297,9 +305,10 @@ func (p *Player) Pause() { p.set(func() { p.paused = true }) }
 func (p *Player) Resume() { p.set(func() { p.paused = false }) }
 
 // SetSpeed sets Run's speed as a multiple of the recorded tick rate: 2
-// plays twice as fast. It must be positive and finite.
+// plays twice as fast. It must be positive and finite, and not so small
+// that a tick would take over a century (Pause stops the playhead).
 func (p *Player) SetSpeed(speed float64) error {
-	if !(speed > 0) || math.IsInf(speed, 0) {
+	if !(speed > 0) || math.IsInf(speed, 0) || p.interval(speed) > 100*365*24*time.Hour {
 		return fmt.Errorf("replay: speed %v", speed)
 	}
 	p.set(func() { p.speed = speed })
@@ -316,13 +325,19 @@ func (p *Player) set(fn func()) {
 	}
 }
 
-// Run plays the recording at its tick rate times the speed until the end
-// (it then returns io.EOF), ctx is done or the player is closed.
-func (p *Player) Run(ctx context.Context) error {
+// interval returns the time between two ticks played at speed, at most
+// 2^62 ns rather than past time.Duration's range.
+func (p *Player) interval(speed float64) time.Duration {
 	rate := float64(p.h.TickRate)
 	if rate <= 0 {
 		rate = 30
 	}
+	return time.Duration(min(float64(time.Second)/(rate*speed), 1<<62))
+}
+
+// Run plays the recording at its tick rate times the speed until the end
+// (it then returns io.EOF), ctx is done or the player is closed.
+func (p *Player) Run(ctx context.Context) error {
 	for {
 		p.mu.Lock()
 		paused, speed, closed := p.paused, p.speed, p.closed
@@ -333,7 +348,7 @@ func (p *Player) Run(ctx context.Context) error {
 		var wait <-chan time.Time
 		var t *time.Timer
 		if !paused {
-			t = time.NewTimer(time.Duration(float64(time.Second) / (rate * speed)))
+			t = time.NewTimer(p.interval(speed))
 			wait = t.C
 		}
 		select {
@@ -365,6 +380,16 @@ func (p *Player) Serve(ctx context.Context, ln transport.Listener) error {
 			}
 			return err
 		}
+		p.mu.Lock()
+		busy := p.shaking >= p.cfg.MaxHandshakes
+		if !busy {
+			p.shaking++
+		}
+		p.mu.Unlock()
+		if busy {
+			p.refuse(tc, transport.CloseServerBusy, "too many handshakes in progress")
+			continue
+		}
 		go p.handshake(ctx, tc)
 	}
 }
@@ -388,6 +413,9 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn) {
 	hctx, cancel := context.WithTimeout(ctx, p.cfg.HandshakeTimeout)
 	msg, err := tc.Receive(hctx)
 	cancel()
+	p.mu.Lock()
+	p.shaking--
+	p.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			p.refuse(tc, transport.CloseHandshakeTimeout, "no HELLO in time")

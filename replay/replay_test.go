@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/replicago/replica"
@@ -26,6 +27,7 @@ import (
 	"github.com/replicago/replica/internal/workload/w1"
 	"github.com/replicago/replica/replay"
 	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/transport"
 
@@ -487,6 +489,105 @@ func TestRun(t *testing.T) {
 	if err := <-done; err != io.EOF {
 		t.Fatalf("Run: %v, want io.EOF at the end", err)
 	}
+}
+
+// TestSetSpeedBounds: a speed so small that a tick's interval would
+// overflow time.Duration (and wrap to a negative one, playing at full
+// speed) is refused, as are zero, negative, NaN and infinite speeds.
+func TestSetSpeedBounds(t *testing.T) {
+	l := recordW1(t, 20, 5, 10)
+	rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := replay.NewPlayer(rd, replay.PlayerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1), 1e-12, 1e-300} {
+		if err := p.SetSpeed(bad); err == nil {
+			t.Errorf("SetSpeed(%v) succeeded", bad)
+		}
+	}
+	for _, good := range []float64{1e-6, 0.5, 1, 1e6} {
+		if err := p.SetSpeed(good); err != nil {
+			t.Errorf("SetSpeed(%v): %v", good, err)
+		}
+	}
+}
+
+// TestHandshakeCap: connections that never send their HELLO hold at most
+// PlayerConfig.MaxHandshakes handshakes; the next is refused at once with
+// CloseServerBusy, and a freed slot lets a spectator in.
+func TestHandshakeCap(t *testing.T) {
+	l := recordW1(t, 20, 5, 10)
+	synctest.Test(t, func(t *testing.T) {
+		rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := replay.NewPlayer(rd, replay.PlayerConfig{MaxHandshakes: 3, HandshakeTimeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nw := transport.NewMemNetwork()
+		ln, err := nw.Listen("", transport.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go p.Serve(ctx, ln)
+		defer func() { cancel(); p.Close(); ln.Close() }()
+		d := nw.Dialer(transport.Config{})
+		dial := func() transport.Conn {
+			tc, err := d.Dial(ctx, ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tc.Close(transport.CloseNormal, "") })
+			return tc
+		}
+		var silent []transport.Conn
+		for range 3 {
+			silent = append(silent, dial())
+		}
+		synctest.Wait()
+		start := time.Now()
+		busy := dial()
+		msg, err := busy.Receive(ctx)
+		if err != nil {
+			t.Fatalf("no REFUSE: %v", err)
+		}
+		if m, _ := session.Parse(msg); m == nil || !isRefuse(m, transport.CloseServerBusy) {
+			t.Fatalf("got %T %v, want a REFUSE with CloseServerBusy", m, m)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("refused after %v, want at once", d)
+		}
+		for _, tc := range silent {
+			select {
+			case <-tc.Done():
+				t.Fatal("a silent connection was closed before its handshake timeout")
+			default:
+			}
+		}
+		silent[0].Close(transport.CloseNormal, "")
+		synctest.Wait()
+		tc := dial()
+		tc.Send(session.AppendHello(nil, &session.Hello{Version: session.ProtocolVersion, Descriptor: p.Schema().AppendDescriptor(nil)}))
+		msg, err = tc.Receive(ctx)
+		if m, _ := session.Parse(msg); err != nil || m == nil {
+			t.Fatalf("after a slot freed: %v", err)
+		} else if _, ok := m.(*session.Welcome); !ok {
+			t.Fatalf("after a slot freed: %T %v, want a WELCOME", m, m)
+		}
+	})
+}
+
+func isRefuse(m any, code transport.CloseCode) bool {
+	r, ok := m.(*session.Refuse)
+	return ok && r.Code == uint16(code)
 }
 
 // TestPlaybackEvolution records random changes to every field kind,

@@ -110,6 +110,11 @@ func (t *Tracker) TakeRefusals() (errs []error, n int) {
 	return errs, n
 }
 
+// Refused returns how many writes t refused since the last TakeRefusals,
+// without taking them: a caller that writes a whole stored value compares
+// it before and after to learn whether the tracker kept all of it.
+func (t *Tracker) Refused() int { return t.refused }
+
 // refuse records a refused write to leaf of e.
 func (e *Entity) refuse(leaf int, what string, n, max int) {
 	t := e.tr

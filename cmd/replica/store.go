@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"regexp"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/replicago/replica/pgstore"
@@ -43,6 +47,9 @@ func runStore(args []string) error {
 		return err
 	}
 	ctx := context.Background()
+	if err := checkTables(ctx, *kind, *dsn, *table); err != nil {
+		return err
+	}
 	st, err := openStore(ctx, *kind, *dsn, *table)
 	if err != nil {
 		return err
@@ -51,6 +58,61 @@ func runStore(args []string) error {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	return dump(ctx, st, *key, *pretty, out)
+}
+
+// tablePrefix is the stores' rule for -table.
+var tablePrefix = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
+// checkTables makes sure an SQL database holds a store's documents table
+// before dump opens it as a store, which would create the tables: a dump
+// of the wrong database, or with a mistyped -table, fails instead of
+// adding empty tables to it and printing nothing.
+func checkTables(ctx context.Context, kind, dsn, table string) error {
+	if table == "" {
+		table = "replica"
+	}
+	if !tablePrefix.MatchString(table) {
+		return nil // openStore refuses it by the store's rules
+	}
+	docs := table + "_docs"
+	where := dsn // not a PostgreSQL DSN, which may hold a password
+	var found bool
+	switch kind {
+	case "sqlite":
+		if dsn == "" {
+			return nil // openStore says what is missing
+		}
+		if _, err := os.Stat(dsn); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: dsn}).EscapedPath()+"?mode=ro")
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		defer db.Close()
+		if err := db.QueryRowContext(ctx, `SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?`, docs).Scan(&found); err != nil {
+			return fmt.Errorf("store: %s: %w", dsn, err)
+		}
+	case "postgres":
+		if dsn == "" {
+			return nil
+		}
+		where = "the database"
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		defer c.Close(ctx)
+		if err := c.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, docs).Scan(&found); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	default:
+		return nil
+	}
+	if !found {
+		return fmt.Errorf("store: %s has no table %s: not a replica store, or its -table prefix is another", where, docs)
+	}
+	return nil
 }
 
 // openStore opens a store of the named kind.
@@ -87,6 +149,7 @@ func openStore(ctx context.Context, kind, dsn, table string) (store.Store, error
 // dump writes the documents of st, or the one of key, as JSON lines.
 func dump(ctx context.Context, st store.Store, key string, pretty bool, w io.Writer) error {
 	schemas := map[store.SchemaHash]*schema.Schema{}
+	bad := 0
 	one := func(d store.Document) error {
 		s, ok := schemas[d.Schema]
 		if !ok {
@@ -104,6 +167,12 @@ func dump(ctx context.Context, st store.Store, key string, pretty bool, w io.Wri
 			schemas[d.Schema] = s
 		}
 		b, err := store.AppendJSON(nil, d, s)
+		if err != nil && key == "" {
+			// A damaged document does not hide the others.
+			fmt.Fprintf(os.Stderr, "replica store dump: document %q: %v\n", d.Key, err)
+			bad++
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("store: document %q: %w", d.Key, err)
 		}
@@ -122,5 +191,11 @@ func dump(ctx context.Context, st store.Store, key string, pretty bool, w io.Wri
 		}
 		return one(d)
 	}
-	return st.Scan(ctx, one)
+	if err := st.Scan(ctx, one); err != nil {
+		return err
+	}
+	if bad > 0 {
+		return fmt.Errorf("store: %d documents could not be read (above)", bad)
+	}
+	return nil
 }

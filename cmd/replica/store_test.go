@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/replicago/replica/internal/persistschema"
 	"github.com/replicago/replica/sqlitestore"
@@ -81,6 +85,70 @@ func TestStoreDump(t *testing.T) {
 	}
 }
 
+// TestStoreDumpMistakes: a dump of a database that is not a store, or with
+// a mistyped -table, fails and adds no table to it; a damaged document is
+// reported without hiding the others.
+func TestStoreDumpMistakes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "game.db")
+	st, err := sqlitestore.Open(ctx, sqlitestore.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := store.NewCodec(persistschema.Schema())
+	tr := state.NewTracker(persistschema.Schema())
+	p, _ := persistschema.SpawnPlayer(tr)
+	p.SetGold(5)
+	good := codec.Document("good", 3, p.Entity())
+	bad := store.Document{Key: "bad", Class: 1, Schema: good.Schema, Data: []byte{0xff, 0xfe}}
+	if err := st.Write(ctx, &store.Batch{Puts: []store.Document{bad, good}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	junk := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("not a database\n"), 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"dump", "-dsn", path, "-table", "typo"},
+		{"dump", "-dsn", junk},
+	} {
+		if err := runStore(args); err == nil || !strings.Contains(err.Error(), "no table") && !strings.Contains(err.Error(), "not a database") {
+			t.Errorf("%q: %v, want an error naming the mistake", args, err)
+		}
+	}
+	if err := checkTables(ctx, "sqlite", path, "typo"); err == nil || !strings.Contains(err.Error(), "has no table typo_docs") {
+		t.Errorf("checkTables -table typo: %v", err)
+	}
+	if err := runStore([]string{"dump", "-dsn", path, "-table", "a;b"}); err == nil || !strings.Contains(err.Error(), "want letters, digits and _") {
+		t.Errorf("-table a;b: %v, want the store's rule", err)
+	}
+	if err := checkTables(ctx, "sqlite", path, ""); err != nil {
+		t.Errorf("checkTables of the store: %v", err)
+	}
+	if err := checkTables(ctx, "sqlite", path, "typo"); err == nil {
+		t.Error("the failed dump created the typo tables")
+	}
+
+	st2, err := openStore(ctx, "sqlite", path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	var out bytes.Buffer
+	err = dump(ctx, st2, "", false, &out)
+	if err == nil || !strings.Contains(err.Error(), "1 documents could not be read") {
+		t.Errorf("dump with a damaged document: %v", err)
+	}
+	if !strings.HasPrefix(out.String(), `{"key":"good"`) || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("dump with a damaged document printed:\n%s", out.String())
+	}
+	if err := dump(ctx, st2, "bad", false, &out); err == nil || !strings.Contains(err.Error(), `document "bad"`) {
+		t.Errorf("dump -key bad: %v", err)
+	}
+}
+
 // TestBenchPersist runs the persist scenario briefly against SQLite: the
 // store must end up equal to the world.
 func TestBenchPersist(t *testing.T) {
@@ -96,5 +164,37 @@ func TestBenchPersist(t *testing.T) {
 	}
 	if !isPersistScenario([]string{"-json", "-scenario", "persist"}) || isPersistScenario([]string{"-scenario", "w2", "-store", "persist"}) {
 		t.Fatal("isPersistScenario")
+	}
+}
+
+// TestStoreDumpPostgresNoTables: a dump with a -table prefix the database
+// does not hold fails, names neither the password nor the DSN, and creates
+// nothing.
+func TestStoreDumpPostgresNoTables(t *testing.T) {
+	if os.Getenv("REPLICA_SKIP_SERVICES") != "" {
+		t.Skip("REPLICA_SKIP_SERVICES is set: no PostgreSQL")
+	}
+	dsn := os.Getenv("REPLICA_PG_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx := context.Background()
+	table := fmt.Sprintf("dumpcheck%d", time.Now().UnixNano())
+	err := runStore([]string{"dump", "-store", "postgres", "-dsn", dsn, "-table", table})
+	if err == nil || !strings.Contains(err.Error(), "has no table "+table+"_docs") || strings.Contains(err.Error(), dsn) {
+		t.Fatalf("dump of a missing prefix: %v", err)
+	}
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var created bool
+	if err := c.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL OR to_regclass($2) IS NOT NULL`, table+"_docs", table+"_schemas").Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	if created {
+		c.Exec(ctx, `DROP TABLE IF EXISTS `+table+`_docs, `+table+`_schemas`)
+		t.Fatal("the failed dump created the store's tables")
 	}
 }
