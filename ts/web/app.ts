@@ -288,7 +288,7 @@ async function main(): Promise<void> {
       ctx.stroke();
     }
     const r = Math.max(2.5, Math.min(7, scale * cfg.world * 0.004));
-    const names = ents.length <= 200;
+    const names = ents.length <= 300; // the demo's room mode shows 201
     let drawn = 0;
     ctx.font = "11px ui-monospace, monospace";
     ctx.textAlign = "center";
