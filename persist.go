@@ -234,14 +234,8 @@ func (s *Server) Restore(class *schema.Struct, doc store.Document) (*state.Entit
 		return nil, fmt.Errorf("replica: restore %q: %w: document of class %d, not %s (%d)",
 			doc.Key, store.ErrIncompatible, doc.Class, class.Name, class.ID)
 	}
-	if _, err := p.codec.Decode(doc); err != nil {
-		return nil, fmt.Errorf("replica: restore %q: %w", doc.Key, err)
-	}
-	e, err := s.tr.Spawn(class)
+	e, err := s.spawnFrom(p.codec, class, doc)
 	if err != nil {
-		return nil, fmt.Errorf("replica: restore %q: %w", doc.Key, err)
-	}
-	if err := s.restoreWhole(p.codec, e, doc); err != nil {
 		return nil, fmt.Errorf("replica: restore %q: %w", doc.Key, err)
 	}
 	if err := s.Bind(e, doc.Key); err != nil {
@@ -498,33 +492,34 @@ func (s *Server) Import(data []byte) (*state.Entity, error) {
 	if class == nil {
 		return nil, fmt.Errorf("replica: Import: %w: class ID %d", store.ErrUnknownClass, id)
 	}
-	c := exportCodec(s.cfg.Schema)
-	doc := store.Document{Class: uint32(id), Schema: h, Data: rest[n:]}
-	if _, err := c.Decode(doc); err != nil {
-		return nil, fmt.Errorf("replica: Import: %w", err)
-	}
-	e, err := s.tr.Spawn(class)
+	e, err := s.spawnFrom(exportCodec(s.cfg.Schema), class, store.Document{Class: uint32(id), Schema: h, Data: rest[n:]})
 	if err != nil {
-		return nil, fmt.Errorf("replica: Import: %w", err)
-	}
-	if err := s.restoreWhole(c, e, doc); err != nil {
 		return nil, fmt.Errorf("replica: Import: %w", err)
 	}
 	return e, nil
 }
 
-// restoreWhole restores doc into e, just spawned, and destroys e if the
-// codec fails or the tracker refuses a value of doc as over its limits
+// spawnFrom spawns an entity of class with the fields of doc, which c
+// decodes: a document c cannot read spawns nothing. The entity is destroyed
+// again if the tracker refuses a value of doc as over its limits
 // (Config.ClientLimits): an entity restored without that value would be
 // saved without it, losing it for good.
-func (s *Server) restoreWhole(c *store.Codec, e *state.Entity, doc store.Document) error {
+func (s *Server) spawnFrom(c *store.Codec, class *schema.Struct, doc store.Document) (*state.Entity, error) {
+	if _, err := c.Decode(doc); err != nil {
+		return nil, err
+	}
+	e, err := s.tr.Spawn(class)
+	if err != nil {
+		return nil, err
+	}
 	refused := s.tr.Refused()
-	err := c.Restore(e, doc)
+	err = c.Restore(e, doc)
 	if err == nil && s.tr.Refused() > refused {
 		err = fmt.Errorf("%w: a value of class %s is over the server's ClientLimits (the tick logs which)", state.ErrTooLarge, e.Class().Name)
 	}
 	if err != nil {
 		s.tr.Destroy(e)
+		return nil, err
 	}
-	return err
+	return e, nil
 }

@@ -926,14 +926,6 @@ func (s *Server) sendFull(c *Conn) {
 	segs := s.fullSeg[:0]
 	var shared [][]byte
 	c.held.Invalidate()
-	if sp := c.view.space; sp == nil || !sp.room {
-		// It holds its pairs from now on: the full state creates them.
-		s.heldBuf = s.heldBuf[:0]
-		for _, e := range pairs {
-			s.heldBuf = append(s.heldBuf, e.ID().Slot())
-		}
-		c.held.Reset(s.heldBuf)
-	}
 	if sp := c.view.space; sp != nil && sp.room {
 		f := s.fullState(sp)
 		segs = append(segs, f.all...)
@@ -952,6 +944,13 @@ func (s *Server) sendFull(c *Conn) {
 				others = append(others, e)
 			}
 		}
+	} else {
+		// It holds its pairs from now on: the full state creates them.
+		s.heldBuf = s.heldBuf[:0]
+		for _, p := range c.view.pairs {
+			s.heldBuf = append(s.heldBuf, p.id.Slot())
+		}
+		c.held.Reset(s.heldBuf)
 	}
 	c.levels = c.levels[:0]
 	for _, id := range c.view.held {

@@ -1,6 +1,10 @@
 package codec
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/replicago/replica/state"
+)
 
 // A Held is a server's record of the entities one client holds, by slot,
 // from the segments an [Assembler] writes for it: what it held when the
@@ -79,28 +83,15 @@ func (h *Held) Commit() {
 	// Sorted by slot, a destroy before a create of the same slot (a slot
 	// reused in the tick, which servers avoid): the last word decides.
 	slices.Sort(h.moved)
-	out := h.spare[:0]
-	if n := len(h.slots) + len(h.moved); cap(out) < n {
-		out = make([]uint32, 0, 2*n)
-	}
-	i := 0
+	last := h.moved[:0]
 	for j, m := range h.moved {
-		slot := m >> 1
-		if j+1 < len(h.moved) && h.moved[j+1]>>1 == slot {
-			continue
-		}
-		for i < len(h.slots) && h.slots[i] < slot {
-			out = append(out, h.slots[i])
-			i++
-		}
-		if i < len(h.slots) && h.slots[i] == slot {
-			i++
-		}
-		if m&1 != 0 {
-			out = append(out, slot)
+		if j+1 == len(h.moved) || h.moved[j+1]>>1 != m>>1 {
+			last = append(last, m)
 		}
 	}
-	out = append(out, h.slots[i:]...)
+	out := state.MergeSlots(h.spare, h.slots, len(last),
+		func(i int) uint32 { return last[i] >> 1 },
+		func(i int) bool { return last[i]&1 != 0 })
 	h.slots, h.spare = out, h.slots[:0]
 	h.moved = h.moved[:0]
 }

@@ -33,13 +33,3 @@ func (e *Entity) ResetLife(life schema.Lifetime) bool {
 	}
 	return changed
 }
-
-// HasLife reports whether any class field of c has lifetime life.
-func HasLife(c *schema.Struct, life schema.Lifetime) bool {
-	for _, f := range c.Fields {
-		if f.Life == life && !f.Deprecated {
-			return true
-		}
-	}
-	return false
-}

@@ -669,29 +669,38 @@ func (x *Txn) Commit() []Event {
 // and only if it holds an entity now.
 func (t *Table) mergeHeld(moved []uint32) {
 	slices.Sort(moved)
-	out := t.spare[:0]
-	if n := len(t.held) + len(moved); cap(out) < n {
-		out = make([]uint32, 0, 2*n)
-	}
-	i := 0
-	for j := 0; j < len(moved); j++ {
-		m := moved[j]
-		if j > 0 && m == moved[j-1] {
-			continue
-		}
-		for i < len(t.held) && t.held[i] < m {
-			out = append(out, t.held[i])
-			i++
-		}
-		if i < len(t.held) && t.held[i] == m {
-			i++
-		}
-		if t.AtSlot(m) != nil {
-			out = append(out, m)
-		}
-	}
-	out = append(out, t.held[i:]...)
+	moved = slices.Compact(moved)
+	out := MergeSlots(t.spare, t.held, len(moved),
+		func(i int) uint32 { return moved[i] },
+		func(i int) bool { return t.AtSlot(moved[i]) != nil })
 	t.held, t.spare = out, t.held[:0]
+}
+
+// MergeSlots returns, in out's array (grown if it must be), the ascending
+// slots of held with n more slots decided: slot(i), ascending in i and each
+// once, is in the result if in(i) and not otherwise. It keeps a client's
+// sorted held set current, on the client's table and on the server's record
+// of it (codec.Held), without a sort of the whole set.
+func MergeSlots(out, held []uint32, n int, slot func(i int) uint32, in func(i int) bool) []uint32 {
+	out = out[:0]
+	if m := len(held) + n; cap(out) < m {
+		out = make([]uint32, 0, 2*m)
+	}
+	k := 0
+	for i := 0; i < n; i++ {
+		s := slot(i)
+		for k < len(held) && held[k] < s {
+			out = append(out, held[k])
+			k++
+		}
+		if k < len(held) && held[k] == s {
+			k++
+		}
+		if in(i) {
+			out = append(out, s)
+		}
+	}
+	return append(out, held[k:]...)
 }
 
 // Rollback undoes every change of the transaction, newest first.
