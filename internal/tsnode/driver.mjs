@@ -47,7 +47,7 @@ function encodeUTF8(s) {
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   buf = new Uint8Array(8);
-  I = new Uint8Array(64);
+  J = new Uint8Array(64);
   /** Next bit to read. */
   pos = 0;
   /** Number of bits of input. */
@@ -60,8 +60,8 @@ var BitReader = class {
   /** Starts reading b from its first bit. */
   reset(b) {
     const need = b.length + 8;
-    if (this.I.length < need) this.I = new Uint8Array(Math.max(need, this.I.length * 2));
-    const s = this.I;
+    if (this.J.length < need) this.J = new Uint8Array(Math.max(need, this.J.length * 2));
+    const s = this.J;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.buf = s;
@@ -152,9 +152,9 @@ var BitReader = class {
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Ka(k);
+    return this.Ja(k);
   }
-  Ka(k) {
+  Ja(k) {
     if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
     const maxOnes = 64 - k;
     let ones = 0;
@@ -243,7 +243,7 @@ var BitWriter = class {
   buf = new Uint8Array(64);
   /** Bits written. */
   pos = 0;
-  La(bits) {
+  Ka(bits) {
     const need = (this.pos + bits + 7 >>> 3) + 8;
     if (need > this.buf.length) {
       const b = new Uint8Array(Math.max(need, this.buf.length * 2));
@@ -254,7 +254,7 @@ var BitWriter = class {
   /** Writes the low n ≤ 32 bits of v. */
   bits(v, n) {
     if (n === 0) return;
-    this.La(n);
+    this.Ka(n);
     v = n === 32 ? v >>> 0 : (v & MASK[n]) >>> 0;
     let p = this.pos;
     let left = n;
@@ -426,7 +426,7 @@ var StructType = class {
   /** The name's bytes as the descriptor carried them. */
   nameBytes;
   /** @internal */
-  ra = false;
+  qa = false;
   /** @internal */
   X = false;
   get nbands() {
@@ -482,7 +482,7 @@ function validateType(t, stack, pending) {
   }
 }
 function layoutStruct(s, stack, pending) {
-  if (s.ra) return;
+  if (s.qa) return;
   if (stack.includes(s)) schemaError(`struct ${s.name} contains itself`);
   if (s.X) return;
   s.X = true;
@@ -542,7 +542,7 @@ function layoutStruct(s, stack, pending) {
       s.rpcById.set(r.id, r);
       pending.push(r.args);
     }
-    s.ra = true;
+    s.qa = true;
   } finally {
     s.X = false;
   }
@@ -1322,14 +1322,14 @@ var Ev = {
   Z: 1,
   _: 2,
   $: 3,
-  x: 4,
+  y: 4,
   j: 5,
   aa: 6,
-  y: 7,
-  z: 8,
+  z: 7,
+  A: 8,
   ba: 9,
-  J: 10,
-  K: 11,
+  K: 10,
+  L: 11,
   ca: 12,
   da: 13,
   ea: 14
@@ -1345,9 +1345,9 @@ var Table = class {
    * transaction, when it began), ascending: ranked update sections (§5.4)
    * name entities by their index in it.
    */
-  A = [];
+  held = [];
   /** @internal the other buffer of held */
-  sa = [];
+  ra = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
   fa = /* @__PURE__ */ new Map();
   txn = new Txn(this);
@@ -1365,7 +1365,7 @@ var Table = class {
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** @internal */
-  ta(e) {
+  sa(e) {
     const slot = e.slot;
     const i = slot >>> PAGE_BITS;
     let p = this.dir[i];
@@ -1377,7 +1377,7 @@ var Table = class {
     this.n++;
   }
   /** @internal */
-  ua(slot) {
+  ta(slot) {
     const p = this.dir[slot >>> PAGE_BITS];
     p[slot & PAGE_MASK] = void 0;
     this.n--;
@@ -1396,10 +1396,10 @@ var Table = class {
    * transaction created or destroyed entities: each is in held if and
    * only if it holds an entity now.
    */
-  Ma(moved) {
+  La(moved) {
     moved.sort((a, b) => a - b);
-    const held = this.A;
-    const out2 = this.sa;
+    const held = this.held;
+    const out2 = this.ra;
     out2.length = 0;
     let i = 0;
     for (let j = 0; j < moved.length; j++) {
@@ -1410,11 +1410,11 @@ var Table = class {
       if (this.atSlot(m)) out2.push(m);
     }
     while (i < held.length) out2.push(held[i++]);
-    this.A = out2;
-    this.sa = held;
+    this.held = out2;
+    this.ra = held;
   }
   /** Watches leaf of class c for events. */
-  Na(c, leaf) {
+  Ma(c, leaf) {
     let w = this.fa.get(c);
     if (!w) this.fa.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
@@ -1430,8 +1430,8 @@ var Txn = class {
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  L = 1;
-  M = [];
+  M = 1;
+  N = [];
   B = 0;
   ha = new Uint32Array(3 * 256);
   a = [];
@@ -1444,7 +1444,7 @@ var Txn = class {
   ia;
   /** Starts a transaction. */
   begin() {
-    this.L++;
+    this.M++;
     this.B = 0;
     this.a.length = 0;
     this.C.clear();
@@ -1454,7 +1454,7 @@ var Txn = class {
   }
   /** The number of entities the table held when the transaction began. */
   heldLen() {
-    return this.t.A.length;
+    return this.t.held.length;
   }
   /**
    * The slot of the entity of rank r (from 0, by ascending slot) among
@@ -1462,7 +1462,7 @@ var Txn = class {
    * range.
    */
   heldSlot(r) {
-    return r < this.t.A.length ? this.t.A[r] : -1;
+    return r < this.t.held.length ? this.t.held[r] : -1;
   }
   /** Whether events about leaf of e's class are wanted. */
   wants(e, leaf) {
@@ -1487,11 +1487,11 @@ var Txn = class {
     const slot = id & SLOT_MASK;
     if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.Y = this.L;
-    this.t.ta(e);
+    e.Y = this.M;
+    this.t.sa(e);
     this.C.add(slot);
     this.l.push(slot);
-    this.a.push(() => this.t.ua(slot));
+    this.a.push(() => this.t.ta(slot));
     this.events.push(event(Ev.Z, e));
     return e;
   }
@@ -1499,11 +1499,11 @@ var Txn = class {
   destroySlot(slot) {
     const e = this.t.atSlot(slot);
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.ua(slot);
+    this.t.ta(slot);
     this.l.push(slot);
     e.alive = false;
     this.a.push(() => {
-      this.t.ta(e);
+      this.t.sa(e);
       e.alive = true;
     });
     this.events.push(event(Ev._, e));
@@ -1539,7 +1539,7 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.Y !== this.L) this.va(e, i, olo, ohi);
+    if (e.Y !== this.M) this.ua(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, leaf)) {
@@ -1552,7 +1552,7 @@ var Txn = class {
     }
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  va(r, i, lo, hi) {
+  ua(r, i, lo, hi) {
     const n = this.B;
     let s = this.ha;
     if (3 * n + 3 > s.length) {
@@ -1563,8 +1563,8 @@ var Txn = class {
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    if (n < this.M.length) this.M[n] = r;
-    else this.M.push(r);
+    if (n < this.N.length) this.N[n] = r;
+    else this.N.push(r);
     this.B = n + 1;
   }
   /** Sets string or bytes leaf of e. */
@@ -1589,9 +1589,9 @@ var Txn = class {
     this.a.push(() => {
       e.obj[slot] = old;
     });
-    if (this.wants(e, leaf)) this.Oa(e, leaf, old, c);
+    if (this.wants(e, leaf)) this.Na(e, leaf, old, c);
   }
-  Oa(e, leaf, old, c) {
+  Na(e, leaf, old, c) {
     const push = (kind, index, key, o, n) => {
       const ev = event(kind, e, leaf);
       ev.index = index;
@@ -1606,24 +1606,24 @@ var Txn = class {
       const common = Math.min(o.length, n.length);
       for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) push(Ev.aa, i, void 0, o[i], n[i]);
       for (let i = o.length - 1; i >= common; i--) push(Ev.j, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) push(Ev.x, i, void 0, void 0, n[i]);
+      for (let i = common; i < n.length; i++) push(Ev.y, i, void 0, void 0, n[i]);
     } else if (old instanceof MapC) {
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
-        if (!n.m.has(k)) push(Ev.z, -1, k, ov, void 0);
+        if (!n.m.has(k)) push(Ev.A, -1, k, ov, void 0);
         else if (!objEqual(ov, n.m.get(k))) push(Ev.ba, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.y, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.z, -1, k, void 0, n.m.get(k));
     } else {
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
         const nv = n.m.get(k);
-        if (!nv) push(Ev.K, -1, k, ov, void 0);
-        else if (!ov.equals(nv)) push(Ev.J, -1, k, ov, nv);
+        if (!nv) push(Ev.L, -1, k, ov, void 0);
+        else if (!ov.equals(nv)) push(Ev.K, -1, k, ov, nv);
       }
-      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.J, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.K, -1, k, void 0, n.m.get(k));
     }
   }
   g(kind, e, leaf, index, key, o, n) {
@@ -1641,7 +1641,7 @@ var Txn = class {
     this.a.push(() => {
       l.items.splice(i, 1);
     });
-    this.g(Ev.x, e, leaf, i, void 0, void 0, v);
+    this.g(Ev.y, e, leaf, i, void 0, void 0, v);
   }
   listRemove(e, leaf, l, i) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
@@ -1676,7 +1676,7 @@ var Txn = class {
       if (existed) m.m.set(k, old);
       else m.m.delete(k);
     });
-    this.g(existed ? Ev.ba : Ev.y, e, leaf, -1, k, old, v);
+    this.g(existed ? Ev.ba : Ev.z, e, leaf, -1, k, old, v);
   }
   mapDelete(e, leaf, m, k) {
     if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", "delete of an absent map key");
@@ -1685,7 +1685,7 @@ var Txn = class {
     this.a.push(() => {
       m.m.set(k, old);
     });
-    this.g(Ev.z, e, leaf, -1, k, old, void 0);
+    this.g(Ev.A, e, leaf, -1, k, old, void 0);
   }
   bagPut(e, leaf, b, k, r) {
     const old = b.m.get(k);
@@ -1694,7 +1694,7 @@ var Txn = class {
       if (old) b.m.set(k, old);
       else b.m.delete(k);
     });
-    this.g(Ev.J, e, leaf, -1, k, old, r);
+    this.g(Ev.K, e, leaf, -1, k, old, r);
   }
   bagRemove(e, leaf, b, k) {
     const old = b.m.get(k);
@@ -1703,7 +1703,7 @@ var Txn = class {
     this.a.push(() => {
       b.m.set(k, old);
     });
-    this.g(Ev.K, e, leaf, -1, k, old, void 0);
+    this.g(Ev.L, e, leaf, -1, k, old, void 0);
   }
   /** Sets numeric leaf itemLeaf of bag item r (key k of the bag at leaf of e). */
   setItemNum(e, leaf, k, r, itemLeaf, slot, lo, hi) {
@@ -1712,7 +1712,7 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.Y !== this.L) this.va(r, i, olo, ohi);
+    if (r.Y !== this.M) this.ua(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, leaf)) {
@@ -1769,7 +1769,7 @@ var Txn = class {
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit() {
     if (this.l.length > 0) {
-      this.t.Ma(this.l);
+      this.t.La(this.l);
       this.l.length = 0;
     }
     this.B = 0;
@@ -1780,7 +1780,7 @@ var Txn = class {
   rollback() {
     const s = this.ha;
     for (let j = this.B - 1; j >= 0; j--) {
-      const a = this.M[j].num;
+      const a = this.N[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
@@ -1844,13 +1844,13 @@ var Decoder = class {
   remote;
   lim;
   r = new BitReader();
-  wa = /* @__PURE__ */ new Map();
+  va = /* @__PURE__ */ new Map();
   d = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  N = [];
+  O = [];
   o = 0;
-  xa = [];
+  wa = [];
   entities = 0;
   values = 0;
   /** The class entities of remote class rc are stored as. */
@@ -1859,8 +1859,8 @@ var Decoder = class {
   }
   /** Leaf mapping of remote struct rs onto local struct ls (§8). */
   mapping(rs, ls) {
-    let inner = this.wa.get(rs);
-    if (!inner) this.wa.set(rs, inner = /* @__PURE__ */ new Map());
+    let inner = this.va.get(rs);
+    if (!inner) this.va.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (m) return m;
     const toLocal = new Int32Array(rs.leaves.length);
@@ -1900,14 +1900,14 @@ var Decoder = class {
     this.entities = 0;
     this.values = 0;
     try {
-      this.Pa(txn);
+      this.Oa(txn);
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
       if (e instanceof RangeError) throw new ReplicaDecodeError("limit", `nesting deeper than the stack allows (${e.message})`, r.pos);
       throw e;
     }
   }
-  Pa(txn) {
+  Oa(txn) {
     const r = this.r;
     for (; ; ) {
       const tag = r.bits(3);
@@ -1916,8 +1916,8 @@ var Decoder = class {
           r.finish("segment");
           return;
         case SEC_DESTROY:
-          this.ya();
-          for (let i = 0; i < this.o; i++) txn.destroySlot(this.N[i]);
+          this.xa();
+          for (let i = 0; i < this.o; i++) txn.destroySlot(this.O[i]);
           break;
         case SEC_CREATE:
         case SEC_UPDATE:
@@ -1928,7 +1928,7 @@ var Decoder = class {
           const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
           if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
           const groups = r.count(0, this.lim.maxEntities, 8, "groups");
-          for (let g = 0; g < groups; g++) this.Qa(txn, tag, rc);
+          for (let g = 0; g < groups; g++) this.Pa(txn, tag, rc);
           break;
         }
         default:
@@ -1936,12 +1936,12 @@ var Decoder = class {
       }
     }
   }
-  ya() {
+  xa() {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.N;
+    const ids = this.O;
     this.o = 0;
     let prev = -1;
     for (let i = 0; i < n; i++) {
@@ -1956,18 +1956,18 @@ var Decoder = class {
     this.o = n;
   }
   /** Turns the ranks readIDs read into the slots they name (§5.4). */
-  Ra(txn) {
-    const ids = this.N;
+  Qa(txn) {
+    const ids = this.O;
     for (let i = 0; i < this.o; i++) {
       const slot = txn.heldSlot(ids[i]);
       if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
       ids[i] = slot;
     }
   }
-  Sa() {
+  Ra() {
     const r = this.r;
     const k = r.bits(6);
-    const gens = this.xa;
+    const gens = this.wa;
     gens.length = 0;
     for (let i = 0; i < this.o; i++) {
       const g = r.u(k);
@@ -1975,24 +1975,24 @@ var Decoder = class {
       gens.push(g);
     }
   }
-  Qa(txn, tag, rc) {
+  Pa(txn, tag, rc) {
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.d.length = 0;
     this.ja(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2);
     const steps = this.d;
-    this.Ta(lc, map, delta);
-    this.ya();
-    if (tag === SEC_RANKED) this.Ra(txn);
-    if (tag === SEC_CREATE) this.Sa();
-    const ids = this.N;
+    this.Sa(lc, map, delta);
+    this.xa();
+    if (tag === SEC_RANKED) this.Qa(txn);
+    if (tag === SEC_CREATE) this.Ra();
+    const ids = this.O;
     const bands = rc.nbands === 0 ? ZERO_BANDS : map.bands;
     for (let i = 0; i < this.o; i++) {
       const slot = ids[i];
       let e;
       if (tag === SEC_CREATE) {
-        e = txn.create(lc, makeId(slot, this.xa[i]), rc.classId, bands, rc.nbands);
+        e = txn.create(lc, makeId(slot, this.wa[i]), rc.classId, bands, rc.nbands);
       } else {
         e = txn.atSlot(slot);
         if (!e) throw new ReplicaDecodeError("not-found", `${SEC_NAMES[tag]} of empty slot ${slot}`);
@@ -2003,11 +2003,11 @@ var Decoder = class {
       if (e.classId !== rc.classId) {
         throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
       }
-      this.Ua(txn, e, steps, delta);
+      this.Ta(txn, e, steps, delta);
     }
   }
   /** Resolves each step of a group of remote class rc stored as local class lc. */
-  Ta(lc, map, delta) {
+  Sa(lc, map, delta) {
     for (const s of this.d) {
       s.local = map.toLocal[s.leaf];
       const t = s.t;
@@ -2024,7 +2024,7 @@ var Decoder = class {
           s.code = P_DELTA;
           s.narrow = p.D <= 32;
           s.mask = MASK[Math.min(p.D, 32)];
-          s.O = 32 - Math.min(p.D, 32);
+          s.P = 32 - Math.min(p.D, 32);
           s.signed = p.signed;
         } else s.code = P_U;
       } else if (t.kind === Kind.String || t.kind === Kind.Bytes) {
@@ -2062,7 +2062,7 @@ var Decoder = class {
         const p = numPlan(t);
         if ((delta ? p.deltaRaw : p.fullRaw) === 0) k = r.bits(6);
       }
-      this.d.push({ leaf: base + f.leaf, local: -1, k, code: 0, width: 0, plan: null, slot: -1, t, narrow: false, mask: 0, O: 0, signed: false });
+      this.d.push({ leaf: base + f.leaf, local: -1, k, code: 0, width: 0, plan: null, slot: -1, t, narrow: false, mask: 0, P: 0, signed: false });
     }
   }
   ka(p, k, delta, olo, ohi) {
@@ -2077,7 +2077,7 @@ var Decoder = class {
     const ok = delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi);
     if (!ok) r.malformed(`value out of range for ${KIND_NAME(p.kind)}`);
   }
-  Ua(txn, e, steps, delta) {
+  Ta(txn, e, steps, delta) {
     const r = this.r;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i];
@@ -2091,10 +2091,10 @@ var Decoder = class {
             if (slot < 0) break;
             let v = e.num[slot << 1] + (lo >>> 1 ^ -(lo & 1));
             if (s.signed) {
-              v = v << s.O >> s.O;
+              v = v << s.P >> s.P;
               txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
             } else {
-              txn.setNum(e, s.local, slot, s.O === 0 ? v >>> 0 : v & s.mask, 0);
+              txn.setNum(e, s.local, slot, s.P === 0 ? v >>> 0 : v & s.mask, 0);
             }
             break;
           }
@@ -2129,10 +2129,10 @@ var Decoder = class {
         default: {
           const lt = s.local >= 0 ? e.type.leaves[s.local].field.type : null;
           if (!delta || r.bool()) {
-            const c = this.za(s.t, lt, 1);
+            const c = this.ya(s.t, lt, 1);
             if (lt) txn.replaceContainer(e, s.local, s.slot, c);
           } else {
-            this.Va(txn, e, s.t, lt, s.local, s.slot);
+            this.Ua(txn, e, s.t, lt, s.local, s.slot);
           }
         }
       }
@@ -2148,7 +2148,7 @@ var Decoder = class {
     }
   }
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  P(t, lt, k, depth) {
+  Q(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       this.ka(p, k, false, 0, 0);
@@ -2158,7 +2158,7 @@ var Decoder = class {
     return this.la(t.kind);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  Q(t, n) {
+  R(t, n) {
     if (n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0) return 0;
     return this.r.bits(6);
   }
@@ -2177,7 +2177,7 @@ var Decoder = class {
     return toElem(p, out.lo, out.hi);
   }
   /** Reads a key and checks it sorts after prev (whole maps and bags, §6.1). */
-  Aa(key, k, prev, prevBytes) {
+  za(key, k, prev, prevBytes) {
     const v = this.na(key, k);
     if (prev !== void 0) {
       const ok = key === Kind.String ? compareBytes(prevBytes, this.ma) < 0 : prev < v;
@@ -2186,7 +2186,7 @@ var Decoder = class {
     return v;
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  za(t, lt, depth) {
+  ya(t, lt, depth) {
     if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
     const ct = lt ?? t;
     const r = this.r;
@@ -2194,22 +2194,22 @@ var Decoder = class {
     this.E(n);
     switch (t.kind) {
       case Kind.List: {
-        const k = this.Q(t.elem, n);
+        const k = this.R(t.elem, n);
         const items = new Array(n);
-        for (let i = 0; i < n; i++) items[i] = this.P(t.elem, lt ? lt.elem : null, k, depth);
+        for (let i = 0; i < n; i++) items[i] = this.Q(t.elem, lt ? lt.elem : null, k, depth);
         return new ListC(ct, items);
       }
       case Kind.Map: {
         const kk = t.key !== Kind.String && n > 0 ? r.bits(6) : 0;
-        const vk = this.Q(t.elem, n);
+        const vk = this.R(t.elem, n);
         const m = /* @__PURE__ */ new Map();
         let prev;
         let prevBytes = null;
         for (let i = 0; i < n; i++) {
-          const key = this.Aa(t.key, kk, prev, prevBytes);
+          const key = this.za(t.key, kk, prev, prevBytes);
           prev = key;
           prevBytes = this.ma;
-          m.set(key, this.P(t.elem, lt ? lt.elem : null, vk, depth));
+          m.set(key, this.Q(t.elem, lt ? lt.elem : null, vk, depth));
         }
         return new MapC(ct, m);
       }
@@ -2218,7 +2218,7 @@ var Decoder = class {
         const m = /* @__PURE__ */ new Map();
         let prev;
         for (let i = 0; i < n; i++) {
-          const key = this.Aa(t.key, kk, prev, null);
+          const key = this.za(t.key, kk, prev, null);
           prev = key;
           m.set(key, this.readRecord(t.struct, lt ? lt.struct : null, depth + 1));
         }
@@ -2256,7 +2256,7 @@ var Decoder = class {
         if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec2, local, ll.obj, v);
         else rec2.obj[ll.obj] = v;
       } else {
-        const c = this.za(t, ll ? ll.field.type : null, depth + 1);
+        const c = this.ya(t, ll ? ll.field.type : null, depth + 1);
         if (!ll) continue;
         if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec2, local, ll.obj, c);
         else rec2.obj[ll.obj] = c;
@@ -2267,14 +2267,14 @@ var Decoder = class {
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Va(txn, e, t, lt, local, slot) {
+  Ua(txn, e, t, lt, local, slot) {
     const r = this.r;
     const lim = this.lim;
     switch (t.kind) {
       case Kind.List: {
         const n = r.count(2, lim.maxContainerLen, 3, "list operations");
         this.E(n);
-        const k = this.Q(t.elem, n);
+        const k = this.R(t.elem, n);
         const list = local >= 0 ? e.obj[slot] : null;
         for (let i = 0; i < n; i++) {
           let op = r.bits(3);
@@ -2286,10 +2286,10 @@ var Decoder = class {
           }
           let v;
           if (op === OP_PATCH) {
-            v = this.Wa(t.elem, lt ? lt.elem : null, list, idx);
+            v = this.Va(t.elem, lt ? lt.elem : null, list, idx);
             op = OP_SET;
           } else if (op === OP_PUSH || op === OP_INSERT || op === OP_SET) {
-            v = this.P(t.elem, lt ? lt.elem : null, k, 1);
+            v = this.Q(t.elem, lt ? lt.elem : null, k, 1);
           }
           if (!list) continue;
           switch (op) {
@@ -2320,14 +2320,14 @@ var Decoder = class {
           const n = r.count(2, lim.maxContainerLen, 1, "map keys");
           this.E(n);
           const kk = t.key !== Kind.String && n > 0 ? r.bits(6) : 0;
-          const vk = pass === 1 ? this.Q(t.elem, n) : 0;
+          const vk = pass === 1 ? this.R(t.elem, n) : 0;
           for (let i = 0; i < n; i++) {
             const key = this.na(t.key, kk);
             if (pass === 0) {
               if (m) txn.mapDelete(e, local, m, key);
               continue;
             }
-            const v = this.P(t.elem, lt ? lt.elem : null, vk, 1);
+            const v = this.Q(t.elem, lt ? lt.elem : null, vk, 1);
             if (m) {
               if (m.m.size >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `map larger than ${lim.maxContainerLen}`);
               txn.mapPut(e, local, m, key, v);
@@ -2366,7 +2366,7 @@ var Decoder = class {
     }
   }
   /** Reads a patch of struct element idx of list (null: skipped) and returns the patched copy. */
-  Wa(t, lt, list, idx) {
+  Va(t, lt, list, idx) {
     const ls = lt ? lt.struct : t.struct;
     let rec2;
     if (list) {
@@ -2420,7 +2420,7 @@ var Replica = class {
   f = new Table();
   classes = /* @__PURE__ */ new Map();
   tick = 0;
-  R = false;
+  S = false;
   parts = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
@@ -2467,7 +2467,7 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  Ba(c) {
+  Aa(c) {
     let p = this.parts.get(c);
     if (!p) this.parts.set(c, p = [partLeaves(c, Vis.Others), partLeaves(c, Vis.Owner)]);
     return p;
@@ -2480,7 +2480,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.R) throw new Error("replica: applyTick called from a callback");
+    if (this.S) throw new Error("replica: applyTick called from a callback");
     const tab = this.f;
     const txn = tab.txn.begin();
     let seg = -1;
@@ -2488,7 +2488,7 @@ var Replica = class {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.Ba(e.type)[1]);
+        txn.zeroLeaves(e, this.Aa(e.type)[1]);
         txn.setOwned(e, false);
       }
       const created = [];
@@ -2497,7 +2497,7 @@ var Replica = class {
         if (!e) created.push(id >>> 0);
         else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.Ba(e.type)[0]);
+          txn.zeroLeaves(e, this.Aa(e.type)[0]);
           txn.setOwned(e, true);
         }
       }
@@ -2509,7 +2509,7 @@ var Replica = class {
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Xa(e, lc.level);
+        else this.Wa(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.q.apply(txn, segments[seg]);
       seg = -1;
@@ -2533,10 +2533,10 @@ var Replica = class {
     }
     const events = txn.commit();
     this.tick++;
-    this.Ca(events);
+    this.Ba(events);
   }
   /** Applies a level change to an entity held before the segments (§5.8). */
-  Xa(e, level) {
+  Wa(e, level) {
     const txn = this.f.txn;
     if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
     if (level < e.level) {
@@ -2554,7 +2554,7 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.p) {
-    if (this.R) throw new Error("replica: reset called from a callback");
+    if (this.S) throw new Error("replica: reset called from a callback");
     const dec = new Decoder(this.local, remote, this.q.lim);
     const txn = this.f.txn.begin();
     for (const e of this.f.entities()) txn.destroySlot(e.slot);
@@ -2562,7 +2562,7 @@ var Replica = class {
     this.q = dec;
     this.p = remote;
     this.parts.clear();
-    this.Ca(events);
+    this.Ba(events);
   }
   // ---- Callbacks ----
   F(c) {
@@ -2580,7 +2580,7 @@ var Replica = class {
     return cc;
   }
   add(get, set, fn) {
-    const cb = { from: this.tick + 1, oa: false, Ya: fn };
+    const cb = { from: this.tick + 1, oa: false, Xa: fn };
     set([...get(), cb]);
     return () => {
       if (cb.oa) return;
@@ -2588,12 +2588,12 @@ var Replica = class {
       set(get().filter((x) => x !== cb));
     };
   }
-  S(c, leaf, want, op) {
+  T(c, leaf, want, op) {
     const cls = this.F(c);
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.f.Na(cls, l.index);
+    this.f.Ma(cls, l.index);
     const cc = this.G(cls);
     return { get: () => cc.leaves[l.index], set: (x) => cc.leaves[l.index] = x };
   }
@@ -2625,27 +2625,27 @@ var Replica = class {
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
-    const { get, set } = this.S(c, leaf, (k) => !isContainer(k), "onField");
+    const { get, set } = this.T(c, leaf, (k) => !isContainer(k), "onField");
     return this.add(get, set, fn);
   }
   /** Runs fn for each change to a list leaf. */
   onList(c, leaf, fn) {
-    const { get, set } = this.S(c, leaf, (k) => k === Kind.List, "onList");
+    const { get, set } = this.T(c, leaf, (k) => k === Kind.List, "onList");
     return this.add(get, set, fn);
   }
   /** Runs fn for each change to a map leaf. */
   onMap(c, leaf, fn) {
-    const { get, set } = this.S(c, leaf, (k) => k === Kind.Map, "onMap");
+    const { get, set } = this.T(c, leaf, (k) => k === Kind.Map, "onMap");
     return this.add(get, set, fn);
   }
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c, leaf, fn) {
-    const { get, set } = this.S(c, leaf, (k) => k === Kind.Bag, "onBag");
+    const { get, set } = this.T(c, leaf, (k) => k === Kind.Bag, "onBag");
     return this.add(get, set, fn);
   }
-  Ca(events) {
+  Ba(events) {
     if (this.classes.size === 0 || events.length === 0) return;
-    this.R = true;
+    this.S = true;
     const tick = this.tick;
     try {
       for (const ev of events) {
@@ -2670,16 +2670,16 @@ var Replica = class {
             list = cc.leaves[ev.leaf];
         }
         if (list.length === 0) continue;
-        const args = this.Za(ev);
+        const args = this.Ya(ev);
         for (const cb of list) {
-          if (cb.from <= tick && !cb.oa) cb.Ya(...args);
+          if (cb.from <= tick && !cb.oa) cb.Xa(...args);
         }
       }
     } finally {
-      this.R = false;
+      this.S = false;
     }
   }
-  Za(ev) {
+  Ya(ev) {
     const e = ev.e;
     switch (ev.kind) {
       case Ev.Z:
@@ -2695,29 +2695,29 @@ var Replica = class {
         const p = numPlan(t);
         return [e, numValue(p, ev.oldLo, ev.oldHi), numValue(p, ev.newLo, ev.newHi)];
       }
-      case Ev.x:
+      case Ev.y:
       case Ev.j:
       case Ev.aa: {
         const et = e.type.leaves[ev.leaf].field.type.elem;
         const le = { kind: itemKind(ev.kind), index: ev.index };
-        if (ev.kind !== Ev.x) le.old = elemValue(et, ev.old);
+        if (ev.kind !== Ev.y) le.old = elemValue(et, ev.old);
         if (ev.kind !== Ev.j) le.new = elemValue(et, ev.new);
         return [e, le];
       }
-      case Ev.y:
       case Ev.z:
+      case Ev.A:
       case Ev.ba: {
         const mt = e.type.leaves[ev.leaf].field.type;
         const me = { kind: itemKind(ev.kind), key: ev.key };
-        if (ev.kind !== Ev.y) me.old = elemValue(mt.elem, ev.old);
-        if (ev.kind !== Ev.z) me.new = elemValue(mt.elem, ev.new);
+        if (ev.kind !== Ev.z) me.old = elemValue(mt.elem, ev.old);
+        if (ev.kind !== Ev.A) me.new = elemValue(mt.elem, ev.new);
         return [e, me];
       }
       default: {
         const l = e.type.leaves[ev.leaf];
         const bag = e.obj[l.obj];
         const be = { kind: "added", key: ev.key, itemLeaf: -1, item: bag.get(ev.key) };
-        if (ev.kind === Ev.K) {
+        if (ev.kind === Ev.L) {
           be.kind = "removed";
           be.old = ev.old;
         } else if (ev.kind === Ev.ca) {
@@ -2744,13 +2744,13 @@ var Replica = class {
 };
 function itemKind(k) {
   switch (k) {
-    case Ev.x:
     case Ev.y:
-    case Ev.J:
-      return "added";
-    case Ev.j:
     case Ev.z:
     case Ev.K:
+      return "added";
+    case Ev.j:
+    case Ev.A:
+    case Ev.L:
       return "removed";
   }
   return "changed";
@@ -2761,6 +2761,7 @@ var hex = (id) => "0x" + (id >>> 0).toString(16);
 var MAX_DESCRIPTOR = 1 << 20;
 var MAX_LIST = 1 << 20;
 var MAX_LIMIT = 2 ** 31 - 1;
+var SLOT_LIMIT = 1 << 24;
 
 // ts/src/transport.ts
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);

@@ -26,8 +26,9 @@ import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
 import type { Schema, StructType } from "./schema.js";
-import type { Entity, Rec } from "./state.js";
+import { bytesEqual, type Entity, type Rec } from "./state.js";
 import {
+  MAX_RESUME,
   MsgType,
   PROTOCOL_VERSION,
   encodeHello,
@@ -36,6 +37,8 @@ import {
   encodeRPC,
   parseMessage,
   parseRPC,
+  type Resume,
+  type Ticket,
   type Tick,
   type Welcome,
 } from "./session.js";
@@ -142,10 +145,20 @@ interface Session {
   earlyClose?: { code: number; reason: string };
 }
 
+const NO_TICKET: Ticket = [0n, 0n];
+
+/** What reconnect asks the server to resume, and the descriptor the replica was decoded with. */
+interface ResumeRequest {
+  block: Resume;
+  descriptor: Uint8Array;
+}
+
 /** A session with a replica server. */
 export class Connection {
   private ch!: Channel;
   private welcomeMsg!: Welcome;
+  /** The ticket reconnect offers the server (§10.5): the last WELCOME's, or none after a rejected tick. */
+  private ticket: Ticket = NO_TICKET;
   private pending: Tick | null = null;
   private segs: Uint8Array[] = [];
   private resync = false;
@@ -155,7 +168,10 @@ export class Connection {
   private handlers = new Map<string, ((e: Entity, args: Rec) => void)[]>();
   private closed: ClosedError | undefined;
   private closeWaiters: ((e: ClosedError) => void)[] = [];
-  /** The number of the last tick applied (0n before the first). */
+  /**
+   * The number of the last tick applied (0n before the first). A resumed
+   * session (§10.5) keeps it until its catch-up tick applies.
+   */
   lastTick = 0n;
   /** Called after each applied tick. */
   onTick: ((tick: bigint) => void) | undefined;
@@ -199,6 +215,11 @@ export class Connection {
     return this.welcomeMsg.session;
   }
 
+  /** Whether the current session resumed the one before it (§10.5): the replica was kept. */
+  get resumed(): boolean {
+    return this.welcomeMsg.resumed;
+  }
+
   /** The server's ticks per second. */
   get tickRate(): number {
     return this.welcomeMsg.tickRate;
@@ -218,11 +239,11 @@ export class Connection {
   private start(s: Session): void {
     this.ch = s.ch;
     this.welcomeMsg = s.welcome;
+    this.ticket = s.welcome.ticket;
     this.pending = null;
     this.segs = [];
     this.resync = false;
     this.closed = undefined;
-    this.lastTick = 0n;
     const ch = s.ch;
     const idle = this.opts.idleTimeoutMs ?? 15000;
     const onmessage = (data: unknown): void => {
@@ -310,7 +331,10 @@ export class Connection {
       this.replica.applyTick(segs, { gained: t.gained, lost: t.lost, levels: t.levels });
     } catch (e) {
       if (this.replica.ticksApplied === before) {
-        // Rejected: the replica keeps the last good state; a new session is needed (§10.4).
+        // Rejected: the replica keeps the last good state; a new session is
+        // needed (§10.4), with the full state: resuming would declare the
+        // replica the server's ticks no longer fit.
+        this.ticket = NO_TICKET;
         return this.fail(e as Error);
       }
       // Applied, but a callback threw: report it and go on.
@@ -403,14 +427,37 @@ export class Connection {
 
   /**
    * Closes the session if it is open and starts a new one with the same
-   * server, keeping the replica and its callbacks: the replica is reset
-   * and the new session's first tick is the full state.
+   * server, keeping the replica and its callbacks.
+   *
+   * When the last WELCOME carried a resume ticket and the replica holds at
+   * most 16,384 entities, the HELLO asks to resume (§10.5), declaring the
+   * last tick applied and what the replica holds. If the server resumes,
+   * the replica is kept and the first tick catches it up, its callbacks
+   * reporting only what changed meanwhile; a resumed WELCOME whose
+   * descriptor differs from the last one closes with code 2 and rejects.
+   * Otherwise the replica is reset and the first tick is the full state.
+   * After a rejected tick there is no ticket: the next session starts over.
    */
   async reconnect(): Promise<void> {
     this.close(CloseCode.Normal, "reconnecting");
     const token = this.opts.refresh ? tokenBytes(await this.opts.refresh()) : tokenBytes(this.opts.token);
-    const s = await handshake(this.opts, token, this.replica.limits);
-    this.replica.reset(decodeDescriptor(s.welcome.descriptor, this.opts.descriptor));
+    let resume: ResumeRequest | undefined;
+    const t = this.ticket;
+    if ((t[0] !== 0n || t[1] !== 0n) && this.replica.size <= MAX_RESUME) {
+      resume = { block: { ticket: t, tick: this.lastTick, held: this.replica.entities() }, descriptor: this.welcomeMsg.descriptor };
+    }
+    let s: Session;
+    try {
+      s = await handshake(this.opts, token, this.replica.limits, resume);
+    } catch (e) {
+      // A server that resumes with another schema is not offered the session again.
+      if (e instanceof ReplicaDecodeError) this.ticket = NO_TICKET;
+      throw e;
+    }
+    if (!s.welcome.resumed) {
+      this.replica.reset(decodeDescriptor(s.welcome.descriptor, this.opts.descriptor));
+      this.lastTick = 0n;
+    }
     this.start(s);
   }
 }
@@ -457,13 +504,17 @@ function connectError(e: unknown): Error {
   return e as Error;
 }
 
-/** Opens a channel and runs the client side of the handshake (§10.3). */
-async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limits): Promise<Session> {
+/**
+ * Opens a channel and runs the client side of the handshake (§10.3),
+ * asking to resume when resume is given (§10.5).
+ */
+async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limits, resume?: ResumeRequest): Promise<Session> {
   const hello = encodeHello({
     version: PROTOCOL_VERSION,
     descriptor: writeDescriptor(opts.schema),
     token,
     limits: limits ?? opts.limits,
+    resume: resume?.block,
   });
   const timeoutMs = opts.handshakeTimeoutMs ?? 5000;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -483,12 +534,12 @@ async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limit
   return new Promise<Session>((resolve, reject) => {
     const c = ch!;
     let done = false;
-    const end = (err?: Error, s?: Session): void => {
+    const end = (err?: Error, s?: Session, code: number = CloseCode.Normal): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       if (err) {
-        c.close(CloseCode.Normal, "handshake failed");
+        c.close(code, code === CloseCode.Normal ? "handshake failed" : err.message.slice(0, 123));
         reject(err);
       } else resolve(s!);
     };
@@ -506,6 +557,10 @@ async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limit
         if (m.type !== MsgType.Welcome) throw new ReplicaDecodeError("session", `expected WELCOME, got type ${m.type}`);
         if (m.version !== PROTOCOL_VERSION) {
           throw new ReplicaDecodeError("session", `server speaks protocol ${m.version}, this client ${PROTOCOL_VERSION}`);
+        }
+        if (m.resumed && !(resume && bytesEqual(m.descriptor, resume.descriptor))) {
+          const why = resume ? "resumed with another descriptor" : "resumed a session the client did not ask to resume";
+          return end(new ReplicaDecodeError("session", `WELCOME ${why}`), undefined, CloseCode.ProtocolError);
         }
         decodeDescriptor(m.descriptor, opts.descriptor); // fails here rather than after the handshake
         done = true;

@@ -9,7 +9,7 @@ import { ReplicaDecodeError } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 
 /** The protocol version this package speaks (§10.2). */
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 
 /** Message types: the first byte of every message but a segment. */
 export const MsgType = {
@@ -31,6 +31,35 @@ export const MAX_SEGMENTS = 16;
 export const MAX_LIST = 1 << 20;
 const MAX_LIMIT = 2 ** 31 - 1;
 const MAX_LEVEL = 4;
+/** The most entities a resume block declares (§10.5); a client holding more does not resume. */
+export const MAX_RESUME = 16384;
+const SLOT_LIMIT = 1 << 24;
+
+/**
+ * A resume ticket (§10.5): the WELCOME's two `bits(64)`, in wire order, as
+ * unsigned BigInts. [0n, 0n] is no ticket: the server does not resume.
+ */
+export type Ticket = readonly [bigint, bigint];
+
+/** What a client's replica holds of one entity, as a resume block declares it (§10.5). An Entity is one. */
+export interface HeldEntity {
+  /** The network ID's slot, ID & 0xFFFFFF. */
+  readonly slot: number;
+  /** The network ID's generation, ID >>> 24. */
+  readonly generation: number;
+  /** Its level of detail (§5.8), 0..4: the class's nbands when no TICK changed it. */
+  readonly level: number;
+  readonly owned: boolean;
+}
+
+/** The resume block of a HELLO (§10.5). */
+export interface Resume {
+  ticket: Ticket;
+  /** The last tick the client applied. */
+  tick: bigint;
+  /** The entities the replica holds, by ascending slot; at most {@link MAX_RESUME}. */
+  held: readonly HeldEntity[];
+}
 
 export interface Hello {
   type: typeof MsgType.Hello;
@@ -39,6 +68,8 @@ export interface Hello {
   descriptor?: Uint8Array;
   token?: Uint8Array;
   limits?: Limits;
+  /** Present when the client asks to resume a session (the resume bit is 1). */
+  resume?: Resume;
 }
 
 export interface Welcome {
@@ -48,6 +79,10 @@ export interface Welcome {
   session: bigint;
   userId: string;
   tickRate: number;
+  /** This session's resume ticket (§10.5); [0n, 0n]: the server does not resume. */
+  ticket: Ticket;
+  /** The server resumed the session the HELLO named: the client keeps its replica (§10.5). */
+  resumed: boolean;
 }
 
 export interface Refuse {
@@ -97,25 +132,64 @@ function withType(t: number, body: Uint8Array): Uint8Array {
   return out;
 }
 
-/** Encodes a HELLO (§10.2); limits are sent with defaults applied. */
-export function encodeHello(m: { version?: number; descriptor: Uint8Array; token?: Uint8Array; limits?: Partial<Limits> }): Uint8Array {
+const write64 = (w: BitWriter, v: bigint): void => {
+  const u = BigInt.asUintN(64, v);
+  w.bitsWide(Number(u & 0xffffffffn), Number(u >> 32n), 64);
+};
+
+const read64 = (r: BitReader): bigint => {
+  const lo = r.bitsWide(64);
+  return (BigInt(r.hi) << 32n) | BigInt(lo);
+};
+
+/**
+ * Encodes a HELLO (§10.2); limits are sent with defaults applied, and the
+ * resume block (§10.5) when m.resume is given. A resume block that breaks
+ * §10.5's rules (more than MAX_RESUME entities, slots not ascending or out
+ * of range, a level above 4) throws a RangeError.
+ */
+export function encodeHello(m: { version?: number; descriptor: Uint8Array; token?: Uint8Array; limits?: Partial<Limits>; resume?: Resume }): Uint8Array {
   const w = new BitWriter();
   w.u(m.version ?? PROTOCOL_VERSION, 0);
   w.bytes(m.descriptor);
   w.bytes(m.token ?? new Uint8Array(0));
   const l = withDefaults(m.limits);
   for (const k of LIMIT_ORDER) w.u(Math.min(l[k], MAX_LIMIT), 8);
+  const res = m.resume;
+  w.bool(res !== undefined);
+  if (res) {
+    const held = res.held;
+    if (held.length > MAX_RESUME) throw new RangeError(`resume: ${held.length} entities > ${MAX_RESUME}`);
+    write64(w, res.ticket[0]);
+    write64(w, res.ticket[1]);
+    w.uBig(res.tick, 8);
+    w.u(held.length, 3);
+    let prev = -1;
+    for (const e of held) {
+      if (e.slot <= prev || e.slot >= SLOT_LIMIT || e.level > MAX_LEVEL) {
+        throw new RangeError(`resume: slot ${e.slot} after ${prev}, level ${e.level}`);
+      }
+      w.u(e.slot - prev - 1, 2);
+      prev = e.slot;
+      w.bits(e.generation, 8);
+      w.u(e.level, 0);
+      w.bool(e.owned);
+    }
+  }
   return withType(MsgType.Hello, w.finish());
 }
 
 /** Encodes a WELCOME. */
-export function encodeWelcome(m: Omit<Welcome, "type">): Uint8Array {
+export function encodeWelcome(m: Omit<Welcome, "type" | "ticket" | "resumed"> & Partial<Pick<Welcome, "ticket" | "resumed">>): Uint8Array {
   const w = new BitWriter();
   w.u(m.version, 0);
   w.bytes(m.descriptor);
   w.uBig(m.session, 8);
   w.string(m.userId);
   w.u(m.tickRate, 4);
+  write64(w, m.ticket?.[0] ?? 0n);
+  write64(w, m.ticket?.[1] ?? 0n);
+  w.bool(m.resumed ?? false);
   return withType(MsgType.Welcome, w.finish());
 }
 
@@ -197,6 +271,27 @@ export function parseRPC(msg: Uint8Array): RPC {
   return { type: MsgType.RPC, entity, rpc: id, args: msg.subarray(i) };
 }
 
+/** Reads a HELLO's resume block (§10.5), after its resume bit. */
+function readResume(r: BitReader): Resume {
+  const ticket: Ticket = [read64(r), read64(r)];
+  const tick = r.uBig(8);
+  // An entry takes at least 13 bits: U(2) gap, bits(8), U(0) level, bit.
+  const n = r.count(3, MAX_RESUME, 13, "resume entities");
+  const held: HeldEntity[] = new Array(n);
+  let prev = -1;
+  for (let i = 0; i < n; i++) {
+    const gap = r.u(2);
+    const slot = prev + 1 + gap;
+    if (r.hi !== 0 || slot >= SLOT_LIMIT) bad("resume: slot out of range", r.pos);
+    prev = slot;
+    const generation = r.bits(8);
+    const level = r.u(0);
+    if (r.hi !== 0 || level > MAX_LEVEL) bad(`resume: level ${level} > ${MAX_LEVEL}`, r.pos);
+    held[i] = { slot, generation, level, owned: r.bool() };
+  }
+  return { ticket, tick, held };
+}
+
 const TYPE_NAMES = ["", "HELLO", "WELCOME", "REFUSE", "TICK", "PING", "PONG", "RPC", "RESYNC"];
 
 /**
@@ -234,6 +329,7 @@ export function parseMessage(msg: Uint8Array): Message {
           limits[k] = v;
         }
         m = { type: MsgType.Hello, version, descriptor, token, limits };
+        if (r.bool()) m.resume = readResume(r);
         break;
       }
       case MsgType.Welcome: {
@@ -243,7 +339,8 @@ export function parseMessage(msg: Uint8Array): Message {
         const userId = r.string(MAX_TEXT);
         const tickRate = r.u(4);
         if (r.hi !== 0) bad("tick rate does not fit 32 bits", r.pos);
-        m = { type: MsgType.Welcome, version, descriptor, session, userId, tickRate };
+        const ticket: Ticket = [read64(r), read64(r)];
+        m = { type: MsgType.Welcome, version, descriptor, session, userId, tickRate, ticket, resumed: r.bool() };
         break;
       }
       case MsgType.Refuse: {

@@ -7,6 +7,7 @@ import { decodeDescriptor } from "../src/descriptor.js";
 import { dumpEntities } from "../src/dump.js";
 import { ReplicaDecodeError } from "../src/errors.js";
 import { Replica } from "../src/replica.js";
+import { encodeHello, encodeTick, encodeWelcome, parseMessage } from "../src/session.js";
 import { Vis, type Schema } from "../src/schema.js";
 import { diff, dumpEntity, loadVectors, unhex } from "./helpers.js";
 
@@ -132,6 +133,24 @@ describe("fuzz: random bytes", () => {
       const d = mutate(descs[it % descs.length]!, rnd, descs[(it + 1) % descs.length]!);
       try {
         decodeDescriptor(d);
+      } catch (e) {
+        expect(e).toBeInstanceOf(ReplicaDecodeError);
+      }
+    }
+  });
+
+  test("mutated session messages: HELLO with a resume block, WELCOME with a ticket, TICK", () => {
+    const rnd = prng(606);
+    const held = Array.from({ length: 40 }, (_, i) => ({ slot: 3 * i + (i % 2), generation: i * 7, level: i % 5, owned: i % 3 === 0 }));
+    const msgs = [
+      encodeHello({ descriptor: Uint8Array.of(1, 2), token: Uint8Array.of(3), resume: { ticket: [0x1234n, 2n ** 64n - 1n], tick: 99n, held } }),
+      encodeWelcome({ version: 6, descriptor: Uint8Array.of(5), session: 3n, userId: "u", tickRate: 20, ticket: [7n, 8n], resumed: true }),
+      encodeTick({ tick: 5n, segments: 2, gained: [1], lost: [2], levels: [{ id: 3, level: 1 }] }),
+    ];
+    for (let it = 0; it < ITER * 20; it++) {
+      const m = mutate(msgs[it % msgs.length]!, rnd, msgs[(it + 1) % msgs.length]!);
+      try {
+        parseMessage(m);
       } catch (e) {
         expect(e).toBeInstanceOf(ReplicaDecodeError);
       }

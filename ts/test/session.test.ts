@@ -14,6 +14,7 @@ import { Kind, Schema } from "../src/schema.js";
 import { makeId } from "../src/state.js";
 import { BitWriter } from "../src/bits.js";
 import { field, struct, ty } from "./schemas.js";
+import { tohex } from "./helpers.js";
 import { seg } from "./seg.js";
 
 function rejects(b: Uint8Array, pattern?: RegExp): void {
@@ -32,9 +33,17 @@ describe("messages", () => {
   test("round trips", () => {
     const desc = Uint8Array.of(1, 2, 3);
     const h = parseMessage(encodeHello({ descriptor: desc, token: Uint8Array.of(9), limits: { maxDepth: 8 } })) as Hello;
-    expect(h).toEqual({ type: MsgType.Hello, version: 5, descriptor: desc, token: Uint8Array.of(9), limits: { ...DEFAULT_LIMITS, maxDepth: 8 } });
-    const w = { version: 5, descriptor: desc, session: 2n ** 64n - 1n, userId: "ünï", tickRate: 30 };
+    expect(h).toEqual({ type: MsgType.Hello, version: 6, descriptor: desc, token: Uint8Array.of(9), limits: { ...DEFAULT_LIMITS, maxDepth: 8 } });
+    expect("resume" in h).toBe(false);
+    const resume = {
+      ticket: [2n ** 64n - 1n, 0x0123456789abcdefn] as const, tick: 2n ** 40n + 3n,
+      held: [{ slot: 0, generation: 0, level: 0, owned: false }, { slot: 1, generation: 255, level: 4, owned: true }, { slot: 2 ** 24 - 1, generation: 7, level: 1, owned: false }],
+    };
+    const hr = parseMessage(encodeHello({ descriptor: desc, resume })) as Hello;
+    expect(hr.resume).toEqual(resume);
+    const w = { version: 6, descriptor: desc, session: 2n ** 64n - 1n, userId: "ünï", tickRate: 30, ticket: [1n, 2n ** 63n] as const, resumed: true };
     expect(parseMessage(encodeWelcome(w))).toEqual({ type: MsgType.Welcome, ...w });
+    expect(parseMessage(encodeWelcome({ ...w, ticket: undefined, resumed: undefined }))).toEqual({ type: MsgType.Welcome, ...w, ticket: [0n, 0n], resumed: false });
     expect(parseMessage(encodeRefuse({ code: 7, message: "invalid token" }))).toEqual({ type: MsgType.Refuse, code: 7, message: "invalid token" });
     const t = { tick: 123456789012n, segments: 3, gained: [1, 0xffffffff], lost: [makeId(5, 2)], levels: [{ id: 7, level: 4 }, { id: 8, level: 0 }] };
     expect(parseMessage(encodeTick(t))).toEqual({ type: MsgType.Tick, ...t });
@@ -45,6 +54,95 @@ describe("messages", () => {
       const m = parseMessage(encodeRPC(makeId(3, 1), id, Uint8Array.of(5, 6)));
       expect(m).toEqual({ type: MsgType.RPC, entity: makeId(3, 1), rpc: id, args: Uint8Array.of(5, 6) });
     }
+  });
+
+  test("HELLO's resume block and WELCOME's ticket, bit by bit as §1 and §10.5 spell them", () => {
+    // Bits in stream order (§1.1), spaces for reading only; padded with 0 bits.
+    const pack = (type: number, bits: string): Uint8Array => {
+      const b = bits.replace(/ /g, "");
+      const out = new Uint8Array(1 + Math.ceil(b.length / 8));
+      out[0] = type;
+      for (let q = 0; q < b.length; q++) if (b[q] === "1") out[1 + (q >> 3)]! |= 1 << (q & 7);
+      return out;
+    };
+    const z = (n: number): string => "0".repeat(n);
+    const hello = pack(1, [
+      "111 0 01", // U(0) version 6: three 1s, 0, bits(2) = 6 mod 4
+      "0 0000", // bytes: no descriptor
+      "0 0000", // bytes: no token
+      ..."123456".split("").map(() => "0 10000000"), // six limits, U(8) 1
+      "1", // resume
+      "1" + z(63), // ticket, first bits(64): 1
+      z(63) + "1", // second: 2^63
+      "1 0 00110100", // U(8) T = 300: one 1, 0, bits(8) = 44
+      "0 010", // U(3) n = 2
+      "0 11", "10100000", "11 0 0", "1", // slot 3 (gap 3), generation 5, level 2, owned
+      "1 0 10", "11111111", "0", "0", // slot 9 (gap 5), generation 255, level 0, not owned
+    ].join(""));
+    const limits = { maxSegmentBytes: 1, maxStringBytes: 1, maxContainerLen: 1, maxDepth: 1, maxEntities: 1, maxValues: 1 };
+    const resume = {
+      ticket: [1n, 2n ** 63n] as const, tick: 300n,
+      held: [{ slot: 3, generation: 5, level: 2, owned: true }, { slot: 9, generation: 255, level: 0, owned: false }],
+    };
+    expect(tohex(encodeHello({ descriptor: new Uint8Array(0), limits, resume }))).toBe(tohex(hello));
+    expect(parseMessage(hello)).toEqual({ type: MsgType.Hello, version: 6, descriptor: new Uint8Array(0), token: new Uint8Array(0), limits, resume });
+    const welcome = pack(2, [
+      "111 0 01", // U(0) version 6
+      "0 1000", "11010101", // bytes: one byte, 0xAB
+      "0 11100000", // U(8) session 7
+      "0 1000", "10000110", // string "a"
+      "1 0 0010", // U(4) tick rate 20
+      "11" + z(62), // ticket: 3
+      z(32) + "1" + z(31), // 2^32
+      "1", // resumed
+    ].join(""));
+    const w = { version: 6, descriptor: Uint8Array.of(0xab), session: 7n, userId: "a", tickRate: 20, ticket: [3n, 2n ** 32n] as const, resumed: true };
+    expect(tohex(encodeWelcome(w))).toBe(tohex(welcome));
+    expect(parseMessage(welcome)).toEqual({ type: MsgType.Welcome, ...w });
+  });
+
+  test("resume blocks out of §10.5's bounds: rejected when parsed, refused when encoded", () => {
+    const hello = (resume: (w: BitWriter) => void): Uint8Array => {
+      const w = new BitWriter();
+      w.u(PROTOCOL_VERSION, 0);
+      w.bytes(new Uint8Array(0));
+      w.bytes(new Uint8Array(0));
+      for (let i = 0; i < 6; i++) w.u(1, 8);
+      w.bool(true);
+      w.bitsWide(1, 0, 64);
+      w.bitsWide(0, 0, 64);
+      w.u(5, 8);
+      resume(w);
+      return Uint8Array.from([1, ...w.finish()]);
+    };
+    const entry = (w: BitWriter, gap: number, level = 0, gapHi = 0) => {
+      w.u(gap, 2, gapHi);
+      w.bits(1, 8);
+      w.u(level, 0);
+      w.bool(false);
+    };
+    rejects(hello((w) => w.u(16385, 3)), /resume entities 16385 > 16384/);
+    rejects(hello((w) => w.u(3, 3)), /resume entities 3 needs more bits/);
+    rejects(hello((w) => (w.u(1, 3), entry(w, 2 ** 24))), /slot out of range/);
+    rejects(hello((w) => (w.u(2, 3), entry(w, 2 ** 24 - 1), entry(w, 0))), /slot out of range/);
+    rejects(hello((w) => (w.u(1, 3), entry(w, 0, 0, 1))), /slot out of range/);
+    rejects(hello((w) => (w.u(1, 3), entry(w, 0, 5))), /level 5/);
+    rejects(hello((w) => (w.u(1, 3), entry(w, 0), w.bits(0, 8))), /trailing/);
+    // The largest block parses.
+    const big = hello((w) => {
+      w.u(16384, 3);
+      for (let i = 0; i < 16384; i++) entry(w, 0, 4);
+    });
+    expect((parseMessage(big) as Hello).resume!.held).toHaveLength(16384);
+    // A WELCOME cut inside its ticket.
+    const wel = encodeWelcome({ version: 6, descriptor: new Uint8Array(0), session: 1n, userId: "", tickRate: 1, ticket: [1n, 1n] });
+    rejects(wel.subarray(0, wel.length - 3), /ends early/);
+    const e = (slot: number, level = 0) => ({ slot, generation: 0, level, owned: false });
+    const enc = (held: ReturnType<typeof e>[]) => () => encodeHello({ descriptor: new Uint8Array(0), resume: { ticket: [1n, 0n], tick: 0n, held } });
+    expect(enc([e(1), e(1)])).toThrow(RangeError);
+    expect(enc([e(2 ** 24)])).toThrow(RangeError);
+    expect(enc([e(0, 5)])).toThrow(RangeError);
+    expect(enc(Array.from({ length: 16385 }, (_, i) => e(i)))).toThrow(RangeError);
   });
 
   test("RPC header bytes: 07, entity little-endian, minimal LEB128", () => {
@@ -166,7 +264,8 @@ function schema(): Schema {
   return new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int16)), field(2, "x", ty(Kind.Float32))], { id: 1 })]);
 }
 
-const welcome = (s: Schema) => encodeWelcome({ version: 5, descriptor: writeDescriptor(s), session: 42n, userId: "alice", tickRate: 20 });
+const welcome = (s: Schema, extra: { ticket?: readonly [bigint, bigint]; resumed?: boolean } = {}) =>
+  encodeWelcome({ version: PROTOCOL_VERSION, descriptor: writeDescriptor(s), session: 42n, userId: "alice", tickRate: 20, ...extra });
 
 const create = (slot: number, hp: number) =>
   seg().section(1, 1, 1).tree([{ id: 1, k: 8 }]).ids([slot]).gens([0]).s(hp, 8).end();
@@ -213,9 +312,9 @@ describe("connection", () => {
     expect((await c.done()).code).toBe(CloseCode.Normal);
   });
 
-  test("a bad tick keeps the replica and closes with code 2; reconnect starts over with the full state", async () => {
+  test("a bad tick keeps the replica and closes with code 2; reconnect starts over with the full state, not resumed", async () => {
     const s = schema();
-    const server = new FakeServer((sock) => sock.deliver(welcome(s)));
+    const server = new FakeServer((sock) => sock.deliver(welcome(s, { ticket: [1n, 2n] })));
     const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor(), refresh: async () => "fresh" });
     const sock = server.sockets[0]!;
     for (const m of tick(1n, [create(1, 5)])) sock.deliver(m);
@@ -228,10 +327,102 @@ describe("connection", () => {
     expect((await c.done()).code).toBe(CloseCode.ProtocolError);
     await c.reconnect();
     expect(new TextDecoder().decode(server.hellos[1]!.token)).toBe("fresh");
+    expect(server.hellos[1]!.resume).toBeUndefined(); // the replica the server's ticks no longer fit is not declared
     expect(c.replica.size).toBe(0);
     const sock2 = server.sockets[1]!;
     for (const m of tick(1n, [create(4, 2)])) sock2.deliver(m);
     expect(c.replica.entities().map((e) => e.id)).toEqual([makeId(4, 0)]);
+    c.close();
+  });
+
+  test("reconnect resumes: the HELLO declares the replica, a resumed WELCOME keeps it, the catch-up tick applies to it", async () => {
+    // Unit with a level-of-detail band: field 3 in band 1 (within 50 units).
+    const s = new Schema([
+      struct("Unit", [field(1, "hp", ty(Kind.Int16)), field(2, "x", ty(Kind.Float32)), field(3, "gear", ty(Kind.Uint8), { band: 1 })], { id: 1, distances: [50] }),
+    ]);
+    const answers: { ticket: readonly [bigint, bigint]; resumed?: boolean }[] = [{ ticket: [5n, 6n] }, { ticket: [7n, 8n], resumed: true }, { ticket: [9n, 1n] }];
+    const server = new FakeServer((sock) => sock.deliver(welcome(s, answers.shift())));
+    const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
+    expect(server.hellos[0]!.resume).toBeUndefined();
+    expect(c.resumed).toBe(false);
+    for (const m of tick(1n, [create(1, 5), create(2, 6)], { gained: [makeId(2, 0)] })) server.sockets[0]!.deliver(m);
+    for (const m of [encodeTick({ tick: 2n, segments: 0, levels: [{ id: makeId(1, 0), level: 0 }] })]) server.sockets[0]!.deliver(m);
+    const events: string[] = [];
+    c.replica.onCreate("Unit", (e) => events.push(`create ${e.slot}`));
+    c.replica.onDestroy("Unit", (e) => events.push(`destroy ${e.slot}`));
+    c.replica.onField("Unit", "hp", (e, old, now) => events.push(`hp ${e.slot} ${old}→${now}`));
+    server.sockets[0]!.serverClose(4000 + CloseCode.Network, "lost");
+    await c.reconnect();
+    expect(server.hellos[1]!.resume).toEqual({
+      ticket: [5n, 6n], tick: 2n,
+      held: [{ slot: 1, generation: 0, level: 0, owned: false }, { slot: 2, generation: 0, level: 1, owned: true }],
+    });
+    expect([c.resumed, c.lastTick, c.replica.size, events]).toEqual([true, 2n, 2, []]);
+    // The catch-up: slot 2's hp changed (a set section, full mode), slot 1 left, slot 3 came.
+    const catchUp = seg().section(5, 1, 1).tree([{ id: 1, k: 8 }]).ids([2]).s(9, 8)
+      .destroy([1]).section(1, 1, 1).tree([{ id: 1, k: 8 }]).ids([3]).gens([0]).s(4, 8).end();
+    const sock2 = server.sockets[1]!;
+    for (const m of tick(10n, [catchUp])) sock2.deliver(m);
+    expect(events).toEqual(["hp 2 6→9", "destroy 1", "create 3", "hp 3 0→4"]);
+    expect(c.lastTick).toBe(10n);
+    expect(c.replica.entities().map((e) => [e.slot, e.get("hp"), e.owned, e.level])).toEqual([[2, 9, true, 1], [3, 4, false, 1]]);
+    // Updates after it apply as usual; a RESYNC still resets before the full state.
+    for (const m of tick(11n, [seg().section(2, 1, 1).tree([{ id: 1, k: 8 }]).ids([3]).s(1, 8).end()])) sock2.deliver(m);
+    expect(c.replica.entity(makeId(3, 0))!.get("hp")).toBe(5);
+    sock2.deliver(encodeResync());
+    for (const m of tick(12n, [create(3, 5)])) sock2.deliver(m);
+    expect(c.replica.entities().map((e) => e.slot)).toEqual([3]);
+    // A server that does not resume (resumed = 0): the replica starts over.
+    events.length = 0;
+    await c.reconnect();
+    expect(server.hellos[2]!.resume).toEqual({ ticket: [7n, 8n], tick: 12n, held: [{ slot: 3, generation: 0, level: 1, owned: false }] });
+    expect([c.resumed, c.lastTick, c.replica.size, events]).toEqual([false, 0n, 0, ["destroy 3"]]);
+    for (const m of tick(13n, [create(4, 1)])) server.sockets[2]!.deliver(m);
+    expect(c.replica.entities().map((e) => e.slot)).toEqual([4]);
+    c.close();
+  });
+
+  test("a resumed WELCOME with another descriptor, or one not asked for, closes with code 2", async () => {
+    const s = schema();
+    const other = new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int16)), field(2, "x", ty(Kind.Float32)), field(3, "y", ty(Kind.Float32))], { id: 1 })]);
+    const answers = [welcome(s, { ticket: [1n, 1n] }), welcome(other, { ticket: [2n, 2n], resumed: true }), welcome(other, { ticket: [3n, 3n] })];
+    const server = new FakeServer((sock) => sock.deliver(answers.shift()!));
+    const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
+    for (const m of tick(1n, [create(1, 5)])) server.sockets[0]!.deliver(m);
+    const err = await c.reconnect().catch((e) => e);
+    expect(err).toBeInstanceOf(ReplicaDecodeError);
+    expect(err.message).toMatch(/another descriptor/);
+    expect(server.hellos[1]!.resume!.ticket).toEqual([1n, 1n]);
+    expect(server.sockets[1]!.closedWith!.code).toBe(4000 + CloseCode.ProtocolError);
+    expect([c.replica.size, c.lastTick]).toEqual([1, 1n]);
+    // The next reconnect does not offer that ticket: the replica starts over.
+    await c.reconnect();
+    expect(server.hellos[2]!.resume).toBeUndefined();
+    expect([c.resumed, c.replica.size, c.replica.remote.class(1)!.fields.length]).toEqual([false, 0, 3]);
+    c.close();
+    // A first connect is never resumed.
+    const eager = new FakeServer((sock) => sock.deliver(welcome(s, { ticket: [1n, 1n], resumed: true })));
+    const e2 = await Connection.connect({ url: "ws://test", schema: s, WebSocket: eager.ctor() }).catch((e) => e);
+    expect(e2.message).toMatch(/did not ask to resume/);
+    expect(eager.sockets[0]!.closedWith!.code).toBe(4000 + CloseCode.ProtocolError);
+  });
+
+  test("a replica of more than 16,384 entities does not ask to resume", async () => {
+    const s = schema();
+    const server = new FakeServer((sock) => sock.deliver(welcome(s, { ticket: [1n, 1n] })));
+    const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
+    const many = (n: number) => {
+      const slots = Array.from({ length: n }, (_, i) => i);
+      const g = seg().section(1, 1, 1).tree([]).ids(slots);
+      return g.gens(slots.map(() => 0)).end();
+    };
+    for (const m of tick(1n, [many(16385)])) server.sockets[0]!.deliver(m);
+    expect(c.replica.size).toBe(16385);
+    await c.reconnect();
+    expect(server.hellos[1]!.resume).toBeUndefined();
+    for (const m of tick(1n, [many(16384)])) server.sockets[1]!.deliver(m);
+    await c.reconnect();
+    expect(server.hellos[2]!.resume!.held).toHaveLength(16384);
     c.close();
   });
 
