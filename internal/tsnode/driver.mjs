@@ -47,7 +47,7 @@ function encodeUTF8(s) {
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   buf = new Uint8Array(8);
-  J = new Uint8Array(64);
+  F = new Uint8Array(64);
   /** Next bit to read. */
   pos = 0;
   /** Number of bits of input. */
@@ -60,8 +60,8 @@ var BitReader = class {
   /** Starts reading b from its first bit. */
   reset(b) {
     const need = b.length + 8;
-    if (this.J.length < need) this.J = new Uint8Array(Math.max(need, this.J.length * 2));
-    const s = this.J;
+    if (this.F.length < need) this.F = new Uint8Array(Math.max(need, this.F.length * 2));
+    const s = this.F;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.buf = s;
@@ -185,6 +185,12 @@ var BitReader = class {
     else hi = (hi | 1 << b - 33) >>> 0;
     this.hi = hi;
     return lo;
+  }
+  /** Reads a U(k) value that must fit 32 bits. */
+  u32(k = 0) {
+    const v = this.u(k);
+    if (this.hi !== 0) this.malformed("does not fit 32 bits");
+    return v;
   }
   /** Reads a U(k) value as a BigInt. */
   uBig(k) {
@@ -316,28 +322,67 @@ var BitWriter = class {
   }
 };
 
+// ts/src/enums.ts
+var Kind = /* @__PURE__ */ ((Kind2) => {
+  Kind2[Kind2["Invalid"] = 0] = "Invalid";
+  Kind2[Kind2["Bool"] = 1] = "Bool";
+  Kind2[Kind2["Int8"] = 2] = "Int8";
+  Kind2[Kind2["Int16"] = 3] = "Int16";
+  Kind2[Kind2["Int32"] = 4] = "Int32";
+  Kind2[Kind2["Int64"] = 5] = "Int64";
+  Kind2[Kind2["Uint8"] = 6] = "Uint8";
+  Kind2[Kind2["Uint16"] = 7] = "Uint16";
+  Kind2[Kind2["Uint32"] = 8] = "Uint32";
+  Kind2[Kind2["Uint64"] = 9] = "Uint64";
+  Kind2[Kind2["Float32"] = 10] = "Float32";
+  Kind2[Kind2["Float64"] = 11] = "Float64";
+  Kind2[Kind2["String"] = 12] = "String";
+  Kind2[Kind2["Bytes"] = 13] = "Bytes";
+  Kind2[Kind2["Ref"] = 14] = "Ref";
+  Kind2[Kind2["Nested"] = 15] = "Nested";
+  Kind2[Kind2["List"] = 16] = "List";
+  Kind2[Kind2["Map"] = 17] = "Map";
+  Kind2[Kind2["Bag"] = 18] = "Bag";
+  return Kind2;
+})(Kind || {});
+var Ev = /* @__PURE__ */ ((Ev2) => {
+  Ev2[Ev2["Create"] = 1] = "Create";
+  Ev2[Ev2["Destroy"] = 2] = "Destroy";
+  Ev2[Ev2["Field"] = 3] = "Field";
+  Ev2[Ev2["ListAdd"] = 4] = "ListAdd";
+  Ev2[Ev2["ListRemove"] = 5] = "ListRemove";
+  Ev2[Ev2["ListSet"] = 6] = "ListSet";
+  Ev2[Ev2["MapAdd"] = 7] = "MapAdd";
+  Ev2[Ev2["MapRemove"] = 8] = "MapRemove";
+  Ev2[Ev2["MapSet"] = 9] = "MapSet";
+  Ev2[Ev2["BagAdd"] = 10] = "BagAdd";
+  Ev2[Ev2["BagRemove"] = 11] = "BagRemove";
+  Ev2[Ev2["BagItem"] = 12] = "BagItem";
+  Ev2[Ev2["Owned"] = 13] = "Owned";
+  Ev2[Ev2["Level"] = 14] = "Level";
+  return Ev2;
+})(Ev || {});
+var SEC_END = 0;
+var SEC_CREATE = 1;
+var SEC_UPDATE = 2;
+var SEC_DESTROY = 3;
+var SEC_FILL = 4;
+var SEC_RANKED = 6;
+var OP_PUSH = 0;
+var OP_INSERT = 1;
+var OP_REMOVE = 2;
+var OP_SET = 3;
+var OP_CLEAR = 4;
+var OP_PATCH = 5;
+var SLOT_BITS = 24;
+var SLOT_MASK = (1 << SLOT_BITS) - 1;
+var P_RAW = 1;
+var P_DELTA = 2;
+var P_U = 3;
+var P_STR = 4;
+var P_CONT = 5;
+
 // ts/src/schema.ts
-var Kind = {
-  Invalid: 0,
-  Bool: 1,
-  Int8: 2,
-  Int16: 3,
-  Int32: 4,
-  Int64: 5,
-  Uint8: 6,
-  Uint16: 7,
-  Uint32: 8,
-  Uint64: 9,
-  Float32: 10,
-  Float64: 11,
-  String: 12,
-  Bytes: 13,
-  Ref: 14,
-  Nested: 15,
-  List: 16,
-  Map: 17,
-  Bag: 18
-};
 var NUM_KINDS = 19;
 var KIND_NAMES = [
   "invalid",
@@ -360,48 +405,47 @@ var KIND_NAMES = [
   "map",
   "bag"
 ];
-var isNumeric = (k) => k >= Kind.Bool && k <= Kind.Float64 || k === Kind.Ref;
-var isSigned = (k) => k >= Kind.Int8 && k <= Kind.Int64;
-var isContainer = (k) => k === Kind.List || k === Kind.Map || k === Kind.Bag;
-var validMapKey = (k) => k >= Kind.Int8 && k <= Kind.Uint64 || k === Kind.String;
+var isNumeric = (k) => k >= 1 /* Bool */ && k <= 11 /* Float64 */ || k === 14 /* Ref */;
+var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
+var isContainer = (k) => k === 16 /* List */ || k === 17 /* Map */ || k === 18 /* Bag */;
+var validMapKey = (k) => k >= 2 /* Int8 */ && k <= 9 /* Uint64 */ || k === 12 /* String */;
 function kindWidth(k) {
   switch (k) {
-    case Kind.Bool:
+    case 1 /* Bool */:
       return 1;
-    case Kind.Int8:
-    case Kind.Uint8:
+    case 2 /* Int8 */:
+    case 6 /* Uint8 */:
       return 8;
-    case Kind.Int16:
-    case Kind.Uint16:
+    case 3 /* Int16 */:
+    case 7 /* Uint16 */:
       return 16;
-    case Kind.Int32:
-    case Kind.Uint32:
-    case Kind.Float32:
-    case Kind.Ref:
+    case 4 /* Int32 */:
+    case 8 /* Uint32 */:
+    case 10 /* Float32 */:
+    case 14 /* Ref */:
       return 32;
-    case Kind.Int64:
-    case Kind.Uint64:
-    case Kind.Float64:
+    case 5 /* Int64 */:
+    case 9 /* Uint64 */:
+    case 11 /* Float64 */:
       return 64;
   }
   return 0;
 }
-var Vis = { Server: 0, Owner: 1, Others: 2, All: 3 };
 var NO_QUANT = Object.freeze({ mode: 0, step: 0, min: 0, nbits: 0 });
 function typeString(t) {
   switch (t.kind) {
-    case Kind.Float32:
-    case Kind.Float64:
+    case 10 /* Float32 */:
+    case 11 /* Float64 */:
       if (t.quant.mode === 2) return `${KIND_NAMES[t.kind]} q(${t.quant.step},${t.quant.min},${t.quant.nbits})`;
       if (t.quant.mode === 1) return `${KIND_NAMES[t.kind]} q(${t.quant.step})`;
       break;
-    case Kind.Nested:
+    case 15 /* Nested */:
       return t.struct.name;
-    case Kind.List:
+    case 16 /* List */:
       return `list<${typeString(t.elem)}>`;
-    case Kind.Map:
+    case 17 /* Map */:
       return `map<${KIND_NAMES[t.key] ?? t.key},${typeString(t.elem)}>`;
-    case Kind.Bag:
+    case 18 /* Bag */:
       return `bag<${KIND_NAMES[t.key] ?? t.key},${t.struct.name}>`;
   }
   return KIND_NAMES[t.kind] ?? `kind(${t.kind})`;
@@ -426,9 +470,9 @@ var StructType = class {
   /** The name's bytes as the descriptor carried them. */
   nameBytes;
   /** @internal */
-  qa = false;
+  ja = false;
   /** @internal */
-  X = false;
+  T = false;
   get nbands() {
     return this.distances.length;
   }
@@ -449,43 +493,43 @@ function schemaError(msg) {
 }
 function validateType(t, stack, pending) {
   const k = t.kind;
-  if (k === Kind.Invalid || k >= NUM_KINDS) schemaError(`invalid kind ${k}`);
+  if (k === 0 /* Invalid */ || k >= NUM_KINDS) schemaError(`invalid kind ${k}`);
   switch (k) {
-    case Kind.Float32:
-    case Kind.Float64: {
+    case 10 /* Float32 */:
+    case 11 /* Float64 */: {
       const q = t.quant;
       if (q.mode !== 0 && (!(q.step > 0) || q.mode === 2 && (q.nbits < 1 || q.nbits > 32))) {
         schemaError(`invalid quantization (step ${q.step}, nbits ${q.nbits})`);
       }
       return;
     }
-    case Kind.Nested:
+    case 15 /* Nested */:
       if (t.struct.isClass) schemaError(`entity class ${t.struct.name} cannot be nested`);
       layoutStruct(t.struct, stack, pending);
       return;
-    case Kind.List:
-    case Kind.Map:
-      if (k === Kind.Map && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
+    case 16 /* List */:
+    case 17 /* Map */:
+      if (k === 17 /* Map */ && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
       if (isContainer(t.elem.kind)) schemaError(`${KIND_NAMES[k]} of ${KIND_NAMES[t.elem.kind]}`);
-      if (t.elem.kind === Kind.Nested) {
+      if (t.elem.kind === 15 /* Nested */) {
         if (t.elem.struct.isClass) schemaError(`entity class ${t.elem.struct.name} cannot be nested`);
         pending.push(t.elem.struct);
         return;
       }
       validateType(t.elem, stack, pending);
       return;
-    case Kind.Bag:
+    case 18 /* Bag */:
       if (t.struct.isClass) schemaError("bag items must be a struct type");
-      if (!validMapKey(t.key) || t.key === Kind.String) schemaError(`bag key kind ${t.key}: want an integer`);
+      if (!validMapKey(t.key) || t.key === 12 /* String */) schemaError(`bag key kind ${t.key}: want an integer`);
       pending.push(t.struct);
       return;
   }
 }
 function layoutStruct(s, stack, pending) {
-  if (s.qa) return;
+  if (s.ja) return;
   if (stack.includes(s)) schemaError(`struct ${s.name} contains itself`);
-  if (s.X) return;
-  s.X = true;
+  if (s.T) return;
+  s.T = true;
   stack = [...stack, s];
   try {
     s.fields.sort((a, b) => a.id - b.id);
@@ -501,7 +545,7 @@ function layoutStruct(s, stack, pending) {
       f.leaf = s.leaves.length;
       if (f.deprecated) continue;
       const k = f.type.kind;
-      if (k === Kind.Nested) {
+      if (k === 15 /* Nested */) {
         const sub = f.type.struct;
         for (const l of sub.leaves) {
           s.leaves.push({
@@ -542,9 +586,9 @@ function layoutStruct(s, stack, pending) {
       s.rpcById.set(r.id, r);
       pending.push(r.args);
     }
-    s.qa = true;
+    s.ja = true;
   } finally {
-    s.X = false;
+    s.T = false;
   }
 }
 var Schema = class {
@@ -692,21 +736,21 @@ function decodeRaw(b, opts) {
     if (depth > MAX_TYPE_DEPTH) bad(r, "type nested too deeply");
     const t = { kind: r.bits(5), quant: NO_QUANT, struct: null, elem: null, key: 0 };
     switch (t.kind) {
-      case Kind.Bool:
-      case Kind.Int8:
-      case Kind.Int16:
-      case Kind.Int32:
-      case Kind.Int64:
-      case Kind.Uint8:
-      case Kind.Uint16:
-      case Kind.Uint32:
-      case Kind.Uint64:
-      case Kind.String:
-      case Kind.Bytes:
-      case Kind.Ref:
+      case 1 /* Bool */:
+      case 2 /* Int8 */:
+      case 3 /* Int16 */:
+      case 4 /* Int32 */:
+      case 5 /* Int64 */:
+      case 6 /* Uint8 */:
+      case 7 /* Uint16 */:
+      case 8 /* Uint32 */:
+      case 9 /* Uint64 */:
+      case 12 /* String */:
+      case 13 /* Bytes */:
+      case 14 /* Ref */:
         break;
-      case Kind.Float32:
-      case Kind.Float64: {
+      case 10 /* Float32 */:
+      case 11 /* Float64 */: {
         const mode = r.bits(2);
         if (mode === 3) bad(r, "quantization mode 3");
         if (mode !== 0) {
@@ -721,17 +765,17 @@ function decodeRaw(b, opts) {
         }
         break;
       }
-      case Kind.Nested:
+      case 15 /* Nested */:
         t.struct = structAt();
         break;
-      case Kind.List:
+      case 16 /* List */:
         t.elem = readType(depth + 1);
         break;
-      case Kind.Map:
+      case 17 /* Map */:
         t.key = r.bits(5);
         t.elem = readType(depth + 1);
         break;
-      case Kind.Bag:
+      case 18 /* Bag */:
         t.key = r.bits(5);
         t.struct = structAt();
         break;
@@ -837,7 +881,7 @@ function leafBudget(structs) {
     memo.set(s, VISITING);
     let total2 = 0;
     for (const f of s.fields) {
-      total2 += f.type.kind === Kind.Nested && f.type.struct ? count(f.type.struct) : 1;
+      total2 += f.type.kind === 15 /* Nested */ && f.type.struct ? count(f.type.struct) : 1;
       if (total2 > MAX_DESC_LEAVES) {
         throw new ReplicaDecodeError("descriptor", `more than ${MAX_DESC_LEAVES} fields once nested structs are flattened`);
       }
@@ -879,8 +923,8 @@ function writeDescriptor(s, version = DESCRIPTOR_VERSION) {
   const writeType = (t) => {
     w.bits(t.kind, 5);
     switch (t.kind) {
-      case Kind.Float32:
-      case Kind.Float64:
+      case 10 /* Float32 */:
+      case 11 /* Float64 */:
         w.bits(t.quant.mode, 2);
         if (t.quant.mode !== 0) writeFloat(w, t.quant.step);
         if (t.quant.mode === 2) {
@@ -888,17 +932,17 @@ function writeDescriptor(s, version = DESCRIPTOR_VERSION) {
           w.bits(t.quant.nbits, 6);
         }
         break;
-      case Kind.Nested:
+      case 15 /* Nested */:
         w.u(index.get(t.struct), 2);
         break;
-      case Kind.List:
+      case 16 /* List */:
         writeType(t.elem);
         break;
-      case Kind.Map:
+      case 17 /* Map */:
         w.bits(t.key, 5);
         writeType(t.elem);
         break;
-      case Kind.Bag:
+      case 18 /* Bag */:
         w.bits(t.key, 5);
         w.u(index.get(t.struct), 2);
         break;
@@ -955,8 +999,8 @@ function numPlan(t) {
   let W = kindWidth(k);
   let zigzag = isSigned(k);
   let wide = W === 64;
-  if (k === Kind.Bool) fullRaw = 1;
-  if (k === Kind.Float32 || k === Kind.Float64) {
+  if (k === 1 /* Bool */) fullRaw = 1;
+  if (k === 10 /* Float32 */ || k === 11 /* Float64 */) {
     if (q.mode === 0) fullRaw = W;
     else if (q.mode === 2) {
       fullRaw = q.nbits;
@@ -973,11 +1017,11 @@ function numPlan(t) {
   p = {
     kind: k,
     fullRaw,
-    deltaRaw: k === Kind.Bool ? 1 : 0,
+    deltaRaw: k === 1 /* Bool */ ? 1 : 0,
     D,
     W,
     zigzag,
-    signed: isSigned(k) || q.mode === 1 && (k === Kind.Float32 || k === Kind.Float64),
+    signed: isSigned(k) || q.mode === 1 && (k === 10 /* Float32 */ || k === 11 /* Float64 */),
     wide,
     narrowSigned: isSigned(k) && !wide,
     quant: q
@@ -1007,7 +1051,7 @@ function unzigzag64(lo, hi) {
   out.hi = dhi;
 }
 function decodeDelta(p, olo, ohi, lo, hi) {
-  if (p.kind === Kind.Ref) {
+  if (p.kind === 14 /* Ref */) {
     if (hi !== 0) return false;
     out.lo = lo;
     out.hi = 0;
@@ -1060,25 +1104,25 @@ function dequantize(p, lo, hi) {
 }
 function numValue(p, lo, hi) {
   switch (p.kind) {
-    case Kind.Bool:
+    case 1 /* Bool */:
       return lo !== 0;
-    case Kind.Int8:
-    case Kind.Int16:
-    case Kind.Int32:
+    case 2 /* Int8 */:
+    case 3 /* Int16 */:
+    case 4 /* Int32 */:
       return lo | 0;
-    case Kind.Uint8:
-    case Kind.Uint16:
-    case Kind.Uint32:
-    case Kind.Ref:
+    case 6 /* Uint8 */:
+    case 7 /* Uint16 */:
+    case 8 /* Uint32 */:
+    case 14 /* Ref */:
       return lo;
-    case Kind.Int64:
+    case 5 /* Int64 */:
       return BigInt.asIntN(64, BigInt(hi) << 32n | BigInt(lo));
-    case Kind.Uint64:
+    case 9 /* Uint64 */:
       return BigInt(hi) << 32n | BigInt(lo);
-    case Kind.Float32:
+    case 10 /* Float32 */:
       if (p.quant.mode !== 0) return Math.fround(dequantize(p, lo, hi));
       return f32FromBits(lo);
-    case Kind.Float64:
+    case 11 /* Float64 */:
       if (p.quant.mode !== 0) return dequantize(p, lo, hi);
       return f64FromBits(lo, hi);
   }
@@ -1101,7 +1145,7 @@ var Rec = class _Rec {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  Y = 0;
+  U = 0;
   /** A deep copy. */
   clone() {
     const c = new _Rec(this.type);
@@ -1132,15 +1176,15 @@ var Rec = class _Rec {
 };
 function zeroObj(t) {
   switch (t.kind) {
-    case Kind.String:
+    case 12 /* String */:
       return "";
-    case Kind.Bytes:
+    case 13 /* Bytes */:
       return EMPTY_BYTES;
-    case Kind.List:
+    case 16 /* List */:
       return new ListC(t, []);
-    case Kind.Map:
+    case 17 /* Map */:
       return new MapC(t, /* @__PURE__ */ new Map());
-    case Kind.Bag:
+    case 18 /* Bag */:
       return new BagC(t, /* @__PURE__ */ new Map());
   }
   return void 0;
@@ -1161,7 +1205,6 @@ function objEqual(a, b) {
   if (a instanceof Rec && b instanceof Rec) return a.equals(b);
   if (a instanceof ListC && b instanceof ListC) return a.equals(b);
   if (a instanceof MapC && b instanceof MapC) return a.equals(b);
-  if (a instanceof BagC && b instanceof BagC) return a.equals(b);
   return false;
 }
 function compareKeys(a, b) {
@@ -1204,7 +1247,7 @@ var ListC = class _ListC {
     return this.items.map((v) => elemValue(this.type.elem, v));
   }
 };
-var MapC = class _MapC {
+var MapC = class {
   constructor(type, m) {
     this.type = type;
     this.m = m;
@@ -1217,7 +1260,7 @@ var MapC = class _MapC {
   clone() {
     const c = /* @__PURE__ */ new Map();
     for (const [k, v] of this.m) c.set(k, v instanceof Rec ? v.clone() : v);
-    return new _MapC(this.type, c);
+    return new this.constructor(this.type, c);
   }
   equals(o) {
     if (o.m.size !== this.m.size) return false;
@@ -1234,31 +1277,9 @@ var MapC = class _MapC {
     return this.m.get(k);
   }
 };
-var BagC = class _BagC {
+var BagC = class extends MapC {
   constructor(type, m) {
-    this.type = type;
-    this.m = m;
-  }
-  type;
-  m;
-  get size() {
-    return this.m.size;
-  }
-  clone() {
-    const c = /* @__PURE__ */ new Map();
-    for (const [k, v] of this.m) c.set(k, v.clone());
-    return new _BagC(this.type, c);
-  }
-  equals(o) {
-    if (o.m.size !== this.m.size) return false;
-    for (const [k, v] of this.m) {
-      const w = o.m.get(k);
-      if (!w || !v.equals(w)) return false;
-    }
-    return true;
-  }
-  keys() {
-    return [...this.m.keys()].sort(compareKeys);
+    super(type, m);
   }
   get(k) {
     return this.m.get(k);
@@ -1275,8 +1296,6 @@ function elemValue(t, v) {
   }
   return v;
 }
-var SLOT_BITS = 24;
-var SLOT_MASK = (1 << SLOT_BITS) - 1;
 var makeId = (slot, gen) => (gen << SLOT_BITS | slot) >>> 0;
 var Entity = class extends Rec {
   constructor(cls, id, classId, bands, nbands) {
@@ -1318,22 +1337,6 @@ var Entity = class extends Rec {
 var PAGE_BITS = 10;
 var PAGE_SIZE = 1 << PAGE_BITS;
 var PAGE_MASK = PAGE_SIZE - 1;
-var Ev = {
-  Z: 1,
-  _: 2,
-  $: 3,
-  y: 4,
-  j: 5,
-  aa: 6,
-  z: 7,
-  A: 8,
-  ba: 9,
-  K: 10,
-  L: 11,
-  ca: 12,
-  da: 13,
-  ea: 14
-};
 function event(kind, e, leaf = -1) {
   return { kind, e, leaf, index: -1, key: void 0, itemLeaf: -1, old: void 0, new: void 0, oldLo: 0, oldHi: 0, newLo: 0, newHi: 0 };
 }
@@ -1347,9 +1350,9 @@ var Table = class {
    */
   held = [];
   /** @internal the other buffer of held */
-  ra = [];
+  ka = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  fa = /* @__PURE__ */ new Map();
+  V = /* @__PURE__ */ new Map();
   txn = new Txn(this);
   get size() {
     return this.n;
@@ -1365,7 +1368,7 @@ var Table = class {
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** @internal */
-  sa(e) {
+  la(e) {
     const slot = e.slot;
     const i = slot >>> PAGE_BITS;
     let p = this.dir[i];
@@ -1377,7 +1380,7 @@ var Table = class {
     this.n++;
   }
   /** @internal */
-  ta(slot) {
+  ma(slot) {
     const p = this.dir[slot >>> PAGE_BITS];
     p[slot & PAGE_MASK] = void 0;
     this.n--;
@@ -1399,7 +1402,7 @@ var Table = class {
   La(moved) {
     moved.sort((a, b) => a - b);
     const held = this.held;
-    const out2 = this.ra;
+    const out2 = this.ka;
     out2.length = 0;
     let i = 0;
     for (let j = 0; j < moved.length; j++) {
@@ -1411,14 +1414,14 @@ var Table = class {
     }
     while (i < held.length) out2.push(held[i++]);
     this.held = out2;
-    this.ra = held;
+    this.ka = held;
   }
   /** Watches leaf of class c for events. */
   Ma(c, leaf) {
-    let w = this.fa.get(c);
-    if (!w) this.fa.set(c, w = new Uint8Array(c.leaves.length));
+    let w = this.V.get(c);
+    if (!w) this.V.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.txn.ga = void 0;
+    this.txn.X = void 0;
   }
 };
 var Txn = class {
@@ -1430,25 +1433,25 @@ var Txn = class {
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  M = 1;
-  N = [];
-  B = 0;
-  ha = new Uint32Array(3 * 256);
+  G = 1;
+  H = [];
+  s = 0;
+  Y = new Uint32Array(3 * 256);
   a = [];
-  C = /* @__PURE__ */ new Set();
+  w = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
-  l = [];
+  h = [];
   events = [];
   /** @internal one-entry cache of the table's watch map */
-  ga;
-  ia;
+  X;
+  Z;
   /** Starts a transaction. */
   begin() {
-    this.M++;
-    this.B = 0;
+    this.G++;
+    this.s = 0;
     this.a.length = 0;
-    this.C.clear();
-    this.l.length = 0;
+    this.w.clear();
+    this.h.length = 0;
     this.events = [];
     return this;
   }
@@ -1466,47 +1469,47 @@ var Txn = class {
   }
   /** Whether events about leaf of e's class are wanted. */
   wants(e, leaf) {
-    if (e.type !== this.ga) {
-      this.ga = e.type;
-      this.ia = this.t.fa.get(e.type);
+    if (e.type !== this.X) {
+      this.X = e.type;
+      this.Z = this.t.V.get(e.type);
     }
-    return this.ia !== void 0 && this.ia[leaf] === 1;
+    return this.Z !== void 0 && this.Z[leaf] === 1;
   }
   atSlot(slot) {
     return this.t.atSlot(slot);
   }
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
   isFillable(slot) {
-    return this.C.has(slot);
+    return this.w.has(slot);
   }
   markFillable(slot) {
-    this.C.add(slot);
+    this.w.add(slot);
   }
   /** Creates an entity. */
   create(cls, id, classId, bands, nbands) {
     const slot = id & SLOT_MASK;
     if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.Y = this.M;
-    this.t.sa(e);
-    this.C.add(slot);
-    this.l.push(slot);
-    this.a.push(() => this.t.ta(slot));
-    this.events.push(event(Ev.Z, e));
+    e.U = this.G;
+    this.t.la(e);
+    this.w.add(slot);
+    this.h.push(slot);
+    this.a.push(() => this.t.ma(slot));
+    this.events.push(event(Ev.na, e));
     return e;
   }
   /** Destroys the entity in slot. */
   destroySlot(slot) {
     const e = this.t.atSlot(slot);
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.ta(slot);
-    this.l.push(slot);
+    this.t.ma(slot);
+    this.h.push(slot);
     e.alive = false;
     this.a.push(() => {
-      this.t.sa(e);
+      this.t.la(e);
       e.alive = true;
     });
-    this.events.push(event(Ev._, e));
+    this.events.push(event(Ev.oa, e));
   }
   /** Records that this client owns e, or no longer does. */
   setOwned(e, owned) {
@@ -1515,7 +1518,7 @@ var Txn = class {
     this.a.push(() => {
       e.owned = !owned;
     });
-    const ev = event(Ev.da, e);
+    const ev = event(Ev.pa, e);
     ev.new = owned;
     this.events.push(ev);
   }
@@ -1527,7 +1530,7 @@ var Txn = class {
     this.a.push(() => {
       e.level = old;
     });
-    const ev = event(Ev.ea, e);
+    const ev = event(Ev.qa, e);
     ev.oldLo = old;
     ev.newLo = level;
     this.events.push(ev);
@@ -1539,11 +1542,11 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.Y !== this.M) this.ua(e, i, olo, ohi);
+    if (e.U !== this.G) this.ra(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, leaf)) {
-      const ev = event(Ev.$, e, leaf);
+      const ev = event(Ev.sa, e, leaf);
       ev.oldLo = olo;
       ev.oldHi = ohi;
       ev.newLo = lo;
@@ -1552,20 +1555,20 @@ var Txn = class {
     }
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  ua(r, i, lo, hi) {
-    const n = this.B;
-    let s = this.ha;
+  ra(r, i, lo, hi) {
+    const n = this.s;
+    let s = this.Y;
     if (3 * n + 3 > s.length) {
       const b = new Uint32Array(2 * s.length);
       b.set(s);
-      this.ha = s = b;
+      this.Y = s = b;
     }
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    if (n < this.N.length) this.N[n] = r;
-    else this.N.push(r);
-    this.B = n + 1;
+    if (n < this.H.length) this.H[n] = r;
+    else this.H.push(r);
+    this.s = n + 1;
   }
   /** Sets string or bytes leaf of e. */
   setObj(e, leaf, slot, v) {
@@ -1576,7 +1579,7 @@ var Txn = class {
       e.obj[slot] = old;
     });
     if (this.wants(e, leaf)) {
-      const ev = event(Ev.$, e, leaf);
+      const ev = event(Ev.sa, e, leaf);
       ev.old = old;
       ev.new = v;
       this.events.push(ev);
@@ -1592,41 +1595,26 @@ var Txn = class {
     if (this.wants(e, leaf)) this.Na(e, leaf, old, c);
   }
   Na(e, leaf, old, c) {
-    const push = (kind, index, key, o, n) => {
-      const ev = event(kind, e, leaf);
-      ev.index = index;
-      ev.key = key;
-      ev.old = o;
-      ev.new = n;
-      this.events.push(ev);
-    };
+    const push = (kind, index, key, o, n) => this.f(kind, e, leaf, index, key, o, n);
     if (old instanceof ListC) {
       const n = c.items;
       const o = old.items;
       const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) push(Ev.aa, i, void 0, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) push(Ev.j, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) push(Ev.y, i, void 0, void 0, n[i]);
-    } else if (old instanceof MapC) {
-      const n = c;
-      for (const k of old.keys()) {
-        const ov = old.m.get(k);
-        if (!n.m.has(k)) push(Ev.A, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) push(Ev.ba, -1, k, ov, n.m.get(k));
-      }
-      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.z, -1, k, void 0, n.m.get(k));
+      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) push(Ev.ta, i, void 0, o[i], n[i]);
+      for (let i = o.length - 1; i >= common; i--) push(Ev.x, i, void 0, o[i], void 0);
+      for (let i = common; i < n.length; i++) push(Ev.I, i, void 0, void 0, n[i]);
     } else {
+      const bag = old instanceof BagC;
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
-        const nv = n.m.get(k);
-        if (!nv) push(Ev.L, -1, k, ov, void 0);
-        else if (!ov.equals(nv)) push(Ev.K, -1, k, ov, nv);
+        if (!n.m.has(k)) push(bag ? Ev._ : Ev.J, -1, k, ov, void 0);
+        else if (!objEqual(ov, n.m.get(k))) push(bag ? Ev.$ : Ev.ua, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.K, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) push(bag ? Ev.$ : Ev.K, -1, k, void 0, n.m.get(k));
     }
   }
-  g(kind, e, leaf, index, key, o, n) {
+  f(kind, e, leaf, index, key, o, n) {
     if (!this.wants(e, leaf)) return;
     const ev = event(kind, e, leaf);
     ev.index = index;
@@ -1641,7 +1629,7 @@ var Txn = class {
     this.a.push(() => {
       l.items.splice(i, 1);
     });
-    this.g(Ev.y, e, leaf, i, void 0, void 0, v);
+    this.f(Ev.I, e, leaf, i, void 0, void 0, v);
   }
   listRemove(e, leaf, l, i) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
@@ -1649,7 +1637,7 @@ var Txn = class {
     this.a.push(() => {
       l.items.splice(i, 0, old);
     });
-    this.g(Ev.j, e, leaf, i, void 0, old, void 0);
+    this.f(Ev.x, e, leaf, i, void 0, old, void 0);
   }
   listSet(e, leaf, l, i, v) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
@@ -1658,7 +1646,7 @@ var Txn = class {
     this.a.push(() => {
       l.items[i] = old;
     });
-    this.g(Ev.aa, e, leaf, i, void 0, old, v);
+    this.f(Ev.ta, e, leaf, i, void 0, old, v);
   }
   listClear(e, leaf, l) {
     const old = l.items;
@@ -1666,8 +1654,9 @@ var Txn = class {
     this.a.push(() => {
       l.items = old;
     });
-    for (let i = old.length - 1; i >= 0; i--) this.g(Ev.j, e, leaf, i, void 0, old[i], void 0);
+    for (let i = old.length - 1; i >= 0; i--) this.f(Ev.x, e, leaf, i, void 0, old[i], void 0);
   }
+  /** Puts an entry of a map, or an item of a bag. */
   mapPut(e, leaf, m, k, v) {
     const existed = m.m.has(k);
     const old = m.m.get(k);
@@ -1676,34 +1665,17 @@ var Txn = class {
       if (existed) m.m.set(k, old);
       else m.m.delete(k);
     });
-    this.g(existed ? Ev.ba : Ev.z, e, leaf, -1, k, old, v);
+    this.f(m instanceof BagC ? Ev.$ : existed ? Ev.ua : Ev.K, e, leaf, -1, k, old, v);
   }
+  /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e, leaf, m, k) {
-    if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", "delete of an absent map key");
+    if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", `delete of absent key ${k}`);
     const old = m.m.get(k);
     m.m.delete(k);
     this.a.push(() => {
       m.m.set(k, old);
     });
-    this.g(Ev.A, e, leaf, -1, k, old, void 0);
-  }
-  bagPut(e, leaf, b, k, r) {
-    const old = b.m.get(k);
-    b.m.set(k, r);
-    this.a.push(() => {
-      if (old) b.m.set(k, old);
-      else b.m.delete(k);
-    });
-    this.g(Ev.K, e, leaf, -1, k, old, r);
-  }
-  bagRemove(e, leaf, b, k) {
-    const old = b.m.get(k);
-    if (!old) throw new ReplicaDecodeError("no-key", `remove of absent bag item ${k}`);
-    b.m.delete(k);
-    this.a.push(() => {
-      b.m.set(k, old);
-    });
-    this.g(Ev.L, e, leaf, -1, k, old, void 0);
+    this.f(m instanceof BagC ? Ev._ : Ev.J, e, leaf, -1, k, old, void 0);
   }
   /** Sets numeric leaf itemLeaf of bag item r (key k of the bag at leaf of e). */
   setItemNum(e, leaf, k, r, itemLeaf, slot, lo, hi) {
@@ -1712,11 +1684,11 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.Y !== this.M) this.ua(r, i, olo, ohi);
+    if (r.U !== this.G) this.ra(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, leaf)) {
-      const ev = event(Ev.ca, e, leaf);
+      const ev = event(Ev.va, e, leaf);
       ev.key = k;
       ev.itemLeaf = itemLeaf;
       ev.oldLo = olo;
@@ -1736,7 +1708,7 @@ var Txn = class {
       r.obj[slot] = old;
     });
     if (this.wants(e, leaf)) {
-      const ev = event(Ev.ca, e, leaf);
+      const ev = event(Ev.va, e, leaf);
       ev.key = k;
       ev.itemLeaf = itemLeaf;
       if (scalar) {
@@ -1756,7 +1728,7 @@ var Txn = class {
       const l = c.leaves[li];
       const k = l.field.type.kind;
       if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
-      else if (k === Kind.String || k === Kind.Bytes) this.setObj(e, li, l.obj, k === Kind.String ? "" : EMPTY_BYTES);
+      else if (k === 12 /* String */ || k === 13 /* Bytes */) this.setObj(e, li, l.obj, k === 12 /* String */ ? "" : EMPTY_BYTES);
       else if (isContainer(k)) {
         const cur = e.obj[l.obj];
         if ((cur instanceof ListC ? cur.items.length : cur.m.size) > 0) {
@@ -1764,23 +1736,23 @@ var Txn = class {
         }
       }
     }
-    this.C.add(e.slot);
+    this.w.add(e.slot);
   }
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit() {
-    if (this.l.length > 0) {
-      this.t.La(this.l);
-      this.l.length = 0;
+    if (this.h.length > 0) {
+      this.t.La(this.h);
+      this.h.length = 0;
     }
-    this.B = 0;
+    this.s = 0;
     this.a.length = 0;
     return this.events;
   }
   /** Undoes every change, newest first. */
   rollback() {
-    const s = this.ha;
-    for (let j = this.B - 1; j >= 0; j--) {
-      const a = this.N[j].num;
+    const s = this.Y;
+    for (let j = this.s - 1; j >= 0; j--) {
+      const a = this.H[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
@@ -1804,34 +1776,12 @@ var DEFAULT_LIMITS = Object.freeze({
   maxEntities: 1 << 16,
   maxValues: 1 << 20
 });
-var LIMIT_ORDER = [
-  "maxSegmentBytes",
-  "maxStringBytes",
-  "maxContainerLen",
-  "maxDepth",
-  "maxEntities",
-  "maxValues"
-];
+var LIMIT_ORDER = Object.keys(DEFAULT_LIMITS);
 function withDefaults(l = {}) {
   const r = { ...DEFAULT_LIMITS };
-  for (const k of LIMIT_ORDER) {
-    const v = l[k];
-    if (v !== void 0 && v > 0) r[k] = v;
-  }
+  for (const k of LIMIT_ORDER) if (l[k] > 0) r[k] = l[k];
   return r;
 }
-var SEC_END = 0;
-var SEC_CREATE = 1;
-var SEC_UPDATE = 2;
-var SEC_DESTROY = 3;
-var SEC_FILL = 4;
-var SEC_SET = 5;
-var SEC_RANKED = 6;
-var P_RAW = 1;
-var P_DELTA = 2;
-var P_U = 3;
-var P_STR = 4;
-var P_CONT = 5;
 var ZERO_BANDS = new Uint8Array(0);
 var Decoder = class {
   constructor(local, remote = local, limits = {}) {
@@ -1844,43 +1794,36 @@ var Decoder = class {
   remote;
   lim;
   r = new BitReader();
-  va = /* @__PURE__ */ new Map();
-  d = [];
+  wa = /* @__PURE__ */ new Map();
+  y = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  O = [];
-  o = 0;
-  wa = [];
+  aa = [];
+  ba = 0;
+  Oa = [];
   entities = 0;
   values = 0;
+  ca = null;
   /** The class entities of remote class rc are stored as. */
   localClass(rc) {
     return this.local.class(rc.classId) ?? rc;
   }
-  /** Leaf mapping of remote struct rs onto local struct ls (§8). */
+  /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
   mapping(rs, ls) {
-    let inner = this.va.get(rs);
-    if (!inner) this.va.set(rs, inner = /* @__PURE__ */ new Map());
+    let inner = this.wa.get(rs);
+    if (!inner) this.wa.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
-    if (m) return m;
-    const toLocal = new Int32Array(rs.leaves.length);
-    const bands = new Uint8Array(ls.leaves.length);
-    if (rs === ls) {
-      for (let i = 0; i < toLocal.length; i++) {
-        toLocal[i] = i;
-        bands[i] = rs.leaves[i].band;
-      }
-    } else {
+    if (!m) {
       const byPath = /* @__PURE__ */ new Map();
-      for (const l of ls.leaves) byPath.set(l.path.join("."), l.index);
+      for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
+      m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
       for (const l of rs.leaves) {
-        const j = byPath.get(l.path.join(".")) ?? -1;
-        toLocal[l.index] = j;
-        if (j >= 0) bands[j] = l.band;
+        const j = rs === ls ? l.index : byPath.get(l.path.join()) ?? -1;
+        m.toLocal[l.index] = j;
+        if (j >= 0) m.bands[j] = l.band;
       }
+      inner.set(ls, m);
     }
-    m = { toLocal, bands };
-    inner.set(ls, m);
     return m;
   }
   /** Bands of the local class of remote class rc, as the sender defines them. */
@@ -1900,482 +1843,337 @@ var Decoder = class {
     this.entities = 0;
     this.values = 0;
     try {
-      this.Oa(txn);
+      for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
+        if (tag === SEC_DESTROY) {
+          this.xa();
+          for (let i = 0; i < this.ba; i++) txn.destroySlot(this.aa[i]);
+          continue;
+        }
+        if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
+        const cid = r.u(4);
+        const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
+        if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Pa(txn, tag, rc);
+      }
+      r.finish("segment");
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
       if (e instanceof RangeError) throw new ReplicaDecodeError("limit", `nesting deeper than the stack allows (${e.message})`, r.pos);
       throw e;
     }
   }
-  Oa(txn) {
-    const r = this.r;
-    for (; ; ) {
-      const tag = r.bits(3);
-      switch (tag) {
-        case SEC_END:
-          r.finish("segment");
-          return;
-        case SEC_DESTROY:
-          this.xa();
-          for (let i = 0; i < this.o; i++) txn.destroySlot(this.O[i]);
-          break;
-        case SEC_CREATE:
-        case SEC_UPDATE:
-        case SEC_FILL:
-        case SEC_SET:
-        case SEC_RANKED: {
-          const cid = r.u(4);
-          const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
-          if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-          const groups = r.count(0, this.lim.maxEntities, 8, "groups");
-          for (let g = 0; g < groups; g++) this.Pa(txn, tag, rc);
-          break;
-        }
-        default:
-          r.malformed(`section tag ${tag}`);
-      }
-    }
-  }
+  /** Reads an entity ID block (§5.4) into ids[0, nids). */
   xa() {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.O;
-    this.o = 0;
-    let prev = -1;
-    for (let i = 0; i < n; i++) {
-      const gap = r.u(k);
-      if (r.hi !== 0) r.malformed(`entity slot gap out of range`);
-      const slot = prev + 1 + gap;
-      if (slot >= 1 << SLOT_BITS) r.malformed(`entity slot ${slot} out of range`);
-      if (i < ids.length) ids[i] = slot;
-      else ids.push(slot);
-      prev = slot;
-    }
-    this.o = n;
-  }
-  /** Turns the ranks readIDs read into the slots they name (§5.4). */
-  Qa(txn) {
-    const ids = this.O;
-    for (let i = 0; i < this.o; i++) {
-      const slot = txn.heldSlot(ids[i]);
-      if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
+    const ids = this.aa;
+    for (let i = 0, slot = -1; i < n; i++) {
+      slot += 1 + r.u(k);
+      if (r.hi !== 0 || slot >= 1 << SLOT_BITS) r.malformed("entity slot out of range");
       ids[i] = slot;
     }
-  }
-  Ra() {
-    const r = this.r;
-    const k = r.bits(6);
-    const gens = this.wa;
-    gens.length = 0;
-    for (let i = 0; i < this.o; i++) {
-      const g = r.u(k);
-      if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
-      gens.push(g);
-    }
+    this.ba = n;
   }
   Pa(txn, tag, rc) {
+    const r = this.r;
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
-    this.d.length = 0;
-    this.ja(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2);
-    const steps = this.d;
-    this.Sa(lc, map, delta);
+    this.y.length = 0;
+    this.da(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
     this.xa();
-    if (tag === SEC_RANKED) this.Qa(txn);
-    if (tag === SEC_CREATE) this.Ra();
-    const ids = this.O;
-    const bands = rc.nbands === 0 ? ZERO_BANDS : map.bands;
-    for (let i = 0; i < this.o; i++) {
+    const ids = this.aa;
+    const n = this.ba;
+    const gens = this.Oa;
+    if (tag === SEC_RANKED) {
+      for (let i = 0; i < n; i++) {
+        const slot = txn.heldSlot(ids[i]);
+        if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
+        ids[i] = slot;
+      }
+    } else if (tag === SEC_CREATE) {
+      const k = r.bits(6);
+      for (let i = 0; i < n; i++) {
+        const g = r.u(k);
+        if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
+        gens[i] = g;
+      }
+    }
+    for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) {
-        e = txn.create(lc, makeId(slot, this.wa[i]), rc.classId, bands, rc.nbands);
-      } else {
-        e = txn.atSlot(slot);
-        if (!e) throw new ReplicaDecodeError("not-found", `${SEC_NAMES[tag]} of empty slot ${slot}`);
-        if (tag === SEC_FILL && !txn.isFillable(slot)) {
-          throw new ReplicaDecodeError("not-found", `fill for slot ${slot}, neither created nor reset in this tick`);
-        }
+      if (tag === SEC_CREATE) e = txn.create(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
+      else if (!(e = txn.atSlot(slot)) || tag === SEC_FILL && !txn.isFillable(slot)) {
+        throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
       }
-      if (e.classId !== rc.classId) {
-        throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      }
-      this.Ta(txn, e, steps, delta);
+      if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
+      this.Qa(txn, e, delta);
     }
   }
-  /** Resolves each step of a group of remote class rc stored as local class lc. */
-  Sa(lc, map, delta) {
-    for (const s of this.d) {
-      s.local = map.toLocal[s.leaf];
-      const t = s.t;
-      s.slot = -1;
-      if (isNumeric(t.kind)) {
-        const p = numPlan(t);
-        s.plan = p;
-        if (s.local >= 0) s.slot = lc.leaves[s.local].num;
-        const raw = delta ? p.deltaRaw : p.fullRaw;
-        if (raw !== 0) {
-          s.code = P_RAW;
-          s.width = raw;
-        } else if (delta && t.kind !== Kind.Ref) {
-          s.code = P_DELTA;
-          s.narrow = p.D <= 32;
-          s.mask = MASK[Math.min(p.D, 32)];
-          s.P = 32 - Math.min(p.D, 32);
-          s.signed = p.signed;
-        } else s.code = P_U;
-      } else if (t.kind === Kind.String || t.kind === Kind.Bytes) {
-        s.code = P_STR;
-        if (s.local >= 0) s.slot = lc.leaves[s.local].obj;
-      } else {
-        s.code = P_CONT;
-        if (s.local >= 0) s.slot = lc.leaves[s.local].obj;
-      }
-    }
+  ea(depth) {
+    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
   }
   /**
-   * Reads a field tree of remote struct st into this.steps (§5.5). base is
-   * the remote leaf index of st's first leaf.
+   * Reads a field tree of remote struct st (§5.5) into steps, resolved
+   * against local struct ls through map. base is the leaf index of st's
+   * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
+   * update sections.
    */
-  /** Field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked update sections (§5.5). */
-  ja(st, base, delta, depth, gapK = 2) {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+  da(st, base, delta, depth, gapK, map, ls) {
+    this.ea(depth);
     const r = this.r;
-    const n = r.count(2, st.fields.length, 2, "fields");
-    let prev = 0;
-    for (let i = 0; i < n; i++) {
-      const id = prev + 1 + r.u(gapK) + r.hi * 4294967296;
-      if (id > 4294967295) r.malformed("field ID out of range");
-      prev = id;
-      const f = st.field(id);
+    for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+      id += 1 + r.u(gapK) + r.hi * 4294967296;
+      const f = id > 4294967295 ? r.malformed("field ID out of range") : st.field(id);
       if (!f || f.deprecated) throw new ReplicaDecodeError("unknown", `field ${id} of ${st.name}`);
       const t = f.type;
-      if (t.kind === Kind.Nested) {
-        this.ja(t.struct, base + f.leaf, delta, depth + 1, gapK);
+      const leaf = base + f.leaf;
+      if (t.kind === 15 /* Nested */) {
+        this.da(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      let k = 0;
+      const local = map.toLocal[leaf];
+      const ll = local >= 0 ? ls.leaves[local] : null;
+      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, L: 0, signed: false };
       if (isNumeric(t.kind)) {
-        const p = numPlan(t);
-        if ((delta ? p.deltaRaw : p.fullRaw) === 0) k = r.bits(6);
+        const p = s.plan = numPlan(t);
+        const raw = delta ? p.deltaRaw : p.fullRaw;
+        s.code = P_RAW;
+        s.k = raw;
+        if (raw === 0) {
+          s.k = r.bits(6);
+          s.code = P_U;
+          if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
+            s.code = P_DELTA;
+            s.mask = MASK[p.D];
+            s.L = 32 - p.D;
+            s.signed = p.signed;
+          }
+        }
+        if (ll) s.slot = ll.num;
+      } else {
+        if (isContainer(t.kind)) s.code = P_CONT;
+        if (ll) s.slot = ll.obj;
       }
-      this.d.push({ leaf: base + f.leaf, local: -1, k, code: 0, width: 0, plan: null, slot: -1, t, narrow: false, mask: 0, P: 0, signed: false });
+      this.y.push(s);
     }
   }
-  ka(p, k, delta, olo, ohi) {
+  /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
+  M(p, k, delta, olo = 0, ohi = 0) {
     const r = this.r;
-    const raw = delta ? p.deltaRaw : p.fullRaw;
-    if (raw !== 0) {
-      out.lo = r.bitsWide(raw);
-      out.hi = r.hi;
-      return;
-    }
     const lo = r.u(k);
-    const ok = delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi);
-    if (!ok) r.malformed(`value out of range for ${KIND_NAME(p.kind)}`);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${Kind[p.kind]}`);
   }
-  Ta(txn, e, steps, delta) {
+  Qa(txn, e, delta) {
     const r = this.r;
+    const steps = this.y;
+    const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i];
+      const slot = s.slot;
+      const j = slot << 1;
       switch (s.code) {
         case P_DELTA: {
           const lo = r.u(s.k);
-          const hi = r.hi;
-          const slot = s.slot;
-          if (s.narrow) {
-            if (hi !== 0 || lo > s.mask) r.malformed("delta out of range");
-            if (slot < 0) break;
-            let v = e.num[slot << 1] + (lo >>> 1 ^ -(lo & 1));
-            if (s.signed) {
-              v = v << s.P >> s.P;
-              txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-            } else {
-              txn.setNum(e, s.local, slot, s.P === 0 ? v >>> 0 : v & s.mask, 0);
-            }
-            break;
-          }
-          if (slot >= 0) {
-            const a = e.num;
-            if (!decodeDelta(s.plan, a[slot << 1], a[(slot << 1) + 1], lo, hi)) r.malformed("delta out of range");
-            txn.setNum(e, s.local, slot, out.lo, out.hi);
-          } else if (!decodeDelta(s.plan, 0, 0, lo, hi)) r.malformed("delta out of range");
+          if (r.hi !== 0 || lo > s.mask) r.malformed("delta out of range");
+          if (slot < 0) break;
+          let v = a[j] + (lo >>> 1 ^ -(lo & 1));
+          if (s.signed) {
+            v = v << s.L >> s.L;
+            txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
+          } else txn.setNum(e, s.local, slot, s.L === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
-          const lo = r.bitsWide(s.width);
-          if (s.slot >= 0) txn.setNum(e, s.local, s.slot, lo, r.hi);
+          const lo = r.bitsWide(s.k);
+          if (slot >= 0) txn.setNum(e, s.local, slot, lo, r.hi);
           break;
         }
-        case P_U: {
-          let olo = 0;
-          let ohi = 0;
-          if (delta && s.slot >= 0) {
-            olo = e.num[s.slot << 1];
-            ohi = e.num[(s.slot << 1) + 1];
+        case P_U:
+          if (slot < 0) this.M(s.plan, s.k, delta);
+          else {
+            this.M(s.plan, s.k, delta, a[j], a[j + 1]);
+            txn.setNum(e, s.local, slot, out.lo, out.hi);
           }
-          this.ka(s.plan, s.k, delta, olo, ohi);
-          if (s.slot >= 0) txn.setNum(e, s.local, s.slot, out.lo, out.hi);
           break;
-        }
         case P_STR: {
-          const v = this.la(s.t.kind);
-          if (s.local >= 0) txn.setObj(e, s.local, s.slot, v);
+          const v = this.fa(s.t);
+          if (slot >= 0) txn.setObj(e, s.local, slot, v);
           break;
         }
-        default: {
-          const lt = s.local >= 0 ? e.type.leaves[s.local].field.type : null;
+        default:
           if (!delta || r.bool()) {
-            const c = this.ya(s.t, lt, 1);
-            if (lt) txn.replaceContainer(e, s.local, s.slot, c);
-          } else {
-            this.Ua(txn, e, s.t, lt, s.local, s.slot);
-          }
-        }
+            const c = this.ya(s.t, s.lt, 1);
+            if (slot >= 0) txn.replaceContainer(e, s.local, slot, c);
+          } else this.Ra(txn, e, s.t, s.lt, s.local, slot);
       }
     }
   }
-  la(kind) {
-    return kind === Kind.Bytes ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
+  fa(t) {
+    return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
   }
-  E(n) {
-    this.values += n;
-    if (this.values > this.lim.maxValues) {
+  N(n) {
+    if ((this.values += n) > this.lim.maxValues) {
       throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
     }
   }
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  Q(t, lt, k, depth) {
+  z(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      this.ka(p, k, false, 0, 0);
+      if (p.fullRaw) {
+        out.lo = this.r.bitsWide(p.fullRaw);
+        out.hi = this.r.hi;
+      } else this.M(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
-    if (t.kind === Kind.Nested) return this.readRecord(t.struct, lt ? lt.struct : null, depth + 1);
-    return this.la(t.kind);
+    if (t.kind === 15 /* Nested */) return this.readRecord(t.struct, lt && lt.struct, depth + 1);
+    return this.fa(t);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  R(t, n) {
-    if (n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0) return 0;
-    return this.r.bits(6);
+  O(t, n) {
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
-  ma = null;
-  /** Reads a key of kind key (§6.1). For string keys, the bytes are left in prevKeyBytes. */
-  na(key, k) {
-    const r = this.r;
-    if (key === Kind.String) {
-      const b = r.bytes(this.lim.maxStringBytes);
-      this.ma = b;
-      return decodeUTF8(b);
-    }
-    const p = numPlan(keyType(key));
-    const lo = r.u(k);
-    if (!decodeFull(p, lo, r.hi)) r.malformed(`key out of range for ${KIND_NAME(key)}`);
-    return toElem(p, out.lo, out.hi);
-  }
-  /** Reads a key and checks it sorts after prev (whole maps and bags, §6.1). */
-  za(key, k, prev, prevBytes) {
-    const v = this.na(key, k);
-    if (prev !== void 0) {
-      const ok = key === Kind.String ? compareBytes(prevBytes, this.ma) < 0 : prev < v;
-      if (!ok) this.r.malformed("keys not in ascending order");
-    }
-    return v;
+  /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
+  za(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(this.ca = this.r.bytes(this.lim.maxStringBytes));
+    return this.z(keyType(key), null, k, 0);
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
   ya(t, lt, depth) {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+    this.ea(depth);
     const ct = lt ?? t;
     const r = this.r;
     const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
-    this.E(n);
-    switch (t.kind) {
-      case Kind.List: {
-        const k = this.R(t.elem, n);
-        const items = new Array(n);
-        for (let i = 0; i < n; i++) items[i] = this.Q(t.elem, lt ? lt.elem : null, k, depth);
-        return new ListC(ct, items);
-      }
-      case Kind.Map: {
-        const kk = t.key !== Kind.String && n > 0 ? r.bits(6) : 0;
-        const vk = this.R(t.elem, n);
-        const m = /* @__PURE__ */ new Map();
-        let prev;
-        let prevBytes = null;
-        for (let i = 0; i < n; i++) {
-          const key = this.za(t.key, kk, prev, prevBytes);
-          prev = key;
-          prevBytes = this.ma;
-          m.set(key, this.Q(t.elem, lt ? lt.elem : null, vk, depth));
-        }
-        return new MapC(ct, m);
-      }
-      default: {
-        const kk = n > 0 ? r.bits(6) : 0;
-        const m = /* @__PURE__ */ new Map();
-        let prev;
-        for (let i = 0; i < n; i++) {
-          const key = this.za(t.key, kk, prev, null);
-          prev = key;
-          m.set(key, this.readRecord(t.struct, lt ? lt.struct : null, depth + 1));
-        }
-        return new BagC(ct, m);
-      }
+    this.N(n);
+    if (t.kind === 16 /* List */) {
+      const k = this.O(t.elem, n);
+      const items = new Array(n);
+      for (let i = 0; i < n; i++) items[i] = this.z(t.elem, lt && lt.elem, k, depth);
+      return new ListC(ct, items);
     }
+    const bag = t.kind === 18 /* Bag */;
+    const str = t.key === 12 /* String */;
+    const kk = n > 0 && !str ? r.bits(6) : 0;
+    const vk = bag ? 0 : this.O(t.elem, n);
+    const m = /* @__PURE__ */ new Map();
+    let prev;
+    let prevBytes = null;
+    for (let i = 0; i < n; i++) {
+      const key = this.za(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, this.ca) < 0 : prev < key)) r.malformed("keys not in ascending order");
+      prev = key;
+      prevBytes = this.ca;
+      m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.z(t.elem, lt && lt.elem, vk, depth));
+    }
+    return bag ? new BagC(ct, m) : new MapC(ct, m);
   }
-  /** Reads a standalone struct value of remote type rs into a new record of local type ls (rs when null). */
+  /**
+   * Reads a standalone struct value of remote type rs into a record of
+   * local type ls (rs when null): into, an item's record through the
+   * transaction, or a new one.
+   */
   readRecord(rs, ls, depth, into, item) {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
-    this.E(1);
+    this.ea(depth);
+    this.N(1);
     const lst = ls ?? rs;
-    const rec2 = into ?? (item ? item.rec : new Rec(lst));
-    const map = this.mapping(rs, lst);
-    const start = this.d.length;
-    this.ja(rs, 0, false, depth);
-    const end = this.d.length;
-    const r = this.r;
-    for (let i = start; i < end; i++) {
-      const s = this.d[i];
-      const t = s.t;
-      const local = map.toLocal[s.leaf];
-      const ll = local >= 0 ? lst.leaves[local] : void 0;
-      if (isNumeric(t.kind)) {
-        this.ka(numPlan(t), s.k, false, 0, 0);
-        if (!ll) continue;
-        if (item) item.txn.setItemNum(item.e, item.leaf, item.key, rec2, local, ll.num, out.lo, out.hi);
+    const rec2 = into ?? item?.rec ?? new Rec(lst);
+    const steps = this.y;
+    const start = steps.length;
+    this.da(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    for (let i = start; i < steps.length; i++) {
+      const s = steps[i];
+      const slot = s.slot;
+      if (s.plan) {
+        if (s.code === P_RAW) {
+          out.lo = this.r.bitsWide(s.k);
+          out.hi = this.r.hi;
+        } else this.M(s.plan, s.k, false);
+        if (slot < 0) continue;
+        if (item) item.txn.setItemNum(item.e, item.leaf, item.key, rec2, s.local, slot, out.lo, out.hi);
         else {
-          rec2.num[ll.num << 1] = out.lo;
-          rec2.num[(ll.num << 1) + 1] = out.hi;
+          rec2.num[slot << 1] = out.lo;
+          rec2.num[(slot << 1) + 1] = out.hi;
         }
-      } else if (t.kind === Kind.String || t.kind === Kind.Bytes) {
-        const v = this.la(t.kind);
-        if (!ll) continue;
-        if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec2, local, ll.obj, v);
-        else rec2.obj[ll.obj] = v;
-      } else {
-        const c = this.ya(t, ll ? ll.field.type : null, depth + 1);
-        if (!ll) continue;
-        if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec2, local, ll.obj, c);
-        else rec2.obj[ll.obj] = c;
+        continue;
       }
+      const v = s.code === P_STR ? this.fa(s.t) : this.ya(s.t, s.lt, depth + 1);
+      if (slot < 0) continue;
+      if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec2, s.local, slot, v);
+      else rec2.obj[slot] = v;
     }
-    void r;
-    this.d.length = start;
+    steps.length = start;
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Ua(txn, e, t, lt, local, slot) {
+  Ra(txn, e, t, lt, local, slot) {
     const r = this.r;
-    const lim = this.lim;
-    switch (t.kind) {
-      case Kind.List: {
-        const n = r.count(2, lim.maxContainerLen, 3, "list operations");
-        this.E(n);
-        const k = this.R(t.elem, n);
-        const list = local >= 0 ? e.obj[slot] : null;
-        for (let i = 0; i < n; i++) {
-          let op = r.bits(3);
-          if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== Kind.Nested) r.malformed(`list operation ${op}`);
-          let idx = 0;
-          if (op !== OP_PUSH && op !== OP_CLEAR) {
-            const u = r.u(4);
-            idx = r.hi !== 0 ? lim.maxContainerLen + 1 : Math.min(u, lim.maxContainerLen + 1);
-          }
-          let v;
-          if (op === OP_PATCH) {
-            v = this.Va(t.elem, lt ? lt.elem : null, list, idx);
-            op = OP_SET;
-          } else if (op === OP_PUSH || op === OP_INSERT || op === OP_SET) {
-            v = this.Q(t.elem, lt ? lt.elem : null, k, 1);
-          }
-          if (!list) continue;
-          switch (op) {
-            case OP_PUSH:
-              if (list.items.length >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `list longer than ${lim.maxContainerLen}`);
-              txn.listInsert(e, local, list, list.items.length, v);
-              break;
-            case OP_INSERT:
-              if (list.items.length >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `list longer than ${lim.maxContainerLen}`);
-              txn.listInsert(e, local, list, idx, v);
-              break;
-            case OP_REMOVE:
-              txn.listRemove(e, local, list, idx);
-              break;
-            case OP_SET:
-              txn.listSet(e, local, list, idx, v);
-              break;
-            case OP_CLEAR:
-              txn.listClear(e, local, list);
-              break;
-          }
+    const max = this.lim.maxContainerLen;
+    const full = (size) => {
+      if (size >= max) throw new ReplicaDecodeError("limit", `container longer than ${max}`);
+    };
+    if (t.kind === 16 /* List */) {
+      const n = r.count(2, max, 3, "list operations");
+      this.N(n);
+      const k = this.O(t.elem, n);
+      const list = local >= 0 ? e.obj[slot] : null;
+      for (let i = 0; i < n; i++) {
+        const op = r.bits(3);
+        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.malformed(`list operation ${op}`);
+        let idx = 0;
+        if (op !== OP_PUSH && op !== OP_CLEAR) {
+          const u = r.u(4);
+          idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
-        return;
+        let v;
+        if (op === OP_PATCH) v = this.Sa(t, lt, list, idx);
+        else if (op <= OP_INSERT || op === OP_SET) v = this.z(t.elem, lt && lt.elem, k, 1);
+        if (!list) continue;
+        if (op <= OP_INSERT) {
+          full(list.items.length);
+          txn.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v);
+        } else if (op === OP_REMOVE) txn.listRemove(e, local, list, idx);
+        else if (op === OP_CLEAR) txn.listClear(e, local, list);
+        else txn.listSet(e, local, list, idx, v);
       }
-      case Kind.Map: {
-        const m = local >= 0 ? e.obj[slot] : null;
-        for (let pass = 0; pass < 2; pass++) {
-          const n = r.count(2, lim.maxContainerLen, 1, "map keys");
-          this.E(n);
-          const kk = t.key !== Kind.String && n > 0 ? r.bits(6) : 0;
-          const vk = pass === 1 ? this.R(t.elem, n) : 0;
-          for (let i = 0; i < n; i++) {
-            const key = this.na(t.key, kk);
-            if (pass === 0) {
-              if (m) txn.mapDelete(e, local, m, key);
-              continue;
-            }
-            const v = this.Q(t.elem, lt ? lt.elem : null, vk, 1);
-            if (m) {
-              if (m.m.size >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `map larger than ${lim.maxContainerLen}`);
-              txn.mapPut(e, local, m, key, v);
-            }
+      return;
+    }
+    const bag = t.kind === 18 /* Bag */;
+    const m = local >= 0 ? e.obj[slot] : null;
+    const ls = lt && lt.struct;
+    for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
+      const n = r.count(2, max, 1, "keys");
+      this.N(n);
+      const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
+      const vk = pass === 1 && !bag ? this.O(t.elem, n) : 0;
+      for (let i = 0; i < n; i++) {
+        const key = this.za(t.key, kk);
+        if (pass === 0) {
+          if (m) txn.mapDelete(e, local, m, key);
+        } else if (pass === 1) {
+          const v = bag ? this.readRecord(t.struct, ls, 2) : this.z(t.elem, lt && lt.elem, vk, 1);
+          if (m) {
+            full(m.m.size);
+            txn.mapPut(e, local, m, key, v);
           }
-        }
-        return;
-      }
-      default: {
-        const b = local >= 0 ? e.obj[slot] : null;
-        const ls = lt ? lt.struct : null;
-        for (let pass = 0; pass < 3; pass++) {
-          const n = r.count(2, lim.maxContainerLen, 1, "bag keys");
-          this.E(n);
-          const kk = n > 0 ? r.bits(6) : 0;
-          for (let i = 0; i < n; i++) {
-            const key = this.na(t.key, kk);
-            if (pass === 0) {
-              if (b) txn.bagRemove(e, local, b, key);
-            } else if (pass === 1) {
-              const rec2 = this.readRecord(t.struct, ls, 2);
-              if (b) {
-                if (b.m.size >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `bag larger than ${lim.maxContainerLen}`);
-                txn.bagPut(e, local, b, key, rec2);
-              }
-            } else if (b) {
-              const item = b.m.get(key);
-              if (!item) throw new ReplicaDecodeError("no-key", `update of absent bag item ${key}`);
-              this.readRecord(t.struct, ls, 2, void 0, { txn, e, leaf: local, key, rec: item });
-            } else {
-              this.readRecord(t.struct, null, 2);
-            }
-          }
-        }
+        } else if (m) {
+          const item = m.m.get(key);
+          if (!item) throw new ReplicaDecodeError("no-key", `update of absent bag item ${key}`);
+          this.readRecord(t.struct, ls, 2, void 0, { txn, e, leaf: local, key, rec: item });
+        } else this.readRecord(t.struct, null, 2);
       }
     }
   }
-  /** Reads a patch of struct element idx of list (null: skipped) and returns the patched copy. */
-  Va(t, lt, list, idx) {
-    const ls = lt ? lt.struct : t.struct;
-    let rec2;
-    if (list) {
-      if (idx >= list.items.length) {
-        throw new ReplicaDecodeError("index", `patch of element ${idx} of a list of ${list.items.length}`);
-      }
-      rec2 = list.items[idx].clone();
-    } else rec2 = new Rec(ls);
-    return this.readRecord(t.struct, ls, 2, rec2);
+  /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
+  Sa(t, lt, list, idx) {
+    const rs = t.elem.struct;
+    const ls = lt ? lt.elem.struct : rs;
+    if (list && idx >= list.items.length) {
+      throw new ReplicaDecodeError("index", `patch of element ${idx} of a list of ${list.items.length}`);
+    }
+    return this.readRecord(rs, ls, 2, list ? list.items[idx].clone() : new Rec(ls));
   }
   /**
    * Decodes a standalone record (an RPC's arguments, §10.2) of remote
@@ -2384,28 +2182,15 @@ var Decoder = class {
   decodeRecord(rs, ls, data) {
     if (data.length > this.lim.maxSegmentBytes) throw new ReplicaDecodeError("limit", `record of ${data.length} bytes`);
     this.r.reset(data);
-    this.entities = 0;
     this.values = 0;
-    this.d.length = 0;
+    this.y.length = 0;
     const rec2 = this.readRecord(rs, ls, 0);
     this.r.finish("record");
     return rec2;
   }
 };
-var OP_PUSH = 0;
-var OP_INSERT = 1;
-var OP_REMOVE = 2;
-var OP_SET = 3;
-var OP_CLEAR = 4;
-var OP_PATCH = 5;
-var SEC_NAMES = ["end", "create", "update", "destroy", "fill", "set", "update"];
-var KIND_NAME = (k) => ["invalid", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"][k] ?? `kind ${k}`;
-var keyTypes = /* @__PURE__ */ new Map();
-function keyType(k) {
-  let t = keyTypes.get(k);
-  if (!t) keyTypes.set(k, t = { kind: k, quant: { mode: 0, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 });
-  return t;
-}
+var keyTypes = [];
+var keyType = (k) => keyTypes[k] ??= { kind: k, quant: { mode: 0, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 };
 function compareBytes(a, b) {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
@@ -2415,29 +2200,29 @@ function compareBytes(a, b) {
 // ts/src/replica.ts
 var Replica = class {
   local;
-  p;
-  q;
-  f = new Table();
+  j;
+  l;
+  d = new Table();
   classes = /* @__PURE__ */ new Map();
   tick = 0;
-  S = false;
+  P = false;
   parts = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
-    this.p = opts.remote ?? local;
-    this.q = new Decoder(local, this.p, opts.limits);
+    this.j = opts.remote ?? local;
+    this.l = new Decoder(local, this.j, opts.limits);
   }
   /** The sender's schema. */
   get remote() {
-    return this.p;
+    return this.j;
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.q.lim;
+    return this.l.lim;
   }
   /** The decoder (for RPC arguments). */
   get decoder() {
-    return this.q;
+    return this.l;
   }
   /**
    * Ticks committed so far. A callback that throws propagates out of
@@ -2449,19 +2234,19 @@ var Replica = class {
   }
   /** Number of entities. */
   get size() {
-    return this.f.size;
+    return this.d.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.f.entity(id);
+    return this.d.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.f.entities();
+    return this.d.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
-    return this.f.entities().filter((e) => e.owned);
+    return this.d.entities().filter((e) => e.owned);
   }
   /** Applies one tick without ownership or level changes. */
   apply(...segments) {
@@ -2469,7 +2254,7 @@ var Replica = class {
   }
   Aa(c) {
     let p = this.parts.get(c);
-    if (!p) this.parts.set(c, p = [partLeaves(c, Vis.Others), partLeaves(c, Vis.Owner)]);
+    if (!p) this.parts.set(c, p = [partLeaves(c, 2 /* Others */), partLeaves(c, 1 /* Owner */)]);
     return p;
   }
   /**
@@ -2480,8 +2265,8 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.S) throw new Error("replica: applyTick called from a callback");
-    const tab = this.f;
+    if (this.P) throw new Error("replica: applyTick called from a callback");
+    const tab = this.d;
     const txn = tab.txn.begin();
     let seg = -1;
     try {
@@ -2509,9 +2294,9 @@ var Replica = class {
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Wa(e, lc.level);
+        else this.Ta(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.q.apply(txn, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
@@ -2536,8 +2321,8 @@ var Replica = class {
     this.Ba(events);
   }
   /** Applies a level change to an entity held before the segments (§5.8). */
-  Wa(e, level) {
-    const txn = this.f.txn;
+  Ta(e, level) {
+    const txn = this.d.txn;
     if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
     if (level < e.level) {
       const drop = [];
@@ -2553,63 +2338,63 @@ var Replica = class {
    * (default: the current remote schema): every entity is destroyed, with
    * onDestroy callbacks. Callbacks stay registered.
    */
-  reset(remote = this.p) {
-    if (this.S) throw new Error("replica: reset called from a callback");
-    const dec = new Decoder(this.local, remote, this.q.lim);
-    const txn = this.f.txn.begin();
-    for (const e of this.f.entities()) txn.destroySlot(e.slot);
+  reset(remote = this.j) {
+    if (this.P) throw new Error("replica: reset called from a callback");
+    const dec = new Decoder(this.local, remote, this.l.lim);
+    const txn = this.d.txn.begin();
+    for (const e of this.d.entities()) txn.destroySlot(e.slot);
     const events = txn.commit();
-    this.q = dec;
-    this.p = remote;
+    this.l = dec;
+    this.j = remote;
     this.parts.clear();
     this.Ba(events);
   }
   // ---- Callbacks ----
-  F(c) {
+  A(c) {
     const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : void 0;
-    const found = find(this.local) ?? find(this.p);
+    const found = find(this.local) ?? find(this.j);
     if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
     return found;
   }
-  G(c) {
+  B(c) {
     let cc = this.classes.get(c);
     if (!cc) {
-      cc = { create: [], destroy: [], owned: [], level: [], leaves: c.leaves.map(() => []) };
+      cc = { create: [], ga: [], owned: [], level: [], leaves: c.leaves.map(() => []) };
       this.classes.set(c, cc);
     }
     return cc;
   }
   add(get, set, fn) {
-    const cb = { from: this.tick + 1, oa: false, Xa: fn };
+    const cb = { from: this.tick + 1, ha: false, Ua: fn };
     set([...get(), cb]);
     return () => {
-      if (cb.oa) return;
-      cb.oa = true;
+      if (cb.ha) return;
+      cb.ha = true;
       set(get().filter((x) => x !== cb));
     };
   }
-  T(c, leaf, want, op) {
-    const cls = this.F(c);
+  Q(c, leaf, want, op) {
+    const cls = this.A(c);
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.f.Ma(cls, l.index);
-    const cc = this.G(cls);
+    this.d.Ma(cls, l.index);
+    const cc = this.B(cls);
     return { get: () => cc.leaves[l.index], set: (x) => cc.leaves[l.index] = x };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    const cc = this.G(this.F(c));
+    const cc = this.B(this.A(c));
     return this.add(() => cc.create, (l) => cc.create = l, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    const cc = this.G(this.F(c));
-    return this.add(() => cc.destroy, (l) => cc.destroy = l, fn);
+    const cc = this.B(this.A(c));
+    return this.add(() => cc.ga, (l) => cc.ga = l, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    const cc = this.G(this.F(c));
+    const cc = this.B(this.A(c));
     return this.add(() => cc.owned, (l) => cc.owned = l, fn);
   }
   /**
@@ -2620,32 +2405,32 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    const cc = this.G(this.F(c));
+    const cc = this.B(this.A(c));
     return this.add(() => cc.level, (l) => cc.level = l, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
-    const { get, set } = this.T(c, leaf, (k) => !isContainer(k), "onField");
+    const { get, set } = this.Q(c, leaf, (k) => !isContainer(k), "onField");
     return this.add(get, set, fn);
   }
   /** Runs fn for each change to a list leaf. */
   onList(c, leaf, fn) {
-    const { get, set } = this.T(c, leaf, (k) => k === Kind.List, "onList");
+    const { get, set } = this.Q(c, leaf, (k) => k === 16 /* List */, "onList");
     return this.add(get, set, fn);
   }
   /** Runs fn for each change to a map leaf. */
   onMap(c, leaf, fn) {
-    const { get, set } = this.T(c, leaf, (k) => k === Kind.Map, "onMap");
+    const { get, set } = this.Q(c, leaf, (k) => k === 17 /* Map */, "onMap");
     return this.add(get, set, fn);
   }
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c, leaf, fn) {
-    const { get, set } = this.T(c, leaf, (k) => k === Kind.Bag, "onBag");
+    const { get, set } = this.Q(c, leaf, (k) => k === 18 /* Bag */, "onBag");
     return this.add(get, set, fn);
   }
   Ba(events) {
     if (this.classes.size === 0 || events.length === 0) return;
-    this.S = true;
+    this.P = true;
     const tick = this.tick;
     try {
       for (const ev of events) {
@@ -2654,73 +2439,73 @@ var Replica = class {
         if (!cc) continue;
         let list;
         switch (ev.kind) {
-          case Ev.Z:
+          case Ev.na:
             list = cc.create;
             break;
-          case Ev._:
-            list = cc.destroy;
+          case Ev.oa:
+            list = cc.ga;
             break;
-          case Ev.da:
+          case Ev.pa:
             list = cc.owned;
             break;
-          case Ev.ea:
+          case Ev.qa:
             list = cc.level;
             break;
           default:
             list = cc.leaves[ev.leaf];
         }
         if (list.length === 0) continue;
-        const args = this.Ya(ev);
+        const args = this.Va(ev);
         for (const cb of list) {
-          if (cb.from <= tick && !cb.oa) cb.Xa(...args);
+          if (cb.from <= tick && !cb.ha) cb.Ua(...args);
         }
       }
     } finally {
-      this.S = false;
+      this.P = false;
     }
   }
-  Ya(ev) {
+  Va(ev) {
     const e = ev.e;
     switch (ev.kind) {
-      case Ev.Z:
-      case Ev._:
+      case Ev.na:
+      case Ev.oa:
         return [e];
-      case Ev.da:
+      case Ev.pa:
         return [e, ev.new];
-      case Ev.ea:
+      case Ev.qa:
         return [e, ev.oldLo, ev.newLo];
-      case Ev.$: {
+      case Ev.sa: {
         const t = e.type.leaves[ev.leaf].field.type;
-        if (t.kind === Kind.String || t.kind === Kind.Bytes) return [e, ev.old, ev.new];
+        if (t.kind === 12 /* String */ || t.kind === 13 /* Bytes */) return [e, ev.old, ev.new];
         const p = numPlan(t);
         return [e, numValue(p, ev.oldLo, ev.oldHi), numValue(p, ev.newLo, ev.newHi)];
       }
-      case Ev.y:
-      case Ev.j:
-      case Ev.aa: {
+      case Ev.I:
+      case Ev.x:
+      case Ev.ta: {
         const et = e.type.leaves[ev.leaf].field.type.elem;
         const le = { kind: itemKind(ev.kind), index: ev.index };
-        if (ev.kind !== Ev.y) le.old = elemValue(et, ev.old);
-        if (ev.kind !== Ev.j) le.new = elemValue(et, ev.new);
+        if (ev.kind !== Ev.I) le.old = elemValue(et, ev.old);
+        if (ev.kind !== Ev.x) le.new = elemValue(et, ev.new);
         return [e, le];
       }
-      case Ev.z:
-      case Ev.A:
-      case Ev.ba: {
+      case Ev.K:
+      case Ev.J:
+      case Ev.ua: {
         const mt = e.type.leaves[ev.leaf].field.type;
         const me = { kind: itemKind(ev.kind), key: ev.key };
-        if (ev.kind !== Ev.z) me.old = elemValue(mt.elem, ev.old);
-        if (ev.kind !== Ev.A) me.new = elemValue(mt.elem, ev.new);
+        if (ev.kind !== Ev.K) me.old = elemValue(mt.elem, ev.old);
+        if (ev.kind !== Ev.J) me.new = elemValue(mt.elem, ev.new);
         return [e, me];
       }
       default: {
         const l = e.type.leaves[ev.leaf];
         const bag = e.obj[l.obj];
         const be = { kind: "added", key: ev.key, itemLeaf: -1, item: bag.get(ev.key) };
-        if (ev.kind === Ev.L) {
+        if (ev.kind === Ev._) {
           be.kind = "removed";
           be.old = ev.old;
-        } else if (ev.kind === Ev.ca) {
+        } else if (ev.kind === Ev.va) {
           be.kind = "changed";
           be.itemLeaf = ev.itemLeaf;
           const il = l.field.type.struct.leaves[ev.itemLeaf];
@@ -2744,13 +2529,13 @@ var Replica = class {
 };
 function itemKind(k) {
   switch (k) {
-    case Ev.y:
-    case Ev.z:
+    case Ev.I:
     case Ev.K:
+    case Ev.$:
       return "added";
-    case Ev.j:
-    case Ev.A:
-    case Ev.L:
+    case Ev.x:
+    case Ev.J:
+    case Ev._:
       return "removed";
   }
   return "changed";

@@ -213,6 +213,13 @@ export class BitReader {
     return lo;
   }
 
+  /** Reads a U(k) value that must fit 32 bits. */
+  u32(k = 0): number {
+    const v = this.u(k);
+    if (this.hi !== 0) this.malformed("does not fit 32 bits");
+    return v;
+  }
+
   /** Reads a U(k) value as a BigInt. */
   uBig(k: number): bigint {
     const lo = this.u(k);

@@ -27,40 +27,10 @@ import { Replica } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
 import type { Schema, StructType } from "./schema.js";
 import { bytesEqual, type Entity, type Rec } from "./state.js";
-import {
-  MAX_RESUME,
-  MsgType,
-  PROTOCOL_VERSION,
-  encodeHello,
-  encodePing,
-  encodePong,
-  encodeRPC,
-  parseMessage,
-  parseRPC,
-  type Resume,
-  type Ticket,
-  type Tick,
-  type Welcome,
-} from "./session.js";
+import { MAX_RESUME, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, parseMessage, parseRPC, type Resume, type Ticket, type Tick, type Welcome } from "./session.js";
+import { CloseCode, MsgType } from "./enums.js";
+export { CloseCode } from "./enums.js";
 
-/** Close codes (§10.1); on WebSocket the status is 4000 + code. */
-export const CloseCode = {
-  Normal: 0,
-  GoingAway: 1,
-  ProtocolError: 2,
-  MessageTooLarge: 3,
-  SlowConsumer: 4,
-  IdleTimeout: 5,
-  HandshakeTimeout: 6,
-  AuthFailed: 7,
-  Incompatible: 8,
-  PolicyViolation: 9,
-  Internal: 10,
-  Network: 11,
-  ServerBusy: 12,
-  Replaced: 13,
-  Duplicate: 14,
-} as const;
 
 /**
  * Which transport a connection uses: "auto" tries WebTransport first when

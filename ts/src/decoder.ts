@@ -2,13 +2,23 @@
  * The segment decoder (docs/protocol.md §5–§8): parses segments with the
  * sender's (remote) schema and applies them, through a transaction, to
  * entities of the receiver's (local) schema.
+ *
+ * Every value is read through one table: a field tree (§5.5) becomes a
+ * list of steps, one per leaf, each resolved once to how its value is read
+ * and where it is stored locally; entities, records and container items
+ * all go through it.
  */
 
-import { BitReader, MASK, MAX_K, decodeUTF8 } from "./bits.js";
+import { BitReader, MASK, decodeUTF8 } from "./bits.js";
 import { ReplicaDecodeError } from "./errors.js";
-import { Kind, checkCompatible, isNumeric, type Leaf, type Schema, type StructType, type Type } from "./schema.js";
-import { BagC, Entity, ListC, MapC, Rec, bytesEqual, type Elem, type Key, type Txn, SLOT_BITS, makeId } from "./state.js";
+import { checkCompatible, isContainer, isNumeric, type Schema, type StructType, type Type } from "./schema.js";
+import { BagC, ListC, MapC, Rec, makeId, type Elem, type Entity, type Key, type Txn } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
+import {
+  Kind, OP_CLEAR, OP_INSERT, OP_PATCH, OP_PUSH, OP_REMOVE, OP_SET, P_CONT, P_DELTA, P_RAW, P_STR, P_U,
+  SEC_CREATE, SEC_DESTROY, SEC_END, SEC_FILL, SEC_RANKED, SEC_UPDATE, SLOT_BITS,
+} from "./enums.js";
+export { SEC_CREATE, SEC_DESTROY, SEC_END, SEC_FILL, SEC_RANKED, SEC_SET, SEC_UPDATE } from "./enums.js";
 
 /** Decoder limits (§7.1). A zero or absent field selects the default. */
 export interface Limits {
@@ -30,49 +40,30 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
 });
 
 /** The limit names in the order HELLO carries them (§10.2). */
-export const LIMIT_ORDER: readonly (keyof Limits)[] = [
-  "maxSegmentBytes", "maxStringBytes", "maxContainerLen", "maxDepth", "maxEntities", "maxValues",
-];
+export const LIMIT_ORDER = Object.keys(DEFAULT_LIMITS) as readonly (keyof Limits)[];
 
 /** l with every zero or absent field set to its default. */
 export function withDefaults(l: Partial<Limits> = {}): Limits {
   const r = { ...DEFAULT_LIMITS };
-  for (const k of LIMIT_ORDER) {
-    const v = l[k];
-    if (v !== undefined && v > 0) r[k] = v;
-  }
+  for (const k of LIMIT_ORDER) if (l[k]! > 0) r[k] = l[k]!;
   return r;
 }
 
-// Section tags (§5.2).
-export const SEC_END = 0;
-export const SEC_CREATE = 1;
-export const SEC_UPDATE = 2;
-export const SEC_DESTROY = 3;
-export const SEC_FILL = 4;
-export const SEC_SET = 5;
-/** An update naming entities by rank among those held when the tick began (§5.4). */
-export const SEC_RANKED = 6;
-
-// How a step's value is read.
-const P_RAW = 1; // raw bits
-const P_DELTA = 2; // U(k) delta of a non-ref number
-const P_U = 3; // U(k) full value, or ref delta
-const P_STR = 4;
-const P_CONT = 5;
-
-/** One leaf of a tree, with its k, resolved for reading. */
+/** One leaf of a field tree, resolved for reading. */
 interface Step {
-  leaf: number; // remote leaf
-  local: number; // local leaf, or −1 to skip
-  k: number;
+  /** The local leaf, or −1 when the value is skipped. */
+  local: number;
+  /** The local numeric or object slot, or −1. */
+  slot: number;
+  /** P_RAW, P_DELTA, P_U, P_STR or P_CONT. */
   code: number;
-  width: number; // raw bits
-  plan: NumPlan | null;
-  slot: number; // local numeric or object slot, or −1
+  /** U(k)'s k, or the raw width for P_RAW. */
+  k: number;
+  /** The remote type, and the local one (null when skipped). */
   t: Type;
-  // P_DELTA with a delta width D ≤ 32 (not a ref): the largest code, 32 − D, and whether S is signed.
-  narrow: boolean;
+  lt: Type | null;
+  plan: NumPlan | null;
+  // P_DELTA: the largest code, 32 − D, and whether S is signed.
   mask: number;
   sh: number;
   signed: boolean;
@@ -82,6 +73,14 @@ interface Step {
 interface Mapping {
   toLocal: Int32Array;
   bands: Uint8Array;
+}
+
+interface ItemTarget {
+  txn: Txn;
+  e: Entity;
+  leaf: number;
+  key: Key;
+  rec: Rec;
 }
 
 const ZERO_BANDS = new Uint8Array(0);
@@ -99,6 +98,7 @@ export class Decoder {
   private gens: number[] = [];
   private entities = 0;
   private values = 0;
+  private keyBytes: Uint8Array | null = null;
 
   constructor(
     readonly local: Schema,
@@ -114,30 +114,22 @@ export class Decoder {
     return this.local.class(rc.classId) ?? rc;
   }
 
-  /** Leaf mapping of remote struct rs onto local struct ls (§8). */
+  /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
   mapping(rs: StructType, ls: StructType): Mapping {
     let inner = this.maps.get(rs);
     if (!inner) this.maps.set(rs, (inner = new Map()));
     let m = inner.get(ls);
-    if (m) return m;
-    const toLocal = new Int32Array(rs.leaves.length);
-    const bands = new Uint8Array(ls.leaves.length);
-    if (rs === ls) {
-      for (let i = 0; i < toLocal.length; i++) {
-        toLocal[i] = i;
-        bands[i] = rs.leaves[i]!.band;
-      }
-    } else {
+    if (!m) {
       const byPath = new Map<string, number>();
-      for (const l of ls.leaves) byPath.set(l.path.join("."), l.index);
+      for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
+      m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
       for (const l of rs.leaves) {
-        const j = byPath.get(l.path.join(".")) ?? -1;
-        toLocal[l.index] = j;
-        if (j >= 0) bands[j] = l.band;
+        const j = rs === ls ? l.index : (byPath.get(l.path.join()) ?? -1);
+        m.toLocal[l.index] = j;
+        if (j >= 0) m.bands[j] = l.band;
       }
+      inner.set(ls, m);
     }
-    m = { toLocal, bands };
-    inner.set(ls, m);
     return m;
   }
 
@@ -159,7 +151,19 @@ export class Decoder {
     this.entities = 0;
     this.values = 0;
     try {
-      this.sections(txn);
+      for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
+        if (tag === SEC_DESTROY) {
+          this.readIDs();
+          for (let i = 0; i < this.nids; i++) txn.destroySlot(this.ids[i]!);
+          continue;
+        }
+        if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
+        const cid = r.u(4);
+        const rc = r.hi === 0 ? this.remote.class(cid) : undefined;
+        if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "≥ 2^32"}`);
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.group(txn, tag, rc);
+      }
+      r.finish("segment");
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
       // A maxDepth set beyond what the JS stack holds: still a typed rejection.
@@ -168,254 +172,169 @@ export class Decoder {
     }
   }
 
-  private sections(txn: Txn): void {
-    const r = this.r;
-    for (;;) {
-      const tag = r.bits(3);
-      switch (tag) {
-        case SEC_END:
-          r.finish("segment");
-          return;
-        case SEC_DESTROY:
-          this.readIDs();
-          for (let i = 0; i < this.nids; i++) txn.destroySlot(this.ids[i]!);
-          break;
-        case SEC_CREATE:
-        case SEC_UPDATE:
-        case SEC_FILL:
-        case SEC_SET:
-        case SEC_RANKED: {
-          const cid = r.u(4);
-          const rc = r.hi === 0 ? this.remote.class(cid) : undefined;
-          if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "≥ 2^32"}`);
-          const groups = r.count(0, this.lim.maxEntities, 8, "groups");
-          for (let g = 0; g < groups; g++) this.group(txn, tag, rc);
-          break;
-        }
-        default:
-          r.malformed(`section tag ${tag}`);
-      }
-    }
-  }
-
+  /** Reads an entity ID block (§5.4) into ids[0, nids). */
   private readIDs(): void {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
     const ids = this.ids;
-    this.nids = 0;
-    let prev = -1;
-    for (let i = 0; i < n; i++) {
-      const gap = r.u(k);
-      if (r.hi !== 0) r.malformed(`entity slot gap out of range`);
-      const slot = prev + 1 + gap;
-      if (slot >= 1 << SLOT_BITS) r.malformed(`entity slot ${slot} out of range`);
-      if (i < ids.length) ids[i] = slot;
-      else ids.push(slot);
-      prev = slot;
+    for (let i = 0, slot = -1; i < n; i++) {
+      slot += 1 + r.u(k);
+      if (r.hi !== 0 || slot >= 1 << SLOT_BITS) r.malformed("entity slot out of range");
+      ids[i] = slot;
     }
     this.nids = n;
   }
 
-  /** Turns the ranks readIDs read into the slots they name (§5.4). */
-  private rankedIDs(txn: Txn): void {
-    const ids = this.ids;
-    for (let i = 0; i < this.nids; i++) {
-      const slot = txn.heldSlot(ids[i]!);
-      if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
-      ids[i] = slot;
-    }
-  }
-
-  private readGens(): void {
-    const r = this.r;
-    const k = r.bits(6);
-    const gens = this.gens;
-    gens.length = 0;
-    for (let i = 0; i < this.nids; i++) {
-      const g = r.u(k);
-      if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
-      gens.push(g);
-    }
-  }
-
   private group(txn: Txn, tag: number, rc: StructType): void {
+    const r = this.r;
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.steps.length = 0;
-    this.readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2);
-    const steps = this.steps;
-    this.planSteps(lc, map, delta);
+    this.readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
     this.readIDs();
-    if (tag === SEC_RANKED) this.rankedIDs(txn);
-    if (tag === SEC_CREATE) this.readGens();
     const ids = this.ids;
-    const bands = rc.nbands === 0 ? ZERO_BANDS : map.bands;
-    for (let i = 0; i < this.nids; i++) {
+    const n = this.nids;
+    const gens = this.gens;
+    if (tag === SEC_RANKED) {
+      // Ranks among the entities held when the tick began (§5.4).
+      for (let i = 0; i < n; i++) {
+        const slot = txn.heldSlot(ids[i]!);
+        if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
+        ids[i] = slot;
+      }
+    } else if (tag === SEC_CREATE) {
+      const k = r.bits(6);
+      for (let i = 0; i < n; i++) {
+        const g = r.u(k);
+        if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
+        gens[i] = g;
+      }
+    }
+    for (let i = 0; i < n; i++) {
       const slot = ids[i]!;
       let e: Entity | undefined;
-      if (tag === SEC_CREATE) {
-        e = txn.create(lc, makeId(slot, this.gens[i]!), rc.classId, bands, rc.nbands);
-      } else {
-        e = txn.atSlot(slot);
-        if (!e) throw new ReplicaDecodeError("not-found", `${SEC_NAMES[tag]} of empty slot ${slot}`);
-        if (tag === SEC_FILL && !txn.isFillable(slot)) {
-          throw new ReplicaDecodeError("not-found", `fill for slot ${slot}, neither created nor reset in this tick`);
-        }
+      if (tag === SEC_CREATE) e = txn.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
+      else if (!(e = txn.atSlot(slot)) || (tag === SEC_FILL && !txn.isFillable(slot))) {
+        throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
       }
-      if (e.classId !== rc.classId) {
-        throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      }
-      this.entityValues(txn, e, steps, delta);
+      if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
+      this.entityValues(txn, e, delta);
     }
   }
 
-  /** Resolves each step of a group of remote class rc stored as local class lc. */
-  private planSteps(lc: StructType, map: Mapping, delta: boolean): void {
-    for (const s of this.steps) {
-      s.local = map.toLocal[s.leaf]!;
-      const t = s.t;
-      s.slot = -1;
-      if (isNumeric(t.kind)) {
-        const p = numPlan(t);
-        s.plan = p;
-        if (s.local >= 0) s.slot = lc.leaves[s.local]!.num;
-        const raw = delta ? p.deltaRaw : p.fullRaw;
-        if (raw !== 0) {
-          s.code = P_RAW;
-          s.width = raw;
-        } else if (delta && t.kind !== Kind.Ref) {
-          s.code = P_DELTA;
-          s.narrow = p.D <= 32;
-          s.mask = MASK[Math.min(p.D, 32)]!;
-          s.sh = 32 - Math.min(p.D, 32);
-          s.signed = p.signed;
-        } else s.code = P_U;
-      } else if (t.kind === Kind.String || t.kind === Kind.Bytes) {
-        s.code = P_STR;
-        if (s.local >= 0) s.slot = lc.leaves[s.local]!.obj;
-      } else {
-        s.code = P_CONT;
-        if (s.local >= 0) s.slot = lc.leaves[s.local]!.obj;
-      }
-    }
+  private deeper(depth: number): void {
+    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
   }
 
   /**
-   * Reads a field tree of remote struct st into this.steps (§5.5). base is
-   * the remote leaf index of st's first leaf.
+   * Reads a field tree of remote struct st (§5.5) into steps, resolved
+   * against local struct ls through map. base is the leaf index of st's
+   * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
+   * update sections.
    */
-  /** Field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked update sections (§5.5). */
-  private readTree(st: StructType, base: number, delta: boolean, depth: number, gapK = 2): void {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+  private readTree(st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void {
+    this.deeper(depth);
     const r = this.r;
-    const n = r.count(2, st.fields.length, 2, "fields");
-    let prev = 0;
-    for (let i = 0; i < n; i++) {
-      const id = prev + 1 + r.u(gapK) + r.hi * 4294967296;
-      if (id > 0xffffffff) r.malformed("field ID out of range");
-      prev = id;
-      const f = st.field(id);
+    for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+      id += 1 + r.u(gapK) + r.hi * 4294967296;
+      const f = id > 0xffffffff ? r.malformed("field ID out of range") : st.field(id);
       if (!f || f.deprecated) throw new ReplicaDecodeError("unknown", `field ${id} of ${st.name}`);
       const t = f.type;
+      const leaf = base + f.leaf;
       if (t.kind === Kind.Nested) {
-        this.readTree(t.struct!, base + f.leaf, delta, depth + 1, gapK);
+        this.readTree(t.struct!, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      let k = 0;
+      const local = map.toLocal[leaf]!;
+      const ll = local >= 0 ? ls.leaves[local]! : null;
+      const s: Step = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, sh: 0, signed: false };
       if (isNumeric(t.kind)) {
-        const p = numPlan(t);
-        if ((delta ? p.deltaRaw : p.fullRaw) === 0) k = r.bits(6);
+        const p = (s.plan = numPlan(t));
+        const raw = delta ? p.deltaRaw : p.fullRaw;
+        s.code = P_RAW;
+        s.k = raw;
+        if (raw === 0) {
+          s.k = r.bits(6);
+          s.code = P_U;
+          if (delta && p.D <= 32 && t.kind !== Kind.Ref) {
+            s.code = P_DELTA;
+            s.mask = MASK[p.D]!;
+            s.sh = 32 - p.D;
+            s.signed = p.signed;
+          }
+        }
+        if (ll) s.slot = ll.num;
+      } else {
+        if (isContainer(t.kind)) s.code = P_CONT;
+        if (ll) s.slot = ll.obj;
       }
-      this.steps.push({ leaf: base + f.leaf, local: -1, k, code: 0, width: 0, plan: null, slot: -1, t, narrow: false, mask: 0, sh: 0, signed: false });
+      this.steps.push(s);
     }
   }
 
-  private readNum(p: NumPlan, k: number, delta: boolean, olo: number, ohi: number): void {
+  /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
+  private readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
     const r = this.r;
-    const raw = delta ? p.deltaRaw : p.fullRaw;
-    if (raw !== 0) {
-      out.lo = r.bitsWide(raw);
-      out.hi = r.hi;
-      return;
-    }
     const lo = r.u(k);
-    const ok = delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi);
-    if (!ok) r.malformed(`value out of range for ${KIND_NAME(p.kind)}`);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${Kind[p.kind]}`);
   }
 
-  private entityValues(txn: Txn, e: Entity, steps: Step[], delta: boolean): void {
+  private entityValues(txn: Txn, e: Entity, delta: boolean): void {
     const r = this.r;
+    const steps = this.steps;
+    const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i]!;
+      const slot = s.slot;
+      const j = slot << 1;
       switch (s.code) {
         case P_DELTA: {
+          // D ≤ 32: plain number arithmetic (§4.3).
           const lo = r.u(s.k);
-          const hi = r.hi;
-          const slot = s.slot;
-          if (s.narrow) {
-            // D ≤ 32: plain number arithmetic (§4.3).
-            if (hi !== 0 || lo > s.mask) r.malformed("delta out of range");
-            if (slot < 0) break;
-            let v = e.num[slot << 1]! + ((lo >>> 1) ^ -(lo & 1));
-            if (s.signed) {
-              v = (v << s.sh) >> s.sh;
-              txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 0xffffffff : 0);
-            } else {
-              txn.setNum(e, s.local, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0);
-            }
-            break;
-          }
-          if (slot >= 0) {
-            const a = e.num;
-            if (!decodeDelta(s.plan!, a[slot << 1]!, a[(slot << 1) + 1]!, lo, hi)) r.malformed("delta out of range");
-            txn.setNum(e, s.local, slot, out.lo, out.hi);
-          } else if (!decodeDelta(s.plan!, 0, 0, lo, hi)) r.malformed("delta out of range");
+          if (r.hi !== 0 || lo > s.mask) r.malformed("delta out of range");
+          if (slot < 0) break;
+          let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
+          if (s.signed) {
+            v = (v << s.sh) >> s.sh;
+            txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 0xffffffff : 0);
+          } else txn.setNum(e, s.local, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
-          const lo = r.bitsWide(s.width);
-          if (s.slot >= 0) txn.setNum(e, s.local, s.slot, lo, r.hi);
+          const lo = r.bitsWide(s.k);
+          if (slot >= 0) txn.setNum(e, s.local, slot, lo, r.hi);
           break;
         }
-        case P_U: {
-          let olo = 0;
-          let ohi = 0;
-          if (delta && s.slot >= 0) {
-            olo = e.num[s.slot << 1]!;
-            ohi = e.num[(s.slot << 1) + 1]!;
+        case P_U:
+          if (slot < 0) this.readNum(s.plan!, s.k, delta);
+          else {
+            this.readNum(s.plan!, s.k, delta, a[j], a[j + 1]);
+            txn.setNum(e, s.local, slot, out.lo, out.hi);
           }
-          this.readNum(s.plan!, s.k, delta, olo, ohi);
-          if (s.slot >= 0) txn.setNum(e, s.local, s.slot, out.lo, out.hi);
           break;
-        }
         case P_STR: {
-          const v = this.readStr(s.t.kind);
-          if (s.local >= 0) txn.setObj(e, s.local, s.slot, v);
+          const v = this.readStr(s.t);
+          if (slot >= 0) txn.setObj(e, s.local, slot, v);
           break;
         }
-        default: {
-          const lt = s.local >= 0 ? e.type.leaves[s.local]!.field.type : null;
+        default:
           if (!delta || r.bool()) {
-            const c = this.readContainer(s.t, lt, 1);
-            if (lt) txn.replaceContainer(e, s.local, s.slot, c);
-          } else {
-            this.containerOps(txn, e, s.t, lt, s.local, s.slot);
-          }
-        }
+            const c = this.readContainer(s.t, s.lt, 1);
+            if (slot >= 0) txn.replaceContainer(e, s.local, slot, c);
+          } else this.containerOps(txn, e, s.t, s.lt, s.local, slot);
       }
     }
   }
 
-  private readStr(kind: number): string | Uint8Array {
-    return kind === Kind.Bytes ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
+  private readStr(t: Type): string | Uint8Array {
+    return t.kind === Kind.Bytes ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
   }
 
   private countValues(n: number): void {
-    this.values += n;
-    if (this.values > this.lim.maxValues) {
+    if ((this.values += n) > this.lim.maxValues) {
       throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
     }
   }
@@ -424,239 +343,165 @@ export class Decoder {
   private readElem(t: Type, lt: Type | null, k: number, depth: number): Elem {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      this.readNum(p, k, false, 0, 0);
+      if (p.fullRaw) {
+        out.lo = this.r.bitsWide(p.fullRaw);
+        out.hi = this.r.hi;
+      } else this.readNum(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
-    if (t.kind === Kind.Nested) return this.readRecord(t.struct!, lt ? lt.struct! : null, depth + 1);
-    return this.readStr(t.kind);
+    if (t.kind === Kind.Nested) return this.readRecord(t.struct!, lt && lt.struct, depth + 1);
+    return this.readStr(t);
   }
 
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
   private readK(t: Type, n: number): number {
-    if (n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0) return 0;
-    return this.r.bits(6);
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
 
-  private prevKeyBytes: Uint8Array | null = null;
-
-  /** Reads a key of kind key (§6.1). For string keys, the bytes are left in prevKeyBytes. */
+  /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
   private readKey(key: number, k: number): Key {
-    const r = this.r;
-    if (key === Kind.String) {
-      const b = r.bytes(this.lim.maxStringBytes);
-      this.prevKeyBytes = b;
-      return decodeUTF8(b);
-    }
-    const p = numPlan(keyType(key));
-    const lo = r.u(k);
-    if (!decodeFull(p, lo, r.hi)) r.malformed(`key out of range for ${KIND_NAME(key)}`);
-    return toElem(p, out.lo, out.hi) as number | bigint;
-  }
-
-  /** Reads a key and checks it sorts after prev (whole maps and bags, §6.1). */
-  private readOrderedKey(key: number, k: number, prev: Key | undefined, prevBytes: Uint8Array | null): Key {
-    const v = this.readKey(key, k);
-    if (prev !== undefined) {
-      const ok = key === Kind.String ? compareBytes(prevBytes!, this.prevKeyBytes!) < 0 : prev < v;
-      if (!ok) this.r.malformed("keys not in ascending order");
-    }
-    return v;
+    if (key === Kind.String) return decodeUTF8((this.keyBytes = this.r.bytes(this.lim.maxStringBytes)));
+    return this.readElem(keyType(key), null, k, 0) as number | bigint;
   }
 
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
   private readContainer(t: Type, lt: Type | null, depth: number): ListC | MapC | BagC {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+    this.deeper(depth);
     const ct = lt ?? t;
     const r = this.r;
     const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
     this.countValues(n);
-    switch (t.kind) {
-      case Kind.List: {
-        const k = this.readK(t.elem!, n);
-        const items: Elem[] = new Array(n);
-        for (let i = 0; i < n; i++) items[i] = this.readElem(t.elem!, lt ? lt.elem! : null, k, depth);
-        return new ListC(ct, items);
-      }
-      case Kind.Map: {
-        const kk = t.key !== Kind.String && n > 0 ? r.bits(6) : 0;
-        const vk = this.readK(t.elem!, n);
-        const m = new Map<Key, Elem>();
-        let prev: Key | undefined;
-        let prevBytes: Uint8Array | null = null;
-        for (let i = 0; i < n; i++) {
-          const key = this.readOrderedKey(t.key, kk, prev, prevBytes);
-          prev = key;
-          prevBytes = this.prevKeyBytes;
-          m.set(key, this.readElem(t.elem!, lt ? lt.elem! : null, vk, depth));
-        }
-        return new MapC(ct, m);
-      }
-      default: {
-        const kk = n > 0 ? r.bits(6) : 0;
-        const m = new Map<Key, Rec>();
-        let prev: Key | undefined;
-        for (let i = 0; i < n; i++) {
-          const key = this.readOrderedKey(t.key, kk, prev, null);
-          prev = key;
-          m.set(key, this.readRecord(t.struct!, lt ? lt.struct! : null, depth + 1));
-        }
-        return new BagC(ct, m);
-      }
+    if (t.kind === Kind.List) {
+      const k = this.readK(t.elem!, n);
+      const items: Elem[] = new Array(n);
+      for (let i = 0; i < n; i++) items[i] = this.readElem(t.elem!, lt && lt.elem, k, depth);
+      return new ListC(ct, items);
     }
+    const bag = t.kind === Kind.Bag;
+    const str = t.key === Kind.String;
+    const kk = n > 0 && !str ? r.bits(6) : 0;
+    const vk = bag ? 0 : this.readK(t.elem!, n);
+    const m = new Map<Key, Elem>();
+    let prev: Key | undefined;
+    let prevBytes: Uint8Array | null = null;
+    for (let i = 0; i < n; i++) {
+      const key = this.readKey(t.key, kk);
+      // Keys strictly ascending (§6.1): strings bytewise.
+      if (i > 0 && !(str ? compareBytes(prevBytes!, this.keyBytes!) < 0 : prev! < key)) r.malformed("keys not in ascending order");
+      prev = key;
+      prevBytes = this.keyBytes;
+      m.set(key, bag ? this.readRecord(t.struct!, lt && lt.struct, depth + 1) : this.readElem(t.elem!, lt && lt.elem, vk, depth));
+    }
+    return bag ? new BagC(ct, m as Map<Key, Rec>) : new MapC(ct, m);
   }
 
-  /** Reads a standalone struct value of remote type rs into a new record of local type ls (rs when null). */
+  /**
+   * Reads a standalone struct value of remote type rs into a record of
+   * local type ls (rs when null): into, an item's record through the
+   * transaction, or a new one.
+   */
   readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+    this.deeper(depth);
     this.countValues(1);
     const lst = ls ?? rs;
-    const rec = into ?? (item ? item.rec : new Rec(lst));
-    const map = this.mapping(rs, lst);
-    const start = this.steps.length;
-    this.readTree(rs, 0, false, depth);
-    const end = this.steps.length;
-    const r = this.r;
-    for (let i = start; i < end; i++) {
-      const s = this.steps[i]!;
-      const t = s.t;
-      const local = map.toLocal[s.leaf]!;
-      const ll: Leaf | undefined = local >= 0 ? lst.leaves[local] : undefined;
-      if (isNumeric(t.kind)) {
-        this.readNum(numPlan(t), s.k, false, 0, 0);
-        if (!ll) continue;
-        if (item) item.txn.setItemNum(item.e, item.leaf, item.key, rec, local, ll.num, out.lo, out.hi);
+    const rec = into ?? item?.rec ?? new Rec(lst);
+    const steps = this.steps;
+    const start = steps.length;
+    this.readTree(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    for (let i = start; i < steps.length; i++) {
+      const s = steps[i]!;
+      const slot = s.slot;
+      if (s.plan) {
+        if (s.code === P_RAW) {
+          out.lo = this.r.bitsWide(s.k);
+          out.hi = this.r.hi;
+        } else this.readNum(s.plan, s.k, false);
+        if (slot < 0) continue;
+        if (item) item.txn.setItemNum(item.e, item.leaf, item.key, rec, s.local, slot, out.lo, out.hi);
         else {
-          rec.num[ll.num << 1] = out.lo;
-          rec.num[(ll.num << 1) + 1] = out.hi;
+          rec.num[slot << 1] = out.lo;
+          rec.num[(slot << 1) + 1] = out.hi;
         }
-      } else if (t.kind === Kind.String || t.kind === Kind.Bytes) {
-        const v = this.readStr(t.kind);
-        if (!ll) continue;
-        if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec, local, ll.obj, v);
-        else rec.obj[ll.obj] = v;
-      } else {
-        const c = this.readContainer(t, ll ? ll.field.type : null, depth + 1);
-        if (!ll) continue;
-        if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec, local, ll.obj, c);
-        else rec.obj[ll.obj] = c;
+        continue;
       }
+      const v = s.code === P_STR ? this.readStr(s.t) : this.readContainer(s.t, s.lt, depth + 1);
+      if (slot < 0) continue;
+      if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec, s.local, slot, v);
+      else rec.obj[slot] = v;
     }
-    void r;
-    this.steps.length = start;
+    steps.length = start;
     return rec;
   }
 
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
   private containerOps(txn: Txn, e: Entity, t: Type, lt: Type | null, local: number, slot: number): void {
     const r = this.r;
-    const lim = this.lim;
-    switch (t.kind) {
-      case Kind.List: {
-        const n = r.count(2, lim.maxContainerLen, 3, "list operations");
-        this.countValues(n);
-        const k = this.readK(t.elem!, n);
-        const list = local >= 0 ? (e.obj[slot] as ListC) : null;
-        for (let i = 0; i < n; i++) {
-          let op = r.bits(3);
-          if (op > OP_PATCH || (op === OP_PATCH && t.elem!.kind !== Kind.Nested)) r.malformed(`list operation ${op}`);
-          let idx = 0;
-          if (op !== OP_PUSH && op !== OP_CLEAR) {
-            const u = r.u(4);
-            idx = r.hi !== 0 ? lim.maxContainerLen + 1 : Math.min(u, lim.maxContainerLen + 1);
-          }
-          let v: Elem | undefined;
-          if (op === OP_PATCH) {
-            v = this.readPatch(t.elem!, lt ? lt.elem! : null, list, idx);
-            op = OP_SET;
-          } else if (op === OP_PUSH || op === OP_INSERT || op === OP_SET) {
-            v = this.readElem(t.elem!, lt ? lt.elem! : null, k, 1);
-          }
-          if (!list) continue;
-          switch (op) {
-            case OP_PUSH:
-              if (list.items.length >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `list longer than ${lim.maxContainerLen}`);
-              txn.listInsert(e, local, list, list.items.length, v!);
-              break;
-            case OP_INSERT:
-              if (list.items.length >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `list longer than ${lim.maxContainerLen}`);
-              txn.listInsert(e, local, list, idx, v!);
-              break;
-            case OP_REMOVE:
-              txn.listRemove(e, local, list, idx);
-              break;
-            case OP_SET:
-              txn.listSet(e, local, list, idx, v!);
-              break;
-            case OP_CLEAR:
-              txn.listClear(e, local, list);
-              break;
-          }
+    const max = this.lim.maxContainerLen;
+    const full = (size: number): void => {
+      if (size >= max) throw new ReplicaDecodeError("limit", `container longer than ${max}`);
+    };
+    if (t.kind === Kind.List) {
+      const n = r.count(2, max, 3, "list operations");
+      this.countValues(n);
+      const k = this.readK(t.elem!, n);
+      const list = local >= 0 ? (e.obj[slot] as ListC) : null;
+      for (let i = 0; i < n; i++) {
+        const op = r.bits(3);
+        if (op > OP_PATCH || (op === OP_PATCH && t.elem!.kind !== Kind.Nested)) r.malformed(`list operation ${op}`);
+        let idx = 0;
+        if (op !== OP_PUSH && op !== OP_CLEAR) {
+          const u = r.u(4);
+          idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
-        return;
+        let v: Elem | undefined;
+        if (op === OP_PATCH) v = this.readPatch(t, lt, list, idx);
+        else if (op <= OP_INSERT || op === OP_SET) v = this.readElem(t.elem!, lt && lt.elem, k, 1);
+        if (!list) continue;
+        if (op <= OP_INSERT) {
+          full(list.items.length);
+          txn.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v!);
+        } else if (op === OP_REMOVE) txn.listRemove(e, local, list, idx);
+        else if (op === OP_CLEAR) txn.listClear(e, local, list);
+        else txn.listSet(e, local, list, idx, v!);
       }
-      case Kind.Map: {
-        const m = local >= 0 ? (e.obj[slot] as MapC) : null;
-        for (let pass = 0; pass < 2; pass++) {
-          const n = r.count(2, lim.maxContainerLen, 1, "map keys");
-          this.countValues(n);
-          const kk = t.key !== Kind.String && n > 0 ? r.bits(6) : 0;
-          const vk = pass === 1 ? this.readK(t.elem!, n) : 0;
-          for (let i = 0; i < n; i++) {
-            const key = this.readKey(t.key, kk);
-            if (pass === 0) {
-              if (m) txn.mapDelete(e, local, m, key);
-              continue;
-            }
-            const v = this.readElem(t.elem!, lt ? lt.elem! : null, vk, 1);
-            if (m) {
-              if (m.m.size >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `map larger than ${lim.maxContainerLen}`);
-              txn.mapPut(e, local, m, key, v);
-            }
+      return;
+    }
+    // Maps: removed keys, then put entries; bags: removed keys, put items, item updates.
+    const bag = t.kind === Kind.Bag;
+    const m = local >= 0 ? (e.obj[slot] as MapC | BagC) : null;
+    const ls = lt && lt.struct;
+    for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
+      const n = r.count(2, max, 1, "keys");
+      this.countValues(n);
+      const kk = n > 0 && t.key !== Kind.String ? r.bits(6) : 0;
+      const vk = pass === 1 && !bag ? this.readK(t.elem!, n) : 0;
+      for (let i = 0; i < n; i++) {
+        const key = this.readKey(t.key, kk);
+        if (pass === 0) {
+          if (m) txn.mapDelete(e, local, m, key);
+        } else if (pass === 1) {
+          const v = bag ? this.readRecord(t.struct!, ls, 2) : this.readElem(t.elem!, lt && lt.elem, vk, 1);
+          if (m) {
+            full(m.m.size);
+            txn.mapPut(e, local, m, key, v);
           }
-        }
-        return;
-      }
-      default: {
-        const b = local >= 0 ? (e.obj[slot] as BagC) : null;
-        const ls = lt ? lt.struct! : null;
-        for (let pass = 0; pass < 3; pass++) {
-          const n = r.count(2, lim.maxContainerLen, 1, "bag keys");
-          this.countValues(n);
-          const kk = n > 0 ? r.bits(6) : 0;
-          for (let i = 0; i < n; i++) {
-            const key = this.readKey(t.key, kk);
-            if (pass === 0) {
-              if (b) txn.bagRemove(e, local, b, key);
-            } else if (pass === 1) {
-              const rec = this.readRecord(t.struct!, ls, 2);
-              if (b) {
-                if (b.m.size >= lim.maxContainerLen) throw new ReplicaDecodeError("limit", `bag larger than ${lim.maxContainerLen}`);
-                txn.bagPut(e, local, b, key, rec);
-              }
-            } else if (b) {
-              const item = b.m.get(key);
-              if (!item) throw new ReplicaDecodeError("no-key", `update of absent bag item ${key}`);
-              this.readRecord(t.struct!, ls, 2, undefined, { txn, e, leaf: local, key, rec: item });
-            } else {
-              this.readRecord(t.struct!, null, 2);
-            }
-          }
-        }
+        } else if (m) {
+          const item = (m as BagC).m.get(key);
+          if (!item) throw new ReplicaDecodeError("no-key", `update of absent bag item ${key}`);
+          this.readRecord(t.struct!, ls, 2, undefined, { txn, e, leaf: local, key, rec: item });
+        } else this.readRecord(t.struct!, null, 2);
       }
     }
   }
 
-  /** Reads a patch of struct element idx of list (null: skipped) and returns the patched copy. */
+  /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
   private readPatch(t: Type, lt: Type | null, list: ListC | null, idx: number): Rec {
-    const ls = lt ? lt.struct! : t.struct!;
-    let rec: Rec;
-    if (list) {
-      if (idx >= list.items.length) {
-        throw new ReplicaDecodeError("index", `patch of element ${idx} of a list of ${list.items.length}`);
-      }
-      rec = (list.items[idx] as Rec).clone();
-    } else rec = new Rec(ls);
-    return this.readRecord(t.struct!, ls, 2, rec);
+    const rs = t.elem!.struct!;
+    const ls = lt ? lt.elem!.struct! : rs;
+    if (list && idx >= list.items.length) {
+      throw new ReplicaDecodeError("index", `patch of element ${idx} of a list of ${list.items.length}`);
+    }
+    return this.readRecord(rs, ls, 2, list ? (list.items[idx] as Rec).clone() : new Rec(ls));
   }
 
   /**
@@ -666,7 +511,6 @@ export class Decoder {
   decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec {
     if (data.length > this.lim.maxSegmentBytes) throw new ReplicaDecodeError("limit", `record of ${data.length} bytes`);
     this.r.reset(data);
-    this.entities = 0;
     this.values = 0;
     this.steps.length = 0;
     const rec = this.readRecord(rs, ls, 0);
@@ -675,37 +519,12 @@ export class Decoder {
   }
 }
 
-interface ItemTarget {
-  txn: Txn;
-  e: Entity;
-  leaf: number;
-  key: Key;
-  rec: Rec;
-}
-
-// List operation codes (§6.2).
-const OP_PUSH = 0;
-const OP_INSERT = 1;
-const OP_REMOVE = 2;
-const OP_SET = 3;
-const OP_CLEAR = 4;
-const OP_PATCH = 5;
-
-const SEC_NAMES = ["end", "create", "update", "destroy", "fill", "set", "update"];
-
-const KIND_NAME = (k: number): string => ["invalid", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"][k] ?? `kind ${k}`;
-
-const keyTypes = new Map<number, Type>();
-function keyType(k: number): Type {
-  let t = keyTypes.get(k);
-  if (!t) keyTypes.set(k, (t = { kind: k, quant: { mode: 0, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 }));
-  return t;
-}
+const keyTypes: Type[] = [];
+/** The type of a map or bag key of kind k. */
+const keyType = (k: number): Type => (keyTypes[k] ??= { kind: k, quant: { mode: 0, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 });
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
   return a.length - b.length;
 }
-
-export { bytesEqual, MAX_K };

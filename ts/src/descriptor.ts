@@ -9,16 +9,8 @@
 
 import { BitReader, BitWriter, decodeUTF8, encodeUTF8 } from "./bits.js";
 import { ReplicaDecodeError } from "./errors.js";
-import {
-  Kind,
-  NO_QUANT,
-  Schema,
-  StructType,
-  type Field,
-  type Quant,
-  type Rpc,
-  type Type,
-} from "./schema.js";
+import { NO_QUANT, Schema, StructType, type Field, type Quant, type Rpc, type Type } from "./schema.js";
+import { Kind } from "./enums.js";
 
 /** The descriptor version of protocol version 4 (§2). */
 export const DESCRIPTOR_VERSION = 2;

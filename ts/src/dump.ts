@@ -5,7 +5,7 @@
  * state; tests use it to check that a rejected tick changed nothing.
  */
 
-import { BagC, ListC, MapC, Rec, type Elem, type Entity } from "./state.js";
+import { ListC, MapC, Rec, type Elem, type Entity } from "./state.js";
 
 function hexBytes(b: Uint8Array): string {
   let s = "";
@@ -20,7 +20,6 @@ function elemText(v: Elem | unknown): string {
   if (typeof v === "string") return JSON.stringify(v);
   if (v instanceof ListC) return "[" + v.items.map(elemText).join(",") + "]";
   if (v instanceof MapC) return "{" + v.keys().map((k) => elemText(k) + ":" + elemText(v.m.get(k))).join(",") + "}";
-  if (v instanceof BagC) return "{" + v.keys().map((k) => elemText(k) + ":" + recText(v.m.get(k)!)).join(",") + "}";
   return String(v);
 }
 

@@ -5,9 +5,10 @@
  */
 
 import { BitWriter } from "./bits.js";
-import { Kind, isNumeric, type StructType, type Type } from "./schema.js";
+import { isNumeric, type StructType, type Type } from "./schema.js";
 import { compareKeys } from "./state.js";
 import { f32Bits, f64Bits, numPlan, out } from "./values.js";
+import { Kind } from "./enums.js";
 
 /** Rounds half away from zero (Go's math.Round). */
 const roundHalfAway = (x: number): number => (x < 0 ? -Math.round(-x) : Math.round(x));

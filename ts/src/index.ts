@@ -14,11 +14,10 @@ export { numValue, numPlan, dequantize } from "./values.js";
 export {
   Replica, type ReplicaOptions, type TickChanges, type LevelChange, type ListEvent, type MapEvent, type BagEvent, type ItemKind,
 } from "./replica.js";
-export { dumpEntities } from "./dump.js";
 export {
-  PROTOCOL_VERSION, MsgType, parseMessage, parseRPC, encodeHello, encodeWelcome, encodeRefuse, encodeTick,
-  encodePing, encodePong, encodeRPC, encodeResync,
+  PROTOCOL_VERSION, MsgType, parseMessage, parseRPC, encodeHello, encodePing, encodePong, encodeRPC,
   type Message, type Hello, type Welcome, type Refuse, type Tick, type Ping, type Pong, type RPC, type Resync,
+  type Ticket, type Resume, type HeldEntity,
 } from "./session.js";
 export {
   Connection, CloseCode, RefusedError, ClosedError,

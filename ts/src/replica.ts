@@ -13,20 +13,10 @@
 
 import { ReplicaDecodeError } from "./errors.js";
 import { Decoder, type Limits } from "./decoder.js";
-import { Kind, Vis, isContainer, type Schema, type StructType } from "./schema.js";
-import {
-  BagC,
-  Entity,
-  Ev,
-  Table,
-  elemValue,
-  partLeaves,
-  type Elem,
-  type Key,
-  type Rec,
-  type TxEvent,
-} from "./state.js";
+import { isContainer, type Schema, type StructType } from "./schema.js";
+import { BagC, Entity, Table, elemValue, partLeaves, type Elem, type Key, type Rec, type TxEvent } from "./state.js";
 import { numPlan, numValue } from "./values.js";
+import { Ev, Kind, Vis } from "./enums.js";
 
 export interface ReplicaOptions {
   /** The sender's schema when it differs from the local one (the WELCOME's descriptor). */

@@ -5,30 +5,10 @@
  */
 
 import { ReplicaDecodeError } from "./errors.js";
+import { Kind } from "./enums.js";
+export { Kind, Vis } from "./enums.js";
 
-/** Value kinds (§3.2). The numbers are part of the format. */
-export const Kind = {
-  Invalid: 0,
-  Bool: 1,
-  Int8: 2,
-  Int16: 3,
-  Int32: 4,
-  Int64: 5,
-  Uint8: 6,
-  Uint16: 7,
-  Uint32: 8,
-  Uint64: 9,
-  Float32: 10,
-  Float64: 11,
-  String: 12,
-  Bytes: 13,
-  Ref: 14,
-  Nested: 15,
-  List: 16,
-  Map: 17,
-  Bag: 18,
-} as const;
-export type KindValue = (typeof Kind)[keyof typeof Kind];
+export type KindValue = Kind;
 
 /** Number of kinds: a kind ≥ this is invalid. */
 export const NUM_KINDS = 19;
@@ -69,8 +49,6 @@ export function kindWidth(k: number): number {
   return 0;
 }
 
-/** Visibility bits (§3.4). */
-export const Vis = { Server: 0, Owner: 1, Others: 2, All: 3 } as const;
 
 /** Quantization of a float field (§3.3, §4.2). mode 0: none; 1: unbounded; 2: bounded. */
 export interface Quant {

@@ -5,8 +5,10 @@
  */
 
 import { ReplicaDecodeError } from "./errors.js";
-import { Kind, isContainer, isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
+import { isContainer, isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue, toElem } from "./values.js";
+import { Ev, Kind, SLOT_BITS, SLOT_MASK } from "./enums.js";
+export { Ev, SLOT_BITS, SLOT_MASK } from "./enums.js";
 
 /** A container element or map value: S as number/BigInt (§4.1), a string, bytes, or a struct record. */
 export type Elem = number | bigint | string | Uint8Array | Rec;
@@ -99,7 +101,6 @@ export function objEqual(a: unknown, b: unknown): boolean {
   if (a instanceof Rec && b instanceof Rec) return a.equals(b);
   if (a instanceof ListC && b instanceof ListC) return a.equals(b);
   if (a instanceof MapC && b instanceof MapC) return a.equals(b);
-  if (a instanceof BagC && b instanceof BagC) return a.equals(b);
   return false;
 }
 
@@ -156,10 +157,10 @@ export class MapC {
   get size(): number {
     return this.m.size;
   }
-  clone(): MapC {
+  clone(): this {
     const c = new Map<Key, Elem>();
     for (const [k, v] of this.m) c.set(k, v instanceof Rec ? v.clone() : v);
-    return new MapC(this.type, c);
+    return new (this.constructor as new (t: Type, m: Map<Key, Elem>) => this)(this.type, c);
   }
   equals(o: MapC): boolean {
     if (o.m.size !== this.m.size) return false;
@@ -177,32 +178,13 @@ export class MapC {
   }
 }
 
-/** A bag of struct items keyed by integers (§6). */
-export class BagC {
-  constructor(
-    readonly type: Type,
-    public m: Map<Key, Rec>,
-  ) {}
-  get size(): number {
-    return this.m.size;
+/** A bag of struct items keyed by integers (§6): a map whose values are records. */
+export class BagC extends MapC {
+  declare m: Map<Key, Rec>;
+  constructor(type: Type, m: Map<Key, Rec>) {
+    super(type, m);
   }
-  clone(): BagC {
-    const c = new Map<Key, Rec>();
-    for (const [k, v] of this.m) c.set(k, v.clone());
-    return new BagC(this.type, c);
-  }
-  equals(o: BagC): boolean {
-    if (o.m.size !== this.m.size) return false;
-    for (const [k, v] of this.m) {
-      const w = o.m.get(k);
-      if (!w || !v.equals(w)) return false;
-    }
-    return true;
-  }
-  keys(): Key[] {
-    return [...this.m.keys()].sort(compareKeys);
-  }
-  get(k: Key): Rec | undefined {
+  override get(k: Key): Rec | undefined {
     return this.m.get(k);
   }
 }
@@ -220,9 +202,6 @@ export function elemValue(t: Type, v: Elem): unknown {
   return v;
 }
 
-/** Slot bits of a network ID (§5.4). */
-export const SLOT_BITS = 24;
-export const SLOT_MASK = (1 << SLOT_BITS) - 1;
 
 /** Builds a network ID from a slot and a generation. */
 export const makeId = (slot: number, gen: number): number => ((gen << SLOT_BITS) | slot) >>> 0;
@@ -276,23 +255,6 @@ const PAGE_BITS = 10;
 const PAGE_SIZE = 1 << PAGE_BITS;
 const PAGE_MASK = PAGE_SIZE - 1;
 
-/** Kinds of transaction events. */
-export const Ev = {
-  Create: 1,
-  Destroy: 2,
-  Field: 3,
-  ListAdd: 4,
-  ListRemove: 5,
-  ListSet: 6,
-  MapAdd: 7,
-  MapRemove: 8,
-  MapSet: 9,
-  BagAdd: 10,
-  BagRemove: 11,
-  BagItem: 12,
-  Owned: 13,
-  Level: 14,
-} as const;
 
 /** One change a transaction applied, reported to callbacks after commit. */
 export interface TxEvent {
@@ -597,15 +559,9 @@ export class Txn {
     if (this.wants(e, leaf)) this.diff(e, leaf, old, c);
   }
 
-  private diff(e: Entity, leaf: number, old: ListC | MapC | BagC, c: ListC | MapC | BagC): void {
-    const push = (kind: number, index: number, key: Key | undefined, o: unknown, n: unknown): void => {
-      const ev = event(kind, e, leaf);
-      ev.index = index;
-      ev.key = key;
-      ev.old = o;
-      ev.new = n;
-      this.events.push(ev);
-    };
+  private diff(e: Entity, leaf: number, old: ListC | MapC, c: ListC | MapC): void {
+    const push = (kind: number, index: number, key: Key | undefined, o: unknown, n: unknown): void =>
+      this.itemEvent(kind, e, leaf, index, key, o, n);
     if (old instanceof ListC) {
       const n = (c as ListC).items;
       const o = old.items;
@@ -613,23 +569,15 @@ export class Txn {
       for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) push(Ev.ListSet, i, undefined, o[i], n[i]);
       for (let i = o.length - 1; i >= common; i--) push(Ev.ListRemove, i, undefined, o[i], undefined);
       for (let i = common; i < n.length; i++) push(Ev.ListAdd, i, undefined, undefined, n[i]);
-    } else if (old instanceof MapC) {
+    } else {
+      const bag = old instanceof BagC;
       const n = c as MapC;
       for (const k of old.keys()) {
         const ov = old.m.get(k)!;
-        if (!n.m.has(k)) push(Ev.MapRemove, -1, k, ov, undefined);
-        else if (!objEqual(ov, n.m.get(k))) push(Ev.MapSet, -1, k, ov, n.m.get(k));
+        if (!n.m.has(k)) push(bag ? Ev.BagRemove : Ev.MapRemove, -1, k, ov, undefined);
+        else if (!objEqual(ov, n.m.get(k))) push(bag ? Ev.BagAdd : Ev.MapSet, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.MapAdd, -1, k, undefined, n.m.get(k));
-    } else {
-      const n = c as BagC;
-      for (const k of old.keys()) {
-        const ov = old.m.get(k)!;
-        const nv = n.m.get(k);
-        if (!nv) push(Ev.BagRemove, -1, k, ov, undefined);
-        else if (!ov.equals(nv)) push(Ev.BagAdd, -1, k, ov, nv);
-      }
-      for (const k of n.keys()) if (!old.m.has(k)) push(Ev.BagAdd, -1, k, undefined, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) push(bag ? Ev.BagAdd : Ev.MapAdd, -1, k, undefined, n.m.get(k));
     }
   }
 
@@ -680,6 +628,7 @@ export class Txn {
     for (let i = old.length - 1; i >= 0; i--) this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, old[i], undefined);
   }
 
+  /** Puts an entry of a map, or an item of a bag. */
   mapPut(e: Entity, leaf: number, m: MapC, k: Key, v: Elem): void {
     const existed = m.m.has(k);
     const old = m.m.get(k);
@@ -688,37 +637,18 @@ export class Txn {
       if (existed) m.m.set(k, old!);
       else m.m.delete(k);
     });
-    this.itemEvent(existed ? Ev.MapSet : Ev.MapAdd, e, leaf, -1, k, old, v);
+    this.itemEvent(m instanceof BagC ? Ev.BagAdd : existed ? Ev.MapSet : Ev.MapAdd, e, leaf, -1, k, old, v);
   }
 
+  /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e: Entity, leaf: number, m: MapC, k: Key): void {
-    if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", "delete of an absent map key");
+    if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", `delete of absent key ${k}`);
     const old = m.m.get(k)!;
     m.m.delete(k);
     this.undo.push(() => {
       m.m.set(k, old);
     });
-    this.itemEvent(Ev.MapRemove, e, leaf, -1, k, old, undefined);
-  }
-
-  bagPut(e: Entity, leaf: number, b: BagC, k: Key, r: Rec): void {
-    const old = b.m.get(k);
-    b.m.set(k, r);
-    this.undo.push(() => {
-      if (old) b.m.set(k, old);
-      else b.m.delete(k);
-    });
-    this.itemEvent(Ev.BagAdd, e, leaf, -1, k, old, r);
-  }
-
-  bagRemove(e: Entity, leaf: number, b: BagC, k: Key): void {
-    const old = b.m.get(k);
-    if (!old) throw new ReplicaDecodeError("no-key", `remove of absent bag item ${k}`);
-    b.m.delete(k);
-    this.undo.push(() => {
-      b.m.set(k, old);
-    });
-    this.itemEvent(Ev.BagRemove, e, leaf, -1, k, old, undefined);
+    this.itemEvent(m instanceof BagC ? Ev.BagRemove : Ev.MapRemove, e, leaf, -1, k, old, undefined);
   }
 
   /** Sets numeric leaf itemLeaf of bag item r (key k of the bag at leaf of e). */

@@ -10,7 +10,8 @@
  */
 
 import { MASK } from "./bits.js";
-import { Kind, isSigned, kindWidth, type Type } from "./schema.js";
+import { isSigned, kindWidth, type Type } from "./schema.js";
+import { Kind } from "./enums.js";
 
 /** How a numeric type is coded (§4.3), resolved once per type. */
 export interface NumPlan {

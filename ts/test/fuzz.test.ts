@@ -7,7 +7,8 @@ import { decodeDescriptor } from "../src/descriptor.js";
 import { dumpEntities } from "../src/dump.js";
 import { ReplicaDecodeError } from "../src/errors.js";
 import { Replica } from "../src/replica.js";
-import { encodeHello, encodeTick, encodeWelcome, parseMessage } from "../src/session.js";
+import { encodeHello } from "../src/session.js";
+import { encodeTick, encodeWelcome, parseAny as parseMessage } from "../src/peer.js";
 import { Vis, type Schema } from "../src/schema.js";
 import { diff, dumpEntity, loadVectors, unhex } from "./helpers.js";
 

@@ -6,10 +6,8 @@ import { ReplicaDecodeError } from "../src/errors.js";
 import { Connection, CloseCode, RefusedError } from "../src/connection.js";
 import { FrameReader, PREAMBLE, frame, type WebSocketLike, type WebTransportOptionsLike } from "../src/transport.js";
 import { DEFAULT_LIMITS } from "../src/decoder.js";
-import {
-  MsgType, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, encodeRefuse, encodeResync, encodeTick,
-  encodeWelcome, parseMessage, type Hello, type RPC,
-} from "../src/session.js";
+import { MsgType, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, type Hello, type RPC } from "../src/session.js";
+import { encodeRefuse, encodeResync, encodeTick, encodeWelcome, parseAny as parseMessage } from "../src/peer.js";
 import { Kind, Schema } from "../src/schema.js";
 import { makeId } from "../src/state.js";
 import { BitWriter } from "../src/bits.js";

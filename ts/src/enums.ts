@@ -1,0 +1,116 @@
+/**
+ * The numbers of the wire format and of the runtime, in a module that
+ * imports nothing, so that a bundler inlines them where they are used.
+ */
+
+/** Value kinds (§3.2). The numbers are part of the format. */
+export enum Kind {
+  Invalid = 0,
+  Bool = 1,
+  Int8 = 2,
+  Int16 = 3,
+  Int32 = 4,
+  Int64 = 5,
+  Uint8 = 6,
+  Uint16 = 7,
+  Uint32 = 8,
+  Uint64 = 9,
+  Float32 = 10,
+  Float64 = 11,
+  String = 12,
+  Bytes = 13,
+  Ref = 14,
+  Nested = 15,
+  List = 16,
+  Map = 17,
+  Bag = 18,
+}
+
+/** Visibility bits (§3.4). */
+export enum Vis {
+  Server = 0,
+  Owner = 1,
+  Others = 2,
+  All = 3,
+}
+
+/** Kinds of transaction events. */
+export enum Ev {
+  Create = 1,
+  Destroy = 2,
+  Field = 3,
+  ListAdd = 4,
+  ListRemove = 5,
+  ListSet = 6,
+  MapAdd = 7,
+  MapRemove = 8,
+  MapSet = 9,
+  BagAdd = 10,
+  BagRemove = 11,
+  BagItem = 12,
+  Owned = 13,
+  Level = 14,
+}
+
+/** Message types: the first byte of every message but a segment. */
+export enum MsgType {
+  Hello = 1,
+  Welcome = 2,
+  Refuse = 3,
+  Tick = 4,
+  Ping = 5,
+  Pong = 6,
+  RPC = 7,
+  Resync = 8,
+}
+
+/** Close codes (§10.1); on WebSocket the status is 4000 + code. */
+export enum CloseCode {
+  Normal = 0,
+  GoingAway = 1,
+  ProtocolError = 2,
+  MessageTooLarge = 3,
+  SlowConsumer = 4,
+  IdleTimeout = 5,
+  HandshakeTimeout = 6,
+  AuthFailed = 7,
+  Incompatible = 8,
+  PolicyViolation = 9,
+  Internal = 10,
+  Network = 11,
+  ServerBusy = 12,
+  Replaced = 13,
+  Duplicate = 14,
+}
+
+// Section tags (§5.2).
+export const SEC_END = 0;
+export const SEC_CREATE = 1;
+export const SEC_UPDATE = 2;
+export const SEC_DESTROY = 3;
+export const SEC_FILL = 4;
+export const SEC_SET = 5;
+/** An update naming entities by rank among those held when the tick began (§5.4). */
+export const SEC_RANKED = 6;
+
+// List operation codes (§6.2).
+export const OP_PUSH = 0;
+export const OP_INSERT = 1;
+export const OP_REMOVE = 2;
+export const OP_SET = 3;
+export const OP_CLEAR = 4;
+export const OP_PATCH = 5;
+
+/** Slot bits of a network ID (§5.4). */
+export const SLOT_BITS = 24;
+export const SLOT_MASK = (1 << SLOT_BITS) - 1;
+
+// How the decoder reads a step's value.
+/** Raw bits. */
+export const P_RAW = 1;
+/** A U(k) delta of a number whose delta width is at most 32 (not a ref). */
+export const P_DELTA = 2;
+/** A U(k) full value, a wide delta, or a ref's delta. */
+export const P_U = 3;
+export const P_STR = 4;
+export const P_CONT = 5;

@@ -1,0 +1,101 @@
+/**
+ * Session messages (docs/protocol.md §10.2), the server's side: HELLO
+ * decoded; WELCOME, REFUSE, TICK and RESYNC encoded. For tests and tools
+ * that play a server; the client runtime (./index.ts) leaves it out.
+ */
+
+import { LIMIT_ORDER, type Limits } from "./decoder.js";
+import { MsgType } from "./enums.js";
+import {
+  MAX_DESCRIPTOR, MAX_LEVEL, MAX_LIMIT, MAX_RESUME, MAX_TOKEN, PROTOCOL_VERSION, SLOT_LIMIT, bad, parseMessage, read64, readBody,
+  write64, writer, type HeldEntity, type Hello, type Message, type Refuse, type Resume, type Tick, type Welcome,
+} from "./session.js";
+
+/**
+ * Decodes a HELLO. A HELLO whose version is not PROTOCOL_VERSION is read no
+ * further than the version (§10.2). Every failure is a ReplicaDecodeError
+ * with code "session".
+ */
+export function parseHello(msg: Uint8Array): Hello {
+  if (msg[0] !== MsgType.Hello) bad("not a HELLO");
+  return readBody(msg, (r) => {
+    const version = r.u32();
+    if (version !== PROTOCOL_VERSION) {
+      r.pos = r.end; // the rest has that version's layout
+      return { type: MsgType.Hello, version };
+    }
+    const descriptor = r.bytes(MAX_DESCRIPTOR);
+    const token = r.bytes(MAX_TOKEN);
+    const limits = {} as Limits;
+    for (const k of LIMIT_ORDER) {
+      const v = r.u32(8);
+      if (v === 0 || v > MAX_LIMIT) bad(`${k} out of range`, r.pos);
+      limits[k] = v;
+    }
+    const m: Hello = { type: MsgType.Hello, version, descriptor, token, limits };
+    if (r.bool()) {
+      const ticket = [read64(r), read64(r)] as const;
+      const tick = r.uBig(8);
+      // An entry takes at least 13 bits: U(2) gap, bits(8), U(0) level, bit.
+      const held = new Array<HeldEntity>(r.count(3, MAX_RESUME, 13, "resume entities"));
+      let slot = -1;
+      for (let i = 0; i < held.length; i++) {
+        slot += 1 + r.u(2);
+        if (r.hi !== 0 || slot >= SLOT_LIMIT) bad("resume: slot out of range", r.pos);
+        const generation = r.bits(8);
+        const level = r.u32(0);
+        if (level > MAX_LEVEL) bad(`resume: level ${level} > ${MAX_LEVEL}`, r.pos);
+        held[i] = { slot, generation, level, owned: r.bool() };
+      }
+      m.resume = { ticket, tick, held } satisfies Resume;
+    }
+    return m;
+  });
+}
+
+/** Decodes any message but a segment: a HELLO with {@link parseHello}, the others with parseMessage. */
+export function parseAny(msg: Uint8Array): Message | Hello {
+  return msg[0] === MsgType.Hello ? parseHello(msg) : parseMessage(msg);
+}
+
+/** Encodes a WELCOME; no ticket is [0n, 0n]. */
+export function encodeWelcome(m: Omit<Welcome, "type" | "ticket" | "resumed"> & Partial<Pick<Welcome, "ticket" | "resumed">>): Uint8Array {
+  const w = writer(MsgType.Welcome);
+  w.u(m.version, 0);
+  w.bytes(m.descriptor);
+  w.uBig(m.session, 8);
+  w.string(m.userId);
+  w.u(m.tickRate, 4);
+  write64(w, m.ticket?.[0] ?? 0n);
+  write64(w, m.ticket?.[1] ?? 0n);
+  w.bool(m.resumed ?? false);
+  return w.finish();
+}
+
+/** Encodes a REFUSE. */
+export function encodeRefuse(m: Omit<Refuse, "type">): Uint8Array {
+  const w = writer(MsgType.Refuse);
+  w.u(m.code, 4);
+  w.string(m.message);
+  return w.finish();
+}
+
+/** Encodes a TICK. */
+export function encodeTick(m: Omit<Tick, "type" | "gained" | "lost" | "levels"> & Partial<Pick<Tick, "gained" | "lost" | "levels">>): Uint8Array {
+  const w = writer(MsgType.Tick);
+  w.uBig(m.tick, 8);
+  w.u(m.segments, 1);
+  for (const ids of [m.gained ?? [], m.lost ?? []]) {
+    w.u(ids.length, 3);
+    for (const id of ids) w.bits(id, 32);
+  }
+  const levels = m.levels ?? [];
+  w.u(levels.length, 3);
+  for (const l of levels) {
+    w.bits(l.id, 32);
+    w.u(l.level, 0);
+  }
+  return w.finish();
+}
+
+export const encodeResync = (): Uint8Array => Uint8Array.of(MsgType.Resync);
