@@ -47,7 +47,7 @@ function encodeUTF8(s) {
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   buf = new Uint8Array(8);
-  F = new Uint8Array(64);
+  B = new Uint8Array(64);
   /** Next bit to read. */
   pos = 0;
   /** Number of bits of input. */
@@ -60,8 +60,8 @@ var BitReader = class {
   /** Starts reading b from its first bit. */
   reset(b) {
     const need = b.length + 8;
-    if (this.F.length < need) this.F = new Uint8Array(Math.max(need, this.F.length * 2));
-    const s = this.F;
+    if (this.B.length < need) this.B = new Uint8Array(Math.max(need, this.B.length * 2));
+    const s = this.B;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.buf = s;
@@ -152,9 +152,9 @@ var BitReader = class {
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Ja(k);
+    return this.za(k);
   }
-  Ja(k) {
+  za(k) {
     if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
     const maxOnes = 64 - k;
     let ones = 0;
@@ -249,7 +249,7 @@ var BitWriter = class {
   buf = new Uint8Array(64);
   /** Bits written. */
   pos = 0;
-  Ka(bits) {
+  Aa(bits) {
     const need = (this.pos + bits + 7 >>> 3) + 8;
     if (need > this.buf.length) {
       const b = new Uint8Array(Math.max(need, this.buf.length * 2));
@@ -260,7 +260,7 @@ var BitWriter = class {
   /** Writes the low n ≤ 32 bits of v. */
   bits(v, n) {
     if (n === 0) return;
-    this.Ka(n);
+    this.Aa(n);
     v = n === 32 ? v >>> 0 : (v & MASK[n]) >>> 0;
     let p = this.pos;
     let left = n;
@@ -346,20 +346,20 @@ var Kind = /* @__PURE__ */ ((Kind2) => {
   return Kind2;
 })(Kind || {});
 var Ev = /* @__PURE__ */ ((Ev2) => {
-  Ev2[Ev2["Create"] = 1] = "Create";
-  Ev2[Ev2["Destroy"] = 2] = "Destroy";
-  Ev2[Ev2["Field"] = 3] = "Field";
-  Ev2[Ev2["ListAdd"] = 4] = "ListAdd";
-  Ev2[Ev2["ListRemove"] = 5] = "ListRemove";
-  Ev2[Ev2["ListSet"] = 6] = "ListSet";
-  Ev2[Ev2["MapAdd"] = 7] = "MapAdd";
-  Ev2[Ev2["MapRemove"] = 8] = "MapRemove";
-  Ev2[Ev2["MapSet"] = 9] = "MapSet";
-  Ev2[Ev2["BagAdd"] = 10] = "BagAdd";
-  Ev2[Ev2["BagRemove"] = 11] = "BagRemove";
-  Ev2[Ev2["BagItem"] = 12] = "BagItem";
-  Ev2[Ev2["Owned"] = 13] = "Owned";
-  Ev2[Ev2["Level"] = 14] = "Level";
+  Ev2[Ev2["Create"] = 0] = "Create";
+  Ev2[Ev2["Destroy"] = 1] = "Destroy";
+  Ev2[Ev2["Owned"] = 2] = "Owned";
+  Ev2[Ev2["Level"] = 3] = "Level";
+  Ev2[Ev2["Field"] = 4] = "Field";
+  Ev2[Ev2["ListAdd"] = 5] = "ListAdd";
+  Ev2[Ev2["ListRemove"] = 6] = "ListRemove";
+  Ev2[Ev2["ListSet"] = 7] = "ListSet";
+  Ev2[Ev2["MapAdd"] = 8] = "MapAdd";
+  Ev2[Ev2["MapRemove"] = 9] = "MapRemove";
+  Ev2[Ev2["MapSet"] = 10] = "MapSet";
+  Ev2[Ev2["BagAdd"] = 11] = "BagAdd";
+  Ev2[Ev2["BagRemove"] = 12] = "BagRemove";
+  Ev2[Ev2["BagItem"] = 13] = "BagItem";
   return Ev2;
 })(Ev || {});
 var SEC_END = 0;
@@ -470,9 +470,9 @@ var StructType = class {
   /** The name's bytes as the descriptor carried them. */
   nameBytes;
   /** @internal */
-  ja = false;
+  ca = false;
   /** @internal */
-  T = false;
+  N = false;
   get nbands() {
     return this.distances.length;
   }
@@ -526,10 +526,10 @@ function validateType(t, stack, pending) {
   }
 }
 function layoutStruct(s, stack, pending) {
-  if (s.ja) return;
+  if (s.ca) return;
   if (stack.includes(s)) schemaError(`struct ${s.name} contains itself`);
-  if (s.T) return;
-  s.T = true;
+  if (s.N) return;
+  s.N = true;
   stack = [...stack, s];
   try {
     s.fields.sort((a, b) => a.id - b.id);
@@ -586,9 +586,9 @@ function layoutStruct(s, stack, pending) {
       s.rpcById.set(r.id, r);
       pending.push(r.args);
     }
-    s.ja = true;
+    s.ca = true;
   } finally {
-    s.T = false;
+    s.N = false;
   }
 }
 var Schema = class {
@@ -1145,7 +1145,7 @@ var Rec = class _Rec {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  U = 0;
+  da = 0;
   /** A deep copy. */
   clone() {
     const c = new _Rec(this.type);
@@ -1337,8 +1337,8 @@ var Entity = class extends Rec {
 var PAGE_BITS = 10;
 var PAGE_SIZE = 1 << PAGE_BITS;
 var PAGE_MASK = PAGE_SIZE - 1;
-function event(kind, e, leaf = -1) {
-  return { kind, e, leaf, index: -1, key: void 0, itemLeaf: -1, old: void 0, new: void 0, oldLo: 0, oldHi: 0, newLo: 0, newHi: 0 };
+function event(kind, e, leaf = -1, old, now, key, index = -1, itemLeaf = -1) {
+  return { kind, e, leaf, index, key, itemLeaf, old, new: now };
 }
 var Table = class {
   dir = [];
@@ -1350,9 +1350,9 @@ var Table = class {
    */
   held = [];
   /** @internal the other buffer of held */
-  ka = [];
+  ea = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  V = /* @__PURE__ */ new Map();
+  O = /* @__PURE__ */ new Map();
   txn = new Txn(this);
   get size() {
     return this.n;
@@ -1368,7 +1368,7 @@ var Table = class {
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** @internal */
-  la(e) {
+  fa(e) {
     const slot = e.slot;
     const i = slot >>> PAGE_BITS;
     let p = this.dir[i];
@@ -1380,7 +1380,7 @@ var Table = class {
     this.n++;
   }
   /** @internal */
-  ma(slot) {
+  ga(slot) {
     const p = this.dir[slot >>> PAGE_BITS];
     p[slot & PAGE_MASK] = void 0;
     this.n--;
@@ -1399,10 +1399,10 @@ var Table = class {
    * transaction created or destroyed entities: each is in held if and
    * only if it holds an entity now.
    */
-  La(moved) {
+  Ba(moved) {
     moved.sort((a, b) => a - b);
     const held = this.held;
-    const out2 = this.ka;
+    const out2 = this.ea;
     out2.length = 0;
     let i = 0;
     for (let j = 0; j < moved.length; j++) {
@@ -1414,14 +1414,14 @@ var Table = class {
     }
     while (i < held.length) out2.push(held[i++]);
     this.held = out2;
-    this.ka = held;
+    this.ea = held;
   }
   /** Watches leaf of class c for events. */
-  Ma(c, leaf) {
-    let w = this.V.get(c);
-    if (!w) this.V.set(c, w = new Uint8Array(c.leaves.length));
+  Ca(c, leaf) {
+    let w = this.O.get(c);
+    if (!w) this.O.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.txn.X = void 0;
+    this.txn.P = void 0;
   }
 };
 var Txn = class {
@@ -1433,23 +1433,23 @@ var Txn = class {
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  G = 1;
-  H = [];
+  Q = 1;
+  ha = [];
   s = 0;
-  Y = new Uint32Array(3 * 256);
-  a = [];
+  R = new Uint32Array(3 * 256);
+  b = [];
   w = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
   h = [];
   events = [];
   /** @internal one-entry cache of the table's watch map */
-  X;
-  Z;
+  P;
+  S;
   /** Starts a transaction. */
   begin() {
-    this.G++;
+    this.Q++;
     this.s = 0;
-    this.a.length = 0;
+    this.b.length = 0;
     this.w.clear();
     this.h.length = 0;
     this.events = [];
@@ -1469,11 +1469,11 @@ var Txn = class {
   }
   /** Whether events about leaf of e's class are wanted. */
   wants(e, leaf) {
-    if (e.type !== this.X) {
-      this.X = e.type;
-      this.Z = this.t.V.get(e.type);
+    if (e.type !== this.P) {
+      this.P = e.type;
+      this.S = this.t.O.get(e.type);
     }
-    return this.Z !== void 0 && this.Z[leaf] === 1;
+    return this.S !== void 0 && this.S[leaf] === 1;
   }
   atSlot(slot) {
     return this.t.atSlot(slot);
@@ -1490,250 +1490,166 @@ var Txn = class {
     const slot = id & SLOT_MASK;
     if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.U = this.G;
-    this.t.la(e);
+    e.da = this.Q;
+    this.t.fa(e);
     this.w.add(slot);
     this.h.push(slot);
-    this.a.push(() => this.t.ma(slot));
-    this.events.push(event(Ev.na, e));
+    this.b.push(() => this.t.ga(slot));
+    this.events.push(event(Ev.Da, e));
     return e;
   }
   /** Destroys the entity in slot. */
   destroySlot(slot) {
     const e = this.t.atSlot(slot);
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.ma(slot);
+    this.t.ga(slot);
     this.h.push(slot);
-    e.alive = false;
-    this.a.push(() => {
-      this.t.la(e);
-      e.alive = true;
-    });
-    this.events.push(event(Ev.oa, e));
+    this.set(e, "alive", false);
+    this.b.push(() => this.t.fa(e));
+    this.events.push(event(Ev.Ea, e));
+  }
+  /** Sets o[k] to v, logging the old value for a rollback; returns it. */
+  set(o, k, v) {
+    const old = o[k];
+    o[k] = v;
+    this.b.push(() => o[k] = old);
+    return old;
   }
   /** Records that this client owns e, or no longer does. */
   setOwned(e, owned) {
-    if (e.owned === owned) return;
-    e.owned = owned;
-    this.a.push(() => {
-      e.owned = !owned;
-    });
-    const ev = event(Ev.pa, e);
-    ev.new = owned;
-    this.events.push(ev);
+    if (e.owned !== owned) this.events.push(event(Ev.T, e, -1, this.set(e, "owned", owned), owned));
   }
   /** Sets e's level of detail. */
   setLevel(e, level) {
-    const old = e.level;
-    if (old === level) return;
-    e.level = level;
-    this.a.push(() => {
-      e.level = old;
-    });
-    const ev = event(Ev.qa, e);
-    ev.oldLo = old;
-    ev.newLo = level;
-    this.events.push(ev);
+    if (e.level !== level) this.events.push(event(Ev.Fa, e, -1, this.set(e, "level", level), level));
   }
-  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi). */
-  setNum(e, leaf, slot, lo, hi) {
-    const a = e.num;
+  /**
+   * Sets numeric slot `slot` of r to S = (lo, hi): leaf `leaf` of entity e
+   * when r is e, else item leaf `leaf` of r, the item under key k of e's
+   * bag at leaf bagLeaf.
+   */
+  setNum(e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) {
+    const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.U !== this.G) this.ra(e, i, olo, ohi);
+    if (r.da !== this.Q) this.Ga(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, leaf)) {
-      const ev = event(Ev.sa, e, leaf);
-      ev.oldLo = olo;
-      ev.oldHi = ohi;
-      ev.newLo = lo;
-      ev.newHi = hi;
-      this.events.push(ev);
+    if (this.wants(e, r === e ? leaf : bagLeaf)) {
+      const p = numPlan(r.type.leaves[leaf].field.type);
+      this.U(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
     }
   }
+  /** A field event, or an item field's (BagItem) when r is not e. */
+  U(e, leaf, old, now, r, k, bagLeaf) {
+    this.events.push(r === e ? event(Ev.C, e, leaf, old, now) : event(Ev.Wa, e, bagLeaf, old, now, k, -1, leaf));
+  }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  ra(r, i, lo, hi) {
+  Ga(r, i, lo, hi) {
     const n = this.s;
-    let s = this.Y;
+    let s = this.R;
     if (3 * n + 3 > s.length) {
       const b = new Uint32Array(2 * s.length);
       b.set(s);
-      this.Y = s = b;
+      this.R = s = b;
     }
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    if (n < this.H.length) this.H[n] = r;
-    else this.H.push(r);
+    this.ha[n] = r;
     this.s = n + 1;
   }
-  /** Sets string or bytes leaf of e. */
-  setObj(e, leaf, slot, v) {
-    const old = e.obj[slot];
-    if (old === v || old instanceof Uint8Array && v instanceof Uint8Array && bytesEqual(old, v)) return;
-    e.obj[slot] = v;
-    this.a.push(() => {
-      e.obj[slot] = old;
-    });
-    if (this.wants(e, leaf)) {
-      const ev = event(Ev.sa, e, leaf);
-      ev.old = old;
-      ev.new = v;
-      this.events.push(ev);
-    }
+  /**
+   * Sets string, bytes or container slot `slot` of r, as setNum does. A
+   * container replaces the old one: an entity's reports the difference as
+   * item events, an item's one event without values.
+   */
+  setObj(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+    const old = r.obj[slot];
+    const scalar = typeof v === "string" || v instanceof Uint8Array;
+    if (scalar && objEqual(old, v)) return;
+    this.set(r.obj, slot, v);
+    if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar) this.U(e, leaf, old, v, r, k, bagLeaf);
+    else if (r !== e) this.U(e, leaf, void 0, void 0, r, k, bagLeaf);
+    else this.Ha(e, leaf, old, v);
   }
-  /** Replaces the container at leaf of e and reports the difference as item events. */
-  replaceContainer(e, leaf, slot, c) {
-    const old = e.obj[slot];
-    e.obj[slot] = c;
-    this.a.push(() => {
-      e.obj[slot] = old;
-    });
-    if (this.wants(e, leaf)) this.Na(e, leaf, old, c);
-  }
-  Na(e, leaf, old, c) {
-    const push = (kind, index, key, o, n) => this.f(kind, e, leaf, index, key, o, n);
+  /** Reports the difference between two containers of e's leaf as item events. */
+  Ha(e, leaf, old, c) {
     if (old instanceof ListC) {
       const n = c.items;
       const o = old.items;
       const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) push(Ev.ta, i, void 0, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) push(Ev.x, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) push(Ev.I, i, void 0, void 0, n[i]);
+      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ia, e, leaf, i, void 0, o[i], n[i]);
+      for (let i = o.length - 1; i >= common; i--) this.a(Ev.ja, e, leaf, i, void 0, o[i], void 0);
+      for (let i = common; i < n.length; i++) this.a(Ev.ka, e, leaf, i, void 0, void 0, n[i]);
     } else {
       const bag = old instanceof BagC;
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
-        if (!n.m.has(k)) push(bag ? Ev._ : Ev.J, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) push(bag ? Ev.$ : Ev.ua, -1, k, ov, n.m.get(k));
+        if (!n.m.has(k)) this.a(bag ? Ev.Ia : Ev.Ja, e, leaf, -1, k, ov, void 0);
+        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.E : Ev.Ka, e, leaf, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) push(bag ? Ev.$ : Ev.K, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.E : Ev.La, e, leaf, -1, k, void 0, n.m.get(k));
     }
   }
-  f(kind, e, leaf, index, key, o, n) {
+  /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
+  a(kind, e, leaf, index, key, o, n) {
     if (!this.wants(e, leaf)) return;
-    const ev = event(kind, e, leaf);
-    ev.index = index;
-    ev.key = key;
-    ev.old = o;
-    ev.new = n;
-    this.events.push(ev);
+    const t = e.type.leaves[leaf].field.type;
+    const conv = (v) => v === void 0 || t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
+    this.events.push(event(kind, e, leaf, conv(o), conv(n), key, index));
   }
   listInsert(e, leaf, l, i, v) {
     if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
-    this.a.push(() => {
-      l.items.splice(i, 1);
-    });
-    this.f(Ev.I, e, leaf, i, void 0, void 0, v);
+    this.b.push(() => l.items.splice(i, 1));
+    this.a(Ev.ka, e, leaf, i, void 0, void 0, v);
   }
   listRemove(e, leaf, l, i) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
-    this.a.push(() => {
-      l.items.splice(i, 0, old);
-    });
-    this.f(Ev.x, e, leaf, i, void 0, old, void 0);
+    this.b.push(() => l.items.splice(i, 0, old));
+    this.a(Ev.ja, e, leaf, i, void 0, old, void 0);
   }
   listSet(e, leaf, l, i, v) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    const old = l.items[i];
-    l.items[i] = v;
-    this.a.push(() => {
-      l.items[i] = old;
-    });
-    this.f(Ev.ta, e, leaf, i, void 0, old, v);
+    this.a(Ev.ia, e, leaf, i, void 0, this.set(l.items, i, v), v);
   }
   listClear(e, leaf, l) {
-    const old = l.items;
-    l.items = [];
-    this.a.push(() => {
-      l.items = old;
-    });
-    for (let i = old.length - 1; i >= 0; i--) this.f(Ev.x, e, leaf, i, void 0, old[i], void 0);
+    const old = this.set(l, "items", []);
+    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.ja, e, leaf, i, void 0, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
   mapPut(e, leaf, m, k, v) {
     const existed = m.m.has(k);
     const old = m.m.get(k);
     m.m.set(k, v);
-    this.a.push(() => {
-      if (existed) m.m.set(k, old);
-      else m.m.delete(k);
-    });
-    this.f(m instanceof BagC ? Ev.$ : existed ? Ev.ua : Ev.K, e, leaf, -1, k, old, v);
+    this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
+    this.a(m instanceof BagC ? Ev.E : existed ? Ev.Ka : Ev.La, e, leaf, -1, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e, leaf, m, k) {
     if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", `delete of absent key ${k}`);
     const old = m.m.get(k);
     m.m.delete(k);
-    this.a.push(() => {
-      m.m.set(k, old);
-    });
-    this.f(m instanceof BagC ? Ev._ : Ev.J, e, leaf, -1, k, old, void 0);
-  }
-  /** Sets numeric leaf itemLeaf of bag item r (key k of the bag at leaf of e). */
-  setItemNum(e, leaf, k, r, itemLeaf, slot, lo, hi) {
-    const a = r.num;
-    const i = slot << 1;
-    const olo = a[i];
-    const ohi = a[i + 1];
-    if (olo === lo && ohi === hi) return;
-    if (r.U !== this.G) this.ra(r, i, olo, ohi);
-    a[i] = lo;
-    a[i + 1] = hi;
-    if (this.wants(e, leaf)) {
-      const ev = event(Ev.va, e, leaf);
-      ev.key = k;
-      ev.itemLeaf = itemLeaf;
-      ev.oldLo = olo;
-      ev.oldHi = ohi;
-      ev.newLo = lo;
-      ev.newHi = hi;
-      this.events.push(ev);
-    }
-  }
-  /** Sets string, bytes or container leaf itemLeaf of bag item r. */
-  setItemObj(e, leaf, k, r, itemLeaf, slot, v) {
-    const old = r.obj[slot];
-    const scalar = !(v instanceof ListC || v instanceof MapC || v instanceof BagC);
-    if (scalar && (old === v || old instanceof Uint8Array && v instanceof Uint8Array && bytesEqual(old, v))) return;
-    r.obj[slot] = v;
-    this.a.push(() => {
-      r.obj[slot] = old;
-    });
-    if (this.wants(e, leaf)) {
-      const ev = event(Ev.va, e, leaf);
-      ev.key = k;
-      ev.itemLeaf = itemLeaf;
-      if (scalar) {
-        ev.old = old;
-        ev.new = v;
-      }
-      this.events.push(ev);
-    }
+    this.b.push(() => m.m.set(k, old));
+    this.a(m instanceof BagC ? Ev.Ia : Ev.Ja, e, leaf, -1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
    * (an ownership or level change, §5.1, §5.8).
    */
   zeroLeaves(e, leaves) {
-    const c = e.type;
     for (const li of leaves) {
-      const l = c.leaves[li];
-      const k = l.field.type.kind;
+      const l = e.type.leaves[li];
       if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
-      else if (k === 12 /* String */ || k === 13 /* Bytes */) this.setObj(e, li, l.obj, k === 12 /* String */ ? "" : EMPTY_BYTES);
-      else if (isContainer(k)) {
+      else {
         const cur = e.obj[l.obj];
-        if ((cur instanceof ListC ? cur.items.length : cur.m.size) > 0) {
-          this.replaceContainer(e, li, l.obj, zeroObj(l.field.type));
-        }
+        if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size) > 0) this.setObj(e, li, l.obj, zeroObj(l.field.type));
       }
     }
     this.w.add(e.slot);
@@ -1741,23 +1657,23 @@ var Txn = class {
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit() {
     if (this.h.length > 0) {
-      this.t.La(this.h);
+      this.t.Ba(this.h);
       this.h.length = 0;
     }
     this.s = 0;
-    this.a.length = 0;
+    this.b.length = 0;
     return this.events;
   }
   /** Undoes every change, newest first. */
   rollback() {
-    const s = this.Y;
+    const s = this.R;
     for (let j = this.s - 1; j >= 0; j--) {
-      const a = this.H[j].num;
+      const a = this.ha[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
     }
-    for (let j = this.a.length - 1; j >= 0; j--) this.a[j]();
+    for (let j = this.b.length - 1; j >= 0; j--) this.b[j]();
     this.begin();
   }
 };
@@ -1794,24 +1710,24 @@ var Decoder = class {
   remote;
   lim;
   r = new BitReader();
-  wa = /* @__PURE__ */ new Map();
-  y = [];
+  la = /* @__PURE__ */ new Map();
+  x = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  aa = [];
-  ba = 0;
-  Oa = [];
+  V = [];
+  X = 0;
+  Ma = [];
   entities = 0;
   values = 0;
-  ca = null;
+  Y = null;
   /** The class entities of remote class rc are stored as. */
   localClass(rc) {
     return this.local.class(rc.classId) ?? rc;
   }
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
   mapping(rs, ls) {
-    let inner = this.wa.get(rs);
-    if (!inner) this.wa.set(rs, inner = /* @__PURE__ */ new Map());
+    let inner = this.la.get(rs);
+    if (!inner) this.la.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
       const byPath = /* @__PURE__ */ new Map();
@@ -1845,15 +1761,15 @@ var Decoder = class {
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.xa();
-          for (let i = 0; i < this.ba; i++) txn.destroySlot(this.aa[i]);
+          this.ma();
+          for (let i = 0; i < this.X; i++) txn.destroySlot(this.V[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
         const cid = r.u(4);
         const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
         if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Pa(txn, tag, rc);
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Na(txn, tag, rc);
       }
       r.finish("segment");
     } catch (e) {
@@ -1863,30 +1779,30 @@ var Decoder = class {
     }
   }
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  xa() {
+  ma() {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.aa;
+    const ids = this.V;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
       if (r.hi !== 0 || slot >= 1 << SLOT_BITS) r.malformed("entity slot out of range");
       ids[i] = slot;
     }
-    this.ba = n;
+    this.X = n;
   }
-  Pa(txn, tag, rc) {
+  Na(txn, tag, rc) {
     const r = this.r;
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
-    this.y.length = 0;
-    this.da(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.xa();
-    const ids = this.aa;
-    const n = this.ba;
-    const gens = this.Oa;
+    this.x.length = 0;
+    this.Z(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    this.ma();
+    const ids = this.V;
+    const n = this.X;
+    const gens = this.Ma;
     if (tag === SEC_RANKED) {
       for (let i = 0; i < n; i++) {
         const slot = txn.heldSlot(ids[i]);
@@ -1909,10 +1825,10 @@ var Decoder = class {
         throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
       }
       if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.Qa(txn, e, delta);
+      this.Oa(txn, e, delta);
     }
   }
-  ea(depth) {
+  _(depth) {
     if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
   }
   /**
@@ -1921,8 +1837,8 @@ var Decoder = class {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  da(st, base, delta, depth, gapK, map, ls) {
-    this.ea(depth);
+  Z(st, base, delta, depth, gapK, map, ls) {
+    this._(depth);
     const r = this.r;
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
@@ -1931,12 +1847,12 @@ var Decoder = class {
       const t = f.type;
       const leaf = base + f.leaf;
       if (t.kind === 15 /* Nested */) {
-        this.da(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        this.Z(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
       const local = map.toLocal[leaf];
       const ll = local >= 0 ? ls.leaves[local] : null;
-      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, L: 0, signed: false };
+      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, F: 0, signed: false };
       if (isNumeric(t.kind)) {
         const p = s.plan = numPlan(t);
         const raw = delta ? p.deltaRaw : p.fullRaw;
@@ -1948,7 +1864,7 @@ var Decoder = class {
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
             s.mask = MASK[p.D];
-            s.L = 32 - p.D;
+            s.F = 32 - p.D;
             s.signed = p.signed;
           }
         }
@@ -1957,18 +1873,18 @@ var Decoder = class {
         if (isContainer(t.kind)) s.code = P_CONT;
         if (ll) s.slot = ll.obj;
       }
-      this.y.push(s);
+      this.x.push(s);
     }
   }
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  M(p, k, delta, olo = 0, ohi = 0) {
+  G(p, k, delta, olo = 0, ohi = 0) {
     const r = this.r;
     const lo = r.u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${Kind[p.kind]}`);
   }
-  Qa(txn, e, delta) {
+  Oa(txn, e, delta) {
     const r = this.r;
-    const steps = this.y;
+    const steps = this.x;
     const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i];
@@ -1981,9 +1897,9 @@ var Decoder = class {
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.signed) {
-            v = v << s.L >> s.L;
+            v = v << s.F >> s.F;
             txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else txn.setNum(e, s.local, slot, s.L === 0 ? v >>> 0 : v & s.mask, 0);
+          } else txn.setNum(e, s.local, slot, s.F === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
@@ -1992,81 +1908,81 @@ var Decoder = class {
           break;
         }
         case P_U:
-          if (slot < 0) this.M(s.plan, s.k, delta);
+          if (slot < 0) this.G(s.plan, s.k, delta);
           else {
-            this.M(s.plan, s.k, delta, a[j], a[j + 1]);
+            this.G(s.plan, s.k, delta, a[j], a[j + 1]);
             txn.setNum(e, s.local, slot, out.lo, out.hi);
           }
           break;
         case P_STR: {
-          const v = this.fa(s.t);
+          const v = this.$(s.t);
           if (slot >= 0) txn.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = this.ya(s.t, s.lt, 1);
-            if (slot >= 0) txn.replaceContainer(e, s.local, slot, c);
-          } else this.Ra(txn, e, s.t, s.lt, s.local, slot);
+            const c = this.na(s.t, s.lt, 1);
+            if (slot >= 0) txn.setObj(e, s.local, slot, c);
+          } else this.Pa(txn, e, s.t, s.lt, s.local, slot);
       }
     }
   }
-  fa(t) {
+  $(t) {
     return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
   }
-  N(n) {
+  H(n) {
     if ((this.values += n) > this.lim.maxValues) {
       throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
     }
   }
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  z(t, lt, k, depth) {
+  y(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.fullRaw) {
         out.lo = this.r.bitsWide(p.fullRaw);
         out.hi = this.r.hi;
-      } else this.M(p, k, false);
+      } else this.G(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
     if (t.kind === 15 /* Nested */) return this.readRecord(t.struct, lt && lt.struct, depth + 1);
-    return this.fa(t);
+    return this.$(t);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  O(t, n) {
+  I(t, n) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  za(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this.ca = this.r.bytes(this.lim.maxStringBytes));
-    return this.z(keyType(key), null, k, 0);
+  oa(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(this.Y = this.r.bytes(this.lim.maxStringBytes));
+    return this.y(keyType(key), null, k, 0);
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  ya(t, lt, depth) {
-    this.ea(depth);
+  na(t, lt, depth) {
+    this._(depth);
     const ct = lt ?? t;
     const r = this.r;
     const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
-    this.N(n);
+    this.H(n);
     if (t.kind === 16 /* List */) {
-      const k = this.O(t.elem, n);
+      const k = this.I(t.elem, n);
       const items = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = this.z(t.elem, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = this.y(t.elem, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
     const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.O(t.elem, n);
+    const vk = bag ? 0 : this.I(t.elem, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.za(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this.ca) < 0 : prev < key)) r.malformed("keys not in ascending order");
+      const key = this.oa(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, this.Y) < 0 : prev < key)) r.malformed("keys not in ascending order");
       prev = key;
-      prevBytes = this.ca;
-      m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.z(t.elem, lt && lt.elem, vk, depth));
+      prevBytes = this.Y;
+      m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.y(t.elem, lt && lt.elem, vk, depth));
     }
     return bag ? new BagC(ct, m) : new MapC(ct, m);
   }
@@ -2076,13 +1992,13 @@ var Decoder = class {
    * transaction, or a new one.
    */
   readRecord(rs, ls, depth, into, item) {
-    this.ea(depth);
-    this.N(1);
+    this._(depth);
+    this.H(1);
     const lst = ls ?? rs;
     const rec2 = into ?? item?.rec ?? new Rec(lst);
-    const steps = this.y;
+    const steps = this.x;
     const start = steps.length;
-    this.da(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    this.Z(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
@@ -2090,25 +2006,25 @@ var Decoder = class {
         if (s.code === P_RAW) {
           out.lo = this.r.bitsWide(s.k);
           out.hi = this.r.hi;
-        } else this.M(s.plan, s.k, false);
+        } else this.G(s.plan, s.k, false);
         if (slot < 0) continue;
-        if (item) item.txn.setItemNum(item.e, item.leaf, item.key, rec2, s.local, slot, out.lo, out.hi);
+        if (item) item.txn.setNum(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
         else {
           rec2.num[slot << 1] = out.lo;
           rec2.num[(slot << 1) + 1] = out.hi;
         }
         continue;
       }
-      const v = s.code === P_STR ? this.fa(s.t) : this.ya(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? this.$(s.t) : this.na(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
-      if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec2, s.local, slot, v);
+      if (item) item.txn.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
       else rec2.obj[slot] = v;
     }
     steps.length = start;
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Ra(txn, e, t, lt, local, slot) {
+  Pa(txn, e, t, lt, local, slot) {
     const r = this.r;
     const max = this.lim.maxContainerLen;
     const full = (size) => {
@@ -2116,8 +2032,8 @@ var Decoder = class {
     };
     if (t.kind === 16 /* List */) {
       const n = r.count(2, max, 3, "list operations");
-      this.N(n);
-      const k = this.O(t.elem, n);
+      this.H(n);
+      const k = this.I(t.elem, n);
       const list = local >= 0 ? e.obj[slot] : null;
       for (let i = 0; i < n; i++) {
         const op = r.bits(3);
@@ -2128,8 +2044,8 @@ var Decoder = class {
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
-        if (op === OP_PATCH) v = this.Sa(t, lt, list, idx);
-        else if (op <= OP_INSERT || op === OP_SET) v = this.z(t.elem, lt && lt.elem, k, 1);
+        if (op === OP_PATCH) v = this.Qa(t, lt, list, idx);
+        else if (op <= OP_INSERT || op === OP_SET) v = this.y(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
@@ -2145,15 +2061,15 @@ var Decoder = class {
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
       const n = r.count(2, max, 1, "keys");
-      this.N(n);
+      this.H(n);
       const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.O(t.elem, n) : 0;
+      const vk = pass === 1 && !bag ? this.I(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.za(t.key, kk);
+        const key = this.oa(t.key, kk);
         if (pass === 0) {
           if (m) txn.mapDelete(e, local, m, key);
         } else if (pass === 1) {
-          const v = bag ? this.readRecord(t.struct, ls, 2) : this.z(t.elem, lt && lt.elem, vk, 1);
+          const v = bag ? this.readRecord(t.struct, ls, 2) : this.y(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
             txn.mapPut(e, local, m, key, v);
@@ -2167,7 +2083,7 @@ var Decoder = class {
     }
   }
   /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  Sa(t, lt, list, idx) {
+  Qa(t, lt, list, idx) {
     const rs = t.elem.struct;
     const ls = lt ? lt.elem.struct : rs;
     if (list && idx >= list.items.length) {
@@ -2183,7 +2099,7 @@ var Decoder = class {
     if (data.length > this.lim.maxSegmentBytes) throw new ReplicaDecodeError("limit", `record of ${data.length} bytes`);
     this.r.reset(data);
     this.values = 0;
-    this.y.length = 0;
+    this.x.length = 0;
     const rec2 = this.readRecord(rs, ls, 0);
     this.r.finish("record");
     return rec2;
@@ -2202,10 +2118,11 @@ var Replica = class {
   local;
   j;
   l;
-  d = new Table();
+  f = new Table();
+  /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
   classes = /* @__PURE__ */ new Map();
   tick = 0;
-  P = false;
+  J = false;
   parts = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
@@ -2234,25 +2151,25 @@ var Replica = class {
   }
   /** Number of entities. */
   get size() {
-    return this.d.size;
+    return this.f.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.d.entity(id);
+    return this.f.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.d.entities();
+    return this.f.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
-    return this.d.entities().filter((e) => e.owned);
+    return this.f.entities().filter((e) => e.owned);
   }
   /** Applies one tick without ownership or level changes. */
   apply(...segments) {
     this.applyTick(segments);
   }
-  Aa(c) {
+  pa(c) {
     let p = this.parts.get(c);
     if (!p) this.parts.set(c, p = [partLeaves(c, 2 /* Others */), partLeaves(c, 1 /* Owner */)]);
     return p;
@@ -2265,15 +2182,15 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.P) throw new Error("replica: applyTick called from a callback");
-    const tab = this.d;
+    if (this.J) throw new Error("replica: applyTick called from a callback");
+    const tab = this.f;
     const txn = tab.txn.begin();
     let seg = -1;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.Aa(e.type)[1]);
+        txn.zeroLeaves(e, this.pa(e.type)[1]);
         txn.setOwned(e, false);
       }
       const created = [];
@@ -2282,7 +2199,7 @@ var Replica = class {
         if (!e) created.push(id >>> 0);
         else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.Aa(e.type)[0]);
+          txn.zeroLeaves(e, this.pa(e.type)[0]);
           txn.setOwned(e, true);
         }
       }
@@ -2294,7 +2211,7 @@ var Replica = class {
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Ta(e, lc.level);
+        else this.Ra(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
       seg = -1;
@@ -2318,11 +2235,11 @@ var Replica = class {
     }
     const events = txn.commit();
     this.tick++;
-    this.Ba(events);
+    this.qa(events);
   }
   /** Applies a level change to an entity held before the segments (§5.8). */
-  Ta(e, level) {
-    const txn = this.d.txn;
+  Ra(e, level) {
+    const txn = this.f.txn;
     if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
     if (level < e.level) {
       const drop = [];
@@ -2339,63 +2256,53 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.j) {
-    if (this.P) throw new Error("replica: reset called from a callback");
+    if (this.J) throw new Error("replica: reset called from a callback");
     const dec = new Decoder(this.local, remote, this.l.lim);
-    const txn = this.d.txn.begin();
-    for (const e of this.d.entities()) txn.destroySlot(e.slot);
+    const txn = this.f.txn.begin();
+    for (const e of this.f.entities()) txn.destroySlot(e.slot);
     const events = txn.commit();
     this.l = dec;
     this.j = remote;
     this.parts.clear();
-    this.Ba(events);
+    this.qa(events);
   }
   // ---- Callbacks ----
-  A(c) {
+  ra(c) {
     const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : void 0;
     const found = find(this.local) ?? find(this.j);
     if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
     return found;
   }
-  B(c) {
-    let cc = this.classes.get(c);
-    if (!cc) {
-      cc = { create: [], ga: [], owned: [], level: [], leaves: c.leaves.map(() => []) };
-      this.classes.set(c, cc);
-    }
-    return cc;
-  }
-  add(get, set, fn) {
-    const cb = { from: this.tick + 1, ha: false, Ua: fn };
-    set([...get(), cb]);
+  add(c, i, fn) {
+    const cls = this.ra(c);
+    let lists = this.classes.get(cls);
+    if (!lists) this.classes.set(cls, lists = []);
+    const cb = { from: this.tick + 1, aa: false, Sa: fn };
+    lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (cb.ha) return;
-      cb.ha = true;
-      set(get().filter((x) => x !== cb));
+      if (!cb.aa) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.aa = true;
     };
   }
-  Q(c, leaf, want, op) {
-    const cls = this.A(c);
+  K(c, leaf, fn, op, want) {
+    const cls = this.ra(c);
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.d.Ma(cls, l.index);
-    const cc = this.B(cls);
-    return { get: () => cc.leaves[l.index], set: (x) => cc.leaves[l.index] = x };
+    this.f.Ca(cls, l.index);
+    return this.add(cls, Ev.C + l.index, fn);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    const cc = this.B(this.A(c));
-    return this.add(() => cc.create, (l) => cc.create = l, fn);
+    return this.add(c, Ev.Da, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    const cc = this.B(this.A(c));
-    return this.add(() => cc.ga, (l) => cc.ga = l, fn);
+    return this.add(c, Ev.Ea, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    const cc = this.B(this.A(c));
-    return this.add(() => cc.owned, (l) => cc.owned = l, fn);
+    return this.add(c, Ev.T, fn);
   }
   /**
    * Runs fn when the level of detail an entity of class c is held at
@@ -2405,140 +2312,57 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    const cc = this.B(this.A(c));
-    return this.add(() => cc.level, (l) => cc.level = l, fn);
+    return this.add(c, Ev.Fa, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
-    const { get, set } = this.Q(c, leaf, (k) => !isContainer(k), "onField");
-    return this.add(get, set, fn);
+    return this.K(c, leaf, fn, "onField", (k) => !isContainer(k));
   }
   /** Runs fn for each change to a list leaf. */
   onList(c, leaf, fn) {
-    const { get, set } = this.Q(c, leaf, (k) => k === 16 /* List */, "onList");
-    return this.add(get, set, fn);
+    return this.K(c, leaf, fn, "onList", (k) => k === 16 /* List */);
   }
   /** Runs fn for each change to a map leaf. */
   onMap(c, leaf, fn) {
-    const { get, set } = this.Q(c, leaf, (k) => k === 17 /* Map */, "onMap");
-    return this.add(get, set, fn);
+    return this.K(c, leaf, fn, "onMap", (k) => k === 17 /* Map */);
   }
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c, leaf, fn) {
-    const { get, set } = this.Q(c, leaf, (k) => k === 18 /* Bag */, "onBag");
-    return this.add(get, set, fn);
+    return this.K(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
   }
-  Ba(events) {
+  qa(events) {
     if (this.classes.size === 0 || events.length === 0) return;
-    this.P = true;
+    this.J = true;
     const tick = this.tick;
     try {
       for (const ev of events) {
-        const c = ev.e.type;
-        const cc = this.classes.get(c);
-        if (!cc) continue;
-        let list;
-        switch (ev.kind) {
-          case Ev.na:
-            list = cc.create;
-            break;
-          case Ev.oa:
-            list = cc.ga;
-            break;
-          case Ev.pa:
-            list = cc.owned;
-            break;
-          case Ev.qa:
-            list = cc.level;
-            break;
-          default:
-            list = cc.leaves[ev.leaf];
-        }
-        if (list.length === 0) continue;
-        const args = this.Va(ev);
-        for (const cb of list) {
-          if (cb.from <= tick && !cb.ha) cb.Ua(...args);
-        }
+        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.C ? ev.kind : Ev.C + ev.leaf];
+        if (!list || list.length === 0) continue;
+        const args = eventArgs(ev);
+        for (const cb of list) if (cb.from <= tick && !cb.aa) cb.Sa(...args);
       }
     } finally {
-      this.P = false;
-    }
-  }
-  Va(ev) {
-    const e = ev.e;
-    switch (ev.kind) {
-      case Ev.na:
-      case Ev.oa:
-        return [e];
-      case Ev.pa:
-        return [e, ev.new];
-      case Ev.qa:
-        return [e, ev.oldLo, ev.newLo];
-      case Ev.sa: {
-        const t = e.type.leaves[ev.leaf].field.type;
-        if (t.kind === 12 /* String */ || t.kind === 13 /* Bytes */) return [e, ev.old, ev.new];
-        const p = numPlan(t);
-        return [e, numValue(p, ev.oldLo, ev.oldHi), numValue(p, ev.newLo, ev.newHi)];
-      }
-      case Ev.I:
-      case Ev.x:
-      case Ev.ta: {
-        const et = e.type.leaves[ev.leaf].field.type.elem;
-        const le = { kind: itemKind(ev.kind), index: ev.index };
-        if (ev.kind !== Ev.I) le.old = elemValue(et, ev.old);
-        if (ev.kind !== Ev.x) le.new = elemValue(et, ev.new);
-        return [e, le];
-      }
-      case Ev.K:
-      case Ev.J:
-      case Ev.ua: {
-        const mt = e.type.leaves[ev.leaf].field.type;
-        const me = { kind: itemKind(ev.kind), key: ev.key };
-        if (ev.kind !== Ev.K) me.old = elemValue(mt.elem, ev.old);
-        if (ev.kind !== Ev.J) me.new = elemValue(mt.elem, ev.new);
-        return [e, me];
-      }
-      default: {
-        const l = e.type.leaves[ev.leaf];
-        const bag = e.obj[l.obj];
-        const be = { kind: "added", key: ev.key, itemLeaf: -1, item: bag.get(ev.key) };
-        if (ev.kind === Ev._) {
-          be.kind = "removed";
-          be.old = ev.old;
-        } else if (ev.kind === Ev.va) {
-          be.kind = "changed";
-          be.itemLeaf = ev.itemLeaf;
-          const il = l.field.type.struct.leaves[ev.itemLeaf];
-          if (il.num >= 0) {
-            const p = numPlan(il.field.type);
-            be.old = numValue(p, ev.oldLo, ev.oldHi);
-            be.new = numValue(p, ev.newLo, ev.newHi);
-          } else {
-            be.old = ev.old;
-            be.new = ev.new;
-          }
-        } else {
-          be.kind = ev.old ? "changed" : "added";
-          be.old = ev.old;
-          be.new = ev.new;
-        }
-        return [e, be];
-      }
+      this.J = false;
     }
   }
 };
-function itemKind(k) {
-  switch (k) {
-    case Ev.I:
-    case Ev.K:
-    case Ev.$:
-      return "added";
-    case Ev.x:
-    case Ev.J:
-    case Ev._:
-      return "removed";
+var ITEM_KINDS = ["added", "removed", "changed"];
+function eventArgs(ev) {
+  const { e, kind } = ev;
+  if (kind < Ev.T) return [e];
+  if (kind === Ev.T) return [e, ev.new];
+  if (kind <= Ev.C) return [e, ev.old, ev.new];
+  const o = { kind: ITEM_KINDS[(kind - Ev.ka) % 3] };
+  if (kind <= Ev.ia) o.index = ev.index;
+  else o.key = ev.key;
+  if (kind >= Ev.E) {
+    o.itemLeaf = ev.itemLeaf;
+    o.item = e.obj[e.type.leaves[ev.leaf].obj].get(ev.key);
+    if (kind === Ev.E && ev.old) o.kind = "changed";
   }
-  return "changed";
+  if (ev.old !== void 0) o.old = ev.old;
+  if (ev.new !== void 0) o.new = ev.new;
+  return [e, o];
 }
 var hex = (id) => "0x" + (id >>> 0).toString(16);
 

@@ -323,7 +323,7 @@ export class Decoder {
         default:
           if (!delta || r.bool()) {
             const c = this.readContainer(s.t, s.lt, 1);
-            if (slot >= 0) txn.replaceContainer(e, s.local, slot, c);
+            if (slot >= 0) txn.setObj(e, s.local, slot, c);
           } else this.containerOps(txn, e, s.t, s.lt, s.local, slot);
       }
     }
@@ -417,7 +417,7 @@ export class Decoder {
           out.hi = this.r.hi;
         } else this.readNum(s.plan, s.k, false);
         if (slot < 0) continue;
-        if (item) item.txn.setItemNum(item.e, item.leaf, item.key, rec, s.local, slot, out.lo, out.hi);
+        if (item) item.txn.setNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
         else {
           rec.num[slot << 1] = out.lo;
           rec.num[(slot << 1) + 1] = out.hi;
@@ -426,7 +426,7 @@ export class Decoder {
       }
       const v = s.code === P_STR ? this.readStr(s.t) : this.readContainer(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
-      if (item) item.txn.setItemObj(item.e, item.leaf, item.key, rec, s.local, slot, v);
+      if (item) item.txn.setObj(item.e, s.local, slot, v, rec, item.key, item.leaf);
       else rec.obj[slot] = v;
     }
     steps.length = start;

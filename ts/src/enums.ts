@@ -34,22 +34,26 @@ export enum Vis {
   All = 3,
 }
 
-/** Kinds of transaction events. */
+/**
+ * Kinds of transaction events. The first four are also the indexes of
+ * their callback lists; a leaf's list follows them. List, map and bag
+ * events come in threes: added, removed, changed.
+ */
 export enum Ev {
-  Create = 1,
-  Destroy = 2,
-  Field = 3,
-  ListAdd = 4,
-  ListRemove = 5,
-  ListSet = 6,
-  MapAdd = 7,
-  MapRemove = 8,
-  MapSet = 9,
-  BagAdd = 10,
-  BagRemove = 11,
-  BagItem = 12,
-  Owned = 13,
-  Level = 14,
+  Create = 0,
+  Destroy = 1,
+  Owned = 2,
+  Level = 3,
+  Field = 4,
+  ListAdd = 5,
+  ListRemove = 6,
+  ListSet = 7,
+  MapAdd = 8,
+  MapRemove = 9,
+  MapSet = 10,
+  BagAdd = 11,
+  BagRemove = 12,
+  BagItem = 13,
 }
 
 /** Message types: the first byte of every message but a segment. */

@@ -14,8 +14,7 @@
 import { ReplicaDecodeError } from "./errors.js";
 import { Decoder, type Limits } from "./decoder.js";
 import { isContainer, type Schema, type StructType } from "./schema.js";
-import { BagC, Entity, Table, elemValue, partLeaves, type Elem, type Key, type Rec, type TxEvent } from "./state.js";
-import { numPlan, numValue } from "./values.js";
+import { BagC, Entity, Table, partLeaves, type Key, type Rec, type TxEvent } from "./state.js";
 import { Ev, Kind, Vis } from "./enums.js";
 
 export interface ReplicaOptions {
@@ -71,21 +70,14 @@ interface Callback {
   fn: (...args: any[]) => void;
 }
 
-interface ClassCallbacks {
-  create: Callback[];
-  destroy: Callback[];
-  owned: Callback[];
-  level: Callback[];
-  leaves: Callback[][];
-}
-
 /** A client's copy of the entities replicated to it. */
 export class Replica {
   readonly local: Schema;
   private remoteSchema: Schema;
   private dec: Decoder;
   private tab = new Table();
-  private classes = new Map<StructType, ClassCallbacks>();
+  /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
+  private classes = new Map<StructType, Callback[][]>();
   private tick = 0;
   private dispatching = false;
   private parts = new Map<StructType, [number[], number[]]>();
@@ -256,51 +248,40 @@ export class Replica {
     return found;
   }
 
-  private cbs(c: StructType): ClassCallbacks {
-    let cc = this.classes.get(c);
-    if (!cc) {
-      cc = { create: [], destroy: [], owned: [], level: [], leaves: c.leaves.map(() => []) };
-      this.classes.set(c, cc);
-    }
-    return cc;
-  }
-
-  private add(get: () => Callback[], set: (l: Callback[]) => void, fn: (...a: any[]) => void): () => void {
+  private add(c: StructType | string | number, i: number, fn: (...a: any[]) => void): () => void {
+    const cls = this.classOf(c);
+    let lists = this.classes.get(cls);
+    if (!lists) this.classes.set(cls, (lists = []));
     const cb: Callback = { from: this.tick + 1, dead: false, fn };
-    set([...get(), cb]); // copy on write: dispatch may be iterating
+    lists[i] = [...(lists[i] ?? []), cb]; // copy on write: dispatch may be iterating
     return () => {
-      if (cb.dead) return;
+      if (!cb.dead) lists[i] = lists[i]!.filter((x) => x !== cb);
       cb.dead = true;
-      set(get().filter((x) => x !== cb));
     };
   }
 
-  private leafCallbacks(c: StructType | string | number, leaf: string | number, want: (k: number) => boolean, op: string) {
+  private onLeaf(c: StructType | string | number, leaf: string | number, fn: (...a: any[]) => void, op: string, want: (k: number) => boolean) {
     const cls = this.classOf(c);
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
     this.tab.watchLeaf(cls, l.index);
-    const cc = this.cbs(cls);
-    return { get: () => cc.leaves[l.index]!, set: (x: Callback[]) => (cc.leaves[l.index] = x) };
+    return this.add(cls, Ev.Field + l.index, fn);
   }
 
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c: StructType | string | number, fn: (e: Entity) => void): () => void {
-    const cc = this.cbs(this.classOf(c));
-    return this.add(() => cc.create, (l) => (cc.create = l), fn);
+    return this.add(c, Ev.Create, fn);
   }
 
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c: StructType | string | number, fn: (e: Entity) => void): () => void {
-    const cc = this.cbs(this.classOf(c));
-    return this.add(() => cc.destroy, (l) => (cc.destroy = l), fn);
+    return this.add(c, Ev.Destroy, fn);
   }
 
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c: StructType | string | number, fn: (e: Entity, owned: boolean) => void): () => void {
-    const cc = this.cbs(this.classOf(c));
-    return this.add(() => cc.owned, (l) => (cc.owned = l), fn);
+    return this.add(c, Ev.Owned, fn);
   }
 
   /**
@@ -311,32 +292,27 @@ export class Replica {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c: StructType | string | number, fn: (e: Entity, old: number, now: number) => void): () => void {
-    const cc = this.cbs(this.classOf(c));
-    return this.add(() => cc.level, (l) => (cc.level = l), fn);
+    return this.add(c, Ev.Level, fn);
   }
 
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c: StructType | string | number, leaf: string | number, fn: (e: Entity, old: unknown, now: unknown) => void): () => void {
-    const { get, set } = this.leafCallbacks(c, leaf, (k) => !isContainer(k), "onField");
-    return this.add(get, set, fn);
+    return this.onLeaf(c, leaf, fn, "onField", (k) => !isContainer(k));
   }
 
   /** Runs fn for each change to a list leaf. */
   onList(c: StructType | string | number, leaf: string | number, fn: (e: Entity, ev: ListEvent) => void): () => void {
-    const { get, set } = this.leafCallbacks(c, leaf, (k) => k === Kind.List, "onList");
-    return this.add(get, set, fn);
+    return this.onLeaf(c, leaf, fn, "onList", (k) => k === Kind.List);
   }
 
   /** Runs fn for each change to a map leaf. */
   onMap(c: StructType | string | number, leaf: string | number, fn: (e: Entity, ev: MapEvent) => void): () => void {
-    const { get, set } = this.leafCallbacks(c, leaf, (k) => k === Kind.Map, "onMap");
-    return this.add(get, set, fn);
+    return this.onLeaf(c, leaf, fn, "onMap", (k) => k === Kind.Map);
   }
 
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c: StructType | string | number, leaf: string | number, fn: (e: Entity, ev: BagEvent) => void): () => void {
-    const { get, set } = this.leafCallbacks(c, leaf, (k) => k === Kind.Bag, "onBag");
-    return this.add(get, set, fn);
+    return this.onLeaf(c, leaf, fn, "onBag", (k) => k === Kind.Bag);
   }
 
   private dispatch(events: TxEvent[]): void {
@@ -345,113 +321,37 @@ export class Replica {
     const tick = this.tick;
     try {
       for (const ev of events) {
-        const c = ev.e.type;
-        const cc = this.classes.get(c);
-        if (!cc) continue;
-        let list: Callback[];
-        switch (ev.kind) {
-          case Ev.Create:
-            list = cc.create;
-            break;
-          case Ev.Destroy:
-            list = cc.destroy;
-            break;
-          case Ev.Owned:
-            list = cc.owned;
-            break;
-          case Ev.Level:
-            list = cc.level;
-            break;
-          default:
-            list = cc.leaves[ev.leaf]!;
-        }
-        if (list.length === 0) continue;
-        const args = this.eventArgs(ev);
-        for (const cb of list) {
-          if (cb.from <= tick && !cb.dead) cb.fn(...args);
-        }
+        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.Field ? ev.kind : Ev.Field + ev.leaf];
+        if (!list || list.length === 0) continue;
+        const args = eventArgs(ev);
+        for (const cb of list) if (cb.from <= tick && !cb.dead) cb.fn(...args);
       }
     } finally {
       this.dispatching = false;
     }
   }
-
-  private eventArgs(ev: TxEvent): unknown[] {
-    const e = ev.e;
-    switch (ev.kind) {
-      case Ev.Create:
-      case Ev.Destroy:
-        return [e];
-      case Ev.Owned:
-        return [e, ev.new];
-      case Ev.Level:
-        return [e, ev.oldLo, ev.newLo];
-      case Ev.Field: {
-        const t = e.type.leaves[ev.leaf]!.field.type;
-        if (t.kind === Kind.String || t.kind === Kind.Bytes) return [e, ev.old, ev.new];
-        const p = numPlan(t);
-        return [e, numValue(p, ev.oldLo, ev.oldHi), numValue(p, ev.newLo, ev.newHi)];
-      }
-      case Ev.ListAdd:
-      case Ev.ListRemove:
-      case Ev.ListSet: {
-        const et = e.type.leaves[ev.leaf]!.field.type.elem!;
-        const le: ListEvent = { kind: itemKind(ev.kind), index: ev.index };
-        if (ev.kind !== Ev.ListAdd) le.old = elemValue(et, ev.old as Elem);
-        if (ev.kind !== Ev.ListRemove) le.new = elemValue(et, ev.new as Elem);
-        return [e, le];
-      }
-      case Ev.MapAdd:
-      case Ev.MapRemove:
-      case Ev.MapSet: {
-        const mt = e.type.leaves[ev.leaf]!.field.type;
-        const me: MapEvent = { kind: itemKind(ev.kind), key: ev.key! };
-        if (ev.kind !== Ev.MapAdd) me.old = elemValue(mt.elem!, ev.old as Elem);
-        if (ev.kind !== Ev.MapRemove) me.new = elemValue(mt.elem!, ev.new as Elem);
-        return [e, me];
-      }
-      default: {
-        const l = e.type.leaves[ev.leaf]!;
-        const bag = e.obj[l.obj] as BagC;
-        const be: BagEvent = { kind: "added", key: ev.key!, itemLeaf: -1, item: bag.get(ev.key!) };
-        if (ev.kind === Ev.BagRemove) {
-          be.kind = "removed";
-          be.old = ev.old;
-        } else if (ev.kind === Ev.BagItem) {
-          be.kind = "changed";
-          be.itemLeaf = ev.itemLeaf;
-          const il = l.field.type.struct!.leaves[ev.itemLeaf]!;
-          if (il.num >= 0) {
-            const p = numPlan(il.field.type);
-            be.old = numValue(p, ev.oldLo, ev.oldHi);
-            be.new = numValue(p, ev.newLo, ev.newHi);
-          } else {
-            be.old = ev.old;
-            be.new = ev.new;
-          }
-        } else {
-          be.kind = ev.old ? "changed" : "added";
-          be.old = ev.old;
-          be.new = ev.new;
-        }
-        return [e, be];
-      }
-    }
-  }
 }
 
-function itemKind(k: number): ItemKind {
-  switch (k) {
-    case Ev.ListAdd:
-    case Ev.MapAdd:
-    case Ev.BagAdd:
-      return "added";
-    case Ev.ListRemove:
-    case Ev.MapRemove:
-    case Ev.BagRemove:
-      return "removed";
+const ITEM_KINDS: readonly ItemKind[] = ["added", "removed", "changed"];
+
+/** A callback's arguments for an event. */
+function eventArgs(ev: TxEvent): unknown[] {
+  const { e, kind } = ev;
+  if (kind < Ev.Owned) return [e];
+  if (kind === Ev.Owned) return [e, ev.new];
+  if (kind <= Ev.Field) return [e, ev.old, ev.new];
+  // A ListEvent, MapEvent or BagEvent.
+  const o: Record<string, unknown> = { kind: ITEM_KINDS[(kind - Ev.ListAdd) % 3] };
+  if (kind <= Ev.ListSet) o.index = ev.index;
+  else o.key = ev.key;
+  if (kind >= Ev.BagAdd) {
+    o.itemLeaf = ev.itemLeaf;
+    o.item = (e.obj[e.type.leaves[ev.leaf]!.obj] as BagC).get(ev.key!);
+    if (kind === Ev.BagAdd && ev.old) o.kind = "changed";
   }
-  return "changed";
+  if (ev.old !== undefined) o.old = ev.old;
+  if (ev.new !== undefined) o.new = ev.new;
+  return [e, o];
 }
 
 const hex = (id: number): string => "0x" + (id >>> 0).toString(16);

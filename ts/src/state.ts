@@ -256,25 +256,27 @@ const PAGE_SIZE = 1 << PAGE_BITS;
 const PAGE_MASK = PAGE_SIZE - 1;
 
 
-/** One change a transaction applied, reported to callbacks after commit. */
+/**
+ * One change a transaction applied, reported to callbacks after commit.
+ * Values are JS values (§4.1) as callbacks see them: an event is made only
+ * for a watched leaf.
+ */
 export interface TxEvent {
   kind: number;
   e: Entity;
+  /** The entity's leaf, or −1. */
   leaf: number;
+  /** A list event's index, or −1. */
   index: number;
   key: Key | undefined;
+  /** A bag item's leaf whose value changed (BagItem), or −1 for a whole item. */
   itemLeaf: number;
-  /** Old and new values: for Field and BagItem on numbers, S halves in oldLo/oldHi, newLo/newHi; otherwise old/new. */
   old: unknown;
   new: unknown;
-  oldLo: number;
-  oldHi: number;
-  newLo: number;
-  newHi: number;
 }
 
-function event(kind: number, e: Entity, leaf = -1): TxEvent {
-  return { kind, e, leaf, index: -1, key: undefined, itemLeaf: -1, old: undefined, new: undefined, oldLo: 0, oldHi: 0, newLo: 0, newHi: 0 };
+function event(kind: number, e: Entity, leaf = -1, old?: unknown, now?: unknown, key?: Key, index = -1, itemLeaf = -1): TxEvent {
+  return { kind, e, leaf, index, key, itemLeaf, old, new: now };
 }
 
 /** The entities of a replica, keyed by slot, changed only through a {@link Txn}. */
@@ -462,58 +464,52 @@ export class Txn {
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
     this.t.remove(slot);
     this.moved.push(slot);
-    e.alive = false;
-    this.undo.push(() => {
-      this.t.put(e);
-      e.alive = true;
-    });
+    this.set(e, "alive", false);
+    this.undo.push(() => this.t.put(e));
     this.events.push(event(Ev.Destroy, e));
+  }
+
+  /** Sets o[k] to v, logging the old value for a rollback; returns it. */
+  private set<T, K extends keyof T>(o: T, k: K, v: T[K]): T[K] {
+    const old = o[k];
+    o[k] = v;
+    this.undo.push(() => (o[k] = old));
+    return old;
   }
 
   /** Records that this client owns e, or no longer does. */
   setOwned(e: Entity, owned: boolean): void {
-    if (e.owned === owned) return;
-    e.owned = owned;
-    this.undo.push(() => {
-      e.owned = !owned;
-    });
-    const ev = event(Ev.Owned, e);
-    ev.new = owned;
-    this.events.push(ev);
+    if (e.owned !== owned) this.events.push(event(Ev.Owned, e, -1, this.set(e, "owned", owned), owned));
   }
 
   /** Sets e's level of detail. */
   setLevel(e: Entity, level: number): void {
-    const old = e.level;
-    if (old === level) return;
-    e.level = level;
-    this.undo.push(() => {
-      e.level = old;
-    });
-    const ev = event(Ev.Level, e);
-    ev.oldLo = old;
-    ev.newLo = level;
-    this.events.push(ev);
+    if (e.level !== level) this.events.push(event(Ev.Level, e, -1, this.set(e, "level", level), level));
   }
 
-  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi). */
-  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number): void {
-    const a = e.num;
+  /**
+   * Sets numeric slot `slot` of r to S = (lo, hi): leaf `leaf` of entity e
+   * when r is e, else item leaf `leaf` of r, the item under key k of e's
+   * bag at leaf bagLeaf.
+   */
+  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number, r: Rec = e, k?: Key, bagLeaf = -1): void {
+    const a = r.num;
     const i = slot << 1;
     const olo = a[i]!;
     const ohi = a[i + 1]!;
     if (olo === lo && ohi === hi) return;
-    if (e.txnMark !== this.serial) this.save(e, i, olo, ohi);
+    if (r.txnMark !== this.serial) this.save(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, leaf)) {
-      const ev = event(Ev.Field, e, leaf);
-      ev.oldLo = olo;
-      ev.oldHi = ohi;
-      ev.newLo = lo;
-      ev.newHi = hi;
-      this.events.push(ev);
+    if (this.wants(e, r === e ? leaf : bagLeaf)) {
+      const p = numPlan(r.type.leaves[leaf]!.field.type);
+      this.fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
     }
+  }
+
+  /** A field event, or an item field's (BagItem) when r is not e. */
+  private fieldEvent(e: Entity, leaf: number, old: unknown, now: unknown, r: Rec, k: Key | undefined, bagLeaf: number): void {
+    this.events.push(r === e ? event(Ev.Field, e, leaf, old, now) : event(Ev.BagItem, e, bagLeaf, old, now, k, -1, leaf));
   }
 
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
@@ -528,103 +524,76 @@ export class Txn {
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    if (n < this.savedRecs.length) this.savedRecs[n] = r;
-    else this.savedRecs.push(r);
+    this.savedRecs[n] = r;
     this.nSaved = n + 1;
   }
 
-  /** Sets string or bytes leaf of e. */
-  setObj(e: Entity, leaf: number, slot: number, v: string | Uint8Array): void {
-    const old = e.obj[slot] as string | Uint8Array;
-    if (old === v || (old instanceof Uint8Array && v instanceof Uint8Array && bytesEqual(old, v))) return;
-    e.obj[slot] = v;
-    this.undo.push(() => {
-      e.obj[slot] = old;
-    });
-    if (this.wants(e, leaf)) {
-      const ev = event(Ev.Field, e, leaf);
-      ev.old = old;
-      ev.new = v;
-      this.events.push(ev);
-    }
+  /**
+   * Sets string, bytes or container slot `slot` of r, as setNum does. A
+   * container replaces the old one: an entity's reports the difference as
+   * item events, an item's one event without values.
+   */
+  setObj(e: Entity, leaf: number, slot: number, v: unknown, r: Rec = e, k?: Key, bagLeaf = -1): void {
+    const old = r.obj[slot];
+    const scalar = typeof v === "string" || v instanceof Uint8Array;
+    if (scalar && objEqual(old, v)) return;
+    this.set(r.obj, slot, v);
+    if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar) this.fieldEvent(e, leaf, old, v, r, k, bagLeaf);
+    else if (r !== e) this.fieldEvent(e, leaf, undefined, undefined, r, k, bagLeaf);
+    else this.diff(e, leaf, old as ListC | MapC, v as ListC | MapC);
   }
 
-  /** Replaces the container at leaf of e and reports the difference as item events. */
-  replaceContainer(e: Entity, leaf: number, slot: number, c: ListC | MapC | BagC): void {
-    const old = e.obj[slot] as ListC | MapC | BagC;
-    e.obj[slot] = c;
-    this.undo.push(() => {
-      e.obj[slot] = old;
-    });
-    if (this.wants(e, leaf)) this.diff(e, leaf, old, c);
-  }
-
+  /** Reports the difference between two containers of e's leaf as item events. */
   private diff(e: Entity, leaf: number, old: ListC | MapC, c: ListC | MapC): void {
-    const push = (kind: number, index: number, key: Key | undefined, o: unknown, n: unknown): void =>
-      this.itemEvent(kind, e, leaf, index, key, o, n);
     if (old instanceof ListC) {
       const n = (c as ListC).items;
       const o = old.items;
       const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) push(Ev.ListSet, i, undefined, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) push(Ev.ListRemove, i, undefined, o[i], undefined);
-      for (let i = common; i < n.length; i++) push(Ev.ListAdd, i, undefined, undefined, n[i]);
+      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.itemEvent(Ev.ListSet, e, leaf, i, undefined, o[i], n[i]);
+      for (let i = o.length - 1; i >= common; i--) this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, o[i], undefined);
+      for (let i = common; i < n.length; i++) this.itemEvent(Ev.ListAdd, e, leaf, i, undefined, undefined, n[i]);
     } else {
       const bag = old instanceof BagC;
       const n = c as MapC;
       for (const k of old.keys()) {
         const ov = old.m.get(k)!;
-        if (!n.m.has(k)) push(bag ? Ev.BagRemove : Ev.MapRemove, -1, k, ov, undefined);
-        else if (!objEqual(ov, n.m.get(k))) push(bag ? Ev.BagAdd : Ev.MapSet, -1, k, ov, n.m.get(k));
+        if (!n.m.has(k)) this.itemEvent(bag ? Ev.BagRemove : Ev.MapRemove, e, leaf, -1, k, ov, undefined);
+        else if (!objEqual(ov, n.m.get(k))) this.itemEvent(bag ? Ev.BagAdd : Ev.MapSet, e, leaf, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) push(bag ? Ev.BagAdd : Ev.MapAdd, -1, k, undefined, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) this.itemEvent(bag ? Ev.BagAdd : Ev.MapAdd, e, leaf, -1, k, undefined, n.m.get(k));
     }
   }
 
+  /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
   private itemEvent(kind: number, e: Entity, leaf: number, index: number, key: Key | undefined, o: unknown, n: unknown): void {
     if (!this.wants(e, leaf)) return;
-    const ev = event(kind, e, leaf);
-    ev.index = index;
-    ev.key = key;
-    ev.old = o;
-    ev.new = n;
-    this.events.push(ev);
+    const t = e.type.leaves[leaf]!.field.type;
+    const conv = (v: unknown): unknown => (v === undefined || t.kind === Kind.Bag ? v : elemValue(t.elem!, v as Elem));
+    this.events.push(event(kind, e, leaf, conv(o), conv(n), key, index));
   }
 
   listInsert(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
     if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
-    this.undo.push(() => {
-      l.items.splice(i, 1);
-    });
+    this.undo.push(() => l.items.splice(i, 1));
     this.itemEvent(Ev.ListAdd, e, leaf, i, undefined, undefined, v);
   }
 
   listRemove(e: Entity, leaf: number, l: ListC, i: number): void {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0]!;
-    this.undo.push(() => {
-      l.items.splice(i, 0, old);
-    });
+    this.undo.push(() => l.items.splice(i, 0, old));
     this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, old, undefined);
   }
 
   listSet(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    const old = l.items[i]!;
-    l.items[i] = v;
-    this.undo.push(() => {
-      l.items[i] = old;
-    });
-    this.itemEvent(Ev.ListSet, e, leaf, i, undefined, old, v);
+    this.itemEvent(Ev.ListSet, e, leaf, i, undefined, this.set(l.items, i, v), v);
   }
 
   listClear(e: Entity, leaf: number, l: ListC): void {
-    const old = l.items;
-    l.items = [];
-    this.undo.push(() => {
-      l.items = old;
-    });
+    const old = this.set(l, "items", []);
     for (let i = old.length - 1; i >= 0; i--) this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, old[i], undefined);
   }
 
@@ -633,10 +602,7 @@ export class Txn {
     const existed = m.m.has(k);
     const old = m.m.get(k);
     m.m.set(k, v);
-    this.undo.push(() => {
-      if (existed) m.m.set(k, old!);
-      else m.m.delete(k);
-    });
+    this.undo.push(() => (existed ? m.m.set(k, old!) : m.m.delete(k)));
     this.itemEvent(m instanceof BagC ? Ev.BagAdd : existed ? Ev.MapSet : Ev.MapAdd, e, leaf, -1, k, old, v);
   }
 
@@ -645,53 +611,8 @@ export class Txn {
     if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", `delete of absent key ${k}`);
     const old = m.m.get(k)!;
     m.m.delete(k);
-    this.undo.push(() => {
-      m.m.set(k, old);
-    });
+    this.undo.push(() => m.m.set(k, old));
     this.itemEvent(m instanceof BagC ? Ev.BagRemove : Ev.MapRemove, e, leaf, -1, k, old, undefined);
-  }
-
-  /** Sets numeric leaf itemLeaf of bag item r (key k of the bag at leaf of e). */
-  setItemNum(e: Entity, leaf: number, k: Key, r: Rec, itemLeaf: number, slot: number, lo: number, hi: number): void {
-    const a = r.num;
-    const i = slot << 1;
-    const olo = a[i]!;
-    const ohi = a[i + 1]!;
-    if (olo === lo && ohi === hi) return;
-    if (r.txnMark !== this.serial) this.save(r, i, olo, ohi);
-    a[i] = lo;
-    a[i + 1] = hi;
-    if (this.wants(e, leaf)) {
-      const ev = event(Ev.BagItem, e, leaf);
-      ev.key = k;
-      ev.itemLeaf = itemLeaf;
-      ev.oldLo = olo;
-      ev.oldHi = ohi;
-      ev.newLo = lo;
-      ev.newHi = hi;
-      this.events.push(ev);
-    }
-  }
-
-  /** Sets string, bytes or container leaf itemLeaf of bag item r. */
-  setItemObj(e: Entity, leaf: number, k: Key, r: Rec, itemLeaf: number, slot: number, v: unknown): void {
-    const old = r.obj[slot];
-    const scalar = !(v instanceof ListC || v instanceof MapC || v instanceof BagC);
-    if (scalar && (old === v || (old instanceof Uint8Array && v instanceof Uint8Array && bytesEqual(old, v)))) return;
-    r.obj[slot] = v;
-    this.undo.push(() => {
-      r.obj[slot] = old;
-    });
-    if (this.wants(e, leaf)) {
-      const ev = event(Ev.BagItem, e, leaf);
-      ev.key = k;
-      ev.itemLeaf = itemLeaf;
-      if (scalar) {
-        ev.old = old;
-        ev.new = v;
-      }
-      this.events.push(ev);
-    }
   }
 
   /**
@@ -699,17 +620,13 @@ export class Txn {
    * (an ownership or level change, §5.1, §5.8).
    */
   zeroLeaves(e: Entity, leaves: Iterable<number>): void {
-    const c = e.type;
     for (const li of leaves) {
-      const l = c.leaves[li]!;
-      const k = l.field.type.kind;
+      const l = e.type.leaves[li]!;
       if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
-      else if (k === Kind.String || k === Kind.Bytes) this.setObj(e, li, l.obj, k === Kind.String ? "" : EMPTY_BYTES);
-      else if (isContainer(k)) {
-        const cur = e.obj[l.obj] as ListC | MapC | BagC;
-        if ((cur instanceof ListC ? cur.items.length : cur.m.size) > 0) {
-          this.replaceContainer(e, li, l.obj, zeroObj(l.field.type) as ListC);
-        }
+      else {
+        const cur = e.obj[l.obj] as { length?: number; size?: number };
+        // An empty container stays: a new one would report nothing but cost an undo.
+        if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)! > 0) this.setObj(e, li, l.obj, zeroObj(l.field.type));
       }
     }
     this.fillable.add(e.slot);
