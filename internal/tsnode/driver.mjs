@@ -152,9 +152,9 @@ var BitReader = class {
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.za(k);
+    return this.xa(k);
   }
-  za(k) {
+  xa(k) {
     if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
     const maxOnes = 64 - k;
     let ones = 0;
@@ -245,82 +245,6 @@ var BitReader = class {
   }
 };
 var STRBUF = new Uint8Array(64);
-var BitWriter = class {
-  buf = new Uint8Array(64);
-  /** Bits written. */
-  pos = 0;
-  Aa(bits) {
-    const need = (this.pos + bits + 7 >>> 3) + 8;
-    if (need > this.buf.length) {
-      const b = new Uint8Array(Math.max(need, this.buf.length * 2));
-      b.set(this.buf);
-      this.buf = b;
-    }
-  }
-  /** Writes the low n ≤ 32 bits of v. */
-  bits(v, n) {
-    if (n === 0) return;
-    this.Aa(n);
-    v = n === 32 ? v >>> 0 : (v & MASK[n]) >>> 0;
-    let p = this.pos;
-    let left = n;
-    while (left > 0) {
-      const i = p >>> 3;
-      const sh = p & 7;
-      const take = Math.min(8 - sh, left);
-      this.buf[i] = this.buf[i] | (v & MASK[take]) << sh;
-      v = v >>> take;
-      p += take;
-      left -= take;
-    }
-    this.pos = p;
-  }
-  /** Writes n ≤ 64 bits of the value with halves lo, hi. */
-  bitsWide(lo, hi, n) {
-    if (n <= 32) return this.bits(lo, n);
-    this.bits(lo, 32);
-    this.bits(hi, n - 32);
-  }
-  bool(b) {
-    this.bits(b ? 1 : 0, 1);
-  }
-  /** Writes the U(k) code of the value with halves lo, hi (§1.2). */
-  u(lo, k, hi = 0) {
-    if (lo > 4294967295) {
-      hi = Math.floor(lo / 4294967296);
-      lo = lo % 4294967296;
-    }
-    lo >>>= 0;
-    hi >>>= 0;
-    const b = hi !== 0 ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
-    if (b <= k) {
-      this.bits(0, 1);
-      this.bitsWide(lo, hi, k);
-      return;
-    }
-    for (let i = 0; i < b - k; i++) this.bits(1, 1);
-    if (b < 64) this.bits(0, 1);
-    if (b - 1 <= 32) this.bits(b - 1 === 32 ? lo : lo & MASK[b - 1], b - 1);
-    else this.bitsWide(lo, hi & MASK[b - 33], b - 1);
-  }
-  /** Writes the U(k) code of a BigInt in 0..2^64−1. */
-  uBig(v, k) {
-    this.u(Number(v & 0xffffffffn), k, Number(v >> 32n & 0xffffffffn));
-  }
-  /** Writes a length-prefixed byte string. */
-  bytes(b) {
-    this.u(b.length, 4);
-    for (let i = 0; i < b.length; i++) this.bits(b[i], 8);
-  }
-  /** Writes a string as UTF-8 bytes. */
-  string(s) {
-    this.bytes(encodeUTF8(s));
-  }
-  /** Returns the bytes written, padded with zero bits to a byte boundary. */
-  finish() {
-    return this.buf.slice(0, this.pos + 7 >>> 3);
-  }
-};
 
 // ts/src/enums.ts
 var Kind = /* @__PURE__ */ ((Kind2) => {
@@ -384,72 +308,14 @@ var P_CONT = 5;
 
 // ts/src/schema.ts
 var NUM_KINDS = 19;
-var KIND_NAMES = [
-  "invalid",
-  "bool",
-  "int8",
-  "int16",
-  "int32",
-  "int64",
-  "uint8",
-  "uint16",
-  "uint32",
-  "uint64",
-  "float32",
-  "float64",
-  "string",
-  "bytes",
-  "ref",
-  "nested",
-  "list",
-  "map",
-  "bag"
-];
+var KIND_NAMES = Array.from({ length: NUM_KINDS }, (_, k) => Kind[k].toLowerCase());
 var isNumeric = (k) => k >= 1 /* Bool */ && k <= 11 /* Float64 */ || k === 14 /* Ref */;
 var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
-var isContainer = (k) => k === 16 /* List */ || k === 17 /* Map */ || k === 18 /* Bag */;
+var isContainer = (k) => k >= 16 /* List */ && k <= 18 /* Bag */;
+var isFloat = (k) => k === 10 /* Float32 */ || k === 11 /* Float64 */;
 var validMapKey = (k) => k >= 2 /* Int8 */ && k <= 9 /* Uint64 */ || k === 12 /* String */;
-function kindWidth(k) {
-  switch (k) {
-    case 1 /* Bool */:
-      return 1;
-    case 2 /* Int8 */:
-    case 6 /* Uint8 */:
-      return 8;
-    case 3 /* Int16 */:
-    case 7 /* Uint16 */:
-      return 16;
-    case 4 /* Int32 */:
-    case 8 /* Uint32 */:
-    case 10 /* Float32 */:
-    case 14 /* Ref */:
-      return 32;
-    case 5 /* Int64 */:
-    case 9 /* Uint64 */:
-    case 11 /* Float64 */:
-      return 64;
-  }
-  return 0;
-}
+var kindWidth = (k) => [0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 32, 64, 0, 0, 32][k] ?? 0;
 var NO_QUANT = Object.freeze({ mode: 0, step: 0, min: 0, nbits: 0 });
-function typeString(t) {
-  switch (t.kind) {
-    case 10 /* Float32 */:
-    case 11 /* Float64 */:
-      if (t.quant.mode === 2) return `${KIND_NAMES[t.kind]} q(${t.quant.step},${t.quant.min},${t.quant.nbits})`;
-      if (t.quant.mode === 1) return `${KIND_NAMES[t.kind]} q(${t.quant.step})`;
-      break;
-    case 15 /* Nested */:
-      return t.struct.name;
-    case 16 /* List */:
-      return `list<${typeString(t.elem)}>`;
-    case 17 /* Map */:
-      return `map<${KIND_NAMES[t.key] ?? t.key},${typeString(t.elem)}>`;
-    case 18 /* Bag */:
-      return `bag<${KIND_NAMES[t.key] ?? t.key},${t.struct.name}>`;
-  }
-  return KIND_NAMES[t.kind] ?? `kind(${t.kind})`;
-}
 var MAX_LEAVES = 1 << 16;
 var StructType = class {
   constructor(name) {
@@ -469,10 +335,8 @@ var StructType = class {
   objSlots = 0;
   /** The name's bytes as the descriptor carried them. */
   nameBytes;
-  /** @internal */
-  ca = false;
-  /** @internal */
-  N = false;
+  /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
+  state = 0;
   get nbands() {
     return this.distances.length;
   }
@@ -484,8 +348,7 @@ var StructType = class {
   }
   /** The leaf with the given dotted name ("pos.x"), or undefined. */
   leafNamed(name) {
-    for (const l of this.leaves) if (l.name === name) return l;
-    return void 0;
+    return this.leaves.find((l) => l.name === name);
   }
 };
 function schemaError(msg) {
@@ -493,107 +356,86 @@ function schemaError(msg) {
 }
 function validateType(t, stack, pending) {
   const k = t.kind;
-  if (k === 0 /* Invalid */ || k >= NUM_KINDS) schemaError(`invalid kind ${k}`);
-  switch (k) {
-    case 10 /* Float32 */:
-    case 11 /* Float64 */: {
-      const q = t.quant;
-      if (q.mode !== 0 && (!(q.step > 0) || q.mode === 2 && (q.nbits < 1 || q.nbits > 32))) {
-        schemaError(`invalid quantization (step ${q.step}, nbits ${q.nbits})`);
-      }
-      return;
-    }
-    case 15 /* Nested */:
-      if (t.struct.isClass) schemaError(`entity class ${t.struct.name} cannot be nested`);
-      layoutStruct(t.struct, stack, pending);
-      return;
-    case 16 /* List */:
-    case 17 /* Map */:
-      if (k === 17 /* Map */ && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
-      if (isContainer(t.elem.kind)) schemaError(`${KIND_NAMES[k]} of ${KIND_NAMES[t.elem.kind]}`);
-      if (t.elem.kind === 15 /* Nested */) {
-        if (t.elem.struct.isClass) schemaError(`entity class ${t.elem.struct.name} cannot be nested`);
-        pending.push(t.elem.struct);
-        return;
-      }
-      validateType(t.elem, stack, pending);
-      return;
-    case 18 /* Bag */:
-      if (t.struct.isClass) schemaError("bag items must be a struct type");
-      if (!validMapKey(t.key) || t.key === 12 /* String */) schemaError(`bag key kind ${t.key}: want an integer`);
-      pending.push(t.struct);
-      return;
+  const name = KIND_NAMES[k];
+  const q = t.quant;
+  if (!(k > 0 /* Invalid */ && k < NUM_KINDS)) schemaError(`invalid kind ${k}`);
+  if (isFloat(k) && q.mode !== 0 && (!(q.step > 0) || q.mode === 2 && (q.nbits < 1 || q.nbits > 32))) {
+    schemaError(`invalid quantization (step ${q.step}, nbits ${q.nbits})`);
+  }
+  if (t.struct?.isClass) schemaError(`entity class ${t.struct.name} cannot be nested`);
+  if (k === 15 /* Nested */) layoutStruct(t.struct, stack, pending);
+  if (k === 18 /* Bag */) {
+    if (!validMapKey(t.key) || t.key === 12 /* String */) schemaError(`bag key kind ${t.key}: want an integer`);
+    pending.push(t.struct);
+  }
+  if (k === 17 /* Map */ && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
+  const e = t.elem;
+  if (e && (k === 16 /* List */ || k === 17 /* Map */)) {
+    if (isContainer(e.kind)) schemaError(`${name} of ${KIND_NAMES[e.kind]}`);
+    if (e.kind === 15 /* Nested */) {
+      if (e.struct.isClass) schemaError(`entity class ${e.struct.name} cannot be nested`);
+      pending.push(e.struct);
+    } else validateType(e, stack, pending);
   }
 }
 function layoutStruct(s, stack, pending) {
-  if (s.ca) return;
   if (stack.includes(s)) schemaError(`struct ${s.name} contains itself`);
-  if (s.N) return;
-  s.N = true;
+  if (s.state !== 0) return;
+  s.state = 1;
   stack = [...stack, s];
   try {
     s.fields.sort((a, b) => a.id - b.id);
     s.byId = /* @__PURE__ */ new Map();
     s.leaves = [];
-    s.numSlots = 0;
-    s.objSlots = 0;
+    s.numSlots = s.objSlots = 0;
     for (const f of s.fields) {
-      if (f.id === 0) schemaError(`${s.name}.${f.name}: field ID 0 is reserved`);
-      if (s.byId.has(f.id)) schemaError(`${s.name}.${f.name}: duplicate field ID ${f.id}`);
+      const where = `${s.name}.${f.name}`;
+      if (f.id === 0 || s.byId.has(f.id)) schemaError(`${where}: field ID ${f.id} is reserved or a duplicate`);
       s.byId.set(f.id, f);
       validateType(f.type, stack, pending);
       f.leaf = s.leaves.length;
       if (f.deprecated) continue;
-      const k = f.type.kind;
-      if (k === 15 /* Nested */) {
-        const sub = f.type.struct;
-        for (const l of sub.leaves) {
-          s.leaves.push({
-            index: s.leaves.length,
-            field: l.field,
-            path: [f.id, ...l.path],
-            name: `${f.name}.${l.name}`,
-            vis: l.vis & f.vis,
-            band: f.band,
-            num: l.num >= 0 ? l.num + s.numSlots : -1,
-            obj: l.obj >= 0 ? l.obj + s.objSlots : -1
-          });
-        }
-        s.numSlots += sub.numSlots;
-        s.objSlots += sub.objSlots;
-      } else {
-        const numeric = isNumeric(k);
+      const numeric = isNumeric(f.type.kind);
+      const sub = f.type.kind === 15 /* Nested */ ? f.type.struct.leaves : [{ index: 0, field: f, path: [], name: "", vis: 3, band: 0, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }];
+      for (const l of sub) {
         s.leaves.push({
           index: s.leaves.length,
-          field: f,
-          path: [f.id],
-          name: f.name,
-          vis: f.vis,
+          field: l.field,
+          path: [f.id, ...l.path],
+          name: l.name ? `${f.name}.${l.name}` : f.name,
+          vis: l.vis & f.vis,
           band: f.band,
-          num: numeric ? s.numSlots++ : -1,
-          obj: numeric ? -1 : s.objSlots++
+          num: l.num >= 0 ? l.num + s.numSlots : -1,
+          obj: l.obj >= 0 ? l.obj + s.objSlots : -1
         });
       }
+      if (f.type.kind === 15 /* Nested */) {
+        s.numSlots += f.type.struct.numSlots;
+        s.objSlots += f.type.struct.objSlots;
+      } else if (numeric) s.numSlots++;
+      else s.objSlots++;
       if (s.leaves.length > MAX_LEAVES) schemaError(`${s.name} flattens to more than ${MAX_LEAVES} fields`);
     }
     if (s.rpcs.length > 0 && !s.isClass) schemaError(`${s.name} declares RPCs but is not an entity class`);
     s.rpcs.sort((a, b) => a.id - b.id);
     s.rpcById = /* @__PURE__ */ new Map();
     for (const r of s.rpcs) {
-      if (r.id === 0) schemaError(`${s.name}.${r.name}: RPC ID 0 is reserved`);
-      if (s.rpcById.has(r.id)) schemaError(`${s.name}.${r.name}: duplicate RPC ID`);
+      if (r.id === 0 || s.rpcById.has(r.id)) schemaError(`${s.name}.${r.name}: RPC ID ${r.id} is reserved or a duplicate`);
       if (r.args.isClass) schemaError(`${s.name}.${r.name}: RPC arguments must be a struct type`);
       s.rpcById.set(r.id, r);
       pending.push(r.args);
     }
-    s.ca = true;
-  } finally {
-    s.N = false;
+    s.state = 2;
+  } catch (e) {
+    s.state = 0;
+    throw e;
   }
 }
 var Schema = class {
   classes;
   byId = /* @__PURE__ */ new Map();
+  /** The descriptor this schema was decoded from, if it was (./descriptor.ts). */
+  descriptor;
   /** Lays out the classes and everything they reach; throws a "descriptor" error if they do not lay out. */
   constructor(classes) {
     this.classes = [...classes].sort((a, b) => a.classId - b.classId);
@@ -614,47 +456,39 @@ var Schema = class {
     return this.classes.find((c) => c.name === name);
   }
 };
-function quantEqual(a, b) {
-  return a.mode === b.mode && Object.is(a.step, b.step) && Object.is(a.min, b.min) && a.nbits === b.nbits;
-}
 function checkCompatible(local, remote) {
-  if (local === remote) return;
-  const seen = /* @__PURE__ */ new Set();
-  const ids = /* @__PURE__ */ new Map();
-  const idOf = (s) => {
-    let n = ids.get(s);
-    if (n === void 0) ids.set(s, n = ids.size);
-    return n;
+  const seen = /* @__PURE__ */ new Map();
+  const fail = (where, what) => {
+    throw new ReplicaDecodeError("incompatible", `${where}: ${what} differ between the two schemas`);
   };
-  const incompatible = (msg) => {
-    throw new ReplicaDecodeError("incompatible", msg);
-  };
-  const compatType = (l, r, where) => {
-    if (l.kind !== r.kind || l.key !== r.key || !quantEqual(l.quant, r.quant)) {
-      incompatible(`${where}: type ${typeString(l)} here, ${typeString(r)} on the other side`);
+  const type = (l, r, where) => {
+    const a = l.quant;
+    const b = r.quant;
+    if (l.kind !== r.kind || l.key !== r.key || a.mode !== b.mode || !Object.is(a.step, b.step) || !Object.is(a.min, b.min) || a.nbits !== b.nbits) {
+      fail(where, `types (${KIND_NAMES[l.kind]}, ${KIND_NAMES[r.kind]})`);
     }
-    if (l.struct) compatStruct(l.struct, r.struct, where);
-    if (l.elem) compatType(l.elem, r.elem, where);
+    if (l.struct) struct(l.struct, r.struct, where);
+    if (l.elem) type(l.elem, r.elem, where);
   };
-  const compatStruct = (l, r, where) => {
-    const key = `${idOf(l)},${idOf(r)}`;
-    if (seen.has(key)) return;
-    seen.add(key);
+  const struct = (l, r, where) => {
+    const s = seen.get(l) ?? /* @__PURE__ */ new Set();
+    if (s.has(r)) return;
+    seen.set(l, s.add(r));
     for (const rr of r.rpcs) {
       const lr = l.rpc(rr.id);
       if (!lr) continue;
-      if (lr.dir !== rr.dir) incompatible(`${where}: RPC ${lr.name} (ID ${lr.id}): directions differ`);
-      compatStruct(lr.args, rr.args, `${where}: RPC ${lr.name}`);
+      if (lr.dir !== rr.dir) fail(`${where}: RPC ${lr.name}`, "directions");
+      struct(lr.args, rr.args, `${where}: RPC ${lr.name}`);
     }
     for (const rf of r.fields) {
       const lf = l.field(rf.id);
-      if (!lf || lf.deprecated || rf.deprecated) continue;
-      compatType(lf.type, rf.type, `${where}.${lf.name} (ID ${lf.id})`);
+      if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, `${where}.${lf.name} (ID ${lf.id})`);
     }
   };
+  if (local === remote) return;
   for (const rc of remote.classes) {
     const lc = local.class(rc.classId);
-    if (lc) compatStruct(lc, rc, `class ${lc.name}`);
+    if (lc) struct(lc, rc, `class ${lc.name}`);
   }
 }
 
@@ -678,9 +512,6 @@ function readName(r) {
   const b = r.bytes(MAX_NAME);
   return [decodeUTF8(b), b];
 }
-function writeName(w, name, bytes) {
-  w.bytes(bytes ?? encodeUTF8(name));
-}
 function bad(r, msg) {
   throw new ReplicaDecodeError("descriptor", msg, r.pos);
 }
@@ -699,14 +530,21 @@ function decodeDescriptorVersioned(b, opts = {}) {
     }
     throw e;
   }
-  const canon = writeDescriptor(d.schema, d.version);
-  if (canon.length !== b.length || canon.some((x, i) => x !== b[i])) {
-    throw new ReplicaDecodeError(
-      "descriptor",
-      "not in canonical form (unreachable structs, or classes or structs out of order)"
-    );
-  }
+  d.schema.descriptor = b;
   return d;
+}
+function canonicalOrder(structs, classes) {
+  const order = /* @__PURE__ */ new Set();
+  const visit = (st) => {
+    if (!st || order.has(st)) return;
+    order.add(st);
+    for (const f of st.fields) for (let t = f.type; t; t = t.elem) visit(t.struct);
+    for (const r of st.rpcs) visit(r.args);
+  };
+  classes.forEach(visit);
+  let i = 0;
+  for (const st of order) if (st !== structs[i++]) return false;
+  return i === structs.length && classes.every((c, j) => j === 0 || c.classId > classes[j - 1].classId);
 }
 function readQuantFloat(r) {
   const lo = r.bits(32);
@@ -845,7 +683,9 @@ function decodeRaw(b, opts) {
   r.finish("class list");
   if (fmt.bands) checkBands(r, structs);
   leafBudget(structs);
-  return { schema: new Schema(classes), version: fmt.version };
+  const schema = new Schema(classes);
+  if (!canonicalOrder(structs, classes)) bad(r, "not in canonical form (unreachable structs, or classes or structs out of order)");
+  return { schema, version: fmt.version };
 }
 function readBands(r, c) {
   const nb = r.u(0);
@@ -896,95 +736,6 @@ function leafBudget(structs) {
       throw new ReplicaDecodeError("descriptor", `more than ${MAX_DESC_LEAVES} fields once nested structs are flattened`);
     }
   }
-}
-function writeFloat(w, x) {
-  F64[0] = x;
-  w.bits(F64_U32[0], 32);
-  w.bits(F64_U32[1], 32);
-}
-function writeDescriptor(s, version = DESCRIPTOR_VERSION) {
-  const fmt = formatOf(version);
-  if (!fmt) throw new Error(`unknown descriptor version ${version}`);
-  const structs = [];
-  const index = /* @__PURE__ */ new Map();
-  const visit = (st) => {
-    if (index.has(st)) return;
-    index.set(st, structs.length);
-    structs.push(st);
-    for (const f of st.fields) visitType(f.type);
-    for (const r of st.rpcs) visit(r.args);
-  };
-  const visitType = (t) => {
-    if (t.struct) visit(t.struct);
-    if (t.elem) visitType(t.elem);
-  };
-  for (const c of s.classes) visit(c);
-  const w = new BitWriter();
-  const writeType = (t) => {
-    w.bits(t.kind, 5);
-    switch (t.kind) {
-      case 10 /* Float32 */:
-      case 11 /* Float64 */:
-        w.bits(t.quant.mode, 2);
-        if (t.quant.mode !== 0) writeFloat(w, t.quant.step);
-        if (t.quant.mode === 2) {
-          writeFloat(w, t.quant.min);
-          w.bits(t.quant.nbits, 6);
-        }
-        break;
-      case 15 /* Nested */:
-        w.u(index.get(t.struct), 2);
-        break;
-      case 16 /* List */:
-        writeType(t.elem);
-        break;
-      case 17 /* Map */:
-        w.bits(t.key, 5);
-        writeType(t.elem);
-        break;
-      case 18 /* Bag */:
-        w.bits(t.key, 5);
-        w.u(index.get(t.struct), 2);
-        break;
-    }
-  };
-  w.u(fmt.version, 0);
-  w.u(structs.length, 2);
-  for (const st of structs) {
-    writeName(w, st.name, st.nameBytes);
-    w.u(st.fields.length, 2);
-    let prev = 0;
-    for (const f of st.fields) {
-      w.u(f.id - prev - 1, 2);
-      prev = f.id;
-      writeName(w, f.name, f.nameBytes);
-      writeType(f.type);
-      w.bits(f.vis, 2);
-      w.bits(f.life, 2);
-      w.bits(f.chan, 1);
-      w.bool(f.deprecated);
-      if (fmt.bands) w.u(f.band, 0);
-    }
-    w.u(st.rpcs.length, 0);
-    prev = 0;
-    for (const r of st.rpcs) {
-      w.u(r.id - prev - 1, 2);
-      prev = r.id;
-      writeName(w, r.name, r.nameBytes);
-      w.bits(r.dir, 1);
-      w.u(index.get(r.args), 2);
-    }
-  }
-  w.u(s.classes.length, 2);
-  for (const c of s.classes) {
-    w.u(index.get(c), 2);
-    w.u(c.classId, 4);
-    if (fmt.bands) {
-      w.u(c.distances.length, 0);
-      for (const d of c.distances) writeFloat(w, d);
-    }
-  }
-  return w.finish();
 }
 
 // ts/src/values.ts
@@ -1145,7 +896,7 @@ var Rec = class _Rec {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  da = 0;
+  ba = 0;
   /** A deep copy. */
   clone() {
     const c = new _Rec(this.type);
@@ -1350,9 +1101,9 @@ var Table = class {
    */
   held = [];
   /** @internal the other buffer of held */
-  ea = [];
+  ca = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  O = /* @__PURE__ */ new Map();
+  N = /* @__PURE__ */ new Map();
   txn = new Txn(this);
   get size() {
     return this.n;
@@ -1368,7 +1119,7 @@ var Table = class {
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** @internal */
-  fa(e) {
+  da(e) {
     const slot = e.slot;
     const i = slot >>> PAGE_BITS;
     let p = this.dir[i];
@@ -1380,7 +1131,7 @@ var Table = class {
     this.n++;
   }
   /** @internal */
-  ga(slot) {
+  ea(slot) {
     const p = this.dir[slot >>> PAGE_BITS];
     p[slot & PAGE_MASK] = void 0;
     this.n--;
@@ -1399,10 +1150,10 @@ var Table = class {
    * transaction created or destroyed entities: each is in held if and
    * only if it holds an entity now.
    */
-  Ba(moved) {
+  za(moved) {
     moved.sort((a, b) => a - b);
     const held = this.held;
-    const out2 = this.ea;
+    const out2 = this.ca;
     out2.length = 0;
     let i = 0;
     for (let j = 0; j < moved.length; j++) {
@@ -1414,14 +1165,14 @@ var Table = class {
     }
     while (i < held.length) out2.push(held[i++]);
     this.held = out2;
-    this.ea = held;
+    this.ca = held;
   }
   /** Watches leaf of class c for events. */
-  Ca(c, leaf) {
-    let w = this.O.get(c);
-    if (!w) this.O.set(c, w = new Uint8Array(c.leaves.length));
+  Aa(c, leaf) {
+    let w = this.N.get(c);
+    if (!w) this.N.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.txn.P = void 0;
+    this.txn.O = void 0;
   }
 };
 var Txn = class {
@@ -1433,21 +1184,21 @@ var Txn = class {
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  Q = 1;
-  ha = [];
+  P = 1;
+  fa = [];
   s = 0;
-  R = new Uint32Array(3 * 256);
+  Q = new Uint32Array(3 * 256);
   b = [];
   w = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
   h = [];
   events = [];
   /** @internal one-entry cache of the table's watch map */
-  P;
-  S;
+  O;
+  R;
   /** Starts a transaction. */
   begin() {
-    this.Q++;
+    this.P++;
     this.s = 0;
     this.b.length = 0;
     this.w.clear();
@@ -1469,11 +1220,11 @@ var Txn = class {
   }
   /** Whether events about leaf of e's class are wanted. */
   wants(e, leaf) {
-    if (e.type !== this.P) {
-      this.P = e.type;
-      this.S = this.t.O.get(e.type);
+    if (e.type !== this.O) {
+      this.O = e.type;
+      this.R = this.t.N.get(e.type);
     }
-    return this.S !== void 0 && this.S[leaf] === 1;
+    return this.R !== void 0 && this.R[leaf] === 1;
   }
   atSlot(slot) {
     return this.t.atSlot(slot);
@@ -1490,23 +1241,23 @@ var Txn = class {
     const slot = id & SLOT_MASK;
     if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.da = this.Q;
-    this.t.fa(e);
+    e.ba = this.P;
+    this.t.da(e);
     this.w.add(slot);
     this.h.push(slot);
-    this.b.push(() => this.t.ga(slot));
-    this.events.push(event(Ev.Da, e));
+    this.b.push(() => this.t.ea(slot));
+    this.events.push(event(Ev.Ba, e));
     return e;
   }
   /** Destroys the entity in slot. */
   destroySlot(slot) {
     const e = this.t.atSlot(slot);
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.ga(slot);
+    this.t.ea(slot);
     this.h.push(slot);
     this.set(e, "alive", false);
-    this.b.push(() => this.t.fa(e));
-    this.events.push(event(Ev.Ea, e));
+    this.b.push(() => this.t.da(e));
+    this.events.push(event(Ev.Ca, e));
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
@@ -1517,11 +1268,11 @@ var Txn = class {
   }
   /** Records that this client owns e, or no longer does. */
   setOwned(e, owned) {
-    if (e.owned !== owned) this.events.push(event(Ev.T, e, -1, this.set(e, "owned", owned), owned));
+    if (e.owned !== owned) this.events.push(event(Ev.S, e, -1, this.set(e, "owned", owned), owned));
   }
   /** Sets e's level of detail. */
   setLevel(e, level) {
-    if (e.level !== level) this.events.push(event(Ev.Fa, e, -1, this.set(e, "level", level), level));
+    if (e.level !== level) this.events.push(event(Ev.Da, e, -1, this.set(e, "level", level), level));
   }
   /**
    * Sets numeric slot `slot` of r to S = (lo, hi): leaf `leaf` of entity e
@@ -1534,31 +1285,31 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.da !== this.Q) this.Ga(r, i, olo, ohi);
+    if (r.ba !== this.P) this.Ea(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, r === e ? leaf : bagLeaf)) {
       const p = numPlan(r.type.leaves[leaf].field.type);
-      this.U(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+      this.T(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
     }
   }
   /** A field event, or an item field's (BagItem) when r is not e. */
-  U(e, leaf, old, now, r, k, bagLeaf) {
-    this.events.push(r === e ? event(Ev.C, e, leaf, old, now) : event(Ev.Wa, e, bagLeaf, old, now, k, -1, leaf));
+  T(e, leaf, old, now, r, k, bagLeaf) {
+    this.events.push(r === e ? event(Ev.C, e, leaf, old, now) : event(Ev.Ua, e, bagLeaf, old, now, k, -1, leaf));
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  Ga(r, i, lo, hi) {
+  Ea(r, i, lo, hi) {
     const n = this.s;
-    let s = this.R;
+    let s = this.Q;
     if (3 * n + 3 > s.length) {
       const b = new Uint32Array(2 * s.length);
       b.set(s);
-      this.R = s = b;
+      this.Q = s = b;
     }
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.ha[n] = r;
+    this.fa[n] = r;
     this.s = n + 1;
   }
   /**
@@ -1572,28 +1323,28 @@ var Txn = class {
     if (scalar && objEqual(old, v)) return;
     this.set(r.obj, slot, v);
     if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar) this.U(e, leaf, old, v, r, k, bagLeaf);
-    else if (r !== e) this.U(e, leaf, void 0, void 0, r, k, bagLeaf);
-    else this.Ha(e, leaf, old, v);
+    if (scalar) this.T(e, leaf, old, v, r, k, bagLeaf);
+    else if (r !== e) this.T(e, leaf, void 0, void 0, r, k, bagLeaf);
+    else this.Fa(e, leaf, old, v);
   }
   /** Reports the difference between two containers of e's leaf as item events. */
-  Ha(e, leaf, old, c) {
+  Fa(e, leaf, old, c) {
     if (old instanceof ListC) {
       const n = c.items;
       const o = old.items;
       const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ia, e, leaf, i, void 0, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) this.a(Ev.ja, e, leaf, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) this.a(Ev.ka, e, leaf, i, void 0, void 0, n[i]);
+      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ga, e, leaf, i, void 0, o[i], n[i]);
+      for (let i = o.length - 1; i >= common; i--) this.a(Ev.ha, e, leaf, i, void 0, o[i], void 0);
+      for (let i = common; i < n.length; i++) this.a(Ev.ia, e, leaf, i, void 0, void 0, n[i]);
     } else {
       const bag = old instanceof BagC;
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
-        if (!n.m.has(k)) this.a(bag ? Ev.Ia : Ev.Ja, e, leaf, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.E : Ev.Ka, e, leaf, -1, k, ov, n.m.get(k));
+        if (!n.m.has(k)) this.a(bag ? Ev.Ga : Ev.Ha, e, leaf, -1, k, ov, void 0);
+        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.E : Ev.Ia, e, leaf, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.E : Ev.La, e, leaf, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.E : Ev.Ja, e, leaf, -1, k, void 0, n.m.get(k));
     }
   }
   /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
@@ -1607,21 +1358,21 @@ var Txn = class {
     if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
     this.b.push(() => l.items.splice(i, 1));
-    this.a(Ev.ka, e, leaf, i, void 0, void 0, v);
+    this.a(Ev.ia, e, leaf, i, void 0, void 0, v);
   }
   listRemove(e, leaf, l, i) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
     this.b.push(() => l.items.splice(i, 0, old));
-    this.a(Ev.ja, e, leaf, i, void 0, old, void 0);
+    this.a(Ev.ha, e, leaf, i, void 0, old, void 0);
   }
   listSet(e, leaf, l, i, v) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    this.a(Ev.ia, e, leaf, i, void 0, this.set(l.items, i, v), v);
+    this.a(Ev.ga, e, leaf, i, void 0, this.set(l.items, i, v), v);
   }
   listClear(e, leaf, l) {
     const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.ja, e, leaf, i, void 0, old[i], void 0);
+    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.ha, e, leaf, i, void 0, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
   mapPut(e, leaf, m, k, v) {
@@ -1629,7 +1380,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.set(k, v);
     this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.a(m instanceof BagC ? Ev.E : existed ? Ev.Ka : Ev.La, e, leaf, -1, k, old, v);
+    this.a(m instanceof BagC ? Ev.E : existed ? Ev.Ia : Ev.Ja, e, leaf, -1, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e, leaf, m, k) {
@@ -1637,7 +1388,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.delete(k);
     this.b.push(() => m.m.set(k, old));
-    this.a(m instanceof BagC ? Ev.Ia : Ev.Ja, e, leaf, -1, k, old, void 0);
+    this.a(m instanceof BagC ? Ev.Ga : Ev.Ha, e, leaf, -1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
@@ -1657,7 +1408,7 @@ var Txn = class {
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit() {
     if (this.h.length > 0) {
-      this.t.Ba(this.h);
+      this.t.za(this.h);
       this.h.length = 0;
     }
     this.s = 0;
@@ -1666,9 +1417,9 @@ var Txn = class {
   }
   /** Undoes every change, newest first. */
   rollback() {
-    const s = this.R;
+    const s = this.Q;
     for (let j = this.s - 1; j >= 0; j--) {
-      const a = this.ha[j].num;
+      const a = this.fa[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
@@ -1710,24 +1461,24 @@ var Decoder = class {
   remote;
   lim;
   r = new BitReader();
-  la = /* @__PURE__ */ new Map();
+  ja = /* @__PURE__ */ new Map();
   x = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  V = [];
-  X = 0;
-  Ma = [];
+  U = [];
+  V = 0;
+  Ka = [];
   entities = 0;
   values = 0;
-  Y = null;
+  X = null;
   /** The class entities of remote class rc are stored as. */
   localClass(rc) {
     return this.local.class(rc.classId) ?? rc;
   }
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
   mapping(rs, ls) {
-    let inner = this.la.get(rs);
-    if (!inner) this.la.set(rs, inner = /* @__PURE__ */ new Map());
+    let inner = this.ja.get(rs);
+    if (!inner) this.ja.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
       const byPath = /* @__PURE__ */ new Map();
@@ -1761,15 +1512,15 @@ var Decoder = class {
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.ma();
-          for (let i = 0; i < this.X; i++) txn.destroySlot(this.V[i]);
+          this.ka();
+          for (let i = 0; i < this.V; i++) txn.destroySlot(this.U[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
         const cid = r.u(4);
         const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
         if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Na(txn, tag, rc);
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.La(txn, tag, rc);
       }
       r.finish("segment");
     } catch (e) {
@@ -1779,30 +1530,30 @@ var Decoder = class {
     }
   }
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  ma() {
+  ka() {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.V;
+    const ids = this.U;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
       if (r.hi !== 0 || slot >= 1 << SLOT_BITS) r.malformed("entity slot out of range");
       ids[i] = slot;
     }
-    this.X = n;
+    this.V = n;
   }
-  Na(txn, tag, rc) {
+  La(txn, tag, rc) {
     const r = this.r;
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.x.length = 0;
-    this.Z(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.ma();
-    const ids = this.V;
-    const n = this.X;
-    const gens = this.Ma;
+    this.Y(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    this.ka();
+    const ids = this.U;
+    const n = this.V;
+    const gens = this.Ka;
     if (tag === SEC_RANKED) {
       for (let i = 0; i < n; i++) {
         const slot = txn.heldSlot(ids[i]);
@@ -1825,10 +1576,10 @@ var Decoder = class {
         throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
       }
       if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.Oa(txn, e, delta);
+      this.Ma(txn, e, delta);
     }
   }
-  _(depth) {
+  Z(depth) {
     if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
   }
   /**
@@ -1837,8 +1588,8 @@ var Decoder = class {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  Z(st, base, delta, depth, gapK, map, ls) {
-    this._(depth);
+  Y(st, base, delta, depth, gapK, map, ls) {
+    this.Z(depth);
     const r = this.r;
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
@@ -1847,7 +1598,7 @@ var Decoder = class {
       const t = f.type;
       const leaf = base + f.leaf;
       if (t.kind === 15 /* Nested */) {
-        this.Z(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        this.Y(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
       const local = map.toLocal[leaf];
@@ -1882,7 +1633,7 @@ var Decoder = class {
     const lo = r.u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${Kind[p.kind]}`);
   }
-  Oa(txn, e, delta) {
+  Ma(txn, e, delta) {
     const r = this.r;
     const steps = this.x;
     const a = e.num;
@@ -1915,19 +1666,19 @@ var Decoder = class {
           }
           break;
         case P_STR: {
-          const v = this.$(s.t);
+          const v = this._(s.t);
           if (slot >= 0) txn.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = this.na(s.t, s.lt, 1);
+            const c = this.la(s.t, s.lt, 1);
             if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.Pa(txn, e, s.t, s.lt, s.local, slot);
+          } else this.Na(txn, e, s.t, s.lt, s.local, slot);
       }
     }
   }
-  $(t) {
+  _(t) {
     return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
   }
   H(n) {
@@ -1946,20 +1697,20 @@ var Decoder = class {
       return toElem(p, out.lo, out.hi);
     }
     if (t.kind === 15 /* Nested */) return this.readRecord(t.struct, lt && lt.struct, depth + 1);
-    return this.$(t);
+    return this._(t);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
   I(t, n) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  oa(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this.Y = this.r.bytes(this.lim.maxStringBytes));
+  ma(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(this.X = this.r.bytes(this.lim.maxStringBytes));
     return this.y(keyType(key), null, k, 0);
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  na(t, lt, depth) {
-    this._(depth);
+  la(t, lt, depth) {
+    this.Z(depth);
     const ct = lt ?? t;
     const r = this.r;
     const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
@@ -1978,10 +1729,10 @@ var Decoder = class {
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.oa(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this.Y) < 0 : prev < key)) r.malformed("keys not in ascending order");
+      const key = this.ma(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, this.X) < 0 : prev < key)) r.malformed("keys not in ascending order");
       prev = key;
-      prevBytes = this.Y;
+      prevBytes = this.X;
       m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.y(t.elem, lt && lt.elem, vk, depth));
     }
     return bag ? new BagC(ct, m) : new MapC(ct, m);
@@ -1992,13 +1743,13 @@ var Decoder = class {
    * transaction, or a new one.
    */
   readRecord(rs, ls, depth, into, item) {
-    this._(depth);
+    this.Z(depth);
     this.H(1);
     const lst = ls ?? rs;
     const rec2 = into ?? item?.rec ?? new Rec(lst);
     const steps = this.x;
     const start = steps.length;
-    this.Z(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    this.Y(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
@@ -2015,7 +1766,7 @@ var Decoder = class {
         }
         continue;
       }
-      const v = s.code === P_STR ? this.$(s.t) : this.na(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? this._(s.t) : this.la(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
       if (item) item.txn.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
       else rec2.obj[slot] = v;
@@ -2024,7 +1775,7 @@ var Decoder = class {
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Pa(txn, e, t, lt, local, slot) {
+  Na(txn, e, t, lt, local, slot) {
     const r = this.r;
     const max = this.lim.maxContainerLen;
     const full = (size) => {
@@ -2044,7 +1795,7 @@ var Decoder = class {
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
-        if (op === OP_PATCH) v = this.Qa(t, lt, list, idx);
+        if (op === OP_PATCH) v = this.Oa(t, lt, list, idx);
         else if (op <= OP_INSERT || op === OP_SET) v = this.y(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
@@ -2065,7 +1816,7 @@ var Decoder = class {
       const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
       const vk = pass === 1 && !bag ? this.I(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.oa(t.key, kk);
+        const key = this.ma(t.key, kk);
         if (pass === 0) {
           if (m) txn.mapDelete(e, local, m, key);
         } else if (pass === 1) {
@@ -2083,7 +1834,7 @@ var Decoder = class {
     }
   }
   /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  Qa(t, lt, list, idx) {
+  Oa(t, lt, list, idx) {
     const rs = t.elem.struct;
     const ls = lt ? lt.elem.struct : rs;
     if (list && idx >= list.items.length) {
@@ -2169,7 +1920,7 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  pa(c) {
+  na(c) {
     let p = this.parts.get(c);
     if (!p) this.parts.set(c, p = [partLeaves(c, 2 /* Others */), partLeaves(c, 1 /* Owner */)]);
     return p;
@@ -2190,7 +1941,7 @@ var Replica = class {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.pa(e.type)[1]);
+        txn.zeroLeaves(e, this.na(e.type)[1]);
         txn.setOwned(e, false);
       }
       const created = [];
@@ -2199,7 +1950,7 @@ var Replica = class {
         if (!e) created.push(id >>> 0);
         else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.pa(e.type)[0]);
+          txn.zeroLeaves(e, this.na(e.type)[0]);
           txn.setOwned(e, true);
         }
       }
@@ -2211,7 +1962,7 @@ var Replica = class {
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Ra(e, lc.level);
+        else this.Pa(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
       seg = -1;
@@ -2235,10 +1986,10 @@ var Replica = class {
     }
     const events = txn.commit();
     this.tick++;
-    this.qa(events);
+    this.oa(events);
   }
   /** Applies a level change to an entity held before the segments (§5.8). */
-  Ra(e, level) {
+  Pa(e, level) {
     const txn = this.f.txn;
     if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
     if (level < e.level) {
@@ -2264,45 +2015,45 @@ var Replica = class {
     this.l = dec;
     this.j = remote;
     this.parts.clear();
-    this.qa(events);
+    this.oa(events);
   }
   // ---- Callbacks ----
-  ra(c) {
+  pa(c) {
     const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : void 0;
     const found = find(this.local) ?? find(this.j);
     if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
     return found;
   }
   add(c, i, fn) {
-    const cls = this.ra(c);
+    const cls = this.pa(c);
     let lists = this.classes.get(cls);
     if (!lists) this.classes.set(cls, lists = []);
-    const cb = { from: this.tick + 1, aa: false, Sa: fn };
+    const cb = { from: this.tick + 1, $: false, Qa: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.aa) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.aa = true;
+      if (!cb.$) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.$ = true;
     };
   }
   K(c, leaf, fn, op, want) {
-    const cls = this.ra(c);
+    const cls = this.pa(c);
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.f.Ca(cls, l.index);
+    this.f.Aa(cls, l.index);
     return this.add(cls, Ev.C + l.index, fn);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    return this.add(c, Ev.Da, fn);
+    return this.add(c, Ev.Ba, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    return this.add(c, Ev.Ea, fn);
+    return this.add(c, Ev.Ca, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    return this.add(c, Ev.T, fn);
+    return this.add(c, Ev.S, fn);
   }
   /**
    * Runs fn when the level of detail an entity of class c is held at
@@ -2312,7 +2063,7 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    return this.add(c, Ev.Fa, fn);
+    return this.add(c, Ev.Da, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
@@ -2330,7 +2081,7 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.K(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
   }
-  qa(events) {
+  oa(events) {
     if (this.classes.size === 0 || events.length === 0) return;
     this.J = true;
     const tick = this.tick;
@@ -2339,7 +2090,7 @@ var Replica = class {
         const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.C ? ev.kind : Ev.C + ev.leaf];
         if (!list || list.length === 0) continue;
         const args = eventArgs(ev);
-        for (const cb of list) if (cb.from <= tick && !cb.aa) cb.Sa(...args);
+        for (const cb of list) if (cb.from <= tick && !cb.$) cb.Qa(...args);
       }
     } finally {
       this.J = false;
@@ -2349,11 +2100,11 @@ var Replica = class {
 var ITEM_KINDS = ["added", "removed", "changed"];
 function eventArgs(ev) {
   const { e, kind } = ev;
-  if (kind < Ev.T) return [e];
-  if (kind === Ev.T) return [e, ev.new];
+  if (kind < Ev.S) return [e];
+  if (kind === Ev.S) return [e, ev.new];
   if (kind <= Ev.C) return [e, ev.old, ev.new];
-  const o = { kind: ITEM_KINDS[(kind - Ev.ka) % 3] };
-  if (kind <= Ev.ia) o.index = ev.index;
+  const o = { kind: ITEM_KINDS[(kind - Ev.ia) % 3] };
+  if (kind <= Ev.ga) o.index = ev.index;
   else o.key = ev.key;
   if (kind >= Ev.E) {
     o.itemLeaf = ev.itemLeaf;

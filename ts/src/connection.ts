@@ -21,7 +21,7 @@ import {
   type WebSocketConstructor,
   type WebTransportConstructor,
 } from "./transport.js";
-import { decodeDescriptor, writeDescriptor, type DescriptorOptions } from "./descriptor.js";
+import { decodeDescriptor, type DescriptorOptions } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
@@ -53,7 +53,11 @@ export interface ConnectOptions {
   certificateHashes?: Uint8Array[] | (() => Promise<Uint8Array[]>);
   /** The transport; default "auto". */
   transport?: TransportMode;
-  /** The client's own schema; its descriptor goes in the HELLO. */
+  /**
+   * The client's own schema, decoded from its descriptor (a generated
+   * module's `schema`, or decodeDescriptor's): the descriptor goes in the
+   * HELLO.
+   */
   schema: Schema;
   /** The connect token the server's authenticator checks. */
   token?: Uint8Array | string;
@@ -479,9 +483,11 @@ function connectError(e: unknown): Error {
  * asking to resume when resume is given (§10.5).
  */
 async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limits, resume?: ResumeRequest): Promise<Session> {
+  const descriptor = opts.schema.descriptor;
+  if (!descriptor) throw new Error("connection: the schema was not decoded from a descriptor");
   const hello = encodeHello({
     version: PROTOCOL_VERSION,
-    descriptor: writeDescriptor(opts.schema),
+    descriptor,
     token,
     limits: limits ?? opts.limits,
     resume: resume?.block,

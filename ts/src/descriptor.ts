@@ -70,8 +70,9 @@ export interface Descriptor {
 
 /**
  * Decodes a descriptor and returns the schema it describes, laid out and
- * validated. Every failure is a ReplicaDecodeError with code "descriptor".
- * Only the canonical encoding is accepted (§3.1).
+ * validated, with b as its descriptor (not copied). Every failure is a
+ * ReplicaDecodeError with code "descriptor". Only the canonical encoding
+ * is accepted (§3.1).
  */
 export function decodeDescriptor(b: Uint8Array, opts: DescriptorOptions = {}): Schema {
   return decodeDescriptorVersioned(b, opts).schema;
@@ -90,14 +91,30 @@ export function decodeDescriptorVersioned(b: Uint8Array, opts: DescriptorOptions
     }
     throw e;
   }
-  const canon = writeDescriptor(d.schema, d.version);
-  if (canon.length !== b.length || canon.some((x, i) => x !== b[i])) {
-    throw new ReplicaDecodeError(
-      "descriptor",
-      "not in canonical form (unreachable structs, or classes or structs out of order)",
-    );
-  }
+  d.schema.descriptor = b;
   return d;
+}
+
+/**
+ * Whether structs and classes, as a descriptor listed them, are in the
+ * canonical order (§3.1): classes by ascending class ID, and the structs
+ * in depth-first pre-order from them (the structs of each field's type,
+ * then the RPCs' arguments), every struct reached. Every other field has
+ * one encoding, so a descriptor in this order is canonical: it is what
+ * writeDescriptor writes for its schema.
+ */
+function canonicalOrder(structs: StructType[], classes: StructType[]): boolean {
+  const order = new Set<StructType>();
+  const visit = (st: StructType | null): void => {
+    if (!st || order.has(st)) return;
+    order.add(st);
+    for (const f of st.fields) for (let t: Type | null = f.type; t; t = t.elem) visit(t.struct);
+    for (const r of st.rpcs) visit(r.args);
+  };
+  classes.forEach(visit);
+  let i = 0;
+  for (const st of order) if (st !== structs[i++]) return false;
+  return i === structs.length && classes.every((c, j) => j === 0 || c.classId > classes[j - 1]!.classId);
 }
 
 function readQuantFloat(r: BitReader): number {
@@ -233,7 +250,9 @@ function decodeRaw(b: Uint8Array, opts: DescriptorOptions): Descriptor {
   r.finish("class list");
   if (fmt.bands) checkBands(r, structs);
   leafBudget(structs);
-  return { schema: new Schema(classes), version: fmt.version };
+  const schema = new Schema(classes);
+  if (!canonicalOrder(structs, classes)) bad(r, "not in canonical form (unreachable structs, or classes or structs out of order)");
+  return { schema, version: fmt.version };
 }
 
 /** Reads a class entry's nbands and distances (§3.1, §3.6). */

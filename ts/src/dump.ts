@@ -5,6 +5,7 @@
  * state; tests use it to check that a rejected tick changed nothing.
  */
 
+import { KIND_NAMES, type Type } from "./schema.js";
 import { ListC, MapC, Rec, type Elem, type Entity } from "./state.js";
 
 function hexBytes(b: Uint8Array): string {
@@ -34,4 +35,14 @@ export function dumpEntities(ents: readonly Entity[]): string {
   return ents
     .map((e) => `${e.id.toString(16)} ${e.classId} owned=${e.owned} level=${e.level} alive=${e.alive} ${recText(e)}`)
     .join("\n");
+}
+
+/** A type as text: "int16", "float32 q(0.015625,-100,14)", "list<string>", "map<string,float64>", "bag<uint32,Item>". */
+export function typeString(t: Type): string {
+  const q = t.quant;
+  const name = KIND_NAMES[t.kind] ?? `kind(${t.kind})`;
+  if (q.mode !== 0) return `${name} q(${q.mode === 2 ? [q.step, q.min, q.nbits] : q.step})`;
+  if (t.struct && !t.key) return t.struct.name;
+  if (t.elem) return `${name}<${t.key ? KIND_NAMES[t.key] + "," : ""}${typeString(t.elem)}>`;
+  return t.key ? `${name}<${KIND_NAMES[t.key]},${t.struct!.name}>` : name;
 }

@@ -13,42 +13,18 @@ export type KindValue = Kind;
 /** Number of kinds: a kind ≥ this is invalid. */
 export const NUM_KINDS = 19;
 
-export const KIND_NAMES = [
-  "invalid", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-  "float32", "float64", "string", "bytes", "ref", "nested", "list", "map", "bag",
-] as const;
+/** The kinds' names as §3.2 spells them: "invalid", "bool", "int8", … */
+export const KIND_NAMES: readonly string[] = Array.from({ length: NUM_KINDS }, (_, k) => Kind[k]!.toLowerCase());
 
 export const isNumeric = (k: number): boolean => (k >= Kind.Bool && k <= Kind.Float64) || k === Kind.Ref;
 export const isSigned = (k: number): boolean => k >= Kind.Int8 && k <= Kind.Int64;
-export const isContainer = (k: number): boolean => k === Kind.List || k === Kind.Map || k === Kind.Bag;
+export const isContainer = (k: number): boolean => k >= Kind.List && k <= Kind.Bag;
 export const isFloat = (k: number): boolean => k === Kind.Float32 || k === Kind.Float64;
 /** Whether k may key a map (integers and strings). */
 export const validMapKey = (k: number): boolean => (k >= Kind.Int8 && k <= Kind.Uint64) || k === Kind.String;
 
 /** Bit width W of a numeric kind (§3.2); ref is 32. */
-export function kindWidth(k: number): number {
-  switch (k) {
-    case Kind.Bool:
-      return 1;
-    case Kind.Int8:
-    case Kind.Uint8:
-      return 8;
-    case Kind.Int16:
-    case Kind.Uint16:
-      return 16;
-    case Kind.Int32:
-    case Kind.Uint32:
-    case Kind.Float32:
-    case Kind.Ref:
-      return 32;
-    case Kind.Int64:
-    case Kind.Uint64:
-    case Kind.Float64:
-      return 64;
-  }
-  return 0;
-}
-
+export const kindWidth = (k: number): number => [0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 32, 64, 0, 0, 32][k] ?? 0;
 
 /** Quantization of a float field (§3.3, §4.2). mode 0: none; 1: unbounded; 2: bounded. */
 export interface Quant {
@@ -67,25 +43,6 @@ export interface Type {
   struct: StructType | null; // nested, and a bag's item type
   elem: Type | null; // list, map
   key: number; // map, bag: key kind
-}
-
-export function typeString(t: Type): string {
-  switch (t.kind) {
-    case Kind.Float32:
-    case Kind.Float64:
-      if (t.quant.mode === 2) return `${KIND_NAMES[t.kind]} q(${t.quant.step},${t.quant.min},${t.quant.nbits})`;
-      if (t.quant.mode === 1) return `${KIND_NAMES[t.kind]} q(${t.quant.step})`;
-      break;
-    case Kind.Nested:
-      return t.struct!.name;
-    case Kind.List:
-      return `list<${typeString(t.elem!)}>`;
-    case Kind.Map:
-      return `map<${KIND_NAMES[t.key] ?? t.key},${typeString(t.elem!)}>`;
-    case Kind.Bag:
-      return `bag<${KIND_NAMES[t.key] ?? t.key},${t.struct!.name}>`;
-  }
-  return KIND_NAMES[t.kind] ?? `kind(${t.kind})`;
 }
 
 /** One declared field of a struct. */
@@ -151,8 +108,8 @@ export class StructType {
   objSlots = 0;
   /** The name's bytes as the descriptor carried them. */
   nameBytes?: Uint8Array;
-  /** @internal */ laidOut = false;
-  /** @internal */ laying = false;
+  /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
+  state = 0;
 
   constructor(public name: string) {}
 
@@ -170,8 +127,7 @@ export class StructType {
 
   /** The leaf with the given dotted name ("pos.x"), or undefined. */
   leafNamed(name: string): Leaf | undefined {
-    for (const l of this.leaves) if (l.name === name) return l;
-    return undefined;
+    return this.leaves.find((l) => l.name === name);
   }
 }
 
@@ -179,105 +135,85 @@ function schemaError(msg: string): never {
   throw new ReplicaDecodeError("descriptor", msg);
 }
 
+/** Validates type t of a field of the structs on stack; structs it holds by reference go to pending. */
 function validateType(t: Type, stack: StructType[], pending: StructType[]): void {
   const k = t.kind;
-  if (k === Kind.Invalid || k >= NUM_KINDS) schemaError(`invalid kind ${k}`);
-  switch (k) {
-    case Kind.Float32:
-    case Kind.Float64: {
-      const q = t.quant;
-      if (q.mode !== 0 && (!(q.step > 0) || (q.mode === 2 && (q.nbits < 1 || q.nbits > 32)))) {
-        schemaError(`invalid quantization (step ${q.step}, nbits ${q.nbits})`);
-      }
-      return;
-    }
-    case Kind.Nested:
-      if (t.struct!.isClass) schemaError(`entity class ${t.struct!.name} cannot be nested`);
-      layoutStruct(t.struct!, stack, pending);
-      return;
-    case Kind.List:
-    case Kind.Map:
-      if (k === Kind.Map && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
-      if (isContainer(t.elem!.kind)) schemaError(`${KIND_NAMES[k]} of ${KIND_NAMES[t.elem!.kind]}`);
-      if (t.elem!.kind === Kind.Nested) {
-        if (t.elem!.struct!.isClass) schemaError(`entity class ${t.elem!.struct!.name} cannot be nested`);
-        pending.push(t.elem!.struct!);
-        return;
-      }
-      validateType(t.elem!, stack, pending);
-      return;
-    case Kind.Bag:
-      if (t.struct!.isClass) schemaError("bag items must be a struct type");
-      if (!validMapKey(t.key) || t.key === Kind.String) schemaError(`bag key kind ${t.key}: want an integer`);
-      pending.push(t.struct!);
-      return;
+  const name = KIND_NAMES[k];
+  const q = t.quant;
+  if (!(k > Kind.Invalid && k < NUM_KINDS)) schemaError(`invalid kind ${k}`);
+  if (isFloat(k) && q.mode !== 0 && (!(q.step > 0) || (q.mode === 2 && (q.nbits < 1 || q.nbits > 32)))) {
+    schemaError(`invalid quantization (step ${q.step}, nbits ${q.nbits})`);
+  }
+  if (t.struct?.isClass) schemaError(`entity class ${t.struct.name} cannot be nested`);
+  if (k === Kind.Nested) layoutStruct(t.struct!, stack, pending);
+  if (k === Kind.Bag) {
+    if (!validMapKey(t.key) || t.key === Kind.String) schemaError(`bag key kind ${t.key}: want an integer`);
+    pending.push(t.struct!);
+  }
+  if (k === Kind.Map && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
+  const e = t.elem;
+  if (e && (k === Kind.List || k === Kind.Map)) {
+    if (isContainer(e.kind)) schemaError(`${name} of ${KIND_NAMES[e.kind]}`);
+    // A struct element is laid out on its own: a list may hold its own struct.
+    if (e.kind === Kind.Nested) {
+      if (e.struct!.isClass) schemaError(`entity class ${e.struct!.name} cannot be nested`);
+      pending.push(e.struct!);
+    } else validateType(e, stack, pending);
   }
 }
 
 function layoutStruct(s: StructType, stack: StructType[], pending: StructType[]): void {
-  if (s.laidOut) return;
   if (stack.includes(s)) schemaError(`struct ${s.name} contains itself`);
-  if (s.laying) return;
-  s.laying = true;
+  if (s.state !== 0) return;
+  s.state = 1;
   stack = [...stack, s];
   try {
     s.fields.sort((a, b) => a.id - b.id);
     s.byId = new Map();
     s.leaves = [];
-    s.numSlots = 0;
-    s.objSlots = 0;
+    s.numSlots = s.objSlots = 0;
     for (const f of s.fields) {
-      if (f.id === 0) schemaError(`${s.name}.${f.name}: field ID 0 is reserved`);
-      if (s.byId.has(f.id)) schemaError(`${s.name}.${f.name}: duplicate field ID ${f.id}`);
+      const where = `${s.name}.${f.name}`;
+      if (f.id === 0 || s.byId.has(f.id)) schemaError(`${where}: field ID ${f.id} is reserved or a duplicate`);
       s.byId.set(f.id, f);
       validateType(f.type, stack, pending);
       f.leaf = s.leaves.length;
       if (f.deprecated) continue;
-      const k = f.type.kind;
-      if (k === Kind.Nested) {
-        const sub = f.type.struct!;
-        for (const l of sub.leaves) {
-          s.leaves.push({
-            index: s.leaves.length,
-            field: l.field,
-            path: [f.id, ...l.path],
-            name: `${f.name}.${l.name}`,
-            vis: l.vis & f.vis,
-            band: f.band,
-            num: l.num >= 0 ? l.num + s.numSlots : -1,
-            obj: l.obj >= 0 ? l.obj + s.objSlots : -1,
-          });
-        }
-        s.numSlots += sub.numSlots;
-        s.objSlots += sub.objSlots;
-      } else {
-        const numeric = isNumeric(k);
+      // A nested struct's leaves, or the field as one leaf.
+      const numeric = isNumeric(f.type.kind);
+      const sub: Leaf[] = f.type.kind === Kind.Nested ? f.type.struct!.leaves : [{ index: 0, field: f, path: [], name: "", vis: 3, band: 0, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }];
+      for (const l of sub) {
         s.leaves.push({
           index: s.leaves.length,
-          field: f,
-          path: [f.id],
-          name: f.name,
-          vis: f.vis,
+          field: l.field,
+          path: [f.id, ...l.path],
+          name: l.name ? `${f.name}.${l.name}` : f.name,
+          vis: l.vis & f.vis,
           band: f.band,
-          num: numeric ? s.numSlots++ : -1,
-          obj: numeric ? -1 : s.objSlots++,
+          num: l.num >= 0 ? l.num + s.numSlots : -1,
+          obj: l.obj >= 0 ? l.obj + s.objSlots : -1,
         });
       }
+      if (f.type.kind === Kind.Nested) {
+        s.numSlots += f.type.struct!.numSlots;
+        s.objSlots += f.type.struct!.objSlots;
+      } else if (numeric) s.numSlots++;
+      else s.objSlots++;
       if (s.leaves.length > MAX_LEAVES) schemaError(`${s.name} flattens to more than ${MAX_LEAVES} fields`);
     }
     if (s.rpcs.length > 0 && !s.isClass) schemaError(`${s.name} declares RPCs but is not an entity class`);
     s.rpcs.sort((a, b) => a.id - b.id);
     s.rpcById = new Map();
     for (const r of s.rpcs) {
-      if (r.id === 0) schemaError(`${s.name}.${r.name}: RPC ID 0 is reserved`);
-      if (s.rpcById.has(r.id)) schemaError(`${s.name}.${r.name}: duplicate RPC ID`);
+      if (r.id === 0 || s.rpcById.has(r.id)) schemaError(`${s.name}.${r.name}: RPC ID ${r.id} is reserved or a duplicate`);
       if (r.args.isClass) schemaError(`${s.name}.${r.name}: RPC arguments must be a struct type`);
       s.rpcById.set(r.id, r);
       pending.push(r.args);
     }
-    s.laidOut = true;
-  } finally {
-    s.laying = false;
+    s.state = 2;
+  } catch (e) {
+    s.state = 0;
+    throw e;
   }
 }
 
@@ -285,6 +221,8 @@ function layoutStruct(s: StructType, stack: StructType[], pending: StructType[])
 export class Schema {
   readonly classes: StructType[];
   private byId = new Map<number, StructType>();
+  /** The descriptor this schema was decoded from, if it was (./descriptor.ts). */
+  descriptor?: Uint8Array;
 
   /** Lays out the classes and everything they reach; throws a "descriptor" error if they do not lay out. */
   constructor(classes: StructType[]) {
@@ -309,52 +247,44 @@ export class Schema {
   }
 }
 
-function quantEqual(a: Quant, b: Quant): boolean {
-  return a.mode === b.mode && Object.is(a.step, b.step) && Object.is(a.min, b.min) && a.nbits === b.nbits;
-}
-
 /**
  * Checks that data encoded with schema remote can be decoded into schema
  * local (§8): every field both have, matched by class ID and field ID path,
  * has the same type. Throws a ReplicaDecodeError with code "incompatible".
  */
 export function checkCompatible(local: Schema, remote: Schema): void {
-  if (local === remote) return;
-  const seen = new Set<string>();
-  const ids = new Map<StructType, number>();
-  const idOf = (s: StructType): number => {
-    let n = ids.get(s);
-    if (n === undefined) ids.set(s, (n = ids.size));
-    return n;
+  const seen = new Map<StructType, Set<StructType>>();
+  const fail = (where: string, what: string): never => {
+    throw new ReplicaDecodeError("incompatible", `${where}: ${what} differ between the two schemas`);
   };
-  const incompatible = (msg: string): never => {
-    throw new ReplicaDecodeError("incompatible", msg);
-  };
-  const compatType = (l: Type, r: Type, where: string): void => {
-    if (l.kind !== r.kind || l.key !== r.key || !quantEqual(l.quant, r.quant)) {
-      incompatible(`${where}: type ${typeString(l)} here, ${typeString(r)} on the other side`);
+  const type = (l: Type, r: Type, where: string): void => {
+    const a = l.quant;
+    const b = r.quant;
+    if (l.kind !== r.kind || l.key !== r.key || a.mode !== b.mode || !Object.is(a.step, b.step) || !Object.is(a.min, b.min) || a.nbits !== b.nbits) {
+      fail(where, `types (${KIND_NAMES[l.kind]}, ${KIND_NAMES[r.kind]})`);
     }
-    if (l.struct) compatStruct(l.struct, r.struct!, where);
-    if (l.elem) compatType(l.elem, r.elem!, where);
+    if (l.struct) struct(l.struct, r.struct!, where);
+    if (l.elem) type(l.elem, r.elem!, where);
   };
-  const compatStruct = (l: StructType, r: StructType, where: string): void => {
-    const key = `${idOf(l)},${idOf(r)}`;
-    if (seen.has(key)) return;
-    seen.add(key);
+  // Each pair of structs is checked once.
+  const struct = (l: StructType, r: StructType, where: string): void => {
+    const s = seen.get(l) ?? new Set();
+    if (s.has(r)) return;
+    seen.set(l, s.add(r));
     for (const rr of r.rpcs) {
       const lr = l.rpc(rr.id);
       if (!lr) continue;
-      if (lr.dir !== rr.dir) incompatible(`${where}: RPC ${lr.name} (ID ${lr.id}): directions differ`);
-      compatStruct(lr.args, rr.args, `${where}: RPC ${lr.name}`);
+      if (lr.dir !== rr.dir) fail(`${where}: RPC ${lr.name}`, "directions");
+      struct(lr.args, rr.args, `${where}: RPC ${lr.name}`);
     }
     for (const rf of r.fields) {
       const lf = l.field(rf.id);
-      if (!lf || lf.deprecated || rf.deprecated) continue;
-      compatType(lf.type, rf.type, `${where}.${lf.name} (ID ${lf.id})`);
+      if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, `${where}.${lf.name} (ID ${lf.id})`);
     }
   };
+  if (local === remote) return;
   for (const rc of remote.classes) {
     const lc = local.class(rc.classId);
-    if (lc) compatStruct(lc, rc, `class ${lc.name}`);
+    if (lc) struct(lc, rc, `class ${lc.name}`);
   }
 }

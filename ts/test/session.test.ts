@@ -1,7 +1,7 @@
 // Session messages (docs/protocol.md §10.2) and the WebSocket connection
 // (§10.3, §10.4) against an in-process fake server.
 import { describe, expect, test } from "vitest";
-import { writeDescriptor } from "../src/descriptor.js";
+import { decodeDescriptor, writeDescriptor } from "../src/descriptor.js";
 import { ReplicaDecodeError } from "../src/errors.js";
 import { Connection, CloseCode, RefusedError } from "../src/connection.js";
 import { FrameReader, PREAMBLE, frame, type WebSocketLike, type WebTransportOptionsLike } from "../src/transport.js";
@@ -258,8 +258,11 @@ class FakeServer {
   }
 }
 
+/** A schema as a client has it: decoded from its descriptor, which the HELLO carries. */
+const decoded = (s: Schema): Schema => decodeDescriptor(writeDescriptor(s));
+
 function schema(): Schema {
-  return new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int16)), field(2, "x", ty(Kind.Float32))], { id: 1 })]);
+  return decoded(new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int16)), field(2, "x", ty(Kind.Float32))], { id: 1 })]));
 }
 
 const welcome = (s: Schema, extra: { ticket?: readonly [bigint, bigint]; resumed?: boolean } = {}) =>
@@ -335,9 +338,9 @@ describe("connection", () => {
 
   test("reconnect resumes: the HELLO declares the replica, a resumed WELCOME keeps it, the catch-up tick applies to it", async () => {
     // Unit with a level-of-detail band: field 3 in band 1 (within 50 units).
-    const s = new Schema([
+    const s = decoded(new Schema([
       struct("Unit", [field(1, "hp", ty(Kind.Int16)), field(2, "x", ty(Kind.Float32)), field(3, "gear", ty(Kind.Uint8), { band: 1 })], { id: 1, distances: [50] }),
-    ]);
+    ]));
     const answers: { ticket: readonly [bigint, bigint]; resumed?: boolean }[] = [{ ticket: [5n, 6n] }, { ticket: [7n, 8n], resumed: true }, { ticket: [9n, 1n] }];
     const server = new FakeServer((sock) => sock.deliver(welcome(s, answers.shift())));
     const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
@@ -451,6 +454,8 @@ describe("connection", () => {
     const silent = new FakeServer(() => {});
     const t = await Connection.connect({ url: "ws://x", schema: s, WebSocket: silent.ctor(), handshakeTimeoutMs: 20 }).catch((e) => e);
     expect(t.code).toBe(CloseCode.HandshakeTimeout);
+    const bare = new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int16))], { id: 1 })]);
+    await expect(Connection.connect({ url: "ws://x", schema: bare, WebSocket: silent.ctor() })).rejects.toThrow(/not decoded from a descriptor/);
     const incompatible = new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int32))], { id: 1 })]);
     const other = new FakeServer((sock) => sock.deliver(welcome(incompatible)));
     await expect(Connection.connect({ url: "ws://x", schema: s, WebSocket: other.ctor() })).rejects.toThrow(/incompatible/);
@@ -470,7 +475,7 @@ describe("connection", () => {
     const unit = struct("Unit", [field(1, "hp", ty(Kind.Int16))], { id: 1 });
     const jump = struct("Jump", [field(1, "h", ty(Kind.Uint8))]);
     unit.rpcs = [{ id: 2, name: "jump", dir: 0, args: jump }, { id: 3, name: "say", dir: 1, args }];
-    const s = new Schema([unit]);
+    const s = decoded(new Schema([unit]));
     const server = new FakeServer((sock) => sock.deliver(welcome(s)));
     const c = await Connection.connect({ url: "ws://x", schema: s, WebSocket: server.ctor() });
     const sock = server.sockets[0]!;
