@@ -273,9 +273,13 @@ func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
 	}
 	s.seg = segs
 	info.Tick = s.tick
-	if size(segs, &info) > size(full, &session.Tick{Tick: s.tick, Gained: c.gained, Levels: c.levels})+1 {
+	cu, fu := size(segs, &info), size(full, &session.Tick{Tick: s.tick, Gained: c.gained, Levels: c.levels})
+	s.stats.ResumeFullBytes += uint64(fu)
+	if cu > fu+1 { // the full state costs a RESYNC besides: one byte
+		s.stats.ResumeBytes += uint64(fu + 1)
 		return false
 	}
+	s.stats.ResumeBytes += uint64(cu)
 	c.gained, c.lost, c.levels = info.Gained, info.Lost, info.Levels
 	s.stats.Resumes++
 	s.send(c, segs)
@@ -293,13 +297,16 @@ func opOrder(op codec.PatchOp) int {
 // size returns the bytes of a TICK with info's lists and the non-empty
 // segments of segs.
 func size(segs [][]byte, info *session.Tick) int {
-	n := 0
+	n, k := 0, 0
 	for _, seg := range segs {
 		if !empty(seg) {
 			n += len(seg)
+			k++
 		}
 	}
-	return n + len(session.AppendTick(nil, info))
+	hdr := *info
+	hdr.Segments = k
+	return n + len(session.AppendTick(nil, &hdr))
 }
 
 // keepUp adds the catch-up of an entity the client held as h and still

@@ -371,6 +371,12 @@ type Stats struct {
 	// instead, because it was smaller or a slot they held was reused.
 	Resumes         uint64
 	ResumeFallbacks uint64
+	// ResumeBytes counts the bytes resumed sessions were sent for their
+	// first tick (a TICK and its segments; a RESYNC before a full
+	// state), ResumeFullBytes what the full state would have been:
+	// what catching up saved.
+	ResumeBytes     uint64
+	ResumeFullBytes uint64
 
 	// Persist counts the write-behind of Config.Store: entities pending,
 	// failed flushes, the last error, ticks over the backlog bound.
@@ -1182,6 +1188,9 @@ func (s *Server) reap() {
 	clear(s.conns[len(live):])
 	s.conns = live
 }
+
+// TickRate returns the ticks per second Run drives (Config.TickRate).
+func (s *Server) TickRate() int { return s.cfg.TickRate }
 
 // TickNumber returns the number of the last tick sent.
 func (s *Server) TickNumber() uint64 { return s.tick }
