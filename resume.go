@@ -102,6 +102,53 @@ type resumable struct {
 	login uint64 // the login it continues (Conn.login)
 	gone  bool
 	left  uint64 // the tick it left, if gone
+	// A budget (Config.Budget) may have held back changes the client
+	// then missed: stale is the first tick held back of the pairs stale
+	// when it left (0: none), sets the sets that brought stale pairs up
+	// to date in its last ticks, which the client may not have applied.
+	stale uint64
+	sets  []setMark
+}
+
+// A setMark is a tick a budget sent sets of stale pairs in, and the first
+// tick held back of the stalest of them.
+type setMark struct {
+	tick, since uint64
+}
+
+// noteSet records that c's budget sent, this tick, the set of a pair
+// stale since tick since: a client that resumes from before this tick
+// lacks the changes from since on.
+func (s *Server) noteSet(c *Conn, since uint64) {
+	if !s.resumes() {
+		return
+	}
+	if n := len(c.sets); n > 0 && c.sets[n-1].tick == s.tick {
+		c.sets[n-1].since = min(c.sets[n-1].since, since)
+		return
+	}
+	k := 0
+	for k < len(c.sets) && s.tick-c.sets[k].tick > s.windowTicks() {
+		k++
+	}
+	c.sets = append(c.sets[:0], c.sets[k:]...)
+	c.sets = append(c.sets, setMark{s.tick, since})
+}
+
+// floor returns the tick after which a client that applied tick t of the
+// session r may lack changes: t, or earlier where its budget held changes
+// back.
+func (r *resumable) floor(t uint64) uint64 {
+	f := t
+	if r.stale > 0 {
+		f = min(f, r.stale-1)
+	}
+	for _, m := range r.sets {
+		if m.tick > t {
+			f = min(f, m.since-1)
+		}
+	}
+	return f
 }
 
 // A departure is a session that left, in the order they left, so that
@@ -147,7 +194,7 @@ func (s *Server) admitResume(c *Conn, r *session.Resume) bool {
 			(!old.gone || now-old.left <= s.windowTicks()) {
 			// A ticket resumes once: the new session has its own.
 			delete(s.tickets, r.Ticket)
-			c.resume, c.login, resumed = r, old.login, true
+			c.resume, c.login, c.floor, resumed = r, old.login, old.floor(r.Tick), true
 		}
 	}
 	s.tickets[c.ticket] = &resumable{user: c.userID, login: c.login}
@@ -170,9 +217,17 @@ func (s *Server) departed(c *Conn) {
 	if c.ticket.IsZero() {
 		return
 	}
+	var oldest uint64 // the first tick held back of its stalest pair
+	for _, id := range c.view.held {
+		if ie := &s.ients[id.Slot()]; ie.id == id {
+			if oi := s.pairOf(c, ie); oi >= 0 && ie.obs[oi].held&stale != 0 && (oldest == 0 || ie.obs[oi].since < oldest) {
+				oldest = ie.obs[oi].since
+			}
+		}
+	}
 	s.mu.Lock()
 	if r := s.tickets[c.ticket]; r != nil {
-		r.gone, r.left = true, s.tick
+		r.gone, r.left, r.stale, r.sets = true, s.tick, oldest, c.sets
 	}
 	s.mu.Unlock()
 	s.departures = append(s.departures, departure{c.ticket, s.tick})
@@ -257,7 +312,7 @@ func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
 				i++
 				continue // and the slot is created as not held
 			}
-			s.keepUp(n, h, r.Tick, &info, add)
+			s.keepUp(n, h, c.floor, &info, add)
 			i++
 			j++
 		}
@@ -311,10 +366,11 @@ func size(segs [][]byte, info *session.Tick) int {
 
 // keepUp adds the catch-up of an entity the client held as h and still
 // sees as n: its level and ownership changes, a set of the leaves changed
-// after tick t that it saw then and sees now, and fills of what it newly
+// after tick floor (the last it applied, or earlier where its budget held
+// changes back) that it saw then and sees now, and fills of what it newly
 // sees (the partition an ownership change shows, the bands a level rise
 // shows).
-func (s *Server) keepUp(n seen, h session.Held, t uint64, info *session.Tick, add func(codec.Part, codec.PatchOp, *state.Entity, []uint64)) {
+func (s *Server) keepUp(n seen, h session.Held, floor uint64, info *session.Tick, add func(codec.Part, codec.PatchOp, *state.Entity, []uint64)) {
 	e := n.e
 	was := min(h.Level, top(e))
 	if was != n.level {
@@ -326,7 +382,7 @@ func (s *Server) keepUp(n seen, h session.Held, t uint64, info *session.Tick, ad
 	case !n.owned && h.Owned:
 		info.Lost = append(info.Lost, uint32(e.ID()))
 	}
-	changed := s.hist.changedSince(e, t)
+	changed := s.hist.changedSince(e, floor)
 	kept := min(was, n.level)
 	for _, p := range [...]codec.Part{codec.PartAll, n.vis()} {
 		if p != codec.PartAll && n.owned != h.Owned {

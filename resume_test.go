@@ -123,7 +123,15 @@ func TestResumeAOIProperty(t *testing.T) {
 		// from the tick it joins in: its catch-up is of that view.
 		var m *aoiModel
 		var field *replica.Space
+		// Budgets from none to a few entities a tick: a client may leave
+		// with changes held back, which its catch-up must bring.
+		budget := rapid.SampledFrom([]int{-1, 2000, 300}).Draw(rt, "budget")
 		cfg.OnJoin = func(c *replica.Conn) {
+			if budget >= 0 {
+				if err := c.Server().SetBudget(c, budget); err != nil {
+					rt.Fatal(err)
+				}
+			}
 			if m == nil {
 				return
 			}
@@ -140,6 +148,7 @@ func TestResumeAOIProperty(t *testing.T) {
 		}
 		w := newWorld(rt, 2, cfg)
 		defer w.close()
+		w.budgeted = budget >= 0
 		m = &aoiModel{w: w, space: map[*state.Entity]int{}, radius: map[*state.Entity]float64{},
 			always: map[*state.Entity]bool{}, egroups: map[*state.Entity][]int{}}
 		w.level = m.level
