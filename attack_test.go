@@ -86,6 +86,7 @@ func handHello(version uint64, desc, token []byte) []byte {
 	for _, lim := range []uint64{4 << 20, 64 << 10, 1 << 16, 16, 1 << 16, 1 << 20} {
 		w.u(lim, 8)
 	}
+	w.bits(0, 1) // no resume block
 	return append([]byte{1}, w.buf...)
 }
 
@@ -200,14 +201,15 @@ func expectRefusal(t *testing.T, tc transport.Conn, code transport.CloseCode, te
 }
 
 // TestAttackHelloSize sends HELLOs around the pre-handshake limit
-// (Config.MaxHelloBytes, by default MaxDescriptorBytes + 4096 + 1024): one
+// (Config.MaxHelloBytes, by default MaxDescriptorBytes + 4096 + 1024 +
+// session.MaxResumeBytes): one
 // byte over is refused by the transport as too large, unread and
 // undecoded; one at the limit is read and refused by the descriptor's
 // size check.
 func TestAttackHelloSize(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxDesc = 64 << 10 // the default for the demo schema
-		const maxHello = maxDesc + 4096 + 1024
+		const maxHello = maxDesc + 4096 + 1024 + session.MaxResumeBytes
 		_, ln, nw := memServer(t, replica.Config{}, nil)
 		d := nw.Dialer(transport.Config{})
 		// A descriptor of garbage bytes, sized to bring the HELLO to n.

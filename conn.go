@@ -28,6 +28,11 @@ type Conn struct {
 	identity auth.Identity
 	userID   string
 	id       uint64
+	login    uint64          // the login it continues: id, or the resumed session's (Config.LoginGrace)
+	ticket   session.Ticket  // resumes this session (resume.go); zero if the server does not resume
+	resume   *session.Resume // what it holds, until its catch-up is sent
+	floor    uint64          // with resume: its catch-up sends the leaves changed after this tick
+	sets     []setMark       // the sets its budget sent within Config.ResumeWindow (resume.go)
 	joined   bool
 	admitted bool            // in the tick: Server.conns
 	view     view            // interest state (interest.go)
@@ -186,26 +191,31 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
 		schema: clientSchema, dec: dec, budget: float64(s.cfg.Budget),
 		limiter: ratelimit.NewLimiter(ratelimit.Policy{Rate: s.cfg.RPCRate, Burst: s.cfg.RPCBurst})}
+	c.login = c.id
 	if !s.claim(c) {
 		refuse(transport.CloseDuplicate, "this user already has a session")
 		return
 	}
+	resumed := s.admitResume(c, hello.Resume)
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
-		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate)}))
+		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate),
+		Ticket: c.ticket, Resumed: resumed}))
 	if err != nil {
 		s.release(c)
+		s.dropTicket(c)
 		return
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		s.release(c)
+		s.dropTicket(c)
 		tc.Close(transport.CloseGoingAway, "server closed")
 		return
 	}
 	s.joining = append(s.joining, c)
 	s.mu.Unlock()
-	s.cfg.Logger.Info("replica: joined", "user", user, "session", c.id, "remote", tc.RemoteAddr())
+	s.cfg.Logger.Info("replica: joined", "user", user, "session", c.id, "remote", tc.RemoteAddr(), "resumed", resumed)
 	go s.read(c)
 }
 

@@ -51,6 +51,54 @@ type ownWorld struct {
 	// token, if set, gives the connect token of the next client dialed
 	// (anonymous: its user ID); otherwise "user<i>" for the i-th.
 	token func() string
+	// away marks the clients whose connection dropped (drop) and that
+	// have not reconnected (reconnect): tick neither waits for nor checks
+	// them.
+	away []bool
+}
+
+// drop closes client i's connection on the server's side, as a network
+// failure would.
+func (w *ownWorld) drop(i int) {
+	for len(w.away) <= i {
+		w.away = append(w.away, false)
+	}
+	w.away[i] = true
+	w.conns[i].Close(transport.CloseNetworkError, "dropped")
+}
+
+// reconnect reconnects client i (client.Conn.Reconnect, which resumes the
+// session if the server lets it) and ticks until it has joined; conns[i]
+// is then its new session. It checks the client's replica after the
+// tick that joined it: the catch-up, or the full state. It reports
+// whether the session resumed.
+func (w *ownWorld) reconnect(t tb, i int) bool {
+	c := w.clients[i]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Reconnect(ctx); err != nil {
+		t.Fatalf("client %d reconnecting: %v", i, err)
+	}
+	for {
+		w.srv.Tick()
+		if j := slices.IndexFunc(w.srv.Conns(), func(sc *replica.Conn) bool { return !slices.Contains(w.conns, sc) }); j >= 0 {
+			w.conns[i] = w.srv.Conns()[j]
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.away[i] = false
+	for c.LastTick() < w.srv.TickNumber() {
+		if _, err := c.Wait(ctx); err != nil {
+			t.Fatalf("client %d after reconnecting: %v", i, err)
+		}
+	}
+	if !w.lagging {
+		if err := w.check(i); err != nil {
+			t.Fatalf("tick %d, client %d just reconnected (resumed %v): %v", w.srv.TickNumber(), i, c.Resumed(), err)
+		}
+	}
+	return c.Resumed()
 }
 
 // join connects one more client and ticks until it has joined, so that
@@ -137,6 +185,9 @@ func (w *ownWorld) tick(t tb) {
 	w.srv.Tick()
 	n := w.srv.TickNumber()
 	for i, c := range w.clients {
+		if i < len(w.away) && w.away[i] {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		for c.LastTick() < n {
 			if _, err := c.Wait(ctx); err != nil {

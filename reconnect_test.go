@@ -2,6 +2,8 @@ package replica_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,17 +12,18 @@ import (
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/demo"
+	"github.com/replicago/replica/transport"
 )
 
-// TestReconnect drops a client's connection and reconnects it: the replica
-// keeps its callbacks, reports every entity destroyed once, receives the
-// full state of the new session and ends equal to the server's view. In
-// virtual time (testing/synctest): its waits do not depend on the
-// machine's load.
+// TestReconnect drops a client's connection and reconnects it to a server
+// that does not resume sessions: the replica keeps its callbacks, reports
+// every entity destroyed once, receives the full state of the new session
+// and ends equal to the server's view. In virtual time
+// (testing/synctest): its waits do not depend on the machine's load.
 func TestReconnect(t *testing.T) { synctest.Test(t, reconnect) }
 
 func reconnect(t *testing.T) {
-	r := memRig(t, replica.Config{})
+	r := memRig(t, replica.Config{ResumeWindow: -1})
 	c := r.dial("p")
 	r.tickUntilJoined(1)
 	for range 3 { // a few NPCs besides the client's own bot
@@ -73,6 +76,83 @@ func reconnect(t *testing.T) {
 	}
 	if created != 4+c.Replica().Len() {
 		t.Fatalf("%d creates in all, want %d", created, 4+c.Replica().Len())
+	}
+}
+
+// TestReconnectResumes drops a client's connection, changes the world
+// while it is away, and reconnects it: the session resumes, the replica is
+// not reset, and its callbacks report only what changed meanwhile (one
+// bot hurt, one gone, one new, and the new session's own bot).
+func TestReconnectResumes(t *testing.T) { synctest.Test(t, reconnectResumes) }
+
+func reconnectResumes(t *testing.T) {
+	r := memRig(t, replica.Config{})
+	c := r.dial("p")
+	r.tickUntilJoined(1)
+	// Enough bots that a catch-up of a few changes is smaller than the
+	// full state (else the server sends the full state).
+	var npcs []demo.Bot
+	for i := range 20 {
+		b, _ := demo.SpawnBot(r.srv.Tracker())
+		b.SetHp(7)
+		b.SetName(fmt.Sprint("npc", i))
+		npcs = append(npcs, b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sync := func() {
+		t.Helper()
+		r.srv.Tick()
+		for c.LastTick() != r.srv.TickNumber() {
+			if _, err := c.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sync()
+	var created, destroyed int
+	var hurt []string
+	demo.OnBotCreate(c.Replica(), func(demo.BotView) { created++ })
+	demo.OnBotDestroy(c.Replica(), func(demo.BotView) { destroyed++ })
+	demo.OnBotHpChange(c.Replica(), func(b demo.BotView, _, _ int16) { hurt = append(hurt, b.Name()) })
+
+	for _, sc := range r.srv.Conns() {
+		sc.Close(transport.CloseNetworkError, "test drop")
+	}
+	r.srv.Tick() // reaps the closed connection
+	npcs[0].SetHp(3)
+	r.srv.Tick()
+	r.srv.Tracker().Destroy(npcs[1].Entity())
+	r.srv.Tick()
+	b, _ := demo.SpawnBot(r.srv.Tracker())
+	b.SetHp(9)
+	r.srv.Tick()
+	if err := c.Reconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Resumed() || c.Replica().Len() != 21 {
+		t.Fatalf("after reconnecting: resumed %v, %d entities (want the 21 it held)", c.Resumed(), c.Replica().Len())
+	}
+	r.tickUntilJoined(1)
+	sync()
+	if st := r.srv.Stats(); st.Resumes != 1 || st.ResumeFallbacks != 0 {
+		t.Fatalf("%d catch-ups, %d full states, want one catch-up", st.Resumes, st.ResumeFallbacks)
+	}
+	var mine demo.Bot
+	for _, b := range r.bots {
+		if b.Name() == c.UserID() && r.srv.Owner(b.Entity()) != nil {
+			mine = b
+		}
+	}
+	if err := check(r.srv, c, mine); err != nil {
+		t.Fatal(err)
+	}
+	// Created: the new bot and the new session's own bot; destroyed:
+	// npcs[1]; hp: npcs[0]'s change, and the two new bots' initial values
+	// (a create reports its values as changes from zero).
+	slices.Sort(hurt)
+	if created != 2 || destroyed != 1 || !slices.Equal(hurt, []string{"", "npc0", "p"}) {
+		t.Fatalf("callbacks: %d created, %d destroyed, hp changes of %q; want 2, 1, [\"\" npc0 p]", created, destroyed, hurt)
 	}
 }
 

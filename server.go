@@ -119,6 +119,15 @@ type Config struct {
 	// session fields (life=session, the default) reset. The default is 30
 	// seconds; a negative value makes every new connection a new login.
 	LoginGrace time.Duration
+	// ResumeWindow is how long after a session ends its client may resume
+	// it (docs/protocol.md §10.5): a client that reconnects within it
+	// (client.Conn.Reconnect) gets one catch-up tick with what changed
+	// while it was away instead of the full state, and continues its
+	// login. The server keeps, per entity and leaf, the last tick that
+	// changed it, and, per session that left within the window, a few
+	// bytes. The default is 20 seconds; a negative value turns resuming
+	// off.
+	ResumeWindow time.Duration
 	// ClientLimits are the decoder limits the server's clients apply;
 	// zero fields select the clients' defaults (codec.Limits). A server
 	// whose clients change theirs sets the same here: a client whose
@@ -222,6 +231,9 @@ func (c Config) withDefaults() Config {
 	if c.LoginGrace == 0 {
 		c.LoginGrace = 30 * time.Second
 	}
+	if c.ResumeWindow == 0 {
+		c.ResumeWindow = 20 * time.Second
+	}
 	if c.RPCBurst < 2 {
 		c.RPCBurst = int(10 * c.RPCRate)
 	}
@@ -249,15 +261,17 @@ type Server struct {
 	enc     codec.Encoder
 	desc    []byte // the schema descriptor sent to clients
 	tick    uint64
+	tickNow atomic.Uint64 // tick, for the handshakes
 	session atomic.Uint64
 	kicked  atomic.Uint64
 
 	rpcsDropped atomic.Uint64
 
 	mu          sync.Mutex
-	claimMu     sync.Mutex         // serialises claim
-	users       map[string][]*Conn // the sessions of each user, handshaken or joined, oldest first
-	logouts     map[uint64]uint64  // connection ID → tick it left, within Config.LoginGrace
+	claimMu     sync.Mutex                    // serialises claim
+	users       map[string][]*Conn            // the sessions of each user, handshaken or joined, oldest first
+	logouts     map[uint64]uint64             // connection ID → tick it left, within Config.LoginGrace
+	tickets     map[session.Ticket]*resumable // the sessions a client may resume (resume.go)
 	joining     []*Conn
 	handshaking map[transport.Conn]bool
 	shakesFrom  map[string]int // handshakes in progress by source address
@@ -274,6 +288,9 @@ type Server struct {
 	handlers    map[rpcKey]RPCHandler
 	lastPing    time.Time
 	persist     *persister // nil without Config.Store
+	hist        history    // the last tick that changed each leaf, for resumes (resume.go)
+	departures  []departure
+	partMasks   map[*schema.Struct]*[codec.NumParts][]uint64
 	rpcEnc      codec.Encoder
 	stats       Stats
 
@@ -349,6 +366,17 @@ type Stats struct {
 	Resyncs      uint64 // paused clients brought back with the full state
 	Refused      uint64 // writes over ClientLimits the tracker refused (state.Limits)
 	Deferred     uint64 // entity sends a connection's budget put off to a later tick (Config.Budget)
+	// Resumes counts resumed sessions sent a catch-up tick
+	// (Config.ResumeWindow); ResumeFallbacks those sent the full state
+	// instead, because it was smaller or a slot they held was reused.
+	Resumes         uint64
+	ResumeFallbacks uint64
+	// ResumeBytes counts the bytes resumed sessions were sent for their
+	// first tick (a TICK and its segments; a RESYNC before a full
+	// state), ResumeFullBytes what the full state would have been:
+	// what catching up saved.
+	ResumeBytes     uint64
+	ResumeFullBytes uint64
 
 	// Persist counts the write-behind of Config.Store: entities pending,
 	// failed flushes, the last error, ticks over the backlog bound.
@@ -376,7 +404,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.MaxDescriptorBytes = max(64<<10, 4*len(cfg.Schema.AppendDescriptor(nil)))
 	}
 	if cfg.MaxHelloBytes <= 0 {
-		cfg.MaxHelloBytes = cfg.MaxDescriptorBytes + session.MaxToken + 1<<10
+		cfg.MaxHelloBytes = cfg.MaxDescriptorBytes + session.MaxToken + 1<<10 + session.MaxResumeBytes
 	}
 	lim := state.Limits{MaxString: cfg.ClientLimits.MaxStringBytes, MaxContainer: cfg.ClientLimits.MaxContainerLen,
 		MaxDepth: cfg.ClientLimits.MaxDepth}
@@ -453,7 +481,7 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 		s.owners = append(s.owners, owner{})
 	}
 	last := s.owners[slot]
-	if c != nil && last.id == e.ID() && last.user == c.userID && last.login != c.id && !s.loginLives(last.user, last.login) {
+	if c != nil && last.id == e.ID() && last.user == c.userID && last.login != c.login && !s.loginLives(last.user, last.login) {
 		// A new login of the user who owned e last: what belonged to
 		// the previous login session goes.
 		e.ResetLife(schema.LifeSession)
@@ -461,7 +489,7 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 	if c == nil {
 		s.owners[slot] = owner{id: e.ID(), user: last.user, login: last.login}
 	} else {
-		s.owners[slot] = owner{id: e.ID(), c: c, user: c.userID, login: c.id}
+		s.owners[slot] = owner{id: e.ID(), c: c, user: c.userID, login: c.login}
 	}
 	if from != c {
 		s.ownerChanged(e, c)
@@ -473,7 +501,7 @@ func (s *Server) setOwner(e *state.Entity, c *Conn) {
 // Config.LoginGrace.
 func (s *Server) loginLives(user string, login uint64) bool {
 	s.mu.Lock()
-	open := slices.ContainsFunc(s.users[user], func(o *Conn) bool { return o.id == login })
+	open := slices.ContainsFunc(s.users[user], func(o *Conn) bool { return o.login == login })
 	s.mu.Unlock()
 	if open {
 		return true
@@ -505,7 +533,7 @@ func (s *Server) noteLogout(c *Conn) {
 			delete(s.logouts, id)
 		}
 	}
-	s.logouts[c.id] = s.tick
+	s.logouts[c.login] = s.tick
 }
 
 // An owner is the connection that owns the entity of one slot. It names
@@ -590,7 +618,12 @@ func (s *Server) Tick() {
 	s.dispatch()
 	cs := s.tr.Commit()
 	s.tick++
+	s.tickNow.Store(s.tick)
 	s.persistTick(cs)
+	if s.resumes() {
+		s.hist.record(cs, s.tick)
+		s.expireTickets()
+	}
 	if errs, n := s.tr.TakeRefusals(); n > 0 {
 		s.stats.Refused += uint64(n)
 		for _, err := range errs {
@@ -842,6 +875,7 @@ func (s *Server) admit() {
 		joining = slices.DeleteFunc(joining, func(c *Conn) bool {
 			if c.replaced.Load() {
 				s.release(c)
+				s.dropTicket(c)
 				return true
 			}
 			return false
@@ -982,6 +1016,15 @@ func (s *Server) sendFull(c *Conn) {
 	}
 	c.joined = true
 	c.view.resync = false // this is the full state a resync asks for
+	if r := c.resume; r != nil {
+		c.resume = nil
+		if s.catchUp(c, r, segs) {
+			return
+		}
+		// The client kept its replica for a catch-up: it discards it.
+		s.stats.ResumeFallbacks++
+		c.tc.Send(session.AppendResync(nil))
+	}
 	s.send(c, segs)
 }
 
@@ -1130,6 +1173,7 @@ func (s *Server) reap() {
 			}
 			s.noteLogout(c)
 			s.release(c)
+			s.departed(c)
 			s.gone = append(s.gone, c.tc)
 			code, reason, byPeer := c.tc.CloseInfo()
 			s.forget(c)
@@ -1144,6 +1188,9 @@ func (s *Server) reap() {
 	clear(s.conns[len(live):])
 	s.conns = live
 }
+
+// TickRate returns the ticks per second Run drives (Config.TickRate).
+func (s *Server) TickRate() int { return s.cfg.TickRate }
 
 // TickNumber returns the number of the last tick sent.
 func (s *Server) TickNumber() uint64 { return s.tick }

@@ -22,7 +22,7 @@ import (
 )
 
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *replica.Server
 	ln     transport.Listener
 	dialer transport.Dialer
@@ -31,7 +31,7 @@ type rig struct {
 }
 
 // newRig starts a server whose OnJoin gives every client a bot it owns.
-func newRig(t *testing.T, ln transport.Listener, d transport.Dialer, cfg replica.Config) *rig {
+func newRig(t testing.TB, ln transport.Listener, d transport.Dialer, cfg replica.Config) *rig {
 	t.Helper()
 	r := &rig{t: t, ln: ln, dialer: d, bots: map[*replica.Conn]demo.Bot{}}
 	cfg.Schema = demo.Schema()
@@ -205,7 +205,7 @@ func TestSessionWebSocket(t *testing.T) {
 }
 
 // rawConn dials without the client library, to misbehave.
-func rawConn(t *testing.T, r *rig) transport.Conn {
+func rawConn(t testing.TB, r *rig) transport.Conn {
 	t.Helper()
 	tc, err := r.dialer.Dial(context.Background(), r.ln.Addr().String())
 	if err != nil {
@@ -226,7 +226,7 @@ func waitClosed(t *testing.T, tc transport.Conn, want transport.CloseCode) {
 	}
 }
 
-func memRig(t *testing.T, cfg replica.Config) *rig {
+func memRig(t testing.TB, cfg replica.Config) *rig {
 	nw := transport.NewMemNetwork()
 	ln, err := nw.Listen("", transport.Config{})
 	if err != nil {

@@ -1,9 +1,12 @@
 package client
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +39,9 @@ type DialConfig struct {
 	// server sends nothing (no tick, no ping) for this long. The default
 	// is 15 seconds.
 	IdleTimeout time.Duration
+	// NoResume makes Reconnect start a new session with the full state
+	// instead of asking the server to resume the old one.
+	NoResume bool
 }
 
 // RefusedError is returned by Dial when the server declines the session.
@@ -60,6 +66,7 @@ type Conn struct {
 	welcome session.Welcome
 	ticks   chan tick
 	last    uint64 // the last tick applied
+	applied bool   // a tick of this session's state has been applied: its replica can resume
 
 	mu  sync.Mutex
 	err error // why reading stopped
@@ -96,7 +103,7 @@ func Dial(ctx context.Context, d transport.Dialer, addr string, local *schema.Sc
 	if err != nil {
 		return nil, err
 	}
-	c, err := handshake(ctx, tc, local, cfg, nil)
+	c, err := handshake(ctx, tc, local, cfg, nil, nil, nil)
 	if err != nil {
 		tc.Close(transport.CloseNormal, "handshake failed")
 		return nil, err
@@ -127,10 +134,18 @@ func (c *Conn) keepAlive(tc transport.Conn, idle time.Duration) {
 }
 
 // Reconnect closes the session, if it is still open, and starts a new one
-// with the same server, keeping the Replica and its callbacks: the replica
-// is reset (see Replica.Reset) and the new session's first tick is the
-// full state. Call it on the goroutine that polls; ticks not yet polled
-// from the old session are dropped.
+// with the same server, keeping the Replica and its callbacks. Call it on
+// the goroutine that polls; ticks not yet polled from the old session are
+// dropped.
+//
+// Reconnect first asks the server to resume the session
+// (docs/protocol.md §10.5): it sends the session's ticket, the last tick
+// applied and what the replica holds, and a server that accepts (within
+// its Config.ResumeWindow of the old session's end) sends one catch-up
+// tick with what changed since: callbacks then report only those
+// changes. Otherwise, or with DialConfig.NoResume, the replica is reset
+// (see Replica.Reset) and the new session's first tick is the full
+// state. Resumed reports which happened.
 func (c *Conn) Reconnect(ctx context.Context) error {
 	c.tc.Close(transport.CloseNormal, "reconnecting")
 	for range c.ticks {
@@ -150,28 +165,53 @@ func (c *Conn) Reconnect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := handshake(ctx, tc, c.r.local, cfg, c.r)
+	var resume *session.Resume
+	if !cfg.NoResume && !c.welcome.Ticket.IsZero() && c.applied && c.r.Len() <= session.MaxResume {
+		resume = c.resumeBlock()
+	}
+	n, err := handshake(ctx, tc, c.r.local, cfg, c.r, resume, c.welcome.Descriptor)
 	if err != nil {
 		tc.Close(transport.CloseNormal, "handshake failed")
 		return err
 	}
 	c.mu.Lock()
-	c.tc, c.welcome, c.ticks, c.err, c.last = n.tc, n.welcome, n.ticks, nil, 0
+	c.tc, c.welcome, c.ticks, c.err = n.tc, n.welcome, n.ticks, nil
+	if !n.welcome.Resumed {
+		c.last, c.applied = 0, false
+	}
 	c.mu.Unlock()
 	go c.read(c.cfg.IdleTimeout)
 	go c.keepAlive(c.tc, c.cfg.IdleTimeout)
 	return nil
 }
 
+// resumeBlock returns what the replica holds, for a HELLO that resumes the
+// session (docs/protocol.md §10.5).
+func (c *Conn) resumeBlock() *session.Resume {
+	ents := c.r.Entities(nil)
+	held := make([]session.Held, len(ents))
+	for i, e := range ents {
+		level, all := e.Level()
+		if all {
+			level = session.MaxLevel // every band, whatever the class has
+		}
+		held[i] = session.Held{ID: uint32(e.ID()), Level: uint8(level), Owned: e.Owned()}
+	}
+	slices.SortFunc(held, func(a, b session.Held) int { return cmp.Compare(a.ID&(1<<24-1), b.ID&(1<<24-1)) })
+	return &session.Resume{Ticket: c.welcome.Ticket, Tick: c.last, Held: held}
+}
+
 // handshake runs the client side of the handshake. With keep set, the new
-// session reuses that replica, reset for the server's schema.
-func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg DialConfig, keep *Replica) (*Conn, error) {
+// session reuses that replica: as it is if resume is set and the server
+// resumes the session, else reset for the server's schema. prev is the
+// descriptor of keep's session, which a resumed one must have.
+func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg DialConfig, keep *Replica, resume *session.Resume, prev []byte) (*Conn, error) {
 	lim := cfg.Limits
 	if keep != nil {
 		lim = keep.dec.Limits()
 	}
 	hello := &session.Hello{Version: session.ProtocolVersion, Descriptor: local.AppendDescriptor(nil), Token: cfg.Token,
-		Limits: lim}
+		Limits: lim, Resume: resume}
 	if err := tc.Send(session.AppendHello(nil, hello)); err != nil {
 		return nil, err
 	}
@@ -195,6 +235,15 @@ func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg
 	case *session.Welcome:
 		if m.Version != session.ProtocolVersion {
 			return nil, fmt.Errorf("client: server speaks protocol %d, this client %d", m.Version, session.ProtocolVersion)
+		}
+		if m.Resumed {
+			// The replica goes on as it is: the first tick is a catch-up
+			// decoded against the same schema.
+			if resume == nil || keep == nil || !bytes.Equal(m.Descriptor, prev) {
+				tc.Close(transport.CloseProtocolError, "unexpected resume")
+				return nil, errors.New("client: handshake: WELCOME resumes a session the client did not ask to resume, or with another schema")
+			}
+			return &Conn{tc: tc, r: keep, welcome: *m, ticks: make(chan tick, cfg.Buffer)}, nil
 		}
 		remote, err := schema.DecodeDescriptor(m.Descriptor)
 		if err != nil {
@@ -375,13 +424,17 @@ func (c *Conn) apply(t tick) error {
 		c.tc.Close(transport.CloseProtocolError, "bad tick")
 		return err
 	}
-	c.last = t.n
+	c.last, c.applied = t.n, true
 	return nil
 }
 
 // LastTick returns the number of the last tick applied (0 before the
 // first).
 func (c *Conn) LastTick() uint64 { return c.last }
+
+// Resumed reports whether the session resumed the one before it
+// (Reconnect): its first tick was a catch-up, not the full state.
+func (c *Conn) Resumed() bool { return c.welcome.Resumed }
 
 // Wait blocks until a tick or a server RPC has arrived, or ctx is done, or
 // the connection has closed, and then polls. It returns the number of

@@ -251,6 +251,63 @@ func (enc *Encoder) queueSet(ents []*state.Entity, part Part) {
 	}
 }
 
+// A PatchOp is the section a [Patch] goes in.
+type PatchOp uint8
+
+// Patch operations.
+const (
+	PatchCreate  PatchOp = secCreate  // create the entity: the leaves of Leaves not zero
+	PatchFill    PatchOp = secFill    // fill a created or reset entity: the leaves of Leaves not zero
+	PatchSet     PatchOp = secSet     // set every leaf of Leaves, zero or not
+	PatchDestroy PatchOp = secDestroy // destroy the entity of ID
+)
+
+// A Patch is one entity's part of a segment [Encoder.Patch] writes.
+type Patch struct {
+	Op     PatchOp
+	E      *state.Entity // nil for PatchDestroy
+	ID     state.ID      // PatchDestroy's entity
+	Leaves []uint64      // a bit per leaf of E's class, as state.Change.DirtySet
+}
+
+// Patch encodes a segment of the given sections, for a client whose
+// replica the caller knows: a resumed session's catch-up
+// (docs/protocol.md §10.5). The caller picks each entity's leaves,
+// within the partitions and bands the client sees; a set or fill with no
+// leaf to write is left out. Creates come before fills in the segment, so
+// a list whose creates precede their fills may be split anywhere.
+func (enc *Encoder) Patch(dst []byte, ps []Patch) []byte {
+	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
+	for i := range ps {
+		p := &ps[i]
+		if p.Op == PatchDestroy {
+			enc.items = append(enc.items, item{sec: secDestroy, id: p.ID})
+			continue
+		}
+		e := p.E
+		off := len(enc.sets)
+		var any uint64
+		for i, w := range p.Leaves {
+			if p.Op != PatchSet {
+				for x := w; x != 0; x &= x - 1 {
+					leaf := i<<6 | bits.TrailingZeros64(x)
+					if e.IsZero(e.Class().Leaf(leaf)) {
+						w &^= 1 << (leaf & 63)
+					}
+				}
+			}
+			enc.sets = append(enc.sets, w)
+			any |= w
+		}
+		if any == 0 && p.Op != PatchCreate {
+			enc.sets = enc.sets[:off]
+			continue
+		}
+		enc.items = append(enc.items, item{sec: uint8(p.Op), class: e.Class().ID, id: e.ID(), e: e, set: int32(off), words: int32(len(p.Leaves))})
+	}
+	return enc.emit(dst)
+}
+
 // hasPart reports whether any class of s has a leaf in partition part.
 func (enc *Encoder) hasPart(s *schema.Schema, part Part) bool {
 	if enc.partsOf != s {

@@ -6,8 +6,8 @@
 // each sent as its own raw message, so that a segment encoded once is
 // handed to every client's connection without copying.
 //
-//	HELLO    c→s  protocol version, client's schema descriptor, connect token, decoder limits
-//	WELCOME  s→c  protocol version, server's schema descriptor, session ID, user ID, tick rate
+//	HELLO    c→s  protocol version, client's schema descriptor, connect token, decoder limits, resume block
+//	WELCOME  s→c  protocol version, server's schema descriptor, session ID, user ID, tick rate, resume ticket
 //	REFUSE   s→c  close code and message; the server then closes
 //	TICK     s→c  tick number and segment count; that many segments follow
 //	PING     both nonce
@@ -30,7 +30,7 @@ import (
 
 // ProtocolVersion is the version of the session protocol and segment
 // format. Peers with different versions refuse each other.
-const ProtocolVersion = 5
+const ProtocolVersion = 6
 
 // Type is a message type, the first byte of every non-segment message.
 type Type uint8
@@ -76,7 +76,13 @@ const (
 	MaxToken      = 4096    // bytes of a connect token
 	MaxText       = 1024    // bytes of a user ID or refusal message
 	MaxSegments   = 16      // segments announced by one TICK
+	MaxResume     = 1 << 13 // entities a resume block lists
 )
+
+// MaxResumeBytes bounds the encoding of a resume block of at most
+// MaxResume entities: 5 bytes an entity (the slot gaps of ascending slots
+// below 2^24 average at most 20 bits at that count) and the header.
+const MaxResumeBytes = 5*MaxResume + 64
 
 // ErrMalformed wraps every decoding error of this package.
 var ErrMalformed = errors.New("session: malformed message")
@@ -89,6 +95,31 @@ type Hello struct {
 	// Limits are the client's decoder limits, sent with defaults applied,
 	// so that a server can refuse a client that would refuse its ticks.
 	Limits codec.Limits
+	// Resume asks to resume an earlier session (docs/protocol.md §10.5);
+	// nil for a new one.
+	Resume *Resume
+}
+
+// A Ticket names a session the server may resume (docs/protocol.md
+// §10.5). The zero Ticket is none.
+type Ticket [2]uint64
+
+// IsZero reports whether t is the zero Ticket.
+func (t Ticket) IsZero() bool { return t == Ticket{} }
+
+// Resume is what a reconnecting client tells the server so that it sends
+// only what changed since the last tick the client applied.
+type Resume struct {
+	Ticket Ticket // the WELCOME's of the session to resume
+	Tick   uint64 // the last tick the client applied
+	Held   []Held // the entities its replica holds, by ascending slot; at most MaxResume
+}
+
+// Held is an entity a resuming client holds.
+type Held struct {
+	ID    uint32 // network ID: generation << 24 | slot
+	Level uint8  // its level of detail, ≤ MaxLevel
+	Owned bool
 }
 
 // Welcome accepts a session.
@@ -98,6 +129,8 @@ type Welcome struct {
 	Session    uint64
 	UserID     string
 	TickRate   uint32 // ticks per second
+	Ticket     Ticket // to resume this session; zero if the server does not resume
+	Resumed    bool   // the HELLO's Resume was accepted: the first TICK is a catch-up
 }
 
 // Refuse declines a session; Code is a transport.CloseCode.
@@ -160,6 +193,24 @@ func AppendHello(b []byte, m *Hello) []byte {
 	w.Bytes(m.Descriptor)
 	w.Bytes(m.Token)
 	m.Limits.AppendTo(&w)
+	if r := m.Resume; r == nil {
+		w.Bits(0, 1)
+	} else {
+		w.Bits(1, 1)
+		w.Bits(r.Ticket[0], 64)
+		w.Bits(r.Ticket[1], 64)
+		w.U(r.Tick, 8)
+		w.U(uint64(len(r.Held)), 3)
+		prev := int64(-1)
+		for _, h := range r.Held {
+			slot := int64(h.ID & (1<<24 - 1))
+			w.U(uint64(slot-prev-1), 2)
+			w.Bits(uint64(h.ID>>24), 8)
+			w.U(uint64(h.Level), 0)
+			w.Bits(b2u(h.Owned), 1)
+			prev = slot
+		}
+	}
 	return append(append(b, byte(TypeHello)), w.Finish()...)
 }
 
@@ -171,7 +222,48 @@ func AppendWelcome(b []byte, m *Welcome) []byte {
 	w.U(m.Session, 8)
 	w.String(m.UserID)
 	w.U(uint64(m.TickRate), 4)
+	w.Bits(m.Ticket[0], 64)
+	w.Bits(m.Ticket[1], 64)
+	w.Bits(b2u(m.Resumed), 1)
 	return append(append(b, byte(TypeWelcome)), w.Finish()...)
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// readResume reads a HELLO's resume block (AppendHello).
+func readResume(r *wire.Reader) *Resume {
+	m := &Resume{Ticket: Ticket{r.Bits(64), r.Bits(64)}, Tick: r.U(8)}
+	// An entry is at least 13 bits: U(2) gap, 8 bits, U(0) level, a bit.
+	n := r.Count(3, MaxResume, 13, "resumed entities")
+	if n > 0 {
+		m.Held = make([]Held, n)
+	}
+	prev := int64(-1)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		gap := r.U(2)
+		gen := r.Bits(8)
+		level := r.U(0)
+		owned := r.Bits(1) == 1
+		if r.Err() != nil {
+			break
+		}
+		if gap >= 1<<24 || prev+1+int64(gap) >= 1<<24 {
+			r.Fail(fmt.Errorf("%w: resumed entity slot beyond 2^24", wire.ErrMalformed))
+			break
+		}
+		if level > MaxLevel {
+			r.Fail(fmt.Errorf("%w: resumed entity level %d above %d", wire.ErrMalformed, level, MaxLevel))
+			break
+		}
+		prev += 1 + int64(gap)
+		m.Held[i] = Held{ID: uint32(gen)<<24 | uint32(prev), Level: uint8(level), Owned: owned}
+	}
+	return m
 }
 
 // AppendRefuse appends the encoding of m to b.
@@ -308,6 +400,9 @@ func Parse(msg []byte) (any, error) {
 		h.Descriptor = r.Bytes(MaxDescriptor)
 		h.Token = r.Bytes(MaxToken)
 		h.Limits = codec.ReadLimits(r)
+		if r.Bits(1) == 1 {
+			h.Resume = readResume(r)
+		}
 		m = h
 	case TypeWelcome:
 		v := &Welcome{Version: u32(r, r.U(0))}
@@ -315,6 +410,8 @@ func Parse(msg []byte) (any, error) {
 		v.Session = r.U(8)
 		v.UserID = r.String(MaxText)
 		v.TickRate = u32(r, r.U(4))
+		v.Ticket = Ticket{r.Bits(64), r.Bits(64)}
+		v.Resumed = r.Bits(1) == 1
 		m = v
 	case TypeRefuse:
 		code := r.U(4)

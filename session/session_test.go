@@ -1,8 +1,10 @@
 package session_test
 
 import (
+	"cmp"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/replicago/replica/codec"
@@ -16,7 +18,14 @@ func messages() []any {
 			Limits: codec.Limits{}.WithDefaults()},
 		&session.Hello{Version: session.ProtocolVersion, Descriptor: []byte{}, Token: []byte{},
 			Limits: codec.Limits{MaxSegmentBytes: 1, MaxStringBytes: 2, MaxContainerLen: 3, MaxDepth: 4, MaxEntities: 1<<31 - 1, MaxValues: 6}},
+		&session.Hello{Version: session.ProtocolVersion, Descriptor: []byte{7}, Token: []byte{},
+			Limits: codec.Limits{}.WithDefaults(), Resume: &session.Resume{Ticket: session.Ticket{1 << 63, 42}, Tick: 1 << 33,
+				Held: []session.Held{{ID: 0x01000000}, {ID: 0xFF000001, Level: 4, Owned: true}, {ID: 1<<24 - 1, Level: 2}}}},
+		&session.Hello{Version: session.ProtocolVersion, Descriptor: []byte{7}, Token: []byte{},
+			Limits: codec.Limits{}.WithDefaults(), Resume: &session.Resume{Tick: 0}},
 		&session.Welcome{Version: 1, Descriptor: []byte{9}, Session: 1 << 40, UserID: "ana", TickRate: 20},
+		&session.Welcome{Version: 1, Descriptor: []byte{9}, Session: 2, UserID: "", TickRate: 60,
+			Ticket: session.Ticket{^uint64(0), 5}, Resumed: true},
 		&session.Refuse{Code: 8, Message: "field hp: int16 here, int32 on the server"},
 		&session.Tick{Tick: 123456, Segments: 3},
 		&session.Ping{Nonce: 0xDEADBEEFCAFE},
@@ -126,6 +135,60 @@ func TestHelloVersions(t *testing.T) {
 		if _, err := session.Parse(b); !errors.Is(err, session.ErrMalformed) || !errors.Is(err, wire.ErrMalformed) {
 			t.Errorf("limit %d: err = %v", v, err)
 		}
+	}
+}
+
+// TestResumeMalformed checks the resume block's bounds: slots below
+// 2^24 and ascending (by construction of the gaps), levels at most
+// MaxLevel, at most MaxResume entities.
+func TestResumeMalformed(t *testing.T) {
+	hello := func(body func(w *wire.Writer)) []byte {
+		var w wire.Writer
+		w.U(session.ProtocolVersion, 0)
+		w.Bytes(nil)
+		w.Bytes(nil)
+		codec.Limits{}.AppendTo(&w)
+		w.Bits(1, 1)
+		w.Bits(7, 64)
+		w.Bits(9, 64)
+		w.U(100, 8)
+		body(&w)
+		return append([]byte{byte(session.TypeHello)}, w.Finish()...)
+	}
+	entry := func(w *wire.Writer, gap uint64, level uint64) {
+		w.U(gap, 2)
+		w.Bits(1, 8)
+		w.U(level, 0)
+		w.Bits(0, 1)
+	}
+	cases := map[string]func(w *wire.Writer){
+		"slot 2^24":       func(w *wire.Writer) { w.U(1, 3); entry(w, 1<<24, 0) },
+		"slots past 2^24": func(w *wire.Writer) { w.U(2, 3); entry(w, 1<<24-1, 0); entry(w, 0, 0) },
+		"level 5":         func(w *wire.Writer) { w.U(1, 3); entry(w, 0, 5) },
+		"too many":        func(w *wire.Writer) { w.U(session.MaxResume+1, 3) },
+		"count past data": func(w *wire.Writer) { w.U(1000, 3); entry(w, 0, 0) },
+	}
+	for name, body := range cases {
+		if m, err := session.Parse(hello(body)); !errors.Is(err, session.ErrMalformed) {
+			t.Errorf("%s: Parse = %+v, %v; want ErrMalformed", name, m, err)
+		}
+	}
+	// The largest slot, and the largest block, parse.
+	if _, err := session.Parse(hello(func(w *wire.Writer) { w.U(1, 3); entry(w, 1<<24-1, 4) })); err != nil {
+		t.Errorf("slot 2^24-1: %v", err)
+	}
+	held := make([]session.Held, session.MaxResume)
+	for i := range held {
+		held[i] = session.Held{ID: uint32(i * 2047), Level: 4, Owned: true}
+	}
+	slices.SortFunc(held, func(a, b session.Held) int { return cmp.Compare(a.ID, b.ID) })
+	b := session.AppendHello(nil, &session.Hello{Version: session.ProtocolVersion, Limits: codec.Limits{}.WithDefaults(),
+		Resume: &session.Resume{Ticket: session.Ticket{1, 2}, Tick: 1 << 40, Held: held}})
+	if len(b) > session.MaxResumeBytes+64 {
+		t.Errorf("a resume block of %d entities took %d bytes, over MaxResumeBytes %d", len(held), len(b), session.MaxResumeBytes)
+	}
+	if m, err := session.Parse(b); err != nil || len(m.(*session.Hello).Resume.Held) != len(held) {
+		t.Errorf("largest block: %v", err)
 	}
 }
 

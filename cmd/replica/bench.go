@@ -18,6 +18,7 @@ func runBench(args []string) error {
 	scenario := fs.String("scenario", "w1", "scenario to run: w1 (in-process encode and decode; with -aoi, a server with interest management), "+
 		"w2 (the W2 zone on a server with interest management), clients (a server and real client connections over loopback) "+
 		"joinstorm (clients dialing that server at -rate a second while it ticks) "+
+		"reconnect (W1 AOI and W2 clients resuming after gaps of 0.5, 2 and 10 s: catch-up against full state), "+
 		"or persist (W2's players saved behind the tick; -scenario persist -h for its flags)")
 	clients := fs.Int("clients", 1, "number of clients (w1 -aoi and clients: 100 unless given; w2: 500, one per player; joinstorm: 1000)")
 	aoi := fs.Bool("aoi", false, "w1: AOI mode, on a replica.Server with interest management and in-memory clients")
@@ -150,11 +151,31 @@ func runBench(args []string) error {
 			return fmt.Errorf("bench: joinstorm run did not verify")
 		}
 		return nil
+	case "reconnect":
+		res, err := bench.RunReconnect(bench.ReconnectConfig{})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+				return err
+			}
+		} else {
+			fmt.Printf("reconnect at %d Hz verified=%v %s\n", res.TickRate, res.Verified, res.VerifyError)
+			for _, g := range res.Gaps {
+				fmt.Printf("  %s gap %4.1f s: catch-up %8.1f B, full state %8.1f B (%.0f%%), %d catch-ups, %d full states, %.0f entities held\n",
+					g.Workload, g.GapS, g.DeltaBytes, g.FullBytes, 100*g.DeltaBytes/max(g.FullBytes, 1), g.CatchUps, g.Fallbacks, g.VisiblePerClient)
+			}
+		}
+		if !res.Verified {
+			return fmt.Errorf("bench: reconnect run did not verify: %s", res.VerifyError)
+		}
+		return nil
 	case "joinstorm-clients":
 		// The clients of joinstorm -process, run by it.
 		return bench.RunStormClients(*addr, *clients, *rate, os.Stdin, os.Stdout)
 	default:
-		return fmt.Errorf("bench: unknown scenario %q (known: w1, w2, clients, joinstorm)", *scenario)
+		return fmt.Errorf("bench: unknown scenario %q (known: w1, w2, clients, joinstorm, reconnect, persist)", *scenario)
 	}
 }
 

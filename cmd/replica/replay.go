@@ -160,7 +160,7 @@ func serveReplay(ctx context.Context, cfg replayConfig, in io.Reader, out io.Wri
 		mux := http.NewServeMux()
 		mux.Handle("/replica", ws)
 		mux.Handle("/", page)
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, ErrorLog: quiet}
 		go hs.Serve(hl)
 		defer hs.Close()
 		fmt.Fprintf(out, "watch in a browser:\nhttp://%s/\n", host)

@@ -74,6 +74,7 @@ func rawHello(version uint64, desc, token []byte) []byte {
 	for _, lim := range []uint64{4 << 20, 64 << 10, 1 << 16, 16, 1 << 16, 1 << 20} {
 		w.u(lim, 8)
 	}
+	w.u(0, 0) // no resume block: one 0 bit
 	return append([]byte{1}, w.buf...)
 }
 

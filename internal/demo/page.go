@@ -82,7 +82,7 @@ func (r *runner) servePage() (_ *page, err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/replica", ws)
 	mux.Handle("/", h)
-	p.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	p.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() {
 		if err := p.http.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Printf("demo: page server: %v", err)

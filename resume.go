@@ -1,0 +1,471 @@
+package replica
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/binary"
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/replicago/replica/codec"
+	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/state"
+)
+
+// Resume: reconnect catch-up by delta (docs/protocol.md §10.5).
+//
+// Every WELCOME carries a ticket naming the session. A client that comes
+// back within Config.ResumeWindow of its session's end sends the ticket,
+// the last tick it applied and what its replica holds; the server answers
+// with one catch-up TICK: destroys, creates, and set sections with the
+// leaves changed after that tick, at their current values. To know which
+// leaves changed, the server keeps, per entity and leaf, the last tick
+// that changed it (history), updated from each tick's changeset: memory
+// of one number per leaf of each live entity, and work per tick of one
+// store per changed leaf.
+
+// A history is the last tick that changed each leaf of each entity, by
+// slot.
+type history struct {
+	ents []histEnt
+}
+
+type histEnt struct {
+	id   state.ID
+	born uint64   // the tick that created it
+	at   []uint64 // by leaf: the last tick that changed it, 0 if none since born
+}
+
+// record notes the changes of the tick of cs.
+func (h *history) record(cs *state.Changeset, tick uint64) {
+	for _, ch := range cs.Changes {
+		if ch.Destroyed {
+			continue
+		}
+		e := ch.Entity
+		slot := int(e.ID().Slot())
+		if slot >= len(h.ents) {
+			h.ents = slices.Grow(h.ents, slot+1-len(h.ents))[:slot+1]
+		}
+		he := &h.ents[slot]
+		if ch.Created || he.id != e.ID() {
+			n := e.Class().Leaves
+			he.id, he.born = e.ID(), tick
+			he.at = slices.Grow(he.at[:0], n)[:n]
+			clear(he.at)
+			if !ch.Created {
+				he.born = 0 // unknown: every leaf counts as changed
+			}
+			continue
+		}
+		for i, w := range ch.DirtySet() {
+			for ; w != 0; w &= w - 1 {
+				he.at[i<<6|bits.TrailingZeros64(w)] = tick
+			}
+		}
+	}
+}
+
+// changedSince returns the leaves of e changed after tick t, a bit per
+// leaf, in a new slice; every leaf if the history does not know e.
+func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
+	n := e.Class().Leaves
+	m := make([]uint64, (n+63)/64)
+	slot := int(e.ID().Slot())
+	if slot >= len(h.ents) || h.ents[slot].id != e.ID() || h.ents[slot].born == 0 {
+		for i := range n {
+			m[i>>6] |= 1 << (i & 63)
+		}
+		return m
+	}
+	for i, at := range h.ents[slot].at {
+		if at > t {
+			m[i>>6] |= 1 << (i & 63)
+		}
+	}
+	return m
+}
+
+// bornAfter reports whether e was created after tick t, or the history
+// does not know when.
+func (h *history) bornAfter(e *state.Entity, t uint64) bool {
+	slot := int(e.ID().Slot())
+	return slot >= len(h.ents) || h.ents[slot].id != e.ID() || h.ents[slot].born == 0 || h.ents[slot].born > t
+}
+
+// A resumable is a session a client may resume: open, or gone at most
+// Config.ResumeWindow ago.
+type resumable struct {
+	user  string
+	login uint64 // the login it continues (Conn.login)
+	gone  bool
+	left  uint64 // the tick it left, if gone
+	// A budget (Config.Budget) may have held back changes the client
+	// then missed: stale is the first tick held back of the pairs stale
+	// when it left (0: none), sets the sets that brought stale pairs up
+	// to date in its last ticks, which the client may not have applied.
+	stale uint64
+	sets  []setMark
+}
+
+// A setMark is a tick a budget sent sets of stale pairs in, and the first
+// tick held back of the stalest of them.
+type setMark struct {
+	tick, since uint64
+}
+
+// noteSet records that c's budget sent, this tick, the set of a pair
+// stale since tick since: a client that resumes from before this tick
+// lacks the changes from since on.
+func (s *Server) noteSet(c *Conn, since uint64) {
+	if !s.resumes() {
+		return
+	}
+	if n := len(c.sets); n > 0 && c.sets[n-1].tick == s.tick {
+		c.sets[n-1].since = min(c.sets[n-1].since, since)
+		return
+	}
+	k := 0
+	for k < len(c.sets) && s.tick-c.sets[k].tick > s.windowTicks() {
+		k++
+	}
+	c.sets = append(c.sets[:0], c.sets[k:]...)
+	c.sets = append(c.sets, setMark{s.tick, since})
+}
+
+// floor returns the tick after which a client that applied tick t of the
+// session r may lack changes: t, or earlier where its budget held changes
+// back.
+func (r *resumable) floor(t uint64) uint64 {
+	f := t
+	if r.stale > 0 {
+		f = min(f, r.stale-1)
+	}
+	for _, m := range r.sets {
+		if m.tick > t {
+			f = min(f, m.since-1)
+		}
+	}
+	return f
+}
+
+// A departure is a session that left, in the order they left, so that
+// tickets expire in order.
+type departure struct {
+	ticket session.Ticket
+	tick   uint64
+}
+
+// resumes reports whether the server resumes sessions.
+func (s *Server) resumes() bool { return s.cfg.ResumeWindow >= 0 }
+
+// windowTicks is Config.ResumeWindow in ticks, rounded up.
+func (s *Server) windowTicks() uint64 {
+	return uint64((s.cfg.ResumeWindow*time.Duration(s.cfg.TickRate) + time.Second - 1) / time.Second)
+}
+
+// newTicket returns a random ticket.
+func newTicket() session.Ticket {
+	var b [16]byte
+	rand.Read(b[:])
+	return session.Ticket{binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:]) | 1}
+}
+
+// admitResume gives c a ticket and, if its HELLO asks to resume a
+// session the server may resume, takes that session's login and notes
+// what c holds for its catch-up. It reports whether c resumes. It runs on
+// the handshake goroutine.
+func (s *Server) admitResume(c *Conn, r *session.Resume) bool {
+	if !s.resumes() {
+		return false
+	}
+	c.ticket = newTicket()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tickets == nil {
+		s.tickets = make(map[session.Ticket]*resumable)
+	}
+	resumed := false
+	if r != nil && !r.Ticket.IsZero() {
+		now := s.tickNow.Load()
+		if old := s.tickets[r.Ticket]; old != nil && old.user == c.userID && r.Tick <= now &&
+			(!old.gone || now-old.left <= s.windowTicks()) {
+			// A ticket resumes once: the new session has its own.
+			delete(s.tickets, r.Ticket)
+			c.resume, c.login, c.floor, resumed = r, old.login, old.floor(r.Tick), true
+		}
+	}
+	s.tickets[c.ticket] = &resumable{user: c.userID, login: c.login}
+	return resumed
+}
+
+// dropTicket forgets c's ticket: c never joined.
+func (s *Server) dropTicket(c *Conn) {
+	if c.ticket.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	delete(s.tickets, c.ticket)
+	s.mu.Unlock()
+}
+
+// departed notes that c left: its ticket resumes it for
+// Config.ResumeWindow. Call it on the tick goroutine.
+func (s *Server) departed(c *Conn) {
+	if c.ticket.IsZero() {
+		return
+	}
+	var oldest uint64 // the first tick held back of its stalest pair
+	for _, id := range c.view.held {
+		if ie := &s.ients[id.Slot()]; ie.id == id {
+			if oi := s.pairOf(c, ie); oi >= 0 && ie.obs[oi].held&stale != 0 && (oldest == 0 || ie.obs[oi].since < oldest) {
+				oldest = ie.obs[oi].since
+			}
+		}
+	}
+	s.mu.Lock()
+	if r := s.tickets[c.ticket]; r != nil {
+		r.gone, r.left, r.stale, r.sets = true, s.tick, oldest, c.sets
+	}
+	s.mu.Unlock()
+	s.departures = append(s.departures, departure{c.ticket, s.tick})
+}
+
+// expireTickets forgets the tickets of sessions gone longer than
+// Config.ResumeWindow. Call it on the tick goroutine.
+func (s *Server) expireTickets() {
+	n := 0
+	for n < len(s.departures) && s.tick-s.departures[n].tick > s.windowTicks() {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, d := range s.departures[:n] {
+		if r := s.tickets[d.ticket]; r != nil && r.gone {
+			delete(s.tickets, d.ticket)
+		}
+	}
+	s.mu.Unlock()
+	s.departures = slices.Delete(s.departures, 0, n)
+}
+
+// A seen is an entity a client sees now, for its catch-up.
+type seen struct {
+	e     *state.Entity
+	level uint8
+	owned bool
+}
+
+// catchUp sends c, which resumes a session with what r declares, the
+// catch-up TICK, if it is no larger than the full state whose segments
+// are full, and reports whether it did. The full state's bookkeeping
+// (levels sent, held slots, budgets) has been done: both leave the client
+// holding what it sees now.
+func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
+	now := s.seenNow(c)
+	if now == nil {
+		return false
+	}
+	var (
+		patches [3][]codec.Patch // by partition: PartAll, PartOthers, PartOwner
+		info    session.Tick
+	)
+	add := func(p codec.Part, op codec.PatchOp, e *state.Entity, leaves []uint64) {
+		patches[p] = append(patches[p], codec.Patch{Op: op, E: e, Leaves: leaves})
+	}
+	var destroys []codec.Patch
+	held := r.Held
+	i, j := 0, 0
+	for i < len(held) || j < len(now) {
+		var hs, ns uint32 = 1 << 24, 1 << 24
+		if i < len(held) {
+			hs = held[i].ID & (1<<24 - 1)
+		}
+		if j < len(now) {
+			ns = uint32(now[j].e.ID().Slot())
+		}
+		switch {
+		case hs < ns: // held, no longer seen
+			destroys = append(destroys, codec.Patch{Op: codec.PatchDestroy, ID: state.ID(held[i].ID)})
+			i++
+		case ns < hs: // seen, not held: created as in a full state
+			n := now[j]
+			add(codec.PartAll, codec.PatchCreate, n.e, s.bandMask(n.e, codec.PartAll, 0, n.level))
+			add(n.vis(), codec.PatchFill, n.e, s.bandMask(n.e, n.vis(), 0, n.level))
+			if n.level < top(n.e) {
+				info.Levels = append(info.Levels, session.Level{ID: uint32(n.e.ID()), Level: n.level})
+			}
+			if n.owned {
+				info.Gained = append(info.Gained, uint32(n.e.ID()))
+			}
+			j++
+		default:
+			h, n := held[i], now[j]
+			if state.ID(h.ID) != n.e.ID() || s.hist.bornAfter(n.e, r.Tick) {
+				// Another entity in the slot the client holds: the
+				// destroy goes in a segment before the create.
+				destroys = append(destroys, codec.Patch{Op: codec.PatchDestroy, ID: state.ID(h.ID)})
+				i++
+				continue // and the slot is created as not held
+			}
+			s.keepUp(n, h, c.floor, &info, add)
+			i++
+			j++
+		}
+	}
+	// Destroys first, in segments of their own: a slot they free may be
+	// created again. Then each partition's, creates first, so that any
+	// split keeps them before their fills.
+	segs := s.split(s.seg[:0], len(destroys), func(lo, hi int) []byte { return s.enc.Patch(nil, destroys[lo:hi]) })
+	for p := range patches {
+		ps := patches[p]
+		slices.SortStableFunc(ps, func(a, b codec.Patch) int { return cmp.Compare(opOrder(a.Op), opOrder(b.Op)) })
+		segs = s.split(segs, len(ps), func(lo, hi int) []byte { return s.enc.Patch(nil, ps[lo:hi]) })
+	}
+	s.seg = segs
+	info.Tick = s.tick
+	cu, fu := size(segs, &info), size(full, &session.Tick{Tick: s.tick, Gained: c.gained, Levels: c.levels})
+	s.stats.ResumeFullBytes += uint64(fu)
+	if cu > fu+1 { // the full state costs a RESYNC besides: one byte
+		s.stats.ResumeBytes += uint64(fu + 1)
+		return false
+	}
+	s.stats.ResumeBytes += uint64(cu)
+	c.gained, c.lost, c.levels = info.Gained, info.Lost, info.Levels
+	s.stats.Resumes++
+	s.send(c, segs)
+	return true
+}
+
+// opOrder orders a partition's patches: creates before fills.
+func opOrder(op codec.PatchOp) int {
+	if op == codec.PatchCreate {
+		return 0
+	}
+	return 1
+}
+
+// size returns the bytes of a TICK with info's lists and the non-empty
+// segments of segs.
+func size(segs [][]byte, info *session.Tick) int {
+	n, k := 0, 0
+	for _, seg := range segs {
+		if !empty(seg) {
+			n += len(seg)
+			k++
+		}
+	}
+	hdr := *info
+	hdr.Segments = k
+	return n + len(session.AppendTick(nil, &hdr))
+}
+
+// keepUp adds the catch-up of an entity the client held as h and still
+// sees as n: its level and ownership changes, a set of the leaves changed
+// after tick floor (the last it applied, or earlier where its budget held
+// changes back) that it saw then and sees now, and fills of what it newly
+// sees (the partition an ownership change shows, the bands a level rise
+// shows).
+func (s *Server) keepUp(n seen, h session.Held, floor uint64, info *session.Tick, add func(codec.Part, codec.PatchOp, *state.Entity, []uint64)) {
+	e := n.e
+	was := min(h.Level, top(e))
+	if was != n.level {
+		info.Levels = append(info.Levels, session.Level{ID: uint32(e.ID()), Level: n.level})
+	}
+	switch {
+	case n.owned && !h.Owned:
+		info.Gained = append(info.Gained, uint32(e.ID()))
+	case !n.owned && h.Owned:
+		info.Lost = append(info.Lost, uint32(e.ID()))
+	}
+	changed := s.hist.changedSince(e, floor)
+	kept := min(was, n.level)
+	for _, p := range [...]codec.Part{codec.PartAll, n.vis()} {
+		if p != codec.PartAll && n.owned != h.Owned {
+			// The client reset the partition it sees now: it comes whole.
+			add(p, codec.PatchFill, e, s.bandMask(e, p, 0, n.level))
+			continue
+		}
+		set := s.bandMask(e, p, 0, kept)
+		for k := range set {
+			set[k] &= changed[k]
+		}
+		add(p, codec.PatchSet, e, set)
+		if n.level > was {
+			add(p, codec.PatchFill, e, s.bandMask(e, p, was+1, n.level))
+		}
+	}
+}
+
+// vis returns the partition besides PartAll the client sees n's fields
+// in.
+func (n seen) vis() codec.Part {
+	if n.owned {
+		return codec.PartOwner
+	}
+	return codec.PartOthers
+}
+
+// top returns the level of detail at which a client sees every band of
+// e's class.
+func top(e *state.Entity) uint8 { return uint8(len(e.Class().Bands())) }
+
+// bandMask returns, in a new slice, e's leaves of partition p (whole) in
+// the bands from..to.
+func (s *Server) bandMask(e *state.Entity, p codec.Part, from, to uint8) []uint64 {
+	c := e.Class()
+	m := make([]uint64, (c.Leaves+63)/64)
+	for b := int(from); b <= int(to); b++ {
+		for k, w := range s.partLeaves(c, p.Band(b)) {
+			m[k] |= w
+		}
+	}
+	return m
+}
+
+// partLeaves returns codec.PartLeaves(c, p), cached.
+func (s *Server) partLeaves(c *schema.Struct, p codec.Part) []uint64 {
+	if s.partMasks == nil {
+		s.partMasks = make(map[*schema.Struct]*[codec.NumParts][]uint64)
+	}
+	ms := s.partMasks[c]
+	if ms == nil {
+		ms = new([codec.NumParts][]uint64)
+		s.partMasks[c] = ms
+	}
+	if ms[p] == nil {
+		ms[p] = codec.PartLeaves(c, p)
+	}
+	return ms[p]
+}
+
+// seenNow returns what c sees now, by ascending slot, with the level of
+// detail and ownership it has them at after this tick's full state; nil
+// if an entity appears twice (c must then get the full state).
+func (s *Server) seenNow(c *Conn) []seen {
+	var now []seen
+	if sp := c.view.space; sp != nil && sp.room {
+		for _, id := range sp.members {
+			e := s.ients[id.Slot()].e
+			now = append(now, seen{e: e, level: top(e), owned: s.ownerOf(e) == c})
+		}
+	}
+	for _, p := range c.view.pairs {
+		ie := &s.ients[p.id.Slot()]
+		now = append(now, seen{e: ie.e, level: ie.obs[p.at].level, owned: s.ownerOf(ie.e) == c})
+	}
+	slices.SortFunc(now, func(a, b seen) int { return cmp.Compare(a.e.ID().Slot(), b.e.ID().Slot()) })
+	for k := 1; k < len(now); k++ {
+		if now[k].e.ID().Slot() == now[k-1].e.ID().Slot() {
+			return nil
+		}
+	}
+	if now == nil {
+		now = []seen{}
+	}
+	return now
+}
