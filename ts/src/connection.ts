@@ -133,6 +133,8 @@ export class Connection {
   private welcomeMsg!: Welcome;
   /** The ticket reconnect offers the server (§10.5): the last WELCOME's, or none after a rejected tick. */
   private ticket: Ticket = NO_TICKET;
+  /** A tick of this session's state was applied: the replica can resume. */
+  private applied = false;
   private pending: Tick | null = null;
   private segs: Uint8Array[] = [];
   private resync = false;
@@ -316,6 +318,7 @@ export class Connection {
     }
     this.lastApplyMs = now() - t0;
     this.lastTick = t.tick;
+    this.applied = true;
     this.onTick?.(t.tick);
   }
 
@@ -403,9 +406,10 @@ export class Connection {
    * Closes the session if it is open and starts a new one with the same
    * server, keeping the replica and its callbacks.
    *
-   * When the last WELCOME carried a resume ticket and the replica holds at
-   * most 16,384 entities, the HELLO asks to resume (§10.5), declaring the
-   * last tick applied and what the replica holds. If the server resumes,
+   * When the last WELCOME carried a resume ticket, a tick of its session
+   * was applied and the replica holds at most 8,192 entities, the HELLO
+   * asks to resume (§10.5), declaring the last tick applied and what the
+   * replica holds (Entity.level, nbands meaning every band). If the server resumes,
    * the replica is kept and the first tick catches it up, its callbacks
    * reporting only what changed meanwhile; a resumed WELCOME whose
    * descriptor differs from the last one closes with code 2 and rejects.
@@ -417,7 +421,7 @@ export class Connection {
     const token = this.opts.refresh ? tokenBytes(await this.opts.refresh()) : tokenBytes(this.opts.token);
     let resume: ResumeRequest | undefined;
     const t = this.ticket;
-    if ((t[0] !== 0n || t[1] !== 0n) && this.replica.size <= MAX_RESUME) {
+    if ((t[0] !== 0n || t[1] !== 0n) && this.applied && this.replica.size <= MAX_RESUME) {
       resume = { block: { ticket: t, tick: this.lastTick, held: this.replica.entities() }, descriptor: this.welcomeMsg.descriptor };
     }
     let s: Session;
@@ -431,6 +435,7 @@ export class Connection {
     if (!s.welcome.resumed) {
       this.replica.reset(decodeDescriptor(s.welcome.descriptor, this.opts.descriptor));
       this.lastTick = 0n;
+      this.applied = false;
     }
     this.start(s);
   }

@@ -24,7 +24,7 @@ export const MAX_LIST = 1 << 20;
 export const MAX_LIMIT = 2 ** 31 - 1;
 export const MAX_LEVEL = 4;
 /** The most entities a resume block declares (§10.5); a client holding more does not resume. */
-export const MAX_RESUME = 16384;
+export const MAX_RESUME = 8192;
 export const SLOT_LIMIT = 1 << 24;
 
 /**

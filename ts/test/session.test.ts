@@ -119,7 +119,7 @@ describe("messages", () => {
       w.u(level, 0);
       w.bool(false);
     };
-    rejects(hello((w) => w.u(16385, 3)), /resume entities 16385 > 16384/);
+    rejects(hello((w) => w.u(8193, 3)), /resume entities 8193 > 8192/);
     rejects(hello((w) => w.u(3, 3)), /resume entities 3 needs more bits/);
     rejects(hello((w) => (w.u(1, 3), entry(w, 2 ** 24))), /slot out of range/);
     rejects(hello((w) => (w.u(2, 3), entry(w, 2 ** 24 - 1), entry(w, 0))), /slot out of range/);
@@ -128,10 +128,10 @@ describe("messages", () => {
     rejects(hello((w) => (w.u(1, 3), entry(w, 0), w.bits(0, 8))), /trailing/);
     // The largest block parses.
     const big = hello((w) => {
-      w.u(16384, 3);
-      for (let i = 0; i < 16384; i++) entry(w, 0, 4);
+      w.u(8192, 3);
+      for (let i = 0; i < 8192; i++) entry(w, 0, 4);
     });
-    expect((parseMessage(big) as Hello).resume!.held).toHaveLength(16384);
+    expect((parseMessage(big) as Hello).resume!.held).toHaveLength(8192);
     // A WELCOME cut inside its ticket.
     const wel = encodeWelcome({ version: 6, descriptor: new Uint8Array(0), session: 1n, userId: "", tickRate: 1, ticket: [1n, 1n] });
     rejects(wel.subarray(0, wel.length - 3), /ends early/);
@@ -140,7 +140,7 @@ describe("messages", () => {
     expect(enc([e(1), e(1)])).toThrow(RangeError);
     expect(enc([e(2 ** 24)])).toThrow(RangeError);
     expect(enc([e(0, 5)])).toThrow(RangeError);
-    expect(enc(Array.from({ length: 16385 }, (_, i) => e(i)))).toThrow(RangeError);
+    expect(enc(Array.from({ length: 8193 }, (_, i) => e(i)))).toThrow(RangeError);
   });
 
   test("RPC header bytes: 07, entity little-endian, minimal LEB128", () => {
@@ -408,7 +408,19 @@ describe("connection", () => {
     expect(eager.sockets[0]!.closedWith!.code).toBe(4000 + CloseCode.ProtocolError);
   });
 
-  test("a replica of more than 16,384 entities does not ask to resume", async () => {
+  test("a session none of whose ticks was applied does not ask to resume", async () => {
+    const s = schema();
+    const server = new FakeServer((sock) => sock.deliver(welcome(s, { ticket: [1n, 1n] })));
+    const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
+    await c.reconnect();
+    expect(server.hellos[1]!.resume).toBeUndefined();
+    for (const m of tick(4n, [create(1, 5)])) server.sockets[1]!.deliver(m);
+    await c.reconnect();
+    expect(server.hellos[2]!.resume).toEqual({ ticket: [1n, 1n], tick: 4n, held: [{ slot: 1, generation: 0, level: 0, owned: false }] });
+    c.close();
+  });
+
+  test("a replica of more than 8,192 entities does not ask to resume", async () => {
     const s = schema();
     const server = new FakeServer((sock) => sock.deliver(welcome(s, { ticket: [1n, 1n] })));
     const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
@@ -417,13 +429,13 @@ describe("connection", () => {
       const g = seg().section(1, 1, 1).tree([]).ids(slots);
       return g.gens(slots.map(() => 0)).end();
     };
-    for (const m of tick(1n, [many(16385)])) server.sockets[0]!.deliver(m);
-    expect(c.replica.size).toBe(16385);
+    for (const m of tick(1n, [many(8193)])) server.sockets[0]!.deliver(m);
+    expect(c.replica.size).toBe(8193);
     await c.reconnect();
     expect(server.hellos[1]!.resume).toBeUndefined();
-    for (const m of tick(1n, [many(16384)])) server.sockets[1]!.deliver(m);
+    for (const m of tick(1n, [many(8192)])) server.sockets[1]!.deliver(m);
     await c.reconnect();
-    expect(server.hellos[2]!.resume!.held).toHaveLength(16384);
+    expect(server.hellos[2]!.resume!.held).toHaveLength(8192);
     c.close();
   });
 
