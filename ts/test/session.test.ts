@@ -5,14 +5,15 @@ import { decodeDescriptor, writeDescriptor } from "../src/descriptor.js";
 import { ReplicaDecodeError } from "../src/errors.js";
 import { Connection, CloseCode, RefusedError } from "../src/connection.js";
 import { FrameReader, PREAMBLE, frame, type WebSocketLike, type WebTransportOptionsLike } from "../src/transport.js";
-import { DEFAULT_LIMITS } from "../src/decoder.js";
+import { DEFAULT_LIMITS, type Limits } from "../src/decoder.js";
 import { MsgType, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, type Hello, type RPC } from "../src/session.js";
-import { encodeRefuse, encodeResync, encodeTick, encodeWelcome, parseAny as parseMessage } from "../src/peer.js";
+import { encodeRefuse, encodeResync, encodeTick, encodeWelcome, parseAny as parseMessage, parseHello } from "../src/peer.js";
 import { Kind, Schema } from "../src/schema.js";
 import { makeId } from "../src/state.js";
 import { BitWriter } from "../src/bits.js";
 import { field, struct, ty } from "./schemas.js";
-import { tohex } from "./helpers.js";
+import { tohex, unhex } from "./helpers.js";
+import { readFileSync } from "node:fs";
 import { seg } from "./seg.js";
 
 function rejects(b: Uint8Array, pattern?: RegExp): void {
@@ -97,6 +98,35 @@ describe("messages", () => {
     const w = { version: 6, descriptor: Uint8Array.of(0xab), session: 7n, userId: "a", tickRate: 20, ticket: [3n, 2n ** 32n] as const, resumed: true };
     expect(tohex(encodeWelcome(w))).toBe(tohex(welcome));
     expect(parseMessage(welcome)).toEqual({ type: MsgType.Welcome, ...w });
+  });
+
+  test("Go's HELLOs and WELCOMEs (testdata/session-v6.json): encoded to the same bytes, parsed to the same fields", () => {
+    const v = JSON.parse(readFileSync(new URL("./testdata/session-v6.json", import.meta.url), "utf8")) as {
+      hellos: { comment: string; descriptor: string; token: string; limits: Limits; bytes: string;
+        resume?: { ticket: [string, string]; tick: string; held: { id: number; level: number; owned: boolean }[] } }[];
+      welcomes: { comment: string; descriptor: string; session: string; userId: string; tickRate: number; ticket: [string, string]; resumed: boolean; bytes: string }[];
+    };
+    expect(v.hellos.filter((h) => h.resume && h.resume.held.length > 0)).not.toHaveLength(0);
+    for (const h of v.hellos) {
+      const r = h.resume;
+      const resume = r && {
+        ticket: [BigInt(r.ticket[0]), BigInt(r.ticket[1])] as const, tick: BigInt(r.tick),
+        held: r.held.map((e) => ({ slot: e.id & 0xffffff, generation: e.id >>> 24, level: e.level, owned: e.owned })),
+      };
+      const m = { descriptor: unhex(h.descriptor), token: unhex(h.token), limits: h.limits, resume };
+      expect(tohex(encodeHello(m)), h.comment).toBe(h.bytes);
+      const got = parseHello(unhex(h.bytes));
+      expect(got, h.comment).toEqual({ type: MsgType.Hello, version: 6, ...m });
+      expect("resume" in got, h.comment).toBe(r !== undefined);
+    }
+    for (const w of v.welcomes) {
+      const m = {
+        version: 6, descriptor: unhex(w.descriptor), session: BigInt(w.session), userId: w.userId, tickRate: w.tickRate,
+        ticket: [BigInt(w.ticket[0]), BigInt(w.ticket[1])] as const, resumed: w.resumed,
+      };
+      expect(tohex(encodeWelcome(m)), w.comment).toBe(w.bytes);
+      expect(parseMessage(unhex(w.bytes)), w.comment).toEqual({ type: MsgType.Welcome, ...m });
+    }
   });
 
   test("resume blocks out of §10.5's bounds: rejected when parsed, refused when encoded", () => {
