@@ -2126,16 +2126,7 @@ var SLOT_LIMIT = 1 << 24;
 // ts/src/transport.ts
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);
 
-// internal/tsnode/driver.ts
-var rep;
-var buf = new Uint8Array(0);
-function send(status, body) {
-  const out2 = new Uint8Array(5 + body.length);
-  new DataView(out2.buffer).setUint32(0, 1 + body.length, true);
-  out2[4] = status.charCodeAt(0);
-  out2.set(body, 5);
-  process.stdout.write(out2);
-}
+// internal/tsnode/canon.ts
 var hex2 = (b) => {
   let s = "";
   for (const x of b) s += (x < 16 ? "0" : "") + x.toString(16);
@@ -2175,6 +2166,17 @@ function rec(r) {
 function dump(ents) {
   return [...ents].sort((a, b) => a.id - b.id).map((e) => `${e.id.toString(16)} c${e.classId} o${e.owned ? 1 : 0} l${e.level} ${rec(e)}
 `).join("");
+}
+
+// internal/tsnode/driver.ts
+var rep;
+var buf = new Uint8Array(0);
+function send(status, body) {
+  const out2 = new Uint8Array(5 + body.length);
+  new DataView(out2.buffer).setUint32(0, 1 + body.length, true);
+  out2[4] = status.charCodeAt(0);
+  out2.set(body, 5);
+  process.stdout.write(out2);
 }
 function handle(p) {
   const dv = new DataView(p.buffer, p.byteOffset, p.byteLength);

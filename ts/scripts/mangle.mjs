@@ -68,7 +68,7 @@ for (const sym of checker.getExportsOfModule(checker.getSymbolAtLocation(index))
 }
 
 // Code bundled with the runtime that is not part of it keeps its names.
-for (const f of [path.join(dir, "..", "internal", "tsnode", "driver.ts"), path.join(dir, "web", "app.ts")]) {
+for (const f of [path.join(dir, "..", "internal", "tsnode", "driver.ts"), path.join(dir, "..", "internal", "tsnode", "canon.ts"), path.join(dir, "web", "app.ts")]) {
   if (fs.existsSync(f)) words(fs.readFileSync(f, "utf8"), reserved);
 }
 // Property names in the sources; string literals that are identifiers are reserved.
