@@ -152,9 +152,9 @@ var BitReader = class {
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.ya(k);
+    return this.za(k);
   }
-  ya(k) {
+  za(k) {
     if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
     const maxOnes = 64 - k;
     let ones = 0;
@@ -896,7 +896,7 @@ var Rec = class _Rec {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  ca = 0;
+  da = 0;
   /** A deep copy. */
   clone() {
     const c = new _Rec(this.type);
@@ -1101,9 +1101,9 @@ var Table = class {
    */
   held = [];
   /** @internal the other buffer of held */
-  da = [];
+  ea = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  N = /* @__PURE__ */ new Map();
+  O = /* @__PURE__ */ new Map();
   txn = new Txn(this);
   get size() {
     return this.n;
@@ -1119,7 +1119,7 @@ var Table = class {
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** @internal */
-  ea(e) {
+  fa(e) {
     const slot = e.slot;
     const i = slot >>> PAGE_BITS;
     let p = this.dir[i];
@@ -1131,7 +1131,7 @@ var Table = class {
     this.n++;
   }
   /** @internal */
-  fa(slot) {
+  ga(slot) {
     const p = this.dir[slot >>> PAGE_BITS];
     p[slot & PAGE_MASK] = void 0;
     this.n--;
@@ -1150,10 +1150,10 @@ var Table = class {
    * transaction created or destroyed entities: each is in held if and
    * only if it holds an entity now.
    */
-  Aa(moved) {
+  Ba(moved) {
     moved.sort((a, b) => a - b);
     const held = this.held;
-    const out2 = this.da;
+    const out2 = this.ea;
     out2.length = 0;
     let i = 0;
     for (let j = 0; j < moved.length; j++) {
@@ -1165,14 +1165,14 @@ var Table = class {
     }
     while (i < held.length) out2.push(held[i++]);
     this.held = out2;
-    this.da = held;
+    this.ea = held;
   }
   /** Watches leaf of class c for events. */
-  Ba(c, leaf) {
-    let w = this.N.get(c);
-    if (!w) this.N.set(c, w = new Uint8Array(c.leaves.length));
+  Ca(c, leaf) {
+    let w = this.O.get(c);
+    if (!w) this.O.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.txn.O = void 0;
+    this.txn.P = void 0;
   }
 };
 var Txn = class {
@@ -1184,21 +1184,21 @@ var Txn = class {
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  P = 1;
-  ga = [];
+  Q = 1;
+  ha = [];
   s = 0;
-  Q = new Uint32Array(3 * 256);
+  R = new Uint32Array(3 * 256);
   b = [];
   w = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
   h = [];
   events = [];
   /** @internal one-entry cache of the table's watch map */
-  O;
-  R;
+  P;
+  S;
   /** Starts a transaction. */
   begin() {
-    this.P++;
+    this.Q++;
     this.s = 0;
     this.b.length = 0;
     this.w.clear();
@@ -1220,11 +1220,11 @@ var Txn = class {
   }
   /** Whether events about leaf of e's class are wanted. */
   wants(e, leaf) {
-    if (e.type !== this.O) {
-      this.O = e.type;
-      this.R = this.t.N.get(e.type);
+    if (e.type !== this.P) {
+      this.P = e.type;
+      this.S = this.t.O.get(e.type);
     }
-    return this.R !== void 0 && this.R[leaf] === 1;
+    return this.S !== void 0 && this.S[leaf] === 1;
   }
   atSlot(slot) {
     return this.t.atSlot(slot);
@@ -1241,23 +1241,23 @@ var Txn = class {
     const slot = id & SLOT_MASK;
     if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.ca = this.P;
-    this.t.ea(e);
+    e.da = this.Q;
+    this.t.fa(e);
     this.w.add(slot);
     this.h.push(slot);
-    this.b.push(() => this.t.fa(slot));
-    this.events.push(event(Ev.Ca, e));
+    this.b.push(() => this.t.ga(slot));
+    this.events.push(event(Ev.Da, e));
     return e;
   }
   /** Destroys the entity in slot. */
   destroySlot(slot) {
     const e = this.t.atSlot(slot);
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.fa(slot);
+    this.t.ga(slot);
     this.h.push(slot);
     this.set(e, "alive", false);
-    this.b.push(() => this.t.ea(e));
-    this.events.push(event(Ev.Da, e));
+    this.b.push(() => this.t.fa(e));
+    this.events.push(event(Ev.Ea, e));
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
@@ -1268,11 +1268,11 @@ var Txn = class {
   }
   /** Records that this client owns e, or no longer does. */
   setOwned(e, owned) {
-    if (e.owned !== owned) this.events.push(event(Ev.S, e, -1, this.set(e, "owned", owned), owned));
+    if (e.owned !== owned) this.events.push(event(Ev.T, e, -1, this.set(e, "owned", owned), owned));
   }
   /** Sets e's level of detail. */
   setLevel(e, level) {
-    if (e.level !== level) this.events.push(event(Ev.Ea, e, -1, this.set(e, "level", level), level));
+    if (e.level !== level) this.events.push(event(Ev.Fa, e, -1, this.set(e, "level", level), level));
   }
   /**
    * Sets numeric slot `slot` of r to S = (lo, hi): leaf `leaf` of entity e
@@ -1285,31 +1285,31 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.ca !== this.P) this.Fa(r, i, olo, ohi);
+    if (r.da !== this.Q) this.Ga(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, r === e ? leaf : bagLeaf)) {
       const p = numPlan(r.type.leaves[leaf].field.type);
-      this.T(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+      this.U(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
     }
   }
   /** A field event, or an item field's (BagItem) when r is not e. */
-  T(e, leaf, old, now, r, k, bagLeaf) {
-    this.events.push(r === e ? event(Ev.C, e, leaf, old, now) : event(Ev.Va, e, bagLeaf, old, now, k, -1, leaf));
+  U(e, leaf, old, now, r, k, bagLeaf) {
+    this.events.push(r === e ? event(Ev.C, e, leaf, old, now) : event(Ev.Wa, e, bagLeaf, old, now, k, -1, leaf));
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  Fa(r, i, lo, hi) {
+  Ga(r, i, lo, hi) {
     const n = this.s;
-    let s = this.Q;
+    let s = this.R;
     if (3 * n + 3 > s.length) {
       const b = new Uint32Array(2 * s.length);
       b.set(s);
-      this.Q = s = b;
+      this.R = s = b;
     }
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.ga[n] = r;
+    this.ha[n] = r;
     this.s = n + 1;
   }
   /**
@@ -1323,28 +1323,28 @@ var Txn = class {
     if (scalar && objEqual(old, v)) return;
     this.set(r.obj, slot, v);
     if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar) this.T(e, leaf, old, v, r, k, bagLeaf);
-    else if (r !== e) this.T(e, leaf, void 0, void 0, r, k, bagLeaf);
-    else this.Ga(e, leaf, old, v);
+    if (scalar) this.U(e, leaf, old, v, r, k, bagLeaf);
+    else if (r !== e) this.U(e, leaf, void 0, void 0, r, k, bagLeaf);
+    else this.Ha(e, leaf, old, v);
   }
   /** Reports the difference between two containers of e's leaf as item events. */
-  Ga(e, leaf, old, c) {
+  Ha(e, leaf, old, c) {
     if (old instanceof ListC) {
       const n = c.items;
       const o = old.items;
       const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ha, e, leaf, i, void 0, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) this.a(Ev.ia, e, leaf, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) this.a(Ev.ja, e, leaf, i, void 0, void 0, n[i]);
+      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ia, e, leaf, i, void 0, o[i], n[i]);
+      for (let i = o.length - 1; i >= common; i--) this.a(Ev.ja, e, leaf, i, void 0, o[i], void 0);
+      for (let i = common; i < n.length; i++) this.a(Ev.ka, e, leaf, i, void 0, void 0, n[i]);
     } else {
       const bag = old instanceof BagC;
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
-        if (!n.m.has(k)) this.a(bag ? Ev.Ha : Ev.Ia, e, leaf, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.E : Ev.Ja, e, leaf, -1, k, ov, n.m.get(k));
+        if (!n.m.has(k)) this.a(bag ? Ev.Ia : Ev.Ja, e, leaf, -1, k, ov, void 0);
+        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.E : Ev.Ka, e, leaf, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.E : Ev.Ka, e, leaf, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.E : Ev.La, e, leaf, -1, k, void 0, n.m.get(k));
     }
   }
   /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
@@ -1358,21 +1358,21 @@ var Txn = class {
     if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
     this.b.push(() => l.items.splice(i, 1));
-    this.a(Ev.ja, e, leaf, i, void 0, void 0, v);
+    this.a(Ev.ka, e, leaf, i, void 0, void 0, v);
   }
   listRemove(e, leaf, l, i) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
     this.b.push(() => l.items.splice(i, 0, old));
-    this.a(Ev.ia, e, leaf, i, void 0, old, void 0);
+    this.a(Ev.ja, e, leaf, i, void 0, old, void 0);
   }
   listSet(e, leaf, l, i, v) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    this.a(Ev.ha, e, leaf, i, void 0, this.set(l.items, i, v), v);
+    this.a(Ev.ia, e, leaf, i, void 0, this.set(l.items, i, v), v);
   }
   listClear(e, leaf, l) {
     const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.ia, e, leaf, i, void 0, old[i], void 0);
+    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.ja, e, leaf, i, void 0, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
   mapPut(e, leaf, m, k, v) {
@@ -1380,7 +1380,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.set(k, v);
     this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.a(m instanceof BagC ? Ev.E : existed ? Ev.Ja : Ev.Ka, e, leaf, -1, k, old, v);
+    this.a(m instanceof BagC ? Ev.E : existed ? Ev.Ka : Ev.La, e, leaf, -1, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e, leaf, m, k) {
@@ -1388,7 +1388,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.delete(k);
     this.b.push(() => m.m.set(k, old));
-    this.a(m instanceof BagC ? Ev.Ha : Ev.Ia, e, leaf, -1, k, old, void 0);
+    this.a(m instanceof BagC ? Ev.Ia : Ev.Ja, e, leaf, -1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
@@ -1408,7 +1408,7 @@ var Txn = class {
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit() {
     if (this.h.length > 0) {
-      this.t.Aa(this.h);
+      this.t.Ba(this.h);
       this.h.length = 0;
     }
     this.s = 0;
@@ -1417,9 +1417,9 @@ var Txn = class {
   }
   /** Undoes every change, newest first. */
   rollback() {
-    const s = this.Q;
+    const s = this.R;
     for (let j = this.s - 1; j >= 0; j--) {
-      const a = this.ga[j].num;
+      const a = this.ha[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
@@ -1461,24 +1461,24 @@ var Decoder = class {
   remote;
   lim;
   r = new BitReader();
-  ka = /* @__PURE__ */ new Map();
+  la = /* @__PURE__ */ new Map();
   x = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  U = [];
-  V = 0;
-  La = [];
+  V = [];
+  X = 0;
+  Ma = [];
   entities = 0;
   values = 0;
-  X = null;
+  Y = null;
   /** The class entities of remote class rc are stored as. */
   localClass(rc) {
     return this.local.class(rc.classId) ?? rc;
   }
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
   mapping(rs, ls) {
-    let inner = this.ka.get(rs);
-    if (!inner) this.ka.set(rs, inner = /* @__PURE__ */ new Map());
+    let inner = this.la.get(rs);
+    if (!inner) this.la.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
       const byPath = /* @__PURE__ */ new Map();
@@ -1512,15 +1512,15 @@ var Decoder = class {
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.la();
-          for (let i = 0; i < this.V; i++) txn.destroySlot(this.U[i]);
+          this.ma();
+          for (let i = 0; i < this.X; i++) txn.destroySlot(this.V[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
         const cid = r.u(4);
         const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
         if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Ma(txn, tag, rc);
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Na(txn, tag, rc);
       }
       r.finish("segment");
     } catch (e) {
@@ -1530,30 +1530,30 @@ var Decoder = class {
     }
   }
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  la() {
+  ma() {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.U;
+    const ids = this.V;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
       if (r.hi !== 0 || slot >= 1 << SLOT_BITS) r.malformed("entity slot out of range");
       ids[i] = slot;
     }
-    this.V = n;
+    this.X = n;
   }
-  Ma(txn, tag, rc) {
+  Na(txn, tag, rc) {
     const r = this.r;
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.x.length = 0;
-    this.Y(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.la();
-    const ids = this.U;
-    const n = this.V;
-    const gens = this.La;
+    this.Z(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    this.ma();
+    const ids = this.V;
+    const n = this.X;
+    const gens = this.Ma;
     if (tag === SEC_RANKED) {
       for (let i = 0; i < n; i++) {
         const slot = txn.heldSlot(ids[i]);
@@ -1576,10 +1576,10 @@ var Decoder = class {
         throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
       }
       if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.Na(txn, e, delta);
+      this.Oa(txn, e, delta);
     }
   }
-  Z(depth) {
+  _(depth) {
     if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
   }
   /**
@@ -1588,8 +1588,8 @@ var Decoder = class {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  Y(st, base, delta, depth, gapK, map, ls) {
-    this.Z(depth);
+  Z(st, base, delta, depth, gapK, map, ls) {
+    this._(depth);
     const r = this.r;
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
@@ -1598,7 +1598,7 @@ var Decoder = class {
       const t = f.type;
       const leaf = base + f.leaf;
       if (t.kind === 15 /* Nested */) {
-        this.Y(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        this.Z(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
       const local = map.toLocal[leaf];
@@ -1633,7 +1633,7 @@ var Decoder = class {
     const lo = r.u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${Kind[p.kind]}`);
   }
-  Na(txn, e, delta) {
+  Oa(txn, e, delta) {
     const r = this.r;
     const steps = this.x;
     const a = e.num;
@@ -1666,19 +1666,19 @@ var Decoder = class {
           }
           break;
         case P_STR: {
-          const v = this._(s.t);
+          const v = this.$(s.t);
           if (slot >= 0) txn.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = this.ma(s.t, s.lt, 1);
+            const c = this.na(s.t, s.lt, 1);
             if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.Oa(txn, e, s.t, s.lt, s.local, slot);
+          } else this.Pa(txn, e, s.t, s.lt, s.local, slot);
       }
     }
   }
-  _(t) {
+  $(t) {
     return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
   }
   H(n) {
@@ -1697,20 +1697,20 @@ var Decoder = class {
       return toElem(p, out.lo, out.hi);
     }
     if (t.kind === 15 /* Nested */) return this.readRecord(t.struct, lt && lt.struct, depth + 1);
-    return this._(t);
+    return this.$(t);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
   I(t, n) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  na(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this.X = this.r.bytes(this.lim.maxStringBytes));
+  oa(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(this.Y = this.r.bytes(this.lim.maxStringBytes));
     return this.y(keyType(key), null, k, 0);
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  ma(t, lt, depth) {
-    this.Z(depth);
+  na(t, lt, depth) {
+    this._(depth);
     const ct = lt ?? t;
     const r = this.r;
     const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
@@ -1729,10 +1729,10 @@ var Decoder = class {
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.na(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this.X) < 0 : prev < key)) r.malformed("keys not in ascending order");
+      const key = this.oa(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, this.Y) < 0 : prev < key)) r.malformed("keys not in ascending order");
       prev = key;
-      prevBytes = this.X;
+      prevBytes = this.Y;
       m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.y(t.elem, lt && lt.elem, vk, depth));
     }
     return bag ? new BagC(ct, m) : new MapC(ct, m);
@@ -1743,13 +1743,13 @@ var Decoder = class {
    * transaction, or a new one.
    */
   readRecord(rs, ls, depth, into, item) {
-    this.Z(depth);
+    this._(depth);
     this.H(1);
     const lst = ls ?? rs;
     const rec2 = into ?? item?.rec ?? new Rec(lst);
     const steps = this.x;
     const start = steps.length;
-    this.Y(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    this.Z(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
@@ -1766,7 +1766,7 @@ var Decoder = class {
         }
         continue;
       }
-      const v = s.code === P_STR ? this._(s.t) : this.ma(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? this.$(s.t) : this.na(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
       if (item) item.txn.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
       else rec2.obj[slot] = v;
@@ -1775,7 +1775,7 @@ var Decoder = class {
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Oa(txn, e, t, lt, local, slot) {
+  Pa(txn, e, t, lt, local, slot) {
     const r = this.r;
     const max = this.lim.maxContainerLen;
     const full = (size) => {
@@ -1795,7 +1795,7 @@ var Decoder = class {
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
-        if (op === OP_PATCH) v = this.Pa(t, lt, list, idx);
+        if (op === OP_PATCH) v = this.Qa(t, lt, list, idx);
         else if (op <= OP_INSERT || op === OP_SET) v = this.y(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
@@ -1816,7 +1816,7 @@ var Decoder = class {
       const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
       const vk = pass === 1 && !bag ? this.I(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.na(t.key, kk);
+        const key = this.oa(t.key, kk);
         if (pass === 0) {
           if (m) txn.mapDelete(e, local, m, key);
         } else if (pass === 1) {
@@ -1834,7 +1834,7 @@ var Decoder = class {
     }
   }
   /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  Pa(t, lt, list, idx) {
+  Qa(t, lt, list, idx) {
     const rs = t.elem.struct;
     const ls = lt ? lt.elem.struct : rs;
     if (list && idx >= list.items.length) {
@@ -1920,7 +1920,7 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  oa(c) {
+  pa(c) {
     let p = this.parts.get(c);
     if (!p) this.parts.set(c, p = [partLeaves(c, 2 /* Others */), partLeaves(c, 1 /* Owner */)]);
     return p;
@@ -1941,7 +1941,7 @@ var Replica = class {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.oa(e.type)[1]);
+        txn.zeroLeaves(e, this.pa(e.type)[1]);
         txn.setOwned(e, false);
       }
       const created = [];
@@ -1950,7 +1950,7 @@ var Replica = class {
         if (!e) created.push(id >>> 0);
         else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.oa(e.type)[0]);
+          txn.zeroLeaves(e, this.pa(e.type)[0]);
           txn.setOwned(e, true);
         }
       }
@@ -1962,7 +1962,7 @@ var Replica = class {
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Qa(e, lc.level);
+        else this.Ra(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
       seg = -1;
@@ -1986,10 +1986,10 @@ var Replica = class {
     }
     const events = txn.commit();
     this.tick++;
-    this.pa(events);
+    this.qa(events);
   }
   /** Applies a level change to an entity held before the segments (§5.8). */
-  Qa(e, level) {
+  Ra(e, level) {
     const txn = this.f.txn;
     if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
     if (level < e.level) {
@@ -2015,45 +2015,45 @@ var Replica = class {
     this.l = dec;
     this.j = remote;
     this.parts.clear();
-    this.pa(events);
+    this.qa(events);
   }
   // ---- Callbacks ----
-  qa(c) {
+  ra(c) {
     const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : void 0;
     const found = find(this.local) ?? find(this.j);
     if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
     return found;
   }
   add(c, i, fn) {
-    const cls = this.qa(c);
+    const cls = this.ra(c);
     let lists = this.classes.get(cls);
     if (!lists) this.classes.set(cls, lists = []);
-    const cb = { from: this.tick + 1, $: false, Ra: fn };
+    const cb = { from: this.tick + 1, aa: false, Sa: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.$) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.$ = true;
+      if (!cb.aa) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.aa = true;
     };
   }
   K(c, leaf, fn, op, want) {
-    const cls = this.qa(c);
+    const cls = this.ra(c);
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.f.Ba(cls, l.index);
+    this.f.Ca(cls, l.index);
     return this.add(cls, Ev.C + l.index, fn);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    return this.add(c, Ev.Ca, fn);
+    return this.add(c, Ev.Da, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    return this.add(c, Ev.Da, fn);
+    return this.add(c, Ev.Ea, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    return this.add(c, Ev.S, fn);
+    return this.add(c, Ev.T, fn);
   }
   /**
    * Runs fn when the level of detail an entity of class c is held at
@@ -2063,7 +2063,7 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    return this.add(c, Ev.Ea, fn);
+    return this.add(c, Ev.Fa, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
@@ -2081,7 +2081,7 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.K(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
   }
-  pa(events) {
+  qa(events) {
     if (this.classes.size === 0 || events.length === 0) return;
     this.J = true;
     const tick = this.tick;
@@ -2090,7 +2090,7 @@ var Replica = class {
         const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.C ? ev.kind : Ev.C + ev.leaf];
         if (!list || list.length === 0) continue;
         const args = eventArgs(ev);
-        for (const cb of list) if (cb.from <= tick && !cb.$) cb.Ra(...args);
+        for (const cb of list) if (cb.from <= tick && !cb.aa) cb.Sa(...args);
       }
     } finally {
       this.J = false;
@@ -2100,11 +2100,11 @@ var Replica = class {
 var ITEM_KINDS = ["added", "removed", "changed"];
 function eventArgs(ev) {
   const { e, kind } = ev;
-  if (kind < Ev.S) return [e];
-  if (kind === Ev.S) return [e, ev.new];
+  if (kind < Ev.T) return [e];
+  if (kind === Ev.T) return [e, ev.new];
   if (kind <= Ev.C) return [e, ev.old, ev.new];
-  const o = { kind: ITEM_KINDS[(kind - Ev.ja) % 3] };
-  if (kind <= Ev.ha) o.index = ev.index;
+  const o = { kind: ITEM_KINDS[(kind - Ev.ka) % 3] };
+  if (kind <= Ev.ia) o.index = ev.index;
   else o.key = ev.key;
   if (kind >= Ev.E) {
     o.itemLeaf = ev.itemLeaf;

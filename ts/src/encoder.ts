@@ -4,256 +4,212 @@
  * values keyed by field name; absent fields are zero.
  */
 
-import { BitWriter } from "./bits.js";
-import { isNumeric, type StructType, type Type } from "./schema.js";
-import { compareKeys } from "./state.js";
+import { BitWriter, encodeUTF8 } from "./bits.js";
+import { NO_QUANT, isNumeric, type StructType, type Type } from "./schema.js";
+import { compareKeys, type Key } from "./state.js";
 import { f32Bits, f64Bits, numPlan, out } from "./values.js";
 import { Kind } from "./enums.js";
 
 /** Rounds half away from zero (Go's math.Round). */
 const roundHalfAway = (x: number): number => (x < 0 ? -Math.round(-x) : Math.round(x));
 
-/** Quantizes v for a float type with quantization (§4.2) into out: the code c as S. */
-function quantize(t: Type, v: number): void {
-  const q = t.quant;
-  if (t.kind === Kind.Float32) v = Math.fround(v);
-  if (Number.isNaN(v)) {
-    out.lo = out.hi = 0;
-    return;
-  }
-  if (q.mode === 2) {
-    const x = roundHalfAway((v - q.min) / q.step);
-    const top = 2 ** q.nbits - 1;
-    out.lo = !(x > 0) ? 0 : x > top ? top : x;
-    out.hi = 0;
-    return;
-  }
-  let x = roundHalfAway(v / q.step);
-  if (x >= 2 ** 62) x = 2 ** 62;
-  if (x <= -(2 ** 62)) x = -(2 ** 62);
-  const b = BigInt.asUintN(64, BigInt(x));
-  out.lo = Number(b & 0xffffffffn);
-  out.hi = Number(b >> 32n);
-}
-
-function intRange(t: Type, v: unknown): bigint {
-  if (typeof v === "bigint") return v;
-  const n = Number(v ?? 0);
-  if (!Number.isInteger(n)) throw new RangeError(`${String(v)} is not an integer`);
-  return BigInt(n);
+/** Sets out to the 64-bit two's complement of integer b. */
+function split(b: bigint): void {
+  const u = BigInt.asUintN(64, b);
+  out.lo = Number(u & 0xffffffffn);
+  out.hi = Number(u >> 32n);
 }
 
 /** The stored representation S (§4.1) of JS value v for numeric type t, into out. */
 export function toStored(t: Type, v: unknown): void {
-  switch (t.kind) {
-    case Kind.Bool:
-      out.lo = v ? 1 : 0;
-      out.hi = 0;
-      return;
-    case Kind.Float32:
-    case Kind.Float64: {
-      const x = Number(v ?? 0);
-      if (t.quant.mode !== 0) return quantize(t, x);
-      if (t.kind === Kind.Float32) {
-        out.lo = f32Bits(x);
-        out.hi = 0;
-      } else f64Bits(x);
-      return;
-    }
-  }
-  const p = numPlan(t);
-  let b = intRange(t, v);
-  const W = p.W;
-  const ok = p.zigzag ? b >= -(1n << BigInt(W - 1)) && b < 1n << BigInt(W - 1) : b >= 0n && b < 1n << BigInt(W);
-  if (!ok) throw new RangeError(`${String(v)} out of range for ${t.kind === Kind.Ref ? "ref" : `a ${W}-bit integer`}`);
-  b = BigInt.asUintN(64, b);
-  out.lo = Number(b & 0xffffffffn);
-  out.hi = Number(b >> 32n);
-}
-
-/** The full-mode U(k) code of S (lo, hi) for plan p, into out (zigzag for signed kinds and unbounded codes). */
-function fullCode(t: Type, lo: number, hi: number): void {
-  const p = numPlan(t);
-  if (!p.zigzag) {
-    out.lo = lo;
-    out.hi = hi;
+  const k = t.kind;
+  const q = t.quant;
+  out.hi = 0;
+  if (k === Kind.Bool) {
+    out.lo = v ? 1 : 0;
     return;
   }
-  // zigzag on 64 bits: (v << 1) ^ (v >> 63)
-  const neg = (hi & 0x80000000) !== 0;
-  let zlo = (lo << 1) >>> 0;
-  let zhi = ((hi << 1) | (lo >>> 31)) >>> 0;
-  if (neg) {
-    zlo = ~zlo >>> 0;
-    zhi = ~zhi >>> 0;
+  if (k === Kind.Float32 || k === Kind.Float64) {
+    let x = Number(v ?? 0);
+    if (k === Kind.Float32) x = Math.fround(x);
+    if (q.mode === 0) {
+      if (k === Kind.Float32) out.lo = f32Bits(x);
+      else f64Bits(x);
+    } else if (Number.isNaN(x)) out.lo = 0;
+    else if (q.mode === 2) {
+      // The code of the bounded quantization (§4.2), clamped to 0..2^nbits − 1.
+      const c = roundHalfAway((x - q.min) / q.step);
+      out.lo = c > 0 ? Math.min(c, 2 ** q.nbits - 1) : 0;
+    } else split(BigInt(Math.max(-(2 ** 62), Math.min(2 ** 62, roundHalfAway(x / q.step)))));
+    return;
   }
-  out.lo = zlo;
-  out.hi = zhi;
+  let b: bigint;
+  if (typeof v === "bigint") b = v;
+  else {
+    const n = Number(v ?? 0);
+    if (!Number.isInteger(n)) throw new RangeError(`${String(v)} is not an integer`);
+    b = BigInt(n);
+  }
+  const p = numPlan(t);
+  const top = 1n << BigInt(p.W - +p.zigzag);
+  if (b >= top || b < (p.zigzag ? -top : 0n)) throw new RangeError(`${String(v)} out of range for ${k === Kind.Ref ? "ref" : `a ${p.W}-bit integer`}`);
+  split(b);
 }
 
-const bitLen = (lo: number, hi: number): number => (hi !== 0 ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo));
-
-interface Num {
+/** A leaf of a record with a non-zero value, and the code it is written as. */
+interface Value {
+  t: Type;
+  v: unknown;
+  /** Numbers: the full-mode code (lo, hi) and its U(k)'s k, or raw bits (k = −1). */
   lo: number;
   hi: number;
+  k: number;
 }
 
-function numOf(t: Type, v: unknown): Num {
+/** The full-mode code of value v of numeric type t (§4.3): raw bits, or a U(k) code with k its bit length. */
+function code(t: Type, v: unknown): Value {
   toStored(t, v);
-  return { lo: out.lo, hi: out.hi };
-}
-
-function writeNum(w: BitWriter, t: Type, s: Num, k: number): void {
   const p = numPlan(t);
-  if (p.fullRaw !== 0) return w.bitsWide(s.lo, s.hi, p.fullRaw);
-  fullCode(t, s.lo, s.hi);
-  w.u(out.lo, k, out.hi);
+  let { lo, hi } = out;
+  if (p.fullRaw) return { t, v, lo, hi, k: -1 };
+  if (p.zigzag) {
+    // zigzag on 64 bits: (v << 1) ^ (v >> 63)
+    const neg = hi >> 31;
+    hi = (((hi << 1) | (lo >>> 31)) ^ neg) >>> 0;
+    lo = ((lo << 1) ^ neg) >>> 0;
+  }
+  return { t, v, lo, hi, k: Math.min(hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo), 63) };
 }
 
-function codeLen(t: Type, s: Num): number {
-  fullCode(t, s.lo, s.hi);
-  return Math.min(bitLen(out.lo, out.hi), 63);
+function writeNum(w: BitWriter, c: Value, k: number): void {
+  if (c.k < 0) w.bitsWide(c.lo, c.hi, numPlan(c.t).fullRaw);
+  else w.u(c.lo, k, c.hi);
 }
 
-const isUCoded = (t: Type): boolean => isNumeric(t.kind) && numPlan(t).fullRaw === 0;
-
-function bytesOf(t: Type, v: unknown): Uint8Array {
-  if (v instanceof Uint8Array) return v;
-  return new TextEncoder().encode(String(v ?? ""));
-}
+const bytesOf = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : encodeUTF8(String(v ?? "")));
 
 function entries(v: unknown): [unknown, unknown][] {
   if (v instanceof Map) return [...v.entries()];
-  if (v && typeof v === "object") return Object.entries(v);
-  return [];
-}
-
-function keyOf(kind: number, k: unknown): string | number | bigint {
-  if (kind === Kind.String) return String(k);
-  const t = { kind, quant: { mode: 0 as const, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 };
-  const s = numOf(t, typeof k === "string" ? BigInt(k) : k);
-  const p = numPlan(t);
-  const b = (BigInt(s.hi) << 32n) | BigInt(s.lo);
-  const v = p.zigzag ? BigInt.asIntN(64, b) : b;
-  return p.wide ? v : Number(v);
-}
-
-function writeKey(w: BitWriter, kind: number, k: string | number | bigint, kk: number): void {
-  if (kind === Kind.String) return w.string(k as string);
-  const t = { kind, quant: { mode: 0 as const, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 };
-  writeNum(w, t, numOf(t, k), kk);
-}
-
-function keyLen(kind: number, k: string | number | bigint): number {
-  const t = { kind, quant: { mode: 0 as const, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 };
-  return codeLen(t, numOf(t, k));
+  return v && typeof v === "object" ? Object.entries(v) : [];
 }
 
 function isZero(t: Type, v: unknown): boolean {
-  if (v === undefined || v === null) return true;
+  if (v == null) return true;
   if (isNumeric(t.kind)) {
     toStored(t, v);
     return out.lo === 0 && out.hi === 0;
   }
-  switch (t.kind) {
-    case Kind.String:
-    case Kind.Bytes:
-      return bytesOf(t, v).length === 0;
-    case Kind.List:
-      return (v as unknown[]).length === 0;
-    case Kind.Map:
-    case Kind.Bag:
-      return entries(v).length === 0;
+  if (t.kind === Kind.String || t.kind === Kind.Bytes) return bytesOf(v).length === 0;
+  return t.kind === Kind.List ? (v as unknown[]).length === 0 : entries(v).length === 0;
+}
+
+/** Writes n elements of type t: the shared k of U(k)-coded numbers first (§6.1), then each. */
+function writeElems(w: BitWriter, t: Type, vals: unknown[]): void {
+  if (!isNumeric(t.kind)) {
+    for (const v of vals) {
+      if (t.kind === Kind.Nested) writeRecord(w, t.struct!, v);
+      else w.bytes(bytesOf(v));
+    }
+    return;
   }
-  return false;
-}
-
-function writeElem(w: BitWriter, t: Type, v: unknown, k: number): void {
-  if (isNumeric(t.kind)) return writeNum(w, t, numOf(t, v), k);
-  if (t.kind === Kind.Nested) return writeRecord(w, t.struct!, (v ?? {}) as Record<string, unknown>);
-  w.bytes(bytesOf(t, v));
-}
-
-function sharedK(t: Type, vals: unknown[]): number {
-  let k = 0;
-  for (const v of vals) k = Math.max(k, codeLen(t, numOf(t, v)));
-  return k;
+  const cs = vals.map((v) => code(t, v));
+  const k = Math.max(0, ...cs.map((c) => c.k));
+  if (cs[0] && cs[0].k >= 0) w.bits(k, 6);
+  for (const c of cs) writeNum(w, c, k);
 }
 
 function writeContainer(w: BitWriter, t: Type, v: unknown): void {
   if (t.kind === Kind.List) {
     const a = (v ?? []) as unknown[];
     w.u(a.length, 4);
-    const k = a.length > 0 && isUCoded(t.elem!) ? sharedK(t.elem!, a) : 0;
-    if (a.length > 0 && isUCoded(t.elem!)) w.bits(k, 6);
-    for (const x of a) writeElem(w, t.elem!, x, k);
+    writeElems(w, t.elem!, a);
     return;
   }
-  const es = entries(v)
-    .map(([k, x]) => [keyOf(t.key, k), x] as [string | number | bigint, unknown])
-    .sort((a, b) => compareKeys(a[0], b[0]));
+  const kt: Type = { kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 };
+  // Keys as the decoder holds them (numbers, BigInts for 64-bit kinds, strings), ascending (§6.1).
+  const es = entries(v).map(([k, x]): [Key, unknown] => {
+    if (t.key === Kind.String) return [String(k), x];
+    toStored(kt, typeof k === "string" ? BigInt(k) : k);
+    const b = (BigInt(out.hi) << 32n) | BigInt(out.lo);
+    const s = numPlan(kt).zigzag ? BigInt.asIntN(64, b) : b;
+    return [numPlan(kt).wide ? s : Number(s), x];
+  });
+  es.sort((a, b) => compareKeys(a[0], b[0]));
   w.u(es.length, 4);
   if (es.length === 0) return;
-  const kk = t.key !== Kind.String ? Math.max(0, ...es.map(([k]) => keyLen(t.key, k))) : 0;
-  if (t.key !== Kind.String) w.bits(kk, 6);
-  if (t.kind === Kind.Map) {
-    const k = isUCoded(t.elem!) ? sharedK(t.elem!, es.map(([, x]) => x)) : 0;
-    if (isUCoded(t.elem!)) w.bits(k, 6);
-    for (const [key, x] of es) {
-      writeKey(w, t.key, key, kk);
-      writeElem(w, t.elem!, x, k);
-    }
-    return;
-  }
-  for (const [key, x] of es) {
-    writeKey(w, t.key, key, kk);
-    writeRecord(w, t.struct!, (x ?? {}) as Record<string, unknown>);
-  }
+  const keys = es.map((e) => e[0]);
+  const vals = es.map((e) => e[1]);
+  if (t.kind === Kind.Bag) writeKeyed(w, kt, keys, vals, (x) => writeRecord(w, t.struct!, x));
+  else writeKeyed(w, kt, keys, vals, null, t.elem!);
 }
 
-interface Leafy {
-  t: Type;
-  v: unknown;
-  k: number;
+/**
+ * Writes the entries of a whole map or bag: the keys' shared k (integer
+ * keys), the values' shared k (U(k)-coded map values), then each key and
+ * value.
+ */
+function writeKeyed(w: BitWriter, kt: Type, keys: Key[], vals: unknown[], item: ((x: unknown) => void) | null, et?: Type): void {
+  const str = kt.kind === Kind.String;
+  const kc = str ? [] : keys.map((k) => code(kt, k));
+  const kk = Math.max(0, ...kc.map((c) => c.k));
+  if (!str) w.bits(kk, 6);
+  const vc = et && isNumeric(et.kind) ? vals.map((v) => code(et, v)) : null;
+  const vk = vc ? Math.max(0, ...vc.map((c) => c.k)) : 0;
+  if (vc && vc[0]!.k >= 0) w.bits(vk, 6);
+  keys.forEach((k, i) => {
+    if (str) w.bytes(encodeUTF8(k as string));
+    else writeNum(w, kc[i]!, kk);
+    if (item) item(vals[i]);
+    else if (vc) writeNum(w, vc[i]!, vk);
+    else writeElems(w, et!, [vals[i]]);
+  });
 }
 
-/** Writes the tree of st's non-zero leaves and collects them in order. */
-function writeTree(w: BitWriter, st: StructType, v: Record<string, unknown>, leaves: Leafy[]): boolean {
-  const present: { id: number; sub?: Record<string, unknown>; leaf?: Leafy }[] = [];
+/** The tree entries of st's non-zero leaves (§5.5); a nested struct with none is left out. */
+interface Entry {
+  id: number;
+  sub?: Entry[];
+  val?: Value;
+}
+
+function collect(st: StructType, v: Record<string, unknown>): Entry[] {
+  const es: Entry[] = [];
   for (const f of st.fields) {
-    if (f.deprecated) continue;
     const x = v[f.name];
+    if (f.deprecated) continue;
     if (f.type.kind === Kind.Nested) {
-      const sub = (x ?? {}) as Record<string, unknown>;
-      const probe: Leafy[] = [];
-      if (writeTree(new BitWriter(), f.type.struct!, sub, probe)) present.push({ id: f.id, sub });
-      continue;
-    }
-    if (isZero(f.type, x)) continue;
-    const k = isUCoded(f.type) ? codeLen(f.type, numOf(f.type, x)) : 0;
-    present.push({ id: f.id, leaf: { t: f.type, v: x, k } });
-  }
-  w.u(present.length, 2);
-  let prev = 0;
-  for (const p of present) {
-    w.u(p.id - prev - 1, 2);
-    prev = p.id;
-    if (p.sub) writeTree(w, st.field(p.id)!.type.struct!, p.sub, leaves);
-    else {
-      if (isUCoded(p.leaf!.t)) w.bits(p.leaf!.k, 6);
-      leaves.push(p.leaf!);
+      const sub = collect(f.type.struct!, (x ?? {}) as Record<string, unknown>);
+      if (sub.length > 0) es.push({ id: f.id, sub });
+    } else if (!isZero(f.type, x)) {
+      es.push({ id: f.id, val: isNumeric(f.type.kind) ? code(f.type, x) : { t: f.type, v: x, lo: 0, hi: 0, k: -1 } });
     }
   }
-  return present.length > 0;
+  return es;
 }
 
-function writeRecord(w: BitWriter, st: StructType, v: Record<string, unknown>): void {
-  const leaves: Leafy[] = [];
-  writeTree(w, st, v, leaves);
-  for (const l of leaves) {
-    if (isNumeric(l.t.kind)) writeNum(w, l.t, numOf(l.t, l.v), l.k);
-    else if (l.t.kind === Kind.String || l.t.kind === Kind.Bytes) w.bytes(bytesOf(l.t, l.v));
-    else writeContainer(w, l.t, l.v);
+/** Writes a tree of entries, each U(k)-coded leaf with its k, and lists the leaves in order. */
+function writeTree(w: BitWriter, es: Entry[], vals: Value[]): void {
+  w.u(es.length, 2);
+  let prev = 0;
+  for (const e of es) {
+    w.u(e.id - prev - 1, 2);
+    prev = e.id;
+    if (e.sub) writeTree(w, e.sub, vals);
+    else {
+      if (isNumeric(e.val!.t.kind) && e.val!.k >= 0) w.bits(e.val!.k, 6);
+      vals.push(e.val!);
+    }
+  }
+}
+
+function writeRecord(w: BitWriter, st: StructType, v: unknown): void {
+  const vals: Value[] = [];
+  writeTree(w, collect(st, (v ?? {}) as Record<string, unknown>), vals);
+  for (const c of vals) {
+    const k = c.t.kind;
+    if (isNumeric(k)) writeNum(w, c, c.k);
+    else if (k === Kind.String || k === Kind.Bytes) w.bytes(bytesOf(c.v));
+    else writeContainer(w, c.t, c.v);
   }
 }
 
