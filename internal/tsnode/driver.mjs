@@ -247,28 +247,6 @@ var BitReader = class {
 var STRBUF = new Uint8Array(64);
 
 // ts/src/enums.ts
-var Kind = /* @__PURE__ */ ((Kind2) => {
-  Kind2[Kind2["Invalid"] = 0] = "Invalid";
-  Kind2[Kind2["Bool"] = 1] = "Bool";
-  Kind2[Kind2["Int8"] = 2] = "Int8";
-  Kind2[Kind2["Int16"] = 3] = "Int16";
-  Kind2[Kind2["Int32"] = 4] = "Int32";
-  Kind2[Kind2["Int64"] = 5] = "Int64";
-  Kind2[Kind2["Uint8"] = 6] = "Uint8";
-  Kind2[Kind2["Uint16"] = 7] = "Uint16";
-  Kind2[Kind2["Uint32"] = 8] = "Uint32";
-  Kind2[Kind2["Uint64"] = 9] = "Uint64";
-  Kind2[Kind2["Float32"] = 10] = "Float32";
-  Kind2[Kind2["Float64"] = 11] = "Float64";
-  Kind2[Kind2["String"] = 12] = "String";
-  Kind2[Kind2["Bytes"] = 13] = "Bytes";
-  Kind2[Kind2["Ref"] = 14] = "Ref";
-  Kind2[Kind2["Nested"] = 15] = "Nested";
-  Kind2[Kind2["List"] = 16] = "List";
-  Kind2[Kind2["Map"] = 17] = "Map";
-  Kind2[Kind2["Bag"] = 18] = "Bag";
-  return Kind2;
-})(Kind || {});
 var Ev = /* @__PURE__ */ ((Ev2) => {
   Ev2[Ev2["Create"] = 0] = "Create";
   Ev2[Ev2["Destroy"] = 1] = "Destroy";
@@ -307,8 +285,35 @@ var P_STR = 4;
 var P_CONT = 5;
 
 // ts/src/schema.ts
+var Kind2 = {
+  Invalid: 0 /* Invalid */,
+  Bool: 1 /* Bool */,
+  Int8: 2 /* Int8 */,
+  Int16: 3 /* Int16 */,
+  Int32: 4 /* Int32 */,
+  Int64: 5 /* Int64 */,
+  Uint8: 6 /* Uint8 */,
+  Uint16: 7 /* Uint16 */,
+  Uint32: 8 /* Uint32 */,
+  Uint64: 9 /* Uint64 */,
+  Float32: 10 /* Float32 */,
+  Float64: 11 /* Float64 */,
+  String: 12 /* String */,
+  Bytes: 13 /* Bytes */,
+  Ref: 14 /* Ref */,
+  Nested: 15 /* Nested */,
+  List: 16 /* List */,
+  Map: 17 /* Map */,
+  Bag: 18 /* Bag */
+};
+var Vis2 = {
+  Server: 0 /* Server */,
+  Owner: 1 /* Owner */,
+  Others: 2 /* Others */,
+  All: 3 /* All */
+};
 var NUM_KINDS = 19;
-var KIND_NAMES = Array.from({ length: NUM_KINDS }, (_, k) => Kind[k].toLowerCase());
+var KIND_NAMES = "invalid bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 string bytes ref nested list map bag".split(" ");
 var isNumeric = (k) => k >= 1 /* Bool */ && k <= 11 /* Float64 */ || k === 14 /* Ref */;
 var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
 var isContainer = (k) => k >= 16 /* List */ && k <= 18 /* Bag */;
@@ -1631,7 +1636,7 @@ var Decoder = class {
   G(p, k, delta, olo = 0, ohi = 0) {
     const r = this.r;
     const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${Kind[p.kind]}`);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${KIND_NAMES[p.kind]}`);
   }
   Oa(txn, e, delta) {
     const r = this.r;
@@ -2118,6 +2123,16 @@ function eventArgs(ev) {
 var hex = (id) => "0x" + (id >>> 0).toString(16);
 
 // ts/src/session.ts
+var MsgType2 = {
+  Hello: 1 /* Hello */,
+  Welcome: 2 /* Welcome */,
+  Refuse: 3 /* Refuse */,
+  Tick: 4 /* Tick */,
+  Ping: 5 /* Ping */,
+  Pong: 6 /* Pong */,
+  RPC: 7 /* RPC */,
+  Resync: 8 /* Resync */
+};
 var MAX_DESCRIPTOR = 1 << 20;
 var MAX_LIST = 1 << 20;
 var MAX_LIMIT = 2 ** 31 - 1;
@@ -2125,6 +2140,25 @@ var SLOT_LIMIT = 1 << 24;
 
 // ts/src/transport.ts
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);
+
+// ts/src/connection.ts
+var CloseCode2 = {
+  Normal: 0 /* Normal */,
+  GoingAway: 1 /* GoingAway */,
+  ProtocolError: 2 /* ProtocolError */,
+  MessageTooLarge: 3 /* MessageTooLarge */,
+  SlowConsumer: 4 /* SlowConsumer */,
+  IdleTimeout: 5 /* IdleTimeout */,
+  HandshakeTimeout: 6 /* HandshakeTimeout */,
+  AuthFailed: 7 /* AuthFailed */,
+  Incompatible: 8 /* Incompatible */,
+  PolicyViolation: 9 /* PolicyViolation */,
+  Internal: 10 /* Internal */,
+  Network: 11 /* Network */,
+  ServerBusy: 12 /* ServerBusy */,
+  Replaced: 13 /* Replaced */,
+  Duplicate: 14 /* Duplicate */
+};
 
 // internal/tsnode/canon.ts
 var hex2 = (b) => {

@@ -28,8 +28,27 @@ import { encodeRecord } from "./encoder.js";
 import type { Schema, StructType } from "./schema.js";
 import { bytesEqual, type Entity, type Rec } from "./state.js";
 import { MAX_RESUME, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, parseMessage, parseRPC, type Resume, type Ticket, type Tick, type Welcome } from "./session.js";
-import { CloseCode, MsgType } from "./enums.js";
-export { CloseCode } from "./enums.js";
+import { CloseCode as C, MsgType } from "./enums.js";
+
+/** Close codes (§10.1); on WebSocket the status is 4000 + code. */
+export const CloseCode = {
+  Normal: C.Normal,
+  GoingAway: C.GoingAway,
+  ProtocolError: C.ProtocolError,
+  MessageTooLarge: C.MessageTooLarge,
+  SlowConsumer: C.SlowConsumer,
+  IdleTimeout: C.IdleTimeout,
+  HandshakeTimeout: C.HandshakeTimeout,
+  AuthFailed: C.AuthFailed,
+  Incompatible: C.Incompatible,
+  PolicyViolation: C.PolicyViolation,
+  Internal: C.Internal,
+  Network: C.Network,
+  ServerBusy: C.ServerBusy,
+  Replaced: C.Replaced,
+  Duplicate: C.Duplicate,
+} as const satisfies { readonly [N in keyof typeof C]: C };
+export type CloseCode = C;
 
 
 /**
@@ -173,7 +192,7 @@ export class Connection {
     try {
       rep = new Replica(opts.schema, { remote, limits: opts.limits });
     } catch (e) {
-      s.ch.close(CloseCode.Incompatible, "incompatible schema");
+      s.ch.close(C.Incompatible, "incompatible schema");
       throw e;
     }
     const c = new Connection(opts, rep);
@@ -246,7 +265,7 @@ export class Connection {
 
   private touch(idle: number): void {
     if (this.idleTimer !== undefined) clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => this.close(CloseCode.IdleTimeout, "nothing received from the server"), idle);
+    this.idleTimer = setTimeout(() => this.close(C.IdleTimeout, "nothing received from the server"), idle);
   }
 
   private send(b: Uint8Array): void {
@@ -255,7 +274,7 @@ export class Connection {
 
   private fail(err: Error): void {
     this.onError?.(err);
-    this.close(CloseCode.ProtocolError, err instanceof ReplicaDecodeError && err.code !== "session" ? "bad tick" : err.message.slice(0, 123));
+    this.close(C.ProtocolError, err instanceof ReplicaDecodeError && err.code !== "session" ? "bad tick" : err.message.slice(0, 123));
   }
 
   private receive(b: Uint8Array): void {
@@ -387,7 +406,7 @@ export class Connection {
   }
 
   /** Leaves the session with the given close code (§10.1). */
-  close(code: number = CloseCode.Normal, reason = "client left"): void {
+  close(code: number = C.Normal, reason = "client left"): void {
     if (this.closed) return;
     this.ch.close(code, reason);
     this.finish(code, reason);
@@ -417,7 +436,7 @@ export class Connection {
    * After a rejected tick there is no ticket: the next session starts over.
    */
   async reconnect(): Promise<void> {
-    this.close(CloseCode.Normal, "reconnecting");
+    this.close(C.Normal, "reconnecting");
     const token = this.opts.refresh ? tokenBytes(await this.opts.refresh()) : tokenBytes(this.opts.token);
     let resume: ResumeRequest | undefined;
     const t = this.ticket;
@@ -478,7 +497,7 @@ async function openChannel(opts: ConnectOptions, limits: Limits | Partial<Limits
 /** The error a failed connect rejects with. */
 function connectError(e: unknown): Error {
   if (e instanceof ChannelError) {
-    return e.code > 0 ? new RefusedError(e.code, e.reason) : new ClosedError(e.code < 0 ? CloseCode.Network : e.code, e.reason);
+    return e.code > 0 ? new RefusedError(e.code, e.reason) : new ClosedError(e.code < 0 ? C.Network : e.code, e.reason);
   }
   return e as Error;
 }
@@ -500,7 +519,7 @@ async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limit
   const timeoutMs = opts.handshakeTimeoutMs ?? 5000;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ClosedError(CloseCode.HandshakeTimeout, "handshake timeout")), timeoutMs);
+    timer = setTimeout(() => reject(new ClosedError(C.HandshakeTimeout, "handshake timeout")), timeoutMs);
   });
   let ch: Channel | undefined;
   const opening = openChannel(opts, limits ?? opts.limits).then((c) => (ch = c));
@@ -509,18 +528,18 @@ async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limit
   } catch (e) {
     clearTimeout(timer);
     // A channel that opens after the timeout is closed at once.
-    void opening.then((c) => c.close(CloseCode.Normal, "handshake failed"), () => {});
+    void opening.then((c) => c.close(C.Normal, "handshake failed"), () => {});
     throw e;
   }
   return new Promise<Session>((resolve, reject) => {
     const c = ch!;
     let done = false;
-    const end = (err?: Error, s?: Session, code: number = CloseCode.Normal): void => {
+    const end = (err?: Error, s?: Session, code: number = C.Normal): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       if (err) {
-        c.close(code, code === CloseCode.Normal ? "handshake failed" : err.message.slice(0, 123));
+        c.close(code, code === C.Normal ? "handshake failed" : err.message.slice(0, 123));
         reject(err);
       } else resolve(s!);
     };
@@ -541,7 +560,7 @@ async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limit
         }
         if (m.resumed && !(resume && bytesEqual(m.descriptor, resume.descriptor))) {
           const why = resume ? "resumed with another descriptor" : "resumed a session the client did not ask to resume";
-          return end(new ReplicaDecodeError("session", `WELCOME ${why}`), undefined, CloseCode.ProtocolError);
+          return end(new ReplicaDecodeError("session", `WELCOME ${why}`), undefined, C.ProtocolError);
         }
         decodeDescriptor(m.descriptor, opts.descriptor); // fails here rather than after the handshake
         done = true;

@@ -11,7 +11,7 @@
 
 import { BitReader, MASK, decodeUTF8 } from "./bits.js";
 import { ReplicaDecodeError } from "./errors.js";
-import { checkCompatible, isContainer, isNumeric, type Schema, type StructType, type Type } from "./schema.js";
+import { KIND_NAMES, checkCompatible, isContainer, isNumeric, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, makeId, type Elem, type Entity, type Key, type Txn } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
 import {
@@ -279,7 +279,7 @@ export class Decoder {
   private readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
     const r = this.r;
     const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${Kind[p.kind]}`);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${KIND_NAMES[p.kind]}`);
   }
 
   private entityValues(txn: Txn, e: Entity, delta: boolean): void {

@@ -5,23 +5,55 @@
  */
 
 import { ReplicaDecodeError } from "./errors.js";
-import { Kind } from "./enums.js";
-export { Kind, Vis } from "./enums.js";
+import { Kind as K, Vis as V } from "./enums.js";
 
-export type KindValue = Kind;
+/** Value kinds (§3.2), by name; the numbers are part of the format. */
+export const Kind = {
+  Invalid: K.Invalid,
+  Bool: K.Bool,
+  Int8: K.Int8,
+  Int16: K.Int16,
+  Int32: K.Int32,
+  Int64: K.Int64,
+  Uint8: K.Uint8,
+  Uint16: K.Uint16,
+  Uint32: K.Uint32,
+  Uint64: K.Uint64,
+  Float32: K.Float32,
+  Float64: K.Float64,
+  String: K.String,
+  Bytes: K.Bytes,
+  Ref: K.Ref,
+  Nested: K.Nested,
+  List: K.List,
+  Map: K.Map,
+  Bag: K.Bag,
+} as const satisfies { readonly [N in keyof typeof K]: K };
+export type Kind = K;
+
+/** Visibility bits (§3.4), by name. */
+export const Vis = {
+  Server: V.Server,
+  Owner: V.Owner,
+  Others: V.Others,
+  All: V.All,
+} as const satisfies { readonly [N in keyof typeof V]: V };
+export type Vis = V;
+
+export type KindValue = K;
 
 /** Number of kinds: a kind ≥ this is invalid. */
 export const NUM_KINDS = 19;
 
 /** The kinds' names as §3.2 spells them: "invalid", "bool", "int8", … */
-export const KIND_NAMES: readonly string[] = Array.from({ length: NUM_KINDS }, (_, k) => Kind[k]!.toLowerCase());
+export const KIND_NAMES: readonly string[] = "invalid bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 string bytes ref nested list map bag".split(" ");
 
-export const isNumeric = (k: number): boolean => (k >= Kind.Bool && k <= Kind.Float64) || k === Kind.Ref;
-export const isSigned = (k: number): boolean => k >= Kind.Int8 && k <= Kind.Int64;
-export const isContainer = (k: number): boolean => k >= Kind.List && k <= Kind.Bag;
-export const isFloat = (k: number): boolean => k === Kind.Float32 || k === Kind.Float64;
+export const isNumeric = (k: number): boolean => (k >= K.Bool && k <= K.Float64) || k === K.Ref;
+export const isSigned = (k: number): boolean => k >= K.Int8 && k <= K.Int64;
+export const isContainer = (k: number): boolean => k >= K.List && k <= K.Bag;
+export const isFloat = (k: number): boolean => k === K.Float32 || k === K.Float64;
 /** Whether k may key a map (integers and strings). */
-export const validMapKey = (k: number): boolean => (k >= Kind.Int8 && k <= Kind.Uint64) || k === Kind.String;
+export const validMapKey = (k: number): boolean => (k >= K.Int8 && k <= K.Uint64) || k === K.String;
 
 /** Bit width W of a numeric kind (§3.2); ref is 32. */
 export const kindWidth = (k: number): number => [0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 32, 64, 0, 0, 32][k] ?? 0;
@@ -140,22 +172,22 @@ function validateType(t: Type, stack: StructType[], pending: StructType[]): void
   const k = t.kind;
   const name = KIND_NAMES[k];
   const q = t.quant;
-  if (!(k > Kind.Invalid && k < NUM_KINDS)) schemaError(`invalid kind ${k}`);
+  if (!(k > K.Invalid && k < NUM_KINDS)) schemaError(`invalid kind ${k}`);
   if (isFloat(k) && q.mode !== 0 && (!(q.step > 0) || (q.mode === 2 && (q.nbits < 1 || q.nbits > 32)))) {
     schemaError(`invalid quantization (step ${q.step}, nbits ${q.nbits})`);
   }
   if (t.struct?.isClass) schemaError(`entity class ${t.struct.name} cannot be nested`);
-  if (k === Kind.Nested) layoutStruct(t.struct!, stack, pending);
-  if (k === Kind.Bag) {
-    if (!validMapKey(t.key) || t.key === Kind.String) schemaError(`bag key kind ${t.key}: want an integer`);
+  if (k === K.Nested) layoutStruct(t.struct!, stack, pending);
+  if (k === K.Bag) {
+    if (!validMapKey(t.key) || t.key === K.String) schemaError(`bag key kind ${t.key}: want an integer`);
     pending.push(t.struct!);
   }
-  if (k === Kind.Map && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
+  if (k === K.Map && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
   const e = t.elem;
-  if (e && (k === Kind.List || k === Kind.Map)) {
+  if (e && (k === K.List || k === K.Map)) {
     if (isContainer(e.kind)) schemaError(`${name} of ${KIND_NAMES[e.kind]}`);
     // A struct element is laid out on its own: a list may hold its own struct.
-    if (e.kind === Kind.Nested) {
+    if (e.kind === K.Nested) {
       if (e.struct!.isClass) schemaError(`entity class ${e.struct!.name} cannot be nested`);
       pending.push(e.struct!);
     } else validateType(e, stack, pending);
@@ -181,7 +213,7 @@ function layoutStruct(s: StructType, stack: StructType[], pending: StructType[])
       if (f.deprecated) continue;
       // A nested struct's leaves, or the field as one leaf.
       const numeric = isNumeric(f.type.kind);
-      const sub: Leaf[] = f.type.kind === Kind.Nested ? f.type.struct!.leaves : [{ index: 0, field: f, path: [], name: "", vis: 3, band: 0, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }];
+      const sub: Leaf[] = f.type.kind === K.Nested ? f.type.struct!.leaves : [{ index: 0, field: f, path: [], name: "", vis: 3, band: 0, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }];
       for (const l of sub) {
         s.leaves.push({
           index: s.leaves.length,
@@ -194,7 +226,7 @@ function layoutStruct(s: StructType, stack: StructType[], pending: StructType[])
           obj: l.obj >= 0 ? l.obj + s.objSlots : -1,
         });
       }
-      if (f.type.kind === Kind.Nested) {
+      if (f.type.kind === K.Nested) {
         s.numSlots += f.type.struct!.numSlots;
         s.objSlots += f.type.struct!.objSlots;
       } else if (numeric) s.numSlots++;

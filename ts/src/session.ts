@@ -9,8 +9,20 @@
 import { BitReader, BitWriter } from "./bits.js";
 import { ReplicaDecodeError } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
-import { MsgType } from "./enums.js";
-export { MsgType } from "./enums.js";
+import { MsgType as M } from "./enums.js";
+
+/** Message types (§10.2): the first byte of every message but a segment. */
+export const MsgType = {
+  Hello: M.Hello,
+  Welcome: M.Welcome,
+  Refuse: M.Refuse,
+  Tick: M.Tick,
+  Ping: M.Ping,
+  Pong: M.Pong,
+  RPC: M.RPC,
+  Resync: M.Resync,
+} as const satisfies { readonly [N in keyof typeof M]: M };
+export type MsgType = M;
 
 /** The protocol version this package speaks (§10.2). */
 export const PROTOCOL_VERSION = 6;
@@ -54,7 +66,7 @@ export interface Resume {
 }
 
 export interface Hello {
-  type: MsgType.Hello;
+  type: M.Hello;
   version: number;
   /** Absent when the version is not {@link PROTOCOL_VERSION}: the rest is not read. */
   descriptor?: Uint8Array;
@@ -65,7 +77,7 @@ export interface Hello {
 }
 
 export interface Welcome {
-  type: MsgType.Welcome;
+  type: M.Welcome;
   version: number;
   descriptor: Uint8Array;
   session: bigint;
@@ -78,13 +90,13 @@ export interface Welcome {
 }
 
 export interface Refuse {
-  type: MsgType.Refuse;
+  type: M.Refuse;
   code: number;
   message: string;
 }
 
 export interface Tick {
-  type: MsgType.Tick;
+  type: M.Tick;
   tick: bigint;
   /** Number of segment messages that follow. */
   segments: number;
@@ -94,17 +106,17 @@ export interface Tick {
 }
 
 export interface Ping {
-  type: MsgType.Ping;
+  type: M.Ping;
   nonce: bigint;
 }
 
 export interface Pong {
-  type: MsgType.Pong;
+  type: M.Pong;
   nonce: bigint;
 }
 
 export interface RPC {
-  type: MsgType.RPC;
+  type: M.RPC;
   entity: number;
   rpc: number;
   /** The argument record (§6.1 record(T)), aliasing the message. */
@@ -112,14 +124,14 @@ export interface RPC {
 }
 
 export interface Resync {
-  type: MsgType.Resync;
+  type: M.Resync;
 }
 
 /** What a client receives. */
 export type Message = Welcome | Refuse | Tick | Ping | Pong | RPC | Resync;
 
 /** A writer of a message: its type byte, then its bit stream (§10.2). */
-export function writer(t: MsgType): BitWriter {
+export function writer(t: M): BitWriter {
   const w = new BitWriter();
   w.bits(t, 8);
   return w;
@@ -155,7 +167,7 @@ export function readBody<T>(msg: Uint8Array, read: (r: BitReader) => T): T {
     return m;
   } catch (e) {
     if (e instanceof ReplicaDecodeError && e.code !== "session") {
-      throw new ReplicaDecodeError("session", `${MsgType[msg[0]!]!.toUpperCase()}: ${e.message}`, e.bit);
+      throw new ReplicaDecodeError("session", `${"HELLO WELCOME REFUSE TICK PING PONG RPC RESYNC".split(" ")[msg[0]! - 1]}: ${e.message}`, e.bit);
     }
     throw e;
   }
@@ -168,7 +180,7 @@ export function readBody<T>(msg: Uint8Array, read: (r: BitReader) => T): T {
  * of range, a level above 4) throws a RangeError.
  */
 export function encodeHello(m: { version?: number; descriptor: Uint8Array; token?: Uint8Array; limits?: Partial<Limits>; resume?: Resume }): Uint8Array {
-  const w = writer(MsgType.Hello);
+  const w = writer(M.Hello);
   w.u(m.version ?? PROTOCOL_VERSION, 0);
   w.bytes(m.descriptor);
   w.bytes(m.token ?? new Uint8Array(0));
@@ -196,18 +208,18 @@ export function encodeHello(m: { version?: number; descriptor: Uint8Array; token
   return w.finish();
 }
 
-function nonceMsg(t: MsgType, nonce: bigint): Uint8Array {
+function nonceMsg(t: M, nonce: bigint): Uint8Array {
   const w = writer(t);
   write64(w, nonce);
   return w.finish();
 }
 
-export const encodePing = (nonce: bigint): Uint8Array => nonceMsg(MsgType.Ping, nonce);
-export const encodePong = (nonce: bigint): Uint8Array => nonceMsg(MsgType.Pong, nonce);
+export const encodePing = (nonce: bigint): Uint8Array => nonceMsg(M.Ping, nonce);
+export const encodePong = (nonce: bigint): Uint8Array => nonceMsg(M.Pong, nonce);
 
 /** Encodes an RPC: type, entity ID (4 bytes little-endian), RPC ID (minimal LEB128), arguments. */
 export function encodeRPC(entity: number, rpc: number, args: Uint8Array): Uint8Array {
-  const head = [MsgType.RPC, entity & 0xff, (entity >>> 8) & 0xff, (entity >>> 16) & 0xff, entity >>> 24];
+  const head = [M.RPC, entity & 0xff, (entity >>> 8) & 0xff, (entity >>> 16) & 0xff, entity >>> 24];
   let id = rpc >>> 0;
   for (; id > 127; id >>>= 7) head.push((id & 0x7f) | 0x80);
   head.push(id);
@@ -219,7 +231,7 @@ export function encodeRPC(entity: number, rpc: number, args: Uint8Array): Uint8A
 
 /** Decodes an RPC message; args aliases msg. */
 export function parseRPC(msg: Uint8Array): RPC {
-  if (msg.length < 6 || msg[0] !== MsgType.RPC) bad("not an RPC message");
+  if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC message");
   const entity = (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0;
   let id = 0;
   let i = 5;
@@ -231,7 +243,7 @@ export function parseRPC(msg: Uint8Array): RPC {
     if (b < 0x80) break;
   }
   if (id === 0 || id > 0xffffffff) bad("RPC ID out of range");
-  return { type: MsgType.RPC, entity, rpc: id, args: msg.subarray(i) };
+  return { type: M.RPC, entity, rpc: id, args: msg.subarray(i) };
 }
 
 /**
@@ -242,15 +254,15 @@ export function parseRPC(msg: Uint8Array): RPC {
  */
 export function parseMessage(msg: Uint8Array): Message {
   const t = msg[0];
-  if (t === MsgType.RPC) return parseRPC(msg);
-  if (t === MsgType.Resync) {
+  if (t === M.RPC) return parseRPC(msg);
+  if (t === M.Resync) {
     if (msg.length !== 1) bad("RESYNC: trailing data");
     return { type: t };
   }
-  if (t === undefined || t <= MsgType.Hello || t > MsgType.Resync) bad(t === undefined ? "empty message" : `${t === MsgType.Hello ? "unexpected" : "unknown"} type ${t}`);
+  if (t === undefined || t <= M.Hello || t > M.Resync) bad(t === undefined ? "empty message" : `${t === M.Hello ? "unexpected" : "unknown"} type ${t}`);
   return readBody(msg, (r): Message => {
     switch (t) {
-      case MsgType.Welcome: {
+      case M.Welcome: {
         const version = r.u32();
         const descriptor = r.bytes(MAX_DESCRIPTOR);
         const session = r.uBig(8);
@@ -258,12 +270,12 @@ export function parseMessage(msg: Uint8Array): Message {
         const tickRate = r.u32(4);
         return { type: t, version, descriptor, session, userId, tickRate, ticket: [read64(r), read64(r)], resumed: r.bool() };
       }
-      case MsgType.Refuse: {
+      case M.Refuse: {
         const code = r.u32(4);
         if (code > 0xffff) bad(`close code ${code}`, r.pos);
         return { type: t, code, message: r.string(MAX_TEXT) };
       }
-      case MsgType.Tick: {
+      case M.Tick: {
         const tick = r.uBig(8);
         const segments = r.count(1, MAX_SEGMENTS, 0, "segments");
         const lists: number[][] = [];
@@ -282,7 +294,7 @@ export function parseMessage(msg: Uint8Array): Message {
         return { type: t, tick, segments, gained: lists[0]!, lost: lists[1]!, levels };
       }
       default:
-        return { type: t as MsgType.Ping | MsgType.Pong, nonce: read64(r) };
+        return { type: t as M.Ping | M.Pong, nonce: read64(r) };
     }
   });
 }
