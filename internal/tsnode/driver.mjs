@@ -17,7 +17,6 @@ var ReplicaDecodeError = class extends Error {
 
 // ts/src/bits.ts
 var MASK = Array.from({ length: 33 }, (_, n) => n === 32 ? 4294967295 : 2 ** n - 1);
-var POW2 = Array.from({ length: 65 }, (_, n) => 2 ** n);
 var MAX_K = 63;
 var MASK32 = Int32Array.from(MASK, (m) => m | 0);
 var ctz = (x) => 31 - Math.clz32(x & -x);
@@ -181,7 +180,7 @@ var BitReader = class {
     const b = k + ones;
     let lo = this.bitsWide(b - 1);
     let hi = this.hi;
-    if (b - 1 < 32) lo += POW2[b - 1];
+    if (b - 1 < 32) lo += 2 ** (b - 1);
     else hi = (hi | 1 << b - 33) >>> 0;
     this.hi = hi;
     return lo;
@@ -1155,7 +1154,7 @@ var Table = class {
    * transaction created or destroyed entities: each is in held if and
    * only if it holds an entity now.
    */
-  Ba(moved) {
+  Aa(moved) {
     moved.sort((a, b) => a - b);
     const held = this.held;
     const out2 = this.ea;
@@ -1173,7 +1172,7 @@ var Table = class {
     this.ea = held;
   }
   /** Watches leaf of class c for events. */
-  Ca(c, leaf) {
+  Ba(c, leaf) {
     let w = this.O.get(c);
     if (!w) this.O.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
@@ -1251,7 +1250,7 @@ var Txn = class {
     this.w.add(slot);
     this.h.push(slot);
     this.b.push(() => this.t.ga(slot));
-    this.events.push(event(Ev.Da, e));
+    this.events.push(event(Ev.Ca, e));
     return e;
   }
   /** Destroys the entity in slot. */
@@ -1262,7 +1261,7 @@ var Txn = class {
     this.h.push(slot);
     this.set(e, "alive", false);
     this.b.push(() => this.t.fa(e));
-    this.events.push(event(Ev.Ea, e));
+    this.events.push(event(Ev.Da, e));
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
@@ -1277,7 +1276,7 @@ var Txn = class {
   }
   /** Sets e's level of detail. */
   setLevel(e, level) {
-    if (e.level !== level) this.events.push(event(Ev.Fa, e, -1, this.set(e, "level", level), level));
+    if (e.level !== level) this.events.push(event(Ev.Ea, e, -1, this.set(e, "level", level), level));
   }
   /**
    * Sets numeric slot `slot` of r to S = (lo, hi): leaf `leaf` of entity e
@@ -1290,7 +1289,7 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.da !== this.Q) this.Ga(r, i, olo, ohi);
+    if (r.da !== this.Q) this.Fa(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
     if (this.wants(e, r === e ? leaf : bagLeaf)) {
@@ -1300,10 +1299,10 @@ var Txn = class {
   }
   /** A field event, or an item field's (BagItem) when r is not e. */
   U(e, leaf, old, now, r, k, bagLeaf) {
-    this.events.push(r === e ? event(Ev.C, e, leaf, old, now) : event(Ev.Wa, e, bagLeaf, old, now, k, -1, leaf));
+    this.events.push(r === e ? event(Ev.C, e, leaf, old, now) : event(Ev.Va, e, bagLeaf, old, now, k, -1, leaf));
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  Ga(r, i, lo, hi) {
+  Fa(r, i, lo, hi) {
     const n = this.s;
     let s = this.R;
     if (3 * n + 3 > s.length) {
@@ -1330,10 +1329,10 @@ var Txn = class {
     if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
     if (scalar) this.U(e, leaf, old, v, r, k, bagLeaf);
     else if (r !== e) this.U(e, leaf, void 0, void 0, r, k, bagLeaf);
-    else this.Ha(e, leaf, old, v);
+    else this.Ga(e, leaf, old, v);
   }
   /** Reports the difference between two containers of e's leaf as item events. */
-  Ha(e, leaf, old, c) {
+  Ga(e, leaf, old, c) {
     if (old instanceof ListC) {
       const n = c.items;
       const o = old.items;
@@ -1346,10 +1345,10 @@ var Txn = class {
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
-        if (!n.m.has(k)) this.a(bag ? Ev.Ia : Ev.Ja, e, leaf, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.E : Ev.Ka, e, leaf, -1, k, ov, n.m.get(k));
+        if (!n.m.has(k)) this.a(bag ? Ev.Ha : Ev.Ia, e, leaf, -1, k, ov, void 0);
+        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.E : Ev.Ja, e, leaf, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.E : Ev.La, e, leaf, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.E : Ev.Ka, e, leaf, -1, k, void 0, n.m.get(k));
     }
   }
   /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
@@ -1385,7 +1384,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.set(k, v);
     this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.a(m instanceof BagC ? Ev.E : existed ? Ev.Ka : Ev.La, e, leaf, -1, k, old, v);
+    this.a(m instanceof BagC ? Ev.E : existed ? Ev.Ja : Ev.Ka, e, leaf, -1, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e, leaf, m, k) {
@@ -1393,7 +1392,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.delete(k);
     this.b.push(() => m.m.set(k, old));
-    this.a(m instanceof BagC ? Ev.Ia : Ev.Ja, e, leaf, -1, k, old, void 0);
+    this.a(m instanceof BagC ? Ev.Ha : Ev.Ia, e, leaf, -1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
@@ -1413,7 +1412,7 @@ var Txn = class {
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit() {
     if (this.h.length > 0) {
-      this.t.Ba(this.h);
+      this.t.Aa(this.h);
       this.h.length = 0;
     }
     this.s = 0;
@@ -1472,7 +1471,7 @@ var Decoder = class {
   // the array keeps its size from group to group).
   V = [];
   X = 0;
-  Ma = [];
+  La = [];
   entities = 0;
   values = 0;
   Y = null;
@@ -1525,7 +1524,7 @@ var Decoder = class {
         const cid = r.u(4);
         const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
         if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Na(txn, tag, rc);
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Ma(txn, tag, rc);
       }
       r.finish("segment");
     } catch (e) {
@@ -1548,7 +1547,7 @@ var Decoder = class {
     }
     this.X = n;
   }
-  Na(txn, tag, rc) {
+  Ma(txn, tag, rc) {
     const r = this.r;
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
@@ -1558,7 +1557,7 @@ var Decoder = class {
     this.ma();
     const ids = this.V;
     const n = this.X;
-    const gens = this.Ma;
+    const gens = this.La;
     if (tag === SEC_RANKED) {
       for (let i = 0; i < n; i++) {
         const slot = txn.heldSlot(ids[i]);
@@ -1581,7 +1580,7 @@ var Decoder = class {
         throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
       }
       if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.Oa(txn, e, delta);
+      this.Na(txn, e, delta);
     }
   }
   _(depth) {
@@ -1638,7 +1637,7 @@ var Decoder = class {
     const lo = r.u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${KIND_NAMES[p.kind]}`);
   }
-  Oa(txn, e, delta) {
+  Na(txn, e, delta) {
     const r = this.r;
     const steps = this.x;
     const a = e.num;
@@ -1679,7 +1678,7 @@ var Decoder = class {
           if (!delta || r.bool()) {
             const c = this.na(s.t, s.lt, 1);
             if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.Pa(txn, e, s.t, s.lt, s.local, slot);
+          } else this.Oa(txn, e, s.t, s.lt, s.local, slot);
       }
     }
   }
@@ -1780,7 +1779,7 @@ var Decoder = class {
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Pa(txn, e, t, lt, local, slot) {
+  Oa(txn, e, t, lt, local, slot) {
     const r = this.r;
     const max = this.lim.maxContainerLen;
     const full = (size) => {
@@ -1800,7 +1799,7 @@ var Decoder = class {
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
-        if (op === OP_PATCH) v = this.Qa(t, lt, list, idx);
+        if (op === OP_PATCH) v = this.Pa(t, lt, list, idx);
         else if (op <= OP_INSERT || op === OP_SET) v = this.y(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
@@ -1839,7 +1838,7 @@ var Decoder = class {
     }
   }
   /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  Qa(t, lt, list, idx) {
+  Pa(t, lt, list, idx) {
     const rs = t.elem.struct;
     const ls = lt ? lt.elem.struct : rs;
     if (list && idx >= list.items.length) {
@@ -1967,7 +1966,7 @@ var Replica = class {
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Ra(e, lc.level);
+        else this.Qa(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
       seg = -1;
@@ -1994,7 +1993,7 @@ var Replica = class {
     this.qa(events);
   }
   /** Applies a level change to an entity held before the segments (§5.8). */
-  Ra(e, level) {
+  Qa(e, level) {
     const txn = this.f.txn;
     if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
     if (level < e.level) {
@@ -2033,7 +2032,7 @@ var Replica = class {
     const cls = this.ra(c);
     let lists = this.classes.get(cls);
     if (!lists) this.classes.set(cls, lists = []);
-    const cb = { from: this.tick + 1, aa: false, Sa: fn };
+    const cb = { from: this.tick + 1, aa: false, Ra: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
       if (!cb.aa) lists[i] = lists[i].filter((x) => x !== cb);
@@ -2045,16 +2044,16 @@ var Replica = class {
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.f.Ca(cls, l.index);
+    this.f.Ba(cls, l.index);
     return this.add(cls, Ev.C + l.index, fn);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    return this.add(c, Ev.Da, fn);
+    return this.add(c, Ev.Ca, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    return this.add(c, Ev.Ea, fn);
+    return this.add(c, Ev.Da, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
@@ -2068,7 +2067,7 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    return this.add(c, Ev.Fa, fn);
+    return this.add(c, Ev.Ea, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
@@ -2095,7 +2094,7 @@ var Replica = class {
         const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.C ? ev.kind : Ev.C + ev.leaf];
         if (!list || list.length === 0) continue;
         const args = eventArgs(ev);
-        for (const cb of list) if (cb.from <= tick && !cb.aa) cb.Sa(...args);
+        for (const cb of list) if (cb.from <= tick && !cb.aa) cb.Ra(...args);
       }
     } finally {
       this.J = false;

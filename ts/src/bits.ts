@@ -11,8 +11,6 @@ import { ReplicaDecodeError } from "./errors.js";
 
 /** MASK[n] = 2^n − 1 for n ≤ 32, as a non-negative number. */
 export const MASK: readonly number[] = Array.from({ length: 33 }, (_, n) => (n === 32 ? 0xffffffff : 2 ** n - 1));
-/** POW2[n] = 2^n for n ≤ 64. */
-export const POW2: readonly number[] = Array.from({ length: 65 }, (_, n) => 2 ** n);
 
 /** Largest split point of the U(k) code. */
 export const MAX_K = 63;
@@ -207,7 +205,7 @@ export class BitReader {
     const b = k + ones; // 1..64
     let lo = this.bitsWide(b - 1);
     let hi = this.hi;
-    if (b - 1 < 32) lo += POW2[b - 1]!;
+    if (b - 1 < 32) lo += 2 ** (b - 1);
     else hi = (hi | (1 << (b - 33))) >>> 0;
     this.hi = hi;
     return lo;
@@ -279,70 +277,57 @@ export class BitReader {
 
 const STRBUF = new Uint8Array(64);
 
-/** Writes a bit stream (the inverse of {@link BitReader}). */
+/**
+ * Writes a bit stream (the inverse of {@link BitReader}). It writes HELLOs
+ * and RPC arguments, not ticks: a bit at a time.
+ */
 export class BitWriter {
   private buf = new Uint8Array(64);
   /** Bits written. */
   pos = 0;
 
-  private grow(bits: number): void {
-    const need = ((this.pos + bits + 7) >>> 3) + 8;
-    if (need > this.buf.length) {
-      const b = new Uint8Array(Math.max(need, this.buf.length * 2));
-      b.set(this.buf);
-      this.buf = b;
-    }
-  }
-
   /** Writes the low n ≤ 32 bits of v. */
   bits(v: number, n: number): void {
-    if (n === 0) return;
-    this.grow(n);
-    v = n === 32 ? v >>> 0 : (v & MASK[n]!) >>> 0;
-    let p = this.pos;
-    let left = n;
-    while (left > 0) {
-      const i = p >>> 3;
-      const sh = p & 7;
-      const take = Math.min(8 - sh, left);
-      this.buf[i] = this.buf[i]! | ((v & MASK[take]!) << sh);
-      v = v >>> take;
-      p += take;
-      left -= take;
+    for (let i = 0; i < n; i++, this.pos++) {
+      const j = this.pos >>> 3;
+      if (j === this.buf.length) {
+        const b = new Uint8Array(2 * j);
+        b.set(this.buf);
+        this.buf = b;
+      }
+      this.buf[j]! |= ((v >>> i) & 1) << (this.pos & 7);
     }
-    this.pos = p;
   }
 
   /** Writes n ≤ 64 bits of the value with halves lo, hi. */
   bitsWide(lo: number, hi: number, n: number): void {
-    if (n <= 32) return this.bits(lo, n);
-    this.bits(lo, 32);
+    this.bits(lo, Math.min(n, 32));
     this.bits(hi, n - 32);
   }
 
   bool(b: boolean): void {
-    this.bits(b ? 1 : 0, 1);
+    this.bits(+b, 1);
   }
 
-  /** Writes the U(k) code of the value with halves lo, hi (§1.2). */
+  /** Writes the U(k) code of the value with halves lo, hi (§1.2); lo may be any integer below 2^53 when hi is 0. */
   u(lo: number, k: number, hi = 0): void {
     if (lo > 0xffffffff) {
       hi = Math.floor(lo / 4294967296);
-      lo = lo % 4294967296;
+      lo %= 4294967296;
     }
     lo >>>= 0;
     hi >>>= 0;
-    const b = hi !== 0 ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
+    const b = hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
     if (b <= k) {
       this.bits(0, 1);
-      this.bitsWide(lo, hi, k);
-      return;
+      return this.bitsWide(lo, hi, k);
     }
-    for (let i = 0; i < b - k; i++) this.bits(1, 1);
+    this.bits(-1, b - k); // b − k ones (up to 64: every bit of −1 is 1, whatever the shift)
     if (b < 64) this.bits(0, 1);
-    // the low b−1 bits
-    if (b - 1 <= 32) this.bits(b - 1 === 32 ? lo : lo & MASK[b - 1]!, b - 1);
-    else this.bitsWide(lo, hi & MASK[b - 33]!, b - 1);
+    // The low b − 1 bits, the top one implied.
+    if (b > 32) hi -= 2 ** (b - 33);
+    else lo -= 2 ** (b - 1);
+    this.bitsWide(lo, hi, b - 1);
   }
 
   /** Writes the U(k) code of a BigInt in 0..2^64−1. */
@@ -353,7 +338,7 @@ export class BitWriter {
   /** Writes a length-prefixed byte string. */
   bytes(b: Uint8Array): void {
     this.u(b.length, 4);
-    for (let i = 0; i < b.length; i++) this.bits(b[i]!, 8);
+    for (const x of b) this.bits(x, 8);
   }
 
   /** Writes a string as UTF-8 bytes. */
