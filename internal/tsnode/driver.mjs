@@ -151,9 +151,9 @@ var BitReader = class {
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.za(k);
+    return this.Ba(k);
   }
-  za(k) {
+  Ba(k) {
     if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
     const maxOnes = 64 - k;
     let ones = 0;
@@ -263,25 +263,6 @@ var Ev = /* @__PURE__ */ ((Ev2) => {
   Ev2[Ev2["BagItem"] = 13] = "BagItem";
   return Ev2;
 })(Ev || {});
-var SEC_END = 0;
-var SEC_CREATE = 1;
-var SEC_UPDATE = 2;
-var SEC_DESTROY = 3;
-var SEC_FILL = 4;
-var SEC_RANKED = 6;
-var OP_PUSH = 0;
-var OP_INSERT = 1;
-var OP_REMOVE = 2;
-var OP_SET = 3;
-var OP_CLEAR = 4;
-var OP_PATCH = 5;
-var SLOT_BITS = 24;
-var SLOT_MASK = (1 << SLOT_BITS) - 1;
-var P_RAW = 1;
-var P_DELTA = 2;
-var P_U = 3;
-var P_STR = 4;
-var P_CONT = 5;
 
 // ts/src/schema.ts
 var Kind2 = {
@@ -885,6 +866,8 @@ function numValue(p, lo, hi) {
 }
 
 // ts/src/state.ts
+var SLOT_BITS = 24;
+var SLOT_MASK = (1 << SLOT_BITS) - 1;
 var Rec = class _Rec {
   constructor(type) {
     this.type = type;
@@ -900,7 +883,7 @@ var Rec = class _Rec {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  da = 0;
+  Q = 0;
   /** A deep copy. */
   clone() {
     const c = new _Rec(this.type);
@@ -1105,9 +1088,9 @@ var Table = class {
    */
   held = [];
   /** @internal the other buffer of held */
-  ea = [];
+  fa = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  O = /* @__PURE__ */ new Map();
+  R = /* @__PURE__ */ new Map();
   txn = new Txn(this);
   get size() {
     return this.n;
@@ -1123,7 +1106,7 @@ var Table = class {
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** @internal */
-  fa(e) {
+  ga(e) {
     const slot = e.slot;
     const i = slot >>> PAGE_BITS;
     let p = this.dir[i];
@@ -1135,7 +1118,7 @@ var Table = class {
     this.n++;
   }
   /** @internal */
-  ga(slot) {
+  ha(slot) {
     const p = this.dir[slot >>> PAGE_BITS];
     p[slot & PAGE_MASK] = void 0;
     this.n--;
@@ -1154,10 +1137,10 @@ var Table = class {
    * transaction created or destroyed entities: each is in held if and
    * only if it holds an entity now.
    */
-  Aa(moved) {
+  Ca(moved) {
     moved.sort((a, b) => a - b);
     const held = this.held;
-    const out2 = this.ea;
+    const out2 = this.fa;
     out2.length = 0;
     let i = 0;
     for (let j = 0; j < moved.length; j++) {
@@ -1169,14 +1152,14 @@ var Table = class {
     }
     while (i < held.length) out2.push(held[i++]);
     this.held = out2;
-    this.ea = held;
+    this.fa = held;
   }
   /** Watches leaf of class c for events. */
-  Ba(c, leaf) {
-    let w = this.O.get(c);
-    if (!w) this.O.set(c, w = new Uint8Array(c.leaves.length));
+  Da(c, leaf) {
+    let w = this.R.get(c);
+    if (!w) this.R.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.txn.P = void 0;
+    this.txn.S = void 0;
   }
 };
 var Txn = class {
@@ -1188,21 +1171,21 @@ var Txn = class {
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  Q = 1;
-  ha = [];
+  C = 1;
+  E = [];
   s = 0;
-  R = new Uint32Array(3 * 256);
+  T = new Uint32Array(3 * 256);
   b = [];
   w = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
   h = [];
   events = [];
   /** @internal one-entry cache of the table's watch map */
-  P;
   S;
+  U;
   /** Starts a transaction. */
   begin() {
-    this.Q++;
+    this.C++;
     this.s = 0;
     this.b.length = 0;
     this.w.clear();
@@ -1224,11 +1207,11 @@ var Txn = class {
   }
   /** Whether events about leaf of e's class are wanted. */
   wants(e, leaf) {
-    if (e.type !== this.P) {
-      this.P = e.type;
-      this.S = this.t.O.get(e.type);
+    if (e.type !== this.S) {
+      this.S = e.type;
+      this.U = this.t.R.get(e.type);
     }
-    return this.S !== void 0 && this.S[leaf] === 1;
+    return this.U !== void 0 && this.U[leaf] === 1;
   }
   atSlot(slot) {
     return this.t.atSlot(slot);
@@ -1245,23 +1228,23 @@ var Txn = class {
     const slot = id & SLOT_MASK;
     if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.da = this.Q;
-    this.t.fa(e);
+    e.Q = this.C;
+    this.t.ga(e);
     this.w.add(slot);
     this.h.push(slot);
-    this.b.push(() => this.t.ga(slot));
-    this.events.push(event(Ev.Ca, e));
+    this.b.push(() => this.t.ha(slot));
+    this.events.push(event(Ev.Ea, e));
     return e;
   }
   /** Destroys the entity in slot. */
   destroySlot(slot) {
     const e = this.t.atSlot(slot);
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.ga(slot);
+    this.t.ha(slot);
     this.h.push(slot);
     this.set(e, "alive", false);
-    this.b.push(() => this.t.fa(e));
-    this.events.push(event(Ev.Da, e));
+    this.b.push(() => this.t.ga(e));
+    this.events.push(event(Ev.Fa, e));
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
@@ -1272,48 +1255,58 @@ var Txn = class {
   }
   /** Records that this client owns e, or no longer does. */
   setOwned(e, owned) {
-    if (e.owned !== owned) this.events.push(event(Ev.T, e, -1, this.set(e, "owned", owned), owned));
+    if (e.owned !== owned) this.events.push(event(Ev.V, e, -1, this.set(e, "owned", owned), owned));
   }
   /** Sets e's level of detail. */
   setLevel(e, level) {
-    if (e.level !== level) this.events.push(event(Ev.Ea, e, -1, this.set(e, "level", level), level));
+    if (e.level !== level) this.events.push(event(Ev.Ga, e, -1, this.set(e, "level", level), level));
   }
-  /**
-   * Sets numeric slot `slot` of r to S = (lo, hi): leaf `leaf` of entity e
-   * when r is e, else item leaf `leaf` of r, the item under key k of e's
-   * bag at leaf bagLeaf.
-   */
-  setNum(e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) {
+  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
+  setNum(e, leaf, slot, lo, hi) {
+    const a = e.num;
+    const i = slot << 1;
+    const olo = a[i];
+    const ohi = a[i + 1];
+    if (olo === lo && ohi === hi) return;
+    if (e.Q !== this.C) this.ia(e, i, olo, ohi);
+    a[i] = lo;
+    a[i + 1] = hi;
+    if (this.wants(e, leaf)) this.ja(e, leaf, e, olo, ohi, lo, hi);
+  }
+  /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
+  setItemNum(e, leaf, slot, lo, hi, r, k, bagLeaf) {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.da !== this.Q) this.Fa(r, i, olo, ohi);
+    if (r.Q !== this.C) this.ia(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, r === e ? leaf : bagLeaf)) {
-      const p = numPlan(r.type.leaves[leaf].field.type);
-      this.U(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
-    }
+    if (this.wants(e, bagLeaf)) this.ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+  }
+  ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
+    const p = numPlan(r.type.leaves[leaf].field.type);
+    this.X(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
   /** A field event, or an item field's (BagItem) when r is not e. */
-  U(e, leaf, old, now, r, k, bagLeaf) {
-    this.events.push(r === e ? event(Ev.C, e, leaf, old, now) : event(Ev.Va, e, bagLeaf, old, now, k, -1, leaf));
+  X(e, leaf, old, now, r, k, bagLeaf) {
+    this.events.push(r === e ? event(Ev.F, e, leaf, old, now) : event(Ev.Wa, e, bagLeaf, old, now, k, -1, leaf));
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  Fa(r, i, lo, hi) {
+  ia(r, i, lo, hi) {
     const n = this.s;
-    let s = this.R;
+    let s = this.T;
     if (3 * n + 3 > s.length) {
       const b = new Uint32Array(2 * s.length);
       b.set(s);
-      this.R = s = b;
+      this.T = s = b;
     }
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.ha[n] = r;
+    if (n < this.E.length) this.E[n] = r;
+    else this.E.push(r);
     this.s = n + 1;
   }
   /**
@@ -1327,28 +1320,28 @@ var Txn = class {
     if (scalar && objEqual(old, v)) return;
     this.set(r.obj, slot, v);
     if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar) this.U(e, leaf, old, v, r, k, bagLeaf);
-    else if (r !== e) this.U(e, leaf, void 0, void 0, r, k, bagLeaf);
-    else this.Ga(e, leaf, old, v);
+    if (scalar) this.X(e, leaf, old, v, r, k, bagLeaf);
+    else if (r !== e) this.X(e, leaf, void 0, void 0, r, k, bagLeaf);
+    else this.Ha(e, leaf, old, v);
   }
   /** Reports the difference between two containers of e's leaf as item events. */
-  Ga(e, leaf, old, c) {
+  Ha(e, leaf, old, c) {
     if (old instanceof ListC) {
       const n = c.items;
       const o = old.items;
       const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ia, e, leaf, i, void 0, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) this.a(Ev.ja, e, leaf, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) this.a(Ev.ka, e, leaf, i, void 0, void 0, n[i]);
+      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ka, e, leaf, i, void 0, o[i], n[i]);
+      for (let i = o.length - 1; i >= common; i--) this.a(Ev.la, e, leaf, i, void 0, o[i], void 0);
+      for (let i = common; i < n.length; i++) this.a(Ev.ma, e, leaf, i, void 0, void 0, n[i]);
     } else {
       const bag = old instanceof BagC;
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
-        if (!n.m.has(k)) this.a(bag ? Ev.Ha : Ev.Ia, e, leaf, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.E : Ev.Ja, e, leaf, -1, k, ov, n.m.get(k));
+        if (!n.m.has(k)) this.a(bag ? Ev.Ia : Ev.Ja, e, leaf, -1, k, ov, void 0);
+        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.G : Ev.Ka, e, leaf, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.E : Ev.Ka, e, leaf, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.G : Ev.La, e, leaf, -1, k, void 0, n.m.get(k));
     }
   }
   /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
@@ -1362,21 +1355,21 @@ var Txn = class {
     if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
     this.b.push(() => l.items.splice(i, 1));
-    this.a(Ev.ka, e, leaf, i, void 0, void 0, v);
+    this.a(Ev.ma, e, leaf, i, void 0, void 0, v);
   }
   listRemove(e, leaf, l, i) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
     this.b.push(() => l.items.splice(i, 0, old));
-    this.a(Ev.ja, e, leaf, i, void 0, old, void 0);
+    this.a(Ev.la, e, leaf, i, void 0, old, void 0);
   }
   listSet(e, leaf, l, i, v) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    this.a(Ev.ia, e, leaf, i, void 0, this.set(l.items, i, v), v);
+    this.a(Ev.ka, e, leaf, i, void 0, this.set(l.items, i, v), v);
   }
   listClear(e, leaf, l) {
     const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.ja, e, leaf, i, void 0, old[i], void 0);
+    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.la, e, leaf, i, void 0, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
   mapPut(e, leaf, m, k, v) {
@@ -1384,7 +1377,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.set(k, v);
     this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.a(m instanceof BagC ? Ev.E : existed ? Ev.Ja : Ev.Ka, e, leaf, -1, k, old, v);
+    this.a(m instanceof BagC ? Ev.G : existed ? Ev.Ka : Ev.La, e, leaf, -1, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e, leaf, m, k) {
@@ -1392,7 +1385,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.delete(k);
     this.b.push(() => m.m.set(k, old));
-    this.a(m instanceof BagC ? Ev.Ha : Ev.Ia, e, leaf, -1, k, old, void 0);
+    this.a(m instanceof BagC ? Ev.Ia : Ev.Ja, e, leaf, -1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
@@ -1412,7 +1405,7 @@ var Txn = class {
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit() {
     if (this.h.length > 0) {
-      this.t.Aa(this.h);
+      this.t.Ca(this.h);
       this.h.length = 0;
     }
     this.s = 0;
@@ -1421,9 +1414,9 @@ var Txn = class {
   }
   /** Undoes every change, newest first. */
   rollback() {
-    const s = this.R;
+    const s = this.T;
     for (let j = this.s - 1; j >= 0; j--) {
-      const a = this.ha[j].num;
+      const a = this.E[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
@@ -1439,6 +1432,24 @@ function partLeaves(c, vis) {
 }
 
 // ts/src/decoder.ts
+var SEC_END = 0;
+var SEC_CREATE = 1;
+var SEC_UPDATE = 2;
+var SEC_DESTROY = 3;
+var SEC_FILL = 4;
+var SEC_RANKED = 6;
+var OP_PUSH = 0;
+var OP_INSERT = 1;
+var OP_REMOVE = 2;
+var OP_SET = 3;
+var OP_CLEAR = 4;
+var OP_PATCH = 5;
+var P_RAW = 1;
+var P_DELTA = 2;
+var P_U = 3;
+var P_STR = 4;
+var P_CONT = 5;
+var SLOT_LIMIT = 1 << 24;
 var DEFAULT_LIMITS = Object.freeze({
   maxSegmentBytes: 4 << 20,
   maxStringBytes: 64 << 10,
@@ -1465,28 +1476,28 @@ var Decoder = class {
   remote;
   lim;
   r = new BitReader();
-  la = /* @__PURE__ */ new Map();
+  na = /* @__PURE__ */ new Map();
   x = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  V = [];
-  X = 0;
-  La = [];
+  Y = [];
+  Z = 0;
+  Ma = [];
   entities = 0;
   values = 0;
-  Y = null;
+  _ = null;
   /** The class entities of remote class rc are stored as. */
   localClass(rc) {
     return this.local.class(rc.classId) ?? rc;
   }
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
   mapping(rs, ls) {
-    let inner = this.la.get(rs);
-    if (!inner) this.la.set(rs, inner = /* @__PURE__ */ new Map());
+    let inner = this.na.get(rs);
+    if (!inner) this.na.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
       const byPath = /* @__PURE__ */ new Map();
-      for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
+      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
       m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
       for (const l of rs.leaves) {
         const j = rs === ls ? l.index : byPath.get(l.path.join()) ?? -1;
@@ -1516,15 +1527,15 @@ var Decoder = class {
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.ma();
-          for (let i = 0; i < this.X; i++) txn.destroySlot(this.V[i]);
+          this.oa();
+          for (let i = 0; i < this.Z; i++) txn.destroySlot(this.Y[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
         const cid = r.u(4);
         const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
         if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Ma(txn, tag, rc);
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Na(txn, tag, rc);
       }
       r.finish("segment");
     } catch (e) {
@@ -1534,30 +1545,30 @@ var Decoder = class {
     }
   }
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  ma() {
+  oa() {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.V;
+    const ids = this.Y;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
-      if (r.hi !== 0 || slot >= 1 << SLOT_BITS) r.malformed("entity slot out of range");
+      if (r.hi !== 0 || slot >= SLOT_LIMIT) r.malformed("entity slot out of range");
       ids[i] = slot;
     }
-    this.X = n;
+    this.Z = n;
   }
-  Ma(txn, tag, rc) {
+  Na(txn, tag, rc) {
     const r = this.r;
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.x.length = 0;
-    this.Z(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.ma();
-    const ids = this.V;
-    const n = this.X;
-    const gens = this.La;
+    this.$(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    this.oa();
+    const ids = this.Y;
+    const n = this.Z;
+    const gens = this.Ma;
     if (tag === SEC_RANKED) {
       for (let i = 0; i < n; i++) {
         const slot = txn.heldSlot(ids[i]);
@@ -1580,10 +1591,10 @@ var Decoder = class {
         throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
       }
       if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.Na(txn, e, delta);
+      this.Oa(txn, e, delta);
     }
   }
-  _(depth) {
+  aa(depth) {
     if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
   }
   /**
@@ -1592,8 +1603,8 @@ var Decoder = class {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  Z(st, base, delta, depth, gapK, map, ls) {
-    this._(depth);
+  $(st, base, delta, depth, gapK, map, ls) {
+    this.aa(depth);
     const r = this.r;
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
@@ -1602,12 +1613,12 @@ var Decoder = class {
       const t = f.type;
       const leaf = base + f.leaf;
       if (t.kind === 15 /* Nested */) {
-        this.Z(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        this.$(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
       const local = map.toLocal[leaf];
       const ll = local >= 0 ? ls.leaves[local] : null;
-      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, F: 0, signed: false };
+      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, H: 0, signed: false };
       if (isNumeric(t.kind)) {
         const p = s.plan = numPlan(t);
         const raw = delta ? p.deltaRaw : p.fullRaw;
@@ -1619,7 +1630,7 @@ var Decoder = class {
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
             s.mask = MASK[p.D];
-            s.F = 32 - p.D;
+            s.H = 32 - p.D;
             s.signed = p.signed;
           }
         }
@@ -1632,12 +1643,12 @@ var Decoder = class {
     }
   }
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  G(p, k, delta, olo = 0, ohi = 0) {
+  I(p, k, delta, olo = 0, ohi = 0) {
     const r = this.r;
     const lo = r.u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${KIND_NAMES[p.kind]}`);
   }
-  Na(txn, e, delta) {
+  Oa(txn, e, delta) {
     const r = this.r;
     const steps = this.x;
     const a = e.num;
@@ -1652,9 +1663,9 @@ var Decoder = class {
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.signed) {
-            v = v << s.F >> s.F;
+            v = v << s.H >> s.H;
             txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else txn.setNum(e, s.local, slot, s.F === 0 ? v >>> 0 : v & s.mask, 0);
+          } else txn.setNum(e, s.local, slot, s.H === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
@@ -1663,29 +1674,29 @@ var Decoder = class {
           break;
         }
         case P_U:
-          if (slot < 0) this.G(s.plan, s.k, delta);
+          if (slot < 0) this.I(s.plan, s.k, delta);
           else {
-            this.G(s.plan, s.k, delta, a[j], a[j + 1]);
+            this.I(s.plan, s.k, delta, a[j], a[j + 1]);
             txn.setNum(e, s.local, slot, out.lo, out.hi);
           }
           break;
         case P_STR: {
-          const v = this.$(s.t);
+          const v = this.ba(s.t);
           if (slot >= 0) txn.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = this.na(s.t, s.lt, 1);
+            const c = this.pa(s.t, s.lt, 1);
             if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.Oa(txn, e, s.t, s.lt, s.local, slot);
+          } else this.Pa(txn, e, s.t, s.lt, s.local, slot);
       }
     }
   }
-  $(t) {
+  ba(t) {
     return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
   }
-  H(n) {
+  J(n) {
     if ((this.values += n) > this.lim.maxValues) {
       throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
     }
@@ -1697,30 +1708,30 @@ var Decoder = class {
       if (p.fullRaw) {
         out.lo = this.r.bitsWide(p.fullRaw);
         out.hi = this.r.hi;
-      } else this.G(p, k, false);
+      } else this.I(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
     if (t.kind === 15 /* Nested */) return this.readRecord(t.struct, lt && lt.struct, depth + 1);
-    return this.$(t);
+    return this.ba(t);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  I(t, n) {
+  K(t, n) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  oa(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this.Y = this.r.bytes(this.lim.maxStringBytes));
+  qa(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(this._ = this.r.bytes(this.lim.maxStringBytes));
     return this.y(keyType(key), null, k, 0);
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  na(t, lt, depth) {
-    this._(depth);
+  pa(t, lt, depth) {
+    this.aa(depth);
     const ct = lt ?? t;
     const r = this.r;
     const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
-    this.H(n);
+    this.J(n);
     if (t.kind === 16 /* List */) {
-      const k = this.I(t.elem, n);
+      const k = this.K(t.elem, n);
       const items = new Array(n);
       for (let i = 0; i < n; i++) items[i] = this.y(t.elem, lt && lt.elem, k, depth);
       return new ListC(ct, items);
@@ -1728,15 +1739,15 @@ var Decoder = class {
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
     const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.I(t.elem, n);
+    const vk = bag ? 0 : this.K(t.elem, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.oa(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this.Y) < 0 : prev < key)) r.malformed("keys not in ascending order");
+      const key = this.qa(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, this._) < 0 : prev < key)) r.malformed("keys not in ascending order");
       prev = key;
-      prevBytes = this.Y;
+      prevBytes = this._;
       m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.y(t.elem, lt && lt.elem, vk, depth));
     }
     return bag ? new BagC(ct, m) : new MapC(ct, m);
@@ -1747,13 +1758,13 @@ var Decoder = class {
    * transaction, or a new one.
    */
   readRecord(rs, ls, depth, into, item) {
-    this._(depth);
-    this.H(1);
+    this.aa(depth);
+    this.J(1);
     const lst = ls ?? rs;
     const rec2 = into ?? item?.rec ?? new Rec(lst);
     const steps = this.x;
     const start = steps.length;
-    this.Z(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    this.$(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
@@ -1761,16 +1772,16 @@ var Decoder = class {
         if (s.code === P_RAW) {
           out.lo = this.r.bitsWide(s.k);
           out.hi = this.r.hi;
-        } else this.G(s.plan, s.k, false);
+        } else this.I(s.plan, s.k, false);
         if (slot < 0) continue;
-        if (item) item.txn.setNum(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
+        if (item) item.txn.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
         else {
           rec2.num[slot << 1] = out.lo;
           rec2.num[(slot << 1) + 1] = out.hi;
         }
         continue;
       }
-      const v = s.code === P_STR ? this.$(s.t) : this.na(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? this.ba(s.t) : this.pa(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
       if (item) item.txn.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
       else rec2.obj[slot] = v;
@@ -1779,7 +1790,7 @@ var Decoder = class {
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Oa(txn, e, t, lt, local, slot) {
+  Pa(txn, e, t, lt, local, slot) {
     const r = this.r;
     const max = this.lim.maxContainerLen;
     const full = (size) => {
@@ -1787,8 +1798,8 @@ var Decoder = class {
     };
     if (t.kind === 16 /* List */) {
       const n = r.count(2, max, 3, "list operations");
-      this.H(n);
-      const k = this.I(t.elem, n);
+      this.J(n);
+      const k = this.K(t.elem, n);
       const list = local >= 0 ? e.obj[slot] : null;
       for (let i = 0; i < n; i++) {
         const op = r.bits(3);
@@ -1799,7 +1810,7 @@ var Decoder = class {
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
-        if (op === OP_PATCH) v = this.Pa(t, lt, list, idx);
+        if (op === OP_PATCH) v = this.Qa(t, lt, list, idx);
         else if (op <= OP_INSERT || op === OP_SET) v = this.y(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
@@ -1816,11 +1827,11 @@ var Decoder = class {
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
       const n = r.count(2, max, 1, "keys");
-      this.H(n);
+      this.J(n);
       const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.I(t.elem, n) : 0;
+      const vk = pass === 1 && !bag ? this.K(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.oa(t.key, kk);
+        const key = this.qa(t.key, kk);
         if (pass === 0) {
           if (m) txn.mapDelete(e, local, m, key);
         } else if (pass === 1) {
@@ -1838,7 +1849,7 @@ var Decoder = class {
     }
   }
   /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  Pa(t, lt, list, idx) {
+  Qa(t, lt, list, idx) {
     const rs = t.elem.struct;
     const ls = lt ? lt.elem.struct : rs;
     if (list && idx >= list.items.length) {
@@ -1877,7 +1888,7 @@ var Replica = class {
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
   classes = /* @__PURE__ */ new Map();
   tick = 0;
-  J = false;
+  L = false;
   parts = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
@@ -1924,7 +1935,7 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  pa(c) {
+  ra(c) {
     let p = this.parts.get(c);
     if (!p) this.parts.set(c, p = [partLeaves(c, 2 /* Others */), partLeaves(c, 1 /* Owner */)]);
     return p;
@@ -1937,7 +1948,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.J) throw new Error("replica: applyTick called from a callback");
+    if (this.L) throw new Error("replica: applyTick called from a callback");
     const tab = this.f;
     const txn = tab.txn.begin();
     let seg = -1;
@@ -1945,7 +1956,7 @@ var Replica = class {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.pa(e.type)[1]);
+        txn.zeroLeaves(e, this.ra(e.type)[1]);
         txn.setOwned(e, false);
       }
       const created = [];
@@ -1954,7 +1965,7 @@ var Replica = class {
         if (!e) created.push(id >>> 0);
         else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.pa(e.type)[0]);
+          txn.zeroLeaves(e, this.ra(e.type)[0]);
           txn.setOwned(e, true);
         }
       }
@@ -1966,7 +1977,7 @@ var Replica = class {
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Qa(e, lc.level);
+        else this.Ra(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
       seg = -1;
@@ -1990,10 +2001,10 @@ var Replica = class {
     }
     const events = txn.commit();
     this.tick++;
-    this.qa(events);
+    this.sa(events);
   }
   /** Applies a level change to an entity held before the segments (§5.8). */
-  Qa(e, level) {
+  Ra(e, level) {
     const txn = this.f.txn;
     if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
     if (level < e.level) {
@@ -2011,7 +2022,7 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.j) {
-    if (this.J) throw new Error("replica: reset called from a callback");
+    if (this.L) throw new Error("replica: reset called from a callback");
     const dec = new Decoder(this.local, remote, this.l.lim);
     const txn = this.f.txn.begin();
     for (const e of this.f.entities()) txn.destroySlot(e.slot);
@@ -2019,45 +2030,45 @@ var Replica = class {
     this.l = dec;
     this.j = remote;
     this.parts.clear();
-    this.qa(events);
+    this.sa(events);
   }
   // ---- Callbacks ----
-  ra(c) {
+  ta(c) {
     const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : void 0;
     const found = find(this.local) ?? find(this.j);
     if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
     return found;
   }
   add(c, i, fn) {
-    const cls = this.ra(c);
+    const cls = this.ta(c);
     let lists = this.classes.get(cls);
     if (!lists) this.classes.set(cls, lists = []);
-    const cb = { from: this.tick + 1, aa: false, Ra: fn };
+    const cb = { from: this.tick + 1, ca: false, Sa: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.aa) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.aa = true;
+      if (!cb.ca) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.ca = true;
     };
   }
-  K(c, leaf, fn, op, want) {
-    const cls = this.ra(c);
+  M(c, leaf, fn, op, want) {
+    const cls = this.ta(c);
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.f.Ba(cls, l.index);
-    return this.add(cls, Ev.C + l.index, fn);
+    this.f.Da(cls, l.index);
+    return this.add(cls, Ev.F + l.index, fn);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    return this.add(c, Ev.Ca, fn);
+    return this.add(c, Ev.Ea, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    return this.add(c, Ev.Da, fn);
+    return this.add(c, Ev.Fa, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    return this.add(c, Ev.T, fn);
+    return this.add(c, Ev.V, fn);
   }
   /**
    * Runs fn when the level of detail an entity of class c is held at
@@ -2067,53 +2078,53 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    return this.add(c, Ev.Ea, fn);
+    return this.add(c, Ev.Ga, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
-    return this.K(c, leaf, fn, "onField", (k) => !isContainer(k));
+    return this.M(c, leaf, fn, "onField", (k) => !isContainer(k));
   }
   /** Runs fn for each change to a list leaf. */
   onList(c, leaf, fn) {
-    return this.K(c, leaf, fn, "onList", (k) => k === 16 /* List */);
+    return this.M(c, leaf, fn, "onList", (k) => k === 16 /* List */);
   }
   /** Runs fn for each change to a map leaf. */
   onMap(c, leaf, fn) {
-    return this.K(c, leaf, fn, "onMap", (k) => k === 17 /* Map */);
+    return this.M(c, leaf, fn, "onMap", (k) => k === 17 /* Map */);
   }
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c, leaf, fn) {
-    return this.K(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
+    return this.M(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
   }
-  qa(events) {
+  sa(events) {
     if (this.classes.size === 0 || events.length === 0) return;
-    this.J = true;
+    this.L = true;
     const tick = this.tick;
     try {
       for (const ev of events) {
-        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.C ? ev.kind : Ev.C + ev.leaf];
+        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.F ? ev.kind : Ev.F + ev.leaf];
         if (!list || list.length === 0) continue;
         const args = eventArgs(ev);
-        for (const cb of list) if (cb.from <= tick && !cb.aa) cb.Ra(...args);
+        for (const cb of list) if (cb.from <= tick && !cb.ca) cb.Sa(...args);
       }
     } finally {
-      this.J = false;
+      this.L = false;
     }
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
 function eventArgs(ev) {
   const { e, kind } = ev;
-  if (kind < Ev.T) return [e];
-  if (kind === Ev.T) return [e, ev.new];
-  if (kind <= Ev.C) return [e, ev.old, ev.new];
-  const o = { kind: ITEM_KINDS[(kind - Ev.ka) % 3] };
-  if (kind <= Ev.ia) o.index = ev.index;
+  if (kind < Ev.V) return [e];
+  if (kind === Ev.V) return [e, ev.new];
+  if (kind <= Ev.F) return [e, ev.old, ev.new];
+  const o = { kind: ITEM_KINDS[(kind - Ev.ma) % 3] };
+  if (kind <= Ev.ka) o.index = ev.index;
   else o.key = ev.key;
-  if (kind >= Ev.E) {
+  if (kind >= Ev.G) {
     o.itemLeaf = ev.itemLeaf;
     o.item = e.obj[e.type.leaves[ev.leaf].obj].get(ev.key);
-    if (kind === Ev.E && ev.old) o.kind = "changed";
+    if (kind === Ev.G && ev.old) o.kind = "changed";
   }
   if (ev.old !== void 0) o.old = ev.old;
   if (ev.new !== void 0) o.new = ev.new;
@@ -2135,7 +2146,7 @@ var MsgType2 = {
 var MAX_DESCRIPTOR = 1 << 20;
 var MAX_LIST = 1 << 20;
 var MAX_LIMIT = 2 ** 31 - 1;
-var SLOT_LIMIT = 1 << 24;
+var SLOT_LIMIT2 = 1 << 24;
 
 // ts/src/transport.ts
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);

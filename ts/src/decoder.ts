@@ -14,11 +14,42 @@ import { ReplicaDecodeError } from "./errors.js";
 import { KIND_NAMES, checkCompatible, isContainer, isNumeric, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, makeId, type Elem, type Entity, type Key, type Txn } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
-import {
-  Kind, OP_CLEAR, OP_INSERT, OP_PATCH, OP_PUSH, OP_REMOVE, OP_SET, P_CONT, P_DELTA, P_RAW, P_STR, P_U,
-  SEC_CREATE, SEC_DESTROY, SEC_END, SEC_FILL, SEC_RANKED, SEC_UPDATE, SLOT_BITS,
-} from "./enums.js";
-export { SEC_CREATE, SEC_DESTROY, SEC_END, SEC_FILL, SEC_RANKED, SEC_SET, SEC_UPDATE } from "./enums.js";
+import { Kind } from "./enums.js";
+
+// The decoder's numbers are constants of this module, not imports: an
+// imported binding is a load and a check in every use where modules are
+// not bundled (Node, vitest), and these are used per value.
+
+// Section tags (§5.2).
+export const SEC_END = 0;
+export const SEC_CREATE = 1;
+export const SEC_UPDATE = 2;
+export const SEC_DESTROY = 3;
+export const SEC_FILL = 4;
+export const SEC_SET = 5;
+/** An update naming entities by rank among those held when the tick began (§5.4). */
+export const SEC_RANKED = 6;
+
+// List operation codes (§6.2).
+const OP_PUSH = 0;
+const OP_INSERT = 1;
+const OP_REMOVE = 2;
+const OP_SET = 3;
+const OP_CLEAR = 4;
+const OP_PATCH = 5;
+
+// How a step's value is read.
+/** Raw bits. */
+const P_RAW = 1;
+/** A U(k) delta of a number whose delta width is at most 32 (not a ref). */
+const P_DELTA = 2;
+/** A U(k) full value, a wide delta, or a ref's delta. */
+const P_U = 3;
+const P_STR = 4;
+const P_CONT = 5;
+
+/** Slots are below 2^24 (§5.4). */
+const SLOT_LIMIT = 1 << 24;
 
 /** Decoder limits (§7.1). A zero or absent field selects the default. */
 export interface Limits {
@@ -121,7 +152,7 @@ export class Decoder {
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map<string, number>();
-      for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
+      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
       m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
       for (const l of rs.leaves) {
         const j = rs === ls ? l.index : (byPath.get(l.path.join()) ?? -1);
@@ -181,7 +212,7 @@ export class Decoder {
     const ids = this.ids;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
-      if (r.hi !== 0 || slot >= 1 << SLOT_BITS) r.malformed("entity slot out of range");
+      if (r.hi !== 0 || slot >= SLOT_LIMIT) r.malformed("entity slot out of range");
       ids[i] = slot;
     }
     this.nids = n;
@@ -417,7 +448,7 @@ export class Decoder {
           out.hi = this.r.hi;
         } else this.readNum(s.plan, s.k, false);
         if (slot < 0) continue;
-        if (item) item.txn.setNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
+        if (item) item.txn.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
         else {
           rec.num[slot << 1] = out.lo;
           rec.num[(slot << 1) + 1] = out.hi;

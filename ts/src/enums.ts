@@ -86,35 +86,3 @@ export enum CloseCode {
   Replaced = 13,
   Duplicate = 14,
 }
-
-// Section tags (§5.2).
-export const SEC_END = 0;
-export const SEC_CREATE = 1;
-export const SEC_UPDATE = 2;
-export const SEC_DESTROY = 3;
-export const SEC_FILL = 4;
-export const SEC_SET = 5;
-/** An update naming entities by rank among those held when the tick began (§5.4). */
-export const SEC_RANKED = 6;
-
-// List operation codes (§6.2).
-export const OP_PUSH = 0;
-export const OP_INSERT = 1;
-export const OP_REMOVE = 2;
-export const OP_SET = 3;
-export const OP_CLEAR = 4;
-export const OP_PATCH = 5;
-
-/** Slot bits of a network ID (§5.4). */
-export const SLOT_BITS = 24;
-export const SLOT_MASK = (1 << SLOT_BITS) - 1;
-
-// How the decoder reads a step's value.
-/** Raw bits. */
-export const P_RAW = 1;
-/** A U(k) delta of a number whose delta width is at most 32 (not a ref). */
-export const P_DELTA = 2;
-/** A U(k) full value, a wide delta, or a ref's delta. */
-export const P_U = 3;
-export const P_STR = 4;
-export const P_CONT = 5;

@@ -7,8 +7,12 @@
 import { ReplicaDecodeError } from "./errors.js";
 import { isContainer, isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue, toElem } from "./values.js";
-import { Ev, Kind, SLOT_BITS, SLOT_MASK } from "./enums.js";
-export { Ev, SLOT_BITS, SLOT_MASK } from "./enums.js";
+import { Ev, Kind } from "./enums.js";
+export { Ev } from "./enums.js";
+
+/** Slot bits of a network ID (§5.4). */
+export const SLOT_BITS = 24;
+export const SLOT_MASK = (1 << SLOT_BITS) - 1;
 
 /** A container element or map value: S as number/BigInt (§4.1), a string, bytes, or a struct record. */
 export type Elem = number | bigint | string | Uint8Array | Rec;
@@ -487,12 +491,21 @@ export class Txn {
     if (e.level !== level) this.events.push(event(Ev.Level, e, -1, this.set(e, "level", level), level));
   }
 
-  /**
-   * Sets numeric slot `slot` of r to S = (lo, hi): leaf `leaf` of entity e
-   * when r is e, else item leaf `leaf` of r, the item under key k of e's
-   * bag at leaf bagLeaf.
-   */
-  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number, r: Rec = e, k?: Key, bagLeaf = -1): void {
+  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
+  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number): void {
+    const a = e.num;
+    const i = slot << 1;
+    const olo = a[i]!;
+    const ohi = a[i + 1]!;
+    if (olo === lo && ohi === hi) return;
+    if (e.txnMark !== this.serial) this.save(e, i, olo, ohi);
+    a[i] = lo;
+    a[i + 1] = hi;
+    if (this.wants(e, leaf)) this.numEvent(e, leaf, e, olo, ohi, lo, hi);
+  }
+
+  /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
+  setItemNum(e: Entity, leaf: number, slot: number, lo: number, hi: number, r: Rec, k: Key, bagLeaf: number): void {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i]!;
@@ -501,10 +514,12 @@ export class Txn {
     if (r.txnMark !== this.serial) this.save(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, r === e ? leaf : bagLeaf)) {
-      const p = numPlan(r.type.leaves[leaf]!.field.type);
-      this.fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
-    }
+    if (this.wants(e, bagLeaf)) this.numEvent(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+  }
+
+  private numEvent(e: Entity, leaf: number, r: Rec, olo: number, ohi: number, lo: number, hi: number, k?: Key, bagLeaf = -1): void {
+    const p = numPlan(r.type.leaves[leaf]!.field.type);
+    this.fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
 
   /** A field event, or an item field's (BagItem) when r is not e. */
@@ -524,7 +539,8 @@ export class Txn {
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.savedRecs[n] = r;
+    if (n < this.savedRecs.length) this.savedRecs[n] = r;
+    else this.savedRecs.push(r);
     this.nSaved = n + 1;
   }
 
