@@ -28,9 +28,9 @@ type Conn struct {
 	identity auth.Identity
 	userID   string
 	id       uint64
-	login    uint64          // the login it continues: id, or the resumed session's (Config.LoginGrace)
-	ticket   session.Ticket  // resumes this session (resume.go); zero if the server does not resume
-	resume   *session.Resume // what it holds, until its catch-up is sent
+	login    uint64              // the login it continues: id, or the resumed session's (Config.LoginGrace)
+	ticket   session.Ticket      // resumes this session (resume.go); zero if the server does not resume
+	resume   *session.Resume     // what it holds, until its catch-up is sent
 	whole    func(state.ID) bool // with resume: the entities its catch-up sends whole (resume.go)
 	sets     []setMark           // the sets its budget sent, the last ones (resume.go)
 	setsFrom uint64              // sets lists every set sent after this tick
