@@ -28,11 +28,12 @@ type Conn struct {
 	identity auth.Identity
 	userID   string
 	id       uint64
-	login    uint64          // the login it continues: id, or the resumed session's (Config.LoginGrace)
-	ticket   session.Ticket  // resumes this session (resume.go); zero if the server does not resume
-	resume   *session.Resume // what it holds, until its catch-up is sent
-	floor    uint64          // with resume: its catch-up sends the leaves changed after this tick
-	sets     []setMark       // the sets its budget sent within Config.ResumeWindow (resume.go)
+	login    uint64              // the login it continues: id, or the resumed session's (Config.LoginGrace)
+	ticket   session.Ticket      // resumes this session (resume.go); zero if the server does not resume
+	resume   *session.Resume     // what it holds, until its catch-up is sent
+	whole    func(state.ID) bool // with resume: the entities its catch-up sends whole (resume.go)
+	sets     []setMark           // the sets its budget sent, the last ones (resume.go)
+	setsFrom uint64              // sets lists every set sent after this tick
 	joined   bool
 	admitted bool            // in the tick: Server.conns
 	view     view            // interest state (interest.go)

@@ -982,6 +982,9 @@ func (s *Server) addPair(c *Conn, ie *ient) {
 func (s *Server) removePair(ie *ient, i int) {
 	o := ie.obs[i]
 	v := &o.c.view
+	if o.held&stale != 0 && !v.gone {
+		s.noteSet(o.c, ie.id) // its client's copy stays out of date
+	}
 	if last := len(v.pairs) - 1; int(o.at) != last {
 		moved := v.pairs[last]
 		v.pairs[o.at] = moved

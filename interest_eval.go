@@ -746,7 +746,7 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 		case o.held&stale != 0:
 			o.held = 0
 			v.sets = append(v.sets, raise{e: x.ie.e, to: o.level})
-			s.noteSet(c, o.since)
+			s.noteSet(c, x.ie.id)
 		default:
 			if x.upd >= 0 {
 				keepU = append(keepU, upd[x.upd])

@@ -768,9 +768,6 @@ func TestInterestLODProperty(t *testing.T) {
 		sc := aoiSchema(rt, true)
 		w := newWorld(rt, 2, replica.Config{Schema: sc})
 		defer w.close()
-		m := &aoiModel{w: w, space: map[*state.Entity]int{}, radius: map[*state.Entity]float64{},
-			always: map[*state.Entity]bool{}, egroups: map[*state.Entity][]int{}}
-		w.level = m.level
 		// Budgets from none to a few entities a tick: what is held
 		// back is checked apart (ownWorld.budgeted).
 		budget := rapid.SampledFrom([]int{-1, 2000, 300}).Draw(rt, "budget")
@@ -780,29 +777,8 @@ func TestInterestLODProperty(t *testing.T) {
 			}
 		}
 		w.budgeted = budget >= 0
-		m.cfgs = []replica.SpaceConfig{{Name: "default"}, {Name: "field", Radius: 30, Hysteresis: 4, CellSize: 16}}
-		sp, err := w.srv.NewSpace(m.cfgs[1])
-		if err != nil {
-			rt.Fatal(err)
-		}
-		m.spaces = []*replica.Space{w.srv.DefaultSpace(), sp}
+		m, sp, coord := fieldModel(rt, w)
 		n := len(w.conns)
-		m.view, m.fixed, m.px, m.py = make([]int, n), make([]bool, n), make([]float64, n), make([]float64, n)
-		m.follow, m.cgroups, m.pairs = make([]*state.Entity, n), make([][]int, n), make([]map[*state.Entity]bool, n)
-		m.levels = make([]map[*state.Entity]int, n)
-		w.sees = func(i int, e *state.Entity) bool { vis, _ := m.sees(i, e); return vis }
-		coord := func(name string) float32 { return float32(rapid.IntRange(0, 50).Draw(rt, name)) }
-		for i := range n {
-			m.pairs[i], m.levels[i] = map[*state.Entity]bool{}, map[*state.Entity]int{}
-			x, y := coord("vx"), coord("vy")
-			if err := w.srv.View(w.conns[i], sp); err != nil {
-				rt.Fatal(err)
-			}
-			if err := w.srv.SetViewpoint(w.conns[i], float64(x), float64(y)); err != nil {
-				rt.Fatal(err)
-			}
-			m.view[i], m.fixed[i], m.px[i], m.py[i] = 1, true, float64(x), float64(y)
-		}
 		var units []*state.Entity
 		for range rapid.IntRange(1, 6).Draw(rt, "units") {
 			e, err := w.srv.Tracker().Spawn(sc.Classes[0])
@@ -856,6 +832,40 @@ func TestInterestLODProperty(t *testing.T) {
 			m.settle()
 		}
 	})
+}
+
+// fieldModel returns the model of an AOI world of w's clients, with
+// levels of detail: the default room and a field (radius 30, hysteresis
+// 4, cells of 16), every client viewing the field from a point drawn at
+// random; the field, and the drawer of coordinates (0 to 50).
+func fieldModel(rt *rapid.T, w *ownWorld) (*aoiModel, *replica.Space, func(string) float32) {
+	m := &aoiModel{w: w, space: map[*state.Entity]int{}, radius: map[*state.Entity]float64{},
+		always: map[*state.Entity]bool{}, egroups: map[*state.Entity][]int{}}
+	w.level = m.level
+	m.cfgs = []replica.SpaceConfig{{Name: "default"}, {Name: "field", Radius: 30, Hysteresis: 4, CellSize: 16}}
+	sp, err := w.srv.NewSpace(m.cfgs[1])
+	if err != nil {
+		rt.Fatal(err)
+	}
+	m.spaces = []*replica.Space{w.srv.DefaultSpace(), sp}
+	n := len(w.conns)
+	m.view, m.fixed, m.px, m.py = make([]int, n), make([]bool, n), make([]float64, n), make([]float64, n)
+	m.follow, m.cgroups, m.pairs = make([]*state.Entity, n), make([][]int, n), make([]map[*state.Entity]bool, n)
+	m.levels = make([]map[*state.Entity]int, n)
+	w.sees = func(i int, e *state.Entity) bool { vis, _ := m.sees(i, e); return vis }
+	coord := func(name string) float32 { return float32(rapid.IntRange(0, 50).Draw(rt, name)) }
+	for i := range n {
+		m.pairs[i], m.levels[i] = map[*state.Entity]bool{}, map[*state.Entity]int{}
+		x, y := coord("vx"), coord("vy")
+		if err := w.srv.View(w.conns[i], sp); err != nil {
+			rt.Fatal(err)
+		}
+		if err := w.srv.SetViewpoint(w.conns[i], float64(x), float64(y)); err != nil {
+			rt.Fatal(err)
+		}
+		m.view[i], m.fixed[i], m.px[i], m.py[i] = 1, true, float64(x), float64(y)
+	}
+	return m, sp, coord
 }
 
 // TestInterestRespawnFollows: a client whose followed unit dies and

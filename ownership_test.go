@@ -301,41 +301,48 @@ func TestOwnershipProperty(t *testing.T) {
 			}
 			return w.conns[i]
 		}
-		classes := v2.Schema().Classes
-		rt.Repeat(map[string]func(*rapid.T){
-			"spawn": func(rt *rapid.T) {
-				c := classes[rapid.IntRange(0, len(classes)-1).Draw(rt, "class")]
-				e, err := w.srv.Tracker().Spawn(c)
-				if err != nil {
-					rt.Fatal(err)
-				}
-				for range rapid.IntRange(0, 4).Draw(rt, "writes") {
-					mutate.Struct(rt, e.Handle(), c, 0)
-				}
-				w.srv.SetOwner(e, owner())
-			},
-			"destroy": func(rt *rapid.T) {
-				if e := pick(); e != nil {
-					w.srv.Tracker().Destroy(e)
-				}
-			},
-			"write": func(rt *rapid.T) {
-				if e := pick(); e != nil {
-					for range rapid.IntRange(1, 6).Draw(rt, "writes") {
-						mutate.Struct(rt, e.Handle(), e.Class(), 0)
-					}
-				}
-			},
-			"setOwner": func(rt *rapid.T) {
-				if e := pick(); e != nil {
-					w.srv.SetOwner(e, owner())
-				}
-			},
-			"tick":  func(rt *rapid.T) { w.tick(rt) },
-			"tick2": func(rt *rapid.T) { w.tick(rt) },
-		})
+		rt.Repeat(worldActions(w, pick, owner))
 		w.tick(rt)
 	})
+}
+
+// worldActions are the actions of the ownership property tests: spawn
+// (with writes and an owner), destroy, write every kind of field, give
+// to an owner (or none), and tick. pick draws an entity, owner an owner.
+func worldActions(w *ownWorld, pick func() *state.Entity, owner func() *replica.Conn) map[string]func(*rapid.T) {
+	classes := v2.Schema().Classes
+	return map[string]func(*rapid.T){
+		"spawn": func(rt *rapid.T) {
+			c := classes[rapid.IntRange(0, len(classes)-1).Draw(rt, "class")]
+			e, err := w.srv.Tracker().Spawn(c)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			for range rapid.IntRange(0, 4).Draw(rt, "writes") {
+				mutate.Struct(rt, e.Handle(), c, 0)
+			}
+			w.srv.SetOwner(e, owner())
+		},
+		"destroy": func(rt *rapid.T) {
+			if e := pick(); e != nil {
+				w.srv.Tracker().Destroy(e)
+			}
+		},
+		"write": func(rt *rapid.T) {
+			if e := pick(); e != nil {
+				for range rapid.IntRange(1, 6).Draw(rt, "writes") {
+					mutate.Struct(rt, e.Handle(), e.Class(), 0)
+				}
+			}
+		},
+		"setOwner": func(rt *rapid.T) {
+			if e := pick(); e != nil {
+				w.srv.SetOwner(e, owner())
+			}
+		},
+		"tick":  func(rt *rapid.T) { w.tick(rt) },
+		"tick2": func(rt *rapid.T) { w.tick(rt) },
+	}
 }
 
 // TestOwnershipTransfer follows one hero from client 0 to client 1 and

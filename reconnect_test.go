@@ -36,15 +36,7 @@ func reconnect(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sync := func() {
-		t.Helper()
-		r.srv.Tick()
-		for c.LastTick() != r.srv.TickNumber() {
-			if _, err := c.Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	sync := func() { t.Helper(); r.sync(c) }
 	sync()
 	// The client's own bot arrives in a tick applied after the callbacks
 	// were registered, so it is a create too.
@@ -65,13 +57,7 @@ func reconnect(t *testing.T) {
 	}
 	r.tickUntilJoined(1) // the new session joins and gets a new bot
 	sync()
-	var mine demo.Bot
-	for _, b := range r.bots {
-		if b.Name() == c.UserID() {
-			mine = b
-		}
-	}
-	if err := check(r.srv, c, mine); err != nil {
+	if err := check(r.srv, c, r.ownBot(c)); err != nil {
 		t.Fatal(err)
 	}
 	if created != 4+c.Replica().Len() {
@@ -100,15 +86,7 @@ func reconnectResumes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sync := func() {
-		t.Helper()
-		r.srv.Tick()
-		for c.LastTick() != r.srv.TickNumber() {
-			if _, err := c.Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	sync := func() { t.Helper(); r.sync(c) }
 	sync()
 	var created, destroyed int
 	var hurt []string
@@ -138,13 +116,7 @@ func reconnectResumes(t *testing.T) {
 	if st := r.srv.Stats(); st.Resumes != 1 || st.ResumeFallbacks != 0 {
 		t.Fatalf("%d catch-ups, %d full states, want one catch-up", st.Resumes, st.ResumeFallbacks)
 	}
-	var mine demo.Bot
-	for _, b := range r.bots {
-		if b.Name() == c.UserID() && r.srv.Owner(b.Entity()) != nil {
-			mine = b
-		}
-	}
-	if err := check(r.srv, c, mine); err != nil {
+	if err := check(r.srv, c, r.ownBot(c)); err != nil {
 		t.Fatal(err)
 	}
 	// Created: the new bot and the new session's own bot; destroyed:

@@ -103,52 +103,63 @@ type resumable struct {
 	gone  bool
 	left  uint64 // the tick it left, if gone
 	// A budget (Config.Budget) may have held back changes the client
-	// then missed: stale is the first tick held back of the pairs stale
-	// when it left (0: none), sets the sets that brought stale pairs up
-	// to date in its last ticks, which the client may not have applied.
-	stale uint64
-	sets  []setMark
+	// then lacks, from any tick since it last sent the entity whole:
+	// stale lists the pairs stale when it left, sets the sets that
+	// brought stale pairs up to date in its last ticks (complete after
+	// tick setsFrom), which the client may not have applied. Those
+	// entities are sent whole.
+	stale    []state.ID
+	sets     []setMark
+	setsFrom uint64
 }
 
-// A setMark is a tick a budget sent sets of stale pairs in, and the first
-// tick held back of the stalest of them.
+// A setMark is the end, in a tick, of a pair's staleness (the entity id):
+// its budget sent its set, it left the client's view, or the client was
+// sent the full state. A client that applied an earlier tick may hold a
+// copy of it out of date.
 type setMark struct {
-	tick, since uint64
+	tick uint64
+	id   state.ID
 }
 
-// noteSet records that c's budget sent, this tick, the set of a pair
-// stale since tick since: a client that resumes from before this tick
-// lacks the changes from since on.
-func (s *Server) noteSet(c *Conn, since uint64) {
+// maxSetMarks bounds the sets a connection remembers.
+const maxSetMarks = 1024
+
+// noteSet records that c's pair with id ends being stale this tick
+// (setMark): a client that resumes from before this tick may lack changes
+// its budget held back.
+func (s *Server) noteSet(c *Conn, id state.ID) {
 	if !s.resumes() {
 		return
 	}
-	if n := len(c.sets); n > 0 && c.sets[n-1].tick == s.tick {
-		c.sets[n-1].since = min(c.sets[n-1].since, since)
-		return
-	}
 	k := 0
-	for k < len(c.sets) && s.tick-c.sets[k].tick > s.windowTicks() {
+	for k < len(c.sets) && (s.tick-c.sets[k].tick > s.windowTicks() || len(c.sets)-k >= maxSetMarks) {
+		c.setsFrom = max(c.setsFrom, c.sets[k].tick)
 		k++
 	}
-	c.sets = append(c.sets[:0], c.sets[k:]...)
-	c.sets = append(c.sets, setMark{s.tick, since})
+	if k > 0 {
+		c.sets = append(c.sets[:0], c.sets[k:]...)
+	}
+	c.sets = append(c.sets, setMark{s.tick, id})
 }
 
-// floor returns the tick after which a client that applied tick t of the
-// session r may lack changes: t, or earlier where its budget held changes
-// back.
-func (r *resumable) floor(t uint64) uint64 {
-	f := t
-	if r.stale > 0 {
-		f = min(f, r.stale-1)
+// wholeAfter returns which entities a client that applied tick t of
+// session r gets whole in its catch-up: those its budget may have left
+// out of date. With t before what r remembers, all of them.
+func (r *resumable) wholeAfter(t uint64) func(state.ID) bool {
+	if t < r.setsFrom {
+		return func(state.ID) bool { return true }
+	}
+	whole := map[state.ID]bool{}
+	for _, id := range r.stale {
+		whole[id] = true
 	}
 	for _, m := range r.sets {
 		if m.tick > t {
-			f = min(f, m.since-1)
+			whole[m.id] = true
 		}
 	}
-	return f
+	return func(id state.ID) bool { return whole[id] }
 }
 
 // A departure is a session that left, in the order they left, so that
@@ -194,7 +205,7 @@ func (s *Server) admitResume(c *Conn, r *session.Resume) bool {
 			(!old.gone || now-old.left <= s.windowTicks()) {
 			// A ticket resumes once: the new session has its own.
 			delete(s.tickets, r.Ticket)
-			c.resume, c.login, c.floor, resumed = r, old.login, old.floor(r.Tick), true
+			c.resume, c.login, c.whole, resumed = r, old.login, old.wholeAfter(r.Tick), true
 		}
 	}
 	s.tickets[c.ticket] = &resumable{user: c.userID, login: c.login}
@@ -217,17 +228,17 @@ func (s *Server) departed(c *Conn) {
 	if c.ticket.IsZero() {
 		return
 	}
-	var oldest uint64 // the first tick held back of its stalest pair
+	var stales []state.ID
 	for _, id := range c.view.held {
 		if ie := &s.ients[id.Slot()]; ie.id == id {
-			if oi := s.pairOf(c, ie); oi >= 0 && ie.obs[oi].held&stale != 0 && (oldest == 0 || ie.obs[oi].since < oldest) {
-				oldest = ie.obs[oi].since
+			if oi := s.pairOf(c, ie); oi >= 0 && ie.obs[oi].held&stale != 0 {
+				stales = append(stales, id)
 			}
 		}
 	}
 	s.mu.Lock()
 	if r := s.tickets[c.ticket]; r != nil {
-		r.gone, r.left, r.stale, r.sets = true, s.tick, oldest, c.sets
+		r.gone, r.left, r.stale, r.sets, r.setsFrom = true, s.tick, stales, c.sets, c.setsFrom
 	}
 	s.mu.Unlock()
 	s.departures = append(s.departures, departure{c.ticket, s.tick})
@@ -278,6 +289,10 @@ func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
 		patches[p] = append(patches[p], codec.Patch{Op: op, E: e, Leaves: leaves})
 	}
 	var destroys []codec.Patch
+	whole := c.whole
+	if whole == nil {
+		whole = func(state.ID) bool { return false }
+	}
 	held := r.Held
 	i, j := 0, 0
 	for i < len(held) || j < len(now) {
@@ -312,7 +327,7 @@ func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
 				i++
 				continue // and the slot is created as not held
 			}
-			s.keepUp(n, h, c.floor, &info, add)
+			s.keepUp(n, h, r.Tick, whole, &info, add)
 			i++
 			j++
 		}
@@ -366,11 +381,11 @@ func size(segs [][]byte, info *session.Tick) int {
 
 // keepUp adds the catch-up of an entity the client held as h and still
 // sees as n: its level and ownership changes, a set of the leaves changed
-// after tick floor (the last it applied, or earlier where its budget held
-// changes back) that it saw then and sees now, and fills of what it newly
+// after tick t (every leaf if whole: a budget may have left it out of
+// date) that it saw then and sees now, and fills of what it newly
 // sees (the partition an ownership change shows, the bands a level rise
 // shows).
-func (s *Server) keepUp(n seen, h session.Held, floor uint64, info *session.Tick, add func(codec.Part, codec.PatchOp, *state.Entity, []uint64)) {
+func (s *Server) keepUp(n seen, h session.Held, t uint64, whole func(state.ID) bool, info *session.Tick, add func(codec.Part, codec.PatchOp, *state.Entity, []uint64)) {
 	e := n.e
 	was := min(h.Level, top(e))
 	if was != n.level {
@@ -382,7 +397,13 @@ func (s *Server) keepUp(n seen, h session.Held, floor uint64, info *session.Tick
 	case !n.owned && h.Owned:
 		info.Lost = append(info.Lost, uint32(e.ID()))
 	}
-	changed := s.hist.changedSince(e, floor)
+	changed := s.hist.changedSince(e, t)
+	if whole(e.ID()) {
+		changed = s.bandMask(e, codec.PartAll, 0, top(e)) // every leaf
+		for k, w := range s.bandMask(e, n.vis(), 0, top(e)) {
+			changed[k] |= w
+		}
+	}
 	kept := min(was, n.level)
 	for _, p := range [...]codec.Part{codec.PartAll, n.vis()} {
 		if p != codec.PartAll && n.owned != h.Owned {

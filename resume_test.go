@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -10,8 +11,6 @@ import (
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/internal/demo"
-	"github.com/replicago/replica/internal/mutate"
-	v2 "github.com/replicago/replica/internal/testschema/v2"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/transport"
@@ -48,37 +47,9 @@ func TestResumeProperty(t *testing.T) {
 			}
 			return nil
 		}
-		classes := v2.Schema().Classes
 		resumed := 0
-		rt.Repeat(map[string]func(*rapid.T){
-			"spawn": func(rt *rapid.T) {
-				c := classes[rapid.IntRange(0, len(classes)-1).Draw(rt, "class")]
-				e, err := w.srv.Tracker().Spawn(c)
-				if err != nil {
-					rt.Fatal(err)
-				}
-				for range rapid.IntRange(0, 4).Draw(rt, "writes") {
-					mutate.Struct(rt, e.Handle(), c, 0)
-				}
-				w.srv.SetOwner(e, owner())
-			},
-			"destroy": func(rt *rapid.T) {
-				if e := pick(); e != nil {
-					w.srv.Tracker().Destroy(e)
-				}
-			},
-			"write": func(rt *rapid.T) {
-				if e := pick(); e != nil {
-					for range rapid.IntRange(1, 6).Draw(rt, "writes") {
-						mutate.Struct(rt, e.Handle(), e.Class(), 0)
-					}
-				}
-			},
-			"setOwner": func(rt *rapid.T) {
-				if e := pick(); e != nil {
-					w.srv.SetOwner(e, owner())
-				}
-			},
+		actions := worldActions(w, pick, owner)
+		maps.Copy(actions, map[string]func(*rapid.T){
 			"drop": func(rt *rapid.T) {
 				if i := present(); i >= 0 {
 					w.drop(i)
@@ -92,9 +63,8 @@ func TestResumeProperty(t *testing.T) {
 					}
 				}
 			},
-			"tick":  func(rt *rapid.T) { w.tick(rt) },
-			"tick2": func(rt *rapid.T) { w.tick(rt) },
 		})
+		rt.Repeat(actions)
 		for i := range w.away {
 			if w.away[i] && w.reconnect(rt, i) {
 				resumed++
@@ -149,32 +119,9 @@ func TestResumeAOIProperty(t *testing.T) {
 		w := newWorld(rt, 2, cfg)
 		defer w.close()
 		w.budgeted = budget >= 0
-		m = &aoiModel{w: w, space: map[*state.Entity]int{}, radius: map[*state.Entity]float64{},
-			always: map[*state.Entity]bool{}, egroups: map[*state.Entity][]int{}}
-		w.level = m.level
-		m.cfgs = []replica.SpaceConfig{{Name: "default"}, {Name: "field", Radius: 30, Hysteresis: 4, CellSize: 16}}
-		var err error
-		if field, err = w.srv.NewSpace(m.cfgs[1]); err != nil {
-			rt.Fatal(err)
-		}
-		m.spaces = []*replica.Space{w.srv.DefaultSpace(), field}
+		var coord func(string) float32
+		m, field, coord = fieldModel(rt, w)
 		n := len(w.conns)
-		m.view, m.fixed, m.px, m.py = make([]int, n), make([]bool, n), make([]float64, n), make([]float64, n)
-		m.follow, m.cgroups, m.pairs = make([]*state.Entity, n), make([][]int, n), make([]map[*state.Entity]bool, n)
-		m.levels = make([]map[*state.Entity]int, n)
-		w.sees = func(i int, e *state.Entity) bool { vis, _ := m.sees(i, e); return vis }
-		coord := func(name string) float32 { return float32(rapid.IntRange(0, 50).Draw(rt, name)) }
-		for i := range n {
-			m.pairs[i], m.levels[i] = map[*state.Entity]bool{}, map[*state.Entity]int{}
-			x, y := coord("vx"), coord("vy")
-			if err := w.srv.View(w.conns[i], field); err != nil {
-				rt.Fatal(err)
-			}
-			if err := w.srv.SetViewpoint(w.conns[i], float64(x), float64(y)); err != nil {
-				rt.Fatal(err)
-			}
-			m.view[i], m.fixed[i], m.px[i], m.py[i] = 1, true, float64(x), float64(y)
-		}
 		away := func(i int) bool { return i < len(w.away) && w.away[i] }
 		var units []*state.Entity
 		spawn := func() {
@@ -352,15 +299,7 @@ func TestResumeFallback(t *testing.T) {
 	r.tickUntilJoined(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sync := func() {
-		t.Helper()
-		r.srv.Tick()
-		for c.LastTick() != r.srv.TickNumber() {
-			if _, err := c.Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	sync := func() { t.Helper(); r.sync(c) }
 	var npcs []demo.Bot
 	for range 3 {
 		b, _ := demo.SpawnBot(r.srv.Tracker())
@@ -386,13 +325,7 @@ func TestResumeFallback(t *testing.T) {
 	if !c.Resumed() || st.Resumes != 0 || st.ResumeFallbacks != 1 {
 		t.Fatalf("resumed %v; %d catch-ups, %d full states", c.Resumed(), st.Resumes, st.ResumeFallbacks)
 	}
-	var mine demo.Bot
-	for _, b := range r.bots {
-		if b.Name() == c.UserID() && r.srv.Owner(b.Entity()) != nil {
-			mine = b
-		}
-	}
-	if err := check(r.srv, c, mine); err != nil {
+	if err := check(r.srv, c, r.ownBot(c)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -990,6 +990,9 @@ func (s *Server) sendFull(c *Conn) {
 	for _, id := range c.view.held {
 		if ie := &s.ients[id.Slot()]; ie.id == id {
 			if oi := s.pairOf(c, ie); oi >= 0 {
+				if ie.obs[oi].held&stale != 0 {
+					s.noteSet(c, id) // before the full state, its copy was out of date
+				}
 				ie.obs[oi].held = 0 // the full state has it whole
 			}
 		}

@@ -96,6 +96,30 @@ func (r *rig) tickUntilJoined(n int) {
 	}
 }
 
+// sync ticks the server and waits until c has applied the tick.
+func (r *rig) sync(c *client.Conn) {
+	r.t.Helper()
+	r.srv.Tick()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for c.LastTick() != r.srv.TickNumber() {
+		if _, err := c.Wait(ctx); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// ownBot returns the bot OnJoin gave c's user that a session still
+// owns (the one of its latest session).
+func (r *rig) ownBot(c *client.Conn) demo.Bot {
+	for _, b := range r.bots {
+		if b.Name() == c.UserID() && r.srv.Owner(b.Entity()) != nil {
+			return b
+		}
+	}
+	return demo.Bot{}
+}
+
 // leafNamed returns the leaf of the top-level field name of class c.
 func leafNamed(c *schema.Struct, name string) *schema.LeafInfo {
 	for i := range c.Leaves {

@@ -769,3 +769,51 @@ func TestAssembleRankedFallback(t *testing.T) {
 		t.Fatalf("Held has %d entities after a tick of updates, want %d", h.Len(), len(slots)-1)
 	}
 }
+
+// TestPartsOfEveryBand encodes a class with the most bands, a field of
+// each partition in each: every partition narrowed to every band is a
+// valid Part (NumParts bounds them all).
+func TestPartsOfEveryBand(t *testing.T) {
+	var fields []*schema.Field
+	id := uint32(1)
+	for b := range schema.MaxBands + 1 {
+		for _, vis := range []schema.Visibility{schema.VisAll, schema.VisOthers, schema.VisOwner} {
+			f := &schema.Field{ID: id, Name: fmt.Sprint("f", id), Type: schema.Type{Kind: schema.Int32}, Vis: vis}
+			if b > 0 {
+				f.LOD = float64(100 - 10*b)
+			}
+			fields = append(fields, f)
+			id++
+		}
+	}
+	c := &schema.Struct{Name: "Banded", Class: true, ID: 1, Fields: fields}
+	s, err := schema.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Classes[0].Bands()); n != schema.MaxBands {
+		t.Fatalf("%d bands, want %d", n, schema.MaxBands)
+	}
+	tr := state.NewTracker(s)
+	e, err := tr.Spawn(s.Classes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range s.Classes[0].Leaves {
+		e.SetNum(l, uint64(l+1))
+	}
+	var enc codec.Encoder
+	for b := range schema.MaxBands + 1 {
+		for _, p := range []codec.Part{codec.PartAll, codec.PartOthers, codec.PartOwner} {
+			if int(p.Band(b)) >= codec.NumParts {
+				t.Fatalf("%v band %d is Part %d, over NumParts %d", p, b, p.Band(b), codec.NumParts)
+			}
+			if m := codec.PartLeaves(s.Classes[0], p.Band(b)); m[0] != 1<<(3*b+int(p)) {
+				t.Errorf("part %d band %d: leaves %b", p, b, m[0])
+			}
+			if seg := enc.Full(nil, []*state.Entity{e}, p.Band(b)); len(seg) < 2 {
+				t.Errorf("part %d band %d: segment % x", p, b, seg)
+			}
+		}
+	}
+}

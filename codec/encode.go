@@ -30,9 +30,9 @@ const (
 	PartOwner              // fields visible only to the owner
 )
 
-// NumParts bounds the values of Part: the three partitions, each whole or
-// narrowed to one band 0..schema.MaxBands.
-const NumParts = 3 * (schema.MaxBands + 2)
+// NumParts bounds the values of Part: the three partitions (two bits),
+// each whole or narrowed to one band 0..schema.MaxBands.
+const NumParts = 4 * (schema.MaxBands + 2)
 
 // Band returns p narrowed to the fields of level-of-detail band b (0: the
 // fields of no band) of p's visibility.
