@@ -422,6 +422,7 @@ func (c *Conn) apply(t tick) error {
 	}
 	if err := c.r.ApplyTickInfo(TickInfo{Gained: t.gained, Lost: t.lost, Levels: t.levels}, t.segs...); err != nil {
 		c.tc.Close(transport.CloseProtocolError, "bad tick")
+		c.applied = false // the next session starts over with the full state (docs/protocol.md §10.4)
 		return err
 	}
 	c.last, c.applied = t.n, true
