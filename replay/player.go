@@ -450,7 +450,8 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn) {
 		return
 	}
 	if rl, ok := tc.(transport.ReadLimiter); ok {
-		rl.SetReadLimit(0)
+		// A spectator sends nothing but PINGs and PONGs (9 bytes).
+		rl.SetReadLimit(64)
 	}
 	s := &psession{tc: tc}
 	p.mu.Lock()
