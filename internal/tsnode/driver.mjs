@@ -14,6 +14,9 @@ var ReplicaDecodeError = class extends Error {
   /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
   segment;
 };
+function fail(code, message, bit) {
+  throw new ReplicaDecodeError(code, message, bit);
+}
 
 // ts/src/bits.ts
 var MASK = Array.from({ length: 33 }, (_, n) => n === 32 ? 4294967295 : 2 ** n - 1);
@@ -68,13 +71,9 @@ var BitReader = class {
     this.end = b.length * 8;
     this.hi = 0;
   }
-  /** Unread bits, including the padding of the last byte. */
-  remaining() {
-    return this.end - this.pos;
-  }
   /** Throws a truncation error. */
-  truncated(what = "input") {
-    throw new ReplicaDecodeError("truncated", `${what} ends early`, this.pos);
+  truncated() {
+    throw new ReplicaDecodeError("truncated", "ends early", this.pos);
   }
   /** Throws a malformed-input error at the current position. */
   malformed(msg) {
@@ -151,10 +150,10 @@ var BitReader = class {
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Ba(k);
+    return this.Da(k);
   }
-  Ba(k) {
-    if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
+  Da(k) {
+    if (k > MAX_K || k < 0) this.malformed("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
@@ -188,7 +187,7 @@ var BitReader = class {
   /** Reads a U(k) value that must fit 32 bits. */
   u32(k = 0) {
     const v = this.u(k);
-    if (this.hi !== 0) this.malformed("does not fit 32 bits");
+    if (this.hi !== 0) this.malformed("over 32 bits");
     return v;
   }
   /** Reads a U(k) value as a BigInt. */
@@ -203,17 +202,13 @@ var BitReader = class {
   count(k, max, minBits, what) {
     const start = this.pos;
     const n = this.u(k);
-    if (this.hi !== 0 || n > max) {
-      throw new ReplicaDecodeError("limit", `${what} ${this.hi !== 0 ? "\u2265 2^32" : n} > ${max}`, start);
-    }
-    if (minBits > 0 && n * minBits > this.end - this.pos) {
-      throw new ReplicaDecodeError("truncated", `${what} ${n} needs more bits than remain`, start);
-    }
+    if (this.hi !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.hi ? "\u2265 2^32" : n} > ${max}`, start);
+    if (n * minBits > this.end - this.pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   bytes(max) {
-    const n = this.count(4, max, 8, "byte length");
+    const n = this.count(4, max, 8, "length");
     const out2 = new Uint8Array(n);
     if ((this.pos & 7) === 0) {
       const i = this.pos >>> 3;
@@ -226,7 +221,7 @@ var BitReader = class {
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const n = this.count(4, max, 8, "string length");
+    const n = this.count(4, max, 8, "length");
     if (n === 0) return "";
     if ((this.pos & 7) === 0) {
       const i = this.pos >>> 3;
@@ -238,9 +233,9 @@ var BitReader = class {
     return decodeUTF8(tmp, 0, n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  finish(what) {
+  finish() {
     const rem = this.end - this.pos;
-    if (rem >= 8 || this.bits(rem) !== 0) this.malformed(`trailing data after the ${what}`);
+    if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing data");
   }
 };
 var STRBUF = new Uint8Array(64);
@@ -292,16 +287,11 @@ var Vis2 = {
   Others: 2 /* Others */,
   All: 3 /* All */
 };
-var NUM_KINDS = 19;
-var KIND_NAMES = "invalid bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 string bytes ref nested list map bag".split(" ");
 var isNumeric = (k) => k >= 1 /* Bool */ && k <= 11 /* Float64 */ || k === 14 /* Ref */;
 var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
-var isContainer = (k) => k >= 16 /* List */ && k <= 18 /* Bag */;
-var isFloat = (k) => k === 10 /* Float32 */ || k === 11 /* Float64 */;
-var validMapKey = (k) => k >= 2 /* Int8 */ && k <= 9 /* Uint64 */ || k === 12 /* String */;
+var isContainer = (k) => k >= 16 /* List */;
 var kindWidth = (k) => [0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 32, 64, 0, 0, 32][k] ?? 0;
 var NO_QUANT = Object.freeze({ mode: 0, step: 0, min: 0, nbits: 0 });
-var MAX_LEAVES = 1 << 16;
 var StructType = class {
   constructor(name) {
     this.name = name;
@@ -313,128 +303,102 @@ var StructType = class {
   distances = [];
   fields = [];
   rpcs = [];
-  byId = /* @__PURE__ */ new Map();
-  rpcById = /* @__PURE__ */ new Map();
   leaves = [];
   numSlots = 0;
   objSlots = 0;
   /** The name's bytes as the descriptor carried them. */
   nameBytes;
+  /** @internal Fields by ID. */
+  ga = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   state = 0;
+  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
+  C = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.byId.get(id);
+    return this.ga.get(id);
   }
   rpc(id) {
-    return this.rpcById.get(id);
+    return this.rpcs.find((r) => r.id === id);
   }
   /** The leaf with the given dotted name ("pos.x"), or undefined. */
   leafNamed(name) {
     return this.leaves.find((l) => l.name === name);
   }
 };
-function schemaError(msg) {
-  throw new ReplicaDecodeError("descriptor", msg);
-}
-function validateType(t, stack, pending) {
-  const k = t.kind;
-  const name = KIND_NAMES[k];
-  const q = t.quant;
-  if (!(k > 0 /* Invalid */ && k < NUM_KINDS)) schemaError(`invalid kind ${k}`);
-  if (isFloat(k) && q.mode !== 0 && (!(q.step > 0) || q.mode === 2 && (q.nbits < 1 || q.nbits > 32))) {
-    schemaError(`invalid quantization (step ${q.step}, nbits ${q.nbits})`);
-  }
-  if (t.struct?.isClass) schemaError(`entity class ${t.struct.name} cannot be nested`);
-  if (k === 15 /* Nested */) layoutStruct(t.struct, stack, pending);
-  if (k === 18 /* Bag */) {
-    if (!validMapKey(t.key) || t.key === 12 /* String */) schemaError(`bag key kind ${t.key}: want an integer`);
-    pending.push(t.struct);
-  }
-  if (k === 17 /* Map */ && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
-  const e = t.elem;
-  if (e && (k === 16 /* List */ || k === 17 /* Map */)) {
-    if (isContainer(e.kind)) schemaError(`${name} of ${KIND_NAMES[e.kind]}`);
-    if (e.kind === 15 /* Nested */) {
-      if (e.struct.isClass) schemaError(`entity class ${e.struct.name} cannot be nested`);
-      pending.push(e.struct);
-    } else validateType(e, stack, pending);
-  }
-}
-function layoutStruct(s, stack, pending) {
-  if (stack.includes(s)) schemaError(`struct ${s.name} contains itself`);
-  if (s.state !== 0) return;
+var bad = (msg) => fail("descriptor", msg);
+var budget = 0;
+function layout(s, pending) {
+  if (s.state === 1) bad(s.name + " contains itself");
+  if (s.state) return;
   s.state = 1;
-  stack = [...stack, s];
-  try {
-    s.fields.sort((a, b) => a.id - b.id);
-    s.byId = /* @__PURE__ */ new Map();
-    s.leaves = [];
-    s.numSlots = s.objSlots = 0;
-    for (const f of s.fields) {
-      const where = `${s.name}.${f.name}`;
-      if (f.id === 0 || s.byId.has(f.id)) schemaError(`${where}: field ID ${f.id} is reserved or a duplicate`);
-      s.byId.set(f.id, f);
-      validateType(f.type, stack, pending);
-      f.leaf = s.leaves.length;
-      if (f.deprecated) continue;
-      const numeric = isNumeric(f.type.kind);
-      const sub = f.type.kind === 15 /* Nested */ ? f.type.struct.leaves : [{ index: 0, field: f, path: [], name: "", vis: 3, band: 0, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }];
-      for (const l of sub) {
-        s.leaves.push({
-          index: s.leaves.length,
-          field: l.field,
-          path: [f.id, ...l.path],
-          name: l.name ? `${f.name}.${l.name}` : f.name,
-          vis: l.vis & f.vis,
-          band: f.band,
-          num: l.num >= 0 ? l.num + s.numSlots : -1,
-          obj: l.obj >= 0 ? l.obj + s.objSlots : -1
-        });
-      }
-      if (f.type.kind === 15 /* Nested */) {
-        s.numSlots += f.type.struct.numSlots;
-        s.objSlots += f.type.struct.objSlots;
-      } else if (numeric) s.numSlots++;
-      else s.objSlots++;
-      if (s.leaves.length > MAX_LEAVES) schemaError(`${s.name} flattens to more than ${MAX_LEAVES} fields`);
+  s.fields.sort((a, b) => a.id - b.id);
+  for (const f of s.fields) {
+    s.ga.set(f.id, f);
+    const t = f.type;
+    const st = t.struct;
+    const e = t.elem?.struct;
+    if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
+    if (t.kind === 18 /* Bag */) pending.push(st);
+    if (e) pending.push(e);
+    f.leaf = s.leaves.length;
+    let sub = [{ index: 0, field: f, path: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    if (t.kind === 15 /* Nested */) {
+      layout(st, pending);
+      sub = st.leaves;
+      s.C += st.C;
+    } else s.C++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.C : 1) > 1 << 20) bad("too many fields");
+    if (f.deprecated) continue;
+    const numeric = isNumeric(t.kind);
+    for (const l of sub) {
+      const nested = l.field !== f;
+      s.leaves.push({
+        index: s.leaves.length,
+        field: l.field,
+        path: nested ? f.id + "," + l.path : "" + f.id,
+        name: nested ? f.name + "." + l.name : f.name,
+        vis: l.vis & f.vis,
+        band: f.band,
+        num: nested ? l.num < 0 ? -1 : l.num + s.numSlots : numeric ? s.numSlots : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.objSlots : numeric ? -1 : s.objSlots
+      });
     }
-    if (s.rpcs.length > 0 && !s.isClass) schemaError(`${s.name} declares RPCs but is not an entity class`);
-    s.rpcs.sort((a, b) => a.id - b.id);
-    s.rpcById = /* @__PURE__ */ new Map();
-    for (const r of s.rpcs) {
-      if (r.id === 0 || s.rpcById.has(r.id)) schemaError(`${s.name}.${r.name}: RPC ID ${r.id} is reserved or a duplicate`);
-      if (r.args.isClass) schemaError(`${s.name}.${r.name}: RPC arguments must be a struct type`);
-      s.rpcById.set(r.id, r);
-      pending.push(r.args);
-    }
-    s.state = 2;
-  } catch (e) {
-    s.state = 0;
-    throw e;
+    if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
+    if (t.kind === 15 /* Nested */) {
+      s.numSlots += st.numSlots;
+      s.objSlots += st.objSlots;
+    } else if (numeric) s.numSlots++;
+    else s.objSlots++;
   }
+  for (const r of s.rpcs) {
+    if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
+    pending.push(r.args);
+  }
+  s.state = 2;
 }
 var Schema = class {
   classes;
-  byId = /* @__PURE__ */ new Map();
   /** The descriptor this schema was decoded from, if it was (./descriptor.ts). */
   descriptor;
-  /** Lays out the classes and everything they reach; throws a "descriptor" error if they do not lay out. */
+  /**
+   * Lays out the classes and everything they reach; throws a "descriptor"
+   * error if they do not lay out. (The checks of a type on its own are the
+   * descriptor decoder's.)
+   */
   constructor(classes) {
     this.classes = [...classes].sort((a, b) => a.classId - b.classId);
-    for (const c of this.classes) {
-      if (!c.isClass) schemaError(`${c.name} is not an entity class`);
-      if (this.byId.has(c.classId)) schemaError(`duplicate class ID ${c.classId}`);
-      const pending = [c];
-      while (pending.length > 0) layoutStruct(pending.pop(), [], pending);
-      this.byId.set(c.classId, c);
-    }
+    budget = 0;
+    this.classes.forEach((c, i) => {
+      if (!c.isClass || c.classId === this.classes[i - 1]?.classId) bad("class ID " + c.classId + " twice");
+      for (const pending = [c]; pending.length > 0; ) layout(pending.pop(), pending);
+    });
   }
   /** The class with the given class ID, or undefined. */
   class(id) {
-    return this.byId.get(id);
+    return this.classes.find((c) => c.classId === id);
   }
   /** The class with the given name, or undefined. */
   classNamed(name) {
@@ -442,285 +406,34 @@ var Schema = class {
   }
 };
 function checkCompatible(local, remote) {
-  const seen = /* @__PURE__ */ new Map();
-  const fail = (where, what) => {
-    throw new ReplicaDecodeError("incompatible", `${where}: ${what} differ between the two schemas`);
-  };
+  const seen = /* @__PURE__ */ new Set();
+  const ids = /* @__PURE__ */ new Map();
+  const id = (s) => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
   const type = (l, r, where) => {
+    if (!l || !r) return;
     const a = l.quant;
     const b = r.quant;
     if (l.kind !== r.kind || l.key !== r.key || a.mode !== b.mode || !Object.is(a.step, b.step) || !Object.is(a.min, b.min) || a.nbits !== b.nbits) {
-      fail(where, `types (${KIND_NAMES[l.kind]}, ${KIND_NAMES[r.kind]})`);
+      fail("incompatible", where);
     }
-    if (l.struct) struct(l.struct, r.struct, where);
-    if (l.elem) type(l.elem, r.elem, where);
+    struct(l.struct, r.struct, where);
+    type(l.elem, r.elem, where);
   };
   const struct = (l, r, where) => {
-    const s = seen.get(l) ?? /* @__PURE__ */ new Set();
-    if (s.has(r)) return;
-    seen.set(l, s.add(r));
+    const k = l && r && id(l) + "/" + id(r);
+    if (!k || seen.has(k)) return;
+    seen.add(k);
     for (const rr of r.rpcs) {
       const lr = l.rpc(rr.id);
-      if (!lr) continue;
-      if (lr.dir !== rr.dir) fail(`${where}: RPC ${lr.name}`, "directions");
-      struct(lr.args, rr.args, `${where}: RPC ${lr.name}`);
+      if (lr && lr.dir !== rr.dir) fail("incompatible", where + " RPC " + lr.name);
+      if (lr) struct(lr.args, rr.args, where + " RPC " + lr.name);
     }
     for (const rf of r.fields) {
       const lf = l.field(rf.id);
-      if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, `${where}.${lf.name} (ID ${lf.id})`);
+      if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, where + "." + lf.name);
     }
   };
-  if (local === remote) return;
-  for (const rc of remote.classes) {
-    const lc = local.class(rc.classId);
-    if (lc) struct(lc, rc, `class ${lc.name}`);
-  }
-}
-
-// ts/src/descriptor.ts
-var DESCRIPTOR_VERSION = 2;
-function formatOf(v) {
-  if (v === DESCRIPTOR_VERSION) return { version: v, bands: true };
-  return void 0;
-}
-var MAX_STRUCTS = 4096;
-var MAX_FIELDS = 65536;
-var MAX_RPCS = 4096;
-var MAX_NAME = 256;
-var MAX_BANDS = 4;
-var MAX_DESC_LEAVES = 1 << 20;
-var MAX_TYPE_DEPTH = 4;
-var MIN_STRUCT_BITS = 5 + 3 + 1;
-var MIN_RPC_BITS = 3 + 5 + 1 + 3;
-var minFieldBits = (fmt) => 3 + 5 + 5 + 6 + (fmt.bands ? 1 : 0);
-function readName(r) {
-  const b = r.bytes(MAX_NAME);
-  return [decodeUTF8(b), b];
-}
-function bad(r, msg) {
-  throw new ReplicaDecodeError("descriptor", msg, r.pos);
-}
-function decodeDescriptor(b, opts = {}) {
-  return decodeDescriptorVersioned(b, opts).schema;
-}
-function decodeDescriptorVersioned(b, opts = {}) {
-  let d;
-  try {
-    d = decodeRaw(b, opts);
-  } catch (e) {
-    if (e instanceof ReplicaDecodeError) {
-      if (e.code === "descriptor") throw e;
-      const err = new ReplicaDecodeError("descriptor", `${e.code}: ${e.message}`, e.bit);
-      throw err;
-    }
-    throw e;
-  }
-  d.schema.descriptor = b;
-  return d;
-}
-function canonicalOrder(structs, classes) {
-  const order = /* @__PURE__ */ new Set();
-  const visit = (st) => {
-    if (!st || order.has(st)) return;
-    order.add(st);
-    for (const f of st.fields) for (let t = f.type; t; t = t.elem) visit(t.struct);
-    for (const r of st.rpcs) visit(r.args);
-  };
-  classes.forEach(visit);
-  let i = 0;
-  for (const st of order) if (st !== structs[i++]) return false;
-  return i === structs.length && classes.every((c, j) => j === 0 || c.classId > classes[j - 1].classId);
-}
-function readQuantFloat(r) {
-  const lo = r.bits(32);
-  const hi = r.bits(32);
-  F64_U32[0] = lo;
-  F64_U32[1] = hi;
-  return F64[0];
-}
-var F64 = new Float64Array(1);
-var F64_U32 = new Uint32Array(F64.buffer);
-function decodeRaw(b, opts) {
-  const r = new BitReader(b);
-  const v = r.u(0);
-  const fmt = r.hi === 0 ? formatOf(v) : void 0;
-  if (!fmt) bad(r, `version ${r.hi === 0 ? v : "\u2265 2^32"}, want ${DESCRIPTOR_VERSION}`);
-  const n = r.count(2, MAX_STRUCTS, MIN_STRUCT_BITS, "structs");
-  const structs = [];
-  for (let i = 0; i < n; i++) structs.push(new StructType(""));
-  let fields = 0;
-  let rpcs = 0;
-  const structAt = () => {
-    const i = r.u(2);
-    if (r.hi !== 0 || i >= n) bad(r, `struct index ${i} out of range`);
-    return structs[i];
-  };
-  const readType = (depth) => {
-    if (depth > MAX_TYPE_DEPTH) bad(r, "type nested too deeply");
-    const t = { kind: r.bits(5), quant: NO_QUANT, struct: null, elem: null, key: 0 };
-    switch (t.kind) {
-      case 1 /* Bool */:
-      case 2 /* Int8 */:
-      case 3 /* Int16 */:
-      case 4 /* Int32 */:
-      case 5 /* Int64 */:
-      case 6 /* Uint8 */:
-      case 7 /* Uint16 */:
-      case 8 /* Uint32 */:
-      case 9 /* Uint64 */:
-      case 12 /* String */:
-      case 13 /* Bytes */:
-      case 14 /* Ref */:
-        break;
-      case 10 /* Float32 */:
-      case 11 /* Float64 */: {
-        const mode = r.bits(2);
-        if (mode === 3) bad(r, "quantization mode 3");
-        if (mode !== 0) {
-          const q = { mode, step: readQuantFloat(r), min: 0, nbits: 0 };
-          if (mode === 2) {
-            q.min = readQuantFloat(r);
-            q.nbits = r.bits(6);
-            if (!Number.isFinite(q.min)) bad(r, "invalid quantization minimum");
-          }
-          if (!(q.step > 0) || !Number.isFinite(q.step)) bad(r, "invalid quantization step");
-          t.quant = q;
-        }
-        break;
-      }
-      case 15 /* Nested */:
-        t.struct = structAt();
-        break;
-      case 16 /* List */:
-        t.elem = readType(depth + 1);
-        break;
-      case 17 /* Map */:
-        t.key = r.bits(5);
-        t.elem = readType(depth + 1);
-        break;
-      case 18 /* Bag */:
-        t.key = r.bits(5);
-        t.struct = structAt();
-        break;
-      default:
-        bad(r, `kind ${t.kind}`);
-    }
-    return t;
-  };
-  const readField = (prev) => {
-    const id = prev + 1 + r.u(2) + r.hi * 2 ** 32;
-    if (id > 4294967295) bad(r, "field ID out of range");
-    const [name, nameBytes] = readName(r);
-    const type = readType(0);
-    const f = {
-      id,
-      name,
-      type,
-      vis: r.bits(2),
-      life: r.bits(2),
-      chan: r.bits(1),
-      deprecated: r.bool(),
-      band: 0,
-      leaf: 0,
-      nameBytes
-    };
-    if (fmt.bands) {
-      f.band = r.u(0);
-      if (r.hi !== 0 || f.band > MAX_BANDS) bad(r, `field ${name}: band ${f.band} out of range`);
-    }
-    return f;
-  };
-  for (const st of structs) {
-    [st.name, st.nameBytes] = readName(r);
-    const nf = r.count(2, MAX_FIELDS - fields, minFieldBits(fmt), "fields");
-    fields += nf;
-    let prev = 0;
-    for (let j = 0; j < nf; j++) {
-      const f = readField(prev);
-      prev = f.id;
-      st.fields.push(f);
-    }
-    const nr = r.count(0, MAX_RPCS - rpcs, MIN_RPC_BITS, "RPCs");
-    rpcs += nr;
-    prev = 0;
-    for (let j = 0; j < nr; j++) {
-      const id = prev + 1 + r.u(2) + r.hi * 2 ** 32;
-      if (id > 4294967295) bad(r, "RPC ID out of range");
-      prev = id;
-      const [name, nameBytes] = readName(r);
-      const rpc = { id, name, nameBytes, dir: r.bits(1), args: structs[0] };
-      rpc.args = structAt();
-      st.rpcs.push(rpc);
-    }
-  }
-  const nc = r.count(2, n, 2, "classes");
-  const classes = [];
-  for (let i = 0; i < nc; i++) {
-    const c = structAt();
-    const id = r.u(4);
-    if (r.hi !== 0) bad(r, "class entry out of range");
-    if (c.isClass) bad(r, `struct ${c.name} listed as a class twice`);
-    c.isClass = true;
-    c.classId = id;
-    if (fmt.bands) readBands(r, c);
-    classes.push(c);
-  }
-  r.finish("class list");
-  if (fmt.bands) checkBands(r, structs);
-  leafBudget(structs);
-  const schema = new Schema(classes);
-  if (!canonicalOrder(structs, classes)) bad(r, "not in canonical form (unreachable structs, or classes or structs out of order)");
-  return { schema, version: fmt.version };
-}
-function readBands(r, c) {
-  const nb = r.u(0);
-  if (r.hi !== 0 || nb > MAX_BANDS) bad(r, `class ${c.name}: ${nb} bands > ${MAX_BANDS}`);
-  for (let b = 0; b < nb; b++) {
-    const d = readQuantFloat(r);
-    if (!Number.isFinite(d) || !(d > 0)) bad(r, `class ${c.name}: band ${b + 1} distance ${d}`);
-    if (b > 0 && !(d < c.distances[b - 1])) bad(r, `class ${c.name}: band distances not strictly decreasing`);
-    c.distances.push(d);
-  }
-}
-function checkBands(r, structs) {
-  for (const st of structs) {
-    const used = new Array(st.nbands + 1).fill(false);
-    for (const f of st.fields) {
-      if (f.band === 0) continue;
-      if (!st.isClass) bad(r, `${st.name}.${f.name}: a band in a struct that is not a class`);
-      if (f.band > st.nbands) bad(r, `${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
-      used[f.band] = true;
-    }
-    for (let b = 1; b <= st.nbands; b++) {
-      if (!used[b]) bad(r, `class ${st.name}: band ${b} has no field`);
-    }
-  }
-}
-function leafBudget(structs) {
-  const memo = /* @__PURE__ */ new Map();
-  const VISITING = -1;
-  const count = (s) => {
-    const m = memo.get(s);
-    if (m === VISITING) throw new ReplicaDecodeError("descriptor", `struct ${s.name} contains itself`);
-    if (m !== void 0) return m;
-    memo.set(s, VISITING);
-    let total2 = 0;
-    for (const f of s.fields) {
-      total2 += f.type.kind === 15 /* Nested */ && f.type.struct ? count(f.type.struct) : 1;
-      if (total2 > MAX_DESC_LEAVES) {
-        throw new ReplicaDecodeError("descriptor", `more than ${MAX_DESC_LEAVES} fields once nested structs are flattened`);
-      }
-    }
-    memo.set(s, total2);
-    return total2;
-  };
-  let total = 0;
-  for (const s of structs) {
-    total += count(s);
-    if (total > MAX_DESC_LEAVES) {
-      throw new ReplicaDecodeError("descriptor", `more than ${MAX_DESC_LEAVES} fields once nested structs are flattened`);
-    }
-  }
+  if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId) ?? null, rc, rc.name);
 }
 
 // ts/src/values.ts
@@ -821,16 +534,16 @@ function toElem(p, lo, hi) {
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
-var F642 = new Float64Array(1);
-var F64_U322 = new Uint32Array(F642.buffer);
+var F64 = new Float64Array(1);
+var F64_U32 = new Uint32Array(F64.buffer);
 function f32FromBits(lo) {
   F32_U32[0] = lo;
   return F32[0];
 }
 function f64FromBits(lo, hi) {
-  F64_U322[0] = lo;
-  F64_U322[1] = hi;
-  return F642[0];
+  F64_U32[0] = lo;
+  F64_U32[1] = hi;
+  return F64[0];
 }
 function dequantize(p, lo, hi) {
   const q = p.quant;
@@ -865,6 +578,117 @@ function numValue(p, lo, hi) {
   return lo;
 }
 
+// ts/src/descriptor.ts
+var DESCRIPTOR_VERSION = 2;
+function decodeDescriptor(b) {
+  const r = new BitReader(b);
+  try {
+    const s = read(r);
+    s.descriptor = b;
+    return s;
+  } catch (e) {
+    if (!(e instanceof ReplicaDecodeError)) throw e;
+    if (e.bit < 0) e.bit = r.pos;
+    throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
+  }
+}
+var bad2 = (msg) => fail("descriptor", msg);
+var f64 = (r) => f64FromBits(r.bits(32), r.bits(32));
+function read(r) {
+  const v = r.u32(0);
+  if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
+  const n = r.count(2, 4096, 9, "structs");
+  const structs = Array.from({ length: n }, () => new StructType(""));
+  const index = () => structs[r.u32(2)] ?? bad2("struct index");
+  const name = () => {
+    const b = r.bytes(256);
+    return [decodeUTF8(b), b];
+  };
+  const id = (prev) => {
+    const v2 = prev + 1 + r.u(2) + r.hi * 2 ** 32;
+    return v2 > 4294967295 ? bad2("ID " + v2) : v2;
+  };
+  const type = (depth) => {
+    if (depth > 4) bad2("type nested too deeply");
+    const kind = r.bits(5);
+    const t = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
+    if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
+      const mode = r.bits(2);
+      if (mode === 3) bad2("quantization mode 3");
+      if (mode) {
+        const q = t.quant = { mode, step: f64(r), min: 0, nbits: 0 };
+        if (mode === 2) {
+          q.min = f64(r);
+          q.nbits = r.bits(6);
+        }
+        if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
+          bad2(`quantization ${q.step} ${q.min} ${q.nbits}`);
+        }
+      }
+    } else if (kind === 15 /* Nested */) t.struct = index();
+    else if (kind >= 16 /* List */ && kind <= 18 /* Bag */) {
+      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = r.bits(5);
+      if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad2("key kind " + key);
+      if (kind === 18 /* Bag */) t.struct = index();
+      else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad2("element kind " + t.elem.kind);
+    } else if (kind === 0 /* Invalid */ || kind > 18 /* Bag */) bad2("kind " + kind);
+    return t;
+  };
+  let fields = 0;
+  let rpcs = 0;
+  for (const st of structs) {
+    [st.name, st.nameBytes] = name();
+    for (let j = r.count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
+      prev = id(prev);
+      const [nm, nb] = name();
+      const f = { id: prev, name: nm, nameBytes: nb, type: type(0), vis: r.bits(2), life: r.bits(2), chan: r.bits(1), deprecated: r.bool(), band: r.u32(0), leaf: 0 };
+      st.fields.push(f);
+    }
+    for (let j = r.count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
+      prev = id(prev);
+      const [nm, nb] = name();
+      st.rpcs.push({ id: prev, name: nm, nameBytes: nb, dir: r.bits(1), args: index() });
+    }
+  }
+  const classes = [];
+  for (let i2 = r.count(2, n, 2, "classes"); i2 > 0; i2--) {
+    const c = index();
+    if (c.isClass) bad2(c.name + " listed twice");
+    c.isClass = true;
+    c.classId = r.u32(4);
+    const nb = r.u32(0);
+    if (nb > 4) bad2(nb + " bands");
+    for (let b = 0; b < nb; b++) {
+      const d = f64(r);
+      if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad2(`${c.name}: band ${b + 1} distance ${d}`);
+      c.distances.push(d);
+    }
+    classes.push(c);
+  }
+  r.finish();
+  for (const st of structs) {
+    const used = /* @__PURE__ */ new Set();
+    for (const f of st.fields) {
+      if (f.band > st.nbands) bad2(`${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
+      used.add(f.band);
+    }
+    for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad2(`${st.name}: band ${b} has no field`);
+  }
+  const order = /* @__PURE__ */ new Set();
+  const visit = (st) => {
+    if (!st || order.has(st)) return;
+    order.add(st);
+    for (const f of st.fields) for (let t = f.type; t; t = t.elem) visit(t.struct);
+    for (const rpc of st.rpcs) visit(rpc.args);
+  };
+  classes.forEach(visit);
+  let i = 0;
+  let ok = classes.every((c, j) => !j || c.classId > classes[j - 1].classId);
+  for (const st of order) ok &&= st === structs[i++];
+  if (!ok || i < n) bad2("not in canonical form");
+  return new Schema(classes);
+}
+
 // ts/src/state.ts
 var SLOT_BITS = 24;
 var SLOT_MASK = (1 << SLOT_BITS) - 1;
@@ -883,7 +707,7 @@ var Rec = class _Rec {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  Q = 0;
+  R = 0;
   /** A deep copy. */
   clone() {
     const c = new _Rec(this.type);
@@ -1088,9 +912,9 @@ var Table = class {
    */
   held = [];
   /** @internal the other buffer of held */
-  fa = [];
+  ha = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  R = /* @__PURE__ */ new Map();
+  S = /* @__PURE__ */ new Map();
   txn = new Txn(this);
   get size() {
     return this.n;
@@ -1106,7 +930,7 @@ var Table = class {
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** @internal */
-  ga(e) {
+  ia(e) {
     const slot = e.slot;
     const i = slot >>> PAGE_BITS;
     let p = this.dir[i];
@@ -1118,7 +942,7 @@ var Table = class {
     this.n++;
   }
   /** @internal */
-  ha(slot) {
+  ja(slot) {
     const p = this.dir[slot >>> PAGE_BITS];
     p[slot & PAGE_MASK] = void 0;
     this.n--;
@@ -1137,10 +961,10 @@ var Table = class {
    * transaction created or destroyed entities: each is in held if and
    * only if it holds an entity now.
    */
-  Ca(moved) {
+  Ea(moved) {
     moved.sort((a, b) => a - b);
     const held = this.held;
-    const out2 = this.fa;
+    const out2 = this.ha;
     out2.length = 0;
     let i = 0;
     for (let j = 0; j < moved.length; j++) {
@@ -1152,14 +976,14 @@ var Table = class {
     }
     while (i < held.length) out2.push(held[i++]);
     this.held = out2;
-    this.fa = held;
+    this.ha = held;
   }
   /** Watches leaf of class c for events. */
-  Da(c, leaf) {
-    let w = this.R.get(c);
-    if (!w) this.R.set(c, w = new Uint8Array(c.leaves.length));
+  Fa(c, leaf) {
+    let w = this.S.get(c);
+    if (!w) this.S.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.txn.S = void 0;
+    this.txn.T = void 0;
   }
 };
 var Txn = class {
@@ -1171,21 +995,21 @@ var Txn = class {
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  C = 1;
-  E = [];
+  E = 1;
+  F = [];
   s = 0;
-  T = new Uint32Array(3 * 256);
+  U = new Uint32Array(3 * 256);
   b = [];
   w = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
   h = [];
   events = [];
   /** @internal one-entry cache of the table's watch map */
-  S;
-  U;
+  T;
+  V;
   /** Starts a transaction. */
   begin() {
-    this.C++;
+    this.E++;
     this.s = 0;
     this.b.length = 0;
     this.w.clear();
@@ -1207,11 +1031,11 @@ var Txn = class {
   }
   /** Whether events about leaf of e's class are wanted. */
   wants(e, leaf) {
-    if (e.type !== this.S) {
-      this.S = e.type;
-      this.U = this.t.R.get(e.type);
+    if (e.type !== this.T) {
+      this.T = e.type;
+      this.V = this.t.S.get(e.type);
     }
-    return this.U !== void 0 && this.U[leaf] === 1;
+    return this.V !== void 0 && this.V[leaf] === 1;
   }
   atSlot(slot) {
     return this.t.atSlot(slot);
@@ -1228,23 +1052,23 @@ var Txn = class {
     const slot = id & SLOT_MASK;
     if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.Q = this.C;
-    this.t.ga(e);
+    e.R = this.E;
+    this.t.ia(e);
     this.w.add(slot);
     this.h.push(slot);
-    this.b.push(() => this.t.ha(slot));
-    this.events.push(event(Ev.Ea, e));
+    this.b.push(() => this.t.ja(slot));
+    this.events.push(event(Ev.Ga, e));
     return e;
   }
   /** Destroys the entity in slot. */
   destroySlot(slot) {
     const e = this.t.atSlot(slot);
     if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.ha(slot);
+    this.t.ja(slot);
     this.h.push(slot);
     this.set(e, "alive", false);
-    this.b.push(() => this.t.ga(e));
-    this.events.push(event(Ev.Fa, e));
+    this.b.push(() => this.t.ia(e));
+    this.events.push(event(Ev.Ha, e));
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
@@ -1255,11 +1079,11 @@ var Txn = class {
   }
   /** Records that this client owns e, or no longer does. */
   setOwned(e, owned) {
-    if (e.owned !== owned) this.events.push(event(Ev.V, e, -1, this.set(e, "owned", owned), owned));
+    if (e.owned !== owned) this.events.push(event(Ev.X, e, -1, this.set(e, "owned", owned), owned));
   }
   /** Sets e's level of detail. */
   setLevel(e, level) {
-    if (e.level !== level) this.events.push(event(Ev.Ga, e, -1, this.set(e, "level", level), level));
+    if (e.level !== level) this.events.push(event(Ev.Ia, e, -1, this.set(e, "level", level), level));
   }
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
   setNum(e, leaf, slot, lo, hi) {
@@ -1268,10 +1092,10 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.Q !== this.C) this.ia(e, i, olo, ohi);
+    if (e.R !== this.E) this.ka(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, leaf)) this.ja(e, leaf, e, olo, ohi, lo, hi);
+    if (this.wants(e, leaf)) this.la(e, leaf, e, olo, ohi, lo, hi);
   }
   /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
   setItemNum(e, leaf, slot, lo, hi, r, k, bagLeaf) {
@@ -1280,33 +1104,33 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.Q !== this.C) this.ia(r, i, olo, ohi);
+    if (r.R !== this.E) this.ka(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, bagLeaf)) this.ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+    if (this.wants(e, bagLeaf)) this.la(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
   }
-  ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
+  la(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
     const p = numPlan(r.type.leaves[leaf].field.type);
-    this.X(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    this.Y(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
   /** A field event, or an item field's (BagItem) when r is not e. */
-  X(e, leaf, old, now, r, k, bagLeaf) {
-    this.events.push(r === e ? event(Ev.F, e, leaf, old, now) : event(Ev.Wa, e, bagLeaf, old, now, k, -1, leaf));
+  Y(e, leaf, old, now, r, k, bagLeaf) {
+    this.events.push(r === e ? event(Ev.G, e, leaf, old, now) : event(Ev.Ya, e, bagLeaf, old, now, k, -1, leaf));
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  ia(r, i, lo, hi) {
+  ka(r, i, lo, hi) {
     const n = this.s;
-    let s = this.T;
+    let s = this.U;
     if (3 * n + 3 > s.length) {
       const b = new Uint32Array(2 * s.length);
       b.set(s);
-      this.T = s = b;
+      this.U = s = b;
     }
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    if (n < this.E.length) this.E[n] = r;
-    else this.E.push(r);
+    if (n < this.F.length) this.F[n] = r;
+    else this.F.push(r);
     this.s = n + 1;
   }
   /**
@@ -1320,28 +1144,28 @@ var Txn = class {
     if (scalar && objEqual(old, v)) return;
     this.set(r.obj, slot, v);
     if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar) this.X(e, leaf, old, v, r, k, bagLeaf);
-    else if (r !== e) this.X(e, leaf, void 0, void 0, r, k, bagLeaf);
-    else this.Ha(e, leaf, old, v);
+    if (scalar) this.Y(e, leaf, old, v, r, k, bagLeaf);
+    else if (r !== e) this.Y(e, leaf, void 0, void 0, r, k, bagLeaf);
+    else this.Ja(e, leaf, old, v);
   }
   /** Reports the difference between two containers of e's leaf as item events. */
-  Ha(e, leaf, old, c) {
+  Ja(e, leaf, old, c) {
     if (old instanceof ListC) {
       const n = c.items;
       const o = old.items;
       const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ka, e, leaf, i, void 0, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) this.a(Ev.la, e, leaf, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) this.a(Ev.ma, e, leaf, i, void 0, void 0, n[i]);
+      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ma, e, leaf, i, void 0, o[i], n[i]);
+      for (let i = o.length - 1; i >= common; i--) this.a(Ev.na, e, leaf, i, void 0, o[i], void 0);
+      for (let i = common; i < n.length; i++) this.a(Ev.oa, e, leaf, i, void 0, void 0, n[i]);
     } else {
       const bag = old instanceof BagC;
       const n = c;
       for (const k of old.keys()) {
         const ov = old.m.get(k);
-        if (!n.m.has(k)) this.a(bag ? Ev.Ia : Ev.Ja, e, leaf, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.G : Ev.Ka, e, leaf, -1, k, ov, n.m.get(k));
+        if (!n.m.has(k)) this.a(bag ? Ev.Ka : Ev.La, e, leaf, -1, k, ov, void 0);
+        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.H : Ev.Ma, e, leaf, -1, k, ov, n.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.G : Ev.La, e, leaf, -1, k, void 0, n.m.get(k));
+      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.H : Ev.Na, e, leaf, -1, k, void 0, n.m.get(k));
     }
   }
   /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
@@ -1355,21 +1179,21 @@ var Txn = class {
     if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
     this.b.push(() => l.items.splice(i, 1));
-    this.a(Ev.ma, e, leaf, i, void 0, void 0, v);
+    this.a(Ev.oa, e, leaf, i, void 0, void 0, v);
   }
   listRemove(e, leaf, l, i) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
     this.b.push(() => l.items.splice(i, 0, old));
-    this.a(Ev.la, e, leaf, i, void 0, old, void 0);
+    this.a(Ev.na, e, leaf, i, void 0, old, void 0);
   }
   listSet(e, leaf, l, i, v) {
     if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    this.a(Ev.ka, e, leaf, i, void 0, this.set(l.items, i, v), v);
+    this.a(Ev.ma, e, leaf, i, void 0, this.set(l.items, i, v), v);
   }
   listClear(e, leaf, l) {
     const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.la, e, leaf, i, void 0, old[i], void 0);
+    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.na, e, leaf, i, void 0, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
   mapPut(e, leaf, m, k, v) {
@@ -1377,7 +1201,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.set(k, v);
     this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.a(m instanceof BagC ? Ev.G : existed ? Ev.Ka : Ev.La, e, leaf, -1, k, old, v);
+    this.a(m instanceof BagC ? Ev.H : existed ? Ev.Ma : Ev.Na, e, leaf, -1, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e, leaf, m, k) {
@@ -1385,7 +1209,7 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.delete(k);
     this.b.push(() => m.m.set(k, old));
-    this.a(m instanceof BagC ? Ev.Ia : Ev.Ja, e, leaf, -1, k, old, void 0);
+    this.a(m instanceof BagC ? Ev.Ka : Ev.La, e, leaf, -1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
@@ -1405,7 +1229,7 @@ var Txn = class {
   /** Keeps every change; returns the events in the order the changes were applied. */
   commit() {
     if (this.h.length > 0) {
-      this.t.Ca(this.h);
+      this.t.Ea(this.h);
       this.h.length = 0;
     }
     this.s = 0;
@@ -1414,9 +1238,9 @@ var Txn = class {
   }
   /** Undoes every change, newest first. */
   rollback() {
-    const s = this.T;
+    const s = this.U;
     for (let j = this.s - 1; j >= 0; j--) {
-      const a = this.E[j].num;
+      const a = this.F[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
@@ -1476,31 +1300,31 @@ var Decoder = class {
   remote;
   lim;
   r = new BitReader();
-  na = /* @__PURE__ */ new Map();
+  pa = /* @__PURE__ */ new Map();
   x = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  Y = [];
-  Z = 0;
-  Ma = [];
+  Z = [];
+  _ = 0;
+  Oa = [];
   entities = 0;
   values = 0;
-  _ = null;
+  $ = null;
   /** The class entities of remote class rc are stored as. */
   localClass(rc) {
     return this.local.class(rc.classId) ?? rc;
   }
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
   mapping(rs, ls) {
-    let inner = this.na.get(rs);
-    if (!inner) this.na.set(rs, inner = /* @__PURE__ */ new Map());
+    let inner = this.pa.get(rs);
+    if (!inner) this.pa.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
       const byPath = /* @__PURE__ */ new Map();
-      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
+      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path, l.index);
       m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
       for (const l of rs.leaves) {
-        const j = rs === ls ? l.index : byPath.get(l.path.join()) ?? -1;
+        const j = rs === ls ? l.index : byPath.get(l.path) ?? -1;
         m.toLocal[l.index] = j;
         if (j >= 0) m.bands[j] = l.band;
       }
@@ -1527,17 +1351,17 @@ var Decoder = class {
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.oa();
-          for (let i = 0; i < this.Z; i++) txn.destroySlot(this.Y[i]);
+          this.qa();
+          for (let i = 0; i < this._; i++) txn.destroySlot(this.Z[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
         const cid = r.u(4);
         const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
         if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Na(txn, tag, rc);
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Pa(txn, tag, rc);
       }
-      r.finish("segment");
+      r.finish();
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
       if (e instanceof RangeError) throw new ReplicaDecodeError("limit", `nesting deeper than the stack allows (${e.message})`, r.pos);
@@ -1545,30 +1369,30 @@ var Decoder = class {
     }
   }
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  oa() {
+  qa() {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.Y;
+    const ids = this.Z;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
       if (r.hi !== 0 || slot >= SLOT_LIMIT) r.malformed("entity slot out of range");
       ids[i] = slot;
     }
-    this.Z = n;
+    this._ = n;
   }
-  Na(txn, tag, rc) {
+  Pa(txn, tag, rc) {
     const r = this.r;
     const lc = this.localClass(rc);
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.x.length = 0;
-    this.$(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.oa();
-    const ids = this.Y;
-    const n = this.Z;
-    const gens = this.Ma;
+    this.aa(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    this.qa();
+    const ids = this.Z;
+    const n = this._;
+    const gens = this.Oa;
     if (tag === SEC_RANKED) {
       for (let i = 0; i < n; i++) {
         const slot = txn.heldSlot(ids[i]);
@@ -1591,10 +1415,10 @@ var Decoder = class {
         throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
       }
       if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.Oa(txn, e, delta);
+      this.Qa(txn, e, delta);
     }
   }
-  aa(depth) {
+  ba(depth) {
     if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
   }
   /**
@@ -1603,8 +1427,8 @@ var Decoder = class {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  $(st, base, delta, depth, gapK, map, ls) {
-    this.aa(depth);
+  aa(st, base, delta, depth, gapK, map, ls) {
+    this.ba(depth);
     const r = this.r;
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
@@ -1613,12 +1437,12 @@ var Decoder = class {
       const t = f.type;
       const leaf = base + f.leaf;
       if (t.kind === 15 /* Nested */) {
-        this.$(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        this.aa(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
       const local = map.toLocal[leaf];
       const ll = local >= 0 ? ls.leaves[local] : null;
-      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, H: 0, signed: false };
+      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, I: 0, signed: false };
       if (isNumeric(t.kind)) {
         const p = s.plan = numPlan(t);
         const raw = delta ? p.deltaRaw : p.fullRaw;
@@ -1630,7 +1454,7 @@ var Decoder = class {
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
             s.mask = MASK[p.D];
-            s.H = 32 - p.D;
+            s.I = 32 - p.D;
             s.signed = p.signed;
           }
         }
@@ -1643,12 +1467,12 @@ var Decoder = class {
     }
   }
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  I(p, k, delta, olo = 0, ohi = 0) {
+  J(p, k, delta, olo = 0, ohi = 0) {
     const r = this.r;
     const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${KIND_NAMES[p.kind]}`);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
   }
-  Oa(txn, e, delta) {
+  Qa(txn, e, delta) {
     const r = this.r;
     const steps = this.x;
     const a = e.num;
@@ -1663,9 +1487,9 @@ var Decoder = class {
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.signed) {
-            v = v << s.H >> s.H;
+            v = v << s.I >> s.I;
             txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else txn.setNum(e, s.local, slot, s.H === 0 ? v >>> 0 : v & s.mask, 0);
+          } else txn.setNum(e, s.local, slot, s.I === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
@@ -1674,29 +1498,29 @@ var Decoder = class {
           break;
         }
         case P_U:
-          if (slot < 0) this.I(s.plan, s.k, delta);
+          if (slot < 0) this.J(s.plan, s.k, delta);
           else {
-            this.I(s.plan, s.k, delta, a[j], a[j + 1]);
+            this.J(s.plan, s.k, delta, a[j], a[j + 1]);
             txn.setNum(e, s.local, slot, out.lo, out.hi);
           }
           break;
         case P_STR: {
-          const v = this.ba(s.t);
+          const v = this.ca(s.t);
           if (slot >= 0) txn.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = this.pa(s.t, s.lt, 1);
+            const c = this.ra(s.t, s.lt, 1);
             if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.Pa(txn, e, s.t, s.lt, s.local, slot);
+          } else this.Ra(txn, e, s.t, s.lt, s.local, slot);
       }
     }
   }
-  ba(t) {
+  ca(t) {
     return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
   }
-  J(n) {
+  K(n) {
     if ((this.values += n) > this.lim.maxValues) {
       throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
     }
@@ -1708,30 +1532,30 @@ var Decoder = class {
       if (p.fullRaw) {
         out.lo = this.r.bitsWide(p.fullRaw);
         out.hi = this.r.hi;
-      } else this.I(p, k, false);
+      } else this.J(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
     if (t.kind === 15 /* Nested */) return this.readRecord(t.struct, lt && lt.struct, depth + 1);
-    return this.ba(t);
+    return this.ca(t);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  K(t, n) {
+  L(t, n) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  qa(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this._ = this.r.bytes(this.lim.maxStringBytes));
+  sa(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(this.$ = this.r.bytes(this.lim.maxStringBytes));
     return this.y(keyType(key), null, k, 0);
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  pa(t, lt, depth) {
-    this.aa(depth);
+  ra(t, lt, depth) {
+    this.ba(depth);
     const ct = lt ?? t;
     const r = this.r;
     const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
-    this.J(n);
+    this.K(n);
     if (t.kind === 16 /* List */) {
-      const k = this.K(t.elem, n);
+      const k = this.L(t.elem, n);
       const items = new Array(n);
       for (let i = 0; i < n; i++) items[i] = this.y(t.elem, lt && lt.elem, k, depth);
       return new ListC(ct, items);
@@ -1739,15 +1563,15 @@ var Decoder = class {
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
     const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.K(t.elem, n);
+    const vk = bag ? 0 : this.L(t.elem, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.qa(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this._) < 0 : prev < key)) r.malformed("keys not in ascending order");
+      const key = this.sa(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, this.$) < 0 : prev < key)) r.malformed("keys not in ascending order");
       prev = key;
-      prevBytes = this._;
+      prevBytes = this.$;
       m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.y(t.elem, lt && lt.elem, vk, depth));
     }
     return bag ? new BagC(ct, m) : new MapC(ct, m);
@@ -1758,13 +1582,13 @@ var Decoder = class {
    * transaction, or a new one.
    */
   readRecord(rs, ls, depth, into, item) {
-    this.aa(depth);
-    this.J(1);
+    this.ba(depth);
+    this.K(1);
     const lst = ls ?? rs;
     const rec2 = into ?? item?.rec ?? new Rec(lst);
     const steps = this.x;
     const start = steps.length;
-    this.$(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    this.aa(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
@@ -1772,7 +1596,7 @@ var Decoder = class {
         if (s.code === P_RAW) {
           out.lo = this.r.bitsWide(s.k);
           out.hi = this.r.hi;
-        } else this.I(s.plan, s.k, false);
+        } else this.J(s.plan, s.k, false);
         if (slot < 0) continue;
         if (item) item.txn.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
         else {
@@ -1781,7 +1605,7 @@ var Decoder = class {
         }
         continue;
       }
-      const v = s.code === P_STR ? this.ba(s.t) : this.pa(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? this.ca(s.t) : this.ra(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
       if (item) item.txn.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
       else rec2.obj[slot] = v;
@@ -1790,7 +1614,7 @@ var Decoder = class {
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Pa(txn, e, t, lt, local, slot) {
+  Ra(txn, e, t, lt, local, slot) {
     const r = this.r;
     const max = this.lim.maxContainerLen;
     const full = (size) => {
@@ -1798,8 +1622,8 @@ var Decoder = class {
     };
     if (t.kind === 16 /* List */) {
       const n = r.count(2, max, 3, "list operations");
-      this.J(n);
-      const k = this.K(t.elem, n);
+      this.K(n);
+      const k = this.L(t.elem, n);
       const list = local >= 0 ? e.obj[slot] : null;
       for (let i = 0; i < n; i++) {
         const op = r.bits(3);
@@ -1810,7 +1634,7 @@ var Decoder = class {
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
-        if (op === OP_PATCH) v = this.Qa(t, lt, list, idx);
+        if (op === OP_PATCH) v = this.Sa(t, lt, list, idx);
         else if (op <= OP_INSERT || op === OP_SET) v = this.y(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
@@ -1827,11 +1651,11 @@ var Decoder = class {
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
       const n = r.count(2, max, 1, "keys");
-      this.J(n);
+      this.K(n);
       const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.K(t.elem, n) : 0;
+      const vk = pass === 1 && !bag ? this.L(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.qa(t.key, kk);
+        const key = this.sa(t.key, kk);
         if (pass === 0) {
           if (m) txn.mapDelete(e, local, m, key);
         } else if (pass === 1) {
@@ -1849,7 +1673,7 @@ var Decoder = class {
     }
   }
   /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  Qa(t, lt, list, idx) {
+  Sa(t, lt, list, idx) {
     const rs = t.elem.struct;
     const ls = lt ? lt.elem.struct : rs;
     if (list && idx >= list.items.length) {
@@ -1867,7 +1691,7 @@ var Decoder = class {
     this.values = 0;
     this.x.length = 0;
     const rec2 = this.readRecord(rs, ls, 0);
-    this.r.finish("record");
+    this.r.finish();
     return rec2;
   }
 };
@@ -1884,11 +1708,11 @@ var Replica = class {
   local;
   j;
   l;
-  f = new Table();
+  d = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
   classes = /* @__PURE__ */ new Map();
   tick = 0;
-  L = false;
+  M = false;
   parts = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
@@ -1917,25 +1741,25 @@ var Replica = class {
   }
   /** Number of entities. */
   get size() {
-    return this.f.size;
+    return this.d.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.f.entity(id);
+    return this.d.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.f.entities();
+    return this.d.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
-    return this.f.entities().filter((e) => e.owned);
+    return this.d.entities().filter((e) => e.owned);
   }
   /** Applies one tick without ownership or level changes. */
   apply(...segments) {
     this.applyTick(segments);
   }
-  ra(c) {
+  ta(c) {
     let p = this.parts.get(c);
     if (!p) this.parts.set(c, p = [partLeaves(c, 2 /* Others */), partLeaves(c, 1 /* Owner */)]);
     return p;
@@ -1948,15 +1772,15 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.L) throw new Error("replica: applyTick called from a callback");
-    const tab = this.f;
+    if (this.M) throw new Error("replica: applyTick called from a callback");
+    const tab = this.d;
     const txn = tab.txn.begin();
     let seg = -1;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.ra(e.type)[1]);
+        txn.zeroLeaves(e, this.ta(e.type)[1]);
         txn.setOwned(e, false);
       }
       const created = [];
@@ -1965,7 +1789,7 @@ var Replica = class {
         if (!e) created.push(id >>> 0);
         else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.ra(e.type)[0]);
+          txn.zeroLeaves(e, this.ta(e.type)[0]);
           txn.setOwned(e, true);
         }
       }
@@ -1977,7 +1801,7 @@ var Replica = class {
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Ra(e, lc.level);
+        else this.Ta(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
       seg = -1;
@@ -2001,11 +1825,11 @@ var Replica = class {
     }
     const events = txn.commit();
     this.tick++;
-    this.sa(events);
+    this.ua(events);
   }
   /** Applies a level change to an entity held before the segments (§5.8). */
-  Ra(e, level) {
-    const txn = this.f.txn;
+  Ta(e, level) {
+    const txn = this.d.txn;
     if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
     if (level < e.level) {
       const drop = [];
@@ -2022,53 +1846,53 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.j) {
-    if (this.L) throw new Error("replica: reset called from a callback");
+    if (this.M) throw new Error("replica: reset called from a callback");
     const dec = new Decoder(this.local, remote, this.l.lim);
-    const txn = this.f.txn.begin();
-    for (const e of this.f.entities()) txn.destroySlot(e.slot);
+    const txn = this.d.txn.begin();
+    for (const e of this.d.entities()) txn.destroySlot(e.slot);
     const events = txn.commit();
     this.l = dec;
     this.j = remote;
     this.parts.clear();
-    this.sa(events);
+    this.ua(events);
   }
   // ---- Callbacks ----
-  ta(c) {
+  va(c) {
     const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : void 0;
     const found = find(this.local) ?? find(this.j);
     if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
     return found;
   }
   add(c, i, fn) {
-    const cls = this.ta(c);
+    const cls = this.va(c);
     let lists = this.classes.get(cls);
     if (!lists) this.classes.set(cls, lists = []);
-    const cb = { from: this.tick + 1, ca: false, Sa: fn };
+    const cb = { from: this.tick + 1, da: false, Ua: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.ca) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.ca = true;
+      if (!cb.da) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.da = true;
     };
   }
-  M(c, leaf, fn, op, want) {
-    const cls = this.ta(c);
+  N(c, leaf, fn, op, want) {
+    const cls = this.va(c);
     const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
     if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
     if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.f.Da(cls, l.index);
-    return this.add(cls, Ev.F + l.index, fn);
+    this.d.Fa(cls, l.index);
+    return this.add(cls, Ev.G + l.index, fn);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    return this.add(c, Ev.Ea, fn);
+    return this.add(c, Ev.Ga, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    return this.add(c, Ev.Fa, fn);
+    return this.add(c, Ev.Ha, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    return this.add(c, Ev.V, fn);
+    return this.add(c, Ev.X, fn);
   }
   /**
    * Runs fn when the level of detail an entity of class c is held at
@@ -2078,53 +1902,53 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    return this.add(c, Ev.Ga, fn);
+    return this.add(c, Ev.Ia, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
-    return this.M(c, leaf, fn, "onField", (k) => !isContainer(k));
+    return this.N(c, leaf, fn, "onField", (k) => !isContainer(k));
   }
   /** Runs fn for each change to a list leaf. */
   onList(c, leaf, fn) {
-    return this.M(c, leaf, fn, "onList", (k) => k === 16 /* List */);
+    return this.N(c, leaf, fn, "onList", (k) => k === 16 /* List */);
   }
   /** Runs fn for each change to a map leaf. */
   onMap(c, leaf, fn) {
-    return this.M(c, leaf, fn, "onMap", (k) => k === 17 /* Map */);
+    return this.N(c, leaf, fn, "onMap", (k) => k === 17 /* Map */);
   }
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c, leaf, fn) {
-    return this.M(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
+    return this.N(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
   }
-  sa(events) {
+  ua(events) {
     if (this.classes.size === 0 || events.length === 0) return;
-    this.L = true;
+    this.M = true;
     const tick = this.tick;
     try {
       for (const ev of events) {
-        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.F ? ev.kind : Ev.F + ev.leaf];
+        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.G ? ev.kind : Ev.G + ev.leaf];
         if (!list || list.length === 0) continue;
         const args = eventArgs(ev);
-        for (const cb of list) if (cb.from <= tick && !cb.ca) cb.Sa(...args);
+        for (const cb of list) if (cb.from <= tick && !cb.da) cb.Ua(...args);
       }
     } finally {
-      this.L = false;
+      this.M = false;
     }
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
 function eventArgs(ev) {
   const { e, kind } = ev;
-  if (kind < Ev.V) return [e];
-  if (kind === Ev.V) return [e, ev.new];
-  if (kind <= Ev.F) return [e, ev.old, ev.new];
-  const o = { kind: ITEM_KINDS[(kind - Ev.ma) % 3] };
-  if (kind <= Ev.ka) o.index = ev.index;
+  if (kind < Ev.X) return [e];
+  if (kind === Ev.X) return [e, ev.new];
+  if (kind <= Ev.G) return [e, ev.old, ev.new];
+  const o = { kind: ITEM_KINDS[(kind - Ev.oa) % 3] };
+  if (kind <= Ev.ma) o.index = ev.index;
   else o.key = ev.key;
-  if (kind >= Ev.G) {
+  if (kind >= Ev.H) {
     o.itemLeaf = ev.itemLeaf;
     o.item = e.obj[e.type.leaves[ev.leaf].obj].get(ev.key);
-    if (kind === Ev.G && ev.old) o.kind = "changed";
+    if (kind === Ev.H && ev.old) o.kind = "changed";
   }
   if (ev.old !== void 0) o.old = ev.old;
   if (ev.new !== void 0) o.new = ev.new;

@@ -83,14 +83,9 @@ export class BitReader {
     this.hi = 0;
   }
 
-  /** Unread bits, including the padding of the last byte. */
-  remaining(): number {
-    return this.end - this.pos;
-  }
-
   /** Throws a truncation error. */
-  truncated(what = "input"): never {
-    throw new ReplicaDecodeError("truncated", `${what} ends early`, this.pos);
+  truncated(): never {
+    throw new ReplicaDecodeError("truncated", "ends early", this.pos);
   }
 
   /** Throws a malformed-input error at the current position. */
@@ -179,7 +174,7 @@ export class BitReader {
   }
 
   private uSlow(k: number): number {
-    if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
+    if (k > MAX_K || k < 0) this.malformed("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
@@ -214,7 +209,7 @@ export class BitReader {
   /** Reads a U(k) value that must fit 32 bits. */
   u32(k = 0): number {
     const v = this.u(k);
-    if (this.hi !== 0) this.malformed("does not fit 32 bits");
+    if (this.hi !== 0) this.malformed("over 32 bits");
     return v;
   }
 
@@ -231,18 +226,14 @@ export class BitReader {
   count(k: number, max: number, minBits: number, what: string): number {
     const start = this.pos;
     const n = this.u(k);
-    if (this.hi !== 0 || n > max) {
-      throw new ReplicaDecodeError("limit", `${what} ${this.hi !== 0 ? "≥ 2^32" : n} > ${max}`, start);
-    }
-    if (minBits > 0 && n * minBits > this.end - this.pos) {
-      throw new ReplicaDecodeError("truncated", `${what} ${n} needs more bits than remain`, start);
-    }
+    if (this.hi !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.hi ? "≥ 2^32" : n} > ${max}`, start);
+    if (n * minBits > this.end - this.pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
 
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   bytes(max: number): Uint8Array {
-    const n = this.count(4, max, 8, "byte length");
+    const n = this.count(4, max, 8, "length");
     const out = new Uint8Array(n);
     if ((this.pos & 7) === 0) {
       const i = this.pos >>> 3;
@@ -256,7 +247,7 @@ export class BitReader {
 
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max: number): string {
-    const n = this.count(4, max, 8, "string length");
+    const n = this.count(4, max, 8, "length");
     if (n === 0) return "";
     if ((this.pos & 7) === 0) {
       const i = this.pos >>> 3;
@@ -269,9 +260,9 @@ export class BitReader {
   }
 
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  finish(what: string): void {
+  finish(): void {
     const rem = this.end - this.pos;
-    if (rem >= 8 || this.bits(rem) !== 0) this.malformed(`trailing data after the ${what}`);
+    if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing data");
   }
 }
 

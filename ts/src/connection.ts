@@ -21,7 +21,7 @@ import {
   type WebSocketConstructor,
   type WebTransportConstructor,
 } from "./transport.js";
-import { decodeDescriptor, type DescriptorOptions } from "./descriptor.js";
+import { decodeDescriptor } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
@@ -94,8 +94,6 @@ export interface ConnectOptions {
   handshakeTimeoutMs?: number;
   /** Closes with code 5 when nothing arrives for this long, and pings every third of it; default 15000 ms. */
   idleTimeoutMs?: number;
-  /** Descriptor options for the server's descriptor (tests only). */
-  descriptor?: DescriptorOptions;
 }
 
 /** The server declined the session (REFUSE, or a close during the handshake). */
@@ -187,7 +185,7 @@ export class Connection {
   /** Connects, performs the handshake (§10.3) and starts receiving ticks. */
   static async connect(opts: ConnectOptions): Promise<Connection> {
     const s = await handshake(opts, tokenBytes(opts.token));
-    const remote = decodeDescriptor(s.welcome.descriptor, opts.descriptor);
+    const remote = decodeDescriptor(s.welcome.descriptor);
     let rep: Replica;
     try {
       rep = new Replica(opts.schema, { remote, limits: opts.limits });
@@ -452,7 +450,7 @@ export class Connection {
       throw e;
     }
     if (!s.welcome.resumed) {
-      this.replica.reset(decodeDescriptor(s.welcome.descriptor, this.opts.descriptor));
+      this.replica.reset(decodeDescriptor(s.welcome.descriptor));
       this.lastTick = 0n;
       this.applied = false;
     }
@@ -562,7 +560,7 @@ async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limit
           const why = resume ? "resumed with another descriptor" : "resumed a session the client did not ask to resume";
           return end(new ReplicaDecodeError("session", `WELCOME ${why}`), undefined, C.ProtocolError);
         }
-        decodeDescriptor(m.descriptor, opts.descriptor); // fails here rather than after the handshake
+        decodeDescriptor(m.descriptor); // fails here rather than after the handshake
         done = true;
         clearTimeout(timer);
         const s: Session = { ch: c, welcome: m, early: [] };

@@ -11,7 +11,7 @@
 
 import { BitReader, MASK, decodeUTF8 } from "./bits.js";
 import { ReplicaDecodeError } from "./errors.js";
-import { KIND_NAMES, checkCompatible, isContainer, isNumeric, type Schema, type StructType, type Type } from "./schema.js";
+import { checkCompatible, isContainer, isNumeric, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, makeId, type Elem, type Entity, type Key, type Txn } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
 import { Kind } from "./enums.js";
@@ -152,10 +152,10 @@ export class Decoder {
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map<string, number>();
-      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
+      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path, l.index);
       m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
       for (const l of rs.leaves) {
-        const j = rs === ls ? l.index : (byPath.get(l.path.join()) ?? -1);
+        const j = rs === ls ? l.index : (byPath.get(l.path) ?? -1);
         m.toLocal[l.index] = j;
         if (j >= 0) m.bands[j] = l.band;
       }
@@ -194,7 +194,7 @@ export class Decoder {
         if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "≥ 2^32"}`);
         for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.group(txn, tag, rc);
       }
-      r.finish("segment");
+      r.finish();
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
       // A maxDepth set beyond what the JS stack holds: still a typed rejection.
@@ -310,7 +310,7 @@ export class Decoder {
   private readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
     const r = this.r;
     const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${KIND_NAMES[p.kind]}`);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
   }
 
   private entityValues(txn: Txn, e: Entity, delta: boolean): void {
@@ -545,7 +545,7 @@ export class Decoder {
     this.values = 0;
     this.steps.length = 0;
     const rec = this.readRecord(rs, ls, 0);
-    this.r.finish("record");
+    this.r.finish();
     return rec;
   }
 }

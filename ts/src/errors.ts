@@ -54,6 +54,6 @@ export class ReplicaDecodeError extends Error {
 }
 
 /** Throws a {@link ReplicaDecodeError}. */
-export function fail(code: ErrorCode, message: string): never {
-  throw new ReplicaDecodeError(code, message);
+export function fail(code: ErrorCode, message: string, bit?: number): never {
+  throw new ReplicaDecodeError(code, message, bit);
 }

@@ -1,10 +1,10 @@
 export { ReplicaDecodeError, type ErrorCode } from "./errors.js";
 export { BitReader, BitWriter, decodeUTF8, encodeUTF8 } from "./bits.js";
 export {
-  Kind, KIND_NAMES, Vis, Schema, StructType, checkCompatible,
+  Kind, Vis, Schema, StructType, checkCompatible,
   type Field, type Leaf, type Quant, type Rpc, type Type,
 } from "./schema.js";
-export { decodeDescriptor, decodeDescriptorVersioned, DESCRIPTOR_VERSION, type DescriptorOptions } from "./descriptor.js";
+export { decodeDescriptor, DESCRIPTOR_VERSION } from "./descriptor.js";
 export { Decoder, DEFAULT_LIMITS, withDefaults, type Limits } from "./decoder.js";
 export { Entity, Rec, ListC, MapC, BagC, makeId, elemValue, type Elem, type Key } from "./state.js";
 export { numValue, numPlan, dequantize } from "./values.js";

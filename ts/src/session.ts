@@ -163,7 +163,7 @@ export function readBody<T>(msg: Uint8Array, read: (r: BitReader) => T): T {
   r.pos = 8;
   try {
     const m = read(r);
-    r.finish("message");
+    r.finish();
     return m;
   } catch (e) {
     if (e instanceof ReplicaDecodeError && e.code !== "session") {

@@ -5,5 +5,5 @@
  */
 
 export { parseHello, parseAny, encodeWelcome, encodeRefuse, encodeTick, encodeResync } from "./peer.js";
-export { dumpEntities, typeString } from "./dump.js";
+export { dumpEntities, typeString, KIND_NAMES } from "./dump.js";
 export { writeDescriptor } from "./descriptor.js";

@@ -64,7 +64,7 @@ describe("encodeRecord", () => {
     const { args } = argsSchema();
     const r = new BitReader(encodeRecord(args, { b: false, s: "", nums: [] }));
     expect(r.u(2)).toBe(0);
-    r.finish("record");
+    r.finish();
     expect(() => encodeRecord(args, { i8: 200 })).toThrow(RangeError);
     expect(() => encodeRecord(args, { i8: 1.5 })).toThrow(RangeError);
   });

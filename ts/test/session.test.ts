@@ -150,7 +150,7 @@ describe("messages", () => {
       w.bool(false);
     };
     rejects(hello((w) => w.u(8193, 3)), /resume entities 8193 > 8192/);
-    rejects(hello((w) => w.u(3, 3)), /resume entities 3 needs more bits/);
+    rejects(hello((w) => w.u(3, 3)), /truncated: resume entities 3/);
     rejects(hello((w) => (w.u(1, 3), entry(w, 2 ** 24))), /slot out of range/);
     rejects(hello((w) => (w.u(2, 3), entry(w, 2 ** 24 - 1), entry(w, 0))), /slot out of range/);
     rejects(hello((w) => (w.u(1, 3), entry(w, 0, 0, 1))), /slot out of range/);
