@@ -49,7 +49,7 @@ function encodeUTF8(s) {
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   buf = new Uint8Array(8);
-  B = new Uint8Array(64);
+  z = new Uint8Array(64);
   /** Next bit to read. */
   pos = 0;
   /** Number of bits of input. */
@@ -62,8 +62,8 @@ var BitReader = class {
   /** Starts reading b from its first bit. */
   reset(b) {
     const need = b.length + 8;
-    if (this.B.length < need) this.B = new Uint8Array(Math.max(need, this.B.length * 2));
-    const s = this.B;
+    if (this.z.length < need) this.z = new Uint8Array(Math.max(need, this.z.length * 2));
+    const s = this.z;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.buf = s;
@@ -150,9 +150,9 @@ var BitReader = class {
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Da(k);
+    return this.wa(k);
   }
-  Da(k) {
+  wa(k) {
     if (k > MAX_K || k < 0) this.malformed("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
@@ -240,25 +240,6 @@ var BitReader = class {
 };
 var STRBUF = new Uint8Array(64);
 
-// ts/src/enums.ts
-var Ev = /* @__PURE__ */ ((Ev2) => {
-  Ev2[Ev2["Create"] = 0] = "Create";
-  Ev2[Ev2["Destroy"] = 1] = "Destroy";
-  Ev2[Ev2["Owned"] = 2] = "Owned";
-  Ev2[Ev2["Level"] = 3] = "Level";
-  Ev2[Ev2["Field"] = 4] = "Field";
-  Ev2[Ev2["ListAdd"] = 5] = "ListAdd";
-  Ev2[Ev2["ListRemove"] = 6] = "ListRemove";
-  Ev2[Ev2["ListSet"] = 7] = "ListSet";
-  Ev2[Ev2["MapAdd"] = 8] = "MapAdd";
-  Ev2[Ev2["MapRemove"] = 9] = "MapRemove";
-  Ev2[Ev2["MapSet"] = 10] = "MapSet";
-  Ev2[Ev2["BagAdd"] = 11] = "BagAdd";
-  Ev2[Ev2["BagRemove"] = 12] = "BagRemove";
-  Ev2[Ev2["BagItem"] = 13] = "BagItem";
-  return Ev2;
-})(Ev || {});
-
 // ts/src/schema.ts
 var Kind2 = {
   Invalid: 0 /* Invalid */,
@@ -309,16 +290,16 @@ var StructType = class {
   /** The name's bytes as the descriptor carried them. */
   nameBytes;
   /** @internal Fields by ID. */
-  ga = /* @__PURE__ */ new Map();
+  ba = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   state = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  C = 0;
+  A = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.ga.get(id);
+    return this.ba.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -336,7 +317,7 @@ function layout(s, pending) {
   s.state = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ga.set(f.id, f);
+    s.ba.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
@@ -348,9 +329,9 @@ function layout(s, pending) {
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.C += st.C;
-    } else s.C++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.C : 1) > 1 << 20) bad("too many fields");
+      s.A += st.A;
+    } else s.A++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.A : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -690,103 +671,66 @@ function read(r) {
 }
 
 // ts/src/state.ts
-var SLOT_BITS = 24;
-var SLOT_MASK = (1 << SLOT_BITS) - 1;
-var Rec = class _Rec {
+var Rec = class {
   constructor(type) {
     this.type = type;
     this.num = new Uint32Array(type.numSlots * 2);
-    this.obj = new Array(type.objSlots);
-    for (const l of type.leaves) {
-      if (l.obj >= 0) this.obj[l.obj] = zeroObj(l.field.type);
-    }
+    for (const l of type.leaves) if (l.obj >= 0) this.obj.push(zeroObj(l.field.type));
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
   num;
   /** String (string), Uint8Array (bytes) and container slots. */
-  obj;
+  obj = [];
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  R = 0;
+  Q = 0;
   /** A deep copy. */
   clone() {
-    const c = new _Rec(this.type);
-    c.num.set(this.num);
-    for (let i = 0; i < this.obj.length; i++) c.obj[i] = cloneObj(this.obj[i]);
-    return c;
-  }
-  /** The JS value of leaf l (a leaf of this record's type). */
-  leafValue(l) {
-    const t = l.field.type;
-    if (l.num >= 0) return numValue(numPlan(t), this.num[2 * l.num], this.num[2 * l.num + 1]);
-    return this.obj[l.obj];
-  }
-  /** The value of the field at a dotted path ("pos.x"); undefined if there is no such leaf. */
-  get(path) {
-    const l = this.type.leafNamed(path);
-    return l ? this.leafValue(l) : void 0;
+    return clone(this);
   }
   /** Deep equality of values. */
   equals(o) {
-    if (o.type !== this.type) return false;
-    const a = this.num;
-    const b = o.num;
-    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-    for (let i = 0; i < this.obj.length; i++) if (!objEqual(this.obj[i], o.obj[i])) return false;
-    return true;
+    return equal(this, o);
+  }
+  /** The value of the field at a dotted path ("pos.x") as §4.1 converts it; undefined if there is no such leaf. */
+  get(path) {
+    const l = this.type.leafNamed(path);
+    return l && (l.num < 0 ? this.obj[l.obj] : numValue(numPlan(l.field.type), this.num[2 * l.num], this.num[2 * l.num + 1]));
   }
 };
-function zeroObj(t) {
-  switch (t.kind) {
-    case 12 /* String */:
-      return "";
-    case 13 /* Bytes */:
-      return EMPTY_BYTES;
-    case 16 /* List */:
-      return new ListC(t, []);
-    case 17 /* Map */:
-      return new MapC(t, /* @__PURE__ */ new Map());
-    case 18 /* Bag */:
-      return new BagC(t, /* @__PURE__ */ new Map());
+var zeroObj = (t) => t.kind === 12 /* String */ ? "" : t.kind === 13 /* Bytes */ ? EMPTY : t.kind === 16 /* List */ ? new ListC(t, []) : new (t.kind === 17 /* Map */ ? MapC : BagC)(t, /* @__PURE__ */ new Map());
+var EMPTY = new Uint8Array(0);
+function clone(v) {
+  if (v instanceof Rec) {
+    const c = new Rec(v.type);
+    c.num.set(v.num);
+    v.obj.forEach((x, i) => c.obj[i] = clone(x));
+    return c;
   }
-  return void 0;
-}
-var EMPTY_BYTES = new Uint8Array(0);
-function cloneObj(v) {
-  if (v instanceof ListC || v instanceof MapC || v instanceof BagC) return v.clone();
+  if (v instanceof ListC) return new ListC(v.type, v.items.map(clone));
+  if (v instanceof MapC) return new v.constructor(v.type, new Map([...v.m].map(([k, x]) => [k, clone(x)])));
   return v;
 }
-function bytesEqual(a, b) {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-function objEqual(a, b) {
+function equal(a, b) {
   if (a === b) return true;
-  if (a instanceof Uint8Array && b instanceof Uint8Array) return bytesEqual(a, b);
-  if (a instanceof Rec && b instanceof Rec) return a.equals(b);
-  if (a instanceof ListC && b instanceof ListC) return a.equals(b);
-  if (a instanceof MapC && b instanceof MapC) return a.equals(b);
-  return false;
+  const all = (x, y) => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
+  if (a instanceof Uint8Array && b instanceof Uint8Array) return all(a, b);
+  if (a instanceof Rec && b instanceof Rec) return a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj);
+  if (a instanceof ListC && b instanceof ListC) return all(a.items, b.items);
+  return a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k)));
 }
 function compareKeys(a, b) {
-  if (typeof a === "string") return compareUTF8(a, b);
-  const x = a;
-  const y = b;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-function compareUTF8(a, b) {
-  if (a === b) return 0;
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a.codePointAt(i);
-    const y = b.codePointAt(i);
-    if (x !== y) return x < y ? -1 : 1;
-    if (x > 65535) i++;
+  if (typeof a === "string" && a !== b) {
+    for (let i = 0; ; i++) {
+      const x = a.codePointAt(i) ?? -1;
+      const y = b.codePointAt(i) ?? -1;
+      if (x !== y) return x - y;
+      if (x > 65535) i++;
+    }
   }
-  return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
 }
-var ListC = class _ListC {
+var ListC = class {
   constructor(type, items) {
     this.type = type;
     this.items = items;
@@ -795,14 +739,6 @@ var ListC = class _ListC {
   items;
   get length() {
     return this.items.length;
-  }
-  clone() {
-    return new _ListC(this.type, this.items.map((v) => v instanceof Rec ? v.clone() : v));
-  }
-  equals(o) {
-    if (o.items.length !== this.items.length) return false;
-    for (let i = 0; i < this.items.length; i++) if (!objEqual(this.items[i], o.items[i])) return false;
-    return true;
   }
   /** The JS values of the elements (numbers converted per §4.1). */
   values() {
@@ -819,18 +755,6 @@ var MapC = class {
   get size() {
     return this.m.size;
   }
-  clone() {
-    const c = /* @__PURE__ */ new Map();
-    for (const [k, v] of this.m) c.set(k, v instanceof Rec ? v.clone() : v);
-    return new this.constructor(this.type, c);
-  }
-  equals(o) {
-    if (o.m.size !== this.m.size) return false;
-    for (const [k, v] of this.m) {
-      if (!o.m.has(k) || !objEqual(v, o.m.get(k))) return false;
-    }
-    return true;
-  }
   /** Keys in ascending order (§6.1). */
   keys() {
     return [...this.m.keys()].sort(compareKeys);
@@ -840,25 +764,16 @@ var MapC = class {
   }
 };
 var BagC = class extends MapC {
-  constructor(type, m) {
-    super(type, m);
-  }
-  get(k) {
-    return this.m.get(k);
-  }
 };
 function elemValue(t, v) {
-  if (isNumeric(t.kind)) {
-    const p = numPlan(t);
-    if (typeof v === "bigint") {
-      const u = BigInt.asUintN(64, v);
-      return numValue(p, Number(u & 0xffffffffn), Number(u >> 32n));
-    }
-    return numValue(p, v >>> 0, v < 0 ? 4294967295 : 0);
+  if (!isNumeric(t.kind)) return v;
+  if (typeof v === "bigint") {
+    const u = BigInt.asUintN(64, v);
+    return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
   }
-  return v;
+  return numValue(numPlan(t), v >>> 0, v < 0 ? 4294967295 : 0);
 }
-var makeId = (slot, gen) => (gen << SLOT_BITS | slot) >>> 0;
+var makeId = (slot, gen) => (gen << 24 | slot) >>> 0;
 var Entity = class extends Rec {
   constructor(cls, id, classId, bands, nbands) {
     super(cls);
@@ -879,10 +794,10 @@ var Entity = class extends Rec {
   /** False once a tick destroyed it. */
   alive = true;
   get slot() {
-    return this.id & SLOT_MASK;
+    return this.id & 16777215;
   }
   get generation() {
-    return this.id >>> SLOT_BITS;
+    return this.id >>> 24;
   }
   /** The class this entity's values are stored as (the local class, or the sender's). */
   get cls() {
@@ -891,184 +806,104 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    if (!l) return false;
-    const b = this.bands[l.index] ?? 0;
-    return b === 0 || b <= this.level;
+    return !!l && (this.bands[l.index] ?? 0) <= this.level;
   }
 };
-var PAGE_BITS = 10;
-var PAGE_SIZE = 1 << PAGE_BITS;
-var PAGE_MASK = PAGE_SIZE - 1;
-function event(kind, e, leaf = -1, old, now, key, index = -1, itemLeaf = -1) {
-  return { kind, e, leaf, index, key, itemLeaf, old, new: now };
-}
+var ITEM_KINDS = ["added", "removed", "changed"];
 var Table = class {
+  // Slots in pages of 1024: slots go up to 2^24.
   dir = [];
-  n = 0;
+  size = 0;
   /**
    * @internal The slots of the entities as of the last commit (so, in a
    * transaction, when it began), ascending: ranked update sections (§5.4)
    * name entities by their index in it.
    */
   held = [];
-  /** @internal the other buffer of held */
-  ha = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  S = /* @__PURE__ */ new Map();
-  txn = new Txn(this);
-  get size() {
-    return this.n;
-  }
-  /** The entity in slot, or undefined. */
-  atSlot(slot) {
-    const p = this.dir[slot >>> PAGE_BITS];
-    return p ? p[slot & PAGE_MASK] : void 0;
-  }
-  /** The entity with network ID id (generation included), or undefined. */
-  entity(id) {
-    const e = this.atSlot(id & SLOT_MASK);
-    return e && e.id === id >>> 0 ? e : void 0;
-  }
-  /** @internal */
-  ia(e) {
-    const slot = e.slot;
-    const i = slot >>> PAGE_BITS;
-    let p = this.dir[i];
-    if (!p) {
-      while (this.dir.length <= i) this.dir.push(void 0);
-      p = this.dir[i] = new Array(PAGE_SIZE);
-    }
-    p[slot & PAGE_MASK] = e;
-    this.n++;
-  }
-  /** @internal */
-  ja(slot) {
-    const p = this.dir[slot >>> PAGE_BITS];
-    p[slot & PAGE_MASK] = void 0;
-    this.n--;
-  }
-  /** Every entity, in ascending slot order. */
-  entities() {
-    const out2 = [];
-    for (const p of this.dir) {
-      if (!p) continue;
-      for (const e of p) if (e) out2.push(e);
-    }
-    return out2;
-  }
-  /**
-   * @internal Brings held up to date with the slots moved, where a
-   * transaction created or destroyed entities: each is in held if and
-   * only if it holds an entity now.
-   */
-  Ea(moved) {
-    moved.sort((a, b) => a - b);
-    const held = this.held;
-    const out2 = this.ha;
-    out2.length = 0;
-    let i = 0;
-    for (let j = 0; j < moved.length; j++) {
-      const m = moved[j];
-      if (j > 0 && m === moved[j - 1]) continue;
-      while (i < held.length && held[i] < m) out2.push(held[i++]);
-      if (i < held.length && held[i] === m) i++;
-      if (this.atSlot(m)) out2.push(m);
-    }
-    while (i < held.length) out2.push(held[i++]);
-    this.held = out2;
-    this.ha = held;
-  }
-  /** Watches leaf of class c for events. */
-  Fa(c, leaf) {
-    let w = this.S.get(c);
-    if (!w) this.S.set(c, w = new Uint8Array(c.leaves.length));
-    w[leaf] = 1;
-    this.txn.T = void 0;
-  }
-};
-var Txn = class {
-  constructor(t) {
-    this.t = t;
-  }
-  t;
+  R = /* @__PURE__ */ new Map();
+  // One-entry cache of watch.
+  S;
+  ca;
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  E = 1;
-  F = [];
-  s = 0;
-  U = new Uint32Array(3 * 256);
+  B = 1;
+  da = [];
+  C = 0;
+  E = new Uint32Array(768);
   b = [];
-  w = /* @__PURE__ */ new Set();
+  p = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
-  h = [];
+  q = [];
   events = [];
-  /** @internal one-entry cache of the table's watch map */
-  T;
-  V;
+  /** The entity in slot, or undefined. */
+  atSlot(slot) {
+    return this.dir[slot >>> 10]?.[slot & 1023];
+  }
+  /** The entity with network ID id (generation included), or undefined. */
+  entity(id) {
+    const e = this.atSlot(id & 16777215);
+    return e && e.id === id >>> 0 ? e : void 0;
+  }
+  F(slot, e) {
+    (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
+    this.size += e ? 1 : -1;
+  }
+  /** Every entity, in ascending slot order (outside a transaction). */
+  entities() {
+    return this.held.map((s) => this.atSlot(s));
+  }
+  /** Watches leaf of class c for events. */
+  watchLeaf(c, leaf) {
+    let w = this.R.get(c);
+    if (!w) this.R.set(c, w = new Uint8Array(c.leaves.length));
+    w[leaf] = 1;
+    this.S = void 0;
+  }
   /** Starts a transaction. */
   begin() {
-    this.E++;
-    this.s = 0;
-    this.b.length = 0;
-    this.w.clear();
-    this.h.length = 0;
+    this.B++;
+    this.C = this.b.length = this.q.length = 0;
+    this.p.clear();
     this.events = [];
     return this;
   }
-  /** The number of entities the table held when the transaction began. */
-  heldLen() {
-    return this.t.held.length;
-  }
-  /**
-   * The slot of the entity of rank r (from 0, by ascending slot) among
-   * those the table held when the transaction began, or -1 if r is out of
-   * range.
-   */
-  heldSlot(r) {
-    return r < this.t.held.length ? this.t.held[r] : -1;
-  }
-  /** Whether events about leaf of e's class are wanted. */
-  wants(e, leaf) {
-    if (e.type !== this.T) {
-      this.T = e.type;
-      this.V = this.t.S.get(e.type);
-    }
-    return this.V !== void 0 && this.V[leaf] === 1;
-  }
-  atSlot(slot) {
-    return this.t.atSlot(slot);
+  /** Whether events about leaf of r's class are wanted. */
+  G(r, leaf) {
+    if (r.type !== this.S) this.ca = this.R.get(this.S = r.type);
+    return this.ca?.[leaf] === 1;
   }
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
   isFillable(slot) {
-    return this.w.has(slot);
+    return this.p.has(slot);
   }
+  /** Lets a fill set values of the entity in slot. */
   markFillable(slot) {
-    this.w.add(slot);
+    this.p.add(slot);
   }
   /** Creates an entity. */
   create(cls, id, classId, bands, nbands) {
-    const slot = id & SLOT_MASK;
-    if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
+    const slot = id & 16777215;
+    if (this.atSlot(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.R = this.E;
-    this.t.ia(e);
-    this.w.add(slot);
-    this.h.push(slot);
-    this.b.push(() => this.t.ja(slot));
-    this.events.push(event(Ev.Ga, e));
+    e.Q = this.B;
+    this.F(slot, e);
+    this.p.add(slot);
+    this.q.push(slot);
+    this.b.push(() => this.F(slot, void 0));
+    this.events.push({ k: 0 /* Create */, e, a: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
   destroySlot(slot) {
-    const e = this.t.atSlot(slot);
-    if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.ja(slot);
-    this.h.push(slot);
+    const e = this.atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
+    this.F(slot, void 0);
+    this.q.push(slot);
     this.set(e, "alive", false);
-    this.b.push(() => this.t.ia(e));
-    this.events.push(event(Ev.Ha, e));
+    this.b.push(() => this.F(slot, e));
+    this.events.push({ k: 1 /* Destroy */, e, a: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
@@ -1079,11 +914,11 @@ var Txn = class {
   }
   /** Records that this client owns e, or no longer does. */
   setOwned(e, owned) {
-    if (e.owned !== owned) this.events.push(event(Ev.X, e, -1, this.set(e, "owned", owned), owned));
+    if (e.owned !== owned) this.events.push({ k: 2 /* Owned */, e, a: [e, (this.set(e, "owned", owned), owned)] });
   }
   /** Sets e's level of detail. */
   setLevel(e, level) {
-    if (e.level !== level) this.events.push(event(Ev.Ia, e, -1, this.set(e, "level", level), level));
+    if (e.level !== level) this.events.push({ k: 3 /* Level */, e, a: [e, this.set(e, "level", level), level] });
   }
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
   setNum(e, leaf, slot, lo, hi) {
@@ -1092,10 +927,10 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.R !== this.E) this.ka(e, i, olo, ohi);
+    if (e.Q !== this.B) this.ea(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, leaf)) this.la(e, leaf, e, olo, ohi, lo, hi);
+    if (this.G(e, leaf)) this.fa(e, leaf, e, olo, ohi, lo, hi);
   }
   /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
   setItemNum(e, leaf, slot, lo, hi, r, k, bagLeaf) {
@@ -1104,34 +939,29 @@ var Txn = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.R !== this.E) this.ka(r, i, olo, ohi);
+    if (r.Q !== this.B) this.ea(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, bagLeaf)) this.la(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+    if (this.G(e, bagLeaf)) this.fa(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
   }
-  la(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
+  fa(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
     const p = numPlan(r.type.leaves[leaf].field.type);
-    this.Y(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    this.ga(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
-  /** A field event, or an item field's (BagItem) when r is not e. */
-  Y(e, leaf, old, now, r, k, bagLeaf) {
-    this.events.push(r === e ? event(Ev.G, e, leaf, old, now) : event(Ev.Ya, e, bagLeaf, old, now, k, -1, leaf));
+  /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
+  ga(e, leaf, old, now, r, k, bagLeaf) {
+    if (r === e) this.events.push({ k: 4 /* Field */ + leaf, e, a: [e, old, now] });
+    else this.item(e, bagLeaf, 2, k, old, now, leaf);
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  ka(r, i, lo, hi) {
-    const n = this.s;
-    let s = this.U;
-    if (3 * n + 3 > s.length) {
-      const b = new Uint32Array(2 * s.length);
-      b.set(s);
-      this.U = s = b;
-    }
+  ea(r, i, lo, hi) {
+    const n = this.C++;
+    let s = this.E;
+    if (3 * n + 3 > s.length) (this.E = s = new Uint32Array(2 * s.length)).set(this.E);
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    if (n < this.F.length) this.F[n] = r;
-    else this.F.push(r);
-    this.s = n + 1;
+    this.da[n] = r;
   }
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
@@ -1141,59 +971,63 @@ var Txn = class {
   setObj(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
-    if (scalar && objEqual(old, v)) return;
+    if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
-    if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar) this.Y(e, leaf, old, v, r, k, bagLeaf);
-    else if (r !== e) this.Y(e, leaf, void 0, void 0, r, k, bagLeaf);
-    else this.Ja(e, leaf, old, v);
-  }
-  /** Reports the difference between two containers of e's leaf as item events. */
-  Ja(e, leaf, old, c) {
-    if (old instanceof ListC) {
-      const n = c.items;
+    if (!this.G(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) this.ga(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    else if (old instanceof ListC) {
+      const n = v.items;
       const o = old.items;
-      const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ma, e, leaf, i, void 0, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) this.a(Ev.na, e, leaf, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) this.a(Ev.oa, e, leaf, i, void 0, void 0, n[i]);
+      const c = Math.min(o.length, n.length);
+      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.item(e, leaf, 2, i, o[i], n[i]);
+      for (let i = o.length; i-- > c; ) this.item(e, leaf, 1, i, o[i], void 0);
+      for (let i = c; i < n.length; i++) this.item(e, leaf, 0, i, void 0, n[i]);
     } else {
-      const bag = old instanceof BagC;
-      const n = c;
-      for (const k of old.keys()) {
-        const ov = old.m.get(k);
-        if (!n.m.has(k)) this.a(bag ? Ev.Ka : Ev.La, e, leaf, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.H : Ev.Ma, e, leaf, -1, k, ov, n.m.get(k));
+      const m = v;
+      for (const k2 of old.keys()) {
+        const ov = old.m.get(k2);
+        if (!m.m.has(k2)) this.item(e, leaf, 1, k2, ov, void 0);
+        else if (!equal(ov, m.m.get(k2))) this.item(e, leaf, 2, k2, ov, m.m.get(k2));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.H : Ev.Na, e, leaf, -1, k, void 0, n.m.get(k));
+      for (const k2 of m.keys()) if (!old.m.has(k2)) this.item(e, leaf, 0, k2, void 0, m.m.get(k2));
     }
   }
-  /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
-  a(kind, e, leaf, index, key, o, n) {
-    if (!this.wants(e, leaf)) return;
+  /**
+   * An item event (of ITEM_KINDS[kind]) of a list, map or bag leaf of e:
+   * list and map values converted (§4.1); for a bag, itemLeaf is the item's
+   * leaf whose value changed, or −1 for a whole item.
+   */
+  item(e, leaf, kind, key, o, n, itemLeaf = -1) {
+    if (!this.G(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
-    const conv = (v) => v === void 0 || t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
-    this.events.push(event(kind, e, leaf, conv(o), conv(n), key, index));
+    const ev = { kind: ITEM_KINDS[kind] };
+    if (t.kind === 16 /* List */) ev.index = key;
+    else ev.key = key;
+    if (t.kind === 18 /* Bag */) ev.itemLeaf = itemLeaf;
+    const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
+    if (o !== void 0) ev.old = conv(o);
+    if (n !== void 0) ev.new = conv(n);
+    this.events.push({ k: 4 /* Field */ + leaf, e, a: [e, ev] });
   }
   listInsert(e, leaf, l, i, v) {
-    if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
+    if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
     this.b.push(() => l.items.splice(i, 1));
-    this.a(Ev.oa, e, leaf, i, void 0, void 0, v);
+    this.item(e, leaf, 0, i, void 0, v);
   }
   listRemove(e, leaf, l, i) {
-    if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
+    if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
     this.b.push(() => l.items.splice(i, 0, old));
-    this.a(Ev.na, e, leaf, i, void 0, old, void 0);
+    this.item(e, leaf, 1, i, old, void 0);
   }
   listSet(e, leaf, l, i, v) {
-    if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    this.a(Ev.ma, e, leaf, i, void 0, this.set(l.items, i, v), v);
+    if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
+    this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
   }
   listClear(e, leaf, l) {
     const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.na, e, leaf, i, void 0, old[i], void 0);
+    for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
   mapPut(e, leaf, m, k, v) {
@@ -1201,15 +1035,14 @@ var Txn = class {
     const old = m.m.get(k);
     m.m.set(k, v);
     this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.a(m instanceof BagC ? Ev.H : existed ? Ev.Ma : Ev.Na, e, leaf, -1, k, old, v);
+    this.item(e, leaf, existed ? 2 : 0, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e, leaf, m, k) {
-    if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", `delete of absent key ${k}`);
     const old = m.m.get(k);
-    m.m.delete(k);
+    if (!m.m.delete(k)) fail("no-key", "delete of " + k);
     this.b.push(() => m.m.set(k, old));
-    this.a(m instanceof BagC ? Ev.Ka : Ev.La, e, leaf, -1, k, old, void 0);
+    this.item(e, leaf, 1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
@@ -1218,29 +1051,32 @@ var Txn = class {
   zeroLeaves(e, leaves) {
     for (const li of leaves) {
       const l = e.type.leaves[li];
+      const cur = e.obj[l.obj];
       if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
-      else {
-        const cur = e.obj[l.obj];
-        if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size) > 0) this.setObj(e, li, l.obj, zeroObj(l.field.type));
-      }
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.setObj(e, li, l.obj, zeroObj(l.field.type));
     }
-    this.w.add(e.slot);
+    this.p.add(e.slot);
   }
-  /** Keeps every change; returns the events in the order the changes were applied. */
+  /** Keeps every change; the events stay in events, in the order the changes were applied. */
   commit() {
-    if (this.h.length > 0) {
-      this.t.Ea(this.h);
-      this.h.length = 0;
+    const held = this.held;
+    const out2 = [];
+    let i = 0;
+    if (this.q.length) {
+      for (const m of this.q.sort((a, b) => a - b)) {
+        while (held[i] < m) out2.push(held[i++]);
+        if (held[i] === m) i++;
+        if (this.atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
+      }
+      this.held = out2.concat(held.slice(i));
     }
-    this.s = 0;
-    this.b.length = 0;
-    return this.events;
+    this.C = this.b.length = 0;
   }
   /** Undoes every change, newest first. */
   rollback() {
-    const s = this.U;
-    for (let j = this.s - 1; j >= 0; j--) {
-      const a = this.F[j].num;
+    const s = this.E;
+    for (let j = this.C - 1; j >= 0; j--) {
+      const a = this.da[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
@@ -1249,11 +1085,6 @@ var Txn = class {
     this.begin();
   }
 };
-function partLeaves(c, vis) {
-  const out2 = [];
-  for (const l of c.leaves) if (l.vis === vis) out2.push(l.index);
-  return out2;
-}
 
 // ts/src/decoder.ts
 var SEC_END = 0;
@@ -1273,7 +1104,6 @@ var P_DELTA = 2;
 var P_U = 3;
 var P_STR = 4;
 var P_CONT = 5;
-var SLOT_LIMIT = 1 << 24;
 var DEFAULT_LIMITS = Object.freeze({
   maxSegmentBytes: 4 << 20,
   maxStringBytes: 64 << 10,
@@ -1300,126 +1130,104 @@ var Decoder = class {
   remote;
   lim;
   r = new BitReader();
-  pa = /* @__PURE__ */ new Map();
-  x = [];
+  ha = /* @__PURE__ */ new Map();
+  s = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  Z = [];
-  _ = 0;
-  Oa = [];
+  T = [];
+  U = 0;
+  xa = [];
   entities = 0;
   values = 0;
-  $ = null;
-  /** The class entities of remote class rc are stored as. */
-  localClass(rc) {
-    return this.local.class(rc.classId) ?? rc;
-  }
+  V = null;
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  mapping(rs, ls) {
-    let inner = this.pa.get(rs);
-    if (!inner) this.pa.set(rs, inner = /* @__PURE__ */ new Map());
+  ia(rs, ls) {
+    let inner = this.ha.get(rs);
+    if (!inner) this.ha.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = /* @__PURE__ */ new Map();
-      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path, l.index);
-      m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
+      const byPath = new Map(ls.leaves.map((l) => [l.path, l.index]));
+      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = rs === ls ? l.index : byPath.get(l.path) ?? -1;
-        m.toLocal[l.index] = j;
+        const j = m.ja[l.index] = byPath.get(l.path) ?? -1;
         if (j >= 0) m.bands[j] = l.band;
       }
-      inner.set(ls, m);
     }
     return m;
   }
-  /** Bands of the local class of remote class rc, as the sender defines them. */
-  bandsOf(rc) {
-    return rc.nbands === 0 ? ZERO_BANDS : this.mapping(rc, this.localClass(rc)).bands;
-  }
   /**
-   * Decodes one segment into txn. On error (a ReplicaDecodeError) the
-   * transaction holds a partial tick: the caller rolls it back.
+   * Decodes one segment into tab's transaction. On error (a
+   * ReplicaDecodeError) the transaction holds a partial tick: the caller
+   * rolls it back.
    */
-  apply(txn, seg) {
-    if (seg.length > this.lim.maxSegmentBytes) {
-      throw new ReplicaDecodeError("limit", `segment of ${seg.length} bytes > ${this.lim.maxSegmentBytes}`, 0);
-    }
+  apply(tab, seg) {
+    if (seg.length > this.lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
     const r = this.r;
     r.reset(seg);
-    this.entities = 0;
-    this.values = 0;
+    this.entities = this.values = 0;
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.qa();
-          for (let i = 0; i < this._; i++) txn.destroySlot(this.Z[i]);
+          this.ka();
+          for (let i = 0; i < this.U; i++) tab.destroySlot(this.T[i]);
           continue;
         }
-        if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
-        const cid = r.u(4);
-        const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
-        if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Pa(txn, tag, rc);
+        if (tag > SEC_RANKED) r.malformed("section " + tag);
+        const rc = this.remote.class(r.u32(4)) ?? fail("unknown", "class");
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.ya(tab, tag, rc);
       }
       r.finish();
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
-      if (e instanceof RangeError) throw new ReplicaDecodeError("limit", `nesting deeper than the stack allows (${e.message})`, r.pos);
-      throw e;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.pos) : e;
     }
   }
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  qa() {
+  ka() {
     const r = this.r;
     const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.Z;
+    const ids = this.T;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
-      if (r.hi !== 0 || slot >= SLOT_LIMIT) r.malformed("entity slot out of range");
+      if (r.hi !== 0 || slot >= 1 << 24) r.malformed("slot out of range");
       ids[i] = slot;
     }
-    this._ = n;
+    this.U = n;
   }
-  Pa(txn, tag, rc) {
+  ya(tab, tag, rc) {
     const r = this.r;
-    const lc = this.localClass(rc);
-    const map = this.mapping(rc, lc);
+    const lc = this.local.class(rc.classId) ?? rc;
+    const map = this.ia(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
-    this.x.length = 0;
-    this.aa(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.qa();
-    const ids = this.Z;
-    const n = this._;
-    const gens = this.Oa;
+    this.s.length = 0;
+    this.X(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    this.ka();
+    const ids = this.T;
+    const n = this.U;
+    const gens = this.xa;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) {
-        const slot = txn.heldSlot(ids[i]);
-        if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
-        ids[i] = slot;
-      }
+      for (let i = 0; i < n; i++) ids[i] = tab.held[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.bits(6);
       for (let i = 0; i < n; i++) {
         const g = r.u(k);
-        if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
+        if (r.hi !== 0 || g > 255) r.malformed("generation " + g);
         gens[i] = g;
       }
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = txn.create(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
-      else if (!(e = txn.atSlot(slot)) || tag === SEC_FILL && !txn.isFillable(slot)) {
-        throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
-      }
-      if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.Qa(txn, e, delta);
+      if (tag === SEC_CREATE) e = tab.create(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
+      else if (!(e = tab.atSlot(slot)) || tag === SEC_FILL && !tab.isFillable(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (e.classId !== rc.classId) r.malformed(`slot ${slot} of class ${e.classId}`);
+      this.za(tab, e, delta);
     }
   }
-  ba(depth) {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+  Y(depth) {
+    if (depth >= this.lim.maxDepth) fail("limit", "nesting deeper than " + this.lim.maxDepth);
   }
   /**
    * Reads a field tree of remote struct st (§5.5) into steps, resolved
@@ -1427,22 +1235,22 @@ var Decoder = class {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  aa(st, base, delta, depth, gapK, map, ls) {
-    this.ba(depth);
+  X(st, base, delta, depth, gapK, map, ls) {
+    this.Y(depth);
     const r = this.r;
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
-      const f = id > 4294967295 ? r.malformed("field ID out of range") : st.field(id);
-      if (!f || f.deprecated) throw new ReplicaDecodeError("unknown", `field ${id} of ${st.name}`);
+      const f = st.field(id);
+      if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const leaf = base + f.leaf;
       if (t.kind === 15 /* Nested */) {
-        this.aa(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        this.X(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local = map.toLocal[leaf];
+      const local = map.ja[leaf];
       const ll = local >= 0 ? ls.leaves[local] : null;
-      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, I: 0, signed: false };
+      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, H: 0, signed: false };
       if (isNumeric(t.kind)) {
         const p = s.plan = numPlan(t);
         const raw = delta ? p.deltaRaw : p.fullRaw;
@@ -1454,7 +1262,7 @@ var Decoder = class {
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
             s.mask = MASK[p.D];
-            s.I = 32 - p.D;
+            s.H = 32 - p.D;
             s.signed = p.signed;
           }
         }
@@ -1463,18 +1271,18 @@ var Decoder = class {
         if (isContainer(t.kind)) s.code = P_CONT;
         if (ll) s.slot = ll.obj;
       }
-      this.x.push(s);
+      this.s.push(s);
     }
   }
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  J(p, k, delta, olo = 0, ohi = 0) {
+  I(p, k, delta, olo = 0, ohi = 0) {
     const r = this.r;
     const lo = r.u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
   }
-  Qa(txn, e, delta) {
+  za(tab, e, delta) {
     const r = this.r;
-    const steps = this.x;
+    const steps = this.s;
     const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i];
@@ -1487,108 +1295,106 @@ var Decoder = class {
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.signed) {
-            v = v << s.I >> s.I;
-            txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else txn.setNum(e, s.local, slot, s.I === 0 ? v >>> 0 : v & s.mask, 0);
+            v = v << s.H >> s.H;
+            tab.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
+          } else tab.setNum(e, s.local, slot, s.H === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
           const lo = r.bitsWide(s.k);
-          if (slot >= 0) txn.setNum(e, s.local, slot, lo, r.hi);
+          if (slot >= 0) tab.setNum(e, s.local, slot, lo, r.hi);
           break;
         }
         case P_U:
-          if (slot < 0) this.J(s.plan, s.k, delta);
+          if (slot < 0) this.I(s.plan, s.k, delta);
           else {
-            this.J(s.plan, s.k, delta, a[j], a[j + 1]);
-            txn.setNum(e, s.local, slot, out.lo, out.hi);
+            this.I(s.plan, s.k, delta, a[j], a[j + 1]);
+            tab.setNum(e, s.local, slot, out.lo, out.hi);
           }
           break;
         case P_STR: {
-          const v = this.ca(s.t);
-          if (slot >= 0) txn.setObj(e, s.local, slot, v);
+          const v = this.Z(s.t);
+          if (slot >= 0) tab.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = this.ra(s.t, s.lt, 1);
-            if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.Ra(txn, e, s.t, s.lt, s.local, slot);
+            const c = this.la(s.t, s.lt, 1);
+            if (slot >= 0) tab.setObj(e, s.local, slot, c);
+          } else this.Aa(tab, e, s.t, s.lt, s.local, slot);
       }
     }
   }
-  ca(t) {
+  Z(t) {
     return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
   }
-  K(n) {
-    if ((this.values += n) > this.lim.maxValues) {
-      throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
-    }
+  J(n) {
+    if ((this.values += n) > this.lim.maxValues) fail("limit", `over ${this.lim.maxValues} values`);
   }
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  y(t, lt, k, depth) {
+  w(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.fullRaw) {
         out.lo = this.r.bitsWide(p.fullRaw);
         out.hi = this.r.hi;
-      } else this.J(p, k, false);
+      } else this.I(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
-    if (t.kind === 15 /* Nested */) return this.readRecord(t.struct, lt && lt.struct, depth + 1);
-    return this.ca(t);
+    if (t.kind === 15 /* Nested */) return this.g(t.struct, lt && lt.struct, depth + 1);
+    return this.Z(t);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  L(t, n) {
+  K(t, n) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  sa(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this.$ = this.r.bytes(this.lim.maxStringBytes));
-    return this.y(keyType(key), null, k, 0);
+  ma(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(this.V = this.r.bytes(this.lim.maxStringBytes));
+    return this.w(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  ra(t, lt, depth) {
-    this.ba(depth);
+  la(t, lt, depth) {
+    this.Y(depth);
     const ct = lt ?? t;
     const r = this.r;
-    const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
-    this.K(n);
+    const n = r.count(4, this.lim.maxContainerLen, 1, "length");
+    this.J(n);
     if (t.kind === 16 /* List */) {
-      const k = this.L(t.elem, n);
+      const k = this.K(t.elem, n);
       const items = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = this.y(t.elem, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = this.w(t.elem, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
     const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.L(t.elem, n);
+    const vk = bag ? 0 : this.K(t.elem, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.sa(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this.$) < 0 : prev < key)) r.malformed("keys not in ascending order");
+      const key = this.ma(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, this.V) < 0 : prev < key)) r.malformed("keys out of order");
       prev = key;
-      prevBytes = this.$;
-      m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.y(t.elem, lt && lt.elem, vk, depth));
+      prevBytes = this.V;
+      m.set(key, bag ? this.g(t.struct, lt && lt.struct, depth + 1) : this.w(t.elem, lt && lt.elem, vk, depth));
     }
-    return bag ? new BagC(ct, m) : new MapC(ct, m);
+    return new (bag ? BagC : MapC)(ct, m);
   }
   /**
    * Reads a standalone struct value of remote type rs into a record of
    * local type ls (rs when null): into, an item's record through the
    * transaction, or a new one.
    */
-  readRecord(rs, ls, depth, into, item) {
-    this.ba(depth);
-    this.K(1);
+  g(rs, ls, depth, into, item) {
+    this.Y(depth);
+    this.J(1);
     const lst = ls ?? rs;
     const rec2 = into ?? item?.rec ?? new Rec(lst);
-    const steps = this.x;
+    const steps = this.s;
     const start = steps.length;
-    this.aa(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    this.X(rs, 0, false, depth, 2, this.ia(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
@@ -1596,107 +1402,101 @@ var Decoder = class {
         if (s.code === P_RAW) {
           out.lo = this.r.bitsWide(s.k);
           out.hi = this.r.hi;
-        } else this.J(s.plan, s.k, false);
+        } else this.I(s.plan, s.k, false);
         if (slot < 0) continue;
-        if (item) item.txn.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
+        if (item) item.d.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
         else {
           rec2.num[slot << 1] = out.lo;
           rec2.num[(slot << 1) + 1] = out.hi;
         }
         continue;
       }
-      const v = s.code === P_STR ? this.ca(s.t) : this.ra(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? this.Z(s.t) : this.la(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
-      if (item) item.txn.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
+      if (item) item.d.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
       else rec2.obj[slot] = v;
     }
     steps.length = start;
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Ra(txn, e, t, lt, local, slot) {
+  Aa(tab, e, t, lt, local, slot) {
     const r = this.r;
     const max = this.lim.maxContainerLen;
     const full = (size) => {
-      if (size >= max) throw new ReplicaDecodeError("limit", `container longer than ${max}`);
+      if (size >= max) fail("limit", "container over " + max);
     };
+    const c = local >= 0 ? e.obj[slot] : null;
     if (t.kind === 16 /* List */) {
+      const list = c;
       const n = r.count(2, max, 3, "list operations");
-      this.K(n);
-      const k = this.L(t.elem, n);
-      const list = local >= 0 ? e.obj[slot] : null;
+      this.J(n);
+      const k = this.K(t.elem, n);
       for (let i = 0; i < n; i++) {
         const op = r.bits(3);
-        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.malformed(`list operation ${op}`);
+        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.malformed("list operation " + op);
         let idx = 0;
         if (op !== OP_PUSH && op !== OP_CLEAR) {
           const u = r.u(4);
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
-        if (op === OP_PATCH) v = this.Sa(t, lt, list, idx);
-        else if (op <= OP_INSERT || op === OP_SET) v = this.y(t.elem, lt && lt.elem, k, 1);
+        if (op === OP_PATCH) {
+          const rs = t.elem.struct;
+          const ls2 = lt ? lt.elem.struct : rs;
+          if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
+          v = this.g(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
+        } else if (op <= OP_INSERT || op === OP_SET) v = this.w(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
-          txn.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v);
-        } else if (op === OP_REMOVE) txn.listRemove(e, local, list, idx);
-        else if (op === OP_CLEAR) txn.listClear(e, local, list);
-        else txn.listSet(e, local, list, idx, v);
+          tab.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v);
+        } else if (op === OP_REMOVE) tab.listRemove(e, local, list, idx);
+        else if (op === OP_CLEAR) tab.listClear(e, local, list);
+        else tab.listSet(e, local, list, idx, v);
       }
       return;
     }
     const bag = t.kind === 18 /* Bag */;
-    const m = local >= 0 ? e.obj[slot] : null;
+    const m = c;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
       const n = r.count(2, max, 1, "keys");
-      this.K(n);
+      this.J(n);
       const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.L(t.elem, n) : 0;
+      const vk = pass === 1 && !bag ? this.K(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.sa(t.key, kk);
+        const key = this.ma(t.key, kk);
         if (pass === 0) {
-          if (m) txn.mapDelete(e, local, m, key);
+          if (m) tab.mapDelete(e, local, m, key);
         } else if (pass === 1) {
-          const v = bag ? this.readRecord(t.struct, ls, 2) : this.y(t.elem, lt && lt.elem, vk, 1);
+          const v = bag ? this.g(t.struct, ls, 2) : this.w(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            txn.mapPut(e, local, m, key, v);
+            tab.mapPut(e, local, m, key, v);
           }
         } else if (m) {
-          const item = m.m.get(key);
-          if (!item) throw new ReplicaDecodeError("no-key", `update of absent bag item ${key}`);
-          this.readRecord(t.struct, ls, 2, void 0, { txn, e, leaf: local, key, rec: item });
-        } else this.readRecord(t.struct, null, 2);
+          const item = m.m.get(key) ?? fail("no-key", "update of " + key);
+          this.g(t.struct, ls, 2, void 0, { d: tab, e, leaf: local, key, rec: item });
+        } else this.g(t.struct, null, 2);
       }
     }
-  }
-  /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  Sa(t, lt, list, idx) {
-    const rs = t.elem.struct;
-    const ls = lt ? lt.elem.struct : rs;
-    if (list && idx >= list.items.length) {
-      throw new ReplicaDecodeError("index", `patch of element ${idx} of a list of ${list.items.length}`);
-    }
-    return this.readRecord(rs, ls, 2, list ? list.items[idx].clone() : new Rec(ls));
   }
   /**
    * Decodes a standalone record (an RPC's arguments, §10.2) of remote
    * struct rs into a new record of local struct ls.
    */
   decodeRecord(rs, ls, data) {
-    if (data.length > this.lim.maxSegmentBytes) throw new ReplicaDecodeError("limit", `record of ${data.length} bytes`);
+    if (data.length > this.lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
     this.r.reset(data);
     this.values = 0;
-    this.x.length = 0;
-    const rec2 = this.readRecord(rs, ls, 0);
+    this.s.length = 0;
+    const rec2 = this.g(rs, ls, 0);
     this.r.finish();
     return rec2;
   }
 };
 var keyTypes = [];
-var keyType = (k) => keyTypes[k] ??= { kind: k, quant: { mode: 0, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 };
 function compareBytes(a, b) {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
@@ -1704,40 +1504,36 @@ function compareBytes(a, b) {
 }
 
 // ts/src/replica.ts
+var hex = (id) => "0x" + (id >>> 0).toString(16);
+var misuse = (msg) => {
+  throw new Error("replica: " + msg);
+};
 var Replica = class {
   local;
+  /** The sender's schema. */
+  remote;
+  /** @internal The decoder (also of RPC arguments). */
   j;
-  l;
   d = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  classes = /* @__PURE__ */ new Map();
-  tick = 0;
-  M = false;
-  parts = /* @__PURE__ */ new Map();
-  constructor(local, opts = {}) {
-    this.local = local;
-    this.j = opts.remote ?? local;
-    this.l = new Decoder(local, this.j, opts.limits);
-  }
-  /** The sender's schema. */
-  get remote() {
-    return this.j;
-  }
-  /** The decoder's limits, defaults filled in. */
-  get limits() {
-    return this.l.lim;
-  }
-  /** The decoder (for RPC arguments). */
-  get decoder() {
-    return this.l;
-  }
+  L = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
-  get ticksApplied() {
-    return this.tick;
+  ticksApplied = 0;
+  M = false;
+  /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
+  parts = /* @__PURE__ */ new Map();
+  constructor(local, opts = {}) {
+    this.local = local;
+    this.remote = opts.remote ?? local;
+    this.j = new Decoder(local, this.remote, opts.limits);
+  }
+  /** The decoder's limits, defaults filled in. */
+  get limits() {
+    return this.j.lim;
   }
   /** Number of entities. */
   get size() {
@@ -1753,16 +1549,16 @@ var Replica = class {
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
-    return this.d.entities().filter((e) => e.owned);
+    return this.entities().filter((e) => e.owned);
   }
   /** Applies one tick without ownership or level changes. */
   apply(...segments) {
     this.applyTick(segments);
   }
-  ta(c) {
+  na(c, vis) {
     let p = this.parts.get(c);
-    if (!p) this.parts.set(c, p = [partLeaves(c, 2 /* Others */), partLeaves(c, 1 /* Owner */)]);
-    return p;
+    if (!p) this.parts.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
+    return p[vis - 1];
   }
   /**
    * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
@@ -1772,127 +1568,112 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.M) throw new Error("replica: applyTick called from a callback");
-    const tab = this.d;
-    const txn = tab.txn.begin();
+    if (this.M) misuse("applyTick from a callback");
+    const tab = this.d.begin();
     let seg = -1;
+    const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
-        if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.ta(e.type)[1]);
-        txn.setOwned(e, false);
+        if (!e?.owned) fail("ownership", "lost " + hex(id));
+        tab.zeroLeaves(e, this.na(e.type, 1 /* Owner */));
+        tab.setOwned(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
         const e = tab.entity(id);
+        if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
-        else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.ta(e.type)[0]);
-          txn.setOwned(e, true);
+          tab.zeroLeaves(e, this.na(e.type, 2 /* Others */));
+          tab.setOwned(e, true);
         }
       }
       const later = [];
       const seen = /* @__PURE__ */ new Set();
       for (const lc of changes.levels ?? []) {
         const id = lc.id >>> 0;
-        if (seen.has(id)) throw new ReplicaDecodeError("level", `${hex(id)} listed twice`);
+        if (seen.has(id)) fail("level", hex(id) + " twice");
         seen.add(id);
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Ta(e, lc.level);
+        else if (level(e, lc.level) < e.level) {
+          tab.zeroLeaves(e, [...e.bands.keys()].filter((i) => e.bands[i] > lc.level));
+        } else if (lc.level > e.level) tab.markFillable(e.slot);
+        if (e) tab.setLevel(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.j.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !txn.isFillable(e.slot) || e.owned) {
-          throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it neither has nor receives`);
-        }
-        txn.setOwned(e, true);
+        if (!e || !tab.isFillable(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.setOwned(e, true);
       }
       for (const lc of later) {
-        const e = tab.entity(lc.id);
-        if (!e) throw new ReplicaDecodeError("level", `level for ${hex(lc.id)}, which neither exists nor is created`);
-        if (lc.level > e.nbands) throw new ReplicaDecodeError("level", `level ${lc.level} > ${e.nbands} bands`);
-        txn.setLevel(e, lc.level);
+        const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
+        tab.setLevel(e, level(e, lc.level));
       }
     } catch (e) {
-      txn.rollback();
+      tab.rollback();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    const events = txn.commit();
-    this.tick++;
-    this.ua(events);
-  }
-  /** Applies a level change to an entity held before the segments (§5.8). */
-  Ta(e, level) {
-    const txn = this.d.txn;
-    if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
-    if (level < e.level) {
-      const drop = [];
-      for (let i = 0; i < e.bands.length; i++) if (e.bands[i] > level) drop.push(i);
-      txn.zeroLeaves(e, drop);
-    } else if (level > e.level) {
-      txn.markFillable(e.slot);
-    }
-    txn.setLevel(e, level);
+    tab.commit();
+    this.ticksApplied++;
+    this.oa(tab.events);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
    * (default: the current remote schema): every entity is destroyed, with
    * onDestroy callbacks. Callbacks stay registered.
    */
-  reset(remote = this.j) {
-    if (this.M) throw new Error("replica: reset called from a callback");
-    const dec = new Decoder(this.local, remote, this.l.lim);
-    const txn = this.d.txn.begin();
-    for (const e of this.d.entities()) txn.destroySlot(e.slot);
-    const events = txn.commit();
-    this.l = dec;
-    this.j = remote;
+  reset(remote = this.remote) {
+    if (this.M) misuse("reset from a callback");
+    const dec = new Decoder(this.local, remote, this.j.lim);
+    const tab = this.d.begin();
+    for (const e of this.entities()) tab.destroySlot(e.slot);
+    tab.commit();
+    this.j = dec;
+    this.remote = remote;
     this.parts.clear();
-    this.ua(events);
+    this.oa(tab.events);
   }
   // ---- Callbacks ----
-  va(c) {
-    const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : void 0;
-    const found = find(this.local) ?? find(this.j);
-    if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
-    return found;
-  }
-  add(c, i, fn) {
-    const cls = this.va(c);
-    let lists = this.classes.get(cls);
-    if (!lists) this.classes.set(cls, lists = []);
-    const cb = { from: this.tick + 1, da: false, Ua: fn };
+  /**
+   * Adds fn to the callbacks of class c at list i, or of its leaf (a dotted
+   * path or a leaf index) when leaf is given, which must be a container of
+   * kind want, or not a container when want is 0.
+   */
+  add(c, i, fn, leaf, want = 0) {
+    const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
+    const cls = find(this.local) ?? find(this.remote) ?? misuse(`${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
+    if (leaf !== void 0) {
+      const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
+      const k = l.field.type.kind;
+      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name} is not of a kind this callback takes`);
+      this.d.watchLeaf(cls, l.index);
+      i += l.index;
+    }
+    let lists = this.L.get(cls);
+    if (!lists) this.L.set(cls, lists = []);
+    const cb = { from: this.ticksApplied + 1, _: false, Ba: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.da) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.da = true;
+      if (!cb._) lists[i] = lists[i].filter((x) => x !== cb);
+      cb._ = true;
     };
-  }
-  N(c, leaf, fn, op, want) {
-    const cls = this.va(c);
-    const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
-    if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
-    if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.d.Fa(cls, l.index);
-    return this.add(cls, Ev.G + l.index, fn);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    return this.add(c, Ev.Ga, fn);
+    return this.add(c, 0 /* Create */, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    return this.add(c, Ev.Ha, fn);
+    return this.add(c, 1 /* Destroy */, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    return this.add(c, Ev.X, fn);
+    return this.add(c, 2 /* Owned */, fn);
   }
   /**
    * Runs fn when the level of detail an entity of class c is held at
@@ -1902,59 +1683,40 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    return this.add(c, Ev.Ia, fn);
+    return this.add(c, 3 /* Level */, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
-    return this.N(c, leaf, fn, "onField", (k) => !isContainer(k));
+    return this.add(c, 4 /* Field */, fn, leaf);
   }
   /** Runs fn for each change to a list leaf. */
   onList(c, leaf, fn) {
-    return this.N(c, leaf, fn, "onList", (k) => k === 16 /* List */);
+    return this.add(c, 4 /* Field */, fn, leaf, 16 /* List */);
   }
   /** Runs fn for each change to a map leaf. */
   onMap(c, leaf, fn) {
-    return this.N(c, leaf, fn, "onMap", (k) => k === 17 /* Map */);
+    return this.add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
   }
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c, leaf, fn) {
-    return this.N(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
+    return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  ua(events) {
-    if (this.classes.size === 0 || events.length === 0) return;
+  oa(events) {
+    if (!this.L.size) return;
     this.M = true;
-    const tick = this.tick;
     try {
-      for (const ev of events) {
-        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.G ? ev.kind : Ev.G + ev.leaf];
-        if (!list || list.length === 0) continue;
-        const args = eventArgs(ev);
-        for (const cb of list) if (cb.from <= tick && !cb.da) cb.Ua(...args);
+      for (const { k, e, a } of events) {
+        const list = this.L.get(e.type)?.[k];
+        if (!list?.length) continue;
+        const ev = a[1];
+        if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
+        for (const cb of list) if (cb.from <= this.ticksApplied && !cb._) cb.Ba(...a);
       }
     } finally {
       this.M = false;
     }
   }
 };
-var ITEM_KINDS = ["added", "removed", "changed"];
-function eventArgs(ev) {
-  const { e, kind } = ev;
-  if (kind < Ev.X) return [e];
-  if (kind === Ev.X) return [e, ev.new];
-  if (kind <= Ev.G) return [e, ev.old, ev.new];
-  const o = { kind: ITEM_KINDS[(kind - Ev.oa) % 3] };
-  if (kind <= Ev.ma) o.index = ev.index;
-  else o.key = ev.key;
-  if (kind >= Ev.H) {
-    o.itemLeaf = ev.itemLeaf;
-    o.item = e.obj[e.type.leaves[ev.leaf].obj].get(ev.key);
-    if (kind === Ev.H && ev.old) o.kind = "changed";
-  }
-  if (ev.old !== void 0) o.old = ev.old;
-  if (ev.new !== void 0) o.new = ev.new;
-  return [e, o];
-}
-var hex = (id) => "0x" + (id >>> 0).toString(16);
 
 // ts/src/session.ts
 var MsgType2 = {
@@ -1970,7 +1732,7 @@ var MsgType2 = {
 var MAX_DESCRIPTOR = 1 << 20;
 var MAX_LIST = 1 << 20;
 var MAX_LIMIT = 2 ** 31 - 1;
-var SLOT_LIMIT2 = 1 << 24;
+var SLOT_LIMIT = 1 << 24;
 
 // ts/src/transport.ts
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);

@@ -78,9 +78,11 @@ for (const sf of program.getSourceFiles()) {
   const visit = (n) => {
     if ((ts.isStringLiteral(n) || ts.isNoSubstitutionTemplateLiteral(n)) && /^[A-Za-z_$][\w$]*$/.test(n.text)) reserved.add(n.text);
     if (ts.isPropertyAccessExpression(n) && ts.isIdentifier(n.name)) {
-      // A property of a library's object (or of an untyped one) keeps its name.
+      // A property of a library's object (or of an untyped one) keeps its
+      // name; so does an enum member, which esbuild inlines only by name.
       const sym = checker.getSymbolAtLocation(n.name);
-      if (ours(sym?.declarations)) candidates.add(n.name.text);
+      if (sym && sym.flags & ts.SymbolFlags.EnumMember) reserved.add(n.name.text);
+      else if (ours(sym?.declarations)) candidates.add(n.name.text);
       else reserved.add(n.name.text);
     }
     if (ts.isObjectLiteralExpression(n)) {

@@ -26,7 +26,7 @@ import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
 import type { Schema, StructType } from "./schema.js";
-import { bytesEqual, type Entity, type Rec } from "./state.js";
+import { equal, type Entity, type Rec } from "./state.js";
 import { MAX_RESUME, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, parseMessage, parseRPC, type Resume, type Ticket, type Tick, type Welcome } from "./session.js";
 import { CloseCode as C, MsgType } from "./enums.js";
 
@@ -556,7 +556,7 @@ async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limit
         if (m.version !== PROTOCOL_VERSION) {
           throw new ReplicaDecodeError("session", `server speaks protocol ${m.version}, this client ${PROTOCOL_VERSION}`);
         }
-        if (m.resumed && !(resume && bytesEqual(m.descriptor, resume.descriptor))) {
+        if (m.resumed && !(resume && equal(m.descriptor, resume.descriptor))) {
           const why = resume ? "resumed with another descriptor" : "resumed a session the client did not ask to resume";
           return end(new ReplicaDecodeError("session", `WELCOME ${why}`), undefined, C.ProtocolError);
         }

@@ -10,9 +10,9 @@
  */
 
 import { BitReader, MASK, decodeUTF8 } from "./bits.js";
-import { ReplicaDecodeError } from "./errors.js";
-import { checkCompatible, isContainer, isNumeric, type Schema, type StructType, type Type } from "./schema.js";
-import { BagC, ListC, MapC, Rec, makeId, type Elem, type Entity, type Key, type Txn } from "./state.js";
+import { ReplicaDecodeError, fail } from "./errors.js";
+import { checkCompatible, isContainer, isNumeric, NO_QUANT, type Schema, type StructType, type Type } from "./schema.js";
+import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
 import { Kind } from "./enums.js";
 
@@ -21,14 +21,13 @@ import { Kind } from "./enums.js";
 // not bundled (Node, vitest), and these are used per value.
 
 // Section tags (§5.2).
-export const SEC_END = 0;
-export const SEC_CREATE = 1;
-export const SEC_UPDATE = 2;
-export const SEC_DESTROY = 3;
-export const SEC_FILL = 4;
-export const SEC_SET = 5;
+const SEC_END = 0;
+const SEC_CREATE = 1;
+const SEC_UPDATE = 2;
+const SEC_DESTROY = 3;
+const SEC_FILL = 4;
 /** An update naming entities by rank among those held when the tick began (§5.4). */
-export const SEC_RANKED = 6;
+const SEC_RANKED = 6;
 
 // List operation codes (§6.2).
 const OP_PUSH = 0;
@@ -47,9 +46,6 @@ const P_DELTA = 2;
 const P_U = 3;
 const P_STR = 4;
 const P_CONT = 5;
-
-/** Slots are below 2^24 (§5.4). */
-const SLOT_LIMIT = 1 << 24;
 
 /** Decoder limits (§7.1). A zero or absent field selects the default. */
 export interface Limits {
@@ -106,8 +102,9 @@ interface Mapping {
   bands: Uint8Array;
 }
 
+/** A bag item that a record is decoded into, through the transaction. */
 interface ItemTarget {
-  txn: Txn;
+  tab: Table;
   e: Entity;
   leaf: number;
   key: Key;
@@ -140,66 +137,48 @@ export class Decoder {
     checkCompatible(local, remote);
   }
 
-  /** The class entities of remote class rc are stored as. */
-  localClass(rc: StructType): StructType {
-    return this.local.class(rc.classId) ?? rc;
-  }
-
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  mapping(rs: StructType, ls: StructType): Mapping {
+  private mapping(rs: StructType, ls: StructType): Mapping {
     let inner = this.maps.get(rs);
     if (!inner) this.maps.set(rs, (inner = new Map()));
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map<string, number>();
-      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path, l.index);
-      m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
+      const byPath = new Map(ls.leaves.map((l) => [l.path, l.index]));
+      inner.set(ls, (m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) }));
       for (const l of rs.leaves) {
-        const j = rs === ls ? l.index : (byPath.get(l.path) ?? -1);
-        m.toLocal[l.index] = j;
+        const j = (m.toLocal[l.index] = byPath.get(l.path) ?? -1);
         if (j >= 0) m.bands[j] = l.band;
       }
-      inner.set(ls, m);
     }
     return m;
   }
 
-  /** Bands of the local class of remote class rc, as the sender defines them. */
-  bandsOf(rc: StructType): Uint8Array {
-    return rc.nbands === 0 ? ZERO_BANDS : this.mapping(rc, this.localClass(rc)).bands;
-  }
-
   /**
-   * Decodes one segment into txn. On error (a ReplicaDecodeError) the
-   * transaction holds a partial tick: the caller rolls it back.
+   * Decodes one segment into tab's transaction. On error (a
+   * ReplicaDecodeError) the transaction holds a partial tick: the caller
+   * rolls it back.
    */
-  apply(txn: Txn, seg: Uint8Array): void {
-    if (seg.length > this.lim.maxSegmentBytes) {
-      throw new ReplicaDecodeError("limit", `segment of ${seg.length} bytes > ${this.lim.maxSegmentBytes}`, 0);
-    }
+  apply(tab: Table, seg: Uint8Array): void {
+    if (seg.length > this.lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
     const r = this.r;
     r.reset(seg);
-    this.entities = 0;
-    this.values = 0;
+    this.entities = this.values = 0;
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
           this.readIDs();
-          for (let i = 0; i < this.nids; i++) txn.destroySlot(this.ids[i]!);
+          for (let i = 0; i < this.nids; i++) tab.destroySlot(this.ids[i]!);
           continue;
         }
-        if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
-        const cid = r.u(4);
-        const rc = r.hi === 0 ? this.remote.class(cid) : undefined;
-        if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "≥ 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.group(txn, tag, rc);
+        if (tag > SEC_RANKED) r.malformed("section " + tag);
+        const rc = this.remote.class(r.u32(4)) ?? fail("unknown", "class");
+        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.group(tab, tag, rc);
       }
       r.finish();
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
       // A maxDepth set beyond what the JS stack holds: still a typed rejection.
-      if (e instanceof RangeError) throw new ReplicaDecodeError("limit", `nesting deeper than the stack allows (${e.message})`, r.pos);
-      throw e;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.pos) : e;
     }
   }
 
@@ -212,15 +191,15 @@ export class Decoder {
     const ids = this.ids;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
-      if (r.hi !== 0 || slot >= SLOT_LIMIT) r.malformed("entity slot out of range");
+      if (r.hi !== 0 || slot >= 1 << 24) r.malformed("slot out of range");
       ids[i] = slot;
     }
     this.nids = n;
   }
 
-  private group(txn: Txn, tag: number, rc: StructType): void {
+  private group(tab: Table, tag: number, rc: StructType): void {
     const r = this.r;
-    const lc = this.localClass(rc);
+    const lc = this.local.class(rc.classId) ?? rc;
     const map = this.mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
     this.steps.length = 0;
@@ -231,33 +210,27 @@ export class Decoder {
     const gens = this.gens;
     if (tag === SEC_RANKED) {
       // Ranks among the entities held when the tick began (§5.4).
-      for (let i = 0; i < n; i++) {
-        const slot = txn.heldSlot(ids[i]!);
-        if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
-        ids[i] = slot;
-      }
+      for (let i = 0; i < n; i++) ids[i] = tab.held[ids[i]!] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.bits(6);
       for (let i = 0; i < n; i++) {
         const g = r.u(k);
-        if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
+        if (r.hi !== 0 || g > 255) r.malformed("generation " + g);
         gens[i] = g;
       }
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i]!;
       let e: Entity | undefined;
-      if (tag === SEC_CREATE) e = txn.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
-      else if (!(e = txn.atSlot(slot)) || (tag === SEC_FILL && !txn.isFillable(slot))) {
-        throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
-      }
-      if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.entityValues(txn, e, delta);
+      if (tag === SEC_CREATE) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
+      else if (!(e = tab.atSlot(slot)) || (tag === SEC_FILL && !tab.isFillable(slot))) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (e!.classId !== rc.classId) r.malformed(`slot ${slot} of class ${e!.classId}`);
+      this.entityValues(tab, e!, delta);
     }
   }
 
   private deeper(depth: number): void {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+    if (depth >= this.lim.maxDepth) fail("limit", "nesting deeper than " + this.lim.maxDepth);
   }
 
   /**
@@ -271,10 +244,10 @@ export class Decoder {
     const r = this.r;
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
-      const f = id > 0xffffffff ? r.malformed("field ID out of range") : st.field(id);
-      if (!f || f.deprecated) throw new ReplicaDecodeError("unknown", `field ${id} of ${st.name}`);
-      const t = f.type;
-      const leaf = base + f.leaf;
+      const f = st.field(id);
+      if (!f || f.deprecated) fail("unknown", "field " + id);
+      const t = f!.type;
+      const leaf = base + f!.leaf;
       if (t.kind === Kind.Nested) {
         this.readTree(t.struct!, leaf, delta, depth + 1, gapK, map, ls);
         continue;
@@ -313,7 +286,7 @@ export class Decoder {
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
   }
 
-  private entityValues(txn: Txn, e: Entity, delta: boolean): void {
+  private entityValues(tab: Table, e: Entity, delta: boolean): void {
     const r = this.r;
     const steps = this.steps;
     const a = e.num;
@@ -330,32 +303,32 @@ export class Decoder {
           let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
           if (s.signed) {
             v = (v << s.sh) >> s.sh;
-            txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 0xffffffff : 0);
-          } else txn.setNum(e, s.local, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0);
+            tab.setNum(e, s.local, slot, v >>> 0, v < 0 ? 0xffffffff : 0);
+          } else tab.setNum(e, s.local, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
           const lo = r.bitsWide(s.k);
-          if (slot >= 0) txn.setNum(e, s.local, slot, lo, r.hi);
+          if (slot >= 0) tab.setNum(e, s.local, slot, lo, r.hi);
           break;
         }
         case P_U:
           if (slot < 0) this.readNum(s.plan!, s.k, delta);
           else {
             this.readNum(s.plan!, s.k, delta, a[j], a[j + 1]);
-            txn.setNum(e, s.local, slot, out.lo, out.hi);
+            tab.setNum(e, s.local, slot, out.lo, out.hi);
           }
           break;
         case P_STR: {
           const v = this.readStr(s.t);
-          if (slot >= 0) txn.setObj(e, s.local, slot, v);
+          if (slot >= 0) tab.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
             const c = this.readContainer(s.t, s.lt, 1);
-            if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.containerOps(txn, e, s.t, s.lt, s.local, slot);
+            if (slot >= 0) tab.setObj(e, s.local, slot, c);
+          } else this.containerOps(tab, e, s.t, s.lt, s.local, slot);
       }
     }
   }
@@ -365,9 +338,7 @@ export class Decoder {
   }
 
   private countValues(n: number): void {
-    if ((this.values += n) > this.lim.maxValues) {
-      throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
-    }
+    if ((this.values += n) > this.lim.maxValues) fail("limit", `over ${this.lim.maxValues} values`);
   }
 
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
@@ -392,7 +363,7 @@ export class Decoder {
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
   private readKey(key: number, k: number): Key {
     if (key === Kind.String) return decodeUTF8((this.keyBytes = this.r.bytes(this.lim.maxStringBytes)));
-    return this.readElem(keyType(key), null, k, 0) as number | bigint;
+    return this.readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint;
   }
 
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
@@ -400,7 +371,7 @@ export class Decoder {
     this.deeper(depth);
     const ct = lt ?? t;
     const r = this.r;
-    const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
+    const n = r.count(4, this.lim.maxContainerLen, 1, "length");
     this.countValues(n);
     if (t.kind === Kind.List) {
       const k = this.readK(t.elem!, n);
@@ -418,12 +389,12 @@ export class Decoder {
     for (let i = 0; i < n; i++) {
       const key = this.readKey(t.key, kk);
       // Keys strictly ascending (§6.1): strings bytewise.
-      if (i > 0 && !(str ? compareBytes(prevBytes!, this.keyBytes!) < 0 : prev! < key)) r.malformed("keys not in ascending order");
+      if (i > 0 && !(str ? compareBytes(prevBytes!, this.keyBytes!) < 0 : prev! < key)) r.malformed("keys out of order");
       prev = key;
       prevBytes = this.keyBytes;
       m.set(key, bag ? this.readRecord(t.struct!, lt && lt.struct, depth + 1) : this.readElem(t.elem!, lt && lt.elem, vk, depth));
     }
-    return bag ? new BagC(ct, m as Map<Key, Rec>) : new MapC(ct, m);
+    return new (bag ? BagC : MapC)(ct, m);
   }
 
   /**
@@ -431,7 +402,7 @@ export class Decoder {
    * local type ls (rs when null): into, an item's record through the
    * transaction, or a new one.
    */
-  readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
+  private readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
     this.deeper(depth);
     this.countValues(1);
     const lst = ls ?? rs;
@@ -448,7 +419,7 @@ export class Decoder {
           out.hi = this.r.hi;
         } else this.readNum(s.plan, s.k, false);
         if (slot < 0) continue;
-        if (item) item.txn.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
+        if (item) item.tab.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
         else {
           rec.num[slot << 1] = out.lo;
           rec.num[(slot << 1) + 1] = out.hi;
@@ -457,7 +428,7 @@ export class Decoder {
       }
       const v = s.code === P_STR ? this.readStr(s.t) : this.readContainer(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
-      if (item) item.txn.setObj(item.e, s.local, slot, v, rec, item.key, item.leaf);
+      if (item) item.tab.setObj(item.e, s.local, slot, v, rec, item.key, item.leaf);
       else rec.obj[slot] = v;
     }
     steps.length = start;
@@ -465,41 +436,47 @@ export class Decoder {
   }
 
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  private containerOps(txn: Txn, e: Entity, t: Type, lt: Type | null, local: number, slot: number): void {
+  private containerOps(tab: Table, e: Entity, t: Type, lt: Type | null, local: number, slot: number): void {
     const r = this.r;
     const max = this.lim.maxContainerLen;
     const full = (size: number): void => {
-      if (size >= max) throw new ReplicaDecodeError("limit", `container longer than ${max}`);
+      if (size >= max) fail("limit", "container over " + max);
     };
+    const c = local >= 0 ? (e.obj[slot] as ListC | MapC) : null;
     if (t.kind === Kind.List) {
+      const list = c as ListC | null;
       const n = r.count(2, max, 3, "list operations");
       this.countValues(n);
       const k = this.readK(t.elem!, n);
-      const list = local >= 0 ? (e.obj[slot] as ListC) : null;
       for (let i = 0; i < n; i++) {
         const op = r.bits(3);
-        if (op > OP_PATCH || (op === OP_PATCH && t.elem!.kind !== Kind.Nested)) r.malformed(`list operation ${op}`);
+        if (op > OP_PATCH || (op === OP_PATCH && t.elem!.kind !== Kind.Nested)) r.malformed("list operation " + op);
         let idx = 0;
         if (op !== OP_PUSH && op !== OP_CLEAR) {
           const u = r.u(4);
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v: Elem | undefined;
-        if (op === OP_PATCH) v = this.readPatch(t, lt, list, idx);
-        else if (op <= OP_INSERT || op === OP_SET) v = this.readElem(t.elem!, lt && lt.elem, k, 1);
+        if (op === OP_PATCH) {
+          // A patch of struct element idx: applied to a copy, which replaces it.
+          const rs = t.elem!.struct!;
+          const ls = lt ? lt.elem!.struct! : rs;
+          if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
+          v = this.readRecord(rs, ls, 2, list ? clone(list.items[idx] as Rec) : new Rec(ls));
+        } else if (op <= OP_INSERT || op === OP_SET) v = this.readElem(t.elem!, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
-          txn.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v!);
-        } else if (op === OP_REMOVE) txn.listRemove(e, local, list, idx);
-        else if (op === OP_CLEAR) txn.listClear(e, local, list);
-        else txn.listSet(e, local, list, idx, v!);
+          tab.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v!);
+        } else if (op === OP_REMOVE) tab.listRemove(e, local, list, idx);
+        else if (op === OP_CLEAR) tab.listClear(e, local, list);
+        else tab.listSet(e, local, list, idx, v!);
       }
       return;
     }
     // Maps: removed keys, then put entries; bags: removed keys, put items, item updates.
     const bag = t.kind === Kind.Bag;
-    const m = local >= 0 ? (e.obj[slot] as MapC | BagC) : null;
+    const m = c as MapC | null;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
       const n = r.count(2, max, 1, "keys");
@@ -509,30 +486,19 @@ export class Decoder {
       for (let i = 0; i < n; i++) {
         const key = this.readKey(t.key, kk);
         if (pass === 0) {
-          if (m) txn.mapDelete(e, local, m, key);
+          if (m) tab.mapDelete(e, local, m, key);
         } else if (pass === 1) {
           const v = bag ? this.readRecord(t.struct!, ls, 2) : this.readElem(t.elem!, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            txn.mapPut(e, local, m, key, v);
+            tab.mapPut(e, local, m, key, v);
           }
         } else if (m) {
-          const item = (m as BagC).m.get(key);
-          if (!item) throw new ReplicaDecodeError("no-key", `update of absent bag item ${key}`);
-          this.readRecord(t.struct!, ls, 2, undefined, { txn, e, leaf: local, key, rec: item });
+          const item = (m as BagC).m.get(key) ?? fail("no-key", "update of " + key);
+          this.readRecord(t.struct!, ls, 2, undefined, { tab, e, leaf: local, key, rec: item });
         } else this.readRecord(t.struct!, null, 2);
       }
     }
-  }
-
-  /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  private readPatch(t: Type, lt: Type | null, list: ListC | null, idx: number): Rec {
-    const rs = t.elem!.struct!;
-    const ls = lt ? lt.elem!.struct! : rs;
-    if (list && idx >= list.items.length) {
-      throw new ReplicaDecodeError("index", `patch of element ${idx} of a list of ${list.items.length}`);
-    }
-    return this.readRecord(rs, ls, 2, list ? (list.items[idx] as Rec).clone() : new Rec(ls));
   }
 
   /**
@@ -540,7 +506,7 @@ export class Decoder {
    * struct rs into a new record of local struct ls.
    */
   decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec {
-    if (data.length > this.lim.maxSegmentBytes) throw new ReplicaDecodeError("limit", `record of ${data.length} bytes`);
+    if (data.length > this.lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
     this.r.reset(data);
     this.values = 0;
     this.steps.length = 0;
@@ -550,9 +516,8 @@ export class Decoder {
   }
 }
 
+/** The types of map and bag keys, by kind. */
 const keyTypes: Type[] = [];
-/** The type of a map or bag key of kind k. */
-const keyType = (k: number): Type => (keyTypes[k] ??= { kind: k, quant: { mode: 0, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 });
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);
