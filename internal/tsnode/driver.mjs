@@ -49,9 +49,9 @@ function encodeUTF8(s) {
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   buf = new Uint8Array(8);
-  z = new Uint8Array(64);
+  I = new Uint8Array(64);
   /** Next bit to read. */
-  pos = 0;
+  b = 0;
   /** Number of bits of input. */
   end = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
@@ -62,27 +62,27 @@ var BitReader = class {
   /** Starts reading b from its first bit. */
   reset(b) {
     const need = b.length + 8;
-    if (this.z.length < need) this.z = new Uint8Array(Math.max(need, this.z.length * 2));
-    const s = this.z;
+    if (this.I.length < need) this.I = new Uint8Array(Math.max(need, this.I.length * 2));
+    const s = this.I;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.buf = s;
-    this.pos = 0;
+    this.b = 0;
     this.end = b.length * 8;
     this.hi = 0;
   }
   /** Throws a truncation error. */
   truncated() {
-    throw new ReplicaDecodeError("truncated", "ends early", this.pos);
+    throw new ReplicaDecodeError("truncated", "ends early", this.b);
   }
   /** Throws a malformed-input error at the current position. */
   malformed(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.pos);
+    throw new ReplicaDecodeError("malformed", msg, this.b);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  peek32() {
+  _() {
     const b = this.buf;
-    const p = this.pos;
+    const p = this.b;
     const i = p >>> 3;
     const sh = p & 7;
     let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
@@ -90,30 +90,30 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  skip(n) {
-    this.pos += n;
-    if (this.pos > this.end) {
-      this.pos = this.end;
+  y(n) {
+    this.b += n;
+    if (this.b > this.end) {
+      this.b = this.end;
       this.truncated();
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   bits(n) {
     if (n === 0) return 0;
-    const w = this.peek32();
-    this.pos += n;
-    if (this.pos > this.end) {
-      this.pos = this.end;
+    const w = this._();
+    this.b += n;
+    if (this.b > this.end) {
+      this.b = this.end;
       this.truncated();
     }
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  bool() {
+  o() {
     return this.bits(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  bitsWide(n) {
+  g(n) {
     if (n <= 32) {
       const v = this.bits(n);
       this.hi = 0;
@@ -125,12 +125,12 @@ var BitReader = class {
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   u(k) {
-    const w = this.peek32();
+    const w = this._();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.pos += k + 1;
-        if (this.pos > this.end) {
-          this.pos = this.end;
+        this.b += k + 1;
+        if (this.b > this.end) {
+          this.b = this.end;
           this.truncated();
         }
         this.hi = 0;
@@ -141,43 +141,43 @@ var BitReader = class {
       const b = k + ones;
       const total = ones + b;
       if (total <= 32 && b <= 32) {
-        this.pos += total;
-        if (this.pos > this.end) {
-          this.pos = this.end;
+        this.b += total;
+        if (this.b > this.end) {
+          this.b = this.end;
           this.truncated();
         }
         this.hi = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.wa(k);
+    return this.Sa(k);
   }
-  wa(k) {
+  Sa(k) {
     if (k > MAX_K || k < 0) this.malformed("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.pos >= this.end) this.truncated();
-      const w = this.peek32();
+      if (this.b >= this.end) this.truncated();
+      const w = this._();
       let t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
         t = maxOnes - ones;
-        this.skip(t);
+        this.y(t);
         ones = maxOnes;
         break;
       }
       if (t === 32) {
-        this.skip(32);
+        this.y(32);
         ones += 32;
         continue;
       }
-      this.skip(t + 1);
+      this.y(t + 1);
       ones += t;
       break;
     }
-    if (ones === 0) return this.bitsWide(k);
+    if (ones === 0) return this.g(k);
     const b = k + ones;
-    let lo = this.bitsWide(b - 1);
+    let lo = this.g(b - 1);
     let hi = this.hi;
     if (b - 1 < 32) lo += 2 ** (b - 1);
     else hi = (hi | 1 << b - 33) >>> 0;
@@ -191,29 +191,28 @@ var BitReader = class {
     return v;
   }
   /** Reads a U(k) value as a BigInt. */
-  uBig(k) {
-    const lo = this.u(k);
-    return BigInt(this.hi) << 32n | BigInt(lo);
+  J(k) {
+    return big(this.u(k), this.hi);
   }
   /**
    * Reads a U(k) count and checks it against max and against the bits left,
    * assuming each counted item takes at least minBits bits.
    */
-  count(k, max, minBits, what) {
-    const start = this.pos;
+  d(k, max, minBits, what) {
+    const start = this.b;
     const n = this.u(k);
     if (this.hi !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.hi ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.end - this.pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.end - this.b) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   bytes(max) {
-    const n = this.count(4, max, 8, "length");
+    const n = this.d(4, max, 8, "length");
     const out2 = new Uint8Array(n);
-    if ((this.pos & 7) === 0) {
-      const i = this.pos >>> 3;
+    if ((this.b & 7) === 0) {
+      const i = this.b >>> 3;
       out2.set(this.buf.subarray(i, i + n));
-      this.skip(n * 8);
+      this.y(n * 8);
       return out2;
     }
     for (let i = 0; i < n; i++) out2[i] = this.bits(8);
@@ -221,11 +220,11 @@ var BitReader = class {
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const n = this.count(4, max, 8, "length");
+    const n = this.d(4, max, 8, "length");
     if (n === 0) return "";
-    if ((this.pos & 7) === 0) {
-      const i = this.pos >>> 3;
-      this.skip(n * 8);
+    if ((this.b & 7) === 0) {
+      const i = this.b >>> 3;
+      this.y(n * 8);
       return decodeUTF8(this.buf, i, i + n);
     }
     const tmp = n <= 64 ? STRBUF : new Uint8Array(n);
@@ -233,12 +232,13 @@ var BitReader = class {
     return decodeUTF8(tmp, 0, n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  finish() {
-    const rem = this.end - this.pos;
+  f() {
+    const rem = this.end - this.b;
     if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing data");
   }
 };
 var STRBUF = new Uint8Array(64);
+var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
 
 // ts/src/schema.ts
 var Kind2 = {
@@ -290,16 +290,16 @@ var StructType = class {
   /** The name's bytes as the descriptor carried them. */
   nameBytes;
   /** @internal Fields by ID. */
-  ba = /* @__PURE__ */ new Map();
+  sa = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   state = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  A = 0;
+  K = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.ba.get(id);
+    return this.sa.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -317,7 +317,7 @@ function layout(s, pending) {
   s.state = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ba.set(f.id, f);
+    s.sa.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
@@ -329,9 +329,9 @@ function layout(s, pending) {
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.A += st.A;
-    } else s.A++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.A : 1) > 1 << 20) bad("too many fields");
+      s.K += st.K;
+    } else s.K++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.K : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -569,7 +569,7 @@ function decodeDescriptor(b) {
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.pos;
+    if (e.bit < 0) e.bit = r.b;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 }
@@ -578,7 +578,7 @@ var f64 = (r) => f64FromBits(r.bits(32), r.bits(32));
 function read(r) {
   const v = r.u32(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
-  const n = r.count(2, 4096, 9, "structs");
+  const n = r.d(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
   const index = () => structs[r.u32(2)] ?? bad2("struct index");
   const name = () => {
@@ -619,20 +619,20 @@ function read(r) {
   let rpcs = 0;
   for (const st of structs) {
     [st.name, st.nameBytes] = name();
-    for (let j = r.count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
+    for (let j = r.d(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, nameBytes: nb, type: type(0), vis: r.bits(2), life: r.bits(2), chan: r.bits(1), deprecated: r.bool(), band: r.u32(0), leaf: 0 };
+      const f = { id: prev, name: nm, nameBytes: nb, type: type(0), vis: r.bits(2), life: r.bits(2), chan: r.bits(1), deprecated: r.o(), band: r.u32(0), leaf: 0 };
       st.fields.push(f);
     }
-    for (let j = r.count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
+    for (let j = r.d(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
       st.rpcs.push({ id: prev, name: nm, nameBytes: nb, dir: r.bits(1), args: index() });
     }
   }
   const classes = [];
-  for (let i2 = r.count(2, n, 2, "classes"); i2 > 0; i2--) {
+  for (let i2 = r.d(2, n, 2, "classes"); i2 > 0; i2--) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
@@ -646,7 +646,7 @@ function read(r) {
     }
     classes.push(c);
   }
-  r.finish();
+  r.f();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -683,7 +683,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj = [];
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  Q = 0;
+  $ = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -819,162 +819,162 @@ var Table = class {
    * transaction, when it began), ascending: ranked update sections (§5.4)
    * name entities by their index in it.
    */
-  held = [];
+  q = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  R = /* @__PURE__ */ new Map();
+  aa = /* @__PURE__ */ new Map();
   // One-entry cache of watch.
-  S;
-  ca;
+  ba;
+  ta;
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  B = 1;
-  da = [];
-  C = 0;
-  E = new Uint32Array(768);
-  b = [];
-  p = /* @__PURE__ */ new Set();
+  L = 1;
+  ua = [];
+  M = 0;
+  N = new Uint32Array(768);
+  h = [];
+  z = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
-  q = [];
-  events = [];
+  A = [];
+  j = [];
   /** The entity in slot, or undefined. */
-  atSlot(slot) {
+  s(slot) {
     return this.dir[slot >>> 10]?.[slot & 1023];
   }
   /** The entity with network ID id (generation included), or undefined. */
   entity(id) {
-    const e = this.atSlot(id & 16777215);
+    const e = this.s(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
-  F(slot, e) {
+  O(slot, e) {
     (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
     this.size += e ? 1 : -1;
   }
   /** Every entity, in ascending slot order (outside a transaction). */
   entities() {
-    return this.held.map((s) => this.atSlot(s));
+    return this.q.map((s) => this.s(s));
   }
   /** Watches leaf of class c for events. */
-  watchLeaf(c, leaf) {
-    let w = this.R.get(c);
-    if (!w) this.R.set(c, w = new Uint8Array(c.leaves.length));
+  Ta(c, leaf) {
+    let w = this.aa.get(c);
+    if (!w) this.aa.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.S = void 0;
+    this.ba = void 0;
   }
   /** Starts a transaction. */
-  begin() {
-    this.B++;
-    this.C = this.b.length = this.q.length = 0;
-    this.p.clear();
-    this.events = [];
+  ca() {
+    this.L++;
+    this.M = this.h.length = this.A.length = 0;
+    this.z.clear();
+    this.j = [];
     return this;
   }
   /** Whether events about leaf of r's class are wanted. */
-  G(r, leaf) {
-    if (r.type !== this.S) this.ca = this.R.get(this.S = r.type);
-    return this.ca?.[leaf] === 1;
+  P(r, leaf) {
+    if (r.type !== this.ba) this.ta = this.aa.get(this.ba = r.type);
+    return this.ta?.[leaf] === 1;
   }
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  isFillable(slot) {
-    return this.p.has(slot);
+  va(slot) {
+    return this.z.has(slot);
   }
   /** Lets a fill set values of the entity in slot. */
-  markFillable(slot) {
-    this.p.add(slot);
+  Ua(slot) {
+    this.z.add(slot);
   }
   /** Creates an entity. */
-  create(cls, id, classId, bands, nbands) {
+  Va(cls, id, classId, bands, nbands) {
     const slot = id & 16777215;
-    if (this.atSlot(slot)) fail("exists", "slot " + slot);
+    if (this.s(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.Q = this.B;
-    this.F(slot, e);
-    this.p.add(slot);
-    this.q.push(slot);
-    this.b.push(() => this.F(slot, void 0));
-    this.events.push({ k: 0 /* Create */, e, a: [e] });
+    e.$ = this.L;
+    this.O(slot, e);
+    this.z.add(slot);
+    this.A.push(slot);
+    this.h.push(() => this.O(slot, void 0));
+    this.j.push({ k: 0 /* Create */, e, a: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
-  destroySlot(slot) {
-    const e = this.atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.F(slot, void 0);
-    this.q.push(slot);
+  wa(slot) {
+    const e = this.s(slot) ?? fail("not-found", "destroy of slot " + slot);
+    this.O(slot, void 0);
+    this.A.push(slot);
     this.set(e, "alive", false);
-    this.b.push(() => this.F(slot, e));
-    this.events.push({ k: 1 /* Destroy */, e, a: [e] });
+    this.h.push(() => this.O(slot, e));
+    this.j.push({ k: 1 /* Destroy */, e, a: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
     const old = o[k];
     o[k] = v;
-    this.b.push(() => o[k] = old);
+    this.h.push(() => o[k] = old);
     return old;
   }
   /** Records that this client owns e, or no longer does. */
-  setOwned(e, owned) {
-    if (e.owned !== owned) this.events.push({ k: 2 /* Owned */, e, a: [e, (this.set(e, "owned", owned), owned)] });
+  da(e, owned) {
+    if (e.owned !== owned) this.j.push({ k: 2 /* Owned */, e, a: [e, (this.set(e, "owned", owned), owned)] });
   }
   /** Sets e's level of detail. */
-  setLevel(e, level) {
-    if (e.level !== level) this.events.push({ k: 3 /* Level */, e, a: [e, this.set(e, "level", level), level] });
+  xa(e, level) {
+    if (e.level !== level) this.j.push({ k: 3 /* Level */, e, a: [e, this.set(e, "level", level), level] });
   }
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  setNum(e, leaf, slot, lo, hi) {
+  B(e, leaf, slot, lo, hi) {
     const a = e.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.Q !== this.B) this.ea(e, i, olo, ohi);
+    if (e.$ !== this.L) this.ya(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.G(e, leaf)) this.fa(e, leaf, e, olo, ohi, lo, hi);
+    if (this.P(e, leaf)) this.za(e, leaf, e, olo, ohi, lo, hi);
   }
   /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  setItemNum(e, leaf, slot, lo, hi, r, k, bagLeaf) {
+  Wa(e, leaf, slot, lo, hi, r, k, bagLeaf) {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.Q !== this.B) this.ea(r, i, olo, ohi);
+    if (r.$ !== this.L) this.ya(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.G(e, bagLeaf)) this.fa(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+    if (this.P(e, bagLeaf)) this.za(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
   }
-  fa(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
+  za(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
     const p = numPlan(r.type.leaves[leaf].field.type);
-    this.ga(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    this.Aa(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
   /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  ga(e, leaf, old, now, r, k, bagLeaf) {
-    if (r === e) this.events.push({ k: 4 /* Field */ + leaf, e, a: [e, old, now] });
+  Aa(e, leaf, old, now, r, k, bagLeaf) {
+    if (r === e) this.j.push({ k: 4 /* Field */ + leaf, e, a: [e, old, now] });
     else this.item(e, bagLeaf, 2, k, old, now, leaf);
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  ea(r, i, lo, hi) {
-    const n = this.C++;
-    let s = this.E;
-    if (3 * n + 3 > s.length) (this.E = s = new Uint32Array(2 * s.length)).set(this.E);
+  ya(r, i, lo, hi) {
+    const n = this.M++;
+    let s = this.N;
+    if (3 * n + 3 > s.length) (this.N = s = new Uint32Array(2 * s.length)).set(this.N);
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.da[n] = r;
+    this.ua[n] = r;
   }
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  setObj(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  Q(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
-    if (!this.G(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.ga(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    if (!this.P(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) this.Aa(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
       const o = old.items;
@@ -998,7 +998,7 @@ var Table = class {
    * leaf whose value changed, or −1 for a whole item.
    */
   item(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.G(e, leaf)) return;
+    if (!this.P(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
     const ev = { kind: ITEM_KINDS[kind] };
     if (t.kind === 16 /* List */) ev.index = key;
@@ -1007,82 +1007,82 @@ var Table = class {
     const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
     if (o !== void 0) ev.old = conv(o);
     if (n !== void 0) ev.new = conv(n);
-    this.events.push({ k: 4 /* Field */ + leaf, e, a: [e, ev] });
+    this.j.push({ k: 4 /* Field */ + leaf, e, a: [e, ev] });
   }
-  listInsert(e, leaf, l, i, v) {
+  Xa(e, leaf, l, i, v) {
     if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
-    this.b.push(() => l.items.splice(i, 1));
+    this.h.push(() => l.items.splice(i, 1));
     this.item(e, leaf, 0, i, void 0, v);
   }
-  listRemove(e, leaf, l, i) {
+  Ya(e, leaf, l, i) {
     if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
-    this.b.push(() => l.items.splice(i, 0, old));
+    this.h.push(() => l.items.splice(i, 0, old));
     this.item(e, leaf, 1, i, old, void 0);
   }
-  listSet(e, leaf, l, i, v) {
+  Za(e, leaf, l, i, v) {
     if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
     this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
   }
-  listClear(e, leaf, l) {
+  _a(e, leaf, l) {
     const old = this.set(l, "items", []);
     for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
-  mapPut(e, leaf, m, k, v) {
+  $a(e, leaf, m, k, v) {
     const existed = m.m.has(k);
     const old = m.m.get(k);
     m.m.set(k, v);
-    this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
+    this.h.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
     this.item(e, leaf, existed ? 2 : 0, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
-  mapDelete(e, leaf, m, k) {
+  ab(e, leaf, m, k) {
     const old = m.m.get(k);
     if (!m.m.delete(k)) fail("no-key", "delete of " + k);
-    this.b.push(() => m.m.set(k, old));
+    this.h.push(() => m.m.set(k, old));
     this.item(e, leaf, 1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
    * (an ownership or level change, §5.1, §5.8).
    */
-  zeroLeaves(e, leaves) {
+  ea(e, leaves) {
     for (const li of leaves) {
       const l = e.type.leaves[li];
       const cur = e.obj[l.obj];
-      if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.setObj(e, li, l.obj, zeroObj(l.field.type));
+      if (l.num >= 0) this.B(e, li, l.num, 0, 0);
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.Q(e, li, l.obj, zeroObj(l.field.type));
     }
-    this.p.add(e.slot);
+    this.z.add(e.slot);
   }
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  commit() {
-    const held = this.held;
+  Ba() {
+    const held = this.q;
     const out2 = [];
     let i = 0;
-    if (this.q.length) {
-      for (const m of this.q.sort((a, b) => a - b)) {
+    if (this.A.length) {
+      for (const m of this.A.sort((a, b) => a - b)) {
         while (held[i] < m) out2.push(held[i++]);
         if (held[i] === m) i++;
-        if (this.atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
+        if (this.s(m) && out2[out2.length - 1] !== m) out2.push(m);
       }
-      this.held = out2.concat(held.slice(i));
+      this.q = out2.concat(held.slice(i));
     }
-    this.C = this.b.length = 0;
+    this.M = this.h.length = 0;
   }
   /** Undoes every change, newest first. */
-  rollback() {
-    const s = this.E;
-    for (let j = this.C - 1; j >= 0; j--) {
-      const a = this.da[j].num;
+  bb() {
+    const s = this.N;
+    for (let j = this.M - 1; j >= 0; j--) {
+      const a = this.ua[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
     }
-    for (let j = this.b.length - 1; j >= 0; j--) this.b[j]();
-    this.begin();
+    for (let j = this.h.length - 1; j >= 0; j--) this.h[j]();
+    this.ca();
   }
 };
 
@@ -1123,33 +1123,33 @@ var Decoder = class {
   constructor(local, remote = local, limits = {}) {
     this.local = local;
     this.remote = remote;
-    this.lim = withDefaults(limits);
+    this.c = withDefaults(limits);
     checkCompatible(local, remote);
   }
   local;
   remote;
-  lim;
+  c;
   r = new BitReader();
-  ha = /* @__PURE__ */ new Map();
-  s = [];
+  Ca = /* @__PURE__ */ new Map();
+  C = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  T = [];
-  U = 0;
-  xa = [];
+  fa = [];
+  ga = 0;
+  cb = [];
   entities = 0;
   values = 0;
-  V = null;
+  ha = null;
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  ia(rs, ls) {
-    let inner = this.ha.get(rs);
-    if (!inner) this.ha.set(rs, inner = /* @__PURE__ */ new Map());
+  Da(rs, ls) {
+    let inner = this.Ca.get(rs);
+    if (!inner) this.Ca.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map(ls.leaves.map((l) => [l.path, l.index]));
-      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) });
+      inner.set(ls, m = { Ea: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ja[l.index] = byPath.get(l.path) ?? -1;
+        const j = m.Ea[l.index] = byPath.get(l.path) ?? -1;
         if (j >= 0) m.bands[j] = l.band;
       }
     }
@@ -1161,54 +1161,54 @@ var Decoder = class {
    * rolls it back.
    */
   apply(tab, seg) {
-    if (seg.length > this.lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
+    if (seg.length > this.c.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
     const r = this.r;
     r.reset(seg);
     this.entities = this.values = 0;
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.ka();
-          for (let i = 0; i < this.U; i++) tab.destroySlot(this.T[i]);
+          this.Fa();
+          for (let i = 0; i < this.ga; i++) tab.wa(this.fa[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.malformed("section " + tag);
         const rc = this.remote.class(r.u32(4)) ?? fail("unknown", "class");
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.ya(tab, tag, rc);
+        for (let g = r.d(0, this.c.maxEntities, 8, "groups"); g > 0; g--) this.db(tab, tag, rc);
       }
-      r.finish();
+      r.f();
     } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
-      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.pos) : e;
+      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.b;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.b) : e;
     }
   }
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  ka() {
+  Fa() {
     const r = this.r;
-    const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
+    const n = r.d(3, this.c.maxEntities - this.entities, 1, "entities");
     this.entities += n;
     const k = r.bits(6);
-    const ids = this.T;
+    const ids = this.fa;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
       if (r.hi !== 0 || slot >= 1 << 24) r.malformed("slot out of range");
       ids[i] = slot;
     }
-    this.U = n;
+    this.ga = n;
   }
-  ya(tab, tag, rc) {
+  db(tab, tag, rc) {
     const r = this.r;
     const lc = this.local.class(rc.classId) ?? rc;
-    const map = this.ia(rc, lc);
+    const map = this.Da(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
-    this.s.length = 0;
-    this.X(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.ka();
-    const ids = this.T;
-    const n = this.U;
-    const gens = this.xa;
+    this.C.length = 0;
+    this.ia(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    this.Fa();
+    const ids = this.fa;
+    const n = this.ga;
+    const gens = this.cb;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.held[ids[i]] ?? fail("rank", "rank " + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.q[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.bits(6);
       for (let i = 0; i < n; i++) {
@@ -1220,14 +1220,14 @@ var Decoder = class {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.create(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
-      else if (!(e = tab.atSlot(slot)) || tag === SEC_FILL && !tab.isFillable(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (tag === SEC_CREATE) e = tab.Va(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
+      else if (!(e = tab.s(slot)) || tag === SEC_FILL && !tab.va(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
       if (e.classId !== rc.classId) r.malformed(`slot ${slot} of class ${e.classId}`);
-      this.za(tab, e, delta);
+      this.eb(tab, e, delta);
     }
   }
-  Y(depth) {
-    if (depth >= this.lim.maxDepth) fail("limit", "nesting deeper than " + this.lim.maxDepth);
+  ja(depth) {
+    if (depth >= this.c.maxDepth) fail("limit", "nesting deeper than " + this.c.maxDepth);
   }
   /**
    * Reads a field tree of remote struct st (§5.5) into steps, resolved
@@ -1235,22 +1235,22 @@ var Decoder = class {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  X(st, base, delta, depth, gapK, map, ls) {
-    this.Y(depth);
+  ia(st, base, delta, depth, gapK, map, ls) {
+    this.ja(depth);
     const r = this.r;
-    for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+    for (let n = r.d(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const leaf = base + f.leaf;
       if (t.kind === 15 /* Nested */) {
-        this.X(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        this.ia(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local = map.ja[leaf];
+      const local = map.Ea[leaf];
       const ll = local >= 0 ? ls.leaves[local] : null;
-      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, H: 0, signed: false };
+      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, R: 0, signed: false };
       if (isNumeric(t.kind)) {
         const p = s.plan = numPlan(t);
         const raw = delta ? p.deltaRaw : p.fullRaw;
@@ -1262,7 +1262,7 @@ var Decoder = class {
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
             s.mask = MASK[p.D];
-            s.H = 32 - p.D;
+            s.R = 32 - p.D;
             s.signed = p.signed;
           }
         }
@@ -1271,18 +1271,18 @@ var Decoder = class {
         if (isContainer(t.kind)) s.code = P_CONT;
         if (ll) s.slot = ll.obj;
       }
-      this.s.push(s);
+      this.C.push(s);
     }
   }
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  I(p, k, delta, olo = 0, ohi = 0) {
+  S(p, k, delta, olo = 0, ohi = 0) {
     const r = this.r;
     const lo = r.u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
   }
-  za(tab, e, delta) {
+  eb(tab, e, delta) {
     const r = this.r;
-    const steps = this.s;
+    const steps = this.C;
     const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i];
@@ -1295,90 +1295,90 @@ var Decoder = class {
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.signed) {
-            v = v << s.H >> s.H;
-            tab.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else tab.setNum(e, s.local, slot, s.H === 0 ? v >>> 0 : v & s.mask, 0);
+            v = v << s.R >> s.R;
+            tab.B(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
+          } else tab.B(e, s.local, slot, s.R === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
-          const lo = r.bitsWide(s.k);
-          if (slot >= 0) tab.setNum(e, s.local, slot, lo, r.hi);
+          const lo = r.g(s.k);
+          if (slot >= 0) tab.B(e, s.local, slot, lo, r.hi);
           break;
         }
         case P_U:
-          if (slot < 0) this.I(s.plan, s.k, delta);
+          if (slot < 0) this.S(s.plan, s.k, delta);
           else {
-            this.I(s.plan, s.k, delta, a[j], a[j + 1]);
-            tab.setNum(e, s.local, slot, out.lo, out.hi);
+            this.S(s.plan, s.k, delta, a[j], a[j + 1]);
+            tab.B(e, s.local, slot, out.lo, out.hi);
           }
           break;
         case P_STR: {
-          const v = this.Z(s.t);
-          if (slot >= 0) tab.setObj(e, s.local, slot, v);
+          const v = this.ka(s.t);
+          if (slot >= 0) tab.Q(e, s.local, slot, v);
           break;
         }
         default:
-          if (!delta || r.bool()) {
-            const c = this.la(s.t, s.lt, 1);
-            if (slot >= 0) tab.setObj(e, s.local, slot, c);
-          } else this.Aa(tab, e, s.t, s.lt, s.local, slot);
+          if (!delta || r.o()) {
+            const c = this.Ga(s.t, s.lt, 1);
+            if (slot >= 0) tab.Q(e, s.local, slot, c);
+          } else this.fb(tab, e, s.t, s.lt, s.local, slot);
       }
     }
   }
-  Z(t) {
-    return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
+  ka(t) {
+    return t.kind === 13 /* Bytes */ ? this.r.bytes(this.c.maxStringBytes) : this.r.string(this.c.maxStringBytes);
   }
-  J(n) {
-    if ((this.values += n) > this.lim.maxValues) fail("limit", `over ${this.lim.maxValues} values`);
+  T(n) {
+    if ((this.values += n) > this.c.maxValues) fail("limit", `over ${this.c.maxValues} values`);
   }
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  w(t, lt, k, depth) {
+  E(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.fullRaw) {
-        out.lo = this.r.bitsWide(p.fullRaw);
+        out.lo = this.r.g(p.fullRaw);
         out.hi = this.r.hi;
-      } else this.I(p, k, false);
+      } else this.S(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
-    if (t.kind === 15 /* Nested */) return this.g(t.struct, lt && lt.struct, depth + 1);
-    return this.Z(t);
+    if (t.kind === 15 /* Nested */) return this.p(t.struct, lt && lt.struct, depth + 1);
+    return this.ka(t);
   }
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  K(t, n) {
+  U(t, n) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
   }
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  ma(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this.V = this.r.bytes(this.lim.maxStringBytes));
-    return this.w(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
+  Ha(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(this.ha = this.r.bytes(this.c.maxStringBytes));
+    return this.E(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  la(t, lt, depth) {
-    this.Y(depth);
+  Ga(t, lt, depth) {
+    this.ja(depth);
     const ct = lt ?? t;
     const r = this.r;
-    const n = r.count(4, this.lim.maxContainerLen, 1, "length");
-    this.J(n);
+    const n = r.d(4, this.c.maxContainerLen, 1, "length");
+    this.T(n);
     if (t.kind === 16 /* List */) {
-      const k = this.K(t.elem, n);
+      const k = this.U(t.elem, n);
       const items = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = this.w(t.elem, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = this.E(t.elem, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
     const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.K(t.elem, n);
+    const vk = bag ? 0 : this.U(t.elem, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.ma(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this.V) < 0 : prev < key)) r.malformed("keys out of order");
+      const key = this.Ha(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, this.ha) < 0 : prev < key)) r.malformed("keys out of order");
       prev = key;
-      prevBytes = this.V;
-      m.set(key, bag ? this.g(t.struct, lt && lt.struct, depth + 1) : this.w(t.elem, lt && lt.elem, vk, depth));
+      prevBytes = this.ha;
+      m.set(key, bag ? this.p(t.struct, lt && lt.struct, depth + 1) : this.E(t.elem, lt && lt.elem, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
   }
@@ -1387,51 +1387,51 @@ var Decoder = class {
    * local type ls (rs when null): into, an item's record through the
    * transaction, or a new one.
    */
-  g(rs, ls, depth, into, item) {
-    this.Y(depth);
-    this.J(1);
+  p(rs, ls, depth, into, item) {
+    this.ja(depth);
+    this.T(1);
     const lst = ls ?? rs;
     const rec2 = into ?? item?.rec ?? new Rec(lst);
-    const steps = this.s;
+    const steps = this.C;
     const start = steps.length;
-    this.X(rs, 0, false, depth, 2, this.ia(rs, lst), lst);
+    this.ia(rs, 0, false, depth, 2, this.Da(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
       if (s.plan) {
         if (s.code === P_RAW) {
-          out.lo = this.r.bitsWide(s.k);
+          out.lo = this.r.g(s.k);
           out.hi = this.r.hi;
-        } else this.I(s.plan, s.k, false);
+        } else this.S(s.plan, s.k, false);
         if (slot < 0) continue;
-        if (item) item.d.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
+        if (item) item.l.Wa(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
         else {
           rec2.num[slot << 1] = out.lo;
           rec2.num[(slot << 1) + 1] = out.hi;
         }
         continue;
       }
-      const v = s.code === P_STR ? this.Z(s.t) : this.la(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? this.ka(s.t) : this.Ga(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
-      if (item) item.d.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
+      if (item) item.l.Q(item.e, s.local, slot, v, rec2, item.key, item.leaf);
       else rec2.obj[slot] = v;
     }
     steps.length = start;
     return rec2;
   }
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Aa(tab, e, t, lt, local, slot) {
+  fb(tab, e, t, lt, local, slot) {
     const r = this.r;
-    const max = this.lim.maxContainerLen;
+    const max = this.c.maxContainerLen;
     const full = (size) => {
       if (size >= max) fail("limit", "container over " + max);
     };
     const c = local >= 0 ? e.obj[slot] : null;
     if (t.kind === 16 /* List */) {
       const list = c;
-      const n = r.count(2, max, 3, "list operations");
-      this.J(n);
-      const k = this.K(t.elem, n);
+      const n = r.d(2, max, 3, "list operations");
+      this.T(n);
+      const k = this.U(t.elem, n);
       for (let i = 0; i < n; i++) {
         const op = r.bits(3);
         if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.malformed("list operation " + op);
@@ -1445,15 +1445,15 @@ var Decoder = class {
           const rs = t.elem.struct;
           const ls2 = lt ? lt.elem.struct : rs;
           if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
-          v = this.g(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
-        } else if (op <= OP_INSERT || op === OP_SET) v = this.w(t.elem, lt && lt.elem, k, 1);
+          v = this.p(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
+        } else if (op <= OP_INSERT || op === OP_SET) v = this.E(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
-          tab.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v);
-        } else if (op === OP_REMOVE) tab.listRemove(e, local, list, idx);
-        else if (op === OP_CLEAR) tab.listClear(e, local, list);
-        else tab.listSet(e, local, list, idx, v);
+          tab.Xa(e, local, list, op === OP_PUSH ? list.items.length : idx, v);
+        } else if (op === OP_REMOVE) tab.Ya(e, local, list, idx);
+        else if (op === OP_CLEAR) tab._a(e, local, list);
+        else tab.Za(e, local, list, idx, v);
       }
       return;
     }
@@ -1461,24 +1461,24 @@ var Decoder = class {
     const m = c;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
-      const n = r.count(2, max, 1, "keys");
-      this.J(n);
+      const n = r.d(2, max, 1, "keys");
+      this.T(n);
       const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.K(t.elem, n) : 0;
+      const vk = pass === 1 && !bag ? this.U(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.ma(t.key, kk);
+        const key = this.Ha(t.key, kk);
         if (pass === 0) {
-          if (m) tab.mapDelete(e, local, m, key);
+          if (m) tab.ab(e, local, m, key);
         } else if (pass === 1) {
-          const v = bag ? this.g(t.struct, ls, 2) : this.w(t.elem, lt && lt.elem, vk, 1);
+          const v = bag ? this.p(t.struct, ls, 2) : this.E(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.mapPut(e, local, m, key, v);
+            tab.$a(e, local, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          this.g(t.struct, ls, 2, void 0, { d: tab, e, leaf: local, key, rec: item });
-        } else this.g(t.struct, null, 2);
+          this.p(t.struct, ls, 2, void 0, { l: tab, e, leaf: local, key, rec: item });
+        } else this.p(t.struct, null, 2);
       }
     }
   }
@@ -1486,13 +1486,13 @@ var Decoder = class {
    * Decodes a standalone record (an RPC's arguments, §10.2) of remote
    * struct rs into a new record of local struct ls.
    */
-  decodeRecord(rs, ls, data) {
-    if (data.length > this.lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
+  gb(rs, ls, data) {
+    if (data.length > this.c.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
     this.r.reset(data);
     this.values = 0;
-    this.s.length = 0;
-    const rec2 = this.g(rs, ls, 0);
-    this.r.finish();
+    this.C.length = 0;
+    const rec2 = this.p(rs, ls, 0);
+    this.r.f();
     return rec2;
   }
 };
@@ -1513,39 +1513,39 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  j;
-  d = new Table();
+  w;
+  l = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  L = /* @__PURE__ */ new Map();
+  V = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  M = false;
+  X = false;
   /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
   parts = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.j = new Decoder(local, this.remote, opts.limits);
+    this.w = new Decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.j.lim;
+    return this.w.c;
   }
   /** Number of entities. */
   get size() {
-    return this.d.size;
+    return this.l.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.d.entity(id);
+    return this.l.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.d.entities();
+    return this.l.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1555,7 +1555,7 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  na(c, vis) {
+  Ia(c, vis) {
     let p = this.parts.get(c);
     if (!p) this.parts.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
     return p[vis - 1];
@@ -1568,16 +1568,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.M) misuse("applyTick from a callback");
-    const tab = this.d.begin();
+    if (this.X) misuse("applyTick from a callback");
+    const tab = this.l.ca();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.zeroLeaves(e, this.na(e.type, 1 /* Owner */));
-        tab.setOwned(e, false);
+        tab.ea(e, this.Ia(e.type, 1 /* Owner */));
+        tab.da(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1585,8 +1585,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.zeroLeaves(e, this.na(e.type, 2 /* Others */));
-          tab.setOwned(e, true);
+          tab.ea(e, this.Ia(e.type, 2 /* Others */));
+          tab.da(e, true);
         }
       }
       const later = [];
@@ -1598,29 +1598,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.zeroLeaves(e, [...e.bands.keys()].filter((i) => e.bands[i] > lc.level));
-        } else if (lc.level > e.level) tab.markFillable(e.slot);
-        if (e) tab.setLevel(e, lc.level);
+          tab.ea(e, [...e.bands.keys()].filter((i) => e.bands[i] > lc.level));
+        } else if (lc.level > e.level) tab.Ua(e.slot);
+        if (e) tab.xa(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.j.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.w.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.isFillable(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.setOwned(e, true);
+        if (!e || !tab.va(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.da(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.setLevel(e, level(e, lc.level));
+        tab.xa(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.rollback();
+      tab.bb();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.commit();
+    tab.Ba();
     this.ticksApplied++;
-    this.oa(tab.events);
+    this.Ja(tab.j);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1628,15 +1628,15 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.M) misuse("reset from a callback");
-    const dec = new Decoder(this.local, remote, this.j.lim);
-    const tab = this.d.begin();
-    for (const e of this.entities()) tab.destroySlot(e.slot);
-    tab.commit();
-    this.j = dec;
+    if (this.X) misuse("reset from a callback");
+    const dec = new Decoder(this.local, remote, this.w.c);
+    const tab = this.l.ca();
+    for (const e of this.entities()) tab.wa(e.slot);
+    tab.Ba();
+    this.w = dec;
     this.remote = remote;
     this.parts.clear();
-    this.oa(tab.events);
+    this.Ja(tab.j);
   }
   // ---- Callbacks ----
   /**
@@ -1651,16 +1651,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name} is not of a kind this callback takes`);
-      this.d.watchLeaf(cls, l.index);
+      this.l.Ta(cls, l.index);
       i += l.index;
     }
-    let lists = this.L.get(cls);
-    if (!lists) this.L.set(cls, lists = []);
-    const cb = { from: this.ticksApplied + 1, _: false, Ba: fn };
+    let lists = this.V.get(cls);
+    if (!lists) this.V.set(cls, lists = []);
+    const cb = { from: this.ticksApplied + 1, la: false, hb: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb._) lists[i] = lists[i].filter((x) => x !== cb);
-      cb._ = true;
+      if (!cb.la) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.la = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1701,19 +1701,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  oa(events) {
-    if (!this.L.size) return;
-    this.M = true;
+  Ja(events) {
+    if (!this.V.size) return;
+    this.X = true;
     try {
       for (const { k, e, a } of events) {
-        const list = this.L.get(e.type)?.[k];
+        const list = this.V.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb._) cb.Ba(...a);
+        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.la) cb.hb(...a);
       }
     } finally {
-      this.M = false;
+      this.X = false;
     }
   }
 };
@@ -1730,9 +1730,7 @@ var MsgType2 = {
   Resync: 8 /* Resync */
 };
 var MAX_DESCRIPTOR = 1 << 20;
-var MAX_LIST = 1 << 20;
 var MAX_LIMIT = 2 ** 31 - 1;
-var SLOT_LIMIT = 1 << 24;
 
 // ts/src/transport.ts
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);

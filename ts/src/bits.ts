@@ -215,8 +215,7 @@ export class BitReader {
 
   /** Reads a U(k) value as a BigInt. */
   uBig(k: number): bigint {
-    const lo = this.u(k);
-    return (BigInt(this.hi) << 32n) | BigInt(lo);
+    return big(this.u(k), this.hi);
   }
 
   /**
@@ -353,3 +352,21 @@ export function zigzagBig(v: bigint): bigint {
 export function unzigzagBig(u: bigint): bigint {
   return BigInt.asIntN(64, (u >> 1n) ^ -(u & 1n));
 }
+
+/** Appends n as an unsigned LEB128 varint to out; returns out. */
+export function leb128(out: number[], n: number): number[] {
+  for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
+  out.push(n);
+  return out;
+}
+
+/** The bytes of a followed by those of b. */
+export function cat(a: ArrayLike<number>, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+/** The unsigned 64-bit integer of halves lo, hi. */
+export const big = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);

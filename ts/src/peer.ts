@@ -7,7 +7,7 @@
 import { LIMIT_ORDER, type Limits } from "./decoder.js";
 import { MsgType } from "./enums.js";
 import {
-  MAX_DESCRIPTOR, MAX_LEVEL, MAX_LIMIT, MAX_RESUME, MAX_TOKEN, PROTOCOL_VERSION, SLOT_LIMIT, bad, parseMessage, read64, readBody,
+  MAX_DESCRIPTOR, MAX_LEVEL, MAX_LIMIT, MAX_RESUME, MAX_TOKEN, PROTOCOL_VERSION, bad, parseMessage, read64, readBody,
   write64, writer, type HeldEntity, type Hello, type Message, type Refuse, type Resume, type Tick, type Welcome,
 } from "./session.js";
 
@@ -41,7 +41,7 @@ export function parseHello(msg: Uint8Array): Hello {
       let slot = -1;
       for (let i = 0; i < held.length; i++) {
         slot += 1 + r.u(2);
-        if (r.hi !== 0 || slot >= SLOT_LIMIT) bad("resume: slot out of range", r.pos);
+        if (r.hi !== 0 || slot >= 1 << 24) bad("resume: slot out of range", r.pos);
         const generation = r.bits(8);
         const level = r.u32(0);
         if (level > MAX_LEVEL) bad(`resume: level ${level} > ${MAX_LEVEL}`, r.pos);
