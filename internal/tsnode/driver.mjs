@@ -19,70 +19,51 @@ function fail(code, message, bit) {
 }
 
 // ts/src/bits.ts
-var MASK = Array.from({ length: 33 }, (_, n) => n === 32 ? 4294967295 : 2 ** n - 1);
-var MAX_K = 63;
-var MASK32 = Int32Array.from(MASK, (m) => m | 0);
+var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
+var MASK32 = Int32Array.from(MASK);
 var ctz = (x) => 31 - Math.clz32(x & -x);
-var utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+var utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 function decodeUTF8(b, start = 0, end = b.length) {
-  const n = end - start;
-  if (n <= 64) {
-    let ascii = true;
-    for (let i = start; i < end; i++) {
-      if (b[i] >= 128) {
-        ascii = false;
-        break;
-      }
-    }
-    if (ascii) {
-      let s = "";
-      for (let i = start; i < end; i++) s += String.fromCharCode(b[i]);
-      return s;
-    }
+  let s = "";
+  for (let i = start; i < end && end - start <= 64; i++) {
+    if (b[i] > 127) break;
+    s += String.fromCharCode(b[i]);
+    if (i === end - 1) return s;
   }
-  return utf8.decode(b.subarray(start, end));
+  return start === end ? "" : utf8.decode(b.subarray(start, end));
 }
 var utf8enc = new TextEncoder();
-function encodeUTF8(s) {
-  return utf8enc.encode(s);
-}
+var encodeUTF8 = (s) => utf8enc.encode(s);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
-  buf = new Uint8Array(8);
-  I = new Uint8Array(64);
+  h = new Uint8Array(8);
+  S = new Uint8Array(64);
   /** Next bit to read. */
-  b = 0;
+  f = 0;
   /** Number of bits of input. */
-  end = 0;
+  z = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
-  hi = 0;
+  a = 0;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    const need = b.length + 8;
-    if (this.I.length < need) this.I = new Uint8Array(Math.max(need, this.I.length * 2));
-    const s = this.I;
+    if (this.S.length < b.length + 8) this.S = new Uint8Array(Math.max(b.length + 8, this.S.length * 2));
+    const s = this.h = this.S;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
-    this.buf = s;
-    this.b = 0;
-    this.end = b.length * 8;
-    this.hi = 0;
-  }
-  /** Throws a truncation error. */
-  truncated() {
-    throw new ReplicaDecodeError("truncated", "ends early", this.b);
+    this.f = this.a = 0;
+    this.z = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
-  malformed(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.b);
+  n(msg) {
+    throw new ReplicaDecodeError("malformed", msg, this.f);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  _() {
-    const b = this.buf;
-    const p = this.b;
+  la() {
+    const b = this.h;
+    const p = this.f;
     const i = p >>> 3;
     const sh = p & 7;
     let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
@@ -90,154 +71,115 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  y(n) {
-    this.b += n;
-    if (this.b > this.end) {
-      this.b = this.end;
-      this.truncated();
+  w(n) {
+    if ((this.f += n) > this.z) {
+      this.f = this.z;
+      throw new ReplicaDecodeError("truncated", "ends early", this.f);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
-  bits(n) {
+  b(n) {
     if (n === 0) return 0;
-    const w = this._();
-    this.b += n;
-    if (this.b > this.end) {
-      this.b = this.end;
-      this.truncated();
-    }
+    const w = this.la();
+    this.w(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  o() {
-    return this.bits(1) === 1;
+  y() {
+    return this.b(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  g(n) {
-    if (n <= 32) {
-      const v = this.bits(n);
-      this.hi = 0;
-      return v;
-    }
-    const lo = this.bits(32);
-    this.hi = this.bits(n - 32);
+  o(n) {
+    const lo = this.b(Math.min(n, 32));
+    this.a = n > 32 ? this.b(n - 32) : 0;
     return lo;
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
-  u(k) {
-    const w = this._();
+  c(k) {
+    const w = this.la();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.b += k + 1;
-        if (this.b > this.end) {
-          this.b = this.end;
-          this.truncated();
-        }
-        this.hi = 0;
+        this.w(k + 1);
+        this.a = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
     } else if (w !== 4294967295) {
       const ones = ctz(~w);
       const b = k + ones;
-      const total = ones + b;
-      if (total <= 32 && b <= 32) {
-        this.b += total;
-        if (this.b > this.end) {
-          this.b = this.end;
-          this.truncated();
-        }
-        this.hi = 0;
+      if (ones + b <= 32 && b <= 32) {
+        this.w(ones + b);
+        this.a = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Sa(k);
+    return this._a(k);
   }
-  Sa(k) {
-    if (k > MAX_K || k < 0) this.malformed("k " + k);
+  _a(k) {
+    if (k > 63 || k < 0) this.n("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.b >= this.end) this.truncated();
-      const w = this._();
-      let t = w === 4294967295 ? 32 : ctz(~w);
+      if (this.f >= this.z) this.w(1);
+      const w = this.la();
+      const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        t = maxOnes - ones;
-        this.y(t);
+        this.w(maxOnes - ones);
         ones = maxOnes;
-        break;
-      }
-      if (t === 32) {
-        this.y(32);
+      } else if (t === 32) {
+        this.w(32);
         ones += 32;
         continue;
+      } else {
+        this.w(t + 1);
+        ones += t;
       }
-      this.y(t + 1);
-      ones += t;
       break;
     }
-    if (ones === 0) return this.g(k);
+    if (ones === 0) return this.o(k);
     const b = k + ones;
-    let lo = this.g(b - 1);
-    let hi = this.hi;
+    let lo = this.o(b - 1);
     if (b - 1 < 32) lo += 2 ** (b - 1);
-    else hi = (hi | 1 << b - 33) >>> 0;
-    this.hi = hi;
+    else this.a = (this.a | 1 << b - 33) >>> 0;
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
-  u32(k = 0) {
-    const v = this.u(k);
-    if (this.hi !== 0) this.malformed("over 32 bits");
-    return v;
+  q(k = 0) {
+    const v = this.c(k);
+    return this.a ? this.n("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  J(k) {
-    return big(this.u(k), this.hi);
+  T(k) {
+    return big(this.c(k), this.a);
   }
   /**
    * Reads a U(k) count and checks it against max and against the bits left,
    * assuming each counted item takes at least minBits bits.
    */
-  d(k, max, minBits, what) {
-    const start = this.b;
-    const n = this.u(k);
-    if (this.hi !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.hi ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.end - this.b) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+  g(k, max, minBits, what) {
+    const start = this.f;
+    const n = this.c(k);
+    if (this.a !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.a ? "\u2265 2^32" : n} > ${max}`, start);
+    if (n * minBits > this.z - this.f) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  bytes(max) {
-    const n = this.d(4, max, 8, "length");
-    const out2 = new Uint8Array(n);
-    if ((this.b & 7) === 0) {
-      const i = this.b >>> 3;
-      out2.set(this.buf.subarray(i, i + n));
-      this.y(n * 8);
-      return out2;
-    }
-    for (let i = 0; i < n; i++) out2[i] = this.bits(8);
-    return out2;
+  i(max) {
+    const n = this.g(4, max, 8, "length");
+    const i = this.f >>> 3;
+    if (this.f & 7) return Uint8Array.from({ length: n }, () => this.b(8));
+    this.w(n * 8);
+    return this.h.slice(i, i + n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const n = this.d(4, max, 8, "length");
-    if (n === 0) return "";
-    if ((this.b & 7) === 0) {
-      const i = this.b >>> 3;
-      this.y(n * 8);
-      return decodeUTF8(this.buf, i, i + n);
-    }
-    const tmp = n <= 64 ? STRBUF : new Uint8Array(n);
-    for (let i = 0; i < n; i++) tmp[i] = this.bits(8);
-    return decodeUTF8(tmp, 0, n);
+    return decodeUTF8(this.i(max));
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  f() {
-    const rem = this.end - this.b;
-    if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing data");
+  k() {
+    const rem = this.z - this.f;
+    if (rem >= 8 || this.b(rem) !== 0) this.n("trailing data");
   }
 };
-var STRBUF = new Uint8Array(64);
 var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
 
 // ts/src/schema.ts
@@ -285,21 +227,23 @@ var StructType = class {
   fields = [];
   rpcs = [];
   leaves = [];
-  numSlots = 0;
-  objSlots = 0;
-  /** The name's bytes as the descriptor carried them. */
-  nameBytes;
+  /** @internal Numeric slots of a record of the struct. */
+  A = 0;
+  /** @internal Object slots of a record of the struct. */
+  J = 0;
+  /** @internal The name's bytes as the descriptor carried them. */
+  U;
   /** @internal Fields by ID. */
-  sa = /* @__PURE__ */ new Map();
+  Da = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  state = 0;
+  V = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  K = 0;
+  W = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.sa.get(id);
+    return this.Da.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -312,26 +256,26 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.state === 1) bad(s.name + " contains itself");
-  if (s.state) return;
-  s.state = 1;
+  if (s.V === 1) bad(s.name + " contains itself");
+  if (s.V) return;
+  s.V = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.sa.set(f.id, f);
+    s.Da.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.leaf = s.leaves.length;
-    let sub = [{ index: 0, field: f, path: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.K = s.leaves.length;
+    let sub = [{ index: 0, field: f, X: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.K += st.K;
-    } else s.K++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.K : 1) > 1 << 20) bad("too many fields");
+      s.W += st.W;
+    } else s.W++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.W : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -339,31 +283,31 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        path: nested ? f.id + "," + l.path : "" + f.id,
+        X: nested ? f.id + "," + l.X : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.numSlots : numeric ? s.numSlots : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.objSlots : numeric ? -1 : s.objSlots
+        num: nested ? l.num < 0 ? -1 : l.num + s.A : numeric ? s.A : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.J : numeric ? -1 : s.J
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
     if (t.kind === 15 /* Nested */) {
-      s.numSlots += st.numSlots;
-      s.objSlots += st.objSlots;
-    } else if (numeric) s.numSlots++;
-    else s.objSlots++;
+      s.A += st.A;
+      s.J += st.J;
+    } else if (numeric) s.A++;
+    else s.J++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.state = 2;
+  s.V = 2;
 }
 var Schema = class {
   classes;
-  /** The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  descriptor;
+  /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
+  j;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -446,25 +390,25 @@ function numPlan(t) {
   }
   p = {
     kind: k,
-    fullRaw,
-    deltaRaw: k === 1 /* Bool */ ? 1 : 0,
+    B: fullRaw,
+    $a: k === 1 /* Bool */ ? 1 : 0,
     D,
-    W,
-    zigzag,
-    signed: isSigned(k) || q.mode === 1 && (k === 10 /* Float32 */ || k === 11 /* Float64 */),
-    wide,
-    narrowSigned: isSigned(k) && !wide,
+    Y: W,
+    L: zigzag,
+    C: isSigned(k) || q.mode === 1 && (k === 10 /* Float32 */ || k === 11 /* Float64 */),
+    Ea: wide,
+    ab: isSigned(k) && !wide,
     quant: q
   };
   plans.set(t, p);
   return p;
 }
-var out = { lo: 0, hi: 0 };
+var out = { d: 0, a: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.W < 64 && (hi !== 0 || lo > MASK[p.W])) return false;
-  if (!p.zigzag) {
-    out.lo = lo;
-    out.hi = hi;
+  if (p.Y < 64 && (hi !== 0 || lo > MASK[p.Y])) return false;
+  if (!p.L) {
+    out.d = lo;
+    out.a = hi;
     return true;
   }
   unzigzag64(lo, hi);
@@ -477,14 +421,14 @@ function unzigzag64(lo, hi) {
     dlo = ~dlo >>> 0;
     dhi = ~dhi >>> 0;
   }
-  out.lo = dlo;
-  out.hi = dhi;
+  out.d = dlo;
+  out.a = dhi;
 }
 function decodeDelta(p, olo, ohi, lo, hi) {
   if (p.kind === 14 /* Ref */) {
     if (hi !== 0) return false;
-    out.lo = lo;
-    out.hi = 0;
+    out.d = lo;
+    out.a = 0;
     return true;
   }
   const D = p.D;
@@ -492,26 +436,26 @@ function decodeDelta(p, olo, ohi, lo, hi) {
     if (hi !== 0 || lo > MASK[D]) return false;
     const d = lo >>> 1 ^ -(lo & 1);
     let v = olo + d;
-    if (p.signed) {
+    if (p.C) {
       v = D === 32 ? v | 0 : v << 32 - D >> 32 - D;
-      out.lo = v >>> 0;
-      out.hi = v < 0 ? 4294967295 : 0;
+      out.d = v >>> 0;
+      out.a = v < 0 ? 4294967295 : 0;
     } else {
-      out.lo = D === 32 ? v >>> 0 : (v & MASK[D]) >>> 0;
-      out.hi = 0;
+      out.d = D === 32 ? v >>> 0 : (v & MASK[D]) >>> 0;
+      out.a = 0;
     }
     return true;
   }
   unzigzag64(lo, hi);
-  const s = olo + out.lo;
-  out.hi = ohi + out.hi + (s > 4294967295 ? 1 : 0) >>> 0;
-  out.lo = s >>> 0;
+  const s = olo + out.d;
+  out.a = ohi + out.a + (s > 4294967295 ? 1 : 0) >>> 0;
+  out.d = s >>> 0;
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.wide) return p.narrowSigned ? lo | 0 : lo;
+  if (!p.Ea) return p.ab ? lo | 0 : lo;
   const v = BigInt(hi) << 32n | BigInt(lo);
-  return p.signed ? BigInt.asIntN(64, v) : v;
+  return p.C ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -565,42 +509,42 @@ function decodeDescriptor(b) {
   const r = new BitReader(b);
   try {
     const s = read(r);
-    s.descriptor = b;
+    s.j = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.b;
+    if (e.bit < 0) e.bit = r.f;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 }
 var bad2 = (msg) => fail("descriptor", msg);
-var f64 = (r) => f64FromBits(r.bits(32), r.bits(32));
+var f64 = (r) => f64FromBits(r.b(32), r.b(32));
 function read(r) {
-  const v = r.u32(0);
+  const v = r.q(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
-  const n = r.d(2, 4096, 9, "structs");
+  const n = r.g(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.u32(2)] ?? bad2("struct index");
+  const index = () => structs[r.q(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.bytes(256);
+    const b = r.i(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
-    const v2 = prev + 1 + r.u(2) + r.hi * 2 ** 32;
+    const v2 = prev + 1 + r.c(2) + r.a * 2 ** 32;
     return v2 > 4294967295 ? bad2("ID " + v2) : v2;
   };
   const type = (depth) => {
     if (depth > 4) bad2("type nested too deeply");
-    const kind = r.bits(5);
+    const kind = r.b(5);
     const t = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
     if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
-      const mode = r.bits(2);
+      const mode = r.b(2);
       if (mode === 3) bad2("quantization mode 3");
       if (mode) {
         const q = t.quant = { mode, step: f64(r), min: 0, nbits: 0 };
         if (mode === 2) {
           q.min = f64(r);
-          q.nbits = r.bits(6);
+          q.nbits = r.b(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
           bad2(`quantization ${q.step} ${q.min} ${q.nbits}`);
@@ -608,7 +552,7 @@ function read(r) {
       }
     } else if (kind === 15 /* Nested */) t.struct = index();
     else if (kind >= 16 /* List */ && kind <= 18 /* Bag */) {
-      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = r.bits(5);
+      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = r.b(5);
       if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad2("key kind " + key);
       if (kind === 18 /* Bag */) t.struct = index();
       else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad2("element kind " + t.elem.kind);
@@ -618,26 +562,26 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.nameBytes] = name();
-    for (let j = r.d(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
+    [st.name, st.U] = name();
+    for (let j = r.g(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, nameBytes: nb, type: type(0), vis: r.bits(2), life: r.bits(2), chan: r.bits(1), deprecated: r.o(), band: r.u32(0), leaf: 0 };
+      const f = { id: prev, name: nm, U: nb, type: type(0), vis: r.b(2), life: r.b(2), chan: r.b(1), deprecated: r.y(), band: r.q(0), K: 0 };
       st.fields.push(f);
     }
-    for (let j = r.d(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
+    for (let j = r.g(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, nameBytes: nb, dir: r.bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, U: nb, dir: r.b(1), args: index() });
     }
   }
   const classes = [];
-  for (let i2 = r.d(2, n, 2, "classes"); i2 > 0; i2--) {
+  for (let i2 = r.g(2, n, 2, "classes"); i2 > 0; i2--) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.u32(4);
-    const nb = r.u32(0);
+    c.classId = r.q(4);
+    const nb = r.q(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64(r);
@@ -646,7 +590,7 @@ function read(r) {
     }
     classes.push(c);
   }
-  r.f();
+  r.k();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -674,7 +618,7 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.numSlots * 2);
+    this.num = new Uint32Array(type.A * 2);
     for (const l of type.leaves) if (l.obj >= 0) this.obj.push(zeroObj(l.field.type));
   }
   type;
@@ -683,7 +627,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj = [];
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  $ = 0;
+  ma = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -779,7 +723,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.bands = bands;
+    this.E = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -806,7 +750,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.bands[l.index] ?? 0) <= this.level;
+    return !!l && (this.E[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -819,162 +763,162 @@ var Table = class {
    * transaction, when it began), ascending: ranked update sections (§5.4)
    * name entities by their index in it.
    */
-  q = [];
+  F = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  aa = /* @__PURE__ */ new Map();
+  na = /* @__PURE__ */ new Map();
   // One-entry cache of watch.
-  ba;
-  ta;
+  oa;
+  Fa;
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  L = 1;
-  ua = [];
-  M = 0;
-  N = new Uint32Array(768);
-  h = [];
-  z = /* @__PURE__ */ new Set();
+  Z = 1;
+  Ga = [];
+  _ = 0;
+  $ = new Uint32Array(768);
+  p = [];
+  M = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
-  A = [];
-  j = [];
+  N = [];
+  r = [];
   /** The entity in slot, or undefined. */
-  s(slot) {
+  G(slot) {
     return this.dir[slot >>> 10]?.[slot & 1023];
   }
   /** The entity with network ID id (generation included), or undefined. */
   entity(id) {
-    const e = this.s(id & 16777215);
+    const e = this.G(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
-  O(slot, e) {
+  aa(slot, e) {
     (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
     this.size += e ? 1 : -1;
   }
   /** Every entity, in ascending slot order (outside a transaction). */
   entities() {
-    return this.q.map((s) => this.s(s));
+    return this.F.map((s) => this.G(s));
   }
   /** Watches leaf of class c for events. */
-  Ta(c, leaf) {
-    let w = this.aa.get(c);
-    if (!w) this.aa.set(c, w = new Uint8Array(c.leaves.length));
+  bb(c, leaf) {
+    let w = this.na.get(c);
+    if (!w) this.na.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.ba = void 0;
+    this.oa = void 0;
   }
   /** Starts a transaction. */
-  ca() {
-    this.L++;
-    this.M = this.h.length = this.A.length = 0;
-    this.z.clear();
-    this.j = [];
+  pa() {
+    this.Z++;
+    this._ = this.p.length = this.N.length = 0;
+    this.M.clear();
+    this.r = [];
     return this;
   }
   /** Whether events about leaf of r's class are wanted. */
-  P(r, leaf) {
-    if (r.type !== this.ba) this.ta = this.aa.get(this.ba = r.type);
-    return this.ta?.[leaf] === 1;
+  ba(r, leaf) {
+    if (r.type !== this.oa) this.Fa = this.na.get(this.oa = r.type);
+    return this.Fa?.[leaf] === 1;
   }
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  va(slot) {
-    return this.z.has(slot);
+  Ha(slot) {
+    return this.M.has(slot);
   }
   /** Lets a fill set values of the entity in slot. */
-  Ua(slot) {
-    this.z.add(slot);
+  cb(slot) {
+    this.M.add(slot);
   }
   /** Creates an entity. */
-  Va(cls, id, classId, bands, nbands) {
+  db(cls, id, classId, bands, nbands) {
     const slot = id & 16777215;
-    if (this.s(slot)) fail("exists", "slot " + slot);
+    if (this.G(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.$ = this.L;
-    this.O(slot, e);
-    this.z.add(slot);
-    this.A.push(slot);
-    this.h.push(() => this.O(slot, void 0));
-    this.j.push({ k: 0 /* Create */, e, a: [e] });
+    e.ma = this.Z;
+    this.aa(slot, e);
+    this.M.add(slot);
+    this.N.push(slot);
+    this.p.push(() => this.aa(slot, void 0));
+    this.r.push({ e: 0 /* Create */, s: e, H: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
-  wa(slot) {
-    const e = this.s(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.O(slot, void 0);
-    this.A.push(slot);
+  Ia(slot) {
+    const e = this.G(slot) ?? fail("not-found", "destroy of slot " + slot);
+    this.aa(slot, void 0);
+    this.N.push(slot);
     this.set(e, "alive", false);
-    this.h.push(() => this.O(slot, e));
-    this.j.push({ k: 1 /* Destroy */, e, a: [e] });
+    this.p.push(() => this.aa(slot, e));
+    this.r.push({ e: 1 /* Destroy */, s: e, H: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
     const old = o[k];
     o[k] = v;
-    this.h.push(() => o[k] = old);
+    this.p.push(() => o[k] = old);
     return old;
   }
   /** Records that this client owns e, or no longer does. */
-  da(e, owned) {
-    if (e.owned !== owned) this.j.push({ k: 2 /* Owned */, e, a: [e, (this.set(e, "owned", owned), owned)] });
+  qa(e, owned) {
+    if (e.owned !== owned) this.r.push({ e: 2 /* Owned */, s: e, H: [e, (this.set(e, "owned", owned), owned)] });
   }
   /** Sets e's level of detail. */
-  xa(e, level) {
-    if (e.level !== level) this.j.push({ k: 3 /* Level */, e, a: [e, this.set(e, "level", level), level] });
+  Ja(e, level) {
+    if (e.level !== level) this.r.push({ e: 3 /* Level */, s: e, H: [e, this.set(e, "level", level), level] });
   }
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  B(e, leaf, slot, lo, hi) {
+  O(e, leaf, slot, lo, hi) {
     const a = e.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.$ !== this.L) this.ya(e, i, olo, ohi);
+    if (e.ma !== this.Z) this.Ka(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.P(e, leaf)) this.za(e, leaf, e, olo, ohi, lo, hi);
+    if (this.ba(e, leaf)) this.La(e, leaf, e, olo, ohi, lo, hi);
   }
   /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  Wa(e, leaf, slot, lo, hi, r, k, bagLeaf) {
+  eb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.$ !== this.L) this.ya(r, i, olo, ohi);
+    if (r.ma !== this.Z) this.Ka(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.P(e, bagLeaf)) this.za(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+    if (this.ba(e, bagLeaf)) this.La(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
   }
-  za(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
+  La(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
     const p = numPlan(r.type.leaves[leaf].field.type);
-    this.Aa(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    this.Ma(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
   /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  Aa(e, leaf, old, now, r, k, bagLeaf) {
-    if (r === e) this.j.push({ k: 4 /* Field */ + leaf, e, a: [e, old, now] });
+  Ma(e, leaf, old, now, r, k, bagLeaf) {
+    if (r === e) this.r.push({ e: 4 /* Field */ + leaf, s: e, H: [e, old, now] });
     else this.item(e, bagLeaf, 2, k, old, now, leaf);
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  ya(r, i, lo, hi) {
-    const n = this.M++;
-    let s = this.N;
-    if (3 * n + 3 > s.length) (this.N = s = new Uint32Array(2 * s.length)).set(this.N);
+  Ka(r, i, lo, hi) {
+    const n = this._++;
+    let s = this.$;
+    if (3 * n + 3 > s.length) (this.$ = s = new Uint32Array(2 * s.length)).set(this.$);
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.ua[n] = r;
+    this.Ga[n] = r;
   }
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  Q(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  ca(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
-    if (!this.P(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.Aa(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    if (!this.ba(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) this.Ma(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
       const o = old.items;
@@ -998,7 +942,7 @@ var Table = class {
    * leaf whose value changed, or −1 for a whole item.
    */
   item(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.P(e, leaf)) return;
+    if (!this.ba(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
     const ev = { kind: ITEM_KINDS[kind] };
     if (t.kind === 16 /* List */) ev.index = key;
@@ -1007,82 +951,82 @@ var Table = class {
     const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
     if (o !== void 0) ev.old = conv(o);
     if (n !== void 0) ev.new = conv(n);
-    this.j.push({ k: 4 /* Field */ + leaf, e, a: [e, ev] });
+    this.r.push({ e: 4 /* Field */ + leaf, s: e, H: [e, ev] });
   }
-  Xa(e, leaf, l, i, v) {
+  fb(e, leaf, l, i, v) {
     if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
-    this.h.push(() => l.items.splice(i, 1));
+    this.p.push(() => l.items.splice(i, 1));
     this.item(e, leaf, 0, i, void 0, v);
   }
-  Ya(e, leaf, l, i) {
+  gb(e, leaf, l, i) {
     if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
-    this.h.push(() => l.items.splice(i, 0, old));
+    this.p.push(() => l.items.splice(i, 0, old));
     this.item(e, leaf, 1, i, old, void 0);
   }
-  Za(e, leaf, l, i, v) {
+  hb(e, leaf, l, i, v) {
     if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
     this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
   }
-  _a(e, leaf, l) {
+  ib(e, leaf, l) {
     const old = this.set(l, "items", []);
     for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
-  $a(e, leaf, m, k, v) {
+  jb(e, leaf, m, k, v) {
     const existed = m.m.has(k);
     const old = m.m.get(k);
     m.m.set(k, v);
-    this.h.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
+    this.p.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
     this.item(e, leaf, existed ? 2 : 0, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
-  ab(e, leaf, m, k) {
+  kb(e, leaf, m, k) {
     const old = m.m.get(k);
     if (!m.m.delete(k)) fail("no-key", "delete of " + k);
-    this.h.push(() => m.m.set(k, old));
+    this.p.push(() => m.m.set(k, old));
     this.item(e, leaf, 1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
    * (an ownership or level change, §5.1, §5.8).
    */
-  ea(e, leaves) {
+  ra(e, leaves) {
     for (const li of leaves) {
       const l = e.type.leaves[li];
       const cur = e.obj[l.obj];
-      if (l.num >= 0) this.B(e, li, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.Q(e, li, l.obj, zeroObj(l.field.type));
+      if (l.num >= 0) this.O(e, li, l.num, 0, 0);
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.ca(e, li, l.obj, zeroObj(l.field.type));
     }
-    this.z.add(e.slot);
+    this.M.add(e.slot);
   }
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  Ba() {
-    const held = this.q;
+  Na() {
+    const held = this.F;
     const out2 = [];
     let i = 0;
-    if (this.A.length) {
-      for (const m of this.A.sort((a, b) => a - b)) {
+    if (this.N.length) {
+      for (const m of this.N.sort((a, b) => a - b)) {
         while (held[i] < m) out2.push(held[i++]);
         if (held[i] === m) i++;
-        if (this.s(m) && out2[out2.length - 1] !== m) out2.push(m);
+        if (this.G(m) && out2[out2.length - 1] !== m) out2.push(m);
       }
-      this.q = out2.concat(held.slice(i));
+      this.F = out2.concat(held.slice(i));
     }
-    this.M = this.h.length = 0;
+    this._ = this.p.length = 0;
   }
   /** Undoes every change, newest first. */
-  bb() {
-    const s = this.N;
-    for (let j = this.M - 1; j >= 0; j--) {
-      const a = this.ua[j].num;
+  lb() {
+    const s = this.$;
+    for (let j = this._ - 1; j >= 0; j--) {
+      const a = this.Ga[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
     }
-    for (let j = this.h.length - 1; j >= 0; j--) this.h[j]();
-    this.ca();
+    for (let j = this.p.length - 1; j >= 0; j--) this.p[j]();
+    this.pa();
   }
 };
 
@@ -1119,151 +1063,122 @@ function withDefaults(l = {}) {
   return r;
 }
 var ZERO_BANDS = new Uint8Array(0);
-var Decoder = class {
-  constructor(local, remote = local, limits = {}) {
-    this.local = local;
-    this.remote = remote;
-    this.c = withDefaults(limits);
-    checkCompatible(local, remote);
-  }
-  local;
-  remote;
-  c;
-  r = new BitReader();
-  Ca = /* @__PURE__ */ new Map();
-  C = [];
-  // The slots of the last ID block: ids[0, nids) (cleared by count, so that
-  // the array keeps its size from group to group).
-  fa = [];
-  ga = 0;
-  cb = [];
-  entities = 0;
-  values = 0;
-  ha = null;
-  /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  Da(rs, ls) {
-    let inner = this.Ca.get(rs);
-    if (!inner) this.Ca.set(rs, inner = /* @__PURE__ */ new Map());
+function decoder(local, remote = local, limits = {}) {
+  const lim = withDefaults(limits);
+  checkCompatible(local, remote);
+  const r = new BitReader();
+  const maps = /* @__PURE__ */ new Map();
+  const steps = [];
+  const ids = [];
+  let nids = 0;
+  const gens = [];
+  let nEntities = 0;
+  let nValues = 0;
+  let keyBytes = null;
+  function mapping(rs, ls) {
+    let inner = maps.get(rs);
+    if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.path, l.index]));
-      inner.set(ls, m = { Ea: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.X, l.index]));
+      inner.set(ls, m = { Oa: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.Ea[l.index] = byPath.get(l.path) ?? -1;
-        if (j >= 0) m.bands[j] = l.band;
+        const j = m.Oa[l.index] = byPath.get(l.X) ?? -1;
+        if (j >= 0) m.E[j] = l.band;
       }
     }
     return m;
   }
-  /**
-   * Decodes one segment into tab's transaction. On error (a
-   * ReplicaDecodeError) the transaction holds a partial tick: the caller
-   * rolls it back.
-   */
-  apply(tab, seg) {
-    if (seg.length > this.c.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
-    const r = this.r;
+  function apply(tab, seg) {
+    if (seg.length > lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
     r.reset(seg);
-    this.entities = this.values = 0;
+    nEntities = nValues = 0;
     try {
-      for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
+      for (let tag; (tag = r.b(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.Fa();
-          for (let i = 0; i < this.ga; i++) tab.wa(this.fa[i]);
+          readIDs();
+          for (let i = 0; i < nids; i++) tab.Ia(ids[i]);
           continue;
         }
-        if (tag > SEC_RANKED) r.malformed("section " + tag);
-        const rc = this.remote.class(r.u32(4)) ?? fail("unknown", "class");
-        for (let g = r.d(0, this.c.maxEntities, 8, "groups"); g > 0; g--) this.db(tab, tag, rc);
+        if (tag > SEC_RANKED) r.n("section " + tag);
+        const rc = remote.class(r.q(4)) ?? fail("unknown", "class");
+        for (let g = r.g(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
-      r.f();
+      r.k();
     } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.b;
-      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.b) : e;
+      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.f;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.f) : e;
     }
   }
-  /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  Fa() {
-    const r = this.r;
-    const n = r.d(3, this.c.maxEntities - this.entities, 1, "entities");
-    this.entities += n;
-    const k = r.bits(6);
-    const ids = this.fa;
+  function readIDs() {
+    const n = r.g(3, lim.maxEntities - nEntities, 1, "entities");
+    nEntities += n;
+    const k = r.b(6);
     for (let i = 0, slot = -1; i < n; i++) {
-      slot += 1 + r.u(k);
-      if (r.hi !== 0 || slot >= 1 << 24) r.malformed("slot out of range");
+      slot += 1 + r.c(k);
+      if (r.a !== 0 || slot >= 1 << 24) r.n("slot out of range");
       ids[i] = slot;
     }
-    this.ga = n;
+    nids = n;
   }
-  db(tab, tag, rc) {
-    const r = this.r;
-    const lc = this.local.class(rc.classId) ?? rc;
-    const map = this.Da(rc, lc);
+  function group(tab, tag, rc) {
+    const lc = local.class(rc.classId) ?? rc;
+    const map = mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
-    this.C.length = 0;
-    this.ia(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.Fa();
-    const ids = this.fa;
-    const n = this.ga;
-    const gens = this.cb;
+    steps.length = 0;
+    readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    readIDs();
+    const n = nids;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.q[ids[i]] ?? fail("rank", "rank " + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.F[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
-      const k = r.bits(6);
+      const k = r.b(6);
       for (let i = 0; i < n; i++) {
-        const g = r.u(k);
-        if (r.hi !== 0 || g > 255) r.malformed("generation " + g);
+        const g = r.c(k);
+        if (r.a !== 0 || g > 255) r.n("generation " + g);
         gens[i] = g;
       }
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.Va(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
-      else if (!(e = tab.s(slot)) || tag === SEC_FILL && !tab.va(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
-      if (e.classId !== rc.classId) r.malformed(`slot ${slot} of class ${e.classId}`);
-      this.eb(tab, e, delta);
+      if (tag === SEC_CREATE) e = tab.db(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.E, rc.nbands);
+      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.Ha(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (e.classId !== rc.classId) r.n(`slot ${slot} of class ${e.classId}`);
+      entityValues(tab, e, delta);
     }
   }
-  ja(depth) {
-    if (depth >= this.c.maxDepth) fail("limit", "nesting deeper than " + this.c.maxDepth);
+  function deeper(depth) {
+    if (depth >= lim.maxDepth) fail("limit", "nesting deeper than " + lim.maxDepth);
   }
-  /**
-   * Reads a field tree of remote struct st (§5.5) into steps, resolved
-   * against local struct ls through map. base is the leaf index of st's
-   * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
-   * update sections.
-   */
-  ia(st, base, delta, depth, gapK, map, ls) {
-    this.ja(depth);
-    const r = this.r;
-    for (let n = r.d(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
-      id += 1 + r.u(gapK) + r.hi * 4294967296;
+  function readTree(st, base, delta, depth, gapK, map, ls) {
+    deeper(depth);
+    for (let n = r.g(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+      id += 1 + r.c(gapK) + r.a * 4294967296;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.leaf;
+      const leaf = base + f.K;
       if (t.kind === 15 /* Nested */) {
-        this.ia(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local = map.Ea[leaf];
-      const ll = local >= 0 ? ls.leaves[local] : null;
-      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, R: 0, signed: false };
+      const local2 = map.Oa[leaf];
+      const ll = local2 >= 0 ? ls.leaves[local2] : null;
+      const s = { local: local2, slot: -1, code: P_STR, e: 0, l: t, sa: ll && ll.field.type, x: null, ta: 0, da: 0, C: false };
       if (isNumeric(t.kind)) {
-        const p = s.plan = numPlan(t);
-        const raw = delta ? p.deltaRaw : p.fullRaw;
+        const p = s.x = numPlan(t);
+        const raw = delta ? p.$a : p.B;
         s.code = P_RAW;
-        s.k = raw;
+        s.e = raw;
         if (raw === 0) {
-          s.k = r.bits(6);
+          s.e = r.b(6);
           s.code = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
-            s.mask = MASK[p.D];
-            s.R = 32 - p.D;
-            s.signed = p.signed;
+            s.ta = MASK[p.D];
+            s.da = 32 - p.D;
+            s.C = p.C;
           }
         }
         if (ll) s.slot = ll.num;
@@ -1271,18 +1186,14 @@ var Decoder = class {
         if (isContainer(t.kind)) s.code = P_CONT;
         if (ll) s.slot = ll.obj;
       }
-      this.C.push(s);
+      steps.push(s);
     }
   }
-  /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  S(p, k, delta, olo = 0, ohi = 0) {
-    const r = this.r;
-    const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
+  function readNum(p, k, delta, olo = 0, ohi = 0) {
+    const lo = r.c(k);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.a) : decodeFull(p, lo, r.a))) r.n("value out of range");
   }
-  eb(tab, e, delta) {
-    const r = this.r;
-    const steps = this.C;
+  function entityValues(tab, e, delta) {
     const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i];
@@ -1290,170 +1201,157 @@ var Decoder = class {
       const j = slot << 1;
       switch (s.code) {
         case P_DELTA: {
-          const lo = r.u(s.k);
-          if (r.hi !== 0 || lo > s.mask) r.malformed("delta out of range");
+          const lo = r.c(s.e);
+          if (r.a !== 0 || lo > s.ta) r.n("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.signed) {
-            v = v << s.R >> s.R;
-            tab.B(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else tab.B(e, s.local, slot, s.R === 0 ? v >>> 0 : v & s.mask, 0);
+          if (s.C) {
+            v = v << s.da >> s.da;
+            tab.O(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
+          } else tab.O(e, s.local, slot, s.da === 0 ? v >>> 0 : v & s.ta, 0);
           break;
         }
         case P_RAW: {
-          const lo = r.g(s.k);
-          if (slot >= 0) tab.B(e, s.local, slot, lo, r.hi);
+          const lo = r.o(s.e);
+          if (slot >= 0) tab.O(e, s.local, slot, lo, r.a);
           break;
         }
         case P_U:
-          if (slot < 0) this.S(s.plan, s.k, delta);
+          if (slot < 0) readNum(s.x, s.e, delta);
           else {
-            this.S(s.plan, s.k, delta, a[j], a[j + 1]);
-            tab.B(e, s.local, slot, out.lo, out.hi);
+            readNum(s.x, s.e, delta, a[j], a[j + 1]);
+            tab.O(e, s.local, slot, out.d, out.a);
           }
           break;
         case P_STR: {
-          const v = this.ka(s.t);
-          if (slot >= 0) tab.Q(e, s.local, slot, v);
+          const v = readStr(s.l);
+          if (slot >= 0) tab.ca(e, s.local, slot, v);
           break;
         }
         default:
-          if (!delta || r.o()) {
-            const c = this.Ga(s.t, s.lt, 1);
-            if (slot >= 0) tab.Q(e, s.local, slot, c);
-          } else this.fb(tab, e, s.t, s.lt, s.local, slot);
+          if (!delta || r.y()) {
+            const c = readContainer(s.l, s.sa, 1);
+            if (slot >= 0) tab.ca(e, s.local, slot, c);
+          } else containerOps(tab, e, s.l, s.sa, s.local, slot);
       }
     }
   }
-  ka(t) {
-    return t.kind === 13 /* Bytes */ ? this.r.bytes(this.c.maxStringBytes) : this.r.string(this.c.maxStringBytes);
+  function readStr(t) {
+    return t.kind === 13 /* Bytes */ ? r.i(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
-  T(n) {
-    if ((this.values += n) > this.c.maxValues) fail("limit", `over ${this.c.maxValues} values`);
+  function countValues(n) {
+    if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
   }
-  /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  E(t, lt, k, depth) {
+  function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.fullRaw) {
-        out.lo = this.r.g(p.fullRaw);
-        out.hi = this.r.hi;
-      } else this.S(p, k, false);
-      return toElem(p, out.lo, out.hi);
+      if (p.B) {
+        out.d = r.o(p.B);
+        out.a = r.a;
+      } else readNum(p, k, false);
+      return toElem(p, out.d, out.a);
     }
-    if (t.kind === 15 /* Nested */) return this.p(t.struct, lt && lt.struct, depth + 1);
-    return this.ka(t);
+    if (t.kind === 15 /* Nested */) return readRecord(t.struct, lt && lt.struct, depth + 1);
+    return readStr(t);
   }
-  /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  U(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
+  function readK(t, n) {
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).B !== 0 ? 0 : r.b(6);
   }
-  /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  Ha(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this.ha = this.r.bytes(this.c.maxStringBytes));
-    return this.E(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
+  function readKey(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.i(lim.maxStringBytes));
+    return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
-  /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  Ga(t, lt, depth) {
-    this.ja(depth);
+  function readContainer(t, lt, depth) {
+    deeper(depth);
     const ct = lt ?? t;
-    const r = this.r;
-    const n = r.d(4, this.c.maxContainerLen, 1, "length");
-    this.T(n);
+    const n = r.g(4, lim.maxContainerLen, 1, "length");
+    countValues(n);
     if (t.kind === 16 /* List */) {
-      const k = this.U(t.elem, n);
+      const k = readK(t.elem, n);
       const items = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = this.E(t.elem, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(t.elem, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
-    const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.U(t.elem, n);
+    const kk = n > 0 && !str ? r.b(6) : 0;
+    const vk = bag ? 0 : readK(t.elem, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.Ha(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this.ha) < 0 : prev < key)) r.malformed("keys out of order");
+      const key = readKey(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) r.n("keys out of order");
       prev = key;
-      prevBytes = this.ha;
-      m.set(key, bag ? this.p(t.struct, lt && lt.struct, depth + 1) : this.E(t.elem, lt && lt.elem, vk, depth));
+      prevBytes = keyBytes;
+      m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(t.elem, lt && lt.elem, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
   }
-  /**
-   * Reads a standalone struct value of remote type rs into a record of
-   * local type ls (rs when null): into, an item's record through the
-   * transaction, or a new one.
-   */
-  p(rs, ls, depth, into, item) {
-    this.ja(depth);
-    this.T(1);
+  function readRecord(rs, ls, depth, into, item) {
+    deeper(depth);
+    countValues(1);
     const lst = ls ?? rs;
-    const rec2 = into ?? item?.rec ?? new Rec(lst);
-    const steps = this.C;
+    const rec2 = into ?? item?.mb ?? new Rec(lst);
     const start = steps.length;
-    this.ia(rs, 0, false, depth, 2, this.Da(rs, lst), lst);
+    readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
-      if (s.plan) {
+      if (s.x) {
         if (s.code === P_RAW) {
-          out.lo = this.r.g(s.k);
-          out.hi = this.r.hi;
-        } else this.S(s.plan, s.k, false);
+          out.d = r.o(s.e);
+          out.a = r.a;
+        } else readNum(s.x, s.e, false);
         if (slot < 0) continue;
-        if (item) item.l.Wa(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
+        if (item) item.t.eb(item.s, s.local, slot, out.d, out.a, rec2, item.key, item.K);
         else {
-          rec2.num[slot << 1] = out.lo;
-          rec2.num[(slot << 1) + 1] = out.hi;
+          rec2.num[slot << 1] = out.d;
+          rec2.num[(slot << 1) + 1] = out.a;
         }
         continue;
       }
-      const v = s.code === P_STR ? this.ka(s.t) : this.Ga(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? readStr(s.l) : readContainer(s.l, s.sa, depth + 1);
       if (slot < 0) continue;
-      if (item) item.l.Q(item.e, s.local, slot, v, rec2, item.key, item.leaf);
+      if (item) item.t.ca(item.s, s.local, slot, v, rec2, item.key, item.K);
       else rec2.obj[slot] = v;
     }
     steps.length = start;
     return rec2;
   }
-  /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  fb(tab, e, t, lt, local, slot) {
-    const r = this.r;
-    const max = this.c.maxContainerLen;
+  function containerOps(tab, e, t, lt, local2, slot) {
+    const max = lim.maxContainerLen;
     const full = (size) => {
       if (size >= max) fail("limit", "container over " + max);
     };
-    const c = local >= 0 ? e.obj[slot] : null;
+    const c = local2 >= 0 ? e.obj[slot] : null;
     if (t.kind === 16 /* List */) {
       const list = c;
-      const n = r.d(2, max, 3, "list operations");
-      this.T(n);
-      const k = this.U(t.elem, n);
+      const n = r.g(2, max, 3, "list operations");
+      countValues(n);
+      const k = readK(t.elem, n);
       for (let i = 0; i < n; i++) {
-        const op = r.bits(3);
-        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.malformed("list operation " + op);
+        const op = r.b(3);
+        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.n("list operation " + op);
         let idx = 0;
         if (op !== OP_PUSH && op !== OP_CLEAR) {
-          const u = r.u(4);
-          idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
+          const u = r.c(4);
+          idx = r.a !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
         if (op === OP_PATCH) {
           const rs = t.elem.struct;
           const ls2 = lt ? lt.elem.struct : rs;
           if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
-          v = this.p(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
-        } else if (op <= OP_INSERT || op === OP_SET) v = this.E(t.elem, lt && lt.elem, k, 1);
+          v = readRecord(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
+        } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
-          tab.Xa(e, local, list, op === OP_PUSH ? list.items.length : idx, v);
-        } else if (op === OP_REMOVE) tab.Ya(e, local, list, idx);
-        else if (op === OP_CLEAR) tab._a(e, local, list);
-        else tab.Za(e, local, list, idx, v);
+          tab.fb(e, local2, list, op === OP_PUSH ? list.items.length : idx, v);
+        } else if (op === OP_REMOVE) tab.gb(e, local2, list, idx);
+        else if (op === OP_CLEAR) tab.ib(e, local2, list);
+        else tab.hb(e, local2, list, idx, v);
       }
       return;
     }
@@ -1461,41 +1359,38 @@ var Decoder = class {
     const m = c;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
-      const n = r.d(2, max, 1, "keys");
-      this.T(n);
-      const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.U(t.elem, n) : 0;
+      const n = r.g(2, max, 1, "keys");
+      countValues(n);
+      const kk = n > 0 && t.key !== 12 /* String */ ? r.b(6) : 0;
+      const vk = pass === 1 && !bag ? readK(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.Ha(t.key, kk);
+        const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.ab(e, local, m, key);
+          if (m) tab.kb(e, local2, m, key);
         } else if (pass === 1) {
-          const v = bag ? this.p(t.struct, ls, 2) : this.E(t.elem, lt && lt.elem, vk, 1);
+          const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.$a(e, local, m, key, v);
+            tab.jb(e, local2, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          this.p(t.struct, ls, 2, void 0, { l: tab, e, leaf: local, key, rec: item });
-        } else this.p(t.struct, null, 2);
+          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, K: local2, key, mb: item });
+        } else readRecord(t.struct, null, 2);
       }
     }
   }
-  /**
-   * Decodes a standalone record (an RPC's arguments, §10.2) of remote
-   * struct rs into a new record of local struct ls.
-   */
-  gb(rs, ls, data) {
-    if (data.length > this.c.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
-    this.r.reset(data);
-    this.values = 0;
-    this.C.length = 0;
-    const rec2 = this.p(rs, ls, 0);
-    this.r.f();
+  function decodeRecord(rs, ls, data) {
+    if (data.length > lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
+    r.reset(data);
+    nValues = 0;
+    steps.length = 0;
+    const rec2 = readRecord(rs, ls, 0);
+    r.k();
     return rec2;
   }
-};
+  return { Pa: lim, apply, nb: decodeRecord };
+}
 var keyTypes = [];
 function compareBytes(a, b) {
   const n = Math.min(a.length, b.length);
@@ -1513,39 +1408,39 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  w;
-  l = new Table();
+  I;
+  t = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  V = /* @__PURE__ */ new Map();
+  ea = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  X = false;
+  fa = false;
   /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
-  parts = /* @__PURE__ */ new Map();
+  ua = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.w = new Decoder(local, this.remote, opts.limits);
+    this.I = decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.w.c;
+    return this.I.Pa;
   }
   /** Number of entities. */
   get size() {
-    return this.l.size;
+    return this.t.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.l.entity(id);
+    return this.t.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.l.entities();
+    return this.t.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1555,9 +1450,9 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  Ia(c, vis) {
-    let p = this.parts.get(c);
-    if (!p) this.parts.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
+  Qa(c, vis) {
+    let p = this.ua.get(c);
+    if (!p) this.ua.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
     return p[vis - 1];
   }
   /**
@@ -1568,16 +1463,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.X) misuse("applyTick from a callback");
-    const tab = this.l.ca();
+    if (this.fa) misuse("applyTick from a callback");
+    const tab = this.t.pa();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.ea(e, this.Ia(e.type, 1 /* Owner */));
-        tab.da(e, false);
+        tab.ra(e, this.Qa(e.type, 1 /* Owner */));
+        tab.qa(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1585,8 +1480,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.ea(e, this.Ia(e.type, 2 /* Others */));
-          tab.da(e, true);
+          tab.ra(e, this.Qa(e.type, 2 /* Others */));
+          tab.qa(e, true);
         }
       }
       const later = [];
@@ -1598,29 +1493,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.ea(e, [...e.bands.keys()].filter((i) => e.bands[i] > lc.level));
-        } else if (lc.level > e.level) tab.Ua(e.slot);
-        if (e) tab.xa(e, lc.level);
+          tab.ra(e, [...e.E.keys()].filter((i) => e.E[i] > lc.level));
+        } else if (lc.level > e.level) tab.cb(e.slot);
+        if (e) tab.Ja(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.w.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.I.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.va(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.da(e, true);
+        if (!e || !tab.Ha(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.qa(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.xa(e, level(e, lc.level));
+        tab.Ja(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.bb();
+      tab.lb();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.Ba();
+    tab.Na();
     this.ticksApplied++;
-    this.Ja(tab.j);
+    this.Ra(tab.r);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1628,15 +1523,15 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.X) misuse("reset from a callback");
-    const dec = new Decoder(this.local, remote, this.w.c);
-    const tab = this.l.ca();
-    for (const e of this.entities()) tab.wa(e.slot);
-    tab.Ba();
-    this.w = dec;
+    if (this.fa) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.I.Pa);
+    const tab = this.t.pa();
+    for (const e of this.entities()) tab.Ia(e.slot);
+    tab.Na();
+    this.I = dec;
     this.remote = remote;
-    this.parts.clear();
-    this.Ja(tab.j);
+    this.ua.clear();
+    this.Ra(tab.r);
   }
   // ---- Callbacks ----
   /**
@@ -1651,16 +1546,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name} is not of a kind this callback takes`);
-      this.l.Ta(cls, l.index);
+      this.t.bb(cls, l.index);
       i += l.index;
     }
-    let lists = this.V.get(cls);
-    if (!lists) this.V.set(cls, lists = []);
-    const cb = { from: this.ticksApplied + 1, la: false, hb: fn };
+    let lists = this.ea.get(cls);
+    if (!lists) this.ea.set(cls, lists = []);
+    const cb = { from: this.ticksApplied + 1, va: false, ob: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.la) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.la = true;
+      if (!cb.va) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.va = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1701,19 +1596,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  Ja(events) {
-    if (!this.V.size) return;
-    this.X = true;
+  Ra(events) {
+    if (!this.ea.size) return;
+    this.fa = true;
     try {
-      for (const { k, e, a } of events) {
-        const list = this.V.get(e.type)?.[k];
+      for (const { e: k, s: e, H: a } of events) {
+        const list = this.ea.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.la) cb.hb(...a);
+        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.va) cb.ob(...a);
       }
     } finally {
-      this.X = false;
+      this.fa = false;
     }
   }
 };

@@ -114,33 +114,46 @@ interface ItemTarget {
 const ZERO_BANDS = new Uint8Array(0);
 
 /** Decodes segments of the remote schema into a local replica. */
-export class Decoder {
+export interface Decoder {
+  /** The limits, defaults filled in. */
   readonly lim: Limits;
-  private r = new BitReader();
-  private maps = new Map<StructType, Map<StructType, Mapping>>();
-  private steps: Step[] = [];
+  /**
+   * Decodes one segment into tab's transaction. On error (a
+   * ReplicaDecodeError) the transaction holds a partial tick: the caller
+   * rolls it back.
+   */
+  apply(tab: Table, seg: Uint8Array): void;
+  /**
+   * Decodes a standalone record (an RPC's arguments, §10.2) of remote
+   * struct rs into a new record of local struct ls.
+   */
+  decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec;
+}
+
+/**
+ * A decoder of segments of schema remote into entities of schema local;
+ * throws an "incompatible" ReplicaDecodeError when remote's data cannot be
+ * decoded into local (§8).
+ */
+export function decoder(local: Schema, remote: Schema = local, limits: Partial<Limits> = {}): Decoder {
+  const lim = withDefaults(limits);
+  checkCompatible(local, remote);
+  const r = new BitReader();
+  const maps = new Map<StructType, Map<StructType, Mapping>>();
+  const steps: Step[] = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  private ids: number[] = [];
-  private nids = 0;
-  private gens: number[] = [];
-  private entities = 0;
-  private values = 0;
-  private keyBytes: Uint8Array | null = null;
-
-  constructor(
-    readonly local: Schema,
-    readonly remote: Schema = local,
-    limits: Partial<Limits> = {},
-  ) {
-    this.lim = withDefaults(limits);
-    checkCompatible(local, remote);
-  }
+  const ids: number[] = [];
+  let nids = 0;
+  const gens: number[] = [];
+  let nEntities = 0;
+  let nValues = 0;
+  let keyBytes: Uint8Array | null = null;
 
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  private mapping(rs: StructType, ls: StructType): Mapping {
-    let inner = this.maps.get(rs);
-    if (!inner) this.maps.set(rs, (inner = new Map()));
+  function mapping(rs: StructType, ls: StructType): Mapping {
+    let inner = maps.get(rs);
+    if (!inner) maps.set(rs, (inner = new Map()));
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map(ls.leaves.map((l) => [l.path, l.index]));
@@ -158,21 +171,20 @@ export class Decoder {
    * ReplicaDecodeError) the transaction holds a partial tick: the caller
    * rolls it back.
    */
-  apply(tab: Table, seg: Uint8Array): void {
-    if (seg.length > this.lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
-    const r = this.r;
+  function apply(tab: Table, seg: Uint8Array): void {
+    if (seg.length > lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
     r.reset(seg);
-    this.entities = this.values = 0;
+    nEntities = nValues = 0;
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.readIDs();
-          for (let i = 0; i < this.nids; i++) tab.destroySlot(this.ids[i]!);
+          readIDs();
+          for (let i = 0; i < nids; i++) tab.destroySlot(ids[i]!);
           continue;
         }
         if (tag > SEC_RANKED) r.malformed("section " + tag);
-        const rc = this.remote.class(r.u32(4)) ?? fail("unknown", "class");
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.group(tab, tag, rc);
+        const rc = remote.class(r.u32(4)) ?? fail("unknown", "class");
+        for (let g = r.count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
       r.finish();
     } catch (e) {
@@ -183,31 +195,26 @@ export class Decoder {
   }
 
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  private readIDs(): void {
-    const r = this.r;
-    const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
-    this.entities += n;
+  function readIDs(): void {
+    const n = r.count(3, lim.maxEntities - nEntities, 1, "entities");
+    nEntities += n;
     const k = r.bits(6);
-    const ids = this.ids;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
       if (r.hi !== 0 || slot >= 1 << 24) r.malformed("slot out of range");
       ids[i] = slot;
     }
-    this.nids = n;
+    nids = n;
   }
 
-  private group(tab: Table, tag: number, rc: StructType): void {
-    const r = this.r;
-    const lc = this.local.class(rc.classId) ?? rc;
-    const map = this.mapping(rc, lc);
+  function group(tab: Table, tag: number, rc: StructType): void {
+    const lc = local.class(rc.classId) ?? rc;
+    const map = mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
-    this.steps.length = 0;
-    this.readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.readIDs();
-    const ids = this.ids;
-    const n = this.nids;
-    const gens = this.gens;
+    steps.length = 0;
+    readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    readIDs();
+    const n = nids;
     if (tag === SEC_RANKED) {
       // Ranks among the entities held when the tick began (§5.4).
       for (let i = 0; i < n; i++) ids[i] = tab.held[ids[i]!] ?? fail("rank", "rank " + ids[i]);
@@ -225,12 +232,12 @@ export class Decoder {
       if (tag === SEC_CREATE) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
       else if (!(e = tab.atSlot(slot)) || (tag === SEC_FILL && !tab.isFillable(slot))) fail("not-found", `section ${tag}, slot ${slot}`);
       if (e!.classId !== rc.classId) r.malformed(`slot ${slot} of class ${e!.classId}`);
-      this.entityValues(tab, e!, delta);
+      entityValues(tab, e!, delta);
     }
   }
 
-  private deeper(depth: number): void {
-    if (depth >= this.lim.maxDepth) fail("limit", "nesting deeper than " + this.lim.maxDepth);
+  function deeper(depth: number): void {
+    if (depth >= lim.maxDepth) fail("limit", "nesting deeper than " + lim.maxDepth);
   }
 
   /**
@@ -239,9 +246,8 @@ export class Decoder {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  private readTree(st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void {
-    this.deeper(depth);
-    const r = this.r;
+  function readTree(st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void {
+    deeper(depth);
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
       const f = st.field(id);
@@ -249,7 +255,7 @@ export class Decoder {
       const t = f!.type;
       const leaf = base + f!.leaf;
       if (t.kind === Kind.Nested) {
-        this.readTree(t.struct!, leaf, delta, depth + 1, gapK, map, ls);
+        readTree(t.struct!, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
       const local = map.toLocal[leaf]!;
@@ -275,20 +281,17 @@ export class Decoder {
         if (isContainer(t.kind)) s.code = P_CONT;
         if (ll) s.slot = ll.obj;
       }
-      this.steps.push(s);
+      steps.push(s);
     }
   }
 
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  private readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
-    const r = this.r;
+  function readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
     const lo = r.u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
   }
 
-  private entityValues(tab: Table, e: Entity, delta: boolean): void {
-    const r = this.r;
-    const steps = this.steps;
+  function entityValues(tab: Table, e: Entity, delta: boolean): void {
     const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i]!;
@@ -313,86 +316,85 @@ export class Decoder {
           break;
         }
         case P_U:
-          if (slot < 0) this.readNum(s.plan!, s.k, delta);
+          if (slot < 0) readNum(s.plan!, s.k, delta);
           else {
-            this.readNum(s.plan!, s.k, delta, a[j], a[j + 1]);
+            readNum(s.plan!, s.k, delta, a[j], a[j + 1]);
             tab.setNum(e, s.local, slot, out.lo, out.hi);
           }
           break;
         case P_STR: {
-          const v = this.readStr(s.t);
+          const v = readStr(s.t);
           if (slot >= 0) tab.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = this.readContainer(s.t, s.lt, 1);
+            const c = readContainer(s.t, s.lt, 1);
             if (slot >= 0) tab.setObj(e, s.local, slot, c);
-          } else this.containerOps(tab, e, s.t, s.lt, s.local, slot);
+          } else containerOps(tab, e, s.t, s.lt, s.local, slot);
       }
     }
   }
 
-  private readStr(t: Type): string | Uint8Array {
-    return t.kind === Kind.Bytes ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
+  function readStr(t: Type): string | Uint8Array {
+    return t.kind === Kind.Bytes ? r.bytes(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
 
-  private countValues(n: number): void {
-    if ((this.values += n) > this.lim.maxValues) fail("limit", `over ${this.lim.maxValues} values`);
+  function countValues(n: number): void {
+    if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
   }
 
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  private readElem(t: Type, lt: Type | null, k: number, depth: number): Elem {
+  function readElem(t: Type, lt: Type | null, k: number, depth: number): Elem {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.fullRaw) {
-        out.lo = this.r.bitsWide(p.fullRaw);
-        out.hi = this.r.hi;
-      } else this.readNum(p, k, false);
+        out.lo = r.bitsWide(p.fullRaw);
+        out.hi = r.hi;
+      } else readNum(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
-    if (t.kind === Kind.Nested) return this.readRecord(t.struct!, lt && lt.struct, depth + 1);
-    return this.readStr(t);
+    if (t.kind === Kind.Nested) return readRecord(t.struct!, lt && lt.struct, depth + 1);
+    return readStr(t);
   }
 
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  private readK(t: Type, n: number): number {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
+  function readK(t: Type, n: number): number {
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : r.bits(6);
   }
 
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  private readKey(key: number, k: number): Key {
-    if (key === Kind.String) return decodeUTF8((this.keyBytes = this.r.bytes(this.lim.maxStringBytes)));
-    return this.readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint;
+  function readKey(key: number, k: number): Key {
+    if (key === Kind.String) return decodeUTF8((keyBytes = r.bytes(lim.maxStringBytes)));
+    return readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint;
   }
 
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  private readContainer(t: Type, lt: Type | null, depth: number): ListC | MapC | BagC {
-    this.deeper(depth);
+  function readContainer(t: Type, lt: Type | null, depth: number): ListC | MapC | BagC {
+    deeper(depth);
     const ct = lt ?? t;
-    const r = this.r;
-    const n = r.count(4, this.lim.maxContainerLen, 1, "length");
-    this.countValues(n);
+    const n = r.count(4, lim.maxContainerLen, 1, "length");
+    countValues(n);
     if (t.kind === Kind.List) {
-      const k = this.readK(t.elem!, n);
+      const k = readK(t.elem!, n);
       const items: Elem[] = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = this.readElem(t.elem!, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(t.elem!, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === Kind.Bag;
     const str = t.key === Kind.String;
     const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.readK(t.elem!, n);
+    const vk = bag ? 0 : readK(t.elem!, n);
     const m = new Map<Key, Elem>();
     let prev: Key | undefined;
     let prevBytes: Uint8Array | null = null;
     for (let i = 0; i < n; i++) {
-      const key = this.readKey(t.key, kk);
+      const key = readKey(t.key, kk);
       // Keys strictly ascending (§6.1): strings bytewise.
-      if (i > 0 && !(str ? compareBytes(prevBytes!, this.keyBytes!) < 0 : prev! < key)) r.malformed("keys out of order");
+      if (i > 0 && !(str ? compareBytes(prevBytes!, keyBytes!) < 0 : prev! < key)) r.malformed("keys out of order");
       prev = key;
-      prevBytes = this.keyBytes;
-      m.set(key, bag ? this.readRecord(t.struct!, lt && lt.struct, depth + 1) : this.readElem(t.elem!, lt && lt.elem, vk, depth));
+      prevBytes = keyBytes;
+      m.set(key, bag ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readElem(t.elem!, lt && lt.elem, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
   }
@@ -402,22 +404,21 @@ export class Decoder {
    * local type ls (rs when null): into, an item's record through the
    * transaction, or a new one.
    */
-  private readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
-    this.deeper(depth);
-    this.countValues(1);
+  function readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
+    deeper(depth);
+    countValues(1);
     const lst = ls ?? rs;
     const rec = into ?? item?.rec ?? new Rec(lst);
-    const steps = this.steps;
     const start = steps.length;
-    this.readTree(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i]!;
       const slot = s.slot;
       if (s.plan) {
         if (s.code === P_RAW) {
-          out.lo = this.r.bitsWide(s.k);
-          out.hi = this.r.hi;
-        } else this.readNum(s.plan, s.k, false);
+          out.lo = r.bitsWide(s.k);
+          out.hi = r.hi;
+        } else readNum(s.plan, s.k, false);
         if (slot < 0) continue;
         if (item) item.tab.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
         else {
@@ -426,7 +427,7 @@ export class Decoder {
         }
         continue;
       }
-      const v = s.code === P_STR ? this.readStr(s.t) : this.readContainer(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? readStr(s.t) : readContainer(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
       if (item) item.tab.setObj(item.e, s.local, slot, v, rec, item.key, item.leaf);
       else rec.obj[slot] = v;
@@ -436,9 +437,8 @@ export class Decoder {
   }
 
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  private containerOps(tab: Table, e: Entity, t: Type, lt: Type | null, local: number, slot: number): void {
-    const r = this.r;
-    const max = this.lim.maxContainerLen;
+  function containerOps(tab: Table, e: Entity, t: Type, lt: Type | null, local: number, slot: number): void {
+    const max = lim.maxContainerLen;
     const full = (size: number): void => {
       if (size >= max) fail("limit", "container over " + max);
     };
@@ -446,8 +446,8 @@ export class Decoder {
     if (t.kind === Kind.List) {
       const list = c as ListC | null;
       const n = r.count(2, max, 3, "list operations");
-      this.countValues(n);
-      const k = this.readK(t.elem!, n);
+      countValues(n);
+      const k = readK(t.elem!, n);
       for (let i = 0; i < n; i++) {
         const op = r.bits(3);
         if (op > OP_PATCH || (op === OP_PATCH && t.elem!.kind !== Kind.Nested)) r.malformed("list operation " + op);
@@ -462,8 +462,8 @@ export class Decoder {
           const rs = t.elem!.struct!;
           const ls = lt ? lt.elem!.struct! : rs;
           if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
-          v = this.readRecord(rs, ls, 2, list ? clone(list.items[idx] as Rec) : new Rec(ls));
-        } else if (op <= OP_INSERT || op === OP_SET) v = this.readElem(t.elem!, lt && lt.elem, k, 1);
+          v = readRecord(rs, ls, 2, list ? clone(list.items[idx] as Rec) : new Rec(ls));
+        } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem!, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
@@ -480,23 +480,23 @@ export class Decoder {
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
       const n = r.count(2, max, 1, "keys");
-      this.countValues(n);
+      countValues(n);
       const kk = n > 0 && t.key !== Kind.String ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.readK(t.elem!, n) : 0;
+      const vk = pass === 1 && !bag ? readK(t.elem!, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.readKey(t.key, kk);
+        const key = readKey(t.key, kk);
         if (pass === 0) {
           if (m) tab.mapDelete(e, local, m, key);
         } else if (pass === 1) {
-          const v = bag ? this.readRecord(t.struct!, ls, 2) : this.readElem(t.elem!, lt && lt.elem, vk, 1);
+          const v = bag ? readRecord(t.struct!, ls, 2) : readElem(t.elem!, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
             tab.mapPut(e, local, m, key, v);
           }
         } else if (m) {
           const item = (m as BagC).m.get(key) ?? fail("no-key", "update of " + key);
-          this.readRecord(t.struct!, ls, 2, undefined, { tab, e, leaf: local, key, rec: item });
-        } else this.readRecord(t.struct!, null, 2);
+          readRecord(t.struct!, ls, 2, undefined, { tab, e, leaf: local, key, rec: item });
+        } else readRecord(t.struct!, null, 2);
       }
     }
   }
@@ -505,15 +505,17 @@ export class Decoder {
    * Decodes a standalone record (an RPC's arguments, §10.2) of remote
    * struct rs into a new record of local struct ls.
    */
-  decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec {
-    if (data.length > this.lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
-    this.r.reset(data);
-    this.values = 0;
-    this.steps.length = 0;
-    const rec = this.readRecord(rs, ls, 0);
-    this.r.finish();
+  function decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec {
+    if (data.length > lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
+    r.reset(data);
+    nValues = 0;
+    steps.length = 0;
+    const rec = readRecord(rs, ls, 0);
+    r.finish();
     return rec;
   }
+
+  return { lim, apply, decodeRecord };
 }
 
 /** The types of map and bag keys, by kind. */

@@ -21,7 +21,7 @@ export function parseHello(msg: Uint8Array): Hello {
   return readBody(msg, (r) => {
     const version = r.u32();
     if (version !== PROTOCOL_VERSION) {
-      r.pos = r.end; // the rest has that version's layout
+      r.pos = r.len; // the rest has that version's layout
       return { type: MsgType.Hello, version };
     }
     const descriptor = r.bytes(MAX_DESCRIPTOR);

@@ -12,7 +12,7 @@
  */
 
 import { ReplicaDecodeError, fail } from "./errors.js";
-import { Decoder, type Limits } from "./decoder.js";
+import { decoder, type Decoder, type Limits } from "./decoder.js";
 import { isContainer, type Schema, type StructType } from "./schema.js";
 import { Table, type BagC, type Entity, type Key, type Rec, type TxEvent } from "./state.js";
 import { Ev, Kind, Vis } from "./enums.js";
@@ -102,7 +102,7 @@ export class Replica {
   constructor(local: Schema, opts: ReplicaOptions = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.decoder = new Decoder(local, this.remote, opts.limits);
+    this.decoder = decoder(local, this.remote, opts.limits);
   }
 
   /** The decoder's limits, defaults filled in. */
@@ -211,7 +211,7 @@ export class Replica {
    */
   reset(remote: Schema = this.remote): void {
     if (this.dispatching) misuse("reset from a callback");
-    const dec = new Decoder(this.local, remote, this.decoder.lim);
+    const dec = decoder(this.local, remote, this.decoder.lim);
     const tab = this.tab.begin();
     for (const e of this.entities()) tab.destroySlot(e.slot);
     tab.commit();

@@ -79,9 +79,9 @@ export interface Field {
   deprecated: boolean;
   /** Level-of-detail band (§3.6), 0 = none. */
   band: number;
-  /** First leaf of the field in its struct's flattened layout (set by layout). */
+  /** @internal First leaf of the field in its struct's flattened layout (set by layout). */
   leaf: number;
-  /** The name's bytes as the descriptor carried them. */
+  /** @internal The name's bytes as the descriptor carried them. */
   nameBytes?: Uint8Array;
 }
 
@@ -92,6 +92,7 @@ export interface Rpc {
   /** 0: client→server, 1: server→client. */
   dir: number;
   args: StructType;
+  /** @internal */
   nameBytes?: Uint8Array;
 }
 
@@ -99,7 +100,7 @@ export interface Rpc {
 export interface Leaf {
   index: number;
   field: Field;
-  /** Field IDs from the struct down to the leaf, joined by commas. */
+  /** @internal Field IDs from the struct down to the leaf, joined by commas. */
   path: string;
   /** Dotted field names from the struct down to the leaf. */
   name: string;
@@ -107,9 +108,9 @@ export interface Leaf {
   vis: number;
   /** Band of the leaf's top-level field (entity classes only). */
   band: number;
-  /** Numeric slot (values at 2·num, 2·num+1 of a record's num array), or −1. */
+  /** @internal Numeric slot (values at 2·num, 2·num+1 of a record's num array), or −1. */
   num: number;
-  /** Object slot (string, bytes or container), or −1. */
+  /** @internal Object slot (string, bytes or container), or −1. */
   obj: number;
 }
 
@@ -122,9 +123,11 @@ export class StructType {
   fields: Field[] = [];
   rpcs: Rpc[] = [];
   leaves: Leaf[] = [];
+  /** @internal Numeric slots of a record of the struct. */
   numSlots = 0;
+  /** @internal Object slots of a record of the struct. */
   objSlots = 0;
-  /** The name's bytes as the descriptor carried them. */
+  /** @internal The name's bytes as the descriptor carried them. */
   nameBytes?: Uint8Array;
   /** @internal Fields by ID. */
   byId = new Map<number, Field>();
@@ -215,7 +218,7 @@ function layout(s: StructType, pending: StructType[]): void {
 /** A set of entity classes, laid out. */
 export class Schema {
   readonly classes: StructType[];
-  /** The descriptor this schema was decoded from, if it was (./descriptor.ts). */
+  /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
   descriptor?: Uint8Array;
 
   /**

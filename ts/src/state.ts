@@ -160,8 +160,9 @@ export class Entity extends Rec {
     readonly id: number,
     /** The class ID on the wire (the sender's class). */
     readonly classId: number,
-    /** Bands of each leaf of cls as the sender defines them, and the sender's band count. */
+    /** @internal Bands of each leaf of cls as the sender defines them. */
     readonly bands: Uint8Array,
+    /** The sender's band count: level is 0..nbands. */
     readonly nbands: number,
   ) {
     super(cls);

@@ -7,7 +7,7 @@
 
 export * from "./index.js";
 export { BitReader, BitWriter } from "./bits.js";
-export { Decoder, withDefaults } from "./decoder.js";
+export { decoder, withDefaults, type Decoder } from "./decoder.js";
 export { numValue, numPlan, dequantize } from "./values.js";
 export { DESCRIPTOR_VERSION, writeDescriptor } from "./descriptor.js";
 export { toStored } from "./encoder.js";

@@ -45,7 +45,7 @@ describe("bit order (§1.1)", () => {
     expect(r.bits(3)).toBe(0); // stream bits 1..3 = 0,0,0
     expect(r.bits(4)).toBe(0b1011); // bits 4..7 of byte 0
     expect(r.bits(2)).toBe(3);
-    expect(r.end - r.pos).toBe(6);
+    expect(r.len - r.pos).toBe(6);
   });
 
   test("bits(3) of value 1 is written 100", () => {
