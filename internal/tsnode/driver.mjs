@@ -39,11 +39,11 @@ var BitReader = class {
   h = new Uint8Array(8);
   S = new Uint8Array(64);
   /** Next bit to read. */
-  f = 0;
+  e = 0;
   /** Number of bits of input. */
-  z = 0;
+  A = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
-  a = 0;
+  b = 0;
   constructor(b) {
     if (b) this.reset(b);
   }
@@ -53,17 +53,17 @@ var BitReader = class {
     const s = this.h = this.S;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
-    this.f = this.a = 0;
-    this.z = b.length * 8;
+    this.e = this.b = 0;
+    this.A = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
-  n(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.f);
+  k(msg) {
+    throw new ReplicaDecodeError("malformed", msg, this.e);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  la() {
+  ka() {
     const b = this.h;
-    const p = this.f;
+    const p = this.e;
     const i = p >>> 3;
     const sh = p & 7;
     let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
@@ -72,35 +72,35 @@ var BitReader = class {
   }
   /** Advances by n bits, failing if that passes the end. */
   w(n) {
-    if ((this.f += n) > this.z) {
-      this.f = this.z;
-      throw new ReplicaDecodeError("truncated", "ends early", this.f);
+    if ((this.e += n) > this.A) {
+      this.e = this.A;
+      throw new ReplicaDecodeError("truncated", "ends early", this.e);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
-  b(n) {
+  a(n) {
     if (n === 0) return 0;
-    const w = this.la();
+    const w = this.ka();
     this.w(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  y() {
-    return this.b(1) === 1;
+  z() {
+    return this.a(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  o(n) {
-    const lo = this.b(Math.min(n, 32));
-    this.a = n > 32 ? this.b(n - 32) : 0;
+  l(n) {
+    const lo = this.a(Math.min(n, 32));
+    this.b = n > 32 ? this.a(n - 32) : 0;
     return lo;
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.la();
+    const w = this.ka();
     if ((w & 1) === 0) {
       if (k <= 31) {
         this.w(k + 1);
-        this.a = 0;
+        this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
     } else if (w !== 4294967295) {
@@ -108,19 +108,19 @@ var BitReader = class {
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
         this.w(ones + b);
-        this.a = 0;
+        this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this._a(k);
+    return this.Xa(k);
   }
-  _a(k) {
-    if (k > 63 || k < 0) this.n("k " + k);
+  Xa(k) {
+    if (k > 63 || k < 0) this.k("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.f >= this.z) this.w(1);
-      const w = this.la();
+      if (this.e >= this.A) this.w(1);
+      const w = this.ka();
       const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
         this.w(maxOnes - ones);
@@ -135,49 +135,49 @@ var BitReader = class {
       }
       break;
     }
-    if (ones === 0) return this.o(k);
+    if (ones === 0) return this.l(k);
     const b = k + ones;
-    let lo = this.o(b - 1);
+    let lo = this.l(b - 1);
     if (b - 1 < 32) lo += 2 ** (b - 1);
-    else this.a = (this.a | 1 << b - 33) >>> 0;
+    else this.b = (this.b | 1 << b - 33) >>> 0;
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
   q(k = 0) {
     const v = this.c(k);
-    return this.a ? this.n("over 32 bits") : v;
+    return this.b ? this.k("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
   T(k) {
-    return big(this.c(k), this.a);
+    return big(this.c(k), this.b);
   }
   /**
    * Reads a U(k) count and checks it against max and against the bits left,
    * assuming each counted item takes at least minBits bits.
    */
   g(k, max, minBits, what) {
-    const start = this.f;
+    const start = this.e;
     const n = this.c(k);
-    if (this.a !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.a ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.z - this.f) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
+    if (n * minBits > this.A - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  i(max) {
+  o(max) {
     const n = this.g(4, max, 8, "length");
-    const i = this.f >>> 3;
-    if (this.f & 7) return Uint8Array.from({ length: n }, () => this.b(8));
+    const i = this.e >>> 3;
+    if (this.e & 7) return Uint8Array.from({ length: n }, () => this.a(8));
     this.w(n * 8);
     return this.h.slice(i, i + n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    return decodeUTF8(this.i(max));
+    return decodeUTF8(this.o(max));
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  k() {
-    const rem = this.z - this.f;
-    if (rem >= 8 || this.b(rem) !== 0) this.n("trailing data");
+  j() {
+    const rem = this.A - this.e;
+    if (rem >= 8 || this.a(rem) !== 0) this.k("trailing data");
   }
 };
 var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
@@ -228,13 +228,13 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  A = 0;
+  B = 0;
   /** @internal Object slots of a record of the struct. */
   J = 0;
   /** @internal The name's bytes as the descriptor carried them. */
   U;
   /** @internal Fields by ID. */
-  Da = /* @__PURE__ */ new Map();
+  Ca = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   V = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
@@ -243,7 +243,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.Da.get(id);
+    return this.Ca.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -261,7 +261,7 @@ function layout(s, pending) {
   s.V = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.Da.set(f.id, f);
+    s.Ca.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
@@ -287,15 +287,15 @@ function layout(s, pending) {
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.A : numeric ? s.A : -1,
+        num: nested ? l.num < 0 ? -1 : l.num + s.B : numeric ? s.B : -1,
         obj: nested ? l.obj < 0 ? -1 : l.obj + s.J : numeric ? -1 : s.J
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
     if (t.kind === 15 /* Nested */) {
-      s.A += st.A;
+      s.B += st.B;
       s.J += st.J;
-    } else if (numeric) s.A++;
+    } else if (numeric) s.B++;
     else s.J++;
   }
   for (const r of s.rpcs) {
@@ -307,7 +307,7 @@ function layout(s, pending) {
 var Schema = class {
   classes;
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  j;
+  i;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -365,97 +365,56 @@ function checkCompatible(local, remote) {
 var plans = /* @__PURE__ */ new WeakMap();
 function numPlan(t) {
   let p = plans.get(t);
-  if (p) return p;
-  const k = t.kind;
-  const q = t.quant;
-  let fullRaw = 0;
-  let D = kindWidth(k);
-  let W = kindWidth(k);
-  let zigzag = isSigned(k);
-  let wide = W === 64;
-  if (k === 1 /* Bool */) fullRaw = 1;
-  if (k === 10 /* Float32 */ || k === 11 /* Float64 */) {
-    if (q.mode === 0) fullRaw = W;
-    else if (q.mode === 2) {
-      fullRaw = q.nbits;
-      D = q.nbits;
-      W = q.nbits;
-      wide = false;
-    } else {
-      D = 64;
-      W = 64;
-      zigzag = true;
-      wide = true;
-    }
+  if (!p) {
+    const k = t.kind;
+    const q = t.quant;
+    const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
+    const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
+    const signed = isSigned(k) || float && q.mode === 1;
+    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, Ya: +(k === 1 /* Bool */), D: W, Y: W, Z: signed, x: signed, Za: W === 64, quant: q });
   }
-  p = {
-    kind: k,
-    B: fullRaw,
-    $a: k === 1 /* Bool */ ? 1 : 0,
-    D,
-    Y: W,
-    L: zigzag,
-    C: isSigned(k) || q.mode === 1 && (k === 10 /* Float32 */ || k === 11 /* Float64 */),
-    Ea: wide,
-    ab: isSigned(k) && !wide,
-    quant: q
-  };
-  plans.set(t, p);
   return p;
 }
-var out = { d: 0, a: 0 };
+var out = { d: 0, b: 0 };
 function decodeFull(p, lo, hi) {
   if (p.Y < 64 && (hi !== 0 || lo > MASK[p.Y])) return false;
-  if (!p.L) {
+  if (p.Z) unzigzag64(lo, hi);
+  else {
     out.d = lo;
-    out.a = hi;
-    return true;
+    out.b = hi;
   }
-  unzigzag64(lo, hi);
   return true;
 }
 function unzigzag64(lo, hi) {
-  let dlo = (lo >>> 1 | (hi & 1) << 31) >>> 0;
-  let dhi = hi >>> 1;
-  if (lo & 1) {
-    dlo = ~dlo >>> 0;
-    dhi = ~dhi >>> 0;
-  }
-  out.d = dlo;
-  out.a = dhi;
+  const neg = -(lo & 1);
+  out.d = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
+  out.b = (hi >>> 1 ^ neg) >>> 0;
 }
 function decodeDelta(p, olo, ohi, lo, hi) {
   if (p.kind === 14 /* Ref */) {
-    if (hi !== 0) return false;
     out.d = lo;
-    out.a = 0;
-    return true;
+    out.b = 0;
+    return hi === 0;
   }
   const D = p.D;
   if (D <= 32) {
     if (hi !== 0 || lo > MASK[D]) return false;
-    const d = lo >>> 1 ^ -(lo & 1);
-    let v = olo + d;
-    if (p.C) {
-      v = D === 32 ? v | 0 : v << 32 - D >> 32 - D;
-      out.d = v >>> 0;
-      out.a = v < 0 ? 4294967295 : 0;
-    } else {
-      out.d = D === 32 ? v >>> 0 : (v & MASK[D]) >>> 0;
-      out.a = 0;
-    }
+    const sh = 32 - D;
+    const v = olo + (lo >>> 1 ^ -(lo & 1));
+    out.d = (p.x ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.x && out.d >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
   const s = olo + out.d;
-  out.a = ohi + out.a + (s > 4294967295 ? 1 : 0) >>> 0;
+  out.b = ohi + out.b + +(s > 4294967295) >>> 0;
   out.d = s >>> 0;
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.Ea) return p.ab ? lo | 0 : lo;
-  const v = BigInt(hi) << 32n | BigInt(lo);
-  return p.C ? BigInt.asIntN(64, v) : v;
+  if (!p.Za) return p.x ? lo | 0 : lo;
+  const v = big(lo, hi);
+  return p.x ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -472,35 +431,14 @@ function f64FromBits(lo, hi) {
 }
 function dequantize(p, lo, hi) {
   const q = p.quant;
-  if (q.mode === 2) return q.min + lo * q.step;
-  const c = (hi | 0) * 4294967296 + lo;
-  return c * q.step;
+  return q.mode === 2 ? q.min + lo * q.step : ((hi | 0) * 4294967296 + lo) * q.step;
 }
 function numValue(p, lo, hi) {
-  switch (p.kind) {
-    case 1 /* Bool */:
-      return lo !== 0;
-    case 2 /* Int8 */:
-    case 3 /* Int16 */:
-    case 4 /* Int32 */:
-      return lo | 0;
-    case 6 /* Uint8 */:
-    case 7 /* Uint16 */:
-    case 8 /* Uint32 */:
-    case 14 /* Ref */:
-      return lo;
-    case 5 /* Int64 */:
-      return BigInt.asIntN(64, BigInt(hi) << 32n | BigInt(lo));
-    case 9 /* Uint64 */:
-      return BigInt(hi) << 32n | BigInt(lo);
-    case 10 /* Float32 */:
-      if (p.quant.mode !== 0) return Math.fround(dequantize(p, lo, hi));
-      return f32FromBits(lo);
-    case 11 /* Float64 */:
-      if (p.quant.mode !== 0) return dequantize(p, lo, hi);
-      return f64FromBits(lo, hi);
-  }
-  return lo;
+  const k = p.kind;
+  if (k === 1 /* Bool */) return lo !== 0;
+  if (k === 10 /* Float32 */) return p.quant.mode ? Math.fround(dequantize(p, lo, hi)) : f32FromBits(lo);
+  if (k === 11 /* Float64 */) return p.quant.mode ? dequantize(p, lo, hi) : f64FromBits(lo, hi);
+  return toElem(p, lo, hi);
 }
 
 // ts/src/descriptor.ts
@@ -509,16 +447,16 @@ function decodeDescriptor(b) {
   const r = new BitReader(b);
   try {
     const s = read(r);
-    s.j = b;
+    s.i = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.f;
+    if (e.bit < 0) e.bit = r.e;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 }
 var bad2 = (msg) => fail("descriptor", msg);
-var f64 = (r) => f64FromBits(r.b(32), r.b(32));
+var f64 = (r) => f64FromBits(r.a(32), r.a(32));
 function read(r) {
   const v = r.q(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
@@ -526,25 +464,25 @@ function read(r) {
   const structs = Array.from({ length: n }, () => new StructType(""));
   const index = () => structs[r.q(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.i(256);
+    const b = r.o(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
-    const v2 = prev + 1 + r.c(2) + r.a * 2 ** 32;
+    const v2 = prev + 1 + r.c(2) + r.b * 2 ** 32;
     return v2 > 4294967295 ? bad2("ID " + v2) : v2;
   };
   const type = (depth) => {
     if (depth > 4) bad2("type nested too deeply");
-    const kind = r.b(5);
+    const kind = r.a(5);
     const t = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
     if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
-      const mode = r.b(2);
+      const mode = r.a(2);
       if (mode === 3) bad2("quantization mode 3");
       if (mode) {
         const q = t.quant = { mode, step: f64(r), min: 0, nbits: 0 };
         if (mode === 2) {
           q.min = f64(r);
-          q.nbits = r.b(6);
+          q.nbits = r.a(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
           bad2(`quantization ${q.step} ${q.min} ${q.nbits}`);
@@ -552,7 +490,7 @@ function read(r) {
       }
     } else if (kind === 15 /* Nested */) t.struct = index();
     else if (kind >= 16 /* List */ && kind <= 18 /* Bag */) {
-      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = r.b(5);
+      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = r.a(5);
       if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad2("key kind " + key);
       if (kind === 18 /* Bag */) t.struct = index();
       else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad2("element kind " + t.elem.kind);
@@ -566,13 +504,13 @@ function read(r) {
     for (let j = r.g(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, U: nb, type: type(0), vis: r.b(2), life: r.b(2), chan: r.b(1), deprecated: r.y(), band: r.q(0), K: 0 };
+      const f = { id: prev, name: nm, U: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.z(), band: r.q(0), K: 0 };
       st.fields.push(f);
     }
     for (let j = r.g(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, U: nb, dir: r.b(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, U: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -590,7 +528,7 @@ function read(r) {
     }
     classes.push(c);
   }
-  r.k();
+  r.j();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -618,7 +556,7 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.A * 2);
+    this.num = new Uint32Array(type.B * 2);
     for (const l of type.leaves) if (l.obj >= 0) this.obj.push(zeroObj(l.field.type));
   }
   type;
@@ -627,7 +565,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj = [];
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  ma = 0;
+  la = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -765,22 +703,22 @@ var Table = class {
    */
   F = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  na = /* @__PURE__ */ new Map();
+  ma = /* @__PURE__ */ new Map();
   // One-entry cache of watch.
-  oa;
-  Fa;
+  na;
+  Da;
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  Z = 1;
-  Ga = [];
-  _ = 0;
-  $ = new Uint32Array(768);
+  _ = 1;
+  Ea = [];
+  $ = 0;
+  aa = new Uint32Array(768);
   p = [];
-  M = /* @__PURE__ */ new Set();
+  L = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
-  N = [];
+  M = [];
   r = [];
   /** The entity in slot, or undefined. */
   G(slot) {
@@ -791,7 +729,7 @@ var Table = class {
     const e = this.G(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
-  aa(slot, e) {
+  ba(slot, e) {
     (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
     this.size += e ? 1 : -1;
   }
@@ -800,54 +738,54 @@ var Table = class {
     return this.F.map((s) => this.G(s));
   }
   /** Watches leaf of class c for events. */
-  bb(c, leaf) {
-    let w = this.na.get(c);
-    if (!w) this.na.set(c, w = new Uint8Array(c.leaves.length));
+  _a(c, leaf) {
+    let w = this.ma.get(c);
+    if (!w) this.ma.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.oa = void 0;
+    this.na = void 0;
   }
   /** Starts a transaction. */
-  pa() {
-    this.Z++;
-    this._ = this.p.length = this.N.length = 0;
-    this.M.clear();
+  oa() {
+    this._++;
+    this.$ = this.p.length = this.M.length = 0;
+    this.L.clear();
     this.r = [];
     return this;
   }
   /** Whether events about leaf of r's class are wanted. */
-  ba(r, leaf) {
-    if (r.type !== this.oa) this.Fa = this.na.get(this.oa = r.type);
-    return this.Fa?.[leaf] === 1;
+  ca(r, leaf) {
+    if (r.type !== this.na) this.Da = this.ma.get(this.na = r.type);
+    return this.Da?.[leaf] === 1;
   }
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  Ha(slot) {
-    return this.M.has(slot);
+  Fa(slot) {
+    return this.L.has(slot);
   }
   /** Lets a fill set values of the entity in slot. */
-  cb(slot) {
-    this.M.add(slot);
+  $a(slot) {
+    this.L.add(slot);
   }
   /** Creates an entity. */
-  db(cls, id, classId, bands, nbands) {
+  ab(cls, id, classId, bands, nbands) {
     const slot = id & 16777215;
     if (this.G(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.ma = this.Z;
-    this.aa(slot, e);
-    this.M.add(slot);
-    this.N.push(slot);
-    this.p.push(() => this.aa(slot, void 0));
-    this.r.push({ e: 0 /* Create */, s: e, H: [e] });
+    e.la = this._;
+    this.ba(slot, e);
+    this.L.add(slot);
+    this.M.push(slot);
+    this.p.push(() => this.ba(slot, void 0));
+    this.r.push({ f: 0 /* Create */, s: e, H: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
-  Ia(slot) {
+  Ga(slot) {
     const e = this.G(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.aa(slot, void 0);
-    this.N.push(slot);
+    this.ba(slot, void 0);
+    this.M.push(slot);
     this.set(e, "alive", false);
-    this.p.push(() => this.aa(slot, e));
-    this.r.push({ e: 1 /* Destroy */, s: e, H: [e] });
+    this.p.push(() => this.ba(slot, e));
+    this.r.push({ f: 1 /* Destroy */, s: e, H: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
@@ -857,68 +795,68 @@ var Table = class {
     return old;
   }
   /** Records that this client owns e, or no longer does. */
-  qa(e, owned) {
-    if (e.owned !== owned) this.r.push({ e: 2 /* Owned */, s: e, H: [e, (this.set(e, "owned", owned), owned)] });
+  pa(e, owned) {
+    if (e.owned !== owned) this.r.push({ f: 2 /* Owned */, s: e, H: [e, (this.set(e, "owned", owned), owned)] });
   }
   /** Sets e's level of detail. */
-  Ja(e, level) {
-    if (e.level !== level) this.r.push({ e: 3 /* Level */, s: e, H: [e, this.set(e, "level", level), level] });
+  Ha(e, level) {
+    if (e.level !== level) this.r.push({ f: 3 /* Level */, s: e, H: [e, this.set(e, "level", level), level] });
   }
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  O(e, leaf, slot, lo, hi) {
+  N(e, leaf, slot, lo, hi) {
     const a = e.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.ma !== this.Z) this.Ka(e, i, olo, ohi);
+    if (e.la !== this._) this.Ia(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.ba(e, leaf)) this.La(e, leaf, e, olo, ohi, lo, hi);
+    if (this.ca(e, leaf)) this.Ja(e, leaf, e, olo, ohi, lo, hi);
   }
   /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  eb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
+  bb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.ma !== this.Z) this.Ka(r, i, olo, ohi);
+    if (r.la !== this._) this.Ia(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.ba(e, bagLeaf)) this.La(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+    if (this.ca(e, bagLeaf)) this.Ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
   }
-  La(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
+  Ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
     const p = numPlan(r.type.leaves[leaf].field.type);
-    this.Ma(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    this.Ka(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
   /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  Ma(e, leaf, old, now, r, k, bagLeaf) {
-    if (r === e) this.r.push({ e: 4 /* Field */ + leaf, s: e, H: [e, old, now] });
+  Ka(e, leaf, old, now, r, k, bagLeaf) {
+    if (r === e) this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, old, now] });
     else this.item(e, bagLeaf, 2, k, old, now, leaf);
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  Ka(r, i, lo, hi) {
-    const n = this._++;
-    let s = this.$;
-    if (3 * n + 3 > s.length) (this.$ = s = new Uint32Array(2 * s.length)).set(this.$);
+  Ia(r, i, lo, hi) {
+    const n = this.$++;
+    let s = this.aa;
+    if (3 * n + 3 > s.length) (this.aa = s = new Uint32Array(2 * s.length)).set(this.aa);
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.Ga[n] = r;
+    this.Ea[n] = r;
   }
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  ca(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  da(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
-    if (!this.ba(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.Ma(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    if (!this.ca(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) this.Ka(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
       const o = old.items;
@@ -942,7 +880,7 @@ var Table = class {
    * leaf whose value changed, or −1 for a whole item.
    */
   item(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.ba(e, leaf)) return;
+    if (!this.ca(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
     const ev = { kind: ITEM_KINDS[kind] };
     if (t.kind === 16 /* List */) ev.index = key;
@@ -951,30 +889,30 @@ var Table = class {
     const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
     if (o !== void 0) ev.old = conv(o);
     if (n !== void 0) ev.new = conv(n);
-    this.r.push({ e: 4 /* Field */ + leaf, s: e, H: [e, ev] });
+    this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, ev] });
   }
-  fb(e, leaf, l, i, v) {
+  cb(e, leaf, l, i, v) {
     if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
     this.p.push(() => l.items.splice(i, 1));
     this.item(e, leaf, 0, i, void 0, v);
   }
-  gb(e, leaf, l, i) {
+  db(e, leaf, l, i) {
     if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
     this.p.push(() => l.items.splice(i, 0, old));
     this.item(e, leaf, 1, i, old, void 0);
   }
-  hb(e, leaf, l, i, v) {
+  eb(e, leaf, l, i, v) {
     if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
     this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
   }
-  ib(e, leaf, l) {
+  fb(e, leaf, l) {
     const old = this.set(l, "items", []);
     for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
-  jb(e, leaf, m, k, v) {
+  gb(e, leaf, m, k, v) {
     const existed = m.m.has(k);
     const old = m.m.get(k);
     m.m.set(k, v);
@@ -982,7 +920,7 @@ var Table = class {
     this.item(e, leaf, existed ? 2 : 0, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
-  kb(e, leaf, m, k) {
+  hb(e, leaf, m, k) {
     const old = m.m.get(k);
     if (!m.m.delete(k)) fail("no-key", "delete of " + k);
     this.p.push(() => m.m.set(k, old));
@@ -992,41 +930,41 @@ var Table = class {
    * Sets the given leaves of e to their zero values and makes e fillable
    * (an ownership or level change, §5.1, §5.8).
    */
-  ra(e, leaves) {
+  qa(e, leaves) {
     for (const li of leaves) {
       const l = e.type.leaves[li];
       const cur = e.obj[l.obj];
-      if (l.num >= 0) this.O(e, li, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.ca(e, li, l.obj, zeroObj(l.field.type));
+      if (l.num >= 0) this.N(e, li, l.num, 0, 0);
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.da(e, li, l.obj, zeroObj(l.field.type));
     }
-    this.M.add(e.slot);
+    this.L.add(e.slot);
   }
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  Na() {
+  La() {
     const held = this.F;
     const out2 = [];
     let i = 0;
-    if (this.N.length) {
-      for (const m of this.N.sort((a, b) => a - b)) {
+    if (this.M.length) {
+      for (const m of this.M.sort((a, b) => a - b)) {
         while (held[i] < m) out2.push(held[i++]);
         if (held[i] === m) i++;
         if (this.G(m) && out2[out2.length - 1] !== m) out2.push(m);
       }
       this.F = out2.concat(held.slice(i));
     }
-    this._ = this.p.length = 0;
+    this.$ = this.p.length = 0;
   }
   /** Undoes every change, newest first. */
-  lb() {
-    const s = this.$;
-    for (let j = this._ - 1; j >= 0; j--) {
-      const a = this.Ga[j].num;
+  ib() {
+    const s = this.aa;
+    for (let j = this.$ - 1; j >= 0; j--) {
+      const a = this.Ea[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
     }
     for (let j = this.p.length - 1; j >= 0; j--) this.p[j]();
-    this.pa();
+    this.oa();
   }
 };
 
@@ -1081,9 +1019,9 @@ function decoder(local, remote = local, limits = {}) {
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map(ls.leaves.map((l) => [l.X, l.index]));
-      inner.set(ls, m = { Oa: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
+      inner.set(ls, m = { Ma: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.Oa[l.index] = byPath.get(l.X) ?? -1;
+        const j = m.Ma[l.index] = byPath.get(l.X) ?? -1;
         if (j >= 0) m.E[j] = l.band;
       }
     }
@@ -1094,29 +1032,29 @@ function decoder(local, remote = local, limits = {}) {
     r.reset(seg);
     nEntities = nValues = 0;
     try {
-      for (let tag; (tag = r.b(3)) !== SEC_END; ) {
+      for (let tag; (tag = r.a(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
           readIDs();
-          for (let i = 0; i < nids; i++) tab.Ia(ids[i]);
+          for (let i = 0; i < nids; i++) tab.Ga(ids[i]);
           continue;
         }
-        if (tag > SEC_RANKED) r.n("section " + tag);
+        if (tag > SEC_RANKED) r.k("section " + tag);
         const rc = remote.class(r.q(4)) ?? fail("unknown", "class");
         for (let g = r.g(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
-      r.k();
+      r.j();
     } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.f;
-      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.f) : e;
+      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.e;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.e) : e;
     }
   }
   function readIDs() {
     const n = r.g(3, lim.maxEntities - nEntities, 1, "entities");
     nEntities += n;
-    const k = r.b(6);
+    const k = r.a(6);
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.c(k);
-      if (r.a !== 0 || slot >= 1 << 24) r.n("slot out of range");
+      if (r.b !== 0 || slot >= 1 << 24) r.k("slot out of range");
       ids[i] = slot;
     }
     nids = n;
@@ -1132,19 +1070,19 @@ function decoder(local, remote = local, limits = {}) {
     if (tag === SEC_RANKED) {
       for (let i = 0; i < n; i++) ids[i] = tab.F[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
-      const k = r.b(6);
+      const k = r.a(6);
       for (let i = 0; i < n; i++) {
         const g = r.c(k);
-        if (r.a !== 0 || g > 255) r.n("generation " + g);
+        if (r.b !== 0 || g > 255) r.k("generation " + g);
         gens[i] = g;
       }
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.db(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.E, rc.nbands);
-      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.Ha(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
-      if (e.classId !== rc.classId) r.n(`slot ${slot} of class ${e.classId}`);
+      if (tag === SEC_CREATE) e = tab.ab(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.E, rc.nbands);
+      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.Fa(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
       entityValues(tab, e, delta);
     }
   }
@@ -1154,7 +1092,7 @@ function decoder(local, remote = local, limits = {}) {
   function readTree(st, base, delta, depth, gapK, map, ls) {
     deeper(depth);
     for (let n = r.g(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
-      id += 1 + r.c(gapK) + r.a * 4294967296;
+      id += 1 + r.c(gapK) + r.b * 4294967296;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
@@ -1163,22 +1101,22 @@ function decoder(local, remote = local, limits = {}) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.Oa[leaf];
+      const local2 = map.Ma[leaf];
       const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { local: local2, slot: -1, code: P_STR, e: 0, l: t, sa: ll && ll.field.type, x: null, ta: 0, da: 0, C: false };
+      const s = { local: local2, slot: -1, code: P_STR, f: 0, O: t, ra: ll && ll.field.type, y: null, sa: 0, ea: 0, x: false };
       if (isNumeric(t.kind)) {
-        const p = s.x = numPlan(t);
-        const raw = delta ? p.$a : p.B;
+        const p = s.y = numPlan(t);
+        const raw = delta ? p.Ya : p.C;
         s.code = P_RAW;
-        s.e = raw;
+        s.f = raw;
         if (raw === 0) {
-          s.e = r.b(6);
+          s.f = r.a(6);
           s.code = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
-            s.ta = MASK[p.D];
-            s.da = 32 - p.D;
-            s.C = p.C;
+            s.sa = MASK[p.D];
+            s.ea = 32 - p.D;
+            s.x = p.x;
           }
         }
         if (ll) s.slot = ll.num;
@@ -1191,7 +1129,7 @@ function decoder(local, remote = local, limits = {}) {
   }
   function readNum(p, k, delta, olo = 0, ohi = 0) {
     const lo = r.c(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.a) : decodeFull(p, lo, r.a))) r.n("value out of range");
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) r.k("value out of range");
   }
   function entityValues(tab, e, delta) {
     const a = e.num;
@@ -1201,43 +1139,43 @@ function decoder(local, remote = local, limits = {}) {
       const j = slot << 1;
       switch (s.code) {
         case P_DELTA: {
-          const lo = r.c(s.e);
-          if (r.a !== 0 || lo > s.ta) r.n("delta out of range");
+          const lo = r.c(s.f);
+          if (r.b !== 0 || lo > s.sa) r.k("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.C) {
-            v = v << s.da >> s.da;
-            tab.O(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else tab.O(e, s.local, slot, s.da === 0 ? v >>> 0 : v & s.ta, 0);
+          if (s.x) {
+            v = v << s.ea >> s.ea;
+            tab.N(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
+          } else tab.N(e, s.local, slot, s.ea === 0 ? v >>> 0 : v & s.sa, 0);
           break;
         }
         case P_RAW: {
-          const lo = r.o(s.e);
-          if (slot >= 0) tab.O(e, s.local, slot, lo, r.a);
+          const lo = r.l(s.f);
+          if (slot >= 0) tab.N(e, s.local, slot, lo, r.b);
           break;
         }
         case P_U:
-          if (slot < 0) readNum(s.x, s.e, delta);
+          if (slot < 0) readNum(s.y, s.f, delta);
           else {
-            readNum(s.x, s.e, delta, a[j], a[j + 1]);
-            tab.O(e, s.local, slot, out.d, out.a);
+            readNum(s.y, s.f, delta, a[j], a[j + 1]);
+            tab.N(e, s.local, slot, out.d, out.b);
           }
           break;
         case P_STR: {
-          const v = readStr(s.l);
-          if (slot >= 0) tab.ca(e, s.local, slot, v);
+          const v = readStr(s.O);
+          if (slot >= 0) tab.da(e, s.local, slot, v);
           break;
         }
         default:
-          if (!delta || r.y()) {
-            const c = readContainer(s.l, s.sa, 1);
-            if (slot >= 0) tab.ca(e, s.local, slot, c);
-          } else containerOps(tab, e, s.l, s.sa, s.local, slot);
+          if (!delta || r.z()) {
+            const c = readContainer(s.O, s.ra, 1);
+            if (slot >= 0) tab.da(e, s.local, slot, c);
+          } else containerOps(tab, e, s.O, s.ra, s.local, slot);
       }
     }
   }
   function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.i(lim.maxStringBytes) : r.string(lim.maxStringBytes);
+    return t.kind === 13 /* Bytes */ ? r.o(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
   function countValues(n) {
     if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
@@ -1245,20 +1183,20 @@ function decoder(local, remote = local, limits = {}) {
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.B) {
-        out.d = r.o(p.B);
-        out.a = r.a;
+      if (p.C) {
+        out.d = r.l(p.C);
+        out.b = r.b;
       } else readNum(p, k, false);
-      return toElem(p, out.d, out.a);
+      return toElem(p, out.d, out.b);
     }
     if (t.kind === 15 /* Nested */) return readRecord(t.struct, lt && lt.struct, depth + 1);
     return readStr(t);
   }
   function readK(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).B !== 0 ? 0 : r.b(6);
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).C !== 0 ? 0 : r.a(6);
   }
   function readKey(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.i(lim.maxStringBytes));
+    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.o(lim.maxStringBytes));
     return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   function readContainer(t, lt, depth) {
@@ -1274,14 +1212,14 @@ function decoder(local, remote = local, limits = {}) {
     }
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
-    const kk = n > 0 && !str ? r.b(6) : 0;
+    const kk = n > 0 && !str ? r.a(6) : 0;
     const vk = bag ? 0 : readK(t.elem, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) r.n("keys out of order");
+      if (i > 0 && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) r.k("keys out of order");
       prev = key;
       prevBytes = keyBytes;
       m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(t.elem, lt && lt.elem, vk, depth));
@@ -1292,28 +1230,28 @@ function decoder(local, remote = local, limits = {}) {
     deeper(depth);
     countValues(1);
     const lst = ls ?? rs;
-    const rec2 = into ?? item?.mb ?? new Rec(lst);
+    const rec2 = into ?? item?.jb ?? new Rec(lst);
     const start = steps.length;
     readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
-      if (s.x) {
+      if (s.y) {
         if (s.code === P_RAW) {
-          out.d = r.o(s.e);
-          out.a = r.a;
-        } else readNum(s.x, s.e, false);
+          out.d = r.l(s.f);
+          out.b = r.b;
+        } else readNum(s.y, s.f, false);
         if (slot < 0) continue;
-        if (item) item.t.eb(item.s, s.local, slot, out.d, out.a, rec2, item.key, item.K);
+        if (item) item.t.bb(item.s, s.local, slot, out.d, out.b, rec2, item.key, item.K);
         else {
           rec2.num[slot << 1] = out.d;
-          rec2.num[(slot << 1) + 1] = out.a;
+          rec2.num[(slot << 1) + 1] = out.b;
         }
         continue;
       }
-      const v = s.code === P_STR ? readStr(s.l) : readContainer(s.l, s.sa, depth + 1);
+      const v = s.code === P_STR ? readStr(s.O) : readContainer(s.O, s.ra, depth + 1);
       if (slot < 0) continue;
-      if (item) item.t.ca(item.s, s.local, slot, v, rec2, item.key, item.K);
+      if (item) item.t.da(item.s, s.local, slot, v, rec2, item.key, item.K);
       else rec2.obj[slot] = v;
     }
     steps.length = start;
@@ -1331,12 +1269,12 @@ function decoder(local, remote = local, limits = {}) {
       countValues(n);
       const k = readK(t.elem, n);
       for (let i = 0; i < n; i++) {
-        const op = r.b(3);
-        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.n("list operation " + op);
+        const op = r.a(3);
+        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.k("list operation " + op);
         let idx = 0;
         if (op !== OP_PUSH && op !== OP_CLEAR) {
           const u = r.c(4);
-          idx = r.a !== 0 ? max + 1 : Math.min(u, max + 1);
+          idx = r.b !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
         if (op === OP_PATCH) {
@@ -1348,10 +1286,10 @@ function decoder(local, remote = local, limits = {}) {
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
-          tab.fb(e, local2, list, op === OP_PUSH ? list.items.length : idx, v);
-        } else if (op === OP_REMOVE) tab.gb(e, local2, list, idx);
-        else if (op === OP_CLEAR) tab.ib(e, local2, list);
-        else tab.hb(e, local2, list, idx, v);
+          tab.cb(e, local2, list, op === OP_PUSH ? list.items.length : idx, v);
+        } else if (op === OP_REMOVE) tab.db(e, local2, list, idx);
+        else if (op === OP_CLEAR) tab.fb(e, local2, list);
+        else tab.eb(e, local2, list, idx, v);
       }
       return;
     }
@@ -1361,21 +1299,21 @@ function decoder(local, remote = local, limits = {}) {
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
       const n = r.g(2, max, 1, "keys");
       countValues(n);
-      const kk = n > 0 && t.key !== 12 /* String */ ? r.b(6) : 0;
+      const kk = n > 0 && t.key !== 12 /* String */ ? r.a(6) : 0;
       const vk = pass === 1 && !bag ? readK(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.kb(e, local2, m, key);
+          if (m) tab.hb(e, local2, m, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.jb(e, local2, m, key, v);
+            tab.gb(e, local2, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, K: local2, key, mb: item });
+          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, K: local2, key, jb: item });
         } else readRecord(t.struct, null, 2);
       }
     }
@@ -1386,10 +1324,10 @@ function decoder(local, remote = local, limits = {}) {
     nValues = 0;
     steps.length = 0;
     const rec2 = readRecord(rs, ls, 0);
-    r.k();
+    r.j();
     return rec2;
   }
-  return { Pa: lim, apply, nb: decodeRecord };
+  return { Na: lim, apply, kb: decodeRecord };
 }
 var keyTypes = [];
 function compareBytes(a, b) {
@@ -1411,16 +1349,16 @@ var Replica = class {
   I;
   t = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  ea = /* @__PURE__ */ new Map();
+  fa = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  fa = false;
+  ga = false;
   /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
-  ua = /* @__PURE__ */ new Map();
+  ta = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
@@ -1428,7 +1366,7 @@ var Replica = class {
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.I.Pa;
+    return this.I.Na;
   }
   /** Number of entities. */
   get size() {
@@ -1450,9 +1388,9 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  Qa(c, vis) {
-    let p = this.ua.get(c);
-    if (!p) this.ua.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
+  Oa(c, vis) {
+    let p = this.ta.get(c);
+    if (!p) this.ta.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
     return p[vis - 1];
   }
   /**
@@ -1463,16 +1401,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.fa) misuse("applyTick from a callback");
-    const tab = this.t.pa();
+    if (this.ga) misuse("applyTick from a callback");
+    const tab = this.t.oa();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.ra(e, this.Qa(e.type, 1 /* Owner */));
-        tab.qa(e, false);
+        tab.qa(e, this.Oa(e.type, 1 /* Owner */));
+        tab.pa(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1480,8 +1418,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.ra(e, this.Qa(e.type, 2 /* Others */));
-          tab.qa(e, true);
+          tab.qa(e, this.Oa(e.type, 2 /* Others */));
+          tab.pa(e, true);
         }
       }
       const later = [];
@@ -1493,29 +1431,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.ra(e, [...e.E.keys()].filter((i) => e.E[i] > lc.level));
-        } else if (lc.level > e.level) tab.cb(e.slot);
-        if (e) tab.Ja(e, lc.level);
+          tab.qa(e, [...e.E.keys()].filter((i) => e.E[i] > lc.level));
+        } else if (lc.level > e.level) tab.$a(e.slot);
+        if (e) tab.Ha(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.I.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.Ha(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.qa(e, true);
+        if (!e || !tab.Fa(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.pa(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.Ja(e, level(e, lc.level));
+        tab.Ha(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.lb();
+      tab.ib();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.Na();
+    tab.La();
     this.ticksApplied++;
-    this.Ra(tab.r);
+    this.Pa(tab.r);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1523,15 +1461,15 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.fa) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.I.Pa);
-    const tab = this.t.pa();
-    for (const e of this.entities()) tab.Ia(e.slot);
-    tab.Na();
+    if (this.ga) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.I.Na);
+    const tab = this.t.oa();
+    for (const e of this.entities()) tab.Ga(e.slot);
+    tab.La();
     this.I = dec;
     this.remote = remote;
-    this.ua.clear();
-    this.Ra(tab.r);
+    this.ta.clear();
+    this.Pa(tab.r);
   }
   // ---- Callbacks ----
   /**
@@ -1546,16 +1484,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name} is not of a kind this callback takes`);
-      this.t.bb(cls, l.index);
+      this.t._a(cls, l.index);
       i += l.index;
     }
-    let lists = this.ea.get(cls);
-    if (!lists) this.ea.set(cls, lists = []);
-    const cb = { from: this.ticksApplied + 1, va: false, ob: fn };
+    let lists = this.fa.get(cls);
+    if (!lists) this.fa.set(cls, lists = []);
+    const cb = { from: this.ticksApplied + 1, ua: false, lb: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.va) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.va = true;
+      if (!cb.ua) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.ua = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1596,19 +1534,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  Ra(events) {
-    if (!this.ea.size) return;
-    this.fa = true;
+  Pa(events) {
+    if (!this.fa.size) return;
+    this.ga = true;
     try {
-      for (const { e: k, s: e, H: a } of events) {
-        const list = this.ea.get(e.type)?.[k];
+      for (const { f: k, s: e, H: a } of events) {
+        const list = this.fa.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.va) cb.ob(...a);
+        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.ua) cb.lb(...a);
       }
     } finally {
-      this.fa = false;
+      this.ga = false;
     }
   }
 };
