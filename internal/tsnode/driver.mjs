@@ -37,7 +37,7 @@ var encodeUTF8 = (s) => utf8enc.encode(s);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   h = new Uint8Array(8);
-  S = new Uint8Array(64);
+  T = new Uint8Array(64);
   /** Next bit to read. */
   e = 0;
   /** Number of bits of input. */
@@ -49,8 +49,8 @@ var BitReader = class {
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.S.length < b.length + 8) this.S = new Uint8Array(Math.max(b.length + 8, this.S.length * 2));
-    const s = this.h = this.S;
+    if (this.T.length < b.length + 8) this.T = new Uint8Array(Math.max(b.length + 8, this.T.length * 2));
+    const s = this.h = this.T;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.e = this.b = 0;
@@ -148,7 +148,7 @@ var BitReader = class {
     return this.b ? this.k("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  T(k) {
+  U(k) {
     return big(this.c(k), this.b);
   }
   /**
@@ -230,15 +230,15 @@ var StructType = class {
   /** @internal Numeric slots of a record of the struct. */
   B = 0;
   /** @internal Object slots of a record of the struct. */
-  J = 0;
+  L = 0;
   /** @internal The name's bytes as the descriptor carried them. */
-  U;
+  V;
   /** @internal Fields by ID. */
   Ca = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  V = 0;
-  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   W = 0;
+  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
+  X = 0;
   get nbands() {
     return this.distances.length;
   }
@@ -256,9 +256,9 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.V === 1) bad(s.name + " contains itself");
-  if (s.V) return;
-  s.V = 1;
+  if (s.W === 1) bad(s.name + " contains itself");
+  if (s.W) return;
+  s.W = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
     s.Ca.set(f.id, f);
@@ -268,14 +268,14 @@ function layout(s, pending) {
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.K = s.leaves.length;
-    let sub = [{ index: 0, field: f, X: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.M = s.leaves.length;
+    let sub = [{ index: 0, field: f, Y: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.W += st.W;
-    } else s.W++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.W : 1) > 1 << 20) bad("too many fields");
+      s.X += st.X;
+    } else s.X++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.X : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -283,26 +283,26 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        X: nested ? f.id + "," + l.X : "" + f.id,
+        Y: nested ? f.id + "," + l.Y : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
         num: nested ? l.num < 0 ? -1 : l.num + s.B : numeric ? s.B : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.J : numeric ? -1 : s.J
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.L : numeric ? -1 : s.L
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
     if (t.kind === 15 /* Nested */) {
       s.B += st.B;
-      s.J += st.J;
+      s.L += st.L;
     } else if (numeric) s.B++;
-    else s.J++;
+    else s.L++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.V = 2;
+  s.W = 2;
 }
 var Schema = class {
   classes;
@@ -371,14 +371,14 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, Ya: +(k === 1 /* Bool */), D: W, Y: W, Z: signed, x: signed, Za: W === 64, quant: q });
+    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, Ya: +(k === 1 /* Bool */), D: W, Z: W, _: signed, x: signed, Za: W === 64, quant: q });
   }
   return p;
 }
 var out = { d: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.Y < 64 && (hi !== 0 || lo > MASK[p.Y])) return false;
-  if (p.Z) unzigzag64(lo, hi);
+  if (p.Z < 64 && (hi !== 0 || lo > MASK[p.Z])) return false;
+  if (p._) unzigzag64(lo, hi);
   else {
     out.d = lo;
     out.b = hi;
@@ -500,17 +500,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.U] = name();
+    [st.name, st.V] = name();
     for (let j = r.g(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, U: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.z(), band: r.q(0), K: 0 };
+      const f = { id: prev, name: nm, V: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.z(), band: r.q(0), M: 0 };
       st.fields.push(f);
     }
     for (let j = r.g(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, U: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, V: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -711,14 +711,14 @@ var Table = class {
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  _ = 1;
+  $ = 1;
   Ea = [];
-  $ = 0;
-  aa = new Uint32Array(768);
+  aa = 0;
+  ba = new Uint32Array(768);
   p = [];
-  L = /* @__PURE__ */ new Set();
+  N = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
-  M = [];
+  O = [];
   r = [];
   /** The entity in slot, or undefined. */
   G(slot) {
@@ -729,7 +729,7 @@ var Table = class {
     const e = this.G(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
-  ba(slot, e) {
+  ca(slot, e) {
     (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
     this.size += e ? 1 : -1;
   }
@@ -746,45 +746,45 @@ var Table = class {
   }
   /** Starts a transaction. */
   oa() {
-    this._++;
-    this.$ = this.p.length = this.M.length = 0;
-    this.L.clear();
+    this.$++;
+    this.aa = this.p.length = this.O.length = 0;
+    this.N.clear();
     this.r = [];
     return this;
   }
   /** Whether events about leaf of r's class are wanted. */
-  ca(r, leaf) {
+  da(r, leaf) {
     if (r.type !== this.na) this.Da = this.ma.get(this.na = r.type);
     return this.Da?.[leaf] === 1;
   }
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
   Fa(slot) {
-    return this.L.has(slot);
+    return this.N.has(slot);
   }
   /** Lets a fill set values of the entity in slot. */
   $a(slot) {
-    this.L.add(slot);
+    this.N.add(slot);
   }
   /** Creates an entity. */
   ab(cls, id, classId, bands, nbands) {
     const slot = id & 16777215;
     if (this.G(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.la = this._;
-    this.ba(slot, e);
-    this.L.add(slot);
-    this.M.push(slot);
-    this.p.push(() => this.ba(slot, void 0));
+    e.la = this.$;
+    this.ca(slot, e);
+    this.N.add(slot);
+    this.O.push(slot);
+    this.p.push(() => this.ca(slot, void 0));
     this.r.push({ f: 0 /* Create */, s: e, H: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
   Ga(slot) {
     const e = this.G(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.ba(slot, void 0);
-    this.M.push(slot);
+    this.ca(slot, void 0);
+    this.O.push(slot);
     this.set(e, "alive", false);
-    this.p.push(() => this.ba(slot, e));
+    this.p.push(() => this.ca(slot, e));
     this.r.push({ f: 1 /* Destroy */, s: e, H: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
@@ -803,16 +803,16 @@ var Table = class {
     if (e.level !== level) this.r.push({ f: 3 /* Level */, s: e, H: [e, this.set(e, "level", level), level] });
   }
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  N(e, leaf, slot, lo, hi) {
+  P(e, leaf, slot, lo, hi) {
     const a = e.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.la !== this._) this.Ia(e, i, olo, ohi);
+    if (e.la !== this.$) this.Ia(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.ca(e, leaf)) this.Ja(e, leaf, e, olo, ohi, lo, hi);
+    if (this.da(e, leaf)) this.Ja(e, leaf, e, olo, ohi, lo, hi);
   }
   /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
   bb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
@@ -821,10 +821,10 @@ var Table = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.la !== this._) this.Ia(r, i, olo, ohi);
+    if (r.la !== this.$) this.Ia(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.ca(e, bagLeaf)) this.Ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+    if (this.da(e, bagLeaf)) this.Ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
   }
   Ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
     const p = numPlan(r.type.leaves[leaf].field.type);
@@ -837,9 +837,9 @@ var Table = class {
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
   Ia(r, i, lo, hi) {
-    const n = this.$++;
-    let s = this.aa;
-    if (3 * n + 3 > s.length) (this.aa = s = new Uint32Array(2 * s.length)).set(this.aa);
+    const n = this.aa++;
+    let s = this.ba;
+    if (3 * n + 3 > s.length) (this.ba = new Uint32Array(2 * s.length)).set(s), s = this.ba;
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
@@ -850,12 +850,12 @@ var Table = class {
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  da(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  ea(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
-    if (!this.ca(e, r === e ? leaf : bagLeaf)) return;
+    if (!this.da(e, r === e ? leaf : bagLeaf)) return;
     if (scalar || r !== e) this.Ka(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
@@ -880,7 +880,7 @@ var Table = class {
    * leaf whose value changed, or −1 for a whole item.
    */
   item(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.ca(e, leaf)) return;
+    if (!this.da(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
     const ev = { kind: ITEM_KINDS[kind] };
     if (t.kind === 16 /* List */) ev.index = key;
@@ -934,30 +934,30 @@ var Table = class {
     for (const li of leaves) {
       const l = e.type.leaves[li];
       const cur = e.obj[l.obj];
-      if (l.num >= 0) this.N(e, li, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.da(e, li, l.obj, zeroObj(l.field.type));
+      if (l.num >= 0) this.P(e, li, l.num, 0, 0);
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.ea(e, li, l.obj, zeroObj(l.field.type));
     }
-    this.L.add(e.slot);
+    this.N.add(e.slot);
   }
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
   La() {
     const held = this.F;
     const out2 = [];
     let i = 0;
-    if (this.M.length) {
-      for (const m of this.M.sort((a, b) => a - b)) {
+    if (this.O.length) {
+      for (const m of this.O.sort((a, b) => a - b)) {
         while (held[i] < m) out2.push(held[i++]);
         if (held[i] === m) i++;
         if (this.G(m) && out2[out2.length - 1] !== m) out2.push(m);
       }
       this.F = out2.concat(held.slice(i));
     }
-    this.$ = this.p.length = 0;
+    this.aa = this.p.length = 0;
   }
   /** Undoes every change, newest first. */
   ib() {
-    const s = this.aa;
-    for (let j = this.$ - 1; j >= 0; j--) {
+    const s = this.ba;
+    for (let j = this.aa - 1; j >= 0; j--) {
       const a = this.Ea[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
@@ -1018,10 +1018,10 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.X, l.index]));
+      const byPath = new Map(ls.leaves.map((l) => [l.Y, l.index]));
       inner.set(ls, m = { Ma: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.Ma[l.index] = byPath.get(l.X) ?? -1;
+        const j = m.Ma[l.index] = byPath.get(l.Y) ?? -1;
         if (j >= 0) m.E[j] = l.band;
       }
     }
@@ -1096,14 +1096,14 @@ function decoder(local, remote = local, limits = {}) {
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.K;
+      const leaf = base + f.M;
       if (t.kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
       const local2 = map.Ma[leaf];
       const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { local: local2, slot: -1, code: P_STR, f: 0, O: t, ra: ll && ll.field.type, y: null, sa: 0, ea: 0, x: false };
+      const s = { local: local2, slot: -1, code: P_STR, f: 0, Q: t, ra: ll && ll.field.type, y: null, sa: 0, fa: 0, x: false };
       if (isNumeric(t.kind)) {
         const p = s.y = numPlan(t);
         const raw = delta ? p.Ya : p.C;
@@ -1115,7 +1115,7 @@ function decoder(local, remote = local, limits = {}) {
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
             s.sa = MASK[p.D];
-            s.ea = 32 - p.D;
+            s.fa = 32 - p.D;
             s.x = p.x;
           }
         }
@@ -1144,33 +1144,33 @@ function decoder(local, remote = local, limits = {}) {
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.x) {
-            v = v << s.ea >> s.ea;
-            tab.N(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else tab.N(e, s.local, slot, s.ea === 0 ? v >>> 0 : v & s.sa, 0);
+            v = v << s.fa >> s.fa;
+            tab.P(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
+          } else tab.P(e, s.local, slot, s.fa === 0 ? v >>> 0 : v & s.sa, 0);
           break;
         }
         case P_RAW: {
           const lo = r.l(s.f);
-          if (slot >= 0) tab.N(e, s.local, slot, lo, r.b);
+          if (slot >= 0) tab.P(e, s.local, slot, lo, r.b);
           break;
         }
         case P_U:
           if (slot < 0) readNum(s.y, s.f, delta);
           else {
             readNum(s.y, s.f, delta, a[j], a[j + 1]);
-            tab.N(e, s.local, slot, out.d, out.b);
+            tab.P(e, s.local, slot, out.d, out.b);
           }
           break;
         case P_STR: {
-          const v = readStr(s.O);
-          if (slot >= 0) tab.da(e, s.local, slot, v);
+          const v = readStr(s.Q);
+          if (slot >= 0) tab.ea(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.z()) {
-            const c = readContainer(s.O, s.ra, 1);
-            if (slot >= 0) tab.da(e, s.local, slot, c);
-          } else containerOps(tab, e, s.O, s.ra, s.local, slot);
+            const c = readContainer(s.Q, s.ra, 1);
+            if (slot >= 0) tab.ea(e, s.local, slot, c);
+          } else containerOps(tab, e, s.Q, s.ra, s.local, slot);
       }
     }
   }
@@ -1242,16 +1242,16 @@ function decoder(local, remote = local, limits = {}) {
           out.b = r.b;
         } else readNum(s.y, s.f, false);
         if (slot < 0) continue;
-        if (item) item.t.bb(item.s, s.local, slot, out.d, out.b, rec2, item.key, item.K);
+        if (item) item.t.bb(item.s, s.local, slot, out.d, out.b, rec2, item.key, item.M);
         else {
           rec2.num[slot << 1] = out.d;
           rec2.num[(slot << 1) + 1] = out.b;
         }
         continue;
       }
-      const v = s.code === P_STR ? readStr(s.O) : readContainer(s.O, s.ra, depth + 1);
+      const v = s.code === P_STR ? readStr(s.Q) : readContainer(s.Q, s.ra, depth + 1);
       if (slot < 0) continue;
-      if (item) item.t.da(item.s, s.local, slot, v, rec2, item.key, item.K);
+      if (item) item.t.ea(item.s, s.local, slot, v, rec2, item.key, item.M);
       else rec2.obj[slot] = v;
     }
     steps.length = start;
@@ -1313,7 +1313,7 @@ function decoder(local, remote = local, limits = {}) {
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, K: local2, key, jb: item });
+          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, M: local2, key, jb: item });
         } else readRecord(t.struct, null, 2);
       }
     }
@@ -1349,14 +1349,14 @@ var Replica = class {
   I;
   t = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  fa = /* @__PURE__ */ new Map();
+  ga = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  ga = false;
+  ha = false;
   /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
   ta = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
@@ -1401,7 +1401,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.ga) misuse("applyTick from a callback");
+    if (this.ha) misuse("applyTick from a callback");
     const tab = this.t.oa();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
@@ -1461,7 +1461,7 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.ga) misuse("reset from a callback");
+    if (this.ha) misuse("reset from a callback");
     const dec = decoder(this.local, remote, this.I.Na);
     const tab = this.t.oa();
     for (const e of this.entities()) tab.Ga(e.slot);
@@ -1487,8 +1487,8 @@ var Replica = class {
       this.t._a(cls, l.index);
       i += l.index;
     }
-    let lists = this.fa.get(cls);
-    if (!lists) this.fa.set(cls, lists = []);
+    let lists = this.ga.get(cls);
+    if (!lists) this.ga.set(cls, lists = []);
     const cb = { from: this.ticksApplied + 1, ua: false, lb: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
@@ -1535,33 +1535,23 @@ var Replica = class {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   Pa(events) {
-    if (!this.fa.size) return;
-    this.ga = true;
+    if (!this.ga.size) return;
+    this.ha = true;
     try {
       for (const { f: k, s: e, H: a } of events) {
-        const list = this.fa.get(e.type)?.[k];
+        const list = this.ga.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
         for (const cb of list) if (cb.from <= this.ticksApplied && !cb.ua) cb.lb(...a);
       }
     } finally {
-      this.ga = false;
+      this.ha = false;
     }
   }
 };
 
 // ts/src/session.ts
-var MsgType2 = {
-  Hello: 1 /* Hello */,
-  Welcome: 2 /* Welcome */,
-  Refuse: 3 /* Refuse */,
-  Tick: 4 /* Tick */,
-  Ping: 5 /* Ping */,
-  Pong: 6 /* Pong */,
-  RPC: 7 /* RPC */,
-  Resync: 8 /* Resync */
-};
 var MAX_DESCRIPTOR = 1 << 20;
 var MAX_LIMIT = 2 ** 31 - 1;
 

@@ -158,10 +158,14 @@ export class Connection {
   /** The transport of the current session. */
   transport: Channel["kind"] = "websocket";
 
+  private readonly opts: ConnectOptions;
+
   private constructor(
-    private readonly opts: ConnectOptions,
+    opts: ConnectOptions,
     readonly replica: Replica,
-  ) {}
+  ) {
+    this.opts = opts;
+  }
 
   /**
    * Connects, performs the handshake (§10.3) and starts receiving ticks.

@@ -5,7 +5,20 @@
  */
 
 import { LIMIT_ORDER, type Limits } from "./decoder.js";
-import { MsgType } from "./enums.js";
+import { MsgType as M } from "./enums.js";
+
+/** Message types (§10.2): the first byte of every message but a segment. */
+export const MsgType = {
+  Hello: M.Hello,
+  Welcome: M.Welcome,
+  Refuse: M.Refuse,
+  Tick: M.Tick,
+  Ping: M.Ping,
+  Pong: M.Pong,
+  RPC: M.RPC,
+  Resync: M.Resync,
+} as const satisfies { readonly [N in keyof typeof M]: M };
+export type MsgType = M;
 import {
   MAX_DESCRIPTOR, MAX_LEVEL, MAX_LIMIT, MAX_RESUME, MAX_TOKEN, PROTOCOL_VERSION, bad, parseMessage, read64, readBody,
   write64, writer, type HeldEntity, type Hello, type Message, type Refuse, type Resume, type Tick, type Welcome,

@@ -11,19 +11,6 @@ import { ReplicaDecodeError, fail } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
 
-/** Message types (§10.2): the first byte of every message but a segment. */
-export const MsgType = {
-  Hello: M.Hello,
-  Welcome: M.Welcome,
-  Refuse: M.Refuse,
-  Tick: M.Tick,
-  Ping: M.Ping,
-  Pong: M.Pong,
-  RPC: M.RPC,
-  Resync: M.Resync,
-} as const satisfies { readonly [N in keyof typeof M]: M };
-export type MsgType = M;
-
 /** The protocol version this package speaks (§10.2). */
 export const PROTOCOL_VERSION = 6;
 

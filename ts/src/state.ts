@@ -376,7 +376,7 @@ export class Table {
   private save(r: Rec, i: number, lo: number, hi: number): void {
     const n = this.nSaved++;
     let s = this.saved;
-    if (3 * n + 3 > s.length) (this.saved = s = new Uint32Array(2 * s.length)).set(this.saved);
+    if (3 * n + 3 > s.length) (this.saved = new Uint32Array(2 * s.length)).set(s), (s = this.saved);
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;

@@ -12,10 +12,10 @@ export { numValue, numPlan, dequantize } from "./values.js";
 export { DESCRIPTOR_VERSION, writeDescriptor } from "./descriptor.js";
 export { toStored } from "./encoder.js";
 export {
-  MsgType, parseMessage, parseRPC, encodeHello, encodePing, encodePong, encodeRPC,
+  parseMessage, parseRPC, encodeHello, encodePing, encodePong, encodeRPC,
   type Message, type Hello, type Welcome, type Refuse, type Tick, type Ping, type Pong, type RPC, type Resync,
   type Ticket, type Resume, type HeldEntity,
 } from "./session.js";
 export { openWebSocket, openWebTransport, frame, FrameReader, PREAMBLE, type Channel } from "./transport.js";
-export { parseHello, parseAny, encodeWelcome, encodeRefuse, encodeTick, encodeResync } from "./peer.js";
+export { MsgType, parseHello, parseAny, encodeWelcome, encodeRefuse, encodeTick, encodeResync } from "./peer.js";
 export { dumpEntities, typeString, KIND_NAMES } from "./dump.js";

@@ -97,10 +97,13 @@ export class StructView {
 
 /** A read-only list whose elements are converted on access. */
 export class TypedList<T> implements Iterable<T> {
+  private readonly conv: (v: Elem) => T;
   constructor(
     readonly raw: ListC,
-    private readonly conv: (v: Elem) => T,
-  ) {}
+    conv: (v: Elem) => T,
+  ) {
+    this.conv = conv;
+  }
   get length(): number {
     return this.raw.items.length;
   }
@@ -119,10 +122,13 @@ export class TypedList<T> implements Iterable<T> {
 
 /** A read-only map whose values are converted on access; keys iterate in ascending order. */
 export class TypedMap<K extends Key, V> implements Iterable<[K, V]> {
+  private readonly conv: (v: Elem) => V;
   constructor(
     readonly raw: MapC | BagC,
-    private readonly conv: (v: Elem) => V,
-  ) {}
+    conv: (v: Elem) => V,
+  ) {
+    this.conv = conv;
+  }
   get size(): number {
     return this.raw.m.size;
   }
