@@ -1479,11 +1479,11 @@ var Replica = class {
    */
   add(c, i, fn, leaf, want = 0) {
     const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
-    const cls = find(this.local) ?? find(this.remote) ?? misuse(`${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
+    const cls = find(this.local) ?? find(this.remote) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
     if (leaf !== void 0) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
-      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name} is not of a kind this callback takes`);
+      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
       this.t._a(cls, l.index);
       i += l.index;
     }

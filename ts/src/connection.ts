@@ -422,7 +422,7 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
   let err: Error | undefined;
   if (mode === "webtransport" || (mode === "auto" && WT && url)) {
     try {
-      if (!WT || !url) throw new Error("connection: WebTransport needs options.webTransportUrl and a WebTransport constructor");
+      if (!WT || !url) throw new Error("connection: no WebTransport or webTransportUrl");
       const h = opts.certificateHashes;
       return await openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
     } catch (e) {
@@ -430,7 +430,7 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
       err = e as Error;
     }
   }
-  if (!WS || !opts.url) throw err ?? new Error("connection: WebSocket needs options.url and a WebSocket constructor");
+  if (!WS || !opts.url) throw err ?? new Error("connection: no WebSocket or url");
   return openWebSocket(opts.url, WS);
 }
 

@@ -231,11 +231,11 @@ export class Replica {
   private add(c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): () => void {
     const find = (s: Schema): StructType | undefined =>
       typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
-    const cls = find(this.local) ?? find(this.remote) ?? misuse(`${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
+    const cls = find(this.local) ?? find(this.remote) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
     if (leaf !== undefined) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
-      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name} is not of a kind this callback takes`);
+      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
       this.tab.watchLeaf(cls, l.index);
       i += l.index;
     }

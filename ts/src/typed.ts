@@ -58,7 +58,7 @@ export function leafRef(s: StructType, i: number, name: string): LeafRef {
  */
 export function nestedAt(s: StructType, i: number, name: string): LeafRef {
   const l = s.leaves[i];
-  if (i > s.leaves.length || (l && !l.name.startsWith(name + "."))) generated(`leaf ${i} of ${s.name} is ${l?.name}, want a field of ${name}`);
+  if (i > s.leaves.length || (l && !l.name.startsWith(name + "."))) generated(`leaf ${i} of ${s.name} is ${l?.name}, want ${name}.…`);
   const num = s.leaves.slice(0, i).filter((x) => x.num >= 0).length;
   return { num, obj: i - num, plan: null };
 }

@@ -113,8 +113,8 @@ describe("sections and callbacks", () => {
     r.apply(seg().section(UPDATE, 1, 1).tree([{ id: 1, k: 3 }]).ids([1]).s(1, 3).end());
     expect(log).toEqual(["a", "late"]);
     expect(() => r.onField("Hero", "nope", () => {})).toThrow(/no leaf/);
-    expect(() => r.onList("Hero", "hp", () => {})).toThrow(/not of a kind/);
-    expect(() => r.onCreate("Nope", () => {})).toThrow(/not a class/);
+    expect(() => r.onList("Hero", "hp", () => {})).toThrow(/wrong kind/);
+    expect(() => r.onCreate("Nope", () => {})).toThrow(/no class Nope/);
   });
 
   test("a rejected tick leaves the replica exactly as it was and runs no callback", () => {
