@@ -34,9 +34,10 @@ function decodeUTF8(b, start = 0, end = b.length) {
 }
 var utf8enc = new TextEncoder();
 var encodeUTF8 = (s) => utf8enc.encode(s);
+var STRBUF = new Uint8Array(64);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
-  h = new Uint8Array(8);
+  g = new Uint8Array(8);
   T = new Uint8Array(64);
   /** Next bit to read. */
   e = 0;
@@ -44,13 +45,16 @@ var BitReader = class {
   A = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
+  // The last byte string read: its length, and its copy when it was not aligned.
+  n = 0;
+  la = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
     if (this.T.length < b.length + 8) this.T = new Uint8Array(Math.max(b.length + 8, this.T.length * 2));
-    const s = this.h = this.T;
+    const s = this.g = this.T;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.e = this.b = 0;
@@ -61,8 +65,8 @@ var BitReader = class {
     throw new ReplicaDecodeError("malformed", msg, this.e);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  ka() {
-    const b = this.h;
+  ma() {
+    const b = this.g;
     const p = this.e;
     const i = p >>> 3;
     const sh = p & 7;
@@ -80,7 +84,7 @@ var BitReader = class {
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.ka();
+    const w = this.ma();
     this.w(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
@@ -96,7 +100,7 @@ var BitReader = class {
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.ka();
+    const w = this.ma();
     if ((w & 1) === 0) {
       if (k <= 31) {
         this.w(k + 1);
@@ -112,15 +116,15 @@ var BitReader = class {
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Xa(k);
+    return this._a(k);
   }
-  Xa(k) {
+  _a(k) {
     if (k > 63 || k < 0) this.k("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
       if (this.e >= this.A) this.w(1);
-      const w = this.ka();
+      const w = this.ma();
       const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
         this.w(maxOnes - ones);
@@ -143,7 +147,7 @@ var BitReader = class {
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
-  q(k = 0) {
+  p(k = 0) {
     const v = this.c(k);
     return this.b ? this.k("over 32 bits") : v;
   }
@@ -155,24 +159,38 @@ var BitReader = class {
    * Reads a U(k) count and checks it against max and against the bits left,
    * assuming each counted item takes at least minBits bits.
    */
-  g(k, max, minBits, what) {
+  h(k, max, minBits, what) {
     const start = this.e;
     const n = this.c(k);
     if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
     if (n * minBits > this.A - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
-  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  o(max) {
-    const n = this.g(4, max, 8, "length");
+  /**
+   * Reads the length of a byte string of at most max bytes (§1.4), and
+   * returns its first byte's offset in buf when it is aligned, else −1
+   * after copying it into out when that is long enough, or a new array.
+   */
+  Ea(max, out2) {
+    const n = this.n = this.h(4, max, 8, "length");
     const i = this.e >>> 3;
-    if (this.e & 7) return Uint8Array.from({ length: n }, () => this.a(8));
-    this.w(n * 8);
-    return this.h.slice(i, i + n);
+    if (!(this.e & 7)) {
+      this.w(n * 8);
+      return i;
+    }
+    const b = this.la = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+    for (let j = 0; j < n; j++) b[j] = this.a(8);
+    return -1;
+  }
+  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
+  q(max) {
+    const i = this.Ea(max);
+    return i < 0 ? this.la : this.g.slice(i, i + this.n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    return decodeUTF8(this.o(max));
+    const i = this.Ea(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.la, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   j() {
@@ -231,19 +249,21 @@ var StructType = class {
   B = 0;
   /** @internal Object slots of a record of the struct. */
   L = 0;
+  /** @internal The types of the object slots, in order. */
+  V = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  V;
+  W;
   /** @internal Fields by ID. */
-  Ca = /* @__PURE__ */ new Map();
+  Fa = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  W = 0;
-  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   X = 0;
+  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
+  Y = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.Ca.get(id);
+    return this.Fa.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -256,12 +276,12 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.W === 1) bad(s.name + " contains itself");
-  if (s.W) return;
-  s.W = 1;
+  if (s.X === 1) bad(s.name + " contains itself");
+  if (s.X) return;
+  s.X = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.Ca.set(f.id, f);
+    s.Fa.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
@@ -269,13 +289,13 @@ function layout(s, pending) {
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
     f.M = s.leaves.length;
-    let sub = [{ index: 0, field: f, Y: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    let sub = [{ index: 0, field: f, Z: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.X += st.X;
-    } else s.X++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.X : 1) > 1 << 20) bad("too many fields");
+      s.Y += st.Y;
+    } else s.Y++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.Y : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -283,7 +303,7 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        Y: nested ? f.id + "," + l.Y : "" + f.id,
+        Z: nested ? f.id + "," + l.Z : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
@@ -292,6 +312,8 @@ function layout(s, pending) {
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
+    if (t.kind === 15 /* Nested */) s.V.push(...st.V);
+    else if (!numeric) s.V.push(t);
     if (t.kind === 15 /* Nested */) {
       s.B += st.B;
       s.L += st.L;
@@ -302,7 +324,7 @@ function layout(s, pending) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.W = 2;
+  s.X = 2;
 }
 var Schema = class {
   classes;
@@ -371,14 +393,14 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, Ya: +(k === 1 /* Bool */), D: W, Z: W, _: signed, x: signed, Za: W === 64, quant: q });
+    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, $a: +(k === 1 /* Bool */), D: W, _: W, $: signed, x: signed, ab: W === 64, quant: q });
   }
   return p;
 }
 var out = { d: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.Z < 64 && (hi !== 0 || lo > MASK[p.Z])) return false;
-  if (p._) unzigzag64(lo, hi);
+  if (p._ < 64 && (hi !== 0 || lo > MASK[p._])) return false;
+  if (p.$) unzigzag64(lo, hi);
   else {
     out.d = lo;
     out.b = hi;
@@ -412,7 +434,7 @@ function decodeDelta(p, olo, ohi, lo, hi) {
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.Za) return p.x ? lo | 0 : lo;
+  if (!p.ab) return p.x ? lo | 0 : lo;
   const v = big(lo, hi);
   return p.x ? BigInt.asIntN(64, v) : v;
 }
@@ -458,13 +480,13 @@ function decodeDescriptor(b) {
 var bad2 = (msg) => fail("descriptor", msg);
 var f64 = (r) => f64FromBits(r.a(32), r.a(32));
 function read(r) {
-  const v = r.q(0);
+  const v = r.p(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
-  const n = r.g(2, 4096, 9, "structs");
+  const n = r.h(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.q(2)] ?? bad2("struct index");
+  const index = () => structs[r.p(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.o(256);
+    const b = r.q(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
@@ -500,26 +522,26 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.V] = name();
-    for (let j = r.g(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
+    [st.name, st.W] = name();
+    for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, V: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.z(), band: r.q(0), M: 0 };
+      const f = { id: prev, name: nm, W: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.z(), band: r.p(0), M: 0 };
       st.fields.push(f);
     }
-    for (let j = r.g(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
+    for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, V: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, W: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
-  for (let i2 = r.g(2, n, 2, "classes"); i2 > 0; i2--) {
+  for (let i2 = r.h(2, n, 2, "classes"); i2 > 0; i2--) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.q(4);
-    const nb = r.q(0);
+    c.classId = r.p(4);
+    const nb = r.p(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64(r);
@@ -557,15 +579,15 @@ var Rec = class {
   constructor(type) {
     this.type = type;
     this.num = new Uint32Array(type.B * 2);
-    for (const l of type.leaves) if (l.obj >= 0) this.obj.push(zeroObj(l.field.type));
+    this.obj = type.V.map(zeroObj);
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
   num;
   /** String (string), Uint8Array (bytes) and container slots. */
-  obj = [];
+  obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  la = 0;
+  na = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -593,9 +615,9 @@ function clone(v) {
   if (v instanceof MapC) return new v.constructor(v.type, new Map([...v.m].map(([k, x]) => [k, clone(x)])));
   return v;
 }
+var all = (x, y) => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
 function equal(a, b) {
   if (a === b) return true;
-  const all = (x, y) => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
   if (a instanceof Uint8Array && b instanceof Uint8Array) return all(a, b);
   if (a instanceof Rec && b instanceof Rec) return a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj);
   if (a instanceof ListC && b instanceof ListC) return all(a.items, b.items);
@@ -703,19 +725,19 @@ var Table = class {
    */
   F = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  ma = /* @__PURE__ */ new Map();
+  oa = /* @__PURE__ */ new Map();
   // One-entry cache of watch.
-  na;
-  Da;
+  pa;
+  Ga;
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  $ = 1;
-  Ea = [];
-  aa = 0;
-  ba = new Uint32Array(768);
-  p = [];
+  aa = 1;
+  Ha = [];
+  ba = 0;
+  ca = new Uint32Array(768);
+  o = [];
   N = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
   O = [];
@@ -729,7 +751,7 @@ var Table = class {
     const e = this.G(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
-  ca(slot, e) {
+  da(slot, e) {
     (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
     this.size += e ? 1 : -1;
   }
@@ -738,68 +760,68 @@ var Table = class {
     return this.F.map((s) => this.G(s));
   }
   /** Watches leaf of class c for events. */
-  _a(c, leaf) {
-    let w = this.ma.get(c);
-    if (!w) this.ma.set(c, w = new Uint8Array(c.leaves.length));
+  bb(c, leaf) {
+    let w = this.oa.get(c);
+    if (!w) this.oa.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.na = void 0;
+    this.pa = void 0;
   }
   /** Starts a transaction. */
-  oa() {
-    this.$++;
-    this.aa = this.p.length = this.O.length = 0;
+  qa() {
+    this.aa++;
+    this.ba = this.o.length = this.O.length = 0;
     this.N.clear();
     this.r = [];
     return this;
   }
   /** Whether events about leaf of r's class are wanted. */
-  da(r, leaf) {
-    if (r.type !== this.na) this.Da = this.ma.get(this.na = r.type);
-    return this.Da?.[leaf] === 1;
+  ea(r, leaf) {
+    if (r.type !== this.pa) this.Ga = this.oa.get(this.pa = r.type);
+    return this.Ga?.[leaf] === 1;
   }
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  Fa(slot) {
+  Ia(slot) {
     return this.N.has(slot);
   }
   /** Lets a fill set values of the entity in slot. */
-  $a(slot) {
+  cb(slot) {
     this.N.add(slot);
   }
   /** Creates an entity. */
-  ab(cls, id, classId, bands, nbands) {
+  db(cls, id, classId, bands, nbands) {
     const slot = id & 16777215;
     if (this.G(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.la = this.$;
-    this.ca(slot, e);
+    e.na = this.aa;
+    this.da(slot, e);
     this.N.add(slot);
     this.O.push(slot);
-    this.p.push(() => this.ca(slot, void 0));
+    this.o.push(() => this.da(slot, void 0));
     this.r.push({ f: 0 /* Create */, s: e, H: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
-  Ga(slot) {
+  Ja(slot) {
     const e = this.G(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.ca(slot, void 0);
+    this.da(slot, void 0);
     this.O.push(slot);
     this.set(e, "alive", false);
-    this.p.push(() => this.ca(slot, e));
+    this.o.push(() => this.da(slot, e));
     this.r.push({ f: 1 /* Destroy */, s: e, H: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
     const old = o[k];
     o[k] = v;
-    this.p.push(() => o[k] = old);
+    this.o.push(() => o[k] = old);
     return old;
   }
   /** Records that this client owns e, or no longer does. */
-  pa(e, owned) {
+  ra(e, owned) {
     if (e.owned !== owned) this.r.push({ f: 2 /* Owned */, s: e, H: [e, (this.set(e, "owned", owned), owned)] });
   }
   /** Sets e's level of detail. */
-  Ha(e, level) {
+  Ka(e, level) {
     if (e.level !== level) this.r.push({ f: 3 /* Level */, s: e, H: [e, this.set(e, "level", level), level] });
   }
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
@@ -809,54 +831,54 @@ var Table = class {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.la !== this.$) this.Ia(e, i, olo, ohi);
+    if (e.na !== this.aa) this.La(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.da(e, leaf)) this.Ja(e, leaf, e, olo, ohi, lo, hi);
+    if (this.ea(e, leaf)) this.Ma(e, leaf, e, olo, ohi, lo, hi);
   }
   /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  bb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
+  eb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.la !== this.$) this.Ia(r, i, olo, ohi);
+    if (r.na !== this.aa) this.La(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.da(e, bagLeaf)) this.Ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+    if (this.ea(e, bagLeaf)) this.Ma(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
   }
-  Ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
+  Ma(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
     const p = numPlan(r.type.leaves[leaf].field.type);
-    this.Ka(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    this.Na(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
   /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  Ka(e, leaf, old, now, r, k, bagLeaf) {
+  Na(e, leaf, old, now, r, k, bagLeaf) {
     if (r === e) this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, old, now] });
     else this.item(e, bagLeaf, 2, k, old, now, leaf);
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  Ia(r, i, lo, hi) {
-    const n = this.aa++;
-    let s = this.ba;
-    if (3 * n + 3 > s.length) (this.ba = new Uint32Array(2 * s.length)).set(s), s = this.ba;
+  La(r, i, lo, hi) {
+    const n = this.ba++;
+    let s = this.ca;
+    if (3 * n + 3 > s.length) (this.ca = new Uint32Array(2 * s.length)).set(s), s = this.ca;
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.Ea[n] = r;
+    this.Ha[n] = r;
   }
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  ea(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  fa(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
-    if (!this.da(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.Ka(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    if (!this.ea(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) this.Na(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
       const o = old.items;
@@ -880,7 +902,7 @@ var Table = class {
    * leaf whose value changed, or −1 for a whole item.
    */
   item(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.da(e, leaf)) return;
+    if (!this.ea(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
     const ev = { kind: ITEM_KINDS[kind] };
     if (t.kind === 16 /* List */) ev.index = key;
@@ -891,56 +913,56 @@ var Table = class {
     if (n !== void 0) ev.new = conv(n);
     this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, ev] });
   }
-  cb(e, leaf, l, i, v) {
+  fb(e, leaf, l, i, v) {
     if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
-    this.p.push(() => l.items.splice(i, 1));
+    this.o.push(() => l.items.splice(i, 1));
     this.item(e, leaf, 0, i, void 0, v);
   }
-  db(e, leaf, l, i) {
+  gb(e, leaf, l, i) {
     if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
-    this.p.push(() => l.items.splice(i, 0, old));
+    this.o.push(() => l.items.splice(i, 0, old));
     this.item(e, leaf, 1, i, old, void 0);
   }
-  eb(e, leaf, l, i, v) {
+  hb(e, leaf, l, i, v) {
     if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
     this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
   }
-  fb(e, leaf, l) {
+  ib(e, leaf, l) {
     const old = this.set(l, "items", []);
     for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
-  gb(e, leaf, m, k, v) {
+  jb(e, leaf, m, k, v) {
     const existed = m.m.has(k);
     const old = m.m.get(k);
     m.m.set(k, v);
-    this.p.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
+    this.o.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
     this.item(e, leaf, existed ? 2 : 0, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
-  hb(e, leaf, m, k) {
+  kb(e, leaf, m, k) {
     const old = m.m.get(k);
     if (!m.m.delete(k)) fail("no-key", "delete of " + k);
-    this.p.push(() => m.m.set(k, old));
+    this.o.push(() => m.m.set(k, old));
     this.item(e, leaf, 1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
    * (an ownership or level change, §5.1, §5.8).
    */
-  qa(e, leaves) {
+  sa(e, leaves) {
     for (const li of leaves) {
       const l = e.type.leaves[li];
       const cur = e.obj[l.obj];
       if (l.num >= 0) this.P(e, li, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.ea(e, li, l.obj, zeroObj(l.field.type));
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.fa(e, li, l.obj, zeroObj(l.field.type));
     }
     this.N.add(e.slot);
   }
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  La() {
+  Oa() {
     const held = this.F;
     const out2 = [];
     let i = 0;
@@ -952,19 +974,19 @@ var Table = class {
       }
       this.F = out2.concat(held.slice(i));
     }
-    this.aa = this.p.length = 0;
+    this.ba = this.o.length = 0;
   }
   /** Undoes every change, newest first. */
-  ib() {
-    const s = this.ba;
-    for (let j = this.aa - 1; j >= 0; j--) {
-      const a = this.Ea[j].num;
+  lb() {
+    const s = this.ca;
+    for (let j = this.ba - 1; j >= 0; j--) {
+      const a = this.Ha[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
     }
-    for (let j = this.p.length - 1; j >= 0; j--) this.p[j]();
-    this.oa();
+    for (let j = this.o.length - 1; j >= 0; j--) this.o[j]();
+    this.qa();
   }
 };
 
@@ -1018,10 +1040,10 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.Y, l.index]));
-      inner.set(ls, m = { Ma: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.Z, l.index]));
+      inner.set(ls, m = { Pa: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.Ma[l.index] = byPath.get(l.Y) ?? -1;
+        const j = m.Pa[l.index] = byPath.get(l.Z) ?? -1;
         if (j >= 0) m.E[j] = l.band;
       }
     }
@@ -1035,12 +1057,12 @@ function decoder(local, remote = local, limits = {}) {
       for (let tag; (tag = r.a(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
           readIDs();
-          for (let i = 0; i < nids; i++) tab.Ga(ids[i]);
+          for (let i = 0; i < nids; i++) tab.Ja(ids[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.k("section " + tag);
-        const rc = remote.class(r.q(4)) ?? fail("unknown", "class");
-        for (let g = r.g(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
+        const rc = remote.class(r.p(4)) ?? fail("unknown", "class");
+        for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
       r.j();
     } catch (e) {
@@ -1049,7 +1071,7 @@ function decoder(local, remote = local, limits = {}) {
     }
   }
   function readIDs() {
-    const n = r.g(3, lim.maxEntities - nEntities, 1, "entities");
+    const n = r.h(3, lim.maxEntities - nEntities, 1, "entities");
     nEntities += n;
     const k = r.a(6);
     for (let i = 0, slot = -1; i < n; i++) {
@@ -1080,8 +1102,8 @@ function decoder(local, remote = local, limits = {}) {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.ab(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.E, rc.nbands);
-      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.Fa(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (tag === SEC_CREATE) e = tab.db(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.E, rc.nbands);
+      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.Ia(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
       if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
       entityValues(tab, e, delta);
     }
@@ -1091,7 +1113,7 @@ function decoder(local, remote = local, limits = {}) {
   }
   function readTree(st, base, delta, depth, gapK, map, ls) {
     deeper(depth);
-    for (let n = r.g(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+    for (let n = r.h(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.c(gapK) + r.b * 4294967296;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
@@ -1101,12 +1123,12 @@ function decoder(local, remote = local, limits = {}) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.Ma[leaf];
+      const local2 = map.Pa[leaf];
       const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { local: local2, slot: -1, code: P_STR, f: 0, Q: t, ra: ll && ll.field.type, y: null, sa: 0, fa: 0, x: false };
+      const s = { local: local2, slot: -1, code: P_STR, f: 0, Q: t, ta: ll && ll.field.type, y: null, ua: 0, ga: 0, x: false };
       if (isNumeric(t.kind)) {
         const p = s.y = numPlan(t);
-        const raw = delta ? p.Ya : p.C;
+        const raw = delta ? p.$a : p.C;
         s.code = P_RAW;
         s.f = raw;
         if (raw === 0) {
@@ -1114,8 +1136,8 @@ function decoder(local, remote = local, limits = {}) {
           s.code = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
-            s.sa = MASK[p.D];
-            s.fa = 32 - p.D;
+            s.ua = MASK[p.D];
+            s.ga = 32 - p.D;
             s.x = p.x;
           }
         }
@@ -1140,13 +1162,13 @@ function decoder(local, remote = local, limits = {}) {
       switch (s.code) {
         case P_DELTA: {
           const lo = r.c(s.f);
-          if (r.b !== 0 || lo > s.sa) r.k("delta out of range");
+          if (r.b !== 0 || lo > s.ua) r.k("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.x) {
-            v = v << s.fa >> s.fa;
+            v = v << s.ga >> s.ga;
             tab.P(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else tab.P(e, s.local, slot, s.fa === 0 ? v >>> 0 : v & s.sa, 0);
+          } else tab.P(e, s.local, slot, s.ga === 0 ? v >>> 0 : v & s.ua, 0);
           break;
         }
         case P_RAW: {
@@ -1163,19 +1185,19 @@ function decoder(local, remote = local, limits = {}) {
           break;
         case P_STR: {
           const v = readStr(s.Q);
-          if (slot >= 0) tab.ea(e, s.local, slot, v);
+          if (slot >= 0) tab.fa(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.z()) {
-            const c = readContainer(s.Q, s.ra, 1);
-            if (slot >= 0) tab.ea(e, s.local, slot, c);
-          } else containerOps(tab, e, s.Q, s.ra, s.local, slot);
+            const c = readContainer(s.Q, s.ta, 1);
+            if (slot >= 0) tab.fa(e, s.local, slot, c);
+          } else containerOps(tab, e, s.Q, s.ta, s.local, slot);
       }
     }
   }
   function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.o(lim.maxStringBytes) : r.string(lim.maxStringBytes);
+    return t.kind === 13 /* Bytes */ ? r.q(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
   function countValues(n) {
     if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
@@ -1196,13 +1218,13 @@ function decoder(local, remote = local, limits = {}) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).C !== 0 ? 0 : r.a(6);
   }
   function readKey(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.o(lim.maxStringBytes));
+    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.q(lim.maxStringBytes));
     return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   function readContainer(t, lt, depth) {
     deeper(depth);
     const ct = lt ?? t;
-    const n = r.g(4, lim.maxContainerLen, 1, "length");
+    const n = r.h(4, lim.maxContainerLen, 1, "length");
     countValues(n);
     if (t.kind === 16 /* List */) {
       const k = readK(t.elem, n);
@@ -1230,7 +1252,7 @@ function decoder(local, remote = local, limits = {}) {
     deeper(depth);
     countValues(1);
     const lst = ls ?? rs;
-    const rec2 = into ?? item?.jb ?? new Rec(lst);
+    const rec2 = into ?? item?.mb ?? new Rec(lst);
     const start = steps.length;
     readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
@@ -1242,16 +1264,16 @@ function decoder(local, remote = local, limits = {}) {
           out.b = r.b;
         } else readNum(s.y, s.f, false);
         if (slot < 0) continue;
-        if (item) item.t.bb(item.s, s.local, slot, out.d, out.b, rec2, item.key, item.M);
+        if (item) item.t.eb(item.s, s.local, slot, out.d, out.b, rec2, item.key, item.M);
         else {
           rec2.num[slot << 1] = out.d;
           rec2.num[(slot << 1) + 1] = out.b;
         }
         continue;
       }
-      const v = s.code === P_STR ? readStr(s.Q) : readContainer(s.Q, s.ra, depth + 1);
+      const v = s.code === P_STR ? readStr(s.Q) : readContainer(s.Q, s.ta, depth + 1);
       if (slot < 0) continue;
-      if (item) item.t.ea(item.s, s.local, slot, v, rec2, item.key, item.M);
+      if (item) item.t.fa(item.s, s.local, slot, v, rec2, item.key, item.M);
       else rec2.obj[slot] = v;
     }
     steps.length = start;
@@ -1265,7 +1287,7 @@ function decoder(local, remote = local, limits = {}) {
     const c = local2 >= 0 ? e.obj[slot] : null;
     if (t.kind === 16 /* List */) {
       const list = c;
-      const n = r.g(2, max, 3, "list operations");
+      const n = r.h(2, max, 3, "list operations");
       countValues(n);
       const k = readK(t.elem, n);
       for (let i = 0; i < n; i++) {
@@ -1286,10 +1308,10 @@ function decoder(local, remote = local, limits = {}) {
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
-          tab.cb(e, local2, list, op === OP_PUSH ? list.items.length : idx, v);
-        } else if (op === OP_REMOVE) tab.db(e, local2, list, idx);
-        else if (op === OP_CLEAR) tab.fb(e, local2, list);
-        else tab.eb(e, local2, list, idx, v);
+          tab.fb(e, local2, list, op === OP_PUSH ? list.items.length : idx, v);
+        } else if (op === OP_REMOVE) tab.gb(e, local2, list, idx);
+        else if (op === OP_CLEAR) tab.ib(e, local2, list);
+        else tab.hb(e, local2, list, idx, v);
       }
       return;
     }
@@ -1297,23 +1319,23 @@ function decoder(local, remote = local, limits = {}) {
     const m = c;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
-      const n = r.g(2, max, 1, "keys");
+      const n = r.h(2, max, 1, "keys");
       countValues(n);
       const kk = n > 0 && t.key !== 12 /* String */ ? r.a(6) : 0;
       const vk = pass === 1 && !bag ? readK(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.hb(e, local2, m, key);
+          if (m) tab.kb(e, local2, m, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.gb(e, local2, m, key, v);
+            tab.jb(e, local2, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, M: local2, key, jb: item });
+          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, M: local2, key, mb: item });
         } else readRecord(t.struct, null, 2);
       }
     }
@@ -1327,7 +1349,7 @@ function decoder(local, remote = local, limits = {}) {
     r.j();
     return rec2;
   }
-  return { Na: lim, apply, kb: decodeRecord };
+  return { Qa: lim, apply, nb: decodeRecord };
 }
 var keyTypes = [];
 function compareBytes(a, b) {
@@ -1349,16 +1371,16 @@ var Replica = class {
   I;
   t = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  ga = /* @__PURE__ */ new Map();
+  ha = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  ha = false;
+  ia = false;
   /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
-  ta = /* @__PURE__ */ new Map();
+  va = /* @__PURE__ */ new Map();
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
@@ -1366,7 +1388,7 @@ var Replica = class {
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.I.Na;
+    return this.I.Qa;
   }
   /** Number of entities. */
   get size() {
@@ -1388,9 +1410,9 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  Oa(c, vis) {
-    let p = this.ta.get(c);
-    if (!p) this.ta.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
+  Ra(c, vis) {
+    let p = this.va.get(c);
+    if (!p) this.va.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
     return p[vis - 1];
   }
   /**
@@ -1401,16 +1423,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.ha) misuse("applyTick from a callback");
-    const tab = this.t.oa();
+    if (this.ia) misuse("applyTick from a callback");
+    const tab = this.t.qa();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.qa(e, this.Oa(e.type, 1 /* Owner */));
-        tab.pa(e, false);
+        tab.sa(e, this.Ra(e.type, 1 /* Owner */));
+        tab.ra(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1418,8 +1440,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.qa(e, this.Oa(e.type, 2 /* Others */));
-          tab.pa(e, true);
+          tab.sa(e, this.Ra(e.type, 2 /* Others */));
+          tab.ra(e, true);
         }
       }
       const later = [];
@@ -1431,29 +1453,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.qa(e, [...e.E.keys()].filter((i) => e.E[i] > lc.level));
-        } else if (lc.level > e.level) tab.$a(e.slot);
-        if (e) tab.Ha(e, lc.level);
+          tab.sa(e, [...e.E.keys()].filter((i) => e.E[i] > lc.level));
+        } else if (lc.level > e.level) tab.cb(e.slot);
+        if (e) tab.Ka(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.I.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.Fa(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.pa(e, true);
+        if (!e || !tab.Ia(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.ra(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.Ha(e, level(e, lc.level));
+        tab.Ka(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.ib();
+      tab.lb();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.La();
+    tab.Oa();
     this.ticksApplied++;
-    this.Pa(tab.r);
+    this.Sa(tab.r);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1461,15 +1483,15 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.ha) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.I.Na);
-    const tab = this.t.oa();
-    for (const e of this.entities()) tab.Ga(e.slot);
-    tab.La();
+    if (this.ia) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.I.Qa);
+    const tab = this.t.qa();
+    for (const e of this.entities()) tab.Ja(e.slot);
+    tab.Oa();
     this.I = dec;
     this.remote = remote;
-    this.ta.clear();
-    this.Pa(tab.r);
+    this.va.clear();
+    this.Sa(tab.r);
   }
   // ---- Callbacks ----
   /**
@@ -1484,16 +1506,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.t._a(cls, l.index);
+      this.t.bb(cls, l.index);
       i += l.index;
     }
-    let lists = this.ga.get(cls);
-    if (!lists) this.ga.set(cls, lists = []);
-    const cb = { from: this.ticksApplied + 1, ua: false, lb: fn };
+    let lists = this.ha.get(cls);
+    if (!lists) this.ha.set(cls, lists = []);
+    const cb = { from: this.ticksApplied + 1, wa: false, ob: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.ua) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.ua = true;
+      if (!cb.wa) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.wa = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1534,19 +1556,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  Pa(events) {
-    if (!this.ga.size) return;
-    this.ha = true;
+  Sa(events) {
+    if (!this.ha.size) return;
+    this.ia = true;
     try {
       for (const { f: k, s: e, H: a } of events) {
-        const list = this.ga.get(e.type)?.[k];
+        const list = this.ha.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.ua) cb.lb(...a);
+        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.wa) cb.ob(...a);
       }
     } finally {
-      this.ha = false;
+      this.ia = false;
     }
   }
 };

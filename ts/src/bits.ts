@@ -40,6 +40,8 @@ const utf8enc = new TextEncoder();
 /** Encodes a string as UTF-8. */
 export const encodeUTF8 = (s: string): Uint8Array => utf8enc.encode(s);
 
+const STRBUF = new Uint8Array(64);
+
 /** Reads a bit stream. Every failure throws a {@link ReplicaDecodeError}. */
 export class BitReader {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
@@ -51,6 +53,9 @@ export class BitReader {
   len = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   hi = 0;
+  // The last byte string read: its length, and its copy when it was not aligned.
+  private n = 0;
+  private copy: Uint8Array = STRBUF;
 
   constructor(b?: Uint8Array) {
     if (b) this.reset(b);
@@ -184,18 +189,33 @@ export class BitReader {
     return n;
   }
 
+  /**
+   * Reads the length of a byte string of at most max bytes (§1.4), and
+   * returns its first byte's offset in buf when it is aligned, else −1
+   * after copying it into out when that is long enough, or a new array.
+   */
+  private str(max: number, out?: Uint8Array): number {
+    const n = (this.n = this.count(4, max, 8, "length"));
+    const i = this.pos >>> 3;
+    if (!(this.pos & 7)) {
+      this.skip(n * 8);
+      return i;
+    }
+    const b = (this.copy = out && n <= out.length ? out : new Uint8Array(n));
+    for (let j = 0; j < n; j++) b[j] = this.bits(8);
+    return -1;
+  }
+
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   bytes(max: number): Uint8Array {
-    const n = this.count(4, max, 8, "length");
-    const i = this.pos >>> 3;
-    if (this.pos & 7) return Uint8Array.from({ length: n }, () => this.bits(8));
-    this.skip(n * 8);
-    return this.buf.slice(i, i + n);
+    const i = this.str(max);
+    return i < 0 ? this.copy : this.buf.slice(i, i + this.n);
   }
 
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max: number): string {
-    return decodeUTF8(this.bytes(max));
+    const i = this.str(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.copy, 0, this.n) : decodeUTF8(this.buf, i, i + this.n);
   }
 
   /** Requires that only zero padding (fewer than 8 bits) is left. */

@@ -127,6 +127,8 @@ export class StructType {
   numSlots = 0;
   /** @internal Object slots of a record of the struct. */
   objSlots = 0;
+  /** @internal The types of the object slots, in order. */
+  objTypes: Type[] = [];
   /** @internal The name's bytes as the descriptor carried them. */
   nameBytes?: Uint8Array;
   /** @internal Fields by ID. */
@@ -202,6 +204,8 @@ function layout(s: StructType, pending: StructType[]): void {
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
+    if (t.kind === K.Nested) s.objTypes.push(...st!.objTypes);
+    else if (!numeric) s.objTypes.push(t);
     if (t.kind === K.Nested) {
       s.numSlots += st!.numSlots;
       s.objSlots += st!.objSlots;

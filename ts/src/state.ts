@@ -19,14 +19,13 @@ export class Rec {
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
   readonly num: Uint32Array;
   /** String (string), Uint8Array (bytes) and container slots. */
-  readonly obj: unknown[] = [];
+  readonly obj: unknown[];
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
   txnMark = 0;
 
   constructor(readonly type: StructType) {
     this.num = new Uint32Array(type.numSlots * 2);
-    // Object slots are numbered in leaf order.
-    for (const l of type.leaves) if (l.obj >= 0) this.obj.push(zeroObj(l.field.type));
+    this.obj = type.objTypes.map(zeroObj);
   }
 
   /** A deep copy. */
@@ -65,10 +64,12 @@ export function clone<T>(v: T): T {
   return v;
 }
 
+/** Whether two sequences are equal element by element. */
+const all = (x: ArrayLike<unknown>, y: ArrayLike<unknown>): boolean => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
+
 /** Deep equality of two elements or object-slot values. */
 export function equal(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  const all = (x: ArrayLike<unknown>, y: ArrayLike<unknown>): boolean => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
   if (a instanceof Uint8Array && b instanceof Uint8Array) return all(a, b);
   if (a instanceof Rec && b instanceof Rec) return a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj);
   if (a instanceof ListC && b instanceof ListC) return all(a.items, b.items);
