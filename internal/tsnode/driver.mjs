@@ -963,10 +963,10 @@ var Table = class {
   }
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
   Oa() {
-    const held = this.F;
-    const out2 = [];
-    let i = 0;
     if (this.O.length) {
+      const held = this.F;
+      const out2 = [];
+      let i = 0;
       for (const m of this.O.sort((a, b) => a - b)) {
         while (held[i] < m) out2.push(held[i++]);
         if (held[i] === m) i++;
@@ -1448,8 +1448,7 @@ var Replica = class {
       const seen = /* @__PURE__ */ new Set();
       for (const lc of changes.levels ?? []) {
         const id = lc.id >>> 0;
-        if (seen.has(id)) fail("level", hex(id) + " twice");
-        seen.add(id);
+        if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {

@@ -174,8 +174,7 @@ export class Replica {
       const seen = new Set<number>();
       for (const lc of changes.levels ?? []) {
         const id = lc.id >>> 0;
-        if (seen.has(id)) fail("level", hex(id) + " twice");
-        seen.add(id);
+        if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {

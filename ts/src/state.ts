@@ -492,10 +492,10 @@ export class Table {
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
   commit(): void {
     // held, merged with the slots moved: each is in it if and only if it holds an entity now.
-    const held = this.held;
-    const out: number[] = [];
-    let i = 0;
     if (this.moved.length) {
+      const held = this.held;
+      const out: number[] = [];
+      let i = 0;
       for (const m of this.moved.sort((a, b) => a - b)) {
         while (held[i]! < m) out.push(held[i++]!);
         if (held[i] === m) i++;
