@@ -211,7 +211,7 @@ func (p *Package) GenerateTS(opts TSOptions) ([]byte, error) {
 				e.f("const %s = leafRef(%s, %d, %q);\n", tsLeafVar(s, f), tsStructVar(s), f.Schema.Leaf, names[f.Schema.Leaf])
 			}
 			if t := &f.Schema.Type; (t.Kind == schema.List || t.Kind == schema.Map) && t.Elem.Kind != schema.Nested {
-				e.f("const %s$c = elemConv(%s.leaves[%d]!.field.type.elem!);\n", tsLeafVar(s, f), tsStructVar(s), f.Schema.Leaf)
+				e.f("const %s$c = elemConv(%s, %d);\n", tsLeafVar(s, f), tsStructVar(s), f.Schema.Leaf)
 			}
 		}
 	}
@@ -331,7 +331,7 @@ func (e *tsEmitter) class(s *Struct) {
 		e.f("\t/** The %[1]s view of e, or undefined when e is not a %[1]s of this schema. */\n", s.Name)
 		e.f("\tstatic of(e: Entity | undefined): %s | undefined {\n\t\treturn isClassOf(e, %s) ? new %s(e) : undefined;\n\t}\n\n", s.Name, sv, s.Name)
 		e.f("\t/** Every %s of r, in ascending slot order. */\n", s.Name)
-		e.f("\tstatic all(r: Replica): %s[] {\n\t\treturn r.entities().filter((e) => e.type === %s).map((e) => new %s(e));\n\t}\n\n", s.Name, sv, s.Name)
+		e.f("\tstatic all(r: Replica): %s[] {\n\t\treturn r.entities().filter((e) => isClassOf(e, %s)).map((e) => new %s(e));\n\t}\n\n", s.Name, sv, s.Name)
 		e.f("\t/** The entity. */\n\tget entity(): Entity {\n\t\treturn this.rec$ as Entity;\n\t}\n\n")
 	}
 	for _, f := range s.Fields {
@@ -386,7 +386,7 @@ func (e *tsEmitter) getter(s *Struct, f *Field) {
 		e.f("\tget %s(): %s {\n\t\treturn this.o$(%s);\n\t}\n\n", n, tsScalarType(k), lv)
 	case k == schema.Nested:
 		e.fieldDoc(f, fmt.Sprintf("Field %s, a %s stored inline.", f.Name, f.Struct.Name))
-		e.f("\tget %s(): %s {\n\t\treturn new %s(this.rec$, this.num$ + %s.num, this.obj$ + %s.obj);\n\t}\n\n", n, f.Struct.Name, f.Struct.Name, lv, lv)
+		e.f("\tget %s(): %s {\n\t\treturn this.s$(%s, %s);\n\t}\n\n", n, f.Struct.Name, f.Struct.Name, lv)
 	case k == schema.List:
 		conv, _ := e.elemConv(s, f)
 		typ := fmt.Sprintf("TypedList<%s>", tsElemType(t.Elem))

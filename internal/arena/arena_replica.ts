@@ -48,7 +48,7 @@ export class Qunit extends StructView {
 
 	/** Every Qunit of r, in ascending slot order. */
 	static all(r: Replica): Qunit[] {
-		return r.entities().filter((e) => e.type === Qunit$).map((e) => new Qunit(e));
+		return r.entities().filter((e) => isClassOf(e, Qunit$)).map((e) => new Qunit(e));
 	}
 
 	/** The entity. */
@@ -150,7 +150,7 @@ export class Unit extends StructView {
 
 	/** Every Unit of r, in ascending slot order. */
 	static all(r: Replica): Unit[] {
-		return r.entities().filter((e) => e.type === Unit$).map((e) => new Unit(e));
+		return r.entities().filter((e) => isClassOf(e, Unit$)).map((e) => new Unit(e));
 	}
 
 	/** The entity. */

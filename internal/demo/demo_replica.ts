@@ -62,7 +62,7 @@ export class Bot extends StructView {
 
 	/** Every Bot of r, in ascending slot order. */
 	static all(r: Replica): Bot[] {
-		return r.entities().filter((e) => e.type === Bot$).map((e) => new Bot(e));
+		return r.entities().filter((e) => isClassOf(e, Bot$)).map((e) => new Bot(e));
 	}
 
 	/** The entity. */

@@ -14,76 +14,60 @@ var ReplicaDecodeError = class extends Error {
   /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
   segment;
 };
+function fail(code, message, bit) {
+  throw new ReplicaDecodeError(code, message, bit);
+}
 
 // ts/src/bits.ts
-var MASK = Array.from({ length: 33 }, (_, n) => n === 32 ? 4294967295 : 2 ** n - 1);
-var MAX_K = 63;
-var MASK32 = Int32Array.from(MASK, (m) => m | 0);
+var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
+var MASK32 = Int32Array.from(MASK);
 var ctz = (x) => 31 - Math.clz32(x & -x);
-var utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+var utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 function decodeUTF8(b, start = 0, end = b.length) {
-  const n = end - start;
-  if (n <= 64) {
-    let ascii = true;
-    for (let i = start; i < end; i++) {
-      if (b[i] >= 128) {
-        ascii = false;
-        break;
-      }
-    }
-    if (ascii) {
-      let s = "";
-      for (let i = start; i < end; i++) s += String.fromCharCode(b[i]);
-      return s;
-    }
+  let s = "";
+  for (let i = start; i < end && end - start <= 64; i++) {
+    if (b[i] > 127) break;
+    s += String.fromCharCode(b[i]);
+    if (i === end - 1) return s;
   }
-  return utf8.decode(b.subarray(start, end));
+  return start === end ? "" : utf8.decode(b.subarray(start, end));
 }
 var utf8enc = new TextEncoder();
-function encodeUTF8(s) {
-  return utf8enc.encode(s);
-}
+var encodeUTF8 = (s) => utf8enc.encode(s);
+var STRBUF = new Uint8Array(64);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
-  buf = new Uint8Array(8);
-  B = new Uint8Array(64);
+  g = new Uint8Array(8);
+  T = new Uint8Array(64);
   /** Next bit to read. */
-  pos = 0;
+  e = 0;
   /** Number of bits of input. */
-  end = 0;
+  A = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
-  hi = 0;
+  b = 0;
+  // The last byte string read: its length, and its copy when it was not aligned.
+  n = 0;
+  la = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    const need = b.length + 8;
-    if (this.B.length < need) this.B = new Uint8Array(Math.max(need, this.B.length * 2));
-    const s = this.B;
+    if (this.T.length < b.length + 8) this.T = new Uint8Array(Math.max(b.length + 8, this.T.length * 2));
+    const s = this.g = this.T;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
-    this.buf = s;
-    this.pos = 0;
-    this.end = b.length * 8;
-    this.hi = 0;
-  }
-  /** Unread bits, including the padding of the last byte. */
-  remaining() {
-    return this.end - this.pos;
-  }
-  /** Throws a truncation error. */
-  truncated(what = "input") {
-    throw new ReplicaDecodeError("truncated", `${what} ends early`, this.pos);
+    this.e = this.b = 0;
+    this.A = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
-  malformed(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.pos);
+  k(msg) {
+    throw new ReplicaDecodeError("malformed", msg, this.e);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  peek32() {
-    const b = this.buf;
-    const p = this.pos;
+  ma() {
+    const b = this.g;
+    const p = this.e;
     const i = p >>> 3;
     const sh = p & 7;
     let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
@@ -91,178 +75,130 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  skip(n) {
-    this.pos += n;
-    if (this.pos > this.end) {
-      this.pos = this.end;
-      this.truncated();
+  w(n) {
+    if ((this.e += n) > this.A) {
+      this.e = this.A;
+      throw new ReplicaDecodeError("truncated", "ends early", this.e);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
-  bits(n) {
+  a(n) {
     if (n === 0) return 0;
-    const w = this.peek32();
-    this.pos += n;
-    if (this.pos > this.end) {
-      this.pos = this.end;
-      this.truncated();
-    }
+    const w = this.ma();
+    this.w(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  bool() {
-    return this.bits(1) === 1;
+  z() {
+    return this.a(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  bitsWide(n) {
-    if (n <= 32) {
-      const v = this.bits(n);
-      this.hi = 0;
-      return v;
-    }
-    const lo = this.bits(32);
-    this.hi = this.bits(n - 32);
+  l(n) {
+    const lo = this.a(Math.min(n, 32));
+    this.b = n > 32 ? this.a(n - 32) : 0;
     return lo;
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
-  u(k) {
-    const w = this.peek32();
+  c(k) {
+    const w = this.ma();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.pos += k + 1;
-        if (this.pos > this.end) {
-          this.pos = this.end;
-          this.truncated();
-        }
-        this.hi = 0;
+        this.w(k + 1);
+        this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
     } else if (w !== 4294967295) {
       const ones = ctz(~w);
       const b = k + ones;
-      const total = ones + b;
-      if (total <= 32 && b <= 32) {
-        this.pos += total;
-        if (this.pos > this.end) {
-          this.pos = this.end;
-          this.truncated();
-        }
-        this.hi = 0;
+      if (ones + b <= 32 && b <= 32) {
+        this.w(ones + b);
+        this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Ba(k);
+    return this._a(k);
   }
-  Ba(k) {
-    if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
+  _a(k) {
+    if (k > 63 || k < 0) this.k("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.pos >= this.end) this.truncated();
-      const w = this.peek32();
-      let t = w === 4294967295 ? 32 : ctz(~w);
+      if (this.e >= this.A) this.w(1);
+      const w = this.ma();
+      const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        t = maxOnes - ones;
-        this.skip(t);
+        this.w(maxOnes - ones);
         ones = maxOnes;
-        break;
-      }
-      if (t === 32) {
-        this.skip(32);
+      } else if (t === 32) {
+        this.w(32);
         ones += 32;
         continue;
+      } else {
+        this.w(t + 1);
+        ones += t;
       }
-      this.skip(t + 1);
-      ones += t;
       break;
     }
-    if (ones === 0) return this.bitsWide(k);
+    if (ones === 0) return this.l(k);
     const b = k + ones;
-    let lo = this.bitsWide(b - 1);
-    let hi = this.hi;
+    let lo = this.l(b - 1);
     if (b - 1 < 32) lo += 2 ** (b - 1);
-    else hi = (hi | 1 << b - 33) >>> 0;
-    this.hi = hi;
+    else this.b = (this.b | 1 << b - 33) >>> 0;
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
-  u32(k = 0) {
-    const v = this.u(k);
-    if (this.hi !== 0) this.malformed("does not fit 32 bits");
-    return v;
+  p(k = 0) {
+    const v = this.c(k);
+    return this.b ? this.k("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  uBig(k) {
-    const lo = this.u(k);
-    return BigInt(this.hi) << 32n | BigInt(lo);
+  U(k) {
+    return big(this.c(k), this.b);
   }
   /**
    * Reads a U(k) count and checks it against max and against the bits left,
    * assuming each counted item takes at least minBits bits.
    */
-  count(k, max, minBits, what) {
-    const start = this.pos;
-    const n = this.u(k);
-    if (this.hi !== 0 || n > max) {
-      throw new ReplicaDecodeError("limit", `${what} ${this.hi !== 0 ? "\u2265 2^32" : n} > ${max}`, start);
-    }
-    if (minBits > 0 && n * minBits > this.end - this.pos) {
-      throw new ReplicaDecodeError("truncated", `${what} ${n} needs more bits than remain`, start);
-    }
+  h(k, max, minBits, what) {
+    const start = this.e;
+    const n = this.c(k);
+    if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
+    if (n * minBits > this.A - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
-  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  bytes(max) {
-    const n = this.count(4, max, 8, "byte length");
-    const out2 = new Uint8Array(n);
-    if ((this.pos & 7) === 0) {
-      const i = this.pos >>> 3;
-      out2.set(this.buf.subarray(i, i + n));
-      this.skip(n * 8);
-      return out2;
+  /**
+   * Reads the length of a byte string of at most max bytes (§1.4), and
+   * returns its first byte's offset in buf when it is aligned, else −1
+   * after copying it into out when that is long enough, or a new array.
+   */
+  Ea(max, out2) {
+    const n = this.n = this.h(4, max, 8, "length");
+    const i = this.e >>> 3;
+    if (!(this.e & 7)) {
+      this.w(n * 8);
+      return i;
     }
-    for (let i = 0; i < n; i++) out2[i] = this.bits(8);
-    return out2;
+    const b = this.la = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+    for (let j = 0; j < n; j++) b[j] = this.a(8);
+    return -1;
+  }
+  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
+  q(max) {
+    const i = this.Ea(max);
+    return i < 0 ? this.la : this.g.slice(i, i + this.n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const n = this.count(4, max, 8, "string length");
-    if (n === 0) return "";
-    if ((this.pos & 7) === 0) {
-      const i = this.pos >>> 3;
-      this.skip(n * 8);
-      return decodeUTF8(this.buf, i, i + n);
-    }
-    const tmp = n <= 64 ? STRBUF : new Uint8Array(n);
-    for (let i = 0; i < n; i++) tmp[i] = this.bits(8);
-    return decodeUTF8(tmp, 0, n);
+    const i = this.Ea(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.la, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  finish(what) {
-    const rem = this.end - this.pos;
-    if (rem >= 8 || this.bits(rem) !== 0) this.malformed(`trailing data after the ${what}`);
+  j() {
+    const rem = this.A - this.e;
+    if (rem >= 8 || this.a(rem) !== 0) this.k("trailing data");
   }
 };
-var STRBUF = new Uint8Array(64);
-
-// ts/src/enums.ts
-var Ev = /* @__PURE__ */ ((Ev2) => {
-  Ev2[Ev2["Create"] = 0] = "Create";
-  Ev2[Ev2["Destroy"] = 1] = "Destroy";
-  Ev2[Ev2["Owned"] = 2] = "Owned";
-  Ev2[Ev2["Level"] = 3] = "Level";
-  Ev2[Ev2["Field"] = 4] = "Field";
-  Ev2[Ev2["ListAdd"] = 5] = "ListAdd";
-  Ev2[Ev2["ListRemove"] = 6] = "ListRemove";
-  Ev2[Ev2["ListSet"] = 7] = "ListSet";
-  Ev2[Ev2["MapAdd"] = 8] = "MapAdd";
-  Ev2[Ev2["MapRemove"] = 9] = "MapRemove";
-  Ev2[Ev2["MapSet"] = 10] = "MapSet";
-  Ev2[Ev2["BagAdd"] = 11] = "BagAdd";
-  Ev2[Ev2["BagRemove"] = 12] = "BagRemove";
-  Ev2[Ev2["BagItem"] = 13] = "BagItem";
-  return Ev2;
-})(Ev || {});
+var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
 
 // ts/src/schema.ts
 var Kind2 = {
@@ -292,16 +228,11 @@ var Vis2 = {
   Others: 2 /* Others */,
   All: 3 /* All */
 };
-var NUM_KINDS = 19;
-var KIND_NAMES = "invalid bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 string bytes ref nested list map bag".split(" ");
 var isNumeric = (k) => k >= 1 /* Bool */ && k <= 11 /* Float64 */ || k === 14 /* Ref */;
 var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
-var isContainer = (k) => k >= 16 /* List */ && k <= 18 /* Bag */;
-var isFloat = (k) => k === 10 /* Float32 */ || k === 11 /* Float64 */;
-var validMapKey = (k) => k >= 2 /* Int8 */ && k <= 9 /* Uint64 */ || k === 12 /* String */;
+var isContainer = (k) => k >= 16 /* List */;
 var kindWidth = (k) => [0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 32, 64, 0, 0, 32][k] ?? 0;
 var NO_QUANT = Object.freeze({ mode: 0, step: 0, min: 0, nbits: 0 });
-var MAX_LEAVES = 1 << 16;
 var StructType = class {
   constructor(name) {
     this.name = name;
@@ -313,128 +244,108 @@ var StructType = class {
   distances = [];
   fields = [];
   rpcs = [];
-  byId = /* @__PURE__ */ new Map();
-  rpcById = /* @__PURE__ */ new Map();
   leaves = [];
-  numSlots = 0;
-  objSlots = 0;
-  /** The name's bytes as the descriptor carried them. */
-  nameBytes;
+  /** @internal Numeric slots of a record of the struct. */
+  B = 0;
+  /** @internal Object slots of a record of the struct. */
+  L = 0;
+  /** @internal The types of the object slots, in order. */
+  V = [];
+  /** @internal The name's bytes as the descriptor carried them. */
+  W;
+  /** @internal Fields by ID. */
+  Fa = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  state = 0;
+  X = 0;
+  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
+  Y = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.byId.get(id);
+    return this.Fa.get(id);
   }
   rpc(id) {
-    return this.rpcById.get(id);
+    return this.rpcs.find((r) => r.id === id);
   }
   /** The leaf with the given dotted name ("pos.x"), or undefined. */
   leafNamed(name) {
     return this.leaves.find((l) => l.name === name);
   }
 };
-function schemaError(msg) {
-  throw new ReplicaDecodeError("descriptor", msg);
-}
-function validateType(t, stack, pending) {
-  const k = t.kind;
-  const name = KIND_NAMES[k];
-  const q = t.quant;
-  if (!(k > 0 /* Invalid */ && k < NUM_KINDS)) schemaError(`invalid kind ${k}`);
-  if (isFloat(k) && q.mode !== 0 && (!(q.step > 0) || q.mode === 2 && (q.nbits < 1 || q.nbits > 32))) {
-    schemaError(`invalid quantization (step ${q.step}, nbits ${q.nbits})`);
-  }
-  if (t.struct?.isClass) schemaError(`entity class ${t.struct.name} cannot be nested`);
-  if (k === 15 /* Nested */) layoutStruct(t.struct, stack, pending);
-  if (k === 18 /* Bag */) {
-    if (!validMapKey(t.key) || t.key === 12 /* String */) schemaError(`bag key kind ${t.key}: want an integer`);
-    pending.push(t.struct);
-  }
-  if (k === 17 /* Map */ && !validMapKey(t.key)) schemaError(`map key kind ${t.key}: want an integer or string`);
-  const e = t.elem;
-  if (e && (k === 16 /* List */ || k === 17 /* Map */)) {
-    if (isContainer(e.kind)) schemaError(`${name} of ${KIND_NAMES[e.kind]}`);
-    if (e.kind === 15 /* Nested */) {
-      if (e.struct.isClass) schemaError(`entity class ${e.struct.name} cannot be nested`);
-      pending.push(e.struct);
-    } else validateType(e, stack, pending);
-  }
-}
-function layoutStruct(s, stack, pending) {
-  if (stack.includes(s)) schemaError(`struct ${s.name} contains itself`);
-  if (s.state !== 0) return;
-  s.state = 1;
-  stack = [...stack, s];
-  try {
-    s.fields.sort((a, b) => a.id - b.id);
-    s.byId = /* @__PURE__ */ new Map();
-    s.leaves = [];
-    s.numSlots = s.objSlots = 0;
-    for (const f of s.fields) {
-      const where = `${s.name}.${f.name}`;
-      if (f.id === 0 || s.byId.has(f.id)) schemaError(`${where}: field ID ${f.id} is reserved or a duplicate`);
-      s.byId.set(f.id, f);
-      validateType(f.type, stack, pending);
-      f.leaf = s.leaves.length;
-      if (f.deprecated) continue;
-      const numeric = isNumeric(f.type.kind);
-      const sub = f.type.kind === 15 /* Nested */ ? f.type.struct.leaves : [{ index: 0, field: f, path: [], name: "", vis: 3, band: 0, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }];
-      for (const l of sub) {
-        s.leaves.push({
-          index: s.leaves.length,
-          field: l.field,
-          path: [f.id, ...l.path],
-          name: l.name ? `${f.name}.${l.name}` : f.name,
-          vis: l.vis & f.vis,
-          band: f.band,
-          num: l.num >= 0 ? l.num + s.numSlots : -1,
-          obj: l.obj >= 0 ? l.obj + s.objSlots : -1
-        });
-      }
-      if (f.type.kind === 15 /* Nested */) {
-        s.numSlots += f.type.struct.numSlots;
-        s.objSlots += f.type.struct.objSlots;
-      } else if (numeric) s.numSlots++;
-      else s.objSlots++;
-      if (s.leaves.length > MAX_LEAVES) schemaError(`${s.name} flattens to more than ${MAX_LEAVES} fields`);
+var bad = (msg) => fail("descriptor", msg);
+var budget = 0;
+function layout(s, pending) {
+  if (s.X === 1) bad(s.name + " contains itself");
+  if (s.X) return;
+  s.X = 1;
+  s.fields.sort((a, b) => a.id - b.id);
+  for (const f of s.fields) {
+    s.Fa.set(f.id, f);
+    const t = f.type;
+    const st = t.struct;
+    const e = t.elem?.struct;
+    if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
+    if (t.kind === 18 /* Bag */) pending.push(st);
+    if (e) pending.push(e);
+    f.M = s.leaves.length;
+    let sub = [{ index: 0, field: f, Z: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    if (t.kind === 15 /* Nested */) {
+      layout(st, pending);
+      sub = st.leaves;
+      s.Y += st.Y;
+    } else s.Y++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.Y : 1) > 1 << 20) bad("too many fields");
+    if (f.deprecated) continue;
+    const numeric = isNumeric(t.kind);
+    for (const l of sub) {
+      const nested = l.field !== f;
+      s.leaves.push({
+        index: s.leaves.length,
+        field: l.field,
+        Z: nested ? f.id + "," + l.Z : "" + f.id,
+        name: nested ? f.name + "." + l.name : f.name,
+        vis: l.vis & f.vis,
+        band: f.band,
+        num: nested ? l.num < 0 ? -1 : l.num + s.B : numeric ? s.B : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.L : numeric ? -1 : s.L
+      });
     }
-    if (s.rpcs.length > 0 && !s.isClass) schemaError(`${s.name} declares RPCs but is not an entity class`);
-    s.rpcs.sort((a, b) => a.id - b.id);
-    s.rpcById = /* @__PURE__ */ new Map();
-    for (const r of s.rpcs) {
-      if (r.id === 0 || s.rpcById.has(r.id)) schemaError(`${s.name}.${r.name}: RPC ID ${r.id} is reserved or a duplicate`);
-      if (r.args.isClass) schemaError(`${s.name}.${r.name}: RPC arguments must be a struct type`);
-      s.rpcById.set(r.id, r);
-      pending.push(r.args);
-    }
-    s.state = 2;
-  } catch (e) {
-    s.state = 0;
-    throw e;
+    if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
+    if (t.kind === 15 /* Nested */) s.V.push(...st.V);
+    else if (!numeric) s.V.push(t);
+    if (t.kind === 15 /* Nested */) {
+      s.B += st.B;
+      s.L += st.L;
+    } else if (numeric) s.B++;
+    else s.L++;
   }
+  for (const r of s.rpcs) {
+    if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
+    pending.push(r.args);
+  }
+  s.X = 2;
 }
 var Schema = class {
   classes;
-  byId = /* @__PURE__ */ new Map();
-  /** The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  descriptor;
-  /** Lays out the classes and everything they reach; throws a "descriptor" error if they do not lay out. */
+  /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
+  i;
+  /**
+   * Lays out the classes and everything they reach; throws a "descriptor"
+   * error if they do not lay out. (The checks of a type on its own are the
+   * descriptor decoder's.)
+   */
   constructor(classes) {
     this.classes = [...classes].sort((a, b) => a.classId - b.classId);
-    for (const c of this.classes) {
-      if (!c.isClass) schemaError(`${c.name} is not an entity class`);
-      if (this.byId.has(c.classId)) schemaError(`duplicate class ID ${c.classId}`);
-      const pending = [c];
-      while (pending.length > 0) layoutStruct(pending.pop(), [], pending);
-      this.byId.set(c.classId, c);
-    }
+    budget = 0;
+    this.classes.forEach((c, i) => {
+      if (!c.isClass || c.classId === this.classes[i - 1]?.classId) bad("class ID " + c.classId + " twice");
+      for (const pending = [c]; pending.length > 0; ) layout(pending.pop(), pending);
+    });
   }
   /** The class with the given class ID, or undefined. */
   class(id) {
-    return this.byId.get(id);
+    return this.classes.find((c) => c.classId === id);
   }
   /** The class with the given name, or undefined. */
   classNamed(name) {
@@ -442,440 +353,233 @@ var Schema = class {
   }
 };
 function checkCompatible(local, remote) {
-  const seen = /* @__PURE__ */ new Map();
-  const fail = (where, what) => {
-    throw new ReplicaDecodeError("incompatible", `${where}: ${what} differ between the two schemas`);
-  };
+  const seen = /* @__PURE__ */ new Set();
+  const ids = /* @__PURE__ */ new Map();
+  const id = (s) => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
   const type = (l, r, where) => {
+    if (!l || !r) return;
     const a = l.quant;
     const b = r.quant;
     if (l.kind !== r.kind || l.key !== r.key || a.mode !== b.mode || !Object.is(a.step, b.step) || !Object.is(a.min, b.min) || a.nbits !== b.nbits) {
-      fail(where, `types (${KIND_NAMES[l.kind]}, ${KIND_NAMES[r.kind]})`);
+      fail("incompatible", where);
     }
-    if (l.struct) struct(l.struct, r.struct, where);
-    if (l.elem) type(l.elem, r.elem, where);
+    struct(l.struct, r.struct, where);
+    type(l.elem, r.elem, where);
   };
   const struct = (l, r, where) => {
-    const s = seen.get(l) ?? /* @__PURE__ */ new Set();
-    if (s.has(r)) return;
-    seen.set(l, s.add(r));
+    const k = l && r && id(l) + "/" + id(r);
+    if (!k || seen.has(k)) return;
+    seen.add(k);
     for (const rr of r.rpcs) {
       const lr = l.rpc(rr.id);
-      if (!lr) continue;
-      if (lr.dir !== rr.dir) fail(`${where}: RPC ${lr.name}`, "directions");
-      struct(lr.args, rr.args, `${where}: RPC ${lr.name}`);
+      if (lr && lr.dir !== rr.dir) fail("incompatible", where + " RPC " + lr.name);
+      if (lr) struct(lr.args, rr.args, where + " RPC " + lr.name);
     }
     for (const rf of r.fields) {
       const lf = l.field(rf.id);
-      if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, `${where}.${lf.name} (ID ${lf.id})`);
+      if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, where + "." + lf.name);
     }
   };
-  if (local === remote) return;
-  for (const rc of remote.classes) {
-    const lc = local.class(rc.classId);
-    if (lc) struct(lc, rc, `class ${lc.name}`);
-  }
-}
-
-// ts/src/descriptor.ts
-var DESCRIPTOR_VERSION = 2;
-function formatOf(v) {
-  if (v === DESCRIPTOR_VERSION) return { version: v, bands: true };
-  return void 0;
-}
-var MAX_STRUCTS = 4096;
-var MAX_FIELDS = 65536;
-var MAX_RPCS = 4096;
-var MAX_NAME = 256;
-var MAX_BANDS = 4;
-var MAX_DESC_LEAVES = 1 << 20;
-var MAX_TYPE_DEPTH = 4;
-var MIN_STRUCT_BITS = 5 + 3 + 1;
-var MIN_RPC_BITS = 3 + 5 + 1 + 3;
-var minFieldBits = (fmt) => 3 + 5 + 5 + 6 + (fmt.bands ? 1 : 0);
-function readName(r) {
-  const b = r.bytes(MAX_NAME);
-  return [decodeUTF8(b), b];
-}
-function bad(r, msg) {
-  throw new ReplicaDecodeError("descriptor", msg, r.pos);
-}
-function decodeDescriptor(b, opts = {}) {
-  return decodeDescriptorVersioned(b, opts).schema;
-}
-function decodeDescriptorVersioned(b, opts = {}) {
-  let d;
-  try {
-    d = decodeRaw(b, opts);
-  } catch (e) {
-    if (e instanceof ReplicaDecodeError) {
-      if (e.code === "descriptor") throw e;
-      const err = new ReplicaDecodeError("descriptor", `${e.code}: ${e.message}`, e.bit);
-      throw err;
-    }
-    throw e;
-  }
-  d.schema.descriptor = b;
-  return d;
-}
-function canonicalOrder(structs, classes) {
-  const order = /* @__PURE__ */ new Set();
-  const visit = (st) => {
-    if (!st || order.has(st)) return;
-    order.add(st);
-    for (const f of st.fields) for (let t = f.type; t; t = t.elem) visit(t.struct);
-    for (const r of st.rpcs) visit(r.args);
-  };
-  classes.forEach(visit);
-  let i = 0;
-  for (const st of order) if (st !== structs[i++]) return false;
-  return i === structs.length && classes.every((c, j) => j === 0 || c.classId > classes[j - 1].classId);
-}
-function readQuantFloat(r) {
-  const lo = r.bits(32);
-  const hi = r.bits(32);
-  F64_U32[0] = lo;
-  F64_U32[1] = hi;
-  return F64[0];
-}
-var F64 = new Float64Array(1);
-var F64_U32 = new Uint32Array(F64.buffer);
-function decodeRaw(b, opts) {
-  const r = new BitReader(b);
-  const v = r.u(0);
-  const fmt = r.hi === 0 ? formatOf(v) : void 0;
-  if (!fmt) bad(r, `version ${r.hi === 0 ? v : "\u2265 2^32"}, want ${DESCRIPTOR_VERSION}`);
-  const n = r.count(2, MAX_STRUCTS, MIN_STRUCT_BITS, "structs");
-  const structs = [];
-  for (let i = 0; i < n; i++) structs.push(new StructType(""));
-  let fields = 0;
-  let rpcs = 0;
-  const structAt = () => {
-    const i = r.u(2);
-    if (r.hi !== 0 || i >= n) bad(r, `struct index ${i} out of range`);
-    return structs[i];
-  };
-  const readType = (depth) => {
-    if (depth > MAX_TYPE_DEPTH) bad(r, "type nested too deeply");
-    const t = { kind: r.bits(5), quant: NO_QUANT, struct: null, elem: null, key: 0 };
-    switch (t.kind) {
-      case 1 /* Bool */:
-      case 2 /* Int8 */:
-      case 3 /* Int16 */:
-      case 4 /* Int32 */:
-      case 5 /* Int64 */:
-      case 6 /* Uint8 */:
-      case 7 /* Uint16 */:
-      case 8 /* Uint32 */:
-      case 9 /* Uint64 */:
-      case 12 /* String */:
-      case 13 /* Bytes */:
-      case 14 /* Ref */:
-        break;
-      case 10 /* Float32 */:
-      case 11 /* Float64 */: {
-        const mode = r.bits(2);
-        if (mode === 3) bad(r, "quantization mode 3");
-        if (mode !== 0) {
-          const q = { mode, step: readQuantFloat(r), min: 0, nbits: 0 };
-          if (mode === 2) {
-            q.min = readQuantFloat(r);
-            q.nbits = r.bits(6);
-            if (!Number.isFinite(q.min)) bad(r, "invalid quantization minimum");
-          }
-          if (!(q.step > 0) || !Number.isFinite(q.step)) bad(r, "invalid quantization step");
-          t.quant = q;
-        }
-        break;
-      }
-      case 15 /* Nested */:
-        t.struct = structAt();
-        break;
-      case 16 /* List */:
-        t.elem = readType(depth + 1);
-        break;
-      case 17 /* Map */:
-        t.key = r.bits(5);
-        t.elem = readType(depth + 1);
-        break;
-      case 18 /* Bag */:
-        t.key = r.bits(5);
-        t.struct = structAt();
-        break;
-      default:
-        bad(r, `kind ${t.kind}`);
-    }
-    return t;
-  };
-  const readField = (prev) => {
-    const id = prev + 1 + r.u(2) + r.hi * 2 ** 32;
-    if (id > 4294967295) bad(r, "field ID out of range");
-    const [name, nameBytes] = readName(r);
-    const type = readType(0);
-    const f = {
-      id,
-      name,
-      type,
-      vis: r.bits(2),
-      life: r.bits(2),
-      chan: r.bits(1),
-      deprecated: r.bool(),
-      band: 0,
-      leaf: 0,
-      nameBytes
-    };
-    if (fmt.bands) {
-      f.band = r.u(0);
-      if (r.hi !== 0 || f.band > MAX_BANDS) bad(r, `field ${name}: band ${f.band} out of range`);
-    }
-    return f;
-  };
-  for (const st of structs) {
-    [st.name, st.nameBytes] = readName(r);
-    const nf = r.count(2, MAX_FIELDS - fields, minFieldBits(fmt), "fields");
-    fields += nf;
-    let prev = 0;
-    for (let j = 0; j < nf; j++) {
-      const f = readField(prev);
-      prev = f.id;
-      st.fields.push(f);
-    }
-    const nr = r.count(0, MAX_RPCS - rpcs, MIN_RPC_BITS, "RPCs");
-    rpcs += nr;
-    prev = 0;
-    for (let j = 0; j < nr; j++) {
-      const id = prev + 1 + r.u(2) + r.hi * 2 ** 32;
-      if (id > 4294967295) bad(r, "RPC ID out of range");
-      prev = id;
-      const [name, nameBytes] = readName(r);
-      const rpc = { id, name, nameBytes, dir: r.bits(1), args: structs[0] };
-      rpc.args = structAt();
-      st.rpcs.push(rpc);
-    }
-  }
-  const nc = r.count(2, n, 2, "classes");
-  const classes = [];
-  for (let i = 0; i < nc; i++) {
-    const c = structAt();
-    const id = r.u(4);
-    if (r.hi !== 0) bad(r, "class entry out of range");
-    if (c.isClass) bad(r, `struct ${c.name} listed as a class twice`);
-    c.isClass = true;
-    c.classId = id;
-    if (fmt.bands) readBands(r, c);
-    classes.push(c);
-  }
-  r.finish("class list");
-  if (fmt.bands) checkBands(r, structs);
-  leafBudget(structs);
-  const schema = new Schema(classes);
-  if (!canonicalOrder(structs, classes)) bad(r, "not in canonical form (unreachable structs, or classes or structs out of order)");
-  return { schema, version: fmt.version };
-}
-function readBands(r, c) {
-  const nb = r.u(0);
-  if (r.hi !== 0 || nb > MAX_BANDS) bad(r, `class ${c.name}: ${nb} bands > ${MAX_BANDS}`);
-  for (let b = 0; b < nb; b++) {
-    const d = readQuantFloat(r);
-    if (!Number.isFinite(d) || !(d > 0)) bad(r, `class ${c.name}: band ${b + 1} distance ${d}`);
-    if (b > 0 && !(d < c.distances[b - 1])) bad(r, `class ${c.name}: band distances not strictly decreasing`);
-    c.distances.push(d);
-  }
-}
-function checkBands(r, structs) {
-  for (const st of structs) {
-    const used = new Array(st.nbands + 1).fill(false);
-    for (const f of st.fields) {
-      if (f.band === 0) continue;
-      if (!st.isClass) bad(r, `${st.name}.${f.name}: a band in a struct that is not a class`);
-      if (f.band > st.nbands) bad(r, `${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
-      used[f.band] = true;
-    }
-    for (let b = 1; b <= st.nbands; b++) {
-      if (!used[b]) bad(r, `class ${st.name}: band ${b} has no field`);
-    }
-  }
-}
-function leafBudget(structs) {
-  const memo = /* @__PURE__ */ new Map();
-  const VISITING = -1;
-  const count = (s) => {
-    const m = memo.get(s);
-    if (m === VISITING) throw new ReplicaDecodeError("descriptor", `struct ${s.name} contains itself`);
-    if (m !== void 0) return m;
-    memo.set(s, VISITING);
-    let total2 = 0;
-    for (const f of s.fields) {
-      total2 += f.type.kind === 15 /* Nested */ && f.type.struct ? count(f.type.struct) : 1;
-      if (total2 > MAX_DESC_LEAVES) {
-        throw new ReplicaDecodeError("descriptor", `more than ${MAX_DESC_LEAVES} fields once nested structs are flattened`);
-      }
-    }
-    memo.set(s, total2);
-    return total2;
-  };
-  let total = 0;
-  for (const s of structs) {
-    total += count(s);
-    if (total > MAX_DESC_LEAVES) {
-      throw new ReplicaDecodeError("descriptor", `more than ${MAX_DESC_LEAVES} fields once nested structs are flattened`);
-    }
-  }
+  if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId) ?? null, rc, rc.name);
 }
 
 // ts/src/values.ts
 var plans = /* @__PURE__ */ new WeakMap();
 function numPlan(t) {
   let p = plans.get(t);
-  if (p) return p;
-  const k = t.kind;
-  const q = t.quant;
-  let fullRaw = 0;
-  let D = kindWidth(k);
-  let W = kindWidth(k);
-  let zigzag = isSigned(k);
-  let wide = W === 64;
-  if (k === 1 /* Bool */) fullRaw = 1;
-  if (k === 10 /* Float32 */ || k === 11 /* Float64 */) {
-    if (q.mode === 0) fullRaw = W;
-    else if (q.mode === 2) {
-      fullRaw = q.nbits;
-      D = q.nbits;
-      W = q.nbits;
-      wide = false;
-    } else {
-      D = 64;
-      W = 64;
-      zigzag = true;
-      wide = true;
-    }
+  if (!p) {
+    const k = t.kind;
+    const q = t.quant;
+    const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
+    const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
+    const signed = isSigned(k) || float && q.mode === 1;
+    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, $a: +(k === 1 /* Bool */), D: W, _: W, $: signed, x: signed, ab: W === 64, quant: q });
   }
-  p = {
-    kind: k,
-    fullRaw,
-    deltaRaw: k === 1 /* Bool */ ? 1 : 0,
-    D,
-    W,
-    zigzag,
-    signed: isSigned(k) || q.mode === 1 && (k === 10 /* Float32 */ || k === 11 /* Float64 */),
-    wide,
-    narrowSigned: isSigned(k) && !wide,
-    quant: q
-  };
-  plans.set(t, p);
   return p;
 }
-var out = { lo: 0, hi: 0 };
+var out = { d: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.W < 64 && (hi !== 0 || lo > MASK[p.W])) return false;
-  if (!p.zigzag) {
-    out.lo = lo;
-    out.hi = hi;
-    return true;
+  if (p._ < 64 && (hi !== 0 || lo > MASK[p._])) return false;
+  if (p.$) unzigzag64(lo, hi);
+  else {
+    out.d = lo;
+    out.b = hi;
   }
-  unzigzag64(lo, hi);
   return true;
 }
 function unzigzag64(lo, hi) {
-  let dlo = (lo >>> 1 | (hi & 1) << 31) >>> 0;
-  let dhi = hi >>> 1;
-  if (lo & 1) {
-    dlo = ~dlo >>> 0;
-    dhi = ~dhi >>> 0;
-  }
-  out.lo = dlo;
-  out.hi = dhi;
+  const neg = -(lo & 1);
+  out.d = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
+  out.b = (hi >>> 1 ^ neg) >>> 0;
 }
 function decodeDelta(p, olo, ohi, lo, hi) {
   if (p.kind === 14 /* Ref */) {
-    if (hi !== 0) return false;
-    out.lo = lo;
-    out.hi = 0;
-    return true;
+    out.d = lo;
+    out.b = 0;
+    return hi === 0;
   }
   const D = p.D;
   if (D <= 32) {
     if (hi !== 0 || lo > MASK[D]) return false;
-    const d = lo >>> 1 ^ -(lo & 1);
-    let v = olo + d;
-    if (p.signed) {
-      v = D === 32 ? v | 0 : v << 32 - D >> 32 - D;
-      out.lo = v >>> 0;
-      out.hi = v < 0 ? 4294967295 : 0;
-    } else {
-      out.lo = D === 32 ? v >>> 0 : (v & MASK[D]) >>> 0;
-      out.hi = 0;
-    }
+    const sh = 32 - D;
+    const v = olo + (lo >>> 1 ^ -(lo & 1));
+    out.d = (p.x ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.x && out.d >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
-  const s = olo + out.lo;
-  out.hi = ohi + out.hi + (s > 4294967295 ? 1 : 0) >>> 0;
-  out.lo = s >>> 0;
+  const s = olo + out.d;
+  out.b = ohi + out.b + +(s > 4294967295) >>> 0;
+  out.d = s >>> 0;
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.wide) return p.narrowSigned ? lo | 0 : lo;
-  const v = BigInt(hi) << 32n | BigInt(lo);
-  return p.signed ? BigInt.asIntN(64, v) : v;
+  if (!p.ab) return p.x ? lo | 0 : lo;
+  const v = big(lo, hi);
+  return p.x ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
-var F642 = new Float64Array(1);
-var F64_U322 = new Uint32Array(F642.buffer);
+var F64 = new Float64Array(1);
+var F64_U32 = new Uint32Array(F64.buffer);
 function f32FromBits(lo) {
   F32_U32[0] = lo;
   return F32[0];
 }
 function f64FromBits(lo, hi) {
-  F64_U322[0] = lo;
-  F64_U322[1] = hi;
-  return F642[0];
+  F64_U32[0] = lo;
+  F64_U32[1] = hi;
+  return F64[0];
 }
 function dequantize(p, lo, hi) {
   const q = p.quant;
-  if (q.mode === 2) return q.min + lo * q.step;
-  const c = (hi | 0) * 4294967296 + lo;
-  return c * q.step;
+  return q.mode === 2 ? q.min + lo * q.step : ((hi | 0) * 4294967296 + lo) * q.step;
 }
 function numValue(p, lo, hi) {
-  switch (p.kind) {
-    case 1 /* Bool */:
-      return lo !== 0;
-    case 2 /* Int8 */:
-    case 3 /* Int16 */:
-    case 4 /* Int32 */:
-      return lo | 0;
-    case 6 /* Uint8 */:
-    case 7 /* Uint16 */:
-    case 8 /* Uint32 */:
-    case 14 /* Ref */:
-      return lo;
-    case 5 /* Int64 */:
-      return BigInt.asIntN(64, BigInt(hi) << 32n | BigInt(lo));
-    case 9 /* Uint64 */:
-      return BigInt(hi) << 32n | BigInt(lo);
-    case 10 /* Float32 */:
-      if (p.quant.mode !== 0) return Math.fround(dequantize(p, lo, hi));
-      return f32FromBits(lo);
-    case 11 /* Float64 */:
-      if (p.quant.mode !== 0) return dequantize(p, lo, hi);
-      return f64FromBits(lo, hi);
+  const k = p.kind;
+  if (k === 1 /* Bool */) return lo !== 0;
+  if (k === 10 /* Float32 */) return p.quant.mode ? Math.fround(dequantize(p, lo, hi)) : f32FromBits(lo);
+  if (k === 11 /* Float64 */) return p.quant.mode ? dequantize(p, lo, hi) : f64FromBits(lo, hi);
+  return toElem(p, lo, hi);
+}
+
+// ts/src/descriptor.ts
+var DESCRIPTOR_VERSION = 2;
+function decodeDescriptor(b) {
+  const r = new BitReader(b);
+  try {
+    const s = read(r);
+    s.i = b;
+    return s;
+  } catch (e) {
+    if (!(e instanceof ReplicaDecodeError)) throw e;
+    if (e.bit < 0) e.bit = r.e;
+    throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
-  return lo;
+}
+var bad2 = (msg) => fail("descriptor", msg);
+var f64 = (r) => f64FromBits(r.a(32), r.a(32));
+function read(r) {
+  const v = r.p(0);
+  if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
+  const n = r.h(2, 4096, 9, "structs");
+  const structs = Array.from({ length: n }, () => new StructType(""));
+  const index = () => structs[r.p(2)] ?? bad2("struct index");
+  const name = () => {
+    const b = r.q(256);
+    return [decodeUTF8(b), b];
+  };
+  const id = (prev) => {
+    const v2 = prev + 1 + r.c(2) + r.b * 2 ** 32;
+    return v2 > 4294967295 ? bad2("ID " + v2) : v2;
+  };
+  const type = (depth) => {
+    if (depth > 4) bad2("type nested too deeply");
+    const kind = r.a(5);
+    const t = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
+    if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
+      const mode = r.a(2);
+      if (mode === 3) bad2("quantization mode 3");
+      if (mode) {
+        const q = t.quant = { mode, step: f64(r), min: 0, nbits: 0 };
+        if (mode === 2) {
+          q.min = f64(r);
+          q.nbits = r.a(6);
+        }
+        if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
+          bad2(`quantization ${q.step} ${q.min} ${q.nbits}`);
+        }
+      }
+    } else if (kind === 15 /* Nested */) t.struct = index();
+    else if (kind >= 16 /* List */ && kind <= 18 /* Bag */) {
+      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = r.a(5);
+      if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad2("key kind " + key);
+      if (kind === 18 /* Bag */) t.struct = index();
+      else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad2("element kind " + t.elem.kind);
+    } else if (kind === 0 /* Invalid */ || kind > 18 /* Bag */) bad2("kind " + kind);
+    return t;
+  };
+  let fields = 0;
+  let rpcs = 0;
+  for (const st of structs) {
+    [st.name, st.W] = name();
+    for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
+      prev = id(prev);
+      const [nm, nb] = name();
+      const f = { id: prev, name: nm, W: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.z(), band: r.p(0), M: 0 };
+      st.fields.push(f);
+    }
+    for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
+      prev = id(prev);
+      const [nm, nb] = name();
+      st.rpcs.push({ id: prev, name: nm, W: nb, dir: r.a(1), args: index() });
+    }
+  }
+  const classes = [];
+  for (let i2 = r.h(2, n, 2, "classes"); i2 > 0; i2--) {
+    const c = index();
+    if (c.isClass) bad2(c.name + " listed twice");
+    c.isClass = true;
+    c.classId = r.p(4);
+    const nb = r.p(0);
+    if (nb > 4) bad2(nb + " bands");
+    for (let b = 0; b < nb; b++) {
+      const d = f64(r);
+      if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad2(`${c.name}: band ${b + 1} distance ${d}`);
+      c.distances.push(d);
+    }
+    classes.push(c);
+  }
+  r.j();
+  for (const st of structs) {
+    const used = /* @__PURE__ */ new Set();
+    for (const f of st.fields) {
+      if (f.band > st.nbands) bad2(`${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
+      used.add(f.band);
+    }
+    for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad2(`${st.name}: band ${b} has no field`);
+  }
+  const order = /* @__PURE__ */ new Set();
+  const visit = (st) => {
+    if (!st || order.has(st)) return;
+    order.add(st);
+    for (const f of st.fields) for (let t = f.type; t; t = t.elem) visit(t.struct);
+    for (const rpc of st.rpcs) visit(rpc.args);
+  };
+  classes.forEach(visit);
+  let i = 0;
+  let ok = classes.every((c, j) => !j || c.classId > classes[j - 1].classId);
+  for (const st of order) ok &&= st === structs[i++];
+  if (!ok || i < n) bad2("not in canonical form");
+  return new Schema(classes);
 }
 
 // ts/src/state.ts
-var SLOT_BITS = 24;
-var SLOT_MASK = (1 << SLOT_BITS) - 1;
-var Rec = class _Rec {
+var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.numSlots * 2);
-    this.obj = new Array(type.objSlots);
-    for (const l of type.leaves) {
-      if (l.obj >= 0) this.obj[l.obj] = zeroObj(l.field.type);
-    }
+    this.num = new Uint32Array(type.B * 2);
+    this.obj = type.V.map(zeroObj);
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
@@ -883,86 +587,54 @@ var Rec = class _Rec {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  Q = 0;
+  na = 0;
   /** A deep copy. */
   clone() {
-    const c = new _Rec(this.type);
-    c.num.set(this.num);
-    for (let i = 0; i < this.obj.length; i++) c.obj[i] = cloneObj(this.obj[i]);
-    return c;
-  }
-  /** The JS value of leaf l (a leaf of this record's type). */
-  leafValue(l) {
-    const t = l.field.type;
-    if (l.num >= 0) return numValue(numPlan(t), this.num[2 * l.num], this.num[2 * l.num + 1]);
-    return this.obj[l.obj];
-  }
-  /** The value of the field at a dotted path ("pos.x"); undefined if there is no such leaf. */
-  get(path) {
-    const l = this.type.leafNamed(path);
-    return l ? this.leafValue(l) : void 0;
+    return clone(this);
   }
   /** Deep equality of values. */
   equals(o) {
-    if (o.type !== this.type) return false;
-    const a = this.num;
-    const b = o.num;
-    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-    for (let i = 0; i < this.obj.length; i++) if (!objEqual(this.obj[i], o.obj[i])) return false;
-    return true;
+    return equal(this, o);
+  }
+  /** The value of the field at a dotted path ("pos.x") as §4.1 converts it; undefined if there is no such leaf. */
+  get(path) {
+    const l = this.type.leafNamed(path);
+    return l && (l.num < 0 ? this.obj[l.obj] : numValue(numPlan(l.field.type), this.num[2 * l.num], this.num[2 * l.num + 1]));
   }
 };
-function zeroObj(t) {
-  switch (t.kind) {
-    case 12 /* String */:
-      return "";
-    case 13 /* Bytes */:
-      return EMPTY_BYTES;
-    case 16 /* List */:
-      return new ListC(t, []);
-    case 17 /* Map */:
-      return new MapC(t, /* @__PURE__ */ new Map());
-    case 18 /* Bag */:
-      return new BagC(t, /* @__PURE__ */ new Map());
+var zeroObj = (t) => t.kind === 12 /* String */ ? "" : t.kind === 13 /* Bytes */ ? EMPTY : t.kind === 16 /* List */ ? new ListC(t, []) : new (t.kind === 17 /* Map */ ? MapC : BagC)(t, /* @__PURE__ */ new Map());
+var EMPTY = new Uint8Array(0);
+function clone(v) {
+  if (v instanceof Rec) {
+    const c = new Rec(v.type);
+    c.num.set(v.num);
+    v.obj.forEach((x, i) => c.obj[i] = clone(x));
+    return c;
   }
-  return void 0;
-}
-var EMPTY_BYTES = new Uint8Array(0);
-function cloneObj(v) {
-  if (v instanceof ListC || v instanceof MapC || v instanceof BagC) return v.clone();
+  if (v instanceof ListC) return new ListC(v.type, v.items.map(clone));
+  if (v instanceof MapC) return new v.constructor(v.type, new Map([...v.m].map(([k, x]) => [k, clone(x)])));
   return v;
 }
-function bytesEqual(a, b) {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-function objEqual(a, b) {
+var all = (x, y) => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
+function equal(a, b) {
   if (a === b) return true;
-  if (a instanceof Uint8Array && b instanceof Uint8Array) return bytesEqual(a, b);
-  if (a instanceof Rec && b instanceof Rec) return a.equals(b);
-  if (a instanceof ListC && b instanceof ListC) return a.equals(b);
-  if (a instanceof MapC && b instanceof MapC) return a.equals(b);
-  return false;
+  if (a instanceof Uint8Array && b instanceof Uint8Array) return all(a, b);
+  if (a instanceof Rec && b instanceof Rec) return a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj);
+  if (a instanceof ListC && b instanceof ListC) return all(a.items, b.items);
+  return a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k)));
 }
 function compareKeys(a, b) {
-  if (typeof a === "string") return compareUTF8(a, b);
-  const x = a;
-  const y = b;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-function compareUTF8(a, b) {
-  if (a === b) return 0;
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a.codePointAt(i);
-    const y = b.codePointAt(i);
-    if (x !== y) return x < y ? -1 : 1;
-    if (x > 65535) i++;
+  if (typeof a === "string" && a !== b) {
+    for (let i = 0; ; i++) {
+      const x = a.codePointAt(i) ?? -1;
+      const y = b.codePointAt(i) ?? -1;
+      if (x !== y) return x - y;
+      if (x > 65535) i++;
+    }
   }
-  return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
 }
-var ListC = class _ListC {
+var ListC = class {
   constructor(type, items) {
     this.type = type;
     this.items = items;
@@ -971,14 +643,6 @@ var ListC = class _ListC {
   items;
   get length() {
     return this.items.length;
-  }
-  clone() {
-    return new _ListC(this.type, this.items.map((v) => v instanceof Rec ? v.clone() : v));
-  }
-  equals(o) {
-    if (o.items.length !== this.items.length) return false;
-    for (let i = 0; i < this.items.length; i++) if (!objEqual(this.items[i], o.items[i])) return false;
-    return true;
   }
   /** The JS values of the elements (numbers converted per §4.1). */
   values() {
@@ -995,18 +659,6 @@ var MapC = class {
   get size() {
     return this.m.size;
   }
-  clone() {
-    const c = /* @__PURE__ */ new Map();
-    for (const [k, v] of this.m) c.set(k, v instanceof Rec ? v.clone() : v);
-    return new this.constructor(this.type, c);
-  }
-  equals(o) {
-    if (o.m.size !== this.m.size) return false;
-    for (const [k, v] of this.m) {
-      if (!o.m.has(k) || !objEqual(v, o.m.get(k))) return false;
-    }
-    return true;
-  }
   /** Keys in ascending order (§6.1). */
   keys() {
     return [...this.m.keys()].sort(compareKeys);
@@ -1016,31 +668,22 @@ var MapC = class {
   }
 };
 var BagC = class extends MapC {
-  constructor(type, m) {
-    super(type, m);
-  }
-  get(k) {
-    return this.m.get(k);
-  }
 };
 function elemValue(t, v) {
-  if (isNumeric(t.kind)) {
-    const p = numPlan(t);
-    if (typeof v === "bigint") {
-      const u = BigInt.asUintN(64, v);
-      return numValue(p, Number(u & 0xffffffffn), Number(u >> 32n));
-    }
-    return numValue(p, v >>> 0, v < 0 ? 4294967295 : 0);
+  if (!isNumeric(t.kind)) return v;
+  if (typeof v === "bigint") {
+    const u = BigInt.asUintN(64, v);
+    return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
   }
-  return v;
+  return numValue(numPlan(t), v >>> 0, v < 0 ? 4294967295 : 0);
 }
-var makeId = (slot, gen) => (gen << SLOT_BITS | slot) >>> 0;
+var makeId = (slot, gen) => (gen << 24 | slot) >>> 0;
 var Entity = class extends Rec {
   constructor(cls, id, classId, bands, nbands) {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.bands = bands;
+    this.E = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -1055,10 +698,10 @@ var Entity = class extends Rec {
   /** False once a tick destroyed it. */
   alive = true;
   get slot() {
-    return this.id & SLOT_MASK;
+    return this.id & 16777215;
   }
   get generation() {
-    return this.id >>> SLOT_BITS;
+    return this.id >>> 24;
   }
   /** The class this entity's values are stored as (the local class, or the sender's). */
   get cls() {
@@ -1067,369 +710,285 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    if (!l) return false;
-    const b = this.bands[l.index] ?? 0;
-    return b === 0 || b <= this.level;
+    return !!l && (this.E[l.index] ?? 0) <= this.level;
   }
 };
-var PAGE_BITS = 10;
-var PAGE_SIZE = 1 << PAGE_BITS;
-var PAGE_MASK = PAGE_SIZE - 1;
-function event(kind, e, leaf = -1, old, now, key, index = -1, itemLeaf = -1) {
-  return { kind, e, leaf, index, key, itemLeaf, old, new: now };
-}
+var ITEM_KINDS = ["added", "removed", "changed"];
 var Table = class {
+  // Slots in pages of 1024: slots go up to 2^24.
   dir = [];
-  n = 0;
+  size = 0;
   /**
    * @internal The slots of the entities as of the last commit (so, in a
    * transaction, when it began), ascending: ranked update sections (§5.4)
    * name entities by their index in it.
    */
-  held = [];
-  /** @internal the other buffer of held */
-  fa = [];
+  F = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  R = /* @__PURE__ */ new Map();
-  txn = new Txn(this);
-  get size() {
-    return this.n;
-  }
-  /** The entity in slot, or undefined. */
-  atSlot(slot) {
-    const p = this.dir[slot >>> PAGE_BITS];
-    return p ? p[slot & PAGE_MASK] : void 0;
-  }
-  /** The entity with network ID id (generation included), or undefined. */
-  entity(id) {
-    const e = this.atSlot(id & SLOT_MASK);
-    return e && e.id === id >>> 0 ? e : void 0;
-  }
-  /** @internal */
-  ga(e) {
-    const slot = e.slot;
-    const i = slot >>> PAGE_BITS;
-    let p = this.dir[i];
-    if (!p) {
-      while (this.dir.length <= i) this.dir.push(void 0);
-      p = this.dir[i] = new Array(PAGE_SIZE);
-    }
-    p[slot & PAGE_MASK] = e;
-    this.n++;
-  }
-  /** @internal */
-  ha(slot) {
-    const p = this.dir[slot >>> PAGE_BITS];
-    p[slot & PAGE_MASK] = void 0;
-    this.n--;
-  }
-  /** Every entity, in ascending slot order. */
-  entities() {
-    const out2 = [];
-    for (const p of this.dir) {
-      if (!p) continue;
-      for (const e of p) if (e) out2.push(e);
-    }
-    return out2;
-  }
-  /**
-   * @internal Brings held up to date with the slots moved, where a
-   * transaction created or destroyed entities: each is in held if and
-   * only if it holds an entity now.
-   */
-  Ca(moved) {
-    moved.sort((a, b) => a - b);
-    const held = this.held;
-    const out2 = this.fa;
-    out2.length = 0;
-    let i = 0;
-    for (let j = 0; j < moved.length; j++) {
-      const m = moved[j];
-      if (j > 0 && m === moved[j - 1]) continue;
-      while (i < held.length && held[i] < m) out2.push(held[i++]);
-      if (i < held.length && held[i] === m) i++;
-      if (this.atSlot(m)) out2.push(m);
-    }
-    while (i < held.length) out2.push(held[i++]);
-    this.held = out2;
-    this.fa = held;
-  }
-  /** Watches leaf of class c for events. */
-  Da(c, leaf) {
-    let w = this.R.get(c);
-    if (!w) this.R.set(c, w = new Uint8Array(c.leaves.length));
-    w[leaf] = 1;
-    this.txn.S = void 0;
-  }
-};
-var Txn = class {
-  constructor(t) {
-    this.t = t;
-  }
-  t;
+  oa = /* @__PURE__ */ new Map();
+  // One-entry cache of watch.
+  pa;
+  Ga;
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  C = 1;
-  E = [];
-  s = 0;
-  T = new Uint32Array(3 * 256);
-  b = [];
-  w = /* @__PURE__ */ new Set();
+  aa = 1;
+  Ha = [];
+  ba = 0;
+  ca = new Uint32Array(768);
+  o = [];
+  N = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
-  h = [];
-  events = [];
-  /** @internal one-entry cache of the table's watch map */
-  S;
-  U;
+  O = [];
+  r = [];
+  /** The entity in slot, or undefined. */
+  G(slot) {
+    return this.dir[slot >>> 10]?.[slot & 1023];
+  }
+  /** The entity with network ID id (generation included), or undefined. */
+  entity(id) {
+    const e = this.G(id & 16777215);
+    return e && e.id === id >>> 0 ? e : void 0;
+  }
+  da(slot, e) {
+    (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
+    this.size += e ? 1 : -1;
+  }
+  /** Every entity, in ascending slot order (outside a transaction). */
+  entities() {
+    return this.F.map((s) => this.G(s));
+  }
+  /** Watches leaf of class c for events. */
+  bb(c, leaf) {
+    let w = this.oa.get(c);
+    if (!w) this.oa.set(c, w = new Uint8Array(c.leaves.length));
+    w[leaf] = 1;
+    this.pa = void 0;
+  }
   /** Starts a transaction. */
-  begin() {
-    this.C++;
-    this.s = 0;
-    this.b.length = 0;
-    this.w.clear();
-    this.h.length = 0;
-    this.events = [];
+  qa() {
+    this.aa++;
+    this.ba = this.o.length = this.O.length = 0;
+    this.N.clear();
+    this.r = [];
     return this;
   }
-  /** The number of entities the table held when the transaction began. */
-  heldLen() {
-    return this.t.held.length;
-  }
-  /**
-   * The slot of the entity of rank r (from 0, by ascending slot) among
-   * those the table held when the transaction began, or -1 if r is out of
-   * range.
-   */
-  heldSlot(r) {
-    return r < this.t.held.length ? this.t.held[r] : -1;
-  }
-  /** Whether events about leaf of e's class are wanted. */
-  wants(e, leaf) {
-    if (e.type !== this.S) {
-      this.S = e.type;
-      this.U = this.t.R.get(e.type);
-    }
-    return this.U !== void 0 && this.U[leaf] === 1;
-  }
-  atSlot(slot) {
-    return this.t.atSlot(slot);
+  /** Whether events about leaf of r's class are wanted. */
+  ea(r, leaf) {
+    if (r.type !== this.pa) this.Ga = this.oa.get(this.pa = r.type);
+    return this.Ga?.[leaf] === 1;
   }
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  isFillable(slot) {
-    return this.w.has(slot);
+  Ia(slot) {
+    return this.N.has(slot);
   }
-  markFillable(slot) {
-    this.w.add(slot);
+  /** Lets a fill set values of the entity in slot. */
+  cb(slot) {
+    this.N.add(slot);
   }
   /** Creates an entity. */
-  create(cls, id, classId, bands, nbands) {
-    const slot = id & SLOT_MASK;
-    if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
+  db(cls, id, classId, bands, nbands) {
+    const slot = id & 16777215;
+    if (this.G(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.Q = this.C;
-    this.t.ga(e);
-    this.w.add(slot);
-    this.h.push(slot);
-    this.b.push(() => this.t.ha(slot));
-    this.events.push(event(Ev.Ea, e));
+    e.na = this.aa;
+    this.da(slot, e);
+    this.N.add(slot);
+    this.O.push(slot);
+    this.o.push(() => this.da(slot, void 0));
+    this.r.push({ f: 0 /* Create */, s: e, H: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
-  destroySlot(slot) {
-    const e = this.t.atSlot(slot);
-    if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.ha(slot);
-    this.h.push(slot);
+  Ja(slot) {
+    const e = this.G(slot) ?? fail("not-found", "destroy of slot " + slot);
+    this.da(slot, void 0);
+    this.O.push(slot);
     this.set(e, "alive", false);
-    this.b.push(() => this.t.ga(e));
-    this.events.push(event(Ev.Fa, e));
+    this.o.push(() => this.da(slot, e));
+    this.r.push({ f: 1 /* Destroy */, s: e, H: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
     const old = o[k];
     o[k] = v;
-    this.b.push(() => o[k] = old);
+    this.o.push(() => o[k] = old);
     return old;
   }
   /** Records that this client owns e, or no longer does. */
-  setOwned(e, owned) {
-    if (e.owned !== owned) this.events.push(event(Ev.V, e, -1, this.set(e, "owned", owned), owned));
+  ra(e, owned) {
+    if (e.owned !== owned) this.r.push({ f: 2 /* Owned */, s: e, H: [e, (this.set(e, "owned", owned), owned)] });
   }
   /** Sets e's level of detail. */
-  setLevel(e, level) {
-    if (e.level !== level) this.events.push(event(Ev.Ga, e, -1, this.set(e, "level", level), level));
+  Ka(e, level) {
+    if (e.level !== level) this.r.push({ f: 3 /* Level */, s: e, H: [e, this.set(e, "level", level), level] });
   }
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  setNum(e, leaf, slot, lo, hi) {
+  P(e, leaf, slot, lo, hi) {
     const a = e.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (e.Q !== this.C) this.ia(e, i, olo, ohi);
+    if (e.na !== this.aa) this.La(e, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, leaf)) this.ja(e, leaf, e, olo, ohi, lo, hi);
+    if (this.ea(e, leaf)) this.Ma(e, leaf, e, olo, ohi, lo, hi);
   }
   /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  setItemNum(e, leaf, slot, lo, hi, r, k, bagLeaf) {
+  eb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.Q !== this.C) this.ia(r, i, olo, ohi);
+    if (r.na !== this.aa) this.La(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, bagLeaf)) this.ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
+    if (this.ea(e, bagLeaf)) this.Ma(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
   }
-  ja(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
+  Ma(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
     const p = numPlan(r.type.leaves[leaf].field.type);
-    this.X(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    this.Na(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
-  /** A field event, or an item field's (BagItem) when r is not e. */
-  X(e, leaf, old, now, r, k, bagLeaf) {
-    this.events.push(r === e ? event(Ev.F, e, leaf, old, now) : event(Ev.Wa, e, bagLeaf, old, now, k, -1, leaf));
+  /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
+  Na(e, leaf, old, now, r, k, bagLeaf) {
+    if (r === e) this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, old, now] });
+    else this.item(e, bagLeaf, 2, k, old, now, leaf);
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  ia(r, i, lo, hi) {
-    const n = this.s;
-    let s = this.T;
-    if (3 * n + 3 > s.length) {
-      const b = new Uint32Array(2 * s.length);
-      b.set(s);
-      this.T = s = b;
-    }
+  La(r, i, lo, hi) {
+    const n = this.ba++;
+    let s = this.ca;
+    if (3 * n + 3 > s.length) (this.ca = new Uint32Array(2 * s.length)).set(s), s = this.ca;
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    if (n < this.E.length) this.E[n] = r;
-    else this.E.push(r);
-    this.s = n + 1;
+    this.Ha[n] = r;
   }
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  setObj(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  fa(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
-    if (scalar && objEqual(old, v)) return;
+    if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
-    if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar) this.X(e, leaf, old, v, r, k, bagLeaf);
-    else if (r !== e) this.X(e, leaf, void 0, void 0, r, k, bagLeaf);
-    else this.Ha(e, leaf, old, v);
-  }
-  /** Reports the difference between two containers of e's leaf as item events. */
-  Ha(e, leaf, old, c) {
-    if (old instanceof ListC) {
-      const n = c.items;
+    if (!this.ea(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) this.Na(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    else if (old instanceof ListC) {
+      const n = v.items;
       const o = old.items;
-      const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.a(Ev.ka, e, leaf, i, void 0, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) this.a(Ev.la, e, leaf, i, void 0, o[i], void 0);
-      for (let i = common; i < n.length; i++) this.a(Ev.ma, e, leaf, i, void 0, void 0, n[i]);
+      const c = Math.min(o.length, n.length);
+      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.item(e, leaf, 2, i, o[i], n[i]);
+      for (let i = o.length; i-- > c; ) this.item(e, leaf, 1, i, o[i], void 0);
+      for (let i = c; i < n.length; i++) this.item(e, leaf, 0, i, void 0, n[i]);
     } else {
-      const bag = old instanceof BagC;
-      const n = c;
-      for (const k of old.keys()) {
-        const ov = old.m.get(k);
-        if (!n.m.has(k)) this.a(bag ? Ev.Ia : Ev.Ja, e, leaf, -1, k, ov, void 0);
-        else if (!objEqual(ov, n.m.get(k))) this.a(bag ? Ev.G : Ev.Ka, e, leaf, -1, k, ov, n.m.get(k));
+      const m = v;
+      for (const k2 of old.keys()) {
+        const ov = old.m.get(k2);
+        if (!m.m.has(k2)) this.item(e, leaf, 1, k2, ov, void 0);
+        else if (!equal(ov, m.m.get(k2))) this.item(e, leaf, 2, k2, ov, m.m.get(k2));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) this.a(bag ? Ev.G : Ev.La, e, leaf, -1, k, void 0, n.m.get(k));
+      for (const k2 of m.keys()) if (!old.m.has(k2)) this.item(e, leaf, 0, k2, void 0, m.m.get(k2));
     }
   }
-  /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
-  a(kind, e, leaf, index, key, o, n) {
-    if (!this.wants(e, leaf)) return;
+  /**
+   * An item event (of ITEM_KINDS[kind]) of a list, map or bag leaf of e:
+   * list and map values converted (§4.1); for a bag, itemLeaf is the item's
+   * leaf whose value changed, or −1 for a whole item.
+   */
+  item(e, leaf, kind, key, o, n, itemLeaf = -1) {
+    if (!this.ea(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
-    const conv = (v) => v === void 0 || t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
-    this.events.push(event(kind, e, leaf, conv(o), conv(n), key, index));
+    const ev = { kind: ITEM_KINDS[kind] };
+    if (t.kind === 16 /* List */) ev.index = key;
+    else ev.key = key;
+    if (t.kind === 18 /* Bag */) ev.itemLeaf = itemLeaf;
+    const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
+    if (o !== void 0) ev.old = conv(o);
+    if (n !== void 0) ev.new = conv(n);
+    this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, ev] });
   }
-  listInsert(e, leaf, l, i, v) {
-    if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
+  fb(e, leaf, l, i, v) {
+    if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
-    this.b.push(() => l.items.splice(i, 1));
-    this.a(Ev.ma, e, leaf, i, void 0, void 0, v);
+    this.o.push(() => l.items.splice(i, 1));
+    this.item(e, leaf, 0, i, void 0, v);
   }
-  listRemove(e, leaf, l, i) {
-    if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
+  gb(e, leaf, l, i) {
+    if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0];
-    this.b.push(() => l.items.splice(i, 0, old));
-    this.a(Ev.la, e, leaf, i, void 0, old, void 0);
+    this.o.push(() => l.items.splice(i, 0, old));
+    this.item(e, leaf, 1, i, old, void 0);
   }
-  listSet(e, leaf, l, i, v) {
-    if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    this.a(Ev.ka, e, leaf, i, void 0, this.set(l.items, i, v), v);
+  hb(e, leaf, l, i, v) {
+    if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
+    this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
   }
-  listClear(e, leaf, l) {
+  ib(e, leaf, l) {
     const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.a(Ev.la, e, leaf, i, void 0, old[i], void 0);
+    for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], void 0);
   }
   /** Puts an entry of a map, or an item of a bag. */
-  mapPut(e, leaf, m, k, v) {
+  jb(e, leaf, m, k, v) {
     const existed = m.m.has(k);
     const old = m.m.get(k);
     m.m.set(k, v);
-    this.b.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.a(m instanceof BagC ? Ev.G : existed ? Ev.Ka : Ev.La, e, leaf, -1, k, old, v);
+    this.o.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
+    this.item(e, leaf, existed ? 2 : 0, k, old, v);
   }
   /** Deletes an entry of a map, or an item of a bag. */
-  mapDelete(e, leaf, m, k) {
-    if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", `delete of absent key ${k}`);
+  kb(e, leaf, m, k) {
     const old = m.m.get(k);
-    m.m.delete(k);
-    this.b.push(() => m.m.set(k, old));
-    this.a(m instanceof BagC ? Ev.Ia : Ev.Ja, e, leaf, -1, k, old, void 0);
+    if (!m.m.delete(k)) fail("no-key", "delete of " + k);
+    this.o.push(() => m.m.set(k, old));
+    this.item(e, leaf, 1, k, old, void 0);
   }
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
    * (an ownership or level change, §5.1, §5.8).
    */
-  zeroLeaves(e, leaves) {
+  sa(e, leaves) {
     for (const li of leaves) {
       const l = e.type.leaves[li];
-      if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
-      else {
-        const cur = e.obj[l.obj];
-        if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size) > 0) this.setObj(e, li, l.obj, zeroObj(l.field.type));
-      }
+      const cur = e.obj[l.obj];
+      if (l.num >= 0) this.P(e, li, l.num, 0, 0);
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.fa(e, li, l.obj, zeroObj(l.field.type));
     }
-    this.w.add(e.slot);
+    this.N.add(e.slot);
   }
-  /** Keeps every change; returns the events in the order the changes were applied. */
-  commit() {
-    if (this.h.length > 0) {
-      this.t.Ca(this.h);
-      this.h.length = 0;
+  /** Keeps every change; the events stay in events, in the order the changes were applied. */
+  Oa() {
+    if (this.O.length) {
+      const held = this.F;
+      const out2 = [];
+      let i = 0;
+      for (const m of this.O.sort((a, b) => a - b)) {
+        while (held[i] < m) out2.push(held[i++]);
+        if (held[i] === m) i++;
+        if (this.G(m) && out2[out2.length - 1] !== m) out2.push(m);
+      }
+      this.F = out2.concat(held.slice(i));
     }
-    this.s = 0;
-    this.b.length = 0;
-    return this.events;
+    this.ba = this.o.length = 0;
   }
   /** Undoes every change, newest first. */
-  rollback() {
-    const s = this.T;
-    for (let j = this.s - 1; j >= 0; j--) {
-      const a = this.E[j].num;
+  lb() {
+    const s = this.ca;
+    for (let j = this.ba - 1; j >= 0; j--) {
+      const a = this.Ha[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
     }
-    for (let j = this.b.length - 1; j >= 0; j--) this.b[j]();
-    this.begin();
+    for (let j = this.o.length - 1; j >= 0; j--) this.o[j]();
+    this.qa();
   }
 };
-function partLeaves(c, vis) {
-  const out2 = [];
-  for (const l of c.leaves) if (l.vis === vis) out2.push(l.index);
-  return out2;
-}
 
 // ts/src/decoder.ts
 var SEC_END = 0;
@@ -1449,7 +1008,6 @@ var P_DELTA = 2;
 var P_U = 3;
 var P_STR = 4;
 var P_CONT = 5;
-var SLOT_LIMIT = 1 << 24;
 var DEFAULT_LIMITS = Object.freeze({
   maxSegmentBytes: 4 << 20,
   maxStringBytes: 64 << 10,
@@ -1465,173 +1023,122 @@ function withDefaults(l = {}) {
   return r;
 }
 var ZERO_BANDS = new Uint8Array(0);
-var Decoder = class {
-  constructor(local, remote = local, limits = {}) {
-    this.local = local;
-    this.remote = remote;
-    this.lim = withDefaults(limits);
-    checkCompatible(local, remote);
-  }
-  local;
-  remote;
-  lim;
-  r = new BitReader();
-  na = /* @__PURE__ */ new Map();
-  x = [];
-  // The slots of the last ID block: ids[0, nids) (cleared by count, so that
-  // the array keeps its size from group to group).
-  Y = [];
-  Z = 0;
-  Ma = [];
-  entities = 0;
-  values = 0;
-  _ = null;
-  /** The class entities of remote class rc are stored as. */
-  localClass(rc) {
-    return this.local.class(rc.classId) ?? rc;
-  }
-  /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  mapping(rs, ls) {
-    let inner = this.na.get(rs);
-    if (!inner) this.na.set(rs, inner = /* @__PURE__ */ new Map());
+function decoder(local, remote = local, limits = {}) {
+  const lim = withDefaults(limits);
+  checkCompatible(local, remote);
+  const r = new BitReader();
+  const maps = /* @__PURE__ */ new Map();
+  const steps = [];
+  const ids = [];
+  let nids = 0;
+  const gens = [];
+  let nEntities = 0;
+  let nValues = 0;
+  let keyBytes = null;
+  function mapping(rs, ls) {
+    let inner = maps.get(rs);
+    if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = /* @__PURE__ */ new Map();
-      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
-      m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
+      const byPath = new Map(ls.leaves.map((l) => [l.Z, l.index]));
+      inner.set(ls, m = { Pa: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = rs === ls ? l.index : byPath.get(l.path.join()) ?? -1;
-        m.toLocal[l.index] = j;
-        if (j >= 0) m.bands[j] = l.band;
+        const j = m.Pa[l.index] = byPath.get(l.Z) ?? -1;
+        if (j >= 0) m.E[j] = l.band;
       }
-      inner.set(ls, m);
     }
     return m;
   }
-  /** Bands of the local class of remote class rc, as the sender defines them. */
-  bandsOf(rc) {
-    return rc.nbands === 0 ? ZERO_BANDS : this.mapping(rc, this.localClass(rc)).bands;
-  }
-  /**
-   * Decodes one segment into txn. On error (a ReplicaDecodeError) the
-   * transaction holds a partial tick: the caller rolls it back.
-   */
-  apply(txn, seg) {
-    if (seg.length > this.lim.maxSegmentBytes) {
-      throw new ReplicaDecodeError("limit", `segment of ${seg.length} bytes > ${this.lim.maxSegmentBytes}`, 0);
-    }
-    const r = this.r;
+  function apply(tab, seg) {
+    if (seg.length > lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
     r.reset(seg);
-    this.entities = 0;
-    this.values = 0;
+    nEntities = nValues = 0;
     try {
-      for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
+      for (let tag; (tag = r.a(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.oa();
-          for (let i = 0; i < this.Z; i++) txn.destroySlot(this.Y[i]);
+          readIDs();
+          for (let i = 0; i < nids; i++) tab.Ja(ids[i]);
           continue;
         }
-        if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
-        const cid = r.u(4);
-        const rc = r.hi === 0 ? this.remote.class(cid) : void 0;
-        if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "\u2265 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.Na(txn, tag, rc);
+        if (tag > SEC_RANKED) r.k("section " + tag);
+        const rc = remote.class(r.p(4)) ?? fail("unknown", "class");
+        for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
-      r.finish("segment");
+      r.j();
     } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
-      if (e instanceof RangeError) throw new ReplicaDecodeError("limit", `nesting deeper than the stack allows (${e.message})`, r.pos);
-      throw e;
+      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.e;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.e) : e;
     }
   }
-  /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  oa() {
-    const r = this.r;
-    const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
-    this.entities += n;
-    const k = r.bits(6);
-    const ids = this.Y;
+  function readIDs() {
+    const n = r.h(3, lim.maxEntities - nEntities, 1, "entities");
+    nEntities += n;
+    const k = r.a(6);
     for (let i = 0, slot = -1; i < n; i++) {
-      slot += 1 + r.u(k);
-      if (r.hi !== 0 || slot >= SLOT_LIMIT) r.malformed("entity slot out of range");
+      slot += 1 + r.c(k);
+      if (r.b !== 0 || slot >= 1 << 24) r.k("slot out of range");
       ids[i] = slot;
     }
-    this.Z = n;
+    nids = n;
   }
-  Na(txn, tag, rc) {
-    const r = this.r;
-    const lc = this.localClass(rc);
-    const map = this.mapping(rc, lc);
+  function group(tab, tag, rc) {
+    const lc = local.class(rc.classId) ?? rc;
+    const map = mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
-    this.x.length = 0;
-    this.$(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.oa();
-    const ids = this.Y;
-    const n = this.Z;
-    const gens = this.Ma;
+    steps.length = 0;
+    readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    readIDs();
+    const n = nids;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) {
-        const slot = txn.heldSlot(ids[i]);
-        if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
-        ids[i] = slot;
-      }
+      for (let i = 0; i < n; i++) ids[i] = tab.F[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
-      const k = r.bits(6);
+      const k = r.a(6);
       for (let i = 0; i < n; i++) {
-        const g = r.u(k);
-        if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
+        const g = r.c(k);
+        if (r.b !== 0 || g > 255) r.k("generation " + g);
         gens[i] = g;
       }
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = txn.create(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
-      else if (!(e = txn.atSlot(slot)) || tag === SEC_FILL && !txn.isFillable(slot)) {
-        throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
-      }
-      if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.Oa(txn, e, delta);
+      if (tag === SEC_CREATE) e = tab.db(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.E, rc.nbands);
+      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.Ia(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
+      entityValues(tab, e, delta);
     }
   }
-  aa(depth) {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+  function deeper(depth) {
+    if (depth >= lim.maxDepth) fail("limit", "nesting deeper than " + lim.maxDepth);
   }
-  /**
-   * Reads a field tree of remote struct st (§5.5) into steps, resolved
-   * against local struct ls through map. base is the leaf index of st's
-   * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
-   * update sections.
-   */
-  $(st, base, delta, depth, gapK, map, ls) {
-    this.aa(depth);
-    const r = this.r;
-    for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
-      id += 1 + r.u(gapK) + r.hi * 4294967296;
-      const f = id > 4294967295 ? r.malformed("field ID out of range") : st.field(id);
-      if (!f || f.deprecated) throw new ReplicaDecodeError("unknown", `field ${id} of ${st.name}`);
+  function readTree(st, base, delta, depth, gapK, map, ls) {
+    deeper(depth);
+    for (let n = r.h(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+      id += 1 + r.c(gapK) + r.b * 4294967296;
+      const f = st.field(id);
+      if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.leaf;
+      const leaf = base + f.M;
       if (t.kind === 15 /* Nested */) {
-        this.$(t.struct, leaf, delta, depth + 1, gapK, map, ls);
+        readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local = map.toLocal[leaf];
-      const ll = local >= 0 ? ls.leaves[local] : null;
-      const s = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, H: 0, signed: false };
+      const local2 = map.Pa[leaf];
+      const ll = local2 >= 0 ? ls.leaves[local2] : null;
+      const s = { local: local2, slot: -1, code: P_STR, f: 0, Q: t, ta: ll && ll.field.type, y: null, ua: 0, ga: 0, x: false };
       if (isNumeric(t.kind)) {
-        const p = s.plan = numPlan(t);
-        const raw = delta ? p.deltaRaw : p.fullRaw;
+        const p = s.y = numPlan(t);
+        const raw = delta ? p.$a : p.C;
         s.code = P_RAW;
-        s.k = raw;
+        s.f = raw;
         if (raw === 0) {
-          s.k = r.bits(6);
+          s.f = r.a(6);
           s.code = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
             s.code = P_DELTA;
-            s.mask = MASK[p.D];
-            s.H = 32 - p.D;
-            s.signed = p.signed;
+            s.ua = MASK[p.D];
+            s.ga = 32 - p.D;
+            s.x = p.x;
           }
         }
         if (ll) s.slot = ll.num;
@@ -1639,18 +1146,14 @@ var Decoder = class {
         if (isContainer(t.kind)) s.code = P_CONT;
         if (ll) s.slot = ll.obj;
       }
-      this.x.push(s);
+      steps.push(s);
     }
   }
-  /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  I(p, k, delta, olo = 0, ohi = 0) {
-    const r = this.r;
-    const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${KIND_NAMES[p.kind]}`);
+  function readNum(p, k, delta, olo = 0, ohi = 0) {
+    const lo = r.c(k);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) r.k("value out of range");
   }
-  Oa(txn, e, delta) {
-    const r = this.r;
-    const steps = this.x;
+  function entityValues(tab, e, delta) {
     const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i];
@@ -1658,221 +1161,197 @@ var Decoder = class {
       const j = slot << 1;
       switch (s.code) {
         case P_DELTA: {
-          const lo = r.u(s.k);
-          if (r.hi !== 0 || lo > s.mask) r.malformed("delta out of range");
+          const lo = r.c(s.f);
+          if (r.b !== 0 || lo > s.ua) r.k("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.signed) {
-            v = v << s.H >> s.H;
-            txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else txn.setNum(e, s.local, slot, s.H === 0 ? v >>> 0 : v & s.mask, 0);
+          if (s.x) {
+            v = v << s.ga >> s.ga;
+            tab.P(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
+          } else tab.P(e, s.local, slot, s.ga === 0 ? v >>> 0 : v & s.ua, 0);
           break;
         }
         case P_RAW: {
-          const lo = r.bitsWide(s.k);
-          if (slot >= 0) txn.setNum(e, s.local, slot, lo, r.hi);
+          const lo = r.l(s.f);
+          if (slot >= 0) tab.P(e, s.local, slot, lo, r.b);
           break;
         }
         case P_U:
-          if (slot < 0) this.I(s.plan, s.k, delta);
+          if (slot < 0) readNum(s.y, s.f, delta);
           else {
-            this.I(s.plan, s.k, delta, a[j], a[j + 1]);
-            txn.setNum(e, s.local, slot, out.lo, out.hi);
+            readNum(s.y, s.f, delta, a[j], a[j + 1]);
+            tab.P(e, s.local, slot, out.d, out.b);
           }
           break;
         case P_STR: {
-          const v = this.ba(s.t);
-          if (slot >= 0) txn.setObj(e, s.local, slot, v);
+          const v = readStr(s.Q);
+          if (slot >= 0) tab.fa(e, s.local, slot, v);
           break;
         }
         default:
-          if (!delta || r.bool()) {
-            const c = this.pa(s.t, s.lt, 1);
-            if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.Pa(txn, e, s.t, s.lt, s.local, slot);
+          if (!delta || r.z()) {
+            const c = readContainer(s.Q, s.ta, 1);
+            if (slot >= 0) tab.fa(e, s.local, slot, c);
+          } else containerOps(tab, e, s.Q, s.ta, s.local, slot);
       }
     }
   }
-  ba(t) {
-    return t.kind === 13 /* Bytes */ ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
+  function readStr(t) {
+    return t.kind === 13 /* Bytes */ ? r.q(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
-  J(n) {
-    if ((this.values += n) > this.lim.maxValues) {
-      throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
-    }
+  function countValues(n) {
+    if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
   }
-  /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  y(t, lt, k, depth) {
+  function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.fullRaw) {
-        out.lo = this.r.bitsWide(p.fullRaw);
-        out.hi = this.r.hi;
-      } else this.I(p, k, false);
-      return toElem(p, out.lo, out.hi);
+      if (p.C) {
+        out.d = r.l(p.C);
+        out.b = r.b;
+      } else readNum(p, k, false);
+      return toElem(p, out.d, out.b);
     }
-    if (t.kind === 15 /* Nested */) return this.readRecord(t.struct, lt && lt.struct, depth + 1);
-    return this.ba(t);
+    if (t.kind === 15 /* Nested */) return readRecord(t.struct, lt && lt.struct, depth + 1);
+    return readStr(t);
   }
-  /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  K(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
+  function readK(t, n) {
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).C !== 0 ? 0 : r.a(6);
   }
-  /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  qa(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(this._ = this.r.bytes(this.lim.maxStringBytes));
-    return this.y(keyType(key), null, k, 0);
+  function readKey(key, k) {
+    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.q(lim.maxStringBytes));
+    return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
-  /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  pa(t, lt, depth) {
-    this.aa(depth);
+  function readContainer(t, lt, depth) {
+    deeper(depth);
     const ct = lt ?? t;
-    const r = this.r;
-    const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
-    this.J(n);
+    const n = r.h(4, lim.maxContainerLen, 1, "length");
+    countValues(n);
     if (t.kind === 16 /* List */) {
-      const k = this.K(t.elem, n);
+      const k = readK(t.elem, n);
       const items = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = this.y(t.elem, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(t.elem, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
-    const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.K(t.elem, n);
+    const kk = n > 0 && !str ? r.a(6) : 0;
+    const vk = bag ? 0 : readK(t.elem, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
-      const key = this.qa(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, this._) < 0 : prev < key)) r.malformed("keys not in ascending order");
+      const key = readKey(t.key, kk);
+      if (i > 0 && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) r.k("keys out of order");
       prev = key;
-      prevBytes = this._;
-      m.set(key, bag ? this.readRecord(t.struct, lt && lt.struct, depth + 1) : this.y(t.elem, lt && lt.elem, vk, depth));
+      prevBytes = keyBytes;
+      m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(t.elem, lt && lt.elem, vk, depth));
     }
-    return bag ? new BagC(ct, m) : new MapC(ct, m);
+    return new (bag ? BagC : MapC)(ct, m);
   }
-  /**
-   * Reads a standalone struct value of remote type rs into a record of
-   * local type ls (rs when null): into, an item's record through the
-   * transaction, or a new one.
-   */
-  readRecord(rs, ls, depth, into, item) {
-    this.aa(depth);
-    this.J(1);
+  function readRecord(rs, ls, depth, into, item) {
+    deeper(depth);
+    countValues(1);
     const lst = ls ?? rs;
-    const rec2 = into ?? item?.rec ?? new Rec(lst);
-    const steps = this.x;
+    const rec2 = into ?? item?.mb ?? new Rec(lst);
     const start = steps.length;
-    this.$(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i];
       const slot = s.slot;
-      if (s.plan) {
+      if (s.y) {
         if (s.code === P_RAW) {
-          out.lo = this.r.bitsWide(s.k);
-          out.hi = this.r.hi;
-        } else this.I(s.plan, s.k, false);
+          out.d = r.l(s.f);
+          out.b = r.b;
+        } else readNum(s.y, s.f, false);
         if (slot < 0) continue;
-        if (item) item.txn.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec2, item.key, item.leaf);
+        if (item) item.t.eb(item.s, s.local, slot, out.d, out.b, rec2, item.key, item.M);
         else {
-          rec2.num[slot << 1] = out.lo;
-          rec2.num[(slot << 1) + 1] = out.hi;
+          rec2.num[slot << 1] = out.d;
+          rec2.num[(slot << 1) + 1] = out.b;
         }
         continue;
       }
-      const v = s.code === P_STR ? this.ba(s.t) : this.pa(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? readStr(s.Q) : readContainer(s.Q, s.ta, depth + 1);
       if (slot < 0) continue;
-      if (item) item.txn.setObj(item.e, s.local, slot, v, rec2, item.key, item.leaf);
+      if (item) item.t.fa(item.s, s.local, slot, v, rec2, item.key, item.M);
       else rec2.obj[slot] = v;
     }
     steps.length = start;
     return rec2;
   }
-  /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  Pa(txn, e, t, lt, local, slot) {
-    const r = this.r;
-    const max = this.lim.maxContainerLen;
+  function containerOps(tab, e, t, lt, local2, slot) {
+    const max = lim.maxContainerLen;
     const full = (size) => {
-      if (size >= max) throw new ReplicaDecodeError("limit", `container longer than ${max}`);
+      if (size >= max) fail("limit", "container over " + max);
     };
+    const c = local2 >= 0 ? e.obj[slot] : null;
     if (t.kind === 16 /* List */) {
-      const n = r.count(2, max, 3, "list operations");
-      this.J(n);
-      const k = this.K(t.elem, n);
-      const list = local >= 0 ? e.obj[slot] : null;
+      const list = c;
+      const n = r.h(2, max, 3, "list operations");
+      countValues(n);
+      const k = readK(t.elem, n);
       for (let i = 0; i < n; i++) {
-        const op = r.bits(3);
-        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.malformed(`list operation ${op}`);
+        const op = r.a(3);
+        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.k("list operation " + op);
         let idx = 0;
         if (op !== OP_PUSH && op !== OP_CLEAR) {
-          const u = r.u(4);
-          idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
+          const u = r.c(4);
+          idx = r.b !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v;
-        if (op === OP_PATCH) v = this.Qa(t, lt, list, idx);
-        else if (op <= OP_INSERT || op === OP_SET) v = this.y(t.elem, lt && lt.elem, k, 1);
+        if (op === OP_PATCH) {
+          const rs = t.elem.struct;
+          const ls2 = lt ? lt.elem.struct : rs;
+          if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
+          v = readRecord(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
+        } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
-          txn.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v);
-        } else if (op === OP_REMOVE) txn.listRemove(e, local, list, idx);
-        else if (op === OP_CLEAR) txn.listClear(e, local, list);
-        else txn.listSet(e, local, list, idx, v);
+          tab.fb(e, local2, list, op === OP_PUSH ? list.items.length : idx, v);
+        } else if (op === OP_REMOVE) tab.gb(e, local2, list, idx);
+        else if (op === OP_CLEAR) tab.ib(e, local2, list);
+        else tab.hb(e, local2, list, idx, v);
       }
       return;
     }
     const bag = t.kind === 18 /* Bag */;
-    const m = local >= 0 ? e.obj[slot] : null;
+    const m = c;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
-      const n = r.count(2, max, 1, "keys");
-      this.J(n);
-      const kk = n > 0 && t.key !== 12 /* String */ ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.K(t.elem, n) : 0;
+      const n = r.h(2, max, 1, "keys");
+      countValues(n);
+      const kk = n > 0 && t.key !== 12 /* String */ ? r.a(6) : 0;
+      const vk = pass === 1 && !bag ? readK(t.elem, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.qa(t.key, kk);
+        const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) txn.mapDelete(e, local, m, key);
+          if (m) tab.kb(e, local2, m, key);
         } else if (pass === 1) {
-          const v = bag ? this.readRecord(t.struct, ls, 2) : this.y(t.elem, lt && lt.elem, vk, 1);
+          const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            txn.mapPut(e, local, m, key, v);
+            tab.jb(e, local2, m, key, v);
           }
         } else if (m) {
-          const item = m.m.get(key);
-          if (!item) throw new ReplicaDecodeError("no-key", `update of absent bag item ${key}`);
-          this.readRecord(t.struct, ls, 2, void 0, { txn, e, leaf: local, key, rec: item });
-        } else this.readRecord(t.struct, null, 2);
+          const item = m.m.get(key) ?? fail("no-key", "update of " + key);
+          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, M: local2, key, mb: item });
+        } else readRecord(t.struct, null, 2);
       }
     }
   }
-  /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  Qa(t, lt, list, idx) {
-    const rs = t.elem.struct;
-    const ls = lt ? lt.elem.struct : rs;
-    if (list && idx >= list.items.length) {
-      throw new ReplicaDecodeError("index", `patch of element ${idx} of a list of ${list.items.length}`);
-    }
-    return this.readRecord(rs, ls, 2, list ? list.items[idx].clone() : new Rec(ls));
-  }
-  /**
-   * Decodes a standalone record (an RPC's arguments, §10.2) of remote
-   * struct rs into a new record of local struct ls.
-   */
-  decodeRecord(rs, ls, data) {
-    if (data.length > this.lim.maxSegmentBytes) throw new ReplicaDecodeError("limit", `record of ${data.length} bytes`);
-    this.r.reset(data);
-    this.values = 0;
-    this.x.length = 0;
-    const rec2 = this.readRecord(rs, ls, 0);
-    this.r.finish("record");
+  function decodeRecord(rs, ls, data) {
+    if (data.length > lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
+    r.reset(data);
+    nValues = 0;
+    steps.length = 0;
+    const rec2 = readRecord(rs, ls, 0);
+    r.j();
     return rec2;
   }
-};
+  return { Qa: lim, apply, nb: decodeRecord };
+}
 var keyTypes = [];
-var keyType = (k) => keyTypes[k] ??= { kind: k, quant: { mode: 0, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 };
 function compareBytes(a, b) {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
@@ -1880,65 +1359,61 @@ function compareBytes(a, b) {
 }
 
 // ts/src/replica.ts
+var hex = (id) => "0x" + (id >>> 0).toString(16);
+var misuse = (msg) => {
+  throw new Error("replica: " + msg);
+};
 var Replica = class {
   local;
-  j;
-  l;
-  f = new Table();
-  /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  classes = /* @__PURE__ */ new Map();
-  tick = 0;
-  L = false;
-  parts = /* @__PURE__ */ new Map();
-  constructor(local, opts = {}) {
-    this.local = local;
-    this.j = opts.remote ?? local;
-    this.l = new Decoder(local, this.j, opts.limits);
-  }
   /** The sender's schema. */
-  get remote() {
-    return this.j;
-  }
-  /** The decoder's limits, defaults filled in. */
-  get limits() {
-    return this.l.lim;
-  }
-  /** The decoder (for RPC arguments). */
-  get decoder() {
-    return this.l;
-  }
+  remote;
+  /** @internal The decoder (also of RPC arguments). */
+  I;
+  t = new Table();
+  /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
+  ha = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
-  get ticksApplied() {
-    return this.tick;
+  ticksApplied = 0;
+  ia = false;
+  /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
+  va = /* @__PURE__ */ new Map();
+  constructor(local, opts = {}) {
+    this.local = local;
+    this.remote = opts.remote ?? local;
+    this.I = decoder(local, this.remote, opts.limits);
+  }
+  /** The decoder's limits, defaults filled in. */
+  get limits() {
+    return this.I.Qa;
   }
   /** Number of entities. */
   get size() {
-    return this.f.size;
+    return this.t.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.f.entity(id);
+    return this.t.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.f.entities();
+    return this.t.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
-    return this.f.entities().filter((e) => e.owned);
+    return this.entities().filter((e) => e.owned);
   }
   /** Applies one tick without ownership or level changes. */
   apply(...segments) {
     this.applyTick(segments);
   }
-  ra(c) {
-    let p = this.parts.get(c);
-    if (!p) this.parts.set(c, p = [partLeaves(c, 2 /* Others */), partLeaves(c, 1 /* Owner */)]);
-    return p;
+  Ra(c, vis) {
+    let p = this.va.get(c);
+    if (!p) this.va.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
+    return p[vis - 1];
   }
   /**
    * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
@@ -1948,127 +1423,111 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.L) throw new Error("replica: applyTick called from a callback");
-    const tab = this.f;
-    const txn = tab.txn.begin();
+    if (this.ia) misuse("applyTick from a callback");
+    const tab = this.t.qa();
     let seg = -1;
+    const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
-        if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.ra(e.type)[1]);
-        txn.setOwned(e, false);
+        if (!e?.owned) fail("ownership", "lost " + hex(id));
+        tab.sa(e, this.Ra(e.type, 1 /* Owner */));
+        tab.ra(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
         const e = tab.entity(id);
+        if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
-        else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.ra(e.type)[0]);
-          txn.setOwned(e, true);
+          tab.sa(e, this.Ra(e.type, 2 /* Others */));
+          tab.ra(e, true);
         }
       }
       const later = [];
       const seen = /* @__PURE__ */ new Set();
       for (const lc of changes.levels ?? []) {
         const id = lc.id >>> 0;
-        if (seen.has(id)) throw new ReplicaDecodeError("level", `${hex(id)} listed twice`);
-        seen.add(id);
+        if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.Ra(e, lc.level);
+        else if (level(e, lc.level) < e.level) {
+          tab.sa(e, [...e.E.keys()].filter((i) => e.E[i] > lc.level));
+        } else if (lc.level > e.level) tab.cb(e.slot);
+        if (e) tab.Ka(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.l.apply(txn, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.I.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !txn.isFillable(e.slot) || e.owned) {
-          throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it neither has nor receives`);
-        }
-        txn.setOwned(e, true);
+        if (!e || !tab.Ia(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.ra(e, true);
       }
       for (const lc of later) {
-        const e = tab.entity(lc.id);
-        if (!e) throw new ReplicaDecodeError("level", `level for ${hex(lc.id)}, which neither exists nor is created`);
-        if (lc.level > e.nbands) throw new ReplicaDecodeError("level", `level ${lc.level} > ${e.nbands} bands`);
-        txn.setLevel(e, lc.level);
+        const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
+        tab.Ka(e, level(e, lc.level));
       }
     } catch (e) {
-      txn.rollback();
+      tab.lb();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    const events = txn.commit();
-    this.tick++;
-    this.sa(events);
-  }
-  /** Applies a level change to an entity held before the segments (§5.8). */
-  Ra(e, level) {
-    const txn = this.f.txn;
-    if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
-    if (level < e.level) {
-      const drop = [];
-      for (let i = 0; i < e.bands.length; i++) if (e.bands[i] > level) drop.push(i);
-      txn.zeroLeaves(e, drop);
-    } else if (level > e.level) {
-      txn.markFillable(e.slot);
-    }
-    txn.setLevel(e, level);
+    tab.Oa();
+    this.ticksApplied++;
+    this.Sa(tab.r);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
    * (default: the current remote schema): every entity is destroyed, with
    * onDestroy callbacks. Callbacks stay registered.
    */
-  reset(remote = this.j) {
-    if (this.L) throw new Error("replica: reset called from a callback");
-    const dec = new Decoder(this.local, remote, this.l.lim);
-    const txn = this.f.txn.begin();
-    for (const e of this.f.entities()) txn.destroySlot(e.slot);
-    const events = txn.commit();
-    this.l = dec;
-    this.j = remote;
-    this.parts.clear();
-    this.sa(events);
+  reset(remote = this.remote) {
+    if (this.ia) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.I.Qa);
+    const tab = this.t.qa();
+    for (const e of this.entities()) tab.Ja(e.slot);
+    tab.Oa();
+    this.I = dec;
+    this.remote = remote;
+    this.va.clear();
+    this.Sa(tab.r);
   }
   // ---- Callbacks ----
-  ta(c) {
-    const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : void 0;
-    const found = find(this.local) ?? find(this.j);
-    if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
-    return found;
-  }
-  add(c, i, fn) {
-    const cls = this.ta(c);
-    let lists = this.classes.get(cls);
-    if (!lists) this.classes.set(cls, lists = []);
-    const cb = { from: this.tick + 1, ca: false, Sa: fn };
+  /**
+   * Adds fn to the callbacks of class c at list i, or of its leaf (a dotted
+   * path or a leaf index) when leaf is given, which must be a container of
+   * kind want, or not a container when want is 0.
+   */
+  add(c, i, fn, leaf, want = 0) {
+    const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
+    const cls = find(this.local) ?? find(this.remote) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
+    if (leaf !== void 0) {
+      const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
+      const k = l.field.type.kind;
+      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
+      this.t.bb(cls, l.index);
+      i += l.index;
+    }
+    let lists = this.ha.get(cls);
+    if (!lists) this.ha.set(cls, lists = []);
+    const cb = { from: this.ticksApplied + 1, wa: false, ob: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.ca) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.ca = true;
+      if (!cb.wa) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.wa = true;
     };
-  }
-  M(c, leaf, fn, op, want) {
-    const cls = this.ta(c);
-    const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
-    if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
-    if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.f.Da(cls, l.index);
-    return this.add(cls, Ev.F + l.index, fn);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    return this.add(c, Ev.Ea, fn);
+    return this.add(c, 0 /* Create */, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    return this.add(c, Ev.Fa, fn);
+    return this.add(c, 1 /* Destroy */, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    return this.add(c, Ev.V, fn);
+    return this.add(c, 2 /* Owned */, fn);
   }
   /**
    * Runs fn when the level of detail an entity of class c is held at
@@ -2078,75 +1537,44 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    return this.add(c, Ev.Ga, fn);
+    return this.add(c, 3 /* Level */, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
-    return this.M(c, leaf, fn, "onField", (k) => !isContainer(k));
+    return this.add(c, 4 /* Field */, fn, leaf);
   }
   /** Runs fn for each change to a list leaf. */
   onList(c, leaf, fn) {
-    return this.M(c, leaf, fn, "onList", (k) => k === 16 /* List */);
+    return this.add(c, 4 /* Field */, fn, leaf, 16 /* List */);
   }
   /** Runs fn for each change to a map leaf. */
   onMap(c, leaf, fn) {
-    return this.M(c, leaf, fn, "onMap", (k) => k === 17 /* Map */);
+    return this.add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
   }
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c, leaf, fn) {
-    return this.M(c, leaf, fn, "onBag", (k) => k === 18 /* Bag */);
+    return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  sa(events) {
-    if (this.classes.size === 0 || events.length === 0) return;
-    this.L = true;
-    const tick = this.tick;
+  Sa(events) {
+    if (!this.ha.size) return;
+    this.ia = true;
     try {
-      for (const ev of events) {
-        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.F ? ev.kind : Ev.F + ev.leaf];
-        if (!list || list.length === 0) continue;
-        const args = eventArgs(ev);
-        for (const cb of list) if (cb.from <= tick && !cb.ca) cb.Sa(...args);
+      for (const { f: k, s: e, H: a } of events) {
+        const list = this.ha.get(e.type)?.[k];
+        if (!list?.length) continue;
+        const ev = a[1];
+        if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
+        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.wa) cb.ob(...a);
       }
     } finally {
-      this.L = false;
+      this.ia = false;
     }
   }
 };
-var ITEM_KINDS = ["added", "removed", "changed"];
-function eventArgs(ev) {
-  const { e, kind } = ev;
-  if (kind < Ev.V) return [e];
-  if (kind === Ev.V) return [e, ev.new];
-  if (kind <= Ev.F) return [e, ev.old, ev.new];
-  const o = { kind: ITEM_KINDS[(kind - Ev.ma) % 3] };
-  if (kind <= Ev.ka) o.index = ev.index;
-  else o.key = ev.key;
-  if (kind >= Ev.G) {
-    o.itemLeaf = ev.itemLeaf;
-    o.item = e.obj[e.type.leaves[ev.leaf].obj].get(ev.key);
-    if (kind === Ev.G && ev.old) o.kind = "changed";
-  }
-  if (ev.old !== void 0) o.old = ev.old;
-  if (ev.new !== void 0) o.new = ev.new;
-  return [e, o];
-}
-var hex = (id) => "0x" + (id >>> 0).toString(16);
 
 // ts/src/session.ts
-var MsgType2 = {
-  Hello: 1 /* Hello */,
-  Welcome: 2 /* Welcome */,
-  Refuse: 3 /* Refuse */,
-  Tick: 4 /* Tick */,
-  Ping: 5 /* Ping */,
-  Pong: 6 /* Pong */,
-  RPC: 7 /* RPC */,
-  Resync: 8 /* Resync */
-};
 var MAX_DESCRIPTOR = 1 << 20;
-var MAX_LIST = 1 << 20;
 var MAX_LIMIT = 2 ** 31 - 1;
-var SLOT_LIMIT2 = 1 << 24;
 
 // ts/src/transport.ts
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);

@@ -10,61 +10,52 @@
 import { ReplicaDecodeError } from "./errors.js";
 
 /** MASK[n] = 2^n − 1 for n ≤ 32, as a non-negative number. */
-export const MASK: readonly number[] = Array.from({ length: 33 }, (_, n) => (n === 32 ? 0xffffffff : 2 ** n - 1));
-
-/** Largest split point of the U(k) code. */
-export const MAX_K = 63;
+export const MASK: readonly number[] = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
 
 // MASK as 32-bit integers (MASK32[32] is −1): loads stay untagged ints in
 // optimized code, where MASK's doubles would not.
-const MASK32 = Int32Array.from(MASK, (m) => m | 0);
+const MASK32 = Int32Array.from(MASK);
 
 const ctz = (x: number): number => 31 - Math.clz32(x & -x);
 
 // ignoreBOM: a leading U+FEFF is part of the string, as in Go.
-const utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
  * Decodes UTF-8 bytes to a string; invalid sequences become U+FFFD
- * (docs/protocol.md OQ 10). ASCII takes a fast path.
+ * (docs/protocol.md OQ 10). Short ASCII takes a fast path.
  */
 export function decodeUTF8(b: Uint8Array, start = 0, end = b.length): string {
-  const n = end - start;
-  if (n <= 64) {
-    let ascii = true;
-    for (let i = start; i < end; i++) {
-      if (b[i]! >= 0x80) {
-        ascii = false;
-        break;
-      }
-    }
-    if (ascii) {
-      let s = "";
-      for (let i = start; i < end; i++) s += String.fromCharCode(b[i]!);
-      return s;
-    }
+  let s = "";
+  for (let i = start; i < end && end - start <= 64; i++) {
+    if (b[i]! > 127) break;
+    s += String.fromCharCode(b[i]!);
+    if (i === end - 1) return s;
   }
-  return utf8.decode(b.subarray(start, end));
+  return start === end ? "" : utf8.decode(b.subarray(start, end));
 }
 
 const utf8enc = new TextEncoder();
 
 /** Encodes a string as UTF-8. */
-export function encodeUTF8(s: string): Uint8Array {
-  return utf8enc.encode(s);
-}
+export const encodeUTF8 = (s: string): Uint8Array => utf8enc.encode(s);
+
+const STRBUF = new Uint8Array(64);
 
 /** Reads a bit stream. Every failure throws a {@link ReplicaDecodeError}. */
 export class BitReader {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
-  private buf: Uint8Array = new Uint8Array(8);
-  private scratch: Uint8Array = new Uint8Array(64);
+  private buf = new Uint8Array(8);
+  private scratch = new Uint8Array(64);
   /** Next bit to read. */
   pos = 0;
   /** Number of bits of input. */
-  end = 0;
+  len = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   hi = 0;
+  // The last byte string read: its length, and its copy when it was not aligned.
+  private n = 0;
+  private copy: Uint8Array = STRBUF;
 
   constructor(b?: Uint8Array) {
     if (b) this.reset(b);
@@ -72,25 +63,12 @@ export class BitReader {
 
   /** Starts reading b from its first bit. */
   reset(b: Uint8Array): void {
-    const need = b.length + 8;
-    if (this.scratch.length < need) this.scratch = new Uint8Array(Math.max(need, this.scratch.length * 2));
-    const s = this.scratch;
+    if (this.scratch.length < b.length + 8) this.scratch = new Uint8Array(Math.max(b.length + 8, this.scratch.length * 2));
+    const s = (this.buf = this.scratch);
     s.set(b);
     s.fill(0, b.length, b.length + 8);
-    this.buf = s;
-    this.pos = 0;
-    this.end = b.length * 8;
-    this.hi = 0;
-  }
-
-  /** Unread bits, including the padding of the last byte. */
-  remaining(): number {
-    return this.end - this.pos;
-  }
-
-  /** Throws a truncation error. */
-  truncated(what = "input"): never {
-    throw new ReplicaDecodeError("truncated", `${what} ends early`, this.pos);
+    this.pos = this.hi = 0;
+    this.len = b.length * 8;
   }
 
   /** Throws a malformed-input error at the current position. */
@@ -111,10 +89,9 @@ export class BitReader {
 
   /** Advances by n bits, failing if that passes the end. */
   skip(n: number): void {
-    this.pos += n;
-    if (this.pos > this.end) {
-      this.pos = this.end;
-      this.truncated();
+    if ((this.pos += n) > this.len) {
+      this.pos = this.len;
+      throw new ReplicaDecodeError("truncated", "ends early", this.pos);
     }
   }
 
@@ -122,11 +99,7 @@ export class BitReader {
   bits(n: number): number {
     if (n === 0) return 0;
     const w = this.peek32();
-    this.pos += n;
-    if (this.pos > this.end) {
-      this.pos = this.end;
-      this.truncated();
-    }
+    this.skip(n);
     return n === 32 ? w : (w & MASK32[n]!) >>> 0;
   }
 
@@ -137,13 +110,8 @@ export class BitReader {
 
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
   bitsWide(n: number): number {
-    if (n <= 32) {
-      const v = this.bits(n);
-      this.hi = 0;
-      return v;
-    }
-    const lo = this.bits(32);
-    this.hi = this.bits(n - 32);
+    const lo = this.bits(Math.min(n, 32));
+    this.hi = n > 32 ? this.bits(n - 32) : 0;
     return lo;
   }
 
@@ -152,24 +120,15 @@ export class BitReader {
     const w = this.peek32();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.pos += k + 1;
-        if (this.pos > this.end) {
-          this.pos = this.end;
-          this.truncated();
-        }
+        this.skip(k + 1);
         this.hi = 0;
         return ((w >>> 1) & MASK32[k]!) >>> 0;
       }
     } else if (w !== 0xffffffff) {
       const ones = ctz(~w);
       const b = k + ones;
-      const total = ones + b;
-      if (total <= 32 && b <= 32) {
-        this.pos += total;
-        if (this.pos > this.end) {
-          this.pos = this.end;
-          this.truncated();
-        }
+      if (ones + b <= 32 && b <= 32) {
+        this.skip(ones + b);
         this.hi = 0;
         // b − 1 value bits under an implicit leading 1: an OR, in 32-bit ints.
         return (((w >>> (ones + 1)) & MASK32[b - 1]!) | (1 << (b - 1))) >>> 0;
@@ -179,49 +138,43 @@ export class BitReader {
   }
 
   private uSlow(k: number): number {
-    if (k > MAX_K || k < 0) this.malformed(`code parameter ${k}`);
+    if (k > 63 || k < 0) this.malformed("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.pos >= this.end) this.truncated();
+      if (this.pos >= this.len) this.skip(1);
       const w = this.peek32();
-      let t = w === 0xffffffff ? 32 : ctz(~w);
+      const t = w === 0xffffffff ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        t = maxOnes - ones;
-        this.skip(t);
+        this.skip(maxOnes - ones);
         ones = maxOnes;
-        break;
-      }
-      if (t === 32) {
+      } else if (t === 32) {
         this.skip(32);
         ones += 32;
         continue;
+      } else {
+        this.skip(t + 1); // the ones and the 0 terminator
+        ones += t;
       }
-      this.skip(t + 1); // the ones and the 0 terminator
-      ones += t;
       break;
     }
     if (ones === 0) return this.bitsWide(k);
     const b = k + ones; // 1..64
     let lo = this.bitsWide(b - 1);
-    let hi = this.hi;
     if (b - 1 < 32) lo += 2 ** (b - 1);
-    else hi = (hi | (1 << (b - 33))) >>> 0;
-    this.hi = hi;
+    else this.hi = (this.hi | (1 << (b - 33))) >>> 0;
     return lo;
   }
 
   /** Reads a U(k) value that must fit 32 bits. */
   u32(k = 0): number {
     const v = this.u(k);
-    if (this.hi !== 0) this.malformed("does not fit 32 bits");
-    return v;
+    return this.hi ? this.malformed("over 32 bits") : v;
   }
 
   /** Reads a U(k) value as a BigInt. */
   uBig(k: number): bigint {
-    const lo = this.u(k);
-    return (BigInt(this.hi) << 32n) | BigInt(lo);
+    return big(this.u(k), this.hi);
   }
 
   /**
@@ -231,70 +184,61 @@ export class BitReader {
   count(k: number, max: number, minBits: number, what: string): number {
     const start = this.pos;
     const n = this.u(k);
-    if (this.hi !== 0 || n > max) {
-      throw new ReplicaDecodeError("limit", `${what} ${this.hi !== 0 ? "≥ 2^32" : n} > ${max}`, start);
-    }
-    if (minBits > 0 && n * minBits > this.end - this.pos) {
-      throw new ReplicaDecodeError("truncated", `${what} ${n} needs more bits than remain`, start);
-    }
+    if (this.hi !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.hi ? "≥ 2^32" : n} > ${max}`, start);
+    if (n * minBits > this.len - this.pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
+  }
+
+  /**
+   * Reads the length of a byte string of at most max bytes (§1.4), and
+   * returns its first byte's offset in buf when it is aligned, else −1
+   * after copying it into out when that is long enough, or a new array.
+   */
+  private str(max: number, out?: Uint8Array): number {
+    const n = (this.n = this.count(4, max, 8, "length"));
+    const i = this.pos >>> 3;
+    if (!(this.pos & 7)) {
+      this.skip(n * 8);
+      return i;
+    }
+    const b = (this.copy = out && n <= out.length ? out : new Uint8Array(n));
+    for (let j = 0; j < n; j++) b[j] = this.bits(8);
+    return -1;
   }
 
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   bytes(max: number): Uint8Array {
-    const n = this.count(4, max, 8, "byte length");
-    const out = new Uint8Array(n);
-    if ((this.pos & 7) === 0) {
-      const i = this.pos >>> 3;
-      out.set(this.buf.subarray(i, i + n));
-      this.skip(n * 8);
-      return out;
-    }
-    for (let i = 0; i < n; i++) out[i] = this.bits(8);
-    return out;
+    const i = this.str(max);
+    return i < 0 ? this.copy : this.buf.slice(i, i + this.n);
   }
 
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max: number): string {
-    const n = this.count(4, max, 8, "string length");
-    if (n === 0) return "";
-    if ((this.pos & 7) === 0) {
-      const i = this.pos >>> 3;
-      this.skip(n * 8);
-      return decodeUTF8(this.buf, i, i + n);
-    }
-    const tmp = n <= 64 ? STRBUF : new Uint8Array(n);
-    for (let i = 0; i < n; i++) tmp[i] = this.bits(8);
-    return decodeUTF8(tmp, 0, n);
+    const i = this.str(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.copy, 0, this.n) : decodeUTF8(this.buf, i, i + this.n);
   }
 
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  finish(what: string): void {
-    const rem = this.end - this.pos;
-    if (rem >= 8 || this.bits(rem) !== 0) this.malformed(`trailing data after the ${what}`);
+  finish(): void {
+    const rem = this.len - this.pos;
+    if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing data");
   }
 }
-
-const STRBUF = new Uint8Array(64);
 
 /**
  * Writes a bit stream (the inverse of {@link BitReader}). It writes HELLOs
  * and RPC arguments, not ticks: a bit at a time.
  */
 export class BitWriter {
-  private buf = new Uint8Array(64);
+  private buf: Uint8Array = new Uint8Array(64);
   /** Bits written. */
   pos = 0;
 
-  /** Writes the low n ≤ 32 bits of v. */
+  /** Writes the low n ≤ 32 bits of v (n up to 64 for v = −1: all ones). */
   bits(v: number, n: number): void {
     for (let i = 0; i < n; i++, this.pos++) {
       const j = this.pos >>> 3;
-      if (j === this.buf.length) {
-        const b = new Uint8Array(2 * j);
-        b.set(this.buf);
-        this.buf = b;
-      }
+      if (j === this.buf.length) this.buf = cat(this.buf, new Uint8Array(j));
       this.buf[j]! |= ((v >>> i) & 1) << (this.pos & 7);
     }
   }
@@ -322,7 +266,7 @@ export class BitWriter {
       this.bits(0, 1);
       return this.bitsWide(lo, hi, k);
     }
-    this.bits(-1, b - k); // b − k ones (up to 64: every bit of −1 is 1, whatever the shift)
+    this.bits(-1, b - k); // b − k ones
     if (b < 64) this.bits(0, 1);
     // The low b − 1 bits, the top one implied.
     if (b > 32) hi -= 2 ** (b - 33);
@@ -362,3 +306,21 @@ export function zigzagBig(v: bigint): bigint {
 export function unzigzagBig(u: bigint): bigint {
   return BigInt.asIntN(64, (u >> 1n) ^ -(u & 1n));
 }
+
+/** Appends n as an unsigned LEB128 varint to out; returns out. */
+export function leb128(out: number[], n: number): number[] {
+  for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
+  out.push(n);
+  return out;
+}
+
+/** The bytes of a followed by those of b. */
+export function cat(a: ArrayLike<number>, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+/** The unsigned 64-bit integer of halves lo, hi. */
+export const big = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);

@@ -11,24 +11,19 @@
  * WebSocket when WebTransport fails to connect.
  */
 
-import { ReplicaDecodeError } from "./errors.js";
+import { ClosedError, RefusedError, ReplicaDecodeError, fail } from "./errors.js";
 import { encodeUTF8 } from "./bits.js";
-import {
-  ChannelError,
-  openWebSocket,
-  openWebTransport,
-  type Channel,
-  type WebSocketConstructor,
-  type WebTransportConstructor,
-} from "./transport.js";
-import { decodeDescriptor, type DescriptorOptions } from "./descriptor.js";
+import { openWebSocket, openWebTransport, type Channel, type WebSocketConstructor, type WebTransportConstructor } from "./transport.js";
+import { decodeDescriptor } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
 import type { Schema, StructType } from "./schema.js";
-import { bytesEqual, type Entity, type Rec } from "./state.js";
-import { MAX_RESUME, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, parseMessage, parseRPC, type Resume, type Ticket, type Tick, type Welcome } from "./session.js";
+import { equal, type Entity, type Rec } from "./state.js";
+import { MAX_RESUME, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, parseMessage, type Message, type RPC, type Resume, type Ticket, type Tick, type Welcome } from "./session.js";
 import { CloseCode as C, MsgType } from "./enums.js";
+
+export { ClosedError, RefusedError } from "./errors.js";
 
 /** Close codes (§10.1); on WebSocket the status is 4000 + code. */
 export const CloseCode = {
@@ -49,7 +44,6 @@ export const CloseCode = {
   Duplicate: C.Duplicate,
 } as const satisfies { readonly [N in keyof typeof C]: C };
 export type CloseCode = C;
-
 
 /**
  * Which transport a connection uses: "auto" tries WebTransport first when
@@ -94,48 +88,22 @@ export interface ConnectOptions {
   handshakeTimeoutMs?: number;
   /** Closes with code 5 when nothing arrives for this long, and pings every third of it; default 15000 ms. */
   idleTimeoutMs?: number;
-  /** Descriptor options for the server's descriptor (tests only). */
-  descriptor?: DescriptorOptions;
 }
 
-/** The server declined the session (REFUSE, or a close during the handshake). */
-export class RefusedError extends Error {
-  override readonly name = "RefusedError";
-  constructor(
-    readonly code: number,
-    readonly reason: string,
-  ) {
-    super(`server refused the session: code ${code}: ${reason}`);
-  }
-}
+/** A message's bytes, or undefined for a text message. */
+const toBytes = (data: unknown): Uint8Array | undefined =>
+  data instanceof ArrayBuffer ? new Uint8Array(data) : ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : undefined;
 
-/** The connection closed; code is the §10.1 close code when the peer sent one. */
-export class ClosedError extends Error {
-  override readonly name = "ClosedError";
-  constructor(
-    readonly code: number,
-    readonly reason: string,
-  ) {
-    super(`connection closed: code ${code}: ${reason}`);
-  }
-}
+const tokenBytes = (t: Uint8Array | string = ""): Uint8Array => (typeof t === "string" ? encodeUTF8(t) : t);
 
-function toBytes(data: unknown): Uint8Array | undefined {
-  if (data instanceof Uint8Array) return data;
-  if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  return undefined;
-}
-
-const tokenBytes = (t: Uint8Array | string | undefined): Uint8Array =>
-  t === undefined ? new Uint8Array(0) : typeof t === "string" ? encodeUTF8(t) : t;
-
+/** A session whose handshake is done: its channel, WELCOME and the server's schema. */
 interface Session {
   ch: Channel;
   welcome: Welcome;
+  remote: Schema;
   /** Messages and a close that arrived after the WELCOME, before the session started. */
   early: unknown[];
-  earlyClose?: { code: number; reason: string };
+  earlyClose?: [number, string];
 }
 
 const NO_TICKET: Ticket = [0n, 0n];
@@ -149,9 +117,10 @@ interface ResumeRequest {
 /** A session with a replica server. */
 export class Connection {
   private ch!: Channel;
-  private welcomeMsg!: Welcome;
+  /** The last WELCOME's descriptor. */
+  private descriptor!: Uint8Array;
   /** The ticket reconnect offers the server (§10.5): the last WELCOME's, or none after a rejected tick. */
-  private ticket: Ticket = NO_TICKET;
+  private ticket = NO_TICKET;
   /** A tick of this session's state was applied: the replica can resume. */
   private applied = false;
   private pending: Tick | null = null;
@@ -178,19 +147,37 @@ export class Connection {
   bytesReceived = 0;
   /** Milliseconds the last tick took to decode and apply, callbacks included. */
   lastApplyMs = 0;
+  /** The user the server authenticated. */
+  userId = "";
+  /** The server's session ID for this connection. */
+  sessionId = 0n;
+  /** Whether the current session resumed the one before it (§10.5): the replica was kept. */
+  resumed = false;
+  /** The server's ticks per second. */
+  tickRate = 0;
+  /** The transport of the current session. */
+  transport: Channel["kind"] = "websocket";
+
+  private readonly opts: ConnectOptions;
 
   private constructor(
-    private readonly opts: ConnectOptions,
+    opts: ConnectOptions,
     readonly replica: Replica,
-  ) {}
+  ) {
+    this.opts = opts;
+  }
 
-  /** Connects, performs the handshake (§10.3) and starts receiving ticks. */
+  /**
+   * Connects, performs the handshake (§10.3) and starts receiving ticks.
+   * No tick applies before the code after `await connect()` has run (ticks
+   * that came with the WELCOME apply in a later task), so callbacks
+   * registered right away see the first full state.
+   */
   static async connect(opts: ConnectOptions): Promise<Connection> {
     const s = await handshake(opts, tokenBytes(opts.token));
-    const remote = decodeDescriptor(s.welcome.descriptor, opts.descriptor);
     let rep: Replica;
     try {
-      rep = new Replica(opts.schema, { remote, limits: opts.limits });
+      rep = new Replica(opts.schema, { remote: s.remote, limits: opts.limits });
     } catch (e) {
       s.ch.close(C.Incompatible, "incompatible schema");
       throw e;
@@ -200,46 +187,24 @@ export class Connection {
     return c;
   }
 
-  /** The user the server authenticated. */
-  get userId(): string {
-    return this.welcomeMsg.userId;
-  }
-
-  /** The server's session ID for this connection. */
-  get sessionId(): bigint {
-    return this.welcomeMsg.session;
-  }
-
-  /** Whether the current session resumed the one before it (§10.5): the replica was kept. */
-  get resumed(): boolean {
-    return this.welcomeMsg.resumed;
-  }
-
-  /** The server's ticks per second. */
-  get tickRate(): number {
-    return this.welcomeMsg.tickRate;
-  }
-
-  /** The transport of the current session. */
-  get transport(): "webtransport" | "websocket" {
-    return this.ch.kind;
-  }
-
   /** Resolves when the connection closes. */
   done(): Promise<ClosedError> {
-    if (this.closed) return Promise.resolve(this.closed);
-    return new Promise((res) => this.closeWaiters.push(res));
+    return new Promise((res) => (this.closed ? res(this.closed) : this.closeWaiters.push(res)));
   }
 
   private start(s: Session): void {
-    this.ch = s.ch;
-    this.welcomeMsg = s.welcome;
-    this.ticket = s.welcome.ticket;
+    const ch = (this.ch = s.ch);
+    const w = s.welcome;
+    this.descriptor = w.descriptor;
+    this.ticket = w.ticket;
+    this.userId = w.userId;
+    this.sessionId = w.session;
+    this.resumed = w.resumed;
+    this.tickRate = w.tickRate;
+    this.transport = ch.kind;
     this.pending = null;
-    this.segs = [];
     this.resync = false;
     this.closed = undefined;
-    const ch = s.ch;
     const idle = this.opts.idleTimeoutMs ?? 15000;
     const onmessage = (data: unknown): void => {
       if (ch !== this.ch) return;
@@ -252,19 +217,24 @@ export class Connection {
     const onclose = (code: number, reason: string): void => {
       if (ch === this.ch) this.finish(code, reason);
     };
-    ch.onmessage = onmessage;
-    ch.onclose = onclose;
     this.touch(idle);
-    this.pingTimer = setInterval(() => {
-      this.nonce++;
-      this.send(encodePing(this.nonce));
-    }, Math.max(1, Math.floor(idle / 3)));
-    for (const data of s.early) onmessage(data);
-    if (s.earlyClose) onclose(s.earlyClose.code, s.earlyClose.reason);
+    this.pingTimer = setInterval(() => this.send(encodePing(++this.nonce)), Math.max(1, Math.floor(idle / 3)));
+    const go = (): void => {
+      if (ch !== this.ch || this.closed) return;
+      ch.onmessage = onmessage;
+      ch.onclose = onclose;
+      for (const data of s.early) onmessage(data);
+      if (s.earlyClose) onclose(...s.earlyClose);
+    };
+    // Messages that came with the WELCOME (and those that follow them) wait
+    // for a later task: connect and reconnect resolve first, and the code
+    // that awaits them registers its callbacks before the first tick applies.
+    if (s.early.length || s.earlyClose) setTimeout(go);
+    else go();
   }
 
   private touch(idle: number): void {
-    if (this.idleTimer !== undefined) clearTimeout(this.idleTimer);
+    clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => this.close(C.IdleTimeout, "nothing received from the server"), idle);
   }
 
@@ -274,58 +244,46 @@ export class Connection {
 
   private fail(err: Error): void {
     this.onError?.(err);
-    this.close(C.ProtocolError, err instanceof ReplicaDecodeError && err.code !== "session" ? "bad tick" : err.message.slice(0, 123));
+    this.close(C.ProtocolError, err instanceof ReplicaDecodeError && err.code !== "session" ? "bad tick" : err.message);
   }
 
   private receive(b: Uint8Array): void {
-    if (this.pending) {
-      this.segs.push(b);
-      if (this.segs.length === this.pending.segments) this.applyPending();
+    const t = this.pending;
+    if (t) {
+      if (this.segs.push(b) === t.segments) this.applyPending();
       return;
     }
-    let m;
+    let m: Message;
     try {
       m = parseMessage(b);
     } catch (e) {
       return this.fail(e as Error);
     }
-    switch (m.type) {
-      case MsgType.Tick:
-        this.pending = m;
-        this.segs = [];
-        if (m.segments === 0) this.applyPending();
-        return;
-      case MsgType.Ping:
-        this.send(encodePong(m.nonce));
-        return;
-      case MsgType.Pong:
-        return;
-      case MsgType.Resync:
-        // The next tick is the full state: the replica is reset just before it applies.
-        this.resync = true;
-        return;
-      case MsgType.RPC:
-        return this.runRPC(b);
-      default:
-        return this.fail(new ReplicaDecodeError("session", `unexpected message type ${m.type}`));
-    }
+    if (m.type === MsgType.Tick) {
+      this.pending = m;
+      this.segs = [];
+      if (!m.segments) this.applyPending();
+    } else if (m.type === MsgType.Ping) this.send(encodePong(m.nonce));
+    // The next tick is the full state: the replica is reset just before it applies.
+    else if (m.type === MsgType.Resync) this.resync = true;
+    else if (m.type === MsgType.RPC) this.runRPC(m);
+    else if (m.type !== MsgType.Pong) this.fail(new ReplicaDecodeError("session", "unexpected message type " + m.type));
   }
 
   private applyPending(): void {
     const t = this.pending!;
-    const segs = this.segs;
+    const rep = this.replica;
+    const before = rep.ticksApplied;
+    const t0 = performance.now();
     this.pending = null;
-    this.segs = [];
-    const before = this.replica.ticksApplied;
-    const t0 = now();
     try {
       if (this.resync) {
         this.resync = false;
-        this.replica.reset();
+        rep.reset();
       }
-      this.replica.applyTick(segs, { gained: t.gained, lost: t.lost, levels: t.levels });
+      rep.applyTick(this.segs, t);
     } catch (e) {
-      if (this.replica.ticksApplied === before) {
+      if (rep.ticksApplied === before) {
         // Rejected: the replica keeps the last good state; a new session is
         // needed (§10.4), with the full state: resuming would declare the
         // replica the server's ticks no longer fit.
@@ -335,7 +293,7 @@ export class Connection {
       // Applied, but a callback threw: report it and go on.
       this.onError?.(e as Error);
     }
-    this.lastApplyMs = now() - t0;
+    this.lastApplyMs = performance.now() - t0;
     this.lastTick = t.tick;
     this.applied = true;
     this.onTick?.(t.tick);
@@ -346,36 +304,29 @@ export class Connection {
    * (a class, its name or ID). Returns a function that unregisters it.
    */
   handleRPC(cls: StructType | string | number, rpc: number, h: (e: Entity, args: Rec) => void): () => void {
-    const c = typeof cls === "object" ? cls : typeof cls === "string" ? this.opts.schema.classNamed(cls) : this.opts.schema.class(cls);
-    if (!c) throw new Error(`connection: no class ${String(cls)}`);
-    const key = `${c.classId}/${rpc}`;
-    this.handlers.set(key, [...(this.handlers.get(key) ?? []), h]);
-    return () => this.handlers.set(key, (this.handlers.get(key) ?? []).filter((x) => x !== h));
+    const s = this.opts.schema;
+    const c = typeof cls === "object" ? cls : typeof cls === "string" ? s.classNamed(cls) : s.class(cls);
+    if (!c) throw new Error("connection: no class " + cls);
+    const key = c.classId + "/" + rpc;
+    const hs = this.handlers;
+    hs.set(key, [...(hs.get(key) ?? []), h]);
+    return () => hs.set(key, hs.get(key)!.filter((x) => x !== h));
   }
 
-  private runRPC(msg: Uint8Array): void {
-    let m;
-    try {
-      m = parseRPC(msg);
-    } catch (e) {
-      return this.fail(e as Error);
-    }
+  private runRPC(m: RPC): void {
     const e = this.replica.entity(m.entity);
-    if (!e) return; // destroyed since: dropped
-    const hs = this.handlers.get(`${e.classId}/${m.rpc}`);
-    if (!hs || hs.length === 0) return;
-    const local = this.opts.schema.class(e.classId)?.rpc(m.rpc);
-    const remote = this.replica.remote.class(e.classId)?.rpc(m.rpc);
-    if (!local || !remote || remote.dir !== 1) {
-      return this.fail(new ReplicaDecodeError("session", `server sent unknown RPC ${m.rpc} on ${e.type.name}`));
-    }
+    const hs = e && this.handlers.get(e.classId + "/" + m.rpc);
+    if (!hs?.length) return; // destroyed since, or not handled: dropped
+    const local = this.opts.schema.class(e!.classId)?.rpc(m.rpc);
+    const remote = this.replica.remote.class(e!.classId)?.rpc(m.rpc);
     let args: Rec;
     try {
-      args = this.replica.decoder.decodeRecord(remote.args, local.args, m.args);
+      if (!local || remote?.dir !== 1) fail("session", `unknown RPC ${m.rpc} of class ${e!.classId}`);
+      args = this.replica.decoder.decodeRecord(remote!.args, local!.args, m.args);
     } catch (err) {
       return this.fail(err as Error);
     }
-    for (const h of hs) h(e, args);
+    for (const h of hs) h(e!, args);
   }
 
   /**
@@ -385,11 +336,9 @@ export class Connection {
    */
   callRPC(e: Entity | number, rpc: number | string, args: Record<string, unknown> = {}): void {
     const ent = typeof e === "number" ? this.replica.entity(e) : e;
-    if (!ent) throw new Error(`connection: no entity ${String(e)}`);
-    const cls = this.opts.schema.class(ent.classId);
-    const r = typeof rpc === "number" ? cls?.rpc(rpc) : cls?.rpcs.find((x) => x.name === rpc);
-    if (!r || r.dir !== 0) throw new Error(`connection: no client RPC ${String(rpc)} on ${ent.type.name}`);
-    this.send(encodeRPC(ent.id, r.id, encodeRecord(r.args, args)));
+    const r = ent && this.opts.schema.class(ent.classId)?.rpcs.find((x) => x.id === rpc || x.name === rpc);
+    if (!r || r.dir) throw new Error(`connection: no client RPC ${rpc} on entity ${ent?.id ?? e}`);
+    this.send(encodeRPC(ent!.id, r.id, encodeRecord(r.args, args)));
   }
 
   /**
@@ -437,22 +386,21 @@ export class Connection {
    */
   async reconnect(): Promise<void> {
     this.close(C.Normal, "reconnecting");
-    const token = this.opts.refresh ? tokenBytes(await this.opts.refresh()) : tokenBytes(this.opts.token);
-    let resume: ResumeRequest | undefined;
+    const o = this.opts;
+    const rep = this.replica;
+    const token = tokenBytes(o.refresh ? await o.refresh() : o.token);
     const t = this.ticket;
-    if ((t[0] !== 0n || t[1] !== 0n) && this.applied && this.replica.size <= MAX_RESUME) {
-      resume = { block: { ticket: t, tick: this.lastTick, held: this.replica.entities() }, descriptor: this.welcomeMsg.descriptor };
-    }
+    const resume = (t[0] || t[1]) && this.applied && rep.size <= MAX_RESUME ? { block: { ticket: t, tick: this.lastTick, held: rep.entities() }, descriptor: this.descriptor } : undefined;
     let s: Session;
     try {
-      s = await handshake(this.opts, token, this.replica.limits, resume);
+      s = await handshake(o, token, rep.limits, resume);
     } catch (e) {
       // A server that resumes with another schema is not offered the session again.
       if (e instanceof ReplicaDecodeError) this.ticket = NO_TICKET;
       throw e;
     }
     if (!s.welcome.resumed) {
-      this.replica.reset(decodeDescriptor(s.welcome.descriptor, this.opts.descriptor));
+      rep.reset(s.remote);
       this.lastTick = 0n;
       this.applied = false;
     }
@@ -460,119 +408,77 @@ export class Connection {
   }
 }
 
-const now = (): number => (typeof performance !== "undefined" ? performance.now() : Date.now());
-
 /**
  * Opens a channel with the transport opts ask for: WebTransport first in
  * "auto" mode when there is a URL and a constructor for it, WebSocket if it
  * fails to connect.
  */
-async function openChannel(opts: ConnectOptions, limits: Limits | Partial<Limits> | undefined): Promise<Channel> {
+async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undefined): Promise<Channel> {
   const mode = opts.transport ?? "auto";
-  const WT = opts.WebTransport ?? (globalThis as { WebTransport?: WebTransportConstructor }).WebTransport;
-  const WS = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-  const tryWT = mode === "webtransport" || (mode === "auto" && WT !== undefined && opts.webTransportUrl !== undefined);
-  let wtErr: Error | undefined;
-  if (tryWT) {
-    if (!WT) throw new Error("no WebTransport: pass a constructor as options.WebTransport");
-    if (!opts.webTransportUrl) throw new Error("no WebTransport URL: set options.webTransportUrl");
-    const maxMsg = opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0);
+  const g = globalThis as { WebTransport?: WebTransportConstructor; WebSocket?: WebSocketConstructor };
+  const WT = opts.WebTransport ?? g.WebTransport;
+  const WS = opts.WebSocket ?? g.WebSocket;
+  const url = opts.webTransportUrl;
+  let err: Error | undefined;
+  if (mode === "webtransport" || (mode === "auto" && WT && url)) {
     try {
-      const hashes = typeof opts.certificateHashes === "function" ? await opts.certificateHashes() : (opts.certificateHashes ?? []);
-      return await openWebTransport(opts.webTransportUrl, WT, hashes, maxMsg);
+      if (!WT || !url) throw new Error("connection: no WebTransport or webTransportUrl");
+      const h = opts.certificateHashes;
+      return await openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
     } catch (e) {
-      if (mode === "webtransport") throw connectError(e);
-      wtErr = e as Error;
+      if (mode !== "auto") throw e;
+      err = e as Error;
     }
   }
-  if (!WS) throw wtErr ?? new Error("no WebSocket: pass a constructor as options.WebSocket");
-  if (!opts.url) throw wtErr ?? new Error("no WebSocket URL: set options.url");
-  try {
-    return await openWebSocket(opts.url, WS);
-  } catch (e) {
-    throw connectError(e);
-  }
-}
-
-/** The error a failed connect rejects with. */
-function connectError(e: unknown): Error {
-  if (e instanceof ChannelError) {
-    return e.code > 0 ? new RefusedError(e.code, e.reason) : new ClosedError(e.code < 0 ? C.Network : e.code, e.reason);
-  }
-  return e as Error;
+  if (!WS || !opts.url) throw err ?? new Error("connection: no WebSocket or url");
+  return openWebSocket(opts.url, WS);
 }
 
 /**
  * Opens a channel and runs the client side of the handshake (§10.3),
  * asking to resume when resume is given (§10.5).
  */
-async function handshake(opts: ConnectOptions, token: Uint8Array, limits?: Limits, resume?: ResumeRequest): Promise<Session> {
+function handshake(opts: ConnectOptions, token: Uint8Array, limits = opts.limits, resume?: ResumeRequest): Promise<Session> {
   const descriptor = opts.schema.descriptor;
   if (!descriptor) throw new Error("connection: the schema was not decoded from a descriptor");
-  const hello = encodeHello({
-    version: PROTOCOL_VERSION,
-    descriptor,
-    token,
-    limits: limits ?? opts.limits,
-    resume: resume?.block,
-  });
-  const timeoutMs = opts.handshakeTimeoutMs ?? 5000;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ClosedError(C.HandshakeTimeout, "handshake timeout")), timeoutMs);
-  });
-  let ch: Channel | undefined;
-  const opening = openChannel(opts, limits ?? opts.limits).then((c) => (ch = c));
-  try {
-    await Promise.race([opening, timeout]);
-  } catch (e) {
-    clearTimeout(timer);
-    // A channel that opens after the timeout is closed at once.
-    void opening.then((c) => c.close(C.Normal, "handshake failed"), () => {});
-    throw e;
-  }
+  const hello = encodeHello({ descriptor, token, limits, resume: resume?.block });
   return new Promise<Session>((resolve, reject) => {
-    const c = ch!;
+    let ch: Channel | undefined;
     let done = false;
-    const end = (err?: Error, s?: Session, code: number = C.Normal): void => {
+    const end = (err: Error, code: number = C.Normal): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      if (err) {
-        c.close(code, code === C.Normal ? "handshake failed" : err.message.slice(0, 123));
-        reject(err);
-      } else resolve(s!);
+      ch?.close(code, code === C.Normal ? "handshake failed" : err.message);
+      reject(err);
     };
-    void timeout.catch((e: Error) => end(e));
-    c.onclose = (code, reason) => {
+    const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "handshake timeout")), opts.handshakeTimeoutMs ?? 5000);
+    openChannel(opts, limits).then((c) => {
+      // A channel that opens after the timeout is closed at once.
+      if (done) return c.close(C.Normal, "handshake failed");
+      ch = c;
       // The close carries the REFUSE's code and reason, should the REFUSE itself be lost.
-      end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed during the handshake"));
-    };
-    c.onmessage = (data) => {
-      const b = toBytes(data);
-      try {
-        if (!b) throw new ReplicaDecodeError("session", "text message");
-        const m = parseMessage(b);
-        if (m.type === MsgType.Refuse) return end(new RefusedError(m.code, m.message));
-        if (m.type !== MsgType.Welcome) throw new ReplicaDecodeError("session", `expected WELCOME, got type ${m.type}`);
-        if (m.version !== PROTOCOL_VERSION) {
-          throw new ReplicaDecodeError("session", `server speaks protocol ${m.version}, this client ${PROTOCOL_VERSION}`);
+      c.onclose = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed during the handshake"));
+      c.onmessage = (data) => {
+        try {
+          const m = parseMessage(toBytes(data) ?? fail("session", "text message"));
+          if (m.type === MsgType.Refuse) return end(new RefusedError(m.code, m.message));
+          if (m.type !== MsgType.Welcome) fail("session", "expected WELCOME, got type " + m.type);
+          if (m.version !== PROTOCOL_VERSION) fail("session", `server speaks protocol ${m.version}, this client ${PROTOCOL_VERSION}`);
+          if (m.resumed && !(resume && equal(m.descriptor, resume.descriptor))) {
+            return end(new ReplicaDecodeError("session", "WELCOME " + (resume ? "resumed with another descriptor" : "resumed a session the client did not ask to resume")), C.ProtocolError);
+          }
+          const s: Session = { ch: c, welcome: m, remote: decodeDescriptor(m.descriptor), early: [] };
+          done = true;
+          clearTimeout(timer);
+          c.onmessage = (data) => s.early.push(data);
+          c.onclose = (code, reason) => (s.earlyClose = [code, reason]);
+          resolve(s);
+        } catch (e) {
+          end(e as Error);
         }
-        if (m.resumed && !(resume && bytesEqual(m.descriptor, resume.descriptor))) {
-          const why = resume ? "resumed with another descriptor" : "resumed a session the client did not ask to resume";
-          return end(new ReplicaDecodeError("session", `WELCOME ${why}`), undefined, C.ProtocolError);
-        }
-        decodeDescriptor(m.descriptor, opts.descriptor); // fails here rather than after the handshake
-        done = true;
-        clearTimeout(timer);
-        const s: Session = { ch: c, welcome: m, early: [] };
-        c.onmessage = (data) => s.early.push(data);
-        c.onclose = (code, reason) => (s.earlyClose = { code, reason });
-        resolve(s);
-      } catch (e) {
-        end(e as Error);
-      }
-    };
-    c.send(hello);
+      };
+      c.send(hello);
+    }, end);
   });
 }

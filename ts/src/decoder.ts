@@ -10,9 +10,9 @@
  */
 
 import { BitReader, MASK, decodeUTF8 } from "./bits.js";
-import { ReplicaDecodeError } from "./errors.js";
-import { KIND_NAMES, checkCompatible, isContainer, isNumeric, type Schema, type StructType, type Type } from "./schema.js";
-import { BagC, ListC, MapC, Rec, makeId, type Elem, type Entity, type Key, type Txn } from "./state.js";
+import { ReplicaDecodeError, fail } from "./errors.js";
+import { checkCompatible, isContainer, isNumeric, NO_QUANT, type Schema, type StructType, type Type } from "./schema.js";
+import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
 import { Kind } from "./enums.js";
 
@@ -21,14 +21,13 @@ import { Kind } from "./enums.js";
 // not bundled (Node, vitest), and these are used per value.
 
 // Section tags (§5.2).
-export const SEC_END = 0;
-export const SEC_CREATE = 1;
-export const SEC_UPDATE = 2;
-export const SEC_DESTROY = 3;
-export const SEC_FILL = 4;
-export const SEC_SET = 5;
+const SEC_END = 0;
+const SEC_CREATE = 1;
+const SEC_UPDATE = 2;
+const SEC_DESTROY = 3;
+const SEC_FILL = 4;
 /** An update naming entities by rank among those held when the tick began (§5.4). */
-export const SEC_RANKED = 6;
+const SEC_RANKED = 6;
 
 // List operation codes (§6.2).
 const OP_PUSH = 0;
@@ -47,9 +46,6 @@ const P_DELTA = 2;
 const P_U = 3;
 const P_STR = 4;
 const P_CONT = 5;
-
-/** Slots are below 2^24 (§5.4). */
-const SLOT_LIMIT = 1 << 24;
 
 /** Decoder limits (§7.1). A zero or absent field selects the default. */
 export interface Limits {
@@ -106,8 +102,9 @@ interface Mapping {
   bands: Uint8Array;
 }
 
+/** A bag item that a record is decoded into, through the transaction. */
 interface ItemTarget {
-  txn: Txn;
+  tab: Table;
   e: Entity;
   leaf: number;
   key: Key;
@@ -117,147 +114,130 @@ interface ItemTarget {
 const ZERO_BANDS = new Uint8Array(0);
 
 /** Decodes segments of the remote schema into a local replica. */
-export class Decoder {
+export interface Decoder {
+  /** The limits, defaults filled in. */
   readonly lim: Limits;
-  private r = new BitReader();
-  private maps = new Map<StructType, Map<StructType, Mapping>>();
-  private steps: Step[] = [];
+  /**
+   * Decodes one segment into tab's transaction. On error (a
+   * ReplicaDecodeError) the transaction holds a partial tick: the caller
+   * rolls it back.
+   */
+  apply(tab: Table, seg: Uint8Array): void;
+  /**
+   * Decodes a standalone record (an RPC's arguments, §10.2) of remote
+   * struct rs into a new record of local struct ls.
+   */
+  decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec;
+}
+
+/**
+ * A decoder of segments of schema remote into entities of schema local;
+ * throws an "incompatible" ReplicaDecodeError when remote's data cannot be
+ * decoded into local (§8).
+ */
+export function decoder(local: Schema, remote: Schema = local, limits: Partial<Limits> = {}): Decoder {
+  const lim = withDefaults(limits);
+  checkCompatible(local, remote);
+  const r = new BitReader();
+  const maps = new Map<StructType, Map<StructType, Mapping>>();
+  const steps: Step[] = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
   // the array keeps its size from group to group).
-  private ids: number[] = [];
-  private nids = 0;
-  private gens: number[] = [];
-  private entities = 0;
-  private values = 0;
-  private keyBytes: Uint8Array | null = null;
-
-  constructor(
-    readonly local: Schema,
-    readonly remote: Schema = local,
-    limits: Partial<Limits> = {},
-  ) {
-    this.lim = withDefaults(limits);
-    checkCompatible(local, remote);
-  }
-
-  /** The class entities of remote class rc are stored as. */
-  localClass(rc: StructType): StructType {
-    return this.local.class(rc.classId) ?? rc;
-  }
+  const ids: number[] = [];
+  let nids = 0;
+  const gens: number[] = [];
+  let nEntities = 0;
+  let nValues = 0;
+  let keyBytes: Uint8Array | null = null;
 
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  mapping(rs: StructType, ls: StructType): Mapping {
-    let inner = this.maps.get(rs);
-    if (!inner) this.maps.set(rs, (inner = new Map()));
+  function mapping(rs: StructType, ls: StructType): Mapping {
+    let inner = maps.get(rs);
+    if (!inner) maps.set(rs, (inner = new Map()));
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map<string, number>();
-      if (rs !== ls) for (const l of ls.leaves) byPath.set(l.path.join(), l.index);
-      m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) };
+      const byPath = new Map(ls.leaves.map((l) => [l.path, l.index]));
+      inner.set(ls, (m = { toLocal: new Int32Array(rs.leaves.length), bands: new Uint8Array(ls.leaves.length) }));
       for (const l of rs.leaves) {
-        const j = rs === ls ? l.index : (byPath.get(l.path.join()) ?? -1);
-        m.toLocal[l.index] = j;
+        const j = (m.toLocal[l.index] = byPath.get(l.path) ?? -1);
         if (j >= 0) m.bands[j] = l.band;
       }
-      inner.set(ls, m);
     }
     return m;
   }
 
-  /** Bands of the local class of remote class rc, as the sender defines them. */
-  bandsOf(rc: StructType): Uint8Array {
-    return rc.nbands === 0 ? ZERO_BANDS : this.mapping(rc, this.localClass(rc)).bands;
-  }
-
   /**
-   * Decodes one segment into txn. On error (a ReplicaDecodeError) the
-   * transaction holds a partial tick: the caller rolls it back.
+   * Decodes one segment into tab's transaction. On error (a
+   * ReplicaDecodeError) the transaction holds a partial tick: the caller
+   * rolls it back.
    */
-  apply(txn: Txn, seg: Uint8Array): void {
-    if (seg.length > this.lim.maxSegmentBytes) {
-      throw new ReplicaDecodeError("limit", `segment of ${seg.length} bytes > ${this.lim.maxSegmentBytes}`, 0);
-    }
-    const r = this.r;
+  function apply(tab: Table, seg: Uint8Array): void {
+    if (seg.length > lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
     r.reset(seg);
-    this.entities = 0;
-    this.values = 0;
+    nEntities = nValues = 0;
     try {
       for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
-          this.readIDs();
-          for (let i = 0; i < this.nids; i++) txn.destroySlot(this.ids[i]!);
+          readIDs();
+          for (let i = 0; i < nids; i++) tab.destroySlot(ids[i]!);
           continue;
         }
-        if (tag > SEC_RANKED) r.malformed(`section tag ${tag}`);
-        const cid = r.u(4);
-        const rc = r.hi === 0 ? this.remote.class(cid) : undefined;
-        if (!rc) throw new ReplicaDecodeError("unknown", `class ${r.hi === 0 ? cid : "≥ 2^32"}`);
-        for (let g = r.count(0, this.lim.maxEntities, 8, "groups"); g > 0; g--) this.group(txn, tag, rc);
+        if (tag > SEC_RANKED) r.malformed("section " + tag);
+        const rc = remote.class(r.u32(4)) ?? fail("unknown", "class");
+        for (let g = r.count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
-      r.finish("segment");
+      r.finish();
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
       // A maxDepth set beyond what the JS stack holds: still a typed rejection.
-      if (e instanceof RangeError) throw new ReplicaDecodeError("limit", `nesting deeper than the stack allows (${e.message})`, r.pos);
-      throw e;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.pos) : e;
     }
   }
 
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  private readIDs(): void {
-    const r = this.r;
-    const n = r.count(3, this.lim.maxEntities - this.entities, 1, "entities");
-    this.entities += n;
+  function readIDs(): void {
+    const n = r.count(3, lim.maxEntities - nEntities, 1, "entities");
+    nEntities += n;
     const k = r.bits(6);
-    const ids = this.ids;
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.u(k);
-      if (r.hi !== 0 || slot >= SLOT_LIMIT) r.malformed("entity slot out of range");
+      if (r.hi !== 0 || slot >= 1 << 24) r.malformed("slot out of range");
       ids[i] = slot;
     }
-    this.nids = n;
+    nids = n;
   }
 
-  private group(txn: Txn, tag: number, rc: StructType): void {
-    const r = this.r;
-    const lc = this.localClass(rc);
-    const map = this.mapping(rc, lc);
+  function group(tab: Table, tag: number, rc: StructType): void {
+    const lc = local.class(rc.classId) ?? rc;
+    const map = mapping(rc, lc);
     const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
-    this.steps.length = 0;
-    this.readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
-    this.readIDs();
-    const ids = this.ids;
-    const n = this.nids;
-    const gens = this.gens;
+    steps.length = 0;
+    readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    readIDs();
+    const n = nids;
     if (tag === SEC_RANKED) {
       // Ranks among the entities held when the tick began (§5.4).
-      for (let i = 0; i < n; i++) {
-        const slot = txn.heldSlot(ids[i]!);
-        if (slot < 0) throw new ReplicaDecodeError("rank", `entity rank ${ids[i]}, of ${txn.heldLen()} entities held`);
-        ids[i] = slot;
-      }
+      for (let i = 0; i < n; i++) ids[i] = tab.held[ids[i]!] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.bits(6);
       for (let i = 0; i < n; i++) {
         const g = r.u(k);
-        if (r.hi !== 0 || g > 255) r.malformed(`generation ${g} out of range`);
+        if (r.hi !== 0 || g > 255) r.malformed("generation " + g);
         gens[i] = g;
       }
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i]!;
       let e: Entity | undefined;
-      if (tag === SEC_CREATE) e = txn.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
-      else if (!(e = txn.atSlot(slot)) || (tag === SEC_FILL && !txn.isFillable(slot))) {
-        throw new ReplicaDecodeError("not-found", `section ${tag} for slot ${slot}: ${e ? "neither created nor reset in this tick" : "empty"}`);
-      }
-      if (e.classId !== rc.classId) throw new ReplicaDecodeError("malformed", `slot ${slot} holds a ${e.type.name}, not a ${rc.name}`);
-      this.entityValues(txn, e, delta);
+      if (tag === SEC_CREATE) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
+      else if (!(e = tab.atSlot(slot)) || (tag === SEC_FILL && !tab.isFillable(slot))) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (e!.classId !== rc.classId) r.malformed(`slot ${slot} of class ${e!.classId}`);
+      entityValues(tab, e!, delta);
     }
   }
 
-  private deeper(depth: number): void {
-    if (depth >= this.lim.maxDepth) throw new ReplicaDecodeError("limit", `nesting deeper than ${this.lim.maxDepth}`);
+  function deeper(depth: number): void {
+    if (depth >= lim.maxDepth) fail("limit", "nesting deeper than " + lim.maxDepth);
   }
 
   /**
@@ -266,17 +246,16 @@ export class Decoder {
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  private readTree(st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void {
-    this.deeper(depth);
-    const r = this.r;
+  function readTree(st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void {
+    deeper(depth);
     for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + r.u(gapK) + r.hi * 4294967296;
-      const f = id > 0xffffffff ? r.malformed("field ID out of range") : st.field(id);
-      if (!f || f.deprecated) throw new ReplicaDecodeError("unknown", `field ${id} of ${st.name}`);
-      const t = f.type;
-      const leaf = base + f.leaf;
+      const f = st.field(id);
+      if (!f || f.deprecated) fail("unknown", "field " + id);
+      const t = f!.type;
+      const leaf = base + f!.leaf;
       if (t.kind === Kind.Nested) {
-        this.readTree(t.struct!, leaf, delta, depth + 1, gapK, map, ls);
+        readTree(t.struct!, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
       const local = map.toLocal[leaf]!;
@@ -302,20 +281,17 @@ export class Decoder {
         if (isContainer(t.kind)) s.code = P_CONT;
         if (ll) s.slot = ll.obj;
       }
-      this.steps.push(s);
+      steps.push(s);
     }
   }
 
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  private readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
-    const r = this.r;
+  function readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
     const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed(`value out of range for ${KIND_NAMES[p.kind]}`);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
   }
 
-  private entityValues(txn: Txn, e: Entity, delta: boolean): void {
-    const r = this.r;
-    const steps = this.steps;
+  function entityValues(tab: Table, e: Entity, delta: boolean): void {
     const a = e.num;
     for (let i = 0; i < steps.length; i++) {
       const s = steps[i]!;
@@ -330,100 +306,97 @@ export class Decoder {
           let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
           if (s.signed) {
             v = (v << s.sh) >> s.sh;
-            txn.setNum(e, s.local, slot, v >>> 0, v < 0 ? 0xffffffff : 0);
-          } else txn.setNum(e, s.local, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0);
+            tab.setNum(e, s.local, slot, v >>> 0, v < 0 ? 0xffffffff : 0);
+          } else tab.setNum(e, s.local, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0);
           break;
         }
         case P_RAW: {
           const lo = r.bitsWide(s.k);
-          if (slot >= 0) txn.setNum(e, s.local, slot, lo, r.hi);
+          if (slot >= 0) tab.setNum(e, s.local, slot, lo, r.hi);
           break;
         }
         case P_U:
-          if (slot < 0) this.readNum(s.plan!, s.k, delta);
+          if (slot < 0) readNum(s.plan!, s.k, delta);
           else {
-            this.readNum(s.plan!, s.k, delta, a[j], a[j + 1]);
-            txn.setNum(e, s.local, slot, out.lo, out.hi);
+            readNum(s.plan!, s.k, delta, a[j], a[j + 1]);
+            tab.setNum(e, s.local, slot, out.lo, out.hi);
           }
           break;
         case P_STR: {
-          const v = this.readStr(s.t);
-          if (slot >= 0) txn.setObj(e, s.local, slot, v);
+          const v = readStr(s.t);
+          if (slot >= 0) tab.setObj(e, s.local, slot, v);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = this.readContainer(s.t, s.lt, 1);
-            if (slot >= 0) txn.setObj(e, s.local, slot, c);
-          } else this.containerOps(txn, e, s.t, s.lt, s.local, slot);
+            const c = readContainer(s.t, s.lt, 1);
+            if (slot >= 0) tab.setObj(e, s.local, slot, c);
+          } else containerOps(tab, e, s.t, s.lt, s.local, slot);
       }
     }
   }
 
-  private readStr(t: Type): string | Uint8Array {
-    return t.kind === Kind.Bytes ? this.r.bytes(this.lim.maxStringBytes) : this.r.string(this.lim.maxStringBytes);
+  function readStr(t: Type): string | Uint8Array {
+    return t.kind === Kind.Bytes ? r.bytes(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
 
-  private countValues(n: number): void {
-    if ((this.values += n) > this.lim.maxValues) {
-      throw new ReplicaDecodeError("limit", `more than ${this.lim.maxValues} values in one segment`);
-    }
+  function countValues(n: number): void {
+    if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
   }
 
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  private readElem(t: Type, lt: Type | null, k: number, depth: number): Elem {
+  function readElem(t: Type, lt: Type | null, k: number, depth: number): Elem {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.fullRaw) {
-        out.lo = this.r.bitsWide(p.fullRaw);
-        out.hi = this.r.hi;
-      } else this.readNum(p, k, false);
+        out.lo = r.bitsWide(p.fullRaw);
+        out.hi = r.hi;
+      } else readNum(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
-    if (t.kind === Kind.Nested) return this.readRecord(t.struct!, lt && lt.struct, depth + 1);
-    return this.readStr(t);
+    if (t.kind === Kind.Nested) return readRecord(t.struct!, lt && lt.struct, depth + 1);
+    return readStr(t);
   }
 
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  private readK(t: Type, n: number): number {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : this.r.bits(6);
+  function readK(t: Type, n: number): number {
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : r.bits(6);
   }
 
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  private readKey(key: number, k: number): Key {
-    if (key === Kind.String) return decodeUTF8((this.keyBytes = this.r.bytes(this.lim.maxStringBytes)));
-    return this.readElem(keyType(key), null, k, 0) as number | bigint;
+  function readKey(key: number, k: number): Key {
+    if (key === Kind.String) return decodeUTF8((keyBytes = r.bytes(lim.maxStringBytes)));
+    return readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint;
   }
 
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  private readContainer(t: Type, lt: Type | null, depth: number): ListC | MapC | BagC {
-    this.deeper(depth);
+  function readContainer(t: Type, lt: Type | null, depth: number): ListC | MapC | BagC {
+    deeper(depth);
     const ct = lt ?? t;
-    const r = this.r;
-    const n = r.count(4, this.lim.maxContainerLen, 1, "container length");
-    this.countValues(n);
+    const n = r.count(4, lim.maxContainerLen, 1, "length");
+    countValues(n);
     if (t.kind === Kind.List) {
-      const k = this.readK(t.elem!, n);
+      const k = readK(t.elem!, n);
       const items: Elem[] = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = this.readElem(t.elem!, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(t.elem!, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === Kind.Bag;
     const str = t.key === Kind.String;
     const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : this.readK(t.elem!, n);
+    const vk = bag ? 0 : readK(t.elem!, n);
     const m = new Map<Key, Elem>();
     let prev: Key | undefined;
     let prevBytes: Uint8Array | null = null;
     for (let i = 0; i < n; i++) {
-      const key = this.readKey(t.key, kk);
+      const key = readKey(t.key, kk);
       // Keys strictly ascending (§6.1): strings bytewise.
-      if (i > 0 && !(str ? compareBytes(prevBytes!, this.keyBytes!) < 0 : prev! < key)) r.malformed("keys not in ascending order");
+      if (i > 0 && !(str ? compareBytes(prevBytes!, keyBytes!) < 0 : prev! < key)) r.malformed("keys out of order");
       prev = key;
-      prevBytes = this.keyBytes;
-      m.set(key, bag ? this.readRecord(t.struct!, lt && lt.struct, depth + 1) : this.readElem(t.elem!, lt && lt.elem, vk, depth));
+      prevBytes = keyBytes;
+      m.set(key, bag ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readElem(t.elem!, lt && lt.elem, vk, depth));
     }
-    return bag ? new BagC(ct, m as Map<Key, Rec>) : new MapC(ct, m);
+    return new (bag ? BagC : MapC)(ct, m);
   }
 
   /**
@@ -431,33 +404,32 @@ export class Decoder {
    * local type ls (rs when null): into, an item's record through the
    * transaction, or a new one.
    */
-  readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
-    this.deeper(depth);
-    this.countValues(1);
+  function readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
+    deeper(depth);
+    countValues(1);
     const lst = ls ?? rs;
     const rec = into ?? item?.rec ?? new Rec(lst);
-    const steps = this.steps;
     const start = steps.length;
-    this.readTree(rs, 0, false, depth, 2, this.mapping(rs, lst), lst);
+    readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
     for (let i = start; i < steps.length; i++) {
       const s = steps[i]!;
       const slot = s.slot;
       if (s.plan) {
         if (s.code === P_RAW) {
-          out.lo = this.r.bitsWide(s.k);
-          out.hi = this.r.hi;
-        } else this.readNum(s.plan, s.k, false);
+          out.lo = r.bitsWide(s.k);
+          out.hi = r.hi;
+        } else readNum(s.plan, s.k, false);
         if (slot < 0) continue;
-        if (item) item.txn.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
+        if (item) item.tab.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
         else {
           rec.num[slot << 1] = out.lo;
           rec.num[(slot << 1) + 1] = out.hi;
         }
         continue;
       }
-      const v = s.code === P_STR ? this.readStr(s.t) : this.readContainer(s.t, s.lt, depth + 1);
+      const v = s.code === P_STR ? readStr(s.t) : readContainer(s.t, s.lt, depth + 1);
       if (slot < 0) continue;
-      if (item) item.txn.setObj(item.e, s.local, slot, v, rec, item.key, item.leaf);
+      if (item) item.tab.setObj(item.e, s.local, slot, v, rec, item.key, item.leaf);
       else rec.obj[slot] = v;
     }
     steps.length = start;
@@ -465,94 +437,89 @@ export class Decoder {
   }
 
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  private containerOps(txn: Txn, e: Entity, t: Type, lt: Type | null, local: number, slot: number): void {
-    const r = this.r;
-    const max = this.lim.maxContainerLen;
+  function containerOps(tab: Table, e: Entity, t: Type, lt: Type | null, local: number, slot: number): void {
+    const max = lim.maxContainerLen;
     const full = (size: number): void => {
-      if (size >= max) throw new ReplicaDecodeError("limit", `container longer than ${max}`);
+      if (size >= max) fail("limit", "container over " + max);
     };
+    const c = local >= 0 ? (e.obj[slot] as ListC | MapC) : null;
     if (t.kind === Kind.List) {
+      const list = c as ListC | null;
       const n = r.count(2, max, 3, "list operations");
-      this.countValues(n);
-      const k = this.readK(t.elem!, n);
-      const list = local >= 0 ? (e.obj[slot] as ListC) : null;
+      countValues(n);
+      const k = readK(t.elem!, n);
       for (let i = 0; i < n; i++) {
         const op = r.bits(3);
-        if (op > OP_PATCH || (op === OP_PATCH && t.elem!.kind !== Kind.Nested)) r.malformed(`list operation ${op}`);
+        if (op > OP_PATCH || (op === OP_PATCH && t.elem!.kind !== Kind.Nested)) r.malformed("list operation " + op);
         let idx = 0;
         if (op !== OP_PUSH && op !== OP_CLEAR) {
           const u = r.u(4);
           idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
         }
         let v: Elem | undefined;
-        if (op === OP_PATCH) v = this.readPatch(t, lt, list, idx);
-        else if (op <= OP_INSERT || op === OP_SET) v = this.readElem(t.elem!, lt && lt.elem, k, 1);
+        if (op === OP_PATCH) {
+          // A patch of struct element idx: applied to a copy, which replaces it.
+          const rs = t.elem!.struct!;
+          const ls = lt ? lt.elem!.struct! : rs;
+          if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
+          v = readRecord(rs, ls, 2, list ? clone(list.items[idx] as Rec) : new Rec(ls));
+        } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem!, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) {
           full(list.items.length);
-          txn.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v!);
-        } else if (op === OP_REMOVE) txn.listRemove(e, local, list, idx);
-        else if (op === OP_CLEAR) txn.listClear(e, local, list);
-        else txn.listSet(e, local, list, idx, v!);
+          tab.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v!);
+        } else if (op === OP_REMOVE) tab.listRemove(e, local, list, idx);
+        else if (op === OP_CLEAR) tab.listClear(e, local, list);
+        else tab.listSet(e, local, list, idx, v!);
       }
       return;
     }
     // Maps: removed keys, then put entries; bags: removed keys, put items, item updates.
     const bag = t.kind === Kind.Bag;
-    const m = local >= 0 ? (e.obj[slot] as MapC | BagC) : null;
+    const m = c as MapC | null;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
       const n = r.count(2, max, 1, "keys");
-      this.countValues(n);
+      countValues(n);
       const kk = n > 0 && t.key !== Kind.String ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? this.readK(t.elem!, n) : 0;
+      const vk = pass === 1 && !bag ? readK(t.elem!, n) : 0;
       for (let i = 0; i < n; i++) {
-        const key = this.readKey(t.key, kk);
+        const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) txn.mapDelete(e, local, m, key);
+          if (m) tab.mapDelete(e, local, m, key);
         } else if (pass === 1) {
-          const v = bag ? this.readRecord(t.struct!, ls, 2) : this.readElem(t.elem!, lt && lt.elem, vk, 1);
+          const v = bag ? readRecord(t.struct!, ls, 2) : readElem(t.elem!, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            txn.mapPut(e, local, m, key, v);
+            tab.mapPut(e, local, m, key, v);
           }
         } else if (m) {
-          const item = (m as BagC).m.get(key);
-          if (!item) throw new ReplicaDecodeError("no-key", `update of absent bag item ${key}`);
-          this.readRecord(t.struct!, ls, 2, undefined, { txn, e, leaf: local, key, rec: item });
-        } else this.readRecord(t.struct!, null, 2);
+          const item = (m as BagC).m.get(key) ?? fail("no-key", "update of " + key);
+          readRecord(t.struct!, ls, 2, undefined, { tab, e, leaf: local, key, rec: item });
+        } else readRecord(t.struct!, null, 2);
       }
     }
-  }
-
-  /** Reads a patch of struct element idx of list t (null: skipped) and returns the patched copy. */
-  private readPatch(t: Type, lt: Type | null, list: ListC | null, idx: number): Rec {
-    const rs = t.elem!.struct!;
-    const ls = lt ? lt.elem!.struct! : rs;
-    if (list && idx >= list.items.length) {
-      throw new ReplicaDecodeError("index", `patch of element ${idx} of a list of ${list.items.length}`);
-    }
-    return this.readRecord(rs, ls, 2, list ? (list.items[idx] as Rec).clone() : new Rec(ls));
   }
 
   /**
    * Decodes a standalone record (an RPC's arguments, §10.2) of remote
    * struct rs into a new record of local struct ls.
    */
-  decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec {
-    if (data.length > this.lim.maxSegmentBytes) throw new ReplicaDecodeError("limit", `record of ${data.length} bytes`);
-    this.r.reset(data);
-    this.values = 0;
-    this.steps.length = 0;
-    const rec = this.readRecord(rs, ls, 0);
-    this.r.finish("record");
+  function decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec {
+    if (data.length > lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
+    r.reset(data);
+    nValues = 0;
+    steps.length = 0;
+    const rec = readRecord(rs, ls, 0);
+    r.finish();
     return rec;
   }
+
+  return { lim, apply, decodeRecord };
 }
 
+/** The types of map and bag keys, by kind. */
 const keyTypes: Type[] = [];
-/** The type of a map or bag key of kind k. */
-const keyType = (k: number): Type => (keyTypes[k] ??= { kind: k, quant: { mode: 0, step: 0, min: 0, nbits: 0 }, struct: null, elem: null, key: 0 });
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);

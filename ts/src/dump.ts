@@ -5,7 +5,10 @@
  * state; tests use it to check that a rejected tick changed nothing.
  */
 
-import { KIND_NAMES, type Type } from "./schema.js";
+import type { Type } from "./schema.js";
+
+/** The kinds' names as §3.2 spells them: "invalid", "bool", "int8", … */
+export const KIND_NAMES: readonly string[] = "invalid bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 string bytes ref nested list map bag".split(" ");
 import { ListC, MapC, Rec, type Elem, type Entity } from "./state.js";
 
 function hexBytes(b: Uint8Array): string {

@@ -6,7 +6,7 @@
 
 import { BitWriter, encodeUTF8 } from "./bits.js";
 import { NO_QUANT, isNumeric, type StructType, type Type } from "./schema.js";
-import { compareKeys, type Key } from "./state.js";
+import { compareKeys } from "./state.js";
 import { f32Bits, f64Bits, numPlan, out } from "./values.js";
 import { Kind } from "./enums.js";
 
@@ -20,197 +20,131 @@ function split(b: bigint): void {
   out.hi = Number(u >> 32n);
 }
 
-/** The stored representation S (§4.1) of JS value v for numeric type t, into out. */
+/** The stored representation S (§4.1) of JS value v for numeric type t, into out; a RangeError if v does not fit. */
 export function toStored(t: Type, v: unknown): void {
   const k = t.kind;
   const q = t.quant;
   out.hi = 0;
-  if (k === Kind.Bool) {
-    out.lo = v ? 1 : 0;
-    return;
-  }
-  if (k === Kind.Float32 || k === Kind.Float64) {
+  if (k === Kind.Bool) out.lo = v ? 1 : 0;
+  else if (k === Kind.Float32 || k === Kind.Float64) {
     let x = Number(v ?? 0);
     if (k === Kind.Float32) x = Math.fround(x);
     if (q.mode === 0) {
       if (k === Kind.Float32) out.lo = f32Bits(x);
       else f64Bits(x);
     } else if (Number.isNaN(x)) out.lo = 0;
-    else if (q.mode === 2) {
-      // The code of the bounded quantization (§4.2), clamped to 0..2^nbits − 1.
-      const c = roundHalfAway((x - q.min) / q.step);
-      out.lo = c > 0 ? Math.min(c, 2 ** q.nbits - 1) : 0;
-    } else split(BigInt(Math.max(-(2 ** 62), Math.min(2 ** 62, roundHalfAway(x / q.step)))));
-    return;
+    // The code of the bounded quantization (§4.2), clamped to 0..2^nbits − 1.
+    else if (q.mode === 2) out.lo = Math.max(0, Math.min(roundHalfAway((x - q.min) / q.step), 2 ** q.nbits - 1));
+    else split(BigInt(Math.max(-(2 ** 62), Math.min(2 ** 62, roundHalfAway(x / q.step)))));
+  } else {
+    const n = typeof v === "bigint" ? v : Number.isInteger(Number(v ?? 0)) ? BigInt(Number(v ?? 0)) : undefined;
+    const p = numPlan(t);
+    const top = 1n << BigInt(p.W - +p.zigzag);
+    if (n === undefined || n >= top || n < (p.zigzag ? -top : 0n)) throw new RangeError(`${v} is not an integer of ${p.W} bits`);
+    split(n);
   }
-  let b: bigint;
-  if (typeof v === "bigint") b = v;
-  else {
-    const n = Number(v ?? 0);
-    if (!Number.isInteger(n)) throw new RangeError(`${String(v)} is not an integer`);
-    b = BigInt(n);
-  }
-  const p = numPlan(t);
-  const top = 1n << BigInt(p.W - +p.zigzag);
-  if (b >= top || b < (p.zigzag ? -top : 0n)) throw new RangeError(`${String(v)} out of range for ${k === Kind.Ref ? "ref" : `a ${p.W}-bit integer`}`);
-  split(b);
 }
 
-/** A leaf of a record with a non-zero value, and the code it is written as. */
-interface Value {
-  t: Type;
-  v: unknown;
-  /** Numbers: the full-mode code (lo, hi) and its U(k)'s k, or raw bits (k = −1). */
+/** A number's full-mode code (§4.3): raw bits (k −1, n the width), or a U(k) code with k its bit length. */
+interface Code {
   lo: number;
   hi: number;
   k: number;
+  n: number;
 }
 
-/** The full-mode code of value v of numeric type t (§4.3): raw bits, or a U(k) code with k its bit length. */
-function code(t: Type, v: unknown): Value {
+function code(t: Type, v: unknown): Code {
   toStored(t, v);
   const p = numPlan(t);
   let { lo, hi } = out;
-  if (p.fullRaw) return { t, v, lo, hi, k: -1 };
+  if (p.fullRaw) return { lo, hi, k: -1, n: p.fullRaw };
   if (p.zigzag) {
     // zigzag on 64 bits: (v << 1) ^ (v >> 63)
     const neg = hi >> 31;
     hi = (((hi << 1) | (lo >>> 31)) ^ neg) >>> 0;
     lo = ((lo << 1) ^ neg) >>> 0;
   }
-  return { t, v, lo, hi, k: Math.min(hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo), 63) };
+  return { lo, hi, k: Math.min(hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo), 63), n: 0 };
 }
 
-function writeNum(w: BitWriter, c: Value, k: number): void {
-  if (c.k < 0) w.bitsWide(c.lo, c.hi, numPlan(c.t).fullRaw);
-  else w.u(c.lo, k, c.hi);
-}
+const put = (w: BitWriter, c: Code, k: number): void => (c.k < 0 ? w.bitsWide(c.lo, c.hi, c.n) : w.u(c.lo, k, c.hi));
 
 const bytesOf = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : encodeUTF8(String(v ?? "")));
 
-function entries(v: unknown): [unknown, unknown][] {
-  if (v instanceof Map) return [...v.entries()];
-  return v && typeof v === "object" ? Object.entries(v) : [];
-}
+/** The entries of a Map or an object (maps and bags). */
+const entries = (v: unknown): [unknown, unknown][] => (v instanceof Map ? [...v] : v && typeof v === "object" ? Object.entries(v) : []);
 
-function isZero(t: Type, v: unknown): boolean {
+/** Whether v is the zero value of type t (a nested struct: every field zero). */
+function zero(t: Type, v: any): boolean {
   if (v == null) return true;
+  if (t.kind === Kind.Nested) return t.struct!.fields.every((f) => f.deprecated || zero(f.type, v[f.name]));
   if (isNumeric(t.kind)) {
-    toStored(t, v);
-    return out.lo === 0 && out.hi === 0;
+    const c = code(t, v);
+    return !c.lo && !c.hi;
   }
-  if (t.kind === Kind.String || t.kind === Kind.Bytes) return bytesOf(v).length === 0;
-  return t.kind === Kind.List ? (v as unknown[]).length === 0 : entries(v).length === 0;
-}
-
-/** Writes n elements of type t: the shared k of U(k)-coded numbers first (§6.1), then each. */
-function writeElems(w: BitWriter, t: Type, vals: unknown[]): void {
-  if (!isNumeric(t.kind)) {
-    for (const v of vals) {
-      if (t.kind === Kind.Nested) writeRecord(w, t.struct!, v);
-      else w.bytes(bytesOf(v));
-    }
-    return;
-  }
-  const cs = vals.map((v) => code(t, v));
-  const k = Math.max(0, ...cs.map((c) => c.k));
-  if (cs[0] && cs[0].k >= 0) w.bits(k, 6);
-  for (const c of cs) writeNum(w, c, k);
-}
-
-function writeContainer(w: BitWriter, t: Type, v: unknown): void {
-  if (t.kind === Kind.List) {
-    const a = (v ?? []) as unknown[];
-    w.u(a.length, 4);
-    writeElems(w, t.elem!, a);
-    return;
-  }
-  const kt: Type = { kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 };
-  // Keys as the decoder holds them (numbers, BigInts for 64-bit kinds, strings), ascending (§6.1).
-  const es = entries(v).map(([k, x]): [Key, unknown] => {
-    if (t.key === Kind.String) return [String(k), x];
-    toStored(kt, typeof k === "string" ? BigInt(k) : k);
-    const b = (BigInt(out.hi) << 32n) | BigInt(out.lo);
-    const s = numPlan(kt).zigzag ? BigInt.asIntN(64, b) : b;
-    return [numPlan(kt).wide ? s : Number(s), x];
-  });
-  es.sort((a, b) => compareKeys(a[0], b[0]));
-  w.u(es.length, 4);
-  if (es.length === 0) return;
-  const keys = es.map((e) => e[0]);
-  const vals = es.map((e) => e[1]);
-  if (t.kind === Kind.Bag) writeKeyed(w, kt, keys, vals, (x) => writeRecord(w, t.struct!, x));
-  else writeKeyed(w, kt, keys, vals, null, t.elem!);
+  return (t.kind === Kind.List ? v : t.kind <= Kind.Bytes ? bytesOf(v) : entries(v)).length === 0;
 }
 
 /**
- * Writes the entries of a whole map or bag: the keys' shared k (integer
- * keys), the values' shared k (U(k)-coded map values), then each key and
- * value.
+ * Writes the shared k of values of type t (§6.1) when they are U(k)-coded
+ * numbers, and returns a function that writes value i.
  */
-function writeKeyed(w: BitWriter, kt: Type, keys: Key[], vals: unknown[], item: ((x: unknown) => void) | null, et?: Type): void {
-  const str = kt.kind === Kind.String;
-  const kc = str ? [] : keys.map((k) => code(kt, k));
-  const kk = Math.max(0, ...kc.map((c) => c.k));
-  if (!str) w.bits(kk, 6);
-  const vc = et && isNumeric(et.kind) ? vals.map((v) => code(et, v)) : null;
-  const vk = vc ? Math.max(0, ...vc.map((c) => c.k)) : 0;
-  if (vc && vc[0]!.k >= 0) w.bits(vk, 6);
-  keys.forEach((k, i) => {
-    if (str) w.bytes(encodeUTF8(k as string));
-    else writeNum(w, kc[i]!, kk);
-    if (item) item(vals[i]);
-    else if (vc) writeNum(w, vc[i]!, vk);
-    else writeElems(w, et!, [vals[i]]);
-  });
+function elems(w: BitWriter, t: Type, vals: unknown[]): (i: number) => void {
+  if (!isNumeric(t.kind)) return (i) => value(w, t, vals[i]);
+  const cs = vals.map((v) => code(t, v));
+  const k = Math.max(0, ...cs.map((c) => c.k));
+  if (cs[0] && cs[0].k >= 0) w.bits(k, 6);
+  return (i) => put(w, cs[i]!, k);
 }
 
-/** The tree entries of st's non-zero leaves (§5.5); a nested struct with none is left out. */
-interface Entry {
-  id: number;
-  sub?: Entry[];
-  val?: Value;
-}
-
-function collect(st: StructType, v: Record<string, unknown>): Entry[] {
-  const es: Entry[] = [];
-  for (const f of st.fields) {
-    const x = v[f.name];
-    if (f.deprecated) continue;
-    if (f.type.kind === Kind.Nested) {
-      const sub = collect(f.type.struct!, (x ?? {}) as Record<string, unknown>);
-      if (sub.length > 0) es.push({ id: f.id, sub });
-    } else if (!isZero(f.type, x)) {
-      es.push({ id: f.id, val: isNumeric(f.type.kind) ? code(f.type, x) : { t: f.type, v: x, lo: 0, hi: 0, k: -1 } });
-    }
+/** Writes a value that is not a number of a record: a string, bytes, a container or a struct element. */
+function value(w: BitWriter, t: Type, v: any): void {
+  if (t.kind === Kind.Nested) return record(w, t.struct!, v);
+  if (t.kind <= Kind.Bytes) return w.bytes(bytesOf(v));
+  if (t.kind === Kind.List) {
+    const a: unknown[] = v ?? [];
+    w.u(a.length, 4);
+    const e = elems(w, t.elem!, a);
+    return a.forEach((_, i) => e(i));
   }
-  return es;
+  // Keys as the decoder holds them, ascending (§6.1); then the keys' shared k, the values', and each key and value.
+  const es = entries(v)
+    .map(([k, x]) => [t.key === Kind.String ? String(k) : BigInt(k as number), x] as const)
+    .sort((a, b) => compareKeys(a[0], b[0]));
+  w.u(es.length, 4);
+  if (!es.length) return;
+  const ek = elems(w, { kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, es.map((e) => e[0]));
+  const ev = t.kind === Kind.Bag ? (i: number) => record(w, t.struct!, es[i]![1]) : elems(w, t.elem!, es.map((e) => e[1]));
+  es.forEach((_, i) => (ek(i), ev(i)));
 }
 
-/** Writes a tree of entries, each U(k)-coded leaf with its k, and lists the leaves in order. */
-function writeTree(w: BitWriter, es: Entry[], vals: Value[]): void {
-  w.u(es.length, 2);
+/**
+ * Writes the field tree of st's non-zero leaves (§5.5), each U(k)-coded
+ * number with k = its code's bit length; the values go to later, to be
+ * written after the whole tree.
+ */
+function tree(w: BitWriter, st: StructType, v: any, later: (() => void)[]): void {
+  const fs = st.fields.filter((f) => !f.deprecated && !zero(f.type, v[f.name]));
+  w.u(fs.length, 2);
   let prev = 0;
-  for (const e of es) {
-    w.u(e.id - prev - 1, 2);
-    prev = e.id;
-    if (e.sub) writeTree(w, e.sub, vals);
-    else {
-      if (isNumeric(e.val!.t.kind) && e.val!.k >= 0) w.bits(e.val!.k, 6);
-      vals.push(e.val!);
-    }
+  for (const f of fs) {
+    const x = v[f.name];
+    const t = f.type;
+    w.u(f.id - prev - 1, 2);
+    prev = f.id;
+    if (t.kind === Kind.Nested) tree(w, t.struct!, x, later);
+    else if (isNumeric(t.kind)) {
+      const c = code(t, x);
+      if (c.k >= 0) w.bits(c.k, 6);
+      later.push(() => put(w, c, c.k));
+    } else later.push(() => value(w, t, x));
   }
 }
 
-function writeRecord(w: BitWriter, st: StructType, v: unknown): void {
-  const vals: Value[] = [];
-  writeTree(w, collect(st, (v ?? {}) as Record<string, unknown>), vals);
-  for (const c of vals) {
-    const k = c.t.kind;
-    if (isNumeric(k)) writeNum(w, c, c.k);
-    else if (k === Kind.String || k === Kind.Bytes) w.bytes(bytesOf(c.v));
-    else writeContainer(w, c.t, c.v);
-  }
+function record(w: BitWriter, st: StructType, v: any): void {
+  const later: (() => void)[] = [];
+  tree(w, st, v ?? {}, later);
+  later.forEach((f) => f());
 }
 
 /**
@@ -222,6 +156,6 @@ function writeRecord(w: BitWriter, st: StructType, v: unknown): void {
  */
 export function encodeRecord(st: StructType, v: Record<string, unknown>): Uint8Array {
   const w = new BitWriter();
-  writeRecord(w, st, v);
+  record(w, st, v);
   return w.finish();
 }

@@ -54,6 +54,28 @@ export class ReplicaDecodeError extends Error {
 }
 
 /** Throws a {@link ReplicaDecodeError}. */
-export function fail(code: ErrorCode, message: string): never {
-  throw new ReplicaDecodeError(code, message);
+export function fail(code: ErrorCode, message: string, bit?: number): never {
+  throw new ReplicaDecodeError(code, message, bit);
+}
+
+/** The server declined the session (REFUSE, or a close during the handshake). */
+export class RefusedError extends Error {
+  override readonly name = "RefusedError";
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+  ) {
+    super(`server refused the session: code ${code}: ${reason}`);
+  }
+}
+
+/** The connection closed; code is the §10.1 close code when the peer sent one. */
+export class ClosedError extends Error {
+  override readonly name = "ClosedError";
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+  ) {
+    super(`connection closed: code ${code}: ${reason}`);
+  }
 }

@@ -1,31 +1,26 @@
-export { ReplicaDecodeError, type ErrorCode } from "./errors.js";
-export { BitReader, BitWriter, decodeUTF8, encodeUTF8 } from "./bits.js";
+/**
+ * The client runtime a game ships: the replica and its callbacks, the
+ * connection, schemas from descriptors, and what the classes replicagen
+ * generates use. Tests and tools find the rest (the bit streams, the
+ * decoder, the session messages, the transports' framing, the server's side)
+ * in ./tools.ts.
+ */
+export { ReplicaDecodeError, RefusedError, ClosedError, type ErrorCode } from "./errors.js";
+export { decodeUTF8, encodeUTF8 } from "./bits.js";
 export {
-  Kind, KIND_NAMES, Vis, Schema, StructType, checkCompatible,
+  Kind, Vis, Schema, StructType, checkCompatible,
   type Field, type Leaf, type Quant, type Rpc, type Type,
 } from "./schema.js";
-export { decodeDescriptor, decodeDescriptorVersioned, DESCRIPTOR_VERSION, type DescriptorOptions } from "./descriptor.js";
-export { Decoder, DEFAULT_LIMITS, withDefaults, type Limits } from "./decoder.js";
+export { decodeDescriptor } from "./descriptor.js";
+export { DEFAULT_LIMITS, type Limits } from "./decoder.js";
 export { Entity, Rec, ListC, MapC, BagC, makeId, elemValue, type Elem, type Key } from "./state.js";
-export { numValue, numPlan, dequantize } from "./values.js";
 export {
-  Replica, type ReplicaOptions, type TickChanges, type LevelChange, type ListEvent, type MapEvent, type BagEvent, type ItemKind,
+  Replica, type ReplicaOptions, type TickChanges, type LevelChange, type ListEvent, type MapEvent, type BagEvent, type ItemKind, type ClassRef,
 } from "./replica.js";
-export {
-  PROTOCOL_VERSION, MsgType, parseMessage, parseRPC, encodeHello, encodePing, encodePong, encodeRPC,
-  type Message, type Hello, type Welcome, type Refuse, type Tick, type Ping, type Pong, type RPC, type Resync,
-  type Ticket, type Resume, type HeldEntity,
-} from "./session.js";
-export {
-  Connection, CloseCode, RefusedError, ClosedError,
-  type ConnectOptions, type TransportMode,
-} from "./connection.js";
-export {
-  closeCodeOf, openWebSocket, openWebTransport, frame, FrameReader, FrameTooLargeError, ChannelError, PREAMBLE,
-  type Channel, type WebSocketLike, type WebSocketConstructor, type WebTransportLike, type WebTransportConstructor,
-  type WebTransportOptionsLike,
-} from "./transport.js";
-export { encodeRecord, toStored } from "./encoder.js";
+export { PROTOCOL_VERSION } from "./session.js";
+export { Connection, CloseCode, type ConnectOptions, type TransportMode } from "./connection.js";
+export type { WebSocketLike, WebSocketConstructor, WebTransportLike, WebTransportConstructor, WebTransportOptionsLike } from "./transport.js";
+export { encodeRecord } from "./encoder.js";
 export {
   StructView, TypedList, TypedMap, schemaFromBase64, structsOf, structNamed, leafRef, nestedAt, elemConv,
   listEvent, mapEvent, bagEvent, isClassOf,

@@ -5,9 +5,22 @@
  */
 
 import { LIMIT_ORDER, type Limits } from "./decoder.js";
-import { MsgType } from "./enums.js";
+import { MsgType as M } from "./enums.js";
+
+/** Message types (§10.2): the first byte of every message but a segment. */
+export const MsgType = {
+  Hello: M.Hello,
+  Welcome: M.Welcome,
+  Refuse: M.Refuse,
+  Tick: M.Tick,
+  Ping: M.Ping,
+  Pong: M.Pong,
+  RPC: M.RPC,
+  Resync: M.Resync,
+} as const satisfies { readonly [N in keyof typeof M]: M };
+export type MsgType = M;
 import {
-  MAX_DESCRIPTOR, MAX_LEVEL, MAX_LIMIT, MAX_RESUME, MAX_TOKEN, PROTOCOL_VERSION, SLOT_LIMIT, bad, parseMessage, read64, readBody,
+  MAX_DESCRIPTOR, MAX_LEVEL, MAX_LIMIT, MAX_RESUME, MAX_TOKEN, PROTOCOL_VERSION, bad, parseMessage, read64, readBody,
   write64, writer, type HeldEntity, type Hello, type Message, type Refuse, type Resume, type Tick, type Welcome,
 } from "./session.js";
 
@@ -21,7 +34,7 @@ export function parseHello(msg: Uint8Array): Hello {
   return readBody(msg, (r) => {
     const version = r.u32();
     if (version !== PROTOCOL_VERSION) {
-      r.pos = r.end; // the rest has that version's layout
+      r.pos = r.len; // the rest has that version's layout
       return { type: MsgType.Hello, version };
     }
     const descriptor = r.bytes(MAX_DESCRIPTOR);
@@ -41,7 +54,7 @@ export function parseHello(msg: Uint8Array): Hello {
       let slot = -1;
       for (let i = 0; i < held.length; i++) {
         slot += 1 + r.u(2);
-        if (r.hi !== 0 || slot >= SLOT_LIMIT) bad("resume: slot out of range", r.pos);
+        if (r.hi !== 0 || slot >= 1 << 24) bad("resume: slot out of range", r.pos);
         const generation = r.bits(8);
         const level = r.u32(0);
         if (level > MAX_LEVEL) bad(`resume: level ${level} > ${MAX_LEVEL}`, r.pos);

@@ -11,10 +11,10 @@
  * as it was and runs no callback.
  */
 
-import { ReplicaDecodeError } from "./errors.js";
-import { Decoder, type Limits } from "./decoder.js";
+import { ReplicaDecodeError, fail } from "./errors.js";
+import { decoder, type Decoder, type Limits } from "./decoder.js";
 import { isContainer, type Schema, type StructType } from "./schema.js";
-import { BagC, Entity, Table, partLeaves, type Key, type Rec, type TxEvent } from "./state.js";
+import { Table, type BagC, type Entity, type Key, type Rec, type TxEvent } from "./state.js";
 import { Ev, Kind, Vis } from "./enums.js";
 
 export interface ReplicaOptions {
@@ -64,52 +64,50 @@ export interface BagEvent {
   item: Rec | undefined;
 }
 
+/** A class: the class itself, its name or its class ID. */
+export type ClassRef = StructType | string | number;
+
 interface Callback {
   from: number;
   dead: boolean;
   fn: (...args: any[]) => void;
 }
 
+const hex = (id: number): string => "0x" + (id >>> 0).toString(16);
+
+const misuse = (msg: string): never => {
+  throw new Error("replica: " + msg);
+};
+
 /** A client's copy of the entities replicated to it. */
 export class Replica {
   readonly local: Schema;
-  private remoteSchema: Schema;
-  private dec: Decoder;
+  /** The sender's schema. */
+  remote: Schema;
+  /** @internal The decoder (also of RPC arguments). */
+  decoder: Decoder;
   private tab = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  private classes = new Map<StructType, Callback[][]>();
-  private tick = 0;
-  private dispatching = false;
-  private parts = new Map<StructType, [number[], number[]]>();
-
-  constructor(local: Schema, opts: ReplicaOptions = {}) {
-    this.local = local;
-    this.remoteSchema = opts.remote ?? local;
-    this.dec = new Decoder(local, this.remoteSchema, opts.limits);
-  }
-
-  /** The sender's schema. */
-  get remote(): Schema {
-    return this.remoteSchema;
-  }
-
-  /** The decoder's limits, defaults filled in. */
-  get limits(): Limits {
-    return this.dec.lim;
-  }
-
-  /** The decoder (for RPC arguments). */
-  get decoder(): Decoder {
-    return this.dec;
-  }
-
+  private cbs = new Map<StructType, Callback[][]>();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
-  get ticksApplied(): number {
-    return this.tick;
+  ticksApplied = 0;
+  private dispatching = false;
+  /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
+  private parts = new Map<StructType, number[][]>();
+
+  constructor(local: Schema, opts: ReplicaOptions = {}) {
+    this.local = local;
+    this.remote = opts.remote ?? local;
+    this.decoder = decoder(local, this.remote, opts.limits);
+  }
+
+  /** The decoder's limits, defaults filled in. */
+  get limits(): Limits {
+    return this.decoder.lim;
   }
 
   /** Number of entities. */
@@ -129,7 +127,7 @@ export class Replica {
 
   /** The entities this client owns, in ascending slot order. */
   owned(): Entity[] {
-    return this.tab.entities().filter((e) => e.owned);
+    return this.entities().filter((e) => e.owned);
   }
 
   /** Applies one tick without ownership or level changes. */
@@ -137,10 +135,10 @@ export class Replica {
     this.applyTick(segments);
   }
 
-  private partLeaves(c: StructType): [number[], number[]] {
+  private part(c: StructType, vis: number): number[] {
     let p = this.parts.get(c);
-    if (!p) this.parts.set(c, (p = [partLeaves(c, Vis.Others), partLeaves(c, Vis.Owner)]));
-    return p;
+    if (!p) this.parts.set(c, (p = [Vis.Owner, Vis.Others].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index))));
+    return p[vis - 1]!;
   }
 
   /**
@@ -151,74 +149,58 @@ export class Replica {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments: readonly Uint8Array[], changes: TickChanges = {}): void {
-    if (this.dispatching) throw new Error("replica: applyTick called from a callback");
-    const tab = this.tab;
-    const txn = tab.txn.begin();
+    if (this.dispatching) misuse("applyTick from a callback");
+    const tab = this.tab.begin();
     let seg = -1;
+    const level = (e: Entity, l: number): number => (l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l);
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
-        if (!e || !e.owned) throw new ReplicaDecodeError("ownership", `lost ${hex(id)}, which it does not own`);
-        txn.zeroLeaves(e, this.partLeaves(e.type)[1]);
-        txn.setOwned(e, false);
+        if (!e?.owned) fail("ownership", "lost " + hex(id));
+        tab.zeroLeaves(e!, this.part(e!.type, Vis.Owner));
+        tab.setOwned(e!, false);
       }
       const created: number[] = [];
       for (const id of changes.gained ?? []) {
         const e = tab.entity(id);
+        if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
-        else if (e.owned) throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it already owns`);
         else {
-          txn.zeroLeaves(e, this.partLeaves(e.type)[0]);
-          txn.setOwned(e, true);
+          tab.zeroLeaves(e, this.part(e.type, Vis.Others));
+          tab.setOwned(e, true);
         }
       }
       const later: LevelChange[] = [];
       const seen = new Set<number>();
       for (const lc of changes.levels ?? []) {
         const id = lc.id >>> 0;
-        if (seen.has(id)) throw new ReplicaDecodeError("level", `${hex(id)} listed twice`);
-        seen.add(id);
+        if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
         const e = tab.entity(id);
         if (!e) later.push(lc);
-        else this.changeLevel(e, lc.level);
+        else if (level(e, lc.level) < e.level) {
+          tab.zeroLeaves(e, [...e.bands.keys()].filter((i) => e.bands[i]! > lc.level));
+        } else if (lc.level > e.level) tab.markFillable(e.slot);
+        if (e) tab.setLevel(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.dec.apply(txn, segments[seg]!);
+      for (seg = 0; seg < segments.length; seg++) this.decoder.apply(tab, segments[seg]!);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !txn.isFillable(e.slot) || e.owned) {
-          throw new ReplicaDecodeError("ownership", `gained ${hex(id)}, which it neither has nor receives`);
-        }
-        txn.setOwned(e, true);
+        if (!e || !tab.isFillable(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.setOwned(e!, true);
       }
       for (const lc of later) {
-        const e = tab.entity(lc.id);
-        if (!e) throw new ReplicaDecodeError("level", `level for ${hex(lc.id)}, which neither exists nor is created`);
-        if (lc.level > e.nbands) throw new ReplicaDecodeError("level", `level ${lc.level} > ${e.nbands} bands`);
-        txn.setLevel(e, lc.level);
+        const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
+        tab.setLevel(e, level(e, lc.level));
       }
     } catch (e) {
-      txn.rollback();
+      tab.rollback();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    const events = txn.commit();
-    this.tick++;
-    this.dispatch(events);
-  }
-
-  /** Applies a level change to an entity held before the segments (§5.8). */
-  private changeLevel(e: Entity, level: number): void {
-    const txn = this.tab.txn;
-    if (level > e.nbands) throw new ReplicaDecodeError("level", `level ${level} > ${e.nbands} bands`);
-    if (level < e.level) {
-      const drop: number[] = [];
-      for (let i = 0; i < e.bands.length; i++) if (e.bands[i]! > level) drop.push(i);
-      txn.zeroLeaves(e, drop);
-    } else if (level > e.level) {
-      txn.markFillable(e.slot);
-    }
-    txn.setLevel(e, level);
+    tab.commit();
+    this.ticksApplied++;
+    this.dispatch(tab.events);
   }
 
   /**
@@ -226,33 +208,39 @@ export class Replica {
    * (default: the current remote schema): every entity is destroyed, with
    * onDestroy callbacks. Callbacks stay registered.
    */
-  reset(remote: Schema = this.remoteSchema): void {
-    if (this.dispatching) throw new Error("replica: reset called from a callback");
-    const dec = new Decoder(this.local, remote, this.dec.lim);
-    const txn = this.tab.txn.begin();
-    for (const e of this.tab.entities()) txn.destroySlot(e.slot);
-    const events = txn.commit();
-    this.dec = dec;
-    this.remoteSchema = remote;
+  reset(remote: Schema = this.remote): void {
+    if (this.dispatching) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.decoder.lim);
+    const tab = this.tab.begin();
+    for (const e of this.entities()) tab.destroySlot(e.slot);
+    tab.commit();
+    this.decoder = dec;
+    this.remote = remote;
     this.parts.clear();
-    this.dispatch(events);
+    this.dispatch(tab.events);
   }
 
   // ---- Callbacks ----
 
-  private classOf(c: StructType | string | number): StructType {
+  /**
+   * Adds fn to the callbacks of class c at list i, or of its leaf (a dotted
+   * path or a leaf index) when leaf is given, which must be a container of
+   * kind want, or not a container when want is 0.
+   */
+  private add(c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): () => void {
     const find = (s: Schema): StructType | undefined =>
-      typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.includes(c) ? c : undefined;
-    const found = find(this.local) ?? find(this.remoteSchema);
-    if (!found) throw new Error(`replica: ${typeof c === "object" ? c.name : c} is not a class of the replica's schema`);
-    return found;
-  }
-
-  private add(c: StructType | string | number, i: number, fn: (...a: any[]) => void): () => void {
-    const cls = this.classOf(c);
-    let lists = this.classes.get(cls);
-    if (!lists) this.classes.set(cls, (lists = []));
-    const cb: Callback = { from: this.tick + 1, dead: false, fn };
+      typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
+    const cls = find(this.local) ?? find(this.remote) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
+    if (leaf !== undefined) {
+      const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
+      const k = l.field.type.kind;
+      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
+      this.tab.watchLeaf(cls, l.index);
+      i += l.index;
+    }
+    let lists = this.cbs.get(cls);
+    if (!lists) this.cbs.set(cls, (lists = []));
+    const cb: Callback = { from: this.ticksApplied + 1, dead: false, fn };
     lists[i] = [...(lists[i] ?? []), cb]; // copy on write: dispatch may be iterating
     return () => {
       if (!cb.dead) lists[i] = lists[i]!.filter((x) => x !== cb);
@@ -260,27 +248,18 @@ export class Replica {
     };
   }
 
-  private onLeaf(c: StructType | string | number, leaf: string | number, fn: (...a: any[]) => void, op: string, want: (k: number) => boolean) {
-    const cls = this.classOf(c);
-    const l = typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf);
-    if (!l) throw new Error(`replica: ${op}: ${cls.name} has no leaf ${leaf}`);
-    if (!want(l.field.type.kind)) throw new Error(`replica: ${op}: leaf ${l.name} of ${cls.name} is not of a kind ${op} handles`);
-    this.tab.watchLeaf(cls, l.index);
-    return this.add(cls, Ev.Field + l.index, fn);
-  }
-
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
-  onCreate(c: StructType | string | number, fn: (e: Entity) => void): () => void {
+  onCreate(c: ClassRef, fn: (e: Entity) => void): () => void {
     return this.add(c, Ev.Create, fn);
   }
 
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
-  onDestroy(c: StructType | string | number, fn: (e: Entity) => void): () => void {
+  onDestroy(c: ClassRef, fn: (e: Entity) => void): () => void {
     return this.add(c, Ev.Destroy, fn);
   }
 
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
-  onOwnership(c: StructType | string | number, fn: (e: Entity, owned: boolean) => void): () => void {
+  onOwnership(c: ClassRef, fn: (e: Entity, owned: boolean) => void): () => void {
     return this.add(c, Ev.Owned, fn);
   }
 
@@ -291,67 +270,44 @@ export class Replica {
    * the entity with the whole tick applied: the fields of the bands it left
    * are zero, those of the bands it entered filled in.
    */
-  onLevel(c: StructType | string | number, fn: (e: Entity, old: number, now: number) => void): () => void {
+  onLevel(c: ClassRef, fn: (e: Entity, old: number, now: number) => void): () => void {
     return this.add(c, Ev.Level, fn);
   }
 
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
-  onField(c: StructType | string | number, leaf: string | number, fn: (e: Entity, old: unknown, now: unknown) => void): () => void {
-    return this.onLeaf(c, leaf, fn, "onField", (k) => !isContainer(k));
+  onField(c: ClassRef, leaf: string | number, fn: (e: Entity, old: unknown, now: unknown) => void): () => void {
+    return this.add(c, Ev.Field, fn, leaf);
   }
 
   /** Runs fn for each change to a list leaf. */
-  onList(c: StructType | string | number, leaf: string | number, fn: (e: Entity, ev: ListEvent) => void): () => void {
-    return this.onLeaf(c, leaf, fn, "onList", (k) => k === Kind.List);
+  onList(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: ListEvent) => void): () => void {
+    return this.add(c, Ev.Field, fn, leaf, Kind.List);
   }
 
   /** Runs fn for each change to a map leaf. */
-  onMap(c: StructType | string | number, leaf: string | number, fn: (e: Entity, ev: MapEvent) => void): () => void {
-    return this.onLeaf(c, leaf, fn, "onMap", (k) => k === Kind.Map);
+  onMap(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: MapEvent) => void): () => void {
+    return this.add(c, Ev.Field, fn, leaf, Kind.Map);
   }
 
   /** Runs fn for each change to a bag leaf, item field changes included. */
-  onBag(c: StructType | string | number, leaf: string | number, fn: (e: Entity, ev: BagEvent) => void): () => void {
-    return this.onLeaf(c, leaf, fn, "onBag", (k) => k === Kind.Bag);
+  onBag(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: BagEvent) => void): () => void {
+    return this.add(c, Ev.Field, fn, leaf, Kind.Bag);
   }
 
   private dispatch(events: TxEvent[]): void {
-    if (this.classes.size === 0 || events.length === 0) return;
+    if (!this.cbs.size) return;
     this.dispatching = true;
-    const tick = this.tick;
     try {
-      for (const ev of events) {
-        const list = this.classes.get(ev.e.type)?.[ev.kind < Ev.Field ? ev.kind : Ev.Field + ev.leaf];
-        if (!list || list.length === 0) continue;
-        const args = eventArgs(ev);
-        for (const cb of list) if (cb.from <= tick && !cb.dead) cb.fn(...args);
+      for (const { k, e, a } of events) {
+        const list = this.cbs.get(e.type)?.[k];
+        if (!list?.length) continue;
+        const ev = a[1] as BagEvent;
+        // A bag event reports the item under its key once the tick is applied.
+        if (ev?.itemLeaf !== undefined) ev.item = (e.obj[e.type.leaves[k - Ev.Field]!.obj] as BagC).get(ev.key);
+        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.dead) cb.fn(...a);
       }
     } finally {
       this.dispatching = false;
     }
   }
 }
-
-const ITEM_KINDS: readonly ItemKind[] = ["added", "removed", "changed"];
-
-/** A callback's arguments for an event. */
-function eventArgs(ev: TxEvent): unknown[] {
-  const { e, kind } = ev;
-  if (kind < Ev.Owned) return [e];
-  if (kind === Ev.Owned) return [e, ev.new];
-  if (kind <= Ev.Field) return [e, ev.old, ev.new];
-  // A ListEvent, MapEvent or BagEvent.
-  const o: Record<string, unknown> = { kind: ITEM_KINDS[(kind - Ev.ListAdd) % 3] };
-  if (kind <= Ev.ListSet) o.index = ev.index;
-  else o.key = ev.key;
-  if (kind >= Ev.BagAdd) {
-    o.itemLeaf = ev.itemLeaf;
-    o.item = (e.obj[e.type.leaves[ev.leaf]!.obj] as BagC).get(ev.key!);
-    if (kind === Ev.BagAdd && ev.old) o.kind = "changed";
-  }
-  if (ev.old !== undefined) o.old = ev.old;
-  if (ev.new !== undefined) o.new = ev.new;
-  return [e, o];
-}
-
-const hex = (id: number): string => "0x" + (id >>> 0).toString(16);

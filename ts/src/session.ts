@@ -6,23 +6,10 @@
  * others encoded) is in ./peer.ts, for tests and tools.
  */
 
-import { BitReader, BitWriter } from "./bits.js";
-import { ReplicaDecodeError } from "./errors.js";
+import { BitReader, BitWriter, big, cat, leb128 } from "./bits.js";
+import { ReplicaDecodeError, fail } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
-
-/** Message types (§10.2): the first byte of every message but a segment. */
-export const MsgType = {
-  Hello: M.Hello,
-  Welcome: M.Welcome,
-  Refuse: M.Refuse,
-  Tick: M.Tick,
-  Ping: M.Ping,
-  Pong: M.Pong,
-  RPC: M.RPC,
-  Resync: M.Resync,
-} as const satisfies { readonly [N in keyof typeof M]: M };
-export type MsgType = M;
 
 /** The protocol version this package speaks (§10.2). */
 export const PROTOCOL_VERSION = 6;
@@ -31,13 +18,10 @@ export const PROTOCOL_VERSION = 6;
 export const MAX_DESCRIPTOR = 1 << 20;
 export const MAX_TOKEN = 4096;
 export const MAX_TEXT = 1024;
-export const MAX_SEGMENTS = 16;
-export const MAX_LIST = 1 << 20;
 export const MAX_LIMIT = 2 ** 31 - 1;
 export const MAX_LEVEL = 4;
 /** The most entities a resume block declares (§10.5); a client holding more does not resume. */
 export const MAX_RESUME = 8192;
-export const SLOT_LIMIT = 1 << 24;
 
 /**
  * A resume ticket (§10.5): the WELCOME's two `bits(64)`, in wire order, as
@@ -144,14 +128,9 @@ export function write64(w: BitWriter, v: bigint): void {
 }
 
 /** Reads a 64-bit field as an unsigned BigInt. */
-export function read64(r: BitReader): bigint {
-  const lo = r.bitsWide(64);
-  return (BigInt(r.hi) << 32n) | BigInt(lo);
-}
+export const read64 = (r: BitReader): bigint => big(r.bitsWide(64), r.hi);
 
-export function bad(msg: string, bit = -1): never {
-  throw new ReplicaDecodeError("session", msg, bit);
-}
+export const bad = (msg: string, bit?: number): never => fail("session", msg, bit);
 
 /**
  * Reads the bit stream of msg after its type byte with read, then checks
@@ -163,13 +142,10 @@ export function readBody<T>(msg: Uint8Array, read: (r: BitReader) => T): T {
   r.pos = 8;
   try {
     const m = read(r);
-    r.finish("message");
+    r.finish();
     return m;
   } catch (e) {
-    if (e instanceof ReplicaDecodeError && e.code !== "session") {
-      throw new ReplicaDecodeError("session", `${"HELLO WELCOME REFUSE TICK PING PONG RPC RESYNC".split(" ")[msg[0]! - 1]}: ${e.message}`, e.bit);
-    }
-    throw e;
+    throw e instanceof ReplicaDecodeError && e.code !== "session" ? new ReplicaDecodeError("session", `type ${msg[0]}: ${e.message}`, e.bit) : e;
   }
 }
 
@@ -190,14 +166,17 @@ export function encodeHello(m: { version?: number; descriptor: Uint8Array; token
   w.bool(!!res);
   if (res) {
     const held = res.held;
-    if (held.length > MAX_RESUME) throw new RangeError(`resume: ${held.length} entities`);
+    const wrong = (what: unknown): never => {
+      throw new RangeError("resume: " + what);
+    };
+    if (held.length > MAX_RESUME) wrong(held.length + " entities");
     write64(w, res.ticket[0]);
     write64(w, res.ticket[1]);
     w.uBig(res.tick, 8);
     w.u(held.length, 3);
     let prev = -1;
     for (const e of held) {
-      if (e.slot <= prev || e.slot >= SLOT_LIMIT || e.level > MAX_LEVEL) throw new RangeError(`resume: slot ${e.slot}, level ${e.level}`);
+      if (e.slot <= prev || e.slot >= 1 << 24 || e.level > MAX_LEVEL) wrong(`slot ${e.slot}, level ${e.level}`);
       w.u(e.slot - prev - 1, 2);
       prev = e.slot;
       w.bits(e.generation, 8);
@@ -218,32 +197,23 @@ export const encodePing = (nonce: bigint): Uint8Array => nonceMsg(M.Ping, nonce)
 export const encodePong = (nonce: bigint): Uint8Array => nonceMsg(M.Pong, nonce);
 
 /** Encodes an RPC: type, entity ID (4 bytes little-endian), RPC ID (minimal LEB128), arguments. */
-export function encodeRPC(entity: number, rpc: number, args: Uint8Array): Uint8Array {
-  const head = [M.RPC, entity & 0xff, (entity >>> 8) & 0xff, (entity >>> 16) & 0xff, entity >>> 24];
-  let id = rpc >>> 0;
-  for (; id > 127; id >>>= 7) head.push((id & 0x7f) | 0x80);
-  head.push(id);
-  const out = new Uint8Array(head.length + args.length);
-  out.set(head);
-  out.set(args, head.length);
-  return out;
-}
+export const encodeRPC = (entity: number, rpc: number, args: Uint8Array): Uint8Array =>
+  cat(leb128([M.RPC, entity & 255, (entity >>> 8) & 255, (entity >>> 16) & 255, entity >>> 24], rpc >>> 0), args);
 
 /** Decodes an RPC message; args aliases msg. */
 export function parseRPC(msg: Uint8Array): RPC {
   if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC message");
-  const entity = (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0;
   let id = 0;
   let i = 5;
   for (let shift = 0; ; shift += 7) {
     const b = msg[i++];
-    if (b === undefined || shift > 28) bad("RPC ID");
-    if (b === 0 && shift > 0) bad("RPC ID not minimal");
-    id += (b & 0x7f) * 2 ** shift;
-    if (b < 0x80) break;
+    if (b === undefined || shift > 28) bad("bad RPC ID");
+    if (b === 0 && shift) bad("RPC ID not minimal");
+    id += (b! & 127) * 2 ** shift;
+    if (b! < 128) break;
   }
   if (id === 0 || id > 0xffffffff) bad("RPC ID out of range");
-  return { type: M.RPC, entity, rpc: id, args: msg.subarray(i) };
+  return { type: M.RPC, entity: (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0, rpc: id, args: msg.subarray(i) };
 }
 
 /**
@@ -255,44 +225,38 @@ export function parseRPC(msg: Uint8Array): RPC {
 export function parseMessage(msg: Uint8Array): Message {
   const t = msg[0];
   if (t === M.RPC) return parseRPC(msg);
-  if (t === M.Resync) {
-    if (msg.length !== 1) bad("RESYNC: trailing data");
-    return { type: t };
-  }
-  if (t === undefined || t <= M.Hello || t > M.Resync) bad(t === undefined ? "empty message" : `${t === M.Hello ? "unexpected" : "unknown"} type ${t}`);
+  if (!t || t === M.Hello || t > M.Resync) bad(t === undefined ? "empty message" : `${t === M.Hello ? "unexpected" : "unknown"} type ${t}`);
   return readBody(msg, (r): Message => {
     switch (t) {
-      case M.Welcome: {
-        const version = r.u32();
-        const descriptor = r.bytes(MAX_DESCRIPTOR);
-        const session = r.uBig(8);
-        const userId = r.string(MAX_TEXT);
-        const tickRate = r.u32(4);
-        return { type: t, version, descriptor, session, userId, tickRate, ticket: [read64(r), read64(r)], resumed: r.bool() };
-      }
+      case M.Welcome:
+        return {
+          type: t,
+          version: r.u32(),
+          descriptor: r.bytes(MAX_DESCRIPTOR),
+          session: r.uBig(8),
+          userId: r.string(MAX_TEXT),
+          tickRate: r.u32(4),
+          ticket: [read64(r), read64(r)],
+          resumed: r.bool(),
+        };
       case M.Refuse: {
         const code = r.u32(4);
-        if (code > 0xffff) bad(`close code ${code}`, r.pos);
+        if (code > 0xffff) bad("close code " + code, r.pos);
         return { type: t, code, message: r.string(MAX_TEXT) };
       }
       case M.Tick: {
         const tick = r.uBig(8);
-        const segments = r.count(1, MAX_SEGMENTS, 0, "segments");
-        const lists: number[][] = [];
-        for (let j = 0; j < 2; j++) {
-          const ids = new Array<number>(r.count(3, MAX_LIST, 32, "owned entities"));
-          for (let i = 0; i < ids.length; i++) ids[i] = r.bits(32);
-          lists.push(ids);
-        }
-        const levels = new Array<{ id: number; level: number }>(r.count(3, MAX_LIST, 33, "level changes"));
-        for (let i = 0; i < levels.length; i++) {
+        const segments = r.count(1, 16, 0, "segments");
+        const [gained, lost] = [0, 0].map(() => Array.from({ length: r.count(3, 1 << 20, 32, "owned entities") }, () => r.bits(32)));
+        const levels = Array.from({ length: r.count(3, 1 << 20, 33, "level changes") }, () => {
           const id = r.bits(32);
           const level = r.u32(0);
-          if (level > MAX_LEVEL) bad(`level ${level} > ${MAX_LEVEL}`, r.pos);
-          levels[i] = { id, level };
-        }
-        return { type: t, tick, segments, gained: lists[0]!, lost: lists[1]!, levels };
+          return level > MAX_LEVEL ? bad(`level ${level} > ${MAX_LEVEL}`, r.pos) : { id, level };
+        });
+        return { type: t, tick, segments, gained: gained!, lost: lost!, levels };
       }
+      case M.Resync:
+        return { type: t };
       default:
         return { type: t as M.Ping | M.Pong, nonce: read64(r) };
     }

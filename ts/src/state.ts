@@ -4,15 +4,10 @@
  * rollback restores the table exactly.
  */
 
-import { ReplicaDecodeError } from "./errors.js";
-import { isContainer, isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
-import { numPlan, numValue, toElem } from "./values.js";
+import { fail } from "./errors.js";
+import { isNumeric, type StructType, type Type } from "./schema.js";
+import { numPlan, numValue } from "./values.js";
 import { Ev, Kind } from "./enums.js";
-export { Ev } from "./enums.js";
-
-/** Slot bits of a network ID (§5.4). */
-export const SLOT_BITS = 24;
-export const SLOT_MASK = (1 << SLOT_BITS) - 1;
 
 /** A container element or map value: S as number/BigInt (§4.1), a string, bytes, or a struct record. */
 export type Elem = number | bigint | string | Uint8Array | Rec;
@@ -30,103 +25,71 @@ export class Rec {
 
   constructor(readonly type: StructType) {
     this.num = new Uint32Array(type.numSlots * 2);
-    this.obj = new Array(type.objSlots);
-    for (const l of type.leaves) {
-      if (l.obj >= 0) this.obj[l.obj] = zeroObj(l.field.type);
-    }
+    this.obj = type.objTypes.map(zeroObj);
   }
 
   /** A deep copy. */
-  clone(): Rec {
-    const c = new Rec(this.type);
-    c.num.set(this.num);
-    for (let i = 0; i < this.obj.length; i++) c.obj[i] = cloneObj(this.obj[i]);
-    return c;
-  }
-
-  /** The JS value of leaf l (a leaf of this record's type). */
-  leafValue(l: Leaf): unknown {
-    const t = l.field.type;
-    if (l.num >= 0) return numValue(numPlan(t), this.num[2 * l.num]!, this.num[2 * l.num + 1]!);
-    return this.obj[l.obj];
-  }
-
-  /** The value of the field at a dotted path ("pos.x"); undefined if there is no such leaf. */
-  get(path: string): unknown {
-    const l = this.type.leafNamed(path);
-    return l ? this.leafValue(l) : undefined;
+  clone(): this {
+    return clone(this);
   }
 
   /** Deep equality of values. */
   equals(o: Rec): boolean {
-    if (o.type !== this.type) return false;
-    const a = this.num;
-    const b = o.num;
-    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-    for (let i = 0; i < this.obj.length; i++) if (!objEqual(this.obj[i], o.obj[i])) return false;
-    return true;
+    return equal(this, o);
+  }
+
+  /** The value of the field at a dotted path ("pos.x") as §4.1 converts it; undefined if there is no such leaf. */
+  get(path: string): unknown {
+    const l = this.type.leafNamed(path);
+    return l && (l.num < 0 ? this.obj[l.obj] : numValue(numPlan(l.field.type), this.num[2 * l.num]!, this.num[2 * l.num + 1]!));
   }
 }
 
 /** Zero value of an object slot's type: "", empty bytes, or an empty container. */
-export function zeroObj(t: Type): unknown {
-  switch (t.kind) {
-    case Kind.String:
-      return "";
-    case Kind.Bytes:
-      return EMPTY_BYTES;
-    case Kind.List:
-      return new ListC(t, []);
-    case Kind.Map:
-      return new MapC(t, new Map());
-    case Kind.Bag:
-      return new BagC(t, new Map());
+export const zeroObj = (t: Type): unknown =>
+  t.kind === Kind.String ? "" : t.kind === Kind.Bytes ? EMPTY : t.kind === Kind.List ? new ListC(t, []) : new (t.kind === Kind.Map ? MapC : BagC)(t, new Map());
+
+const EMPTY = new Uint8Array(0);
+
+/** A deep copy of a value: records and containers are copied, the rest (never mutated in place) is not. */
+export function clone<T>(v: T): T {
+  if (v instanceof Rec) {
+    const c = new Rec(v.type);
+    c.num.set(v.num);
+    v.obj.forEach((x, i) => (c.obj[i] = clone(x)));
+    return c as T;
   }
-  return undefined;
+  if (v instanceof ListC) return new ListC(v.type, v.items.map(clone)) as T;
+  if (v instanceof MapC) return new (v.constructor as typeof MapC)(v.type, new Map([...v.m].map(([k, x]) => [k, clone(x)]))) as T;
+  return v;
 }
 
-const EMPTY_BYTES = new Uint8Array(0);
+/** Whether two sequences are equal element by element. */
+const all = (x: ArrayLike<unknown>, y: ArrayLike<unknown>): boolean => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
 
-function cloneObj(v: unknown): unknown {
-  if (v instanceof ListC || v instanceof MapC || v instanceof BagC) return v.clone();
-  return v; // strings and bytes are never mutated in place
-}
-
-export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-/** Equality of two elements or object-slot values. */
-export function objEqual(a: unknown, b: unknown): boolean {
+/** Deep equality of two elements or object-slot values. */
+export function equal(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  if (a instanceof Uint8Array && b instanceof Uint8Array) return bytesEqual(a, b);
-  if (a instanceof Rec && b instanceof Rec) return a.equals(b);
-  if (a instanceof ListC && b instanceof ListC) return a.equals(b);
-  if (a instanceof MapC && b instanceof MapC) return a.equals(b);
-  return false;
+  if (a instanceof Uint8Array && b instanceof Uint8Array) return all(a, b);
+  if (a instanceof Rec && b instanceof Rec) return a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj);
+  if (a instanceof ListC && b instanceof ListC) return all(a.items, b.items);
+  return a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k)));
 }
 
-/** Compares two keys of kind k in the order encoders write them (§6.1): signed, unsigned, or bytewise. */
+/**
+ * Compares two keys in the order encoders write them (§6.1): numbers and
+ * BigInts by value, strings bytewise by their UTF-8 (code point order).
+ */
 export function compareKeys(a: Key, b: Key): number {
-  if (typeof a === "string") return compareUTF8(a, b as string);
-  const x = a as number;
-  const y = b as number;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-
-/** Bytewise order of the UTF-8 encodings of two strings (code point order). */
-export function compareUTF8(a: string, b: string): number {
-  if (a === b) return 0;
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a.codePointAt(i)!;
-    const y = b.codePointAt(i)!;
-    if (x !== y) return x < y ? -1 : 1;
-    if (x > 0xffff) i++;
+  if (typeof a === "string" && a !== b) {
+    for (let i = 0; ; i++) {
+      const x = a.codePointAt(i) ?? -1;
+      const y = (b as string).codePointAt(i) ?? -1;
+      if (x !== y) return x - y;
+      if (x > 0xffff) i++;
+    }
   }
-  return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** A list (§6). */
@@ -137,14 +100,6 @@ export class ListC {
   ) {}
   get length(): number {
     return this.items.length;
-  }
-  clone(): ListC {
-    return new ListC(this.type, this.items.map((v) => (v instanceof Rec ? v.clone() : v)));
-  }
-  equals(o: ListC): boolean {
-    if (o.items.length !== this.items.length) return false;
-    for (let i = 0; i < this.items.length; i++) if (!objEqual(this.items[i], o.items[i])) return false;
-    return true;
   }
   /** The JS values of the elements (numbers converted per §4.1). */
   values(): unknown[] {
@@ -161,18 +116,6 @@ export class MapC {
   get size(): number {
     return this.m.size;
   }
-  clone(): this {
-    const c = new Map<Key, Elem>();
-    for (const [k, v] of this.m) c.set(k, v instanceof Rec ? v.clone() : v);
-    return new (this.constructor as new (t: Type, m: Map<Key, Elem>) => this)(this.type, c);
-  }
-  equals(o: MapC): boolean {
-    if (o.m.size !== this.m.size) return false;
-    for (const [k, v] of this.m) {
-      if (!o.m.has(k) || !objEqual(v, o.m.get(k))) return false;
-    }
-    return true;
-  }
   /** Keys in ascending order (§6.1). */
   keys(): Key[] {
     return [...this.m.keys()].sort(compareKeys);
@@ -185,30 +128,23 @@ export class MapC {
 /** A bag of struct items keyed by integers (§6): a map whose values are records. */
 export class BagC extends MapC {
   declare m: Map<Key, Rec>;
-  constructor(type: Type, m: Map<Key, Rec>) {
-    super(type, m);
-  }
-  override get(k: Key): Rec | undefined {
-    return this.m.get(k);
-  }
+}
+export interface BagC {
+  get(k: Key): Rec | undefined;
 }
 
 /** The JS value of an element of type t: numbers per §4.1, others as stored. */
 export function elemValue(t: Type, v: Elem): unknown {
-  if (isNumeric(t.kind)) {
-    const p = numPlan(t);
-    if (typeof v === "bigint") {
-      const u = BigInt.asUintN(64, v);
-      return numValue(p, Number(u & 0xffffffffn), Number(u >> 32n));
-    }
-    return numValue(p, (v as number) >>> 0, (v as number) < 0 ? 0xffffffff : 0);
+  if (!isNumeric(t.kind)) return v;
+  if (typeof v === "bigint") {
+    const u = BigInt.asUintN(64, v);
+    return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
   }
-  return v;
+  return numValue(numPlan(t), (v as number) >>> 0, (v as number) < 0 ? 0xffffffff : 0);
 }
 
-
-/** Builds a network ID from a slot and a generation. */
-export const makeId = (slot: number, gen: number): number => ((gen << SLOT_BITS) | slot) >>> 0;
+/** Builds a network ID from a slot and a generation (§5.4). */
+export const makeId = (slot: number, gen: number): number => ((gen << 24) | slot) >>> 0;
 
 /** An entity of a client replica. */
 export class Entity extends Rec {
@@ -225,8 +161,9 @@ export class Entity extends Rec {
     readonly id: number,
     /** The class ID on the wire (the sender's class). */
     readonly classId: number,
-    /** Bands of each leaf of cls as the sender defines them, and the sender's band count. */
+    /** @internal Bands of each leaf of cls as the sender defines them. */
     readonly bands: Uint8Array,
+    /** The sender's band count: level is 0..nbands. */
     readonly nbands: number,
   ) {
     super(cls);
@@ -234,11 +171,11 @@ export class Entity extends Rec {
   }
 
   get slot(): number {
-    return this.id & SLOT_MASK;
+    return this.id & 0xffffff;
   }
 
   get generation(): number {
-    return this.id >>> SLOT_BITS;
+    return this.id >>> 24;
   }
 
   /** The class this entity's values are stored as (the local class, or the sender's). */
@@ -249,139 +186,46 @@ export class Entity extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path: string): boolean {
     const l = this.type.leafNamed(path);
-    if (!l) return false;
-    const b = this.bands[l.index] ?? 0; // classes without bands have no band array
-    return b === 0 || b <= this.level;
+    return !!l && (this.bands[l.index] ?? 0) <= this.level; // classes without bands have no band array
   }
 }
 
-const PAGE_BITS = 10;
-const PAGE_SIZE = 1 << PAGE_BITS;
-const PAGE_MASK = PAGE_SIZE - 1;
-
-
 /**
- * One change a transaction applied, reported to callbacks after commit.
- * Values are JS values (§4.1) as callbacks see them: an event is made only
- * for a watched leaf.
+ * One change a transaction applied, reported to callbacks after commit:
+ * the callback list it goes to (Ev.Create, Ev.Destroy, Ev.Owned, Ev.Level,
+ * or Ev.Field + the leaf) and the callbacks' arguments. Events are made
+ * only for watched leaves.
  */
 export interface TxEvent {
-  kind: number;
+  k: number;
   e: Entity;
-  /** The entity's leaf, or −1. */
-  leaf: number;
-  /** A list event's index, or −1. */
-  index: number;
-  key: Key | undefined;
-  /** A bag item's leaf whose value changed (BagItem), or −1 for a whole item. */
-  itemLeaf: number;
-  old: unknown;
-  new: unknown;
+  a: unknown[];
 }
 
-function event(kind: number, e: Entity, leaf = -1, old?: unknown, now?: unknown, key?: Key, index = -1, itemLeaf = -1): TxEvent {
-  return { kind, e, leaf, index, key, itemLeaf, old, new: now };
-}
+/** What item events are, by their kind's index. */
+const ITEM_KINDS = ["added", "removed", "changed"] as const;
 
-/** The entities of a replica, keyed by slot, changed only through a {@link Txn}. */
+/**
+ * The entities of a replica, keyed by slot, and the transaction that
+ * changes them: begin, changes logged for a rollback, then commit (which
+ * keeps them and leaves the events) or rollback (which undoes them all).
+ */
 export class Table {
+  // Slots in pages of 1024: slots go up to 2^24.
   private dir: (Entity | undefined)[][] = [];
-  private n = 0;
+  size = 0;
   /**
    * @internal The slots of the entities as of the last commit (so, in a
    * transaction, when it began), ascending: ranked update sections (§5.4)
    * name entities by their index in it.
    */
   held: number[] = [];
-  /** @internal the other buffer of held */
-  spare: number[] = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  readonly watch = new Map<StructType, Uint8Array>();
-  readonly txn = new Txn(this);
+  private watch = new Map<StructType, Uint8Array>();
+  // One-entry cache of watch.
+  private lastC: StructType | undefined;
+  private lastW: Uint8Array | undefined;
 
-  get size(): number {
-    return this.n;
-  }
-
-  /** The entity in slot, or undefined. */
-  atSlot(slot: number): Entity | undefined {
-    const p = this.dir[slot >>> PAGE_BITS];
-    return p ? p[slot & PAGE_MASK] : undefined;
-  }
-
-  /** The entity with network ID id (generation included), or undefined. */
-  entity(id: number): Entity | undefined {
-    const e = this.atSlot(id & SLOT_MASK);
-    return e && e.id === id >>> 0 ? e : undefined;
-  }
-
-  /** @internal */
-  put(e: Entity): void {
-    const slot = e.slot;
-    const i = slot >>> PAGE_BITS;
-    let p = this.dir[i];
-    if (!p) {
-      while (this.dir.length <= i) this.dir.push(undefined as unknown as Entity[]);
-      p = this.dir[i] = new Array(PAGE_SIZE);
-    }
-    p[slot & PAGE_MASK] = e;
-    this.n++;
-  }
-
-  /** @internal */
-  remove(slot: number): void {
-    const p = this.dir[slot >>> PAGE_BITS]!;
-    p[slot & PAGE_MASK] = undefined;
-    this.n--;
-  }
-
-  /** Every entity, in ascending slot order. */
-  entities(): Entity[] {
-    const out: Entity[] = [];
-    for (const p of this.dir) {
-      if (!p) continue;
-      for (const e of p) if (e) out.push(e);
-    }
-    return out;
-  }
-
-  /**
-   * @internal Brings held up to date with the slots moved, where a
-   * transaction created or destroyed entities: each is in held if and
-   * only if it holds an entity now.
-   */
-  mergeHeld(moved: number[]): void {
-    moved.sort((a, b) => a - b);
-    const held = this.held;
-    const out = this.spare;
-    out.length = 0;
-    let i = 0;
-    for (let j = 0; j < moved.length; j++) {
-      const m = moved[j]!;
-      if (j > 0 && m === moved[j - 1]) continue;
-      while (i < held.length && held[i]! < m) out.push(held[i++]!);
-      if (i < held.length && held[i] === m) i++;
-      if (this.atSlot(m)) out.push(m);
-    }
-    while (i < held.length) out.push(held[i++]!);
-    this.held = out;
-    this.spare = held;
-  }
-
-  /** Watches leaf of class c for events. */
-  watchLeaf(c: StructType, leaf: number): void {
-    let w = this.watch.get(c);
-    if (!w) this.watch.set(c, (w = new Uint8Array(c.leaves.length)));
-    w[leaf] = 1;
-    this.txn.lastC = undefined;
-  }
-}
-
-/**
- * A transaction: applies one tick's changes to a {@link Table} with an undo
- * log. commit keeps them and returns the events; rollback undoes them all.
- */
-export class Txn {
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
@@ -389,54 +233,55 @@ export class Txn {
   private serial = 1;
   private savedRecs: Rec[] = [];
   private nSaved = 0;
-  private saved = new Uint32Array(3 * 256);
+  private saved = new Uint32Array(768);
   private undo: (() => void)[] = [];
   private fillable = new Set<number>();
   /** The slots this transaction created or destroyed an entity in. */
   private moved: number[] = [];
   events: TxEvent[] = [];
-  /** @internal one-entry cache of the table's watch map */
-  lastC: StructType | undefined;
-  private lastW: Uint8Array | undefined;
 
-  constructor(private readonly t: Table) {}
+  /** The entity in slot, or undefined. */
+  atSlot(slot: number): Entity | undefined {
+    return this.dir[slot >>> 10]?.[slot & 1023];
+  }
+
+  /** The entity with network ID id (generation included), or undefined. */
+  entity(id: number): Entity | undefined {
+    const e = this.atSlot(id & 0xffffff);
+    return e && e.id === id >>> 0 ? e : undefined;
+  }
+
+  private put(slot: number, e: Entity | undefined): void {
+    (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
+    this.size += e ? 1 : -1;
+  }
+
+  /** Every entity, in ascending slot order (outside a transaction). */
+  entities(): Entity[] {
+    return this.held.map((s) => this.atSlot(s)!);
+  }
+
+  /** Watches leaf of class c for events. */
+  watchLeaf(c: StructType, leaf: number): void {
+    let w = this.watch.get(c);
+    if (!w) this.watch.set(c, (w = new Uint8Array(c.leaves.length)));
+    w[leaf] = 1;
+    this.lastC = undefined;
+  }
 
   /** Starts a transaction. */
   begin(): this {
     this.serial++;
-    this.nSaved = 0;
-    this.undo.length = 0;
+    this.nSaved = this.undo.length = this.moved.length = 0;
     this.fillable.clear();
-    this.moved.length = 0;
     this.events = [];
     return this;
   }
 
-  /** The number of entities the table held when the transaction began. */
-  heldLen(): number {
-    return this.t.held.length;
-  }
-
-  /**
-   * The slot of the entity of rank r (from 0, by ascending slot) among
-   * those the table held when the transaction began, or -1 if r is out of
-   * range.
-   */
-  heldSlot(r: number): number {
-    return r < this.t.held.length ? this.t.held[r]! : -1;
-  }
-
-  /** Whether events about leaf of e's class are wanted. */
-  wants(e: Rec, leaf: number): boolean {
-    if (e.type !== this.lastC) {
-      this.lastC = e.type;
-      this.lastW = this.t.watch.get(e.type);
-    }
-    return this.lastW !== undefined && this.lastW[leaf] === 1;
-  }
-
-  atSlot(slot: number): Entity | undefined {
-    return this.t.atSlot(slot);
+  /** Whether events about leaf of r's class are wanted. */
+  private wants(r: Rec, leaf: number): boolean {
+    if (r.type !== this.lastC) this.lastW = this.watch.get((this.lastC = r.type));
+    return this.lastW?.[leaf] === 1;
   }
 
   /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
@@ -444,33 +289,33 @@ export class Txn {
     return this.fillable.has(slot);
   }
 
+  /** Lets a fill set values of the entity in slot. */
   markFillable(slot: number): void {
     this.fillable.add(slot);
   }
 
   /** Creates an entity. */
   create(cls: StructType, id: number, classId: number, bands: Uint8Array, nbands: number): Entity {
-    const slot = id & SLOT_MASK;
-    if (this.t.atSlot(slot)) throw new ReplicaDecodeError("exists", `slot ${slot} holds an entity`);
+    const slot = id & 0xffffff;
+    if (this.atSlot(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
     e.txnMark = this.serial; // nothing to restore: a rollback removes it
-    this.t.put(e);
+    this.put(slot, e);
     this.fillable.add(slot);
     this.moved.push(slot);
-    this.undo.push(() => this.t.remove(slot));
-    this.events.push(event(Ev.Create, e));
+    this.undo.push(() => this.put(slot, undefined));
+    this.events.push({ k: Ev.Create, e, a: [e] });
     return e;
   }
 
   /** Destroys the entity in slot. */
   destroySlot(slot: number): void {
-    const e = this.t.atSlot(slot);
-    if (!e) throw new ReplicaDecodeError("not-found", `destroy of empty slot ${slot}`);
-    this.t.remove(slot);
+    const e = this.atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
+    this.put(slot, undefined);
     this.moved.push(slot);
     this.set(e, "alive", false);
-    this.undo.push(() => this.t.put(e));
-    this.events.push(event(Ev.Destroy, e));
+    this.undo.push(() => this.put(slot, e));
+    this.events.push({ k: Ev.Destroy, e, a: [e] });
   }
 
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
@@ -483,12 +328,12 @@ export class Txn {
 
   /** Records that this client owns e, or no longer does. */
   setOwned(e: Entity, owned: boolean): void {
-    if (e.owned !== owned) this.events.push(event(Ev.Owned, e, -1, this.set(e, "owned", owned), owned));
+    if (e.owned !== owned) this.events.push({ k: Ev.Owned, e, a: [e, (this.set(e, "owned", owned), owned)] });
   }
 
   /** Sets e's level of detail. */
   setLevel(e: Entity, level: number): void {
-    if (e.level !== level) this.events.push(event(Ev.Level, e, -1, this.set(e, "level", level), level));
+    if (e.level !== level) this.events.push({ k: Ev.Level, e, a: [e, this.set(e, "level", level), level] });
   }
 
   /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
@@ -522,26 +367,21 @@ export class Txn {
     this.fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
   }
 
-  /** A field event, or an item field's (BagItem) when r is not e. */
+  /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
   private fieldEvent(e: Entity, leaf: number, old: unknown, now: unknown, r: Rec, k: Key | undefined, bagLeaf: number): void {
-    this.events.push(r === e ? event(Ev.Field, e, leaf, old, now) : event(Ev.BagItem, e, bagLeaf, old, now, k, -1, leaf));
+    if (r === e) this.events.push({ k: Ev.Field + leaf, e, a: [e, old, now] });
+    else this.item(e, bagLeaf, 2, k!, old, now, leaf);
   }
 
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
   private save(r: Rec, i: number, lo: number, hi: number): void {
-    const n = this.nSaved;
+    const n = this.nSaved++;
     let s = this.saved;
-    if (3 * n + 3 > s.length) {
-      const b = new Uint32Array(2 * s.length);
-      b.set(s);
-      this.saved = s = b;
-    }
+    if (3 * n + 3 > s.length) (this.saved = new Uint32Array(2 * s.length)).set(s), (s = this.saved);
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    if (n < this.savedRecs.length) this.savedRecs[n] = r;
-    else this.savedRecs.push(r);
-    this.nSaved = n + 1;
+    this.savedRecs[n] = r;
   }
 
   /**
@@ -552,65 +392,69 @@ export class Txn {
   setObj(e: Entity, leaf: number, slot: number, v: unknown, r: Rec = e, k?: Key, bagLeaf = -1): void {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
-    if (scalar && objEqual(old, v)) return;
+    if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
     if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar) this.fieldEvent(e, leaf, old, v, r, k, bagLeaf);
-    else if (r !== e) this.fieldEvent(e, leaf, undefined, undefined, r, k, bagLeaf);
-    else this.diff(e, leaf, old as ListC | MapC, v as ListC | MapC);
-  }
-
-  /** Reports the difference between two containers of e's leaf as item events. */
-  private diff(e: Entity, leaf: number, old: ListC | MapC, c: ListC | MapC): void {
-    if (old instanceof ListC) {
-      const n = (c as ListC).items;
+    if (scalar || r !== e) this.fieldEvent(e, leaf, scalar ? old : undefined, scalar ? v : undefined, r, k, bagLeaf);
+    else if (old instanceof ListC) {
+      // The difference between two lists: elements changed, removed from the end, added.
+      const n = (v as ListC).items;
       const o = old.items;
-      const common = Math.min(o.length, n.length);
-      for (let i = 0; i < common; i++) if (!objEqual(o[i], n[i])) this.itemEvent(Ev.ListSet, e, leaf, i, undefined, o[i], n[i]);
-      for (let i = o.length - 1; i >= common; i--) this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, o[i], undefined);
-      for (let i = common; i < n.length; i++) this.itemEvent(Ev.ListAdd, e, leaf, i, undefined, undefined, n[i]);
+      const c = Math.min(o.length, n.length);
+      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.item(e, leaf, 2, i, o[i], n[i]);
+      for (let i = o.length; i-- > c; ) this.item(e, leaf, 1, i, o[i], undefined);
+      for (let i = c; i < n.length; i++) this.item(e, leaf, 0, i, undefined, n[i]);
     } else {
-      const bag = old instanceof BagC;
-      const n = c as MapC;
-      for (const k of old.keys()) {
-        const ov = old.m.get(k)!;
-        if (!n.m.has(k)) this.itemEvent(bag ? Ev.BagRemove : Ev.MapRemove, e, leaf, -1, k, ov, undefined);
-        else if (!objEqual(ov, n.m.get(k))) this.itemEvent(bag ? Ev.BagAdd : Ev.MapSet, e, leaf, -1, k, ov, n.m.get(k));
+      const m = v as MapC;
+      for (const k of (old as MapC).keys()) {
+        const ov = (old as MapC).m.get(k);
+        if (!m.m.has(k)) this.item(e, leaf, 1, k, ov, undefined);
+        else if (!equal(ov, m.m.get(k))) this.item(e, leaf, 2, k, ov, m.m.get(k));
       }
-      for (const k of n.keys()) if (!old.m.has(k)) this.itemEvent(bag ? Ev.BagAdd : Ev.MapAdd, e, leaf, -1, k, undefined, n.m.get(k));
+      for (const k of m.keys()) if (!(old as MapC).m.has(k)) this.item(e, leaf, 0, k, undefined, m.m.get(k));
     }
   }
 
-  /** An item event of a list, map or bag leaf of e; list and map values converted (§4.1). */
-  private itemEvent(kind: number, e: Entity, leaf: number, index: number, key: Key | undefined, o: unknown, n: unknown): void {
+  /**
+   * An item event (of ITEM_KINDS[kind]) of a list, map or bag leaf of e:
+   * list and map values converted (§4.1); for a bag, itemLeaf is the item's
+   * leaf whose value changed, or −1 for a whole item.
+   */
+  private item(e: Entity, leaf: number, kind: number, key: Key, o: unknown, n: unknown, itemLeaf = -1): void {
     if (!this.wants(e, leaf)) return;
     const t = e.type.leaves[leaf]!.field.type;
-    const conv = (v: unknown): unknown => (v === undefined || t.kind === Kind.Bag ? v : elemValue(t.elem!, v as Elem));
-    this.events.push(event(kind, e, leaf, conv(o), conv(n), key, index));
+    const ev: Record<string, unknown> = { kind: ITEM_KINDS[kind] };
+    if (t.kind === Kind.List) ev.index = key;
+    else ev.key = key;
+    if (t.kind === Kind.Bag) ev.itemLeaf = itemLeaf;
+    const conv = (v: unknown): unknown => (t.kind === Kind.Bag ? v : elemValue(t.elem!, v as Elem));
+    if (o !== undefined) ev.old = conv(o);
+    if (n !== undefined) ev.new = conv(n);
+    this.events.push({ k: Ev.Field + leaf, e, a: [e, ev] });
   }
 
   listInsert(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
-    if (i < 0 || i > l.items.length) throw new ReplicaDecodeError("index", `insert at ${i} of ${l.items.length}`);
+    if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
     l.items.splice(i, 0, v);
     this.undo.push(() => l.items.splice(i, 1));
-    this.itemEvent(Ev.ListAdd, e, leaf, i, undefined, undefined, v);
+    this.item(e, leaf, 0, i, undefined, v);
   }
 
   listRemove(e: Entity, leaf: number, l: ListC, i: number): void {
-    if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `remove ${i} of ${l.items.length}`);
+    if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
     const old = l.items.splice(i, 1)[0]!;
     this.undo.push(() => l.items.splice(i, 0, old));
-    this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, old, undefined);
+    this.item(e, leaf, 1, i, old, undefined);
   }
 
   listSet(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
-    if (i < 0 || i >= l.items.length) throw new ReplicaDecodeError("index", `set ${i} of ${l.items.length}`);
-    this.itemEvent(Ev.ListSet, e, leaf, i, undefined, this.set(l.items, i, v), v);
+    if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
+    this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
   }
 
   listClear(e: Entity, leaf: number, l: ListC): void {
     const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.itemEvent(Ev.ListRemove, e, leaf, i, undefined, old[i], undefined);
+    for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], undefined);
   }
 
   /** Puts an entry of a map, or an item of a bag. */
@@ -619,44 +463,47 @@ export class Txn {
     const old = m.m.get(k);
     m.m.set(k, v);
     this.undo.push(() => (existed ? m.m.set(k, old!) : m.m.delete(k)));
-    this.itemEvent(m instanceof BagC ? Ev.BagAdd : existed ? Ev.MapSet : Ev.MapAdd, e, leaf, -1, k, old, v);
+    this.item(e, leaf, existed ? 2 : 0, k, old, v);
   }
 
   /** Deletes an entry of a map, or an item of a bag. */
   mapDelete(e: Entity, leaf: number, m: MapC, k: Key): void {
-    if (!m.m.has(k)) throw new ReplicaDecodeError("no-key", `delete of absent key ${k}`);
-    const old = m.m.get(k)!;
-    m.m.delete(k);
-    this.undo.push(() => m.m.set(k, old));
-    this.itemEvent(m instanceof BagC ? Ev.BagRemove : Ev.MapRemove, e, leaf, -1, k, old, undefined);
+    const old = m.m.get(k);
+    if (!m.m.delete(k)) fail("no-key", "delete of " + k);
+    this.undo.push(() => m.m.set(k, old!));
+    this.item(e, leaf, 1, k, old, undefined);
   }
 
   /**
    * Sets the given leaves of e to their zero values and makes e fillable
    * (an ownership or level change, §5.1, §5.8).
    */
-  zeroLeaves(e: Entity, leaves: Iterable<number>): void {
+  zeroLeaves(e: Entity, leaves: number[]): void {
     for (const li of leaves) {
       const l = e.type.leaves[li]!;
+      const cur = e.obj[l.obj] as { length?: number; size?: number };
       if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
-      else {
-        const cur = e.obj[l.obj] as { length?: number; size?: number };
-        // An empty container stays: a new one would report nothing but cost an undo.
-        if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)! > 0) this.setObj(e, li, l.obj, zeroObj(l.field.type));
-      }
+      // An empty container stays: a new one would report nothing but cost an undo.
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.setObj(e, li, l.obj, zeroObj(l.field.type));
     }
     this.fillable.add(e.slot);
   }
 
-  /** Keeps every change; returns the events in the order the changes were applied. */
-  commit(): TxEvent[] {
-    if (this.moved.length > 0) {
-      this.t.mergeHeld(this.moved);
-      this.moved.length = 0;
+  /** Keeps every change; the events stay in events, in the order the changes were applied. */
+  commit(): void {
+    // held, merged with the slots moved: each is in it if and only if it holds an entity now.
+    if (this.moved.length) {
+      const held = this.held;
+      const out: number[] = [];
+      let i = 0;
+      for (const m of this.moved.sort((a, b) => a - b)) {
+        while (held[i]! < m) out.push(held[i++]!);
+        if (held[i] === m) i++;
+        if (this.atSlot(m) && out[out.length - 1] !== m) out.push(m);
+      }
+      this.held = out.concat(held.slice(i));
     }
-    this.nSaved = 0;
-    this.undo.length = 0;
-    return this.events;
+    this.nSaved = this.undo.length = 0;
   }
 
   /** Undoes every change, newest first. */
@@ -673,15 +520,3 @@ export class Txn {
     this.begin();
   }
 }
-
-/** The leaves of class c whose effective visibility is exactly vis (a partition, §5.1). */
-export function partLeaves(c: StructType, vis: number): number[] {
-  const out: number[] = [];
-  for (const l of c.leaves) if (l.vis === vis) out.push(l.index);
-  return out;
-}
-
-/** Numeric and object leaf helpers for the dump of tests and tools. */
-export const leafIsNumeric = (l: Leaf): boolean => l.num >= 0;
-
-export { toElem };

@@ -11,7 +11,8 @@
  *   CLOSE_WEBTRANSPORT_SESSION. Datagrams carry no session message.
  */
 
-import { ReplicaDecodeError } from "./errors.js";
+import { cat, encodeUTF8, leb128 } from "./bits.js";
+import { ClosedError, RefusedError, ReplicaDecodeError, fail } from "./errors.js";
 
 /** The subset of the browser WebSocket API this package uses. */
 export interface WebSocketLike {
@@ -43,13 +44,6 @@ export type WebTransportConstructor = new (url: string, options?: WebTransportOp
 
 /** The close code of a connection that ended without a close from the peer (§10.1). */
 const NETWORK_ERROR = 11;
-const MESSAGE_TOO_LARGE = 3;
-
-/**
- * How long a client whose stream the server ended waits for the session's
- * close: twice the Go server's flush timeout (quicconn.FlushTimeout, 2 s).
- */
-const CLOSE_WAIT_MS = 4000;
 
 /**
  * One message channel of a session, open. Messages arrive through
@@ -67,10 +61,18 @@ export interface Channel {
   onclose: ((code: number, reason: string) => void) | null;
 }
 
-/** The §10.1 close code of a WebSocket close status, or −1. */
-export function closeCodeOf(status: number): number {
-  return status >= 4000 && status <= 4998 ? status - 4000 : -1;
-}
+/** s cut to at most n bytes of UTF-8, on a character boundary. */
+const cut = (s: string, n: number): string => {
+  while (encodeUTF8(s).length > n) s = s.slice(0, -1);
+  return s;
+};
+
+/**
+ * The error a channel that failed to open rejects with: a refusal when the
+ * server closed it with a code, else a close (code 11 when it sent none).
+ */
+const openError = (code: number, reason: string): Error =>
+  code > 0 ? new RefusedError(code, reason) : new ClosedError(code < 0 ? NETWORK_ERROR : code, reason);
 
 /** Opens a WebSocket to url; resolves once it is open. */
 export function openWebSocket(url: string, WS: WebSocketConstructor): Promise<Channel> {
@@ -80,13 +82,11 @@ export function openWebSocket(url: string, WS: WebSocketConstructor): Promise<Ch
     let open = false;
     const ch: Channel = {
       kind: "websocket",
-      send(b) {
-        if (ws.readyState === 1) ws.send(b);
-      },
+      send: (b) => ws.readyState === 1 && ws.send(b),
       close(code, reason) {
         ch.onmessage = ch.onclose = null;
         try {
-          ws.close(4000 + code, reason.slice(0, 123));
+          ws.close(4000 + code, cut(reason, 123));
         } catch {
           // already closing
         }
@@ -101,102 +101,54 @@ export function openWebSocket(url: string, WS: WebSocketConstructor): Promise<Ch
     };
     ws.onmessage = (ev) => ch.onmessage?.(ev.data);
     ws.onclose = (ev) => {
-      if (!open) return reject(new ChannelError(closeCodeOf(ev.code), ev.reason || "WebSocket closed before it opened"));
+      // The §10.1 close code of the WebSocket status, or −1.
+      const code = ev.code >= 4000 && ev.code <= 4998 ? ev.code - 4000 : -1;
+      if (!open) return reject(openError(code, ev.reason || "WebSocket closed before it opened"));
       const h = ch.onclose;
       ch.onmessage = ch.onclose = null;
-      h?.(closeCodeOf(ev.code), ev.reason);
+      h?.(code, ev.reason);
     };
   });
-}
-
-/** A channel failed to open; code is the §10.1 close code when the server sent one, else −1. */
-export class ChannelError extends Error {
-  override readonly name = "ChannelError";
-  constructor(
-    readonly code: number,
-    readonly reason: string,
-  ) {
-    super(reason);
-  }
 }
 
 /** The framing preamble: "rpl" and framing version 1. */
 export const PREAMBLE = Uint8Array.of(0x72, 0x70, 0x6c, 0x01);
 
 /** Returns msg as a frame: its length as an unsigned LEB128 varint, then msg. */
-export function frame(msg: Uint8Array): Uint8Array {
-  let n = msg.length;
-  let k = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    k++;
-  }
-  const out = new Uint8Array(k + msg.length);
-  n = msg.length;
-  let i = 0;
-  while (n >= 0x80) {
-    out[i++] = (n & 0x7f) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  out[i++] = n;
-  out.set(msg, i);
-  return out;
-}
+export const frame = (msg: Uint8Array): Uint8Array => cat(leb128([], msg.length), msg);
 
 /**
  * Splits a byte stream into frames. push takes the next chunk and returns
- * the messages it completes; a frame longer than max, or a length that is
- * not a minimal varint below 2^53, throws a ReplicaDecodeError (the caller
- * closes with code 3 or 2).
+ * the messages it completes. A frame longer than max is a "limit" error (the
+ * caller closes with code 3), a length that is not a minimal varint below
+ * 2^53 a "session" error (code 2).
  */
 export class FrameReader {
   private buf = new Uint8Array(0);
   constructor(readonly max: number) {}
 
   push(chunk: Uint8Array): Uint8Array[] {
-    let b = chunk;
-    if (this.buf.length > 0) {
-      b = new Uint8Array(this.buf.length + chunk.length);
-      b.set(this.buf);
-      b.set(chunk, this.buf.length);
-    }
+    const b = this.buf.length ? cat(this.buf, chunk) : chunk;
     const out: Uint8Array[] = [];
     let off = 0;
     for (;;) {
       let n = 0;
-      let mul = 1;
       let i = off;
-      let complete = false;
-      while (i < b.length) {
-        const x = b[i++]!;
-        n += (x & 0x7f) * mul;
-        mul *= 128;
-        if ((x & 0x80) === 0) {
-          if (x === 0 && i - off > 1) throw new ReplicaDecodeError("session", "frame length is not a minimal varint");
-          complete = true;
-          break;
-        }
-        if (i - off >= 8) throw new ReplicaDecodeError("session", "frame length too long");
+      for (let mul = 1; ; mul *= 128) {
+        if (i - off === 8) fail("session", "frame length too long");
+        else if (i === b.length) n = -1;
+        else n += (b[i]! & 127) * mul;
+        if (n < 0 || b[i++]! < 128) break;
       }
-      if (!complete) break;
-      if (n > this.max) throw new FrameTooLargeError(n, this.max);
+      if (n < 0) break;
+      if (b[i - 1] === 0 && i - off > 1) fail("session", "frame length not minimal");
+      if (n > this.max) fail("limit", `message of ${n} bytes > ${this.max}`);
       if (b.length - i < n) break;
-      out.push(b.subarray(i, i + n));
-      off = i + n;
+      out.push(b.subarray(i, (off = i + n)));
     }
     // Keep the tail; copy it so the chunk's buffer is not held.
-    this.buf = off === b.length ? new Uint8Array(0) : b.slice(off);
+    this.buf = b.slice(off);
     return out;
-  }
-}
-
-/** A frame is longer than the receiver's limit (§10.1: close with code 3). */
-export class FrameTooLargeError extends ReplicaDecodeError {
-  constructor(
-    readonly length: number,
-    readonly max: number,
-  ) {
-    super("session", `message of ${length} bytes is over the limit of ${max}`);
   }
 }
 
@@ -207,23 +159,17 @@ export class FrameTooLargeError extends ReplicaDecodeError {
  * certificate (serverCertificateHashes), for a self-signed development
  * certificate.
  */
-export async function openWebTransport(
-  url: string,
-  WT: WebTransportConstructor,
-  hashes: Uint8Array[] = [],
-  maxMessageBytes = 1 << 20,
-): Promise<Channel> {
-  const opts: WebTransportOptionsLike = {};
-  if (hashes.length > 0) opts.serverCertificateHashes = hashes.map((value) => ({ algorithm: "sha-256", value }));
+export async function openWebTransport(url: string, WT: WebTransportConstructor, hashes: Uint8Array[] = [], maxMessageBytes = 1 << 20): Promise<Channel> {
+  const why = (e: unknown): string => "WebTransport: " + ((e as Error)?.message ?? e);
   let wt: WebTransportLike;
   try {
-    wt = new WT(url, opts);
+    wt = new WT(url, hashes.length ? { serverCertificateHashes: hashes.map((value) => ({ algorithm: "sha-256", value })) } : {});
   } catch (e) {
-    throw new ChannelError(-1, `WebTransport: ${(e as Error).message}`);
+    throw openError(-1, why(e));
   }
-  const closedInfo = wt.closed.then(
+  const closed = wt.closed.then(
     (info) => ({ code: info.closeCode ?? -1, reason: info.reason ?? "" }),
-    (e: unknown) => ({ code: -1, reason: `WebTransport: ${(e as Error)?.message ?? String(e)}` }),
+    (e: unknown) => ({ code: -1, reason: why(e) }),
   );
   let stream;
   try {
@@ -235,26 +181,22 @@ export async function openWebTransport(
     } catch {
       // not open
     }
-    const c = await Promise.race([closedInfo, Promise.resolve(undefined)]);
-    throw new ChannelError(c?.code ?? -1, `WebTransport: ${(e as Error)?.message ?? String(e)}`);
+    throw openError((await Promise.race([closed, { code: -1 }])).code, why(e));
   }
   const writer = stream.writable.getWriter();
   const reader = stream.readable.getReader();
   let closing = false;
+  // The writer queues writes in order; a failed write shows as the session's close.
+  const write = (b: Uint8Array): void => void writer.write(b).catch(() => {});
   const ch: Channel = {
     kind: "webtransport",
-    send(b) {
-      if (closing) return;
-      // The writer queues writes in order; a failed write shows as the
-      // session's close.
-      writer.write(frame(b)).catch(() => {});
-    },
+    send: (b) => closing || write(frame(b)),
     close(code, reason) {
       if (closing) return;
       closing = true;
       ch.onmessage = ch.onclose = null;
       try {
-        wt.close({ closeCode: code, reason: truncateUTF8(reason, 256) });
+        wt.close({ closeCode: code, reason: cut(reason, 256) });
       } catch {
         // already closed
       }
@@ -269,45 +211,31 @@ export async function openWebTransport(
   };
   // The preamble goes out now, so that the server accepts the session
   // before the client's first message.
-  writer.write(PREAMBLE).catch(() => {});
+  write(PREAMBLE);
   void (async () => {
     const frames = new FrameReader(maxMessageBytes);
     try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        for (const m of frames.push(value)) {
+      for (let r; !(r = await reader.read()).done; ) {
+        for (const m of frames.push(r.value)) {
           if (closing) return;
           ch.onmessage?.(m);
         }
       }
     } catch (e) {
-      if (e instanceof FrameTooLargeError) return end(MESSAGE_TOO_LARGE, e.message);
-      if (e instanceof ReplicaDecodeError) return end(2, e.message);
-      // A reset stream: the session's close tells why.
+      // A frame too long or malformed closes with code 3 or 2; a reset stream: the session's close tells why.
+      if (e instanceof ReplicaDecodeError) return end(e.code === "limit" ? 3 : 2, e.message);
     }
     // The server ended the stream: it is closing (§10.1). End ours in
     // answer, which tells it every message was read; it then closes the
     // session with the close code. (A REFUSE and the other last messages
     // came first: they travel on the stream, the close on the session's
-    // own.) A server that does not close in time is gone.
+    // own.) A server that does not close in time (twice the Go server's
+    // flush timeout, quicconn.FlushTimeout, 2 s) is gone.
     writer.close().catch(() => {});
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<{ code: number; reason: string }>((res) => {
-      timer = setTimeout(() => res({ code: NETWORK_ERROR, reason: "the server ended the stream but did not close" }), CLOSE_WAIT_MS);
-    });
-    const c = await Promise.race([closedInfo, late]);
+    let timer;
+    const c = await Promise.race([closed, new Promise<{ code: number; reason: string }>((res) => (timer = setTimeout(res, 4000, { code: -1, reason: "the server ended the stream but did not close" })))]);
     clearTimeout(timer);
     if (!closing) end(c.code < 0 ? NETWORK_ERROR : c.code, c.reason);
   })();
   return ch;
-}
-
-/** s cut to at most n bytes of UTF-8, on a character boundary. */
-function truncateUTF8(s: string, n: number): string {
-  const b = new TextEncoder().encode(s);
-  if (b.length <= n) return s;
-  let end = n;
-  while (end > 0 && (b[end]! & 0xc0) === 0x80) end--;
-  return new TextDecoder().decode(b.subarray(0, end));
 }

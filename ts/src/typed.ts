@@ -11,55 +11,44 @@ import type { Schema, StructType } from "./schema.js";
 import { BagC, ListC, MapC, Rec, elemValue, type Elem, type Entity, type Key } from "./state.js";
 import { numPlan, numValue, type NumPlan } from "./values.js";
 
-/** A leaf of a struct as generated code reads it: its slots and numeric plan. */
+/** A leaf, or a nested struct field, of a struct as generated code reads it: where its values are. */
 export interface LeafRef {
-  /** Leaf index in the struct. */
-  i: number;
+  /** @internal The numeric and object slots (of the leaf, or before the nested field's first leaf). */
   num: number;
+  /** @internal */
   obj: number;
+  /** @internal A numeric leaf's plan. */
   plan: NumPlan | null;
 }
 
+const generated = (msg: string): never => {
+  throw new Error(`replica: generated code: ${msg}; regenerate it`);
+};
+
 /** Decodes the base64 descriptor a generated module embeds. */
-export function schemaFromBase64(b64: string): Schema {
-  const s = atob(b64);
-  const b = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) b[i] = s.charCodeAt(i);
-  return decodeDescriptor(b);
-}
+export const schemaFromBase64 = (b64: string): Schema => decodeDescriptor(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
 
 /** Every struct type a schema reaches (classes, nested structs, elements, bag items, RPC arguments), by name. */
 export function structsOf(schema: Schema): Map<string, StructType> {
   const out = new Map<string, StructType>();
-  const visit = (s: StructType): void => {
-    if (out.has(s.name)) return;
+  const visit = (s: StructType | null): void => {
+    if (!s || out.has(s.name)) return;
     out.set(s.name, s);
-    for (const f of s.fields) {
-      for (let t = f.type; t; t = t.elem!) {
-        if (t.struct) visit(t.struct);
-        if (!t.elem) break;
-      }
-    }
+    for (const f of s.fields) visit(f.type.struct ?? f.type.elem?.struct ?? null);
     for (const r of s.rpcs) visit(r.args);
   };
-  for (const c of schema.classes) visit(c);
+  schema.classes.forEach(visit);
   return out;
 }
 
 /** The struct named name of schema; throws if the embedded descriptor lacks it. */
-export function structNamed(structs: Map<string, StructType>, name: string): StructType {
-  const s = structs.get(name);
-  if (!s) throw new Error(`replica: generated code: the schema has no struct ${name}`);
-  return s;
-}
+export const structNamed = (structs: Map<string, StructType>, name: string): StructType => structs.get(name) ?? generated("no struct " + name);
 
 /** Leaf i of s, checked against the generated code's expectation of its dotted name. */
 export function leafRef(s: StructType, i: number, name: string): LeafRef {
   const l = s.leaves[i];
-  if (!l || l.name !== name) {
-    throw new Error(`replica: generated code: leaf ${i} of ${s.name} is ${l?.name ?? "missing"}, want ${name}; regenerate it`);
-  }
-  return { i, num: l.num, obj: l.obj, plan: l.num >= 0 ? numPlan(l.field.type) : null };
+  if (l?.name !== name) generated(`leaf ${i} of ${s.name} is ${l?.name}, want ${name}`);
+  return { num: l!.num, obj: l!.obj, plan: l!.num >= 0 ? numPlan(l!.field.type) : null };
 }
 
 /**
@@ -67,18 +56,11 @@ export function leafRef(s: StructType, i: number, name: string): LeafRef {
  * of s: the numeric and object slots of the leaves before it (slots are
  * assigned in leaf order, §5.5).
  */
-export function nestedAt(s: StructType, i: number, name: string): { num: number; obj: number } {
+export function nestedAt(s: StructType, i: number, name: string): LeafRef {
   const l = s.leaves[i];
-  if (i > s.leaves.length || (l && !l.name.startsWith(name + "."))) {
-    throw new Error(`replica: generated code: leaf ${i} of ${s.name} is ${l?.name ?? "missing"}, want a field of ${name}; regenerate it`);
-  }
-  let num = 0;
-  let obj = 0;
-  for (let j = 0; j < i; j++) {
-    if (s.leaves[j]!.num >= 0) num++;
-    else obj++;
-  }
-  return { num, obj };
+  if (i > s.leaves.length || (l && !l.name.startsWith(name + "."))) generated(`leaf ${i} of ${s.name} is ${l?.name}, want ${name}.…`);
+  const num = s.leaves.slice(0, i).filter((x) => x.num >= 0).length;
+  return { num, obj: i - num, plan: null };
 }
 
 /**
@@ -106,14 +88,22 @@ export class StructView {
   protected o$(l: LeafRef): any {
     return this.rec$.obj[this.obj$ + l.obj];
   }
+
+  /** A view of class C of the nested struct field at. */
+  protected s$<T>(C: new (r: Rec, num: number, obj: number) => T, at: LeafRef): T {
+    return new C(this.rec$, this.num$ + at.num, this.obj$ + at.obj);
+  }
 }
 
 /** A read-only list whose elements are converted on access. */
 export class TypedList<T> implements Iterable<T> {
+  private readonly conv: (v: Elem) => T;
   constructor(
     readonly raw: ListC,
-    private readonly conv: (v: Elem) => T,
-  ) {}
+    conv: (v: Elem) => T,
+  ) {
+    this.conv = conv;
+  }
   get length(): number {
     return this.raw.items.length;
   }
@@ -125,17 +115,20 @@ export class TypedList<T> implements Iterable<T> {
   toArray(): T[] {
     return this.raw.items.map(this.conv);
   }
-  *[Symbol.iterator](): Iterator<T> {
-    for (const v of this.raw.items) yield this.conv(v);
+  [Symbol.iterator](): Iterator<T> {
+    return this.toArray()[Symbol.iterator]();
   }
 }
 
 /** A read-only map whose values are converted on access; keys iterate in ascending order. */
 export class TypedMap<K extends Key, V> implements Iterable<[K, V]> {
+  private readonly conv: (v: Elem) => V;
   constructor(
     readonly raw: MapC | BagC,
-    private readonly conv: (v: Elem) => V,
-  ) {}
+    conv: (v: Elem) => V,
+  ) {
+    this.conv = conv;
+  }
   get size(): number {
     return this.raw.m.size;
   }
@@ -150,8 +143,10 @@ export class TypedMap<K extends Key, V> implements Iterable<[K, V]> {
   keys(): K[] {
     return this.raw.keys() as K[];
   }
-  *[Symbol.iterator](): Iterator<[K, V]> {
-    for (const k of this.raw.keys()) yield [k as K, this.conv(this.raw.m.get(k)!)];
+  [Symbol.iterator](): Iterator<[K, V]> {
+    return this.keys()
+      .map((k): [K, V] => [k, this.get(k)!])
+      [Symbol.iterator]();
   }
 }
 
@@ -186,39 +181,29 @@ export interface TypedBagEvent<K, V> {
   new?: unknown;
 }
 
-/** The JS value of a numeric or scalar element of type t (for typed containers and events). */
-export function elemConv(t: import("./schema.js").Type): (v: Elem) => any {
+/** The converter of the elements of list or map leaf i of s to their JS values (for typed containers and events). */
+export function elemConv(s: StructType, i: number): (v: Elem) => any {
+  const t = s.leaves[i]!.field.type.elem!;
   return (v) => elemValue(t, v);
 }
 
-/** Converts untyped events into typed ones for generated callbacks. */
-export function listEvent<T>(ev: ListEvent, conv: (v: any) => T, structs: boolean): TypedListEvent<T> {
-  const o: TypedListEvent<T> = { kind: ev.kind, index: ev.index };
-  if (ev.old !== undefined) o.old = structs ? conv(ev.old) : (ev.old as T);
-  if (ev.new !== undefined) o.new = structs ? conv(ev.new) : (ev.new as T);
+/** A copy of an event with its old, new and item values converted by f. */
+function typed(ev: object, f: (v: any) => unknown): any {
+  const o: Record<string, unknown> = { ...ev };
+  for (const k of ["old", "new", "item"]) if (o[k] !== undefined) o[k] = f(o[k]);
   return o;
 }
 
-export function mapEvent<K, V>(ev: MapEvent, conv: (v: any) => V, structs: boolean): TypedMapEvent<K, V> {
-  const o: TypedMapEvent<K, V> = { kind: ev.kind, key: ev.key as K };
-  if (ev.old !== undefined) o.old = structs ? conv(ev.old) : (ev.old as V);
-  if (ev.new !== undefined) o.new = structs ? conv(ev.new) : (ev.new as V);
-  return o;
-}
+/** Converts untyped events into typed ones for generated callbacks: struct elements become views. */
+export const listEvent = <T>(ev: ListEvent, conv: (v: any) => T, structs: boolean): TypedListEvent<T> => (structs ? typed(ev, conv) : ev) as any;
 
-export function bagEvent<K, V>(ev: BagEvent, conv: (r: Rec) => V): TypedBagEvent<K, V> {
-  const o: TypedBagEvent<K, V> = { kind: ev.kind, key: ev.key as K, itemLeaf: ev.itemLeaf, item: ev.item ? conv(ev.item) : undefined };
-  const wrap = (v: unknown): unknown => (v instanceof Rec ? conv(v) : v);
-  if (ev.old !== undefined) o.old = wrap(ev.old);
-  if (ev.new !== undefined) o.new = wrap(ev.new);
-  return o;
-}
+export const mapEvent = <K, V>(ev: MapEvent, conv: (v: any) => V, structs: boolean): TypedMapEvent<K, V> => (structs ? typed(ev, conv) : ev) as any;
+
+export const bagEvent = <K, V>(ev: BagEvent, conv: (r: Rec) => V): TypedBagEvent<K, V> => typed(ev, (v) => (v instanceof Rec ? conv(v) : v));
 
 /** Registration helpers the generated static methods call. */
 export type Unregister = () => void;
 
-export function isClassOf(e: Entity | undefined, c: StructType): e is Entity {
-  return e !== undefined && e.type === c;
-}
+export const isClassOf = (e: Entity | undefined, c: StructType): e is Entity => e?.type === c;
 
 export type { Replica };

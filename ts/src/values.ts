@@ -9,7 +9,7 @@
  * otherwise (int64, uint64, float64 bits, unbounded quantization codes).
  */
 
-import { MASK } from "./bits.js";
+import { MASK, big } from "./bits.js";
 import { isSigned, kindWidth, type Type } from "./schema.js";
 import { Kind } from "./enums.js";
 
@@ -26,12 +26,10 @@ export interface NumPlan {
   W: number;
   /** The full-mode code is zigzagged (signed kinds, unbounded quantization). */
   zigzag: boolean;
-  /** S is sign-extended from D bits after a delta (signed kinds). */
+  /** S is signed: sign-extended from D bits after a delta (signed kinds, unbounded quantization). */
   signed: boolean;
   /** S may need more than 32 bits: elements are BigInts. */
   wide: boolean;
-  /** Elements of a narrow signed kind are read as int32. */
-  narrowSigned: boolean;
   quant: Type["quant"];
 }
 
@@ -40,42 +38,15 @@ const plans = new WeakMap<Type, NumPlan>();
 /** The numeric plan of type t (a numeric kind). */
 export function numPlan(t: Type): NumPlan {
   let p = plans.get(t);
-  if (p) return p;
-  const k = t.kind;
-  const q = t.quant;
-  let fullRaw = 0;
-  let D = kindWidth(k);
-  let W = kindWidth(k);
-  let zigzag = isSigned(k);
-  let wide = W === 64;
-  if (k === Kind.Bool) fullRaw = 1;
-  if (k === Kind.Float32 || k === Kind.Float64) {
-    if (q.mode === 0) fullRaw = W;
-    else if (q.mode === 2) {
-      fullRaw = q.nbits;
-      D = q.nbits;
-      W = q.nbits;
-      wide = false;
-    } else {
-      D = 64;
-      W = 64;
-      zigzag = true;
-      wide = true;
-    }
+  if (!p) {
+    const k = t.kind;
+    const q = t.quant;
+    const float = k === Kind.Float32 || k === Kind.Float64;
+    // Bounded quantization: nbits; unbounded: a zigzagged int64; none: the kind's width.
+    const W = float && q.mode ? (q.mode === 2 ? q.nbits : 64) : kindWidth(k);
+    const signed = isSigned(k) || (float && q.mode === 1);
+    plans.set(t, (p = { kind: k, fullRaw: k === Kind.Bool ? 1 : float && q.mode !== 1 ? W : 0, deltaRaw: +(k === Kind.Bool), D: W, W, zigzag: signed, signed, wide: W === 64, quant: q }));
   }
-  p = {
-    kind: k,
-    fullRaw,
-    deltaRaw: k === Kind.Bool ? 1 : 0,
-    D,
-    W,
-    zigzag,
-    signed: isSigned(k) || (q.mode === 1 && (k === Kind.Float32 || k === Kind.Float64)),
-    wide,
-    narrowSigned: isSigned(k) && !wide,
-    quant: q,
-  };
-  plans.set(t, p);
   return p;
 }
 
@@ -91,25 +62,19 @@ export const out = { lo: 0, hi: 0 };
  */
 export function decodeFull(p: NumPlan, lo: number, hi: number): boolean {
   if (p.W < 64 && (hi !== 0 || lo > MASK[p.W]!)) return false;
-  if (!p.zigzag) {
+  if (p.zigzag) unzigzag64(lo, hi);
+  else {
     out.lo = lo;
     out.hi = hi;
-    return true;
   }
-  unzigzag64(lo, hi);
   return true;
 }
 
 /** out = unzigzag(lo, hi) on 64 bits, as halves. */
-export function unzigzag64(lo: number, hi: number): void {
-  let dlo = ((lo >>> 1) | ((hi & 1) << 31)) >>> 0;
-  let dhi = hi >>> 1;
-  if (lo & 1) {
-    dlo = ~dlo >>> 0;
-    dhi = ~dhi >>> 0;
-  }
-  out.lo = dlo;
-  out.hi = dhi;
+function unzigzag64(lo: number, hi: number): void {
+  const neg = -(lo & 1);
+  out.lo = (((lo >>> 1) | ((hi & 1) << 31)) ^ neg) >>> 0;
+  out.hi = ((hi >>> 1) ^ neg) >>> 0;
 }
 
 /**
@@ -119,50 +84,32 @@ export function unzigzag64(lo: number, hi: number): void {
  */
 export function decodeDelta(p: NumPlan, olo: number, ohi: number, lo: number, hi: number): boolean {
   if (p.kind === Kind.Ref) {
-    if (hi !== 0) return false;
     out.lo = lo;
     out.hi = 0;
-    return true;
+    return hi === 0;
   }
   const D = p.D;
   if (D <= 32) {
     if (hi !== 0 || lo > MASK[D]!) return false;
-    const d = (lo >>> 1) ^ -(lo & 1);
-    let v = olo + d;
-    if (p.signed) {
-      v = D === 32 ? v | 0 : ((v << (32 - D)) >> (32 - D));
-      out.lo = v >>> 0;
-      out.hi = v < 0 ? 0xffffffff : 0;
-    } else {
-      out.lo = D === 32 ? v >>> 0 : (v & MASK[D]!) >>> 0;
-      out.hi = 0;
-    }
+    const sh = 32 - D;
+    const v = olo + ((lo >>> 1) ^ -(lo & 1));
+    // Wrapped to D bits: sign-extended for signed kinds.
+    out.lo = (p.signed ? (v << sh) >> sh : sh ? v & MASK[D]! : v) >>> 0;
+    out.hi = p.signed && out.lo >>> 31 ? 0xffffffff : 0;
     return true;
   }
   unzigzag64(lo, hi);
   const s = olo + out.lo;
-  out.hi = (ohi + out.hi + (s > 0xffffffff ? 1 : 0)) >>> 0;
+  out.hi = (ohi + out.hi + +(s > 0xffffffff)) >>> 0;
   out.lo = s >>> 0;
   return true;
 }
 
 /** The element form of a stored value: a number for narrow kinds, a BigInt for wide ones. */
 export function toElem(p: NumPlan, lo: number, hi: number): number | bigint {
-  if (!p.wide) return p.narrowSigned ? lo | 0 : lo;
-  const v = (BigInt(hi) << 32n) | BigInt(lo);
+  if (!p.wide) return p.signed ? lo | 0 : lo;
+  const v = big(lo, hi);
   return p.signed ? BigInt.asIntN(64, v) : v;
-}
-
-/** Splits an element-form value into out. */
-export function fromElem(v: number | bigint): void {
-  if (typeof v === "number") {
-    out.lo = v >>> 0;
-    out.hi = v < 0 ? 0xffffffff : 0;
-    return;
-  }
-  const u = BigInt.asUintN(64, v);
-  out.lo = Number(u & 0xffffffffn);
-  out.hi = Number(u >> 32n);
 }
 
 const F32 = new Float32Array(1);
@@ -203,35 +150,14 @@ export function f64Bits(x: number): void {
  */
 export function dequantize(p: NumPlan, lo: number, hi: number): number {
   const q = p.quant;
-  if (q.mode === 2) return q.min + lo * q.step;
-  const c = (hi | 0) * 4294967296 + lo; // one rounding, as float64(int64)
-  return c * q.step;
+  return q.mode === 2 ? q.min + lo * q.step : ((hi | 0) * 4294967296 + lo) * q.step; // one rounding, as float64(int64)
 }
 
 /** The JS value of a stored numeric value (§4.1): what accessors and callbacks see. */
 export function numValue(p: NumPlan, lo: number, hi: number): number | bigint | boolean {
-  switch (p.kind) {
-    case Kind.Bool:
-      return lo !== 0;
-    case Kind.Int8:
-    case Kind.Int16:
-    case Kind.Int32:
-      return lo | 0;
-    case Kind.Uint8:
-    case Kind.Uint16:
-    case Kind.Uint32:
-    case Kind.Ref:
-      return lo;
-    case Kind.Int64:
-      return BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo));
-    case Kind.Uint64:
-      return (BigInt(hi) << 32n) | BigInt(lo);
-    case Kind.Float32:
-      if (p.quant.mode !== 0) return Math.fround(dequantize(p, lo, hi));
-      return f32FromBits(lo);
-    case Kind.Float64:
-      if (p.quant.mode !== 0) return dequantize(p, lo, hi);
-      return f64FromBits(lo, hi);
-  }
-  return lo;
+  const k = p.kind;
+  if (k === Kind.Bool) return lo !== 0;
+  if (k === Kind.Float32) return p.quant.mode ? Math.fround(dequantize(p, lo, hi)) : f32FromBits(lo);
+  if (k === Kind.Float64) return p.quant.mode ? dequantize(p, lo, hi) : f64FromBits(lo, hi);
+  return toElem(p, lo, hi);
 }

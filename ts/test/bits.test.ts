@@ -45,7 +45,7 @@ describe("bit order (§1.1)", () => {
     expect(r.bits(3)).toBe(0); // stream bits 1..3 = 0,0,0
     expect(r.bits(4)).toBe(0b1011); // bits 4..7 of byte 0
     expect(r.bits(2)).toBe(3);
-    expect(r.remaining()).toBe(6);
+    expect(r.len - r.pos).toBe(6);
   });
 
   test("bits(3) of value 1 is written 100", () => {
@@ -215,7 +215,7 @@ describe("§9 worked example bytes", () => {
     expect(r.u(3)).toBe(9); // zigzag(−5)
     expect(r.bits(32)).toBe(0x3fc00000); // 1.5
     expect(r.bits(3)).toBe(0); // end
-    r.finish("segment");
+    r.finish();
   });
 
   test("§9.4 update: U(23) of 2^23 at bit 34", () => {
@@ -237,7 +237,7 @@ describe("§9 worked example bytes", () => {
     const codes = [0, 1, 2, 3, 4].map(() => r.u(k));
     expect(codes).toEqual([2, 3, 6, 0, 10]);
     expect(r.bits(3)).toBe(0);
-    r.finish("segment");
+    r.finish();
   });
 });
 

@@ -1,7 +1,7 @@
 // Standalone records (§6.1) as client RPC arguments: encodeRecord then the
 // decoder's decodeRecord gives the values back.
 import { describe, expect, test } from "vitest";
-import { Decoder } from "../src/decoder.js";
+import { decoder } from "../src/decoder.js";
 import { encodeRecord } from "../src/encoder.js";
 import { Kind, Schema } from "../src/schema.js";
 import { BagC, ListC, MapC, Rec } from "../src/state.js";
@@ -42,7 +42,7 @@ describe("encodeRecord", () => {
       m: { "-5": "neg", 7: "seven", 300: "" }, sm: new Map([["b", 2], ["a", 1], ["é", 3]]),
       bag: { 10: { n: 1, tag: "x" }, 2: { n: 2 } }, who: 0x01000005,
     };
-    const rec = new Decoder(schema).decodeRecord(args, args, encodeRecord(args, v));
+    const rec = decoder(schema).decodeRecord(args, args, encodeRecord(args, v));
     const g = (n: string) => rec.get(n);
     expect([g("b"), g("i8"), g("i64"), g("u64"), g("f32"), g("q"), g("s"), g("bin"), g("at.x"), g("at.y"), g("who")]).toEqual([
       true, -128, -(2n ** 63n), 2n ** 64n - 1n, Math.fround(1.1), -2.5, "héllo", Uint8Array.of(0, 255), 3, -0, 0x01000005,
@@ -64,7 +64,7 @@ describe("encodeRecord", () => {
     const { args } = argsSchema();
     const r = new BitReader(encodeRecord(args, { b: false, s: "", nums: [] }));
     expect(r.u(2)).toBe(0);
-    r.finish("record");
+    r.finish();
     expect(() => encodeRecord(args, { i8: 200 })).toThrow(RangeError);
     expect(() => encodeRecord(args, { i8: 1.5 })).toThrow(RangeError);
   });

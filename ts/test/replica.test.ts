@@ -113,8 +113,8 @@ describe("sections and callbacks", () => {
     r.apply(seg().section(UPDATE, 1, 1).tree([{ id: 1, k: 3 }]).ids([1]).s(1, 3).end());
     expect(log).toEqual(["a", "late"]);
     expect(() => r.onField("Hero", "nope", () => {})).toThrow(/no leaf/);
-    expect(() => r.onList("Hero", "hp", () => {})).toThrow(/not of a kind/);
-    expect(() => r.onCreate("Nope", () => {})).toThrow(/not a class/);
+    expect(() => r.onList("Hero", "hp", () => {})).toThrow(/wrong kind/);
+    expect(() => r.onCreate("Nope", () => {})).toThrow(/no class Nope/);
   });
 
   test("a rejected tick leaves the replica exactly as it was and runs no callback", () => {
@@ -132,6 +132,22 @@ describe("sections and callbacks", () => {
     expect(dumpEntities(r.entities())).toBe(before);
     expect(r.size).toBe(2);
     expect(calls).toBe(0);
+  });
+
+  test("a rejected tick restores every numeric write, however many (the undo log grows)", () => {
+    const r = new Replica(heroSchema());
+    const slots = Array.from({ length: 600 }, (_, i) => i);
+    r.apply(...slots.map((s) => createHero(s, 0, s, "x", 0)));
+    const before = dumpEntities(r.entities());
+    // 600 hp changes, then an update of a missing entity: all 600 are undone.
+    const w = seg().section(UPDATE, 1, 1).tree([{ id: 1, k: 3 }]).ids(slots, 1);
+    for (const _ of slots) w.s(-3, 3);
+    const all = w.end();
+    const bad = seg().section(UPDATE, 1, 1).tree([{ id: 1, k: 3 }]).ids([700]).s(1, 3).end();
+    expectReject(() => r.applyTick([all, bad]), "not-found");
+    expect(dumpEntities(r.entities())).toBe(before);
+    r.apply(all);
+    expect(r.entity(makeId(599, 0))!.get("hp")).toBe(596);
   });
 
   test("malformed and inconsistent segments are rejected with their codes", () => {

@@ -27,7 +27,7 @@ const Vec$: StructType = structNamed(structs$, "Vec");
 
 const Aim$at = nestedAt(Aim$, 0, "at");
 const Aim$tags = leafRef(Aim$, 2, "tags");
-const Aim$tags$c = elemConv(Aim$.leaves[2]!.field.type.elem!);
+const Aim$tags$c = elemConv(Aim$, 2);
 const Aim$power = leafRef(Aim$, 3, "power");
 const Fire$x = leafRef(Fire$, 0, "x");
 const Fire$y = leafRef(Fire$, 1, "y");
@@ -46,9 +46,9 @@ const Hero$kind = leafRef(Hero$, 9, "kind");
 const Hero$pos = nestedAt(Hero$, 10, "pos");
 const Hero$path = leafRef(Hero$, 12, "path");
 const Hero$tags = leafRef(Hero$, 13, "tags");
-const Hero$tags$c = elemConv(Hero$.leaves[13]!.field.type.elem!);
+const Hero$tags$c = elemConv(Hero$, 13);
 const Hero$scores = leafRef(Hero$, 14, "scores");
-const Hero$scores$c = elemConv(Hero$.leaves[14]!.field.type.elem!);
+const Hero$scores$c = elemConv(Hero$, 14);
 const Hero$inv = leafRef(Hero$, 15, "inv");
 const Hit$damage = leafRef(Hit$, 0, "damage");
 const Hit$from = leafRef(Hit$, 1, "from");
@@ -64,7 +64,7 @@ const Vec$y = leafRef(Vec$, 1, "y");
 export class Aim extends StructView {
 	/** Field at, a Vec stored inline. */
 	get at(): Vec {
-		return new Vec(this.rec$, this.num$ + Aim$at.num, this.obj$ + Aim$at.obj);
+		return this.s$(Vec, Aim$at);
 	}
 
 	/** Field tags (list<string>), read-only. */
@@ -126,7 +126,7 @@ export class Hero extends StructView {
 
 	/** Every Hero of r, in ascending slot order. */
 	static all(r: Replica): Hero[] {
-		return r.entities().filter((e) => e.type === Hero$).map((e) => new Hero(e));
+		return r.entities().filter((e) => isClassOf(e, Hero$)).map((e) => new Hero(e));
 	}
 
 	/** The entity. */
@@ -181,7 +181,7 @@ export class Hero extends StructView {
 
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Hero$pos.num, this.obj$ + Hero$pos.obj);
+		return this.s$(Vec, Hero$pos);
 	}
 
 	/** Field path (list<Vec>), read-only. */
@@ -387,7 +387,7 @@ export class Item extends StructView {
 
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Item$pos.num, this.obj$ + Item$pos.obj);
+		return this.s$(Vec, Item$pos);
 	}
 
 }

@@ -52,57 +52,57 @@ const Hero$target = leafRef(Hero$, 17, "target");
 const Hero$side = leafRef(Hero$, 18, "side");
 const Hero$body = nestedAt(Hero$, 19, "body");
 const Hero$scores = leafRef(Hero$, 31, "scores");
-const Hero$scores$c = elemConv(Hero$.leaves[31]!.field.type.elem!);
+const Hero$scores$c = elemConv(Hero$, 31);
 const Hero$path = leafRef(Hero$, 32, "path");
-const Hero$path$c = elemConv(Hero$.leaves[32]!.field.type.elem!);
+const Hero$path$c = elemConv(Hero$, 32);
 const Hero$angles = leafRef(Hero$, 33, "angles");
-const Hero$angles$c = elemConv(Hero$.leaves[33]!.field.type.elem!);
+const Hero$angles$c = elemConv(Hero$, 33);
 const Hero$tags = leafRef(Hero$, 34, "tags");
-const Hero$tags$c = elemConv(Hero$.leaves[34]!.field.type.elem!);
+const Hero$tags$c = elemConv(Hero$, 34);
 const Hero$blobs = leafRef(Hero$, 35, "blobs");
-const Hero$blobs$c = elemConv(Hero$.leaves[35]!.field.type.elem!);
+const Hero$blobs$c = elemConv(Hero$, 35);
 const Hero$buffs = leafRef(Hero$, 36, "buffs");
 const Hero$cds = leafRef(Hero$, 37, "cds");
-const Hero$cds$c = elemConv(Hero$.leaves[37]!.field.type.elem!);
+const Hero$cds$c = elemConv(Hero$, 37);
 const Hero$byLevel = leafRef(Hero$, 38, "byLevel");
-const Hero$byLevel$c = elemConv(Hero$.leaves[38]!.field.type.elem!);
+const Hero$byLevel$c = elemConv(Hero$, 38);
 const Hero$byName = leafRef(Hero$, 40, "byName");
 const Hero$inv = leafRef(Hero$, 41, "inv");
 const Hero$dropped = leafRef(Hero$, 42, "dropped");
 const Hero$old = leafRef(Hero$, 43, "old");
 const Hero$qwide = leafRef(Hero$, 44, "qwide");
 const Hero$sides = leafRef(Hero$, 45, "sides");
-const Hero$sides$c = elemConv(Hero$.leaves[45]!.field.type.elem!);
+const Hero$sides$c = elemConv(Hero$, 45);
 const Hero$teams = leafRef(Hero$, 46, "teams");
-const Hero$teams$c = elemConv(Hero$.leaves[46]!.field.type.elem!);
+const Hero$teams$c = elemConv(Hero$, 46);
 const Hero$bins = leafRef(Hero$, 47, "bins");
-const Hero$bins$c = elemConv(Hero$.leaves[47]!.field.type.elem!);
+const Hero$bins$c = elemConv(Hero$, 47);
 const Hero$flags = leafRef(Hero$, 48, "flags");
-const Hero$flags$c = elemConv(Hero$.leaves[48]!.field.type.elem!);
+const Hero$flags$c = elemConv(Hero$, 48);
 const Hero$zones = leafRef(Hero$, 49, "zones");
-const Hero$zones$c = elemConv(Hero$.leaves[49]!.field.type.elem!);
+const Hero$zones$c = elemConv(Hero$, 49);
 const Hero$ws = leafRef(Hero$, 50, "ws");
-const Hero$ws$c = elemConv(Hero$.leaves[50]!.field.type.elem!);
+const Hero$ws$c = elemConv(Hero$, 50);
 const Hero$toggles = leafRef(Hero$, 51, "toggles");
-const Hero$toggles$c = elemConv(Hero$.leaves[51]!.field.type.elem!);
+const Hero$toggles$c = elemConv(Hero$, 51);
 const Hero$refs = leafRef(Hero$, 52, "refs");
-const Hero$refs$c = elemConv(Hero$.leaves[52]!.field.type.elem!);
+const Hero$refs$c = elemConv(Hero$, 52);
 const Hero$stash = leafRef(Hero$, 53, "stash");
 const Hero$loadout = leafRef(Hero$, 54, "loadout");
 const Item$kind = leafRef(Item$, 0, "kind");
 const Item$count = leafRef(Item$, 1, "count");
 const Item$pos = nestedAt(Item$, 2, "pos");
 const Item$tags = leafRef(Item$, 5, "tags");
-const Item$tags$c = elemConv(Item$.leaves[5]!.field.type.elem!);
+const Item$tags$c = elemConv(Item$, 5);
 const Item$mods = leafRef(Item$, 6, "mods");
-const Item$mods$c = elemConv(Item$.leaves[6]!.field.type.elem!);
+const Item$mods$c = elemConv(Item$, 6);
 const Item$sub = leafRef(Item$, 7, "sub");
 const Missile$shooter = leafRef(Missile$, 0, "shooter");
 const Missile$pos = nestedAt(Missile$, 1, "pos");
 const Missile$vel = nestedAt(Missile$, 4, "vel");
 const Missile$ttl = leafRef(Missile$, 7, "ttl");
 const Missile$hits = leafRef(Missile$, 8, "hits");
-const Missile$hits$c = elemConv(Missile$.leaves[8]!.field.type.elem!);
+const Missile$hits$c = elemConv(Missile$, 8);
 const Missile$effects = leafRef(Missile$, 9, "effects");
 const Missile$alias = leafRef(Missile$, 11, "alias");
 const Missile$dist = leafRef(Missile$, 12, "dist");
@@ -110,18 +110,18 @@ const Missile$lit = leafRef(Missile$, 13, "lit");
 const Missile$credits = leafRef(Missile$, 14, "credits");
 const Missile$crew = leafRef(Missile$, 15, "crew");
 const Missile$labels = leafRef(Missile$, 16, "labels");
-const Missile$labels$c = elemConv(Missile$.leaves[16]!.field.type.elem!);
+const Missile$labels$c = elemConv(Missile$, 16);
 const Missile$dists = leafRef(Missile$, 17, "dists");
-const Missile$dists$c = elemConv(Missile$.leaves[17]!.field.type.elem!);
+const Missile$dists$c = elemConv(Missile$, 17);
 const Resist$fire = leafRef(Resist$, 0, "fire");
 const Resist$ice = leafRef(Resist$, 1, "ice");
 const Stats$str = leafRef(Stats$, 0, "str");
 const Stats$dex = leafRef(Stats$, 1, "dex");
 const Stats$hist = leafRef(Stats$, 2, "hist");
-const Stats$hist$c = elemConv(Stats$.leaves[2]!.field.type.elem!);
+const Stats$hist$c = elemConv(Stats$, 2);
 const Stats$resist = nestedAt(Stats$, 3, "resist");
 const Stats$kv = leafRef(Stats$, 6, "kv");
-const Stats$kv$c = elemConv(Stats$.leaves[6]!.field.type.elem!);
+const Stats$kv$c = elemConv(Stats$, 6);
 const Stats$gear = leafRef(Stats$, 7, "gear");
 const Vec$x = leafRef(Vec$, 0, "x");
 const Vec$y = leafRef(Vec$, 1, "y");
@@ -131,12 +131,12 @@ const Vec$z = leafRef(Vec$, 2, "z");
 export class Body extends StructView {
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Body$pos.num, this.obj$ + Body$pos.obj);
+		return this.s$(Vec, Body$pos);
 	}
 
 	/** Field stats, a Stats stored inline. */
 	get stats(): Stats {
-		return new Stats(this.rec$, this.num$ + Body$stats.num, this.obj$ + Body$stats.obj);
+		return this.s$(Stats, Body$stats);
 	}
 
 	/** Field mark (uint16). */
@@ -182,7 +182,7 @@ export class Hero extends StructView {
 
 	/** Every Hero of r, in ascending slot order. */
 	static all(r: Replica): Hero[] {
-		return r.entities().filter((e) => e.type === Hero$).map((e) => new Hero(e));
+		return r.entities().filter((e) => isClassOf(e, Hero$)).map((e) => new Hero(e));
 	}
 
 	/** The entity. */
@@ -282,7 +282,7 @@ export class Hero extends StructView {
 
 	/** Field body, a Body stored inline. */
 	get body(): Body {
-		return new Body(this.rec$, this.num$ + Hero$body.num, this.obj$ + Hero$body.obj);
+		return this.s$(Body, Hero$body);
 	}
 
 	/** Field scores (list<int32>), read-only. */
@@ -740,7 +740,7 @@ export class Item extends StructView {
 
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Item$pos.num, this.obj$ + Item$pos.obj);
+		return this.s$(Vec, Item$pos);
 	}
 
 	/** Field tags (list<string>), read-only. */
@@ -777,7 +777,7 @@ export class Missile extends StructView {
 
 	/** Every Missile of r, in ascending slot order. */
 	static all(r: Replica): Missile[] {
-		return r.entities().filter((e) => e.type === Missile$).map((e) => new Missile(e));
+		return r.entities().filter((e) => isClassOf(e, Missile$)).map((e) => new Missile(e));
 	}
 
 	/** The entity. */
@@ -792,12 +792,12 @@ export class Missile extends StructView {
 
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Missile$pos.num, this.obj$ + Missile$pos.obj);
+		return this.s$(Vec, Missile$pos);
 	}
 
 	/** Field vel, a Vec stored inline. */
 	get vel(): Vec {
-		return new Vec(this.rec$, this.num$ + Missile$vel.num, this.obj$ + Missile$vel.obj);
+		return this.s$(Vec, Missile$vel);
 	}
 
 	/** Field ttl (float32 q(1,0,6)). */
@@ -1007,7 +1007,7 @@ export class Stats extends StructView {
 
 	/** Field resist, a Resist stored inline. */
 	get resist(): Resist {
-		return new Resist(this.rec$, this.num$ + Stats$resist.num, this.obj$ + Stats$resist.obj);
+		return this.s$(Resist, Stats$resist);
 	}
 
 	/** Field kv (map<uint8,int32>), read-only, keys in ascending order. */

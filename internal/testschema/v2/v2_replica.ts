@@ -31,7 +31,7 @@ const Beacon$pos = nestedAt(Beacon$, 0, "pos");
 const Beacon$label = leafRef(Beacon$, 4, "label");
 const Beacon$power = leafRef(Beacon$, 5, "power");
 const Beacon$members = leafRef(Beacon$, 6, "members");
-const Beacon$members$c = elemConv(Beacon$.leaves[6]!.field.type.elem!);
+const Beacon$members$c = elemConv(Beacon$, 6);
 const Beacon$loot = leafRef(Beacon$, 7, "loot");
 const Body$pos = nestedAt(Body$, 0, "pos");
 const Body$stats = nestedAt(Body$, 4, "stats");
@@ -62,62 +62,62 @@ const Hero$target = leafRef(Hero$, 17, "target");
 const Hero$side = leafRef(Hero$, 18, "side");
 const Hero$body = nestedAt(Hero$, 19, "body");
 const Hero$scores = leafRef(Hero$, 35, "scores");
-const Hero$scores$c = elemConv(Hero$.leaves[35]!.field.type.elem!);
+const Hero$scores$c = elemConv(Hero$, 35);
 const Hero$path = leafRef(Hero$, 36, "path");
-const Hero$path$c = elemConv(Hero$.leaves[36]!.field.type.elem!);
+const Hero$path$c = elemConv(Hero$, 36);
 const Hero$angles = leafRef(Hero$, 37, "angles");
-const Hero$angles$c = elemConv(Hero$.leaves[37]!.field.type.elem!);
+const Hero$angles$c = elemConv(Hero$, 37);
 const Hero$tags = leafRef(Hero$, 38, "tags");
-const Hero$tags$c = elemConv(Hero$.leaves[38]!.field.type.elem!);
+const Hero$tags$c = elemConv(Hero$, 38);
 const Hero$blobs = leafRef(Hero$, 39, "blobs");
-const Hero$blobs$c = elemConv(Hero$.leaves[39]!.field.type.elem!);
+const Hero$blobs$c = elemConv(Hero$, 39);
 const Hero$buffs = leafRef(Hero$, 40, "buffs");
 const Hero$cds = leafRef(Hero$, 41, "cds");
-const Hero$cds$c = elemConv(Hero$.leaves[41]!.field.type.elem!);
+const Hero$cds$c = elemConv(Hero$, 41);
 const Hero$byLevel = leafRef(Hero$, 42, "byLevel");
-const Hero$byLevel$c = elemConv(Hero$.leaves[42]!.field.type.elem!);
+const Hero$byLevel$c = elemConv(Hero$, 42);
 const Hero$byName = leafRef(Hero$, 44, "byName");
 const Hero$inv = leafRef(Hero$, 45, "inv");
 const Hero$qwide = leafRef(Hero$, 46, "qwide");
 const Hero$sides = leafRef(Hero$, 47, "sides");
-const Hero$sides$c = elemConv(Hero$.leaves[47]!.field.type.elem!);
+const Hero$sides$c = elemConv(Hero$, 47);
 const Hero$teams = leafRef(Hero$, 48, "teams");
-const Hero$teams$c = elemConv(Hero$.leaves[48]!.field.type.elem!);
+const Hero$teams$c = elemConv(Hero$, 48);
 const Hero$bins = leafRef(Hero$, 49, "bins");
-const Hero$bins$c = elemConv(Hero$.leaves[49]!.field.type.elem!);
+const Hero$bins$c = elemConv(Hero$, 49);
 const Hero$flags = leafRef(Hero$, 50, "flags");
-const Hero$flags$c = elemConv(Hero$.leaves[50]!.field.type.elem!);
+const Hero$flags$c = elemConv(Hero$, 50);
 const Hero$zones = leafRef(Hero$, 51, "zones");
-const Hero$zones$c = elemConv(Hero$.leaves[51]!.field.type.elem!);
+const Hero$zones$c = elemConv(Hero$, 51);
 const Hero$ws = leafRef(Hero$, 52, "ws");
-const Hero$ws$c = elemConv(Hero$.leaves[52]!.field.type.elem!);
+const Hero$ws$c = elemConv(Hero$, 52);
 const Hero$toggles = leafRef(Hero$, 53, "toggles");
-const Hero$toggles$c = elemConv(Hero$.leaves[53]!.field.type.elem!);
+const Hero$toggles$c = elemConv(Hero$, 53);
 const Hero$refs = leafRef(Hero$, 54, "refs");
-const Hero$refs$c = elemConv(Hero$.leaves[54]!.field.type.elem!);
+const Hero$refs$c = elemConv(Hero$, 54);
 const Hero$stash = leafRef(Hero$, 55, "stash");
 const Hero$loadout = leafRef(Hero$, 56, "loadout");
 const Hero$mana = leafRef(Hero$, 57, "mana");
 const Hero$title = leafRef(Hero$, 58, "title");
 const Hero$perks = leafRef(Hero$, 59, "perks");
-const Hero$perks$c = elemConv(Hero$.leaves[59]!.field.type.elem!);
+const Hero$perks$c = elemConv(Hero$, 59);
 const Item$kind = leafRef(Item$, 0, "kind");
 const Item$count = leafRef(Item$, 1, "count");
 const Item$pos = nestedAt(Item$, 2, "pos");
 const Item$tags = leafRef(Item$, 6, "tags");
-const Item$tags$c = elemConv(Item$.leaves[6]!.field.type.elem!);
+const Item$tags$c = elemConv(Item$, 6);
 const Item$mods = leafRef(Item$, 7, "mods");
-const Item$mods$c = elemConv(Item$.leaves[7]!.field.type.elem!);
+const Item$mods$c = elemConv(Item$, 7);
 const Item$sub = leafRef(Item$, 8, "sub");
 const Item$rarity = leafRef(Item$, 9, "rarity");
 const Item$notes = leafRef(Item$, 10, "notes");
-const Item$notes$c = elemConv(Item$.leaves[10]!.field.type.elem!);
+const Item$notes$c = elemConv(Item$, 10);
 const Missile$shooter = leafRef(Missile$, 0, "shooter");
 const Missile$pos = nestedAt(Missile$, 1, "pos");
 const Missile$vel = nestedAt(Missile$, 5, "vel");
 const Missile$ttl = leafRef(Missile$, 9, "ttl");
 const Missile$hits = leafRef(Missile$, 10, "hits");
-const Missile$hits$c = elemConv(Missile$.leaves[10]!.field.type.elem!);
+const Missile$hits$c = elemConv(Missile$, 10);
 const Missile$effects = leafRef(Missile$, 11, "effects");
 const Missile$alias = leafRef(Missile$, 13, "alias");
 const Missile$dist = leafRef(Missile$, 14, "dist");
@@ -125,9 +125,9 @@ const Missile$lit = leafRef(Missile$, 15, "lit");
 const Missile$credits = leafRef(Missile$, 16, "credits");
 const Missile$crew = leafRef(Missile$, 17, "crew");
 const Missile$labels = leafRef(Missile$, 18, "labels");
-const Missile$labels$c = elemConv(Missile$.leaves[18]!.field.type.elem!);
+const Missile$labels$c = elemConv(Missile$, 18);
 const Missile$dists = leafRef(Missile$, 19, "dists");
-const Missile$dists$c = elemConv(Missile$.leaves[19]!.field.type.elem!);
+const Missile$dists$c = elemConv(Missile$, 19);
 const Missile$fuel = leafRef(Missile$, 20, "fuel");
 const Resist$fire = leafRef(Resist$, 0, "fire");
 const Resist$ice = leafRef(Resist$, 1, "ice");
@@ -135,10 +135,10 @@ const Resist$wind = leafRef(Resist$, 3, "wind");
 const Stats$str = leafRef(Stats$, 0, "str");
 const Stats$dex = leafRef(Stats$, 1, "dex");
 const Stats$hist = leafRef(Stats$, 2, "hist");
-const Stats$hist$c = elemConv(Stats$.leaves[2]!.field.type.elem!);
+const Stats$hist$c = elemConv(Stats$, 2);
 const Stats$resist = nestedAt(Stats$, 3, "resist");
 const Stats$kv = leafRef(Stats$, 7, "kv");
-const Stats$kv$c = elemConv(Stats$.leaves[7]!.field.type.elem!);
+const Stats$kv$c = elemConv(Stats$, 7);
 const Stats$gear = leafRef(Stats$, 8, "gear");
 const Stats$luck = leafRef(Stats$, 9, "luck");
 const Vec$x = leafRef(Vec$, 0, "x");
@@ -163,7 +163,7 @@ export class Beacon extends StructView {
 
 	/** Every Beacon of r, in ascending slot order. */
 	static all(r: Replica): Beacon[] {
-		return r.entities().filter((e) => e.type === Beacon$).map((e) => new Beacon(e));
+		return r.entities().filter((e) => isClassOf(e, Beacon$)).map((e) => new Beacon(e));
 	}
 
 	/** The entity. */
@@ -173,7 +173,7 @@ export class Beacon extends StructView {
 
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Beacon$pos.num, this.obj$ + Beacon$pos.obj);
+		return this.s$(Vec, Beacon$pos);
 	}
 
 	/** Field label (string). */
@@ -270,12 +270,12 @@ export class Beacon extends StructView {
 export class Body extends StructView {
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Body$pos.num, this.obj$ + Body$pos.obj);
+		return this.s$(Vec, Body$pos);
 	}
 
 	/** Field stats, a Stats stored inline. */
 	get stats(): Stats {
-		return new Stats(this.rec$, this.num$ + Body$stats.num, this.obj$ + Body$stats.obj);
+		return this.s$(Stats, Body$stats);
 	}
 
 	/** Field mark (uint16). */
@@ -336,7 +336,7 @@ export class Hero extends StructView {
 
 	/** Every Hero of r, in ascending slot order. */
 	static all(r: Replica): Hero[] {
-		return r.entities().filter((e) => e.type === Hero$).map((e) => new Hero(e));
+		return r.entities().filter((e) => isClassOf(e, Hero$)).map((e) => new Hero(e));
 	}
 
 	/** The entity. */
@@ -436,7 +436,7 @@ export class Hero extends StructView {
 
 	/** Field body, a Body stored inline. */
 	get body(): Body {
-		return new Body(this.rec$, this.num$ + Hero$body.num, this.obj$ + Hero$body.obj);
+		return this.s$(Body, Hero$body);
 	}
 
 	/** Field scores (list<int32>), read-only. */
@@ -929,7 +929,7 @@ export class Item extends StructView {
 
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Item$pos.num, this.obj$ + Item$pos.obj);
+		return this.s$(Vec, Item$pos);
 	}
 
 	/** Field tags (list<string>), read-only. */
@@ -976,7 +976,7 @@ export class Missile extends StructView {
 
 	/** Every Missile of r, in ascending slot order. */
 	static all(r: Replica): Missile[] {
-		return r.entities().filter((e) => e.type === Missile$).map((e) => new Missile(e));
+		return r.entities().filter((e) => isClassOf(e, Missile$)).map((e) => new Missile(e));
 	}
 
 	/** The entity. */
@@ -991,12 +991,12 @@ export class Missile extends StructView {
 
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
-		return new Vec(this.rec$, this.num$ + Missile$pos.num, this.obj$ + Missile$pos.obj);
+		return this.s$(Vec, Missile$pos);
 	}
 
 	/** Field vel, a Vec stored inline. */
 	get vel(): Vec {
-		return new Vec(this.rec$, this.num$ + Missile$vel.num, this.obj$ + Missile$vel.obj);
+		return this.s$(Vec, Missile$vel);
 	}
 
 	/** Field ttl (float32 q(1,0,6)). */
@@ -1234,7 +1234,7 @@ export class Stats extends StructView {
 
 	/** Field resist, a Resist stored inline. */
 	get resist(): Resist {
-		return new Resist(this.rec$, this.num$ + Stats$resist.num, this.obj$ + Stats$resist.obj);
+		return this.s$(Resist, Stats$resist);
 	}
 
 	/** Field kv (map<uint8,int32>), read-only, keys in ascending order. */
