@@ -173,7 +173,8 @@ type view struct {
 	// This tick's pair changes and the changes of its pair entities.
 	enter   []*state.Entity
 	leave   []*state.Entity
-	upd     []pairUpd  // the changes of entities it kept seeing
+	upd     []pairUpd  // the changes of entities it kept seeing: a run of Server.updBuf
+	nupd    int32      // while updateInterest counts them, their number
 	relevel []state.ID // pairs whose level of detail changed (may repeat)
 	raised  []raise    // pairs whose level rose, for their new bands' fills
 	enterL  []uint8    // the level of each of enter
@@ -953,27 +954,7 @@ func (s *Server) pairOf(c *Conn, ie *ient) int {
 // their arrays from the server's slabs.
 func (s *Server) addPair(c *Conn, ie *ient) {
 	v := &c.view
-	if len(v.pairs) == cap(v.pairs) {
-		v.pairs = s.pairSlab.grow(v.pairs)
-		// What a tick lists for c is at most one entry per pair (a
-		// change, an entry, an exit): room for every pair in its
-		// lists now, and these never grow in a tick.
-		n := cap(v.pairs)
-		v.upd = s.updSlab.fit(v.upd, n)
-		v.enter, v.leave = s.entSlab.fit(v.enter, n), s.entSlab.fit(v.leave, n)
-		// Likewise the lists of levels of detail and budgets (a pair
-		// changes level at most twice a tick: in its entity's evaluation
-		// and in its viewer's).
-		// They come from slabs too, which make their arrays many at a
-		// time: a client reaching a new high for its pairs then seldom
-		// allocates.
-		v.enterL = s.lvlSlab.fit(v.enterL, n)
-		v.relevel = s.idSlab.fit(v.relevel, 2*n)
-		v.raised = s.raiseSlab.fit(v.raised, n)
-		v.sets = s.raiseSlab.fit(v.sets, n)
-		v.held = s.idSlab.fit(v.held, 2*n)
-		c.levels = s.levelSlab.fit(c.levels, 2*n)
-	}
+	v.pairs = s.pairSlab.grow(v.pairs)
 	ie.obs = append(s.obsSlab.grow(ie.obs), obsRef{c: c, at: int32(len(v.pairs)), entered: s.tick})
 	v.pairs = append(v.pairs, pairRef{id: ie.id, at: int32(len(ie.obs) - 1)})
 }

@@ -17,8 +17,10 @@ import (
 func (s *Server) updateInterest(cs *state.Changeset) {
 	for _, c := range s.conns {
 		v := &c.view
-		v.enter, v.leave, v.upd = v.enter[:0], v.leave[:0], v.upd[:0]
-		v.relevel, v.raised, v.enterL, v.sets = v.relevel[:0], v.raised[:0], v.enterL[:0], v.sets[:0]
+		v.enter, v.leave, v.upd = s.entSlab.empty(v.enter), s.entSlab.empty(v.leave), nil
+		v.relevel, v.enterL = s.idSlab.empty(v.relevel), s.lvlSlab.empty(v.enterL)
+		v.raised, v.sets = s.raiseSlab.empty(v.raised), s.raiseSlab.empty(v.sets)
+		c.levels = s.levelSlab.empty(c.levels)
 	}
 	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
 	s.pairCS.Changes = s.pairCS.Changes[:0]
@@ -98,18 +100,50 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	}
 	s.dirtyViews = s.dirtyViews[:0]
 	// The changes each client gets: of the entities it kept seeing, the
-	// bands it held them at and still does.
-	for i, ch := range s.pairCS.Changes {
+	// bands it held them at and still does. Counted first, so that every
+	// client's list is a run of one array (updBuf) that lasts the tick.
+	n := 0
+	for _, ch := range s.pairCS.Changes {
 		ie := &s.ients[ch.Entity.ID().Slot()]
 		if ie.e != ch.Entity {
 			continue
 		}
 		for _, o := range ie.obs {
 			if o.entered != s.tick && o.held == 0 { // a held pair gets its set instead
+				o.c.view.nupd++
+				n++
+			}
+		}
+	}
+	s.updBuf = fitCap(s.updBuf, n)
+	at := 0
+	for _, c := range s.conns {
+		v := &c.view
+		v.upd = s.updBuf[at : at : at+int(v.nupd)]
+		at += int(v.nupd)
+		v.nupd = 0
+	}
+	for i, ch := range s.pairCS.Changes {
+		ie := &s.ients[ch.Entity.ID().Slot()]
+		if ie.e != ch.Entity {
+			continue
+		}
+		for _, o := range ie.obs {
+			if o.entered != s.tick && o.held == 0 {
 				o.c.view.upd = append(o.c.view.upd, pairUpd{i: int32(i), level: min(o.level, o.sent)})
 			}
 		}
 	}
+}
+
+// fitCap returns s emptied, with room for n elements: s's array, or a new
+// one of twice that, so that a buffer sized by the busiest tick so far
+// seldom grows again.
+func fitCap[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, 0, 2*n)
+	}
+	return s[:0]
 }
 
 func (s *Server) roomChange(sp *Space, ch *state.Change) {
@@ -136,7 +170,7 @@ func (s *Server) drop(ie *ient) {
 		if c := ie.obs[i].c; ie.obs[i].entered == s.tick {
 			c.view.enter = slices.DeleteFunc(c.view.enter, func(e *state.Entity) bool { return e == ie.e })
 		} else if ie.obs[i].held&pending == 0 { // a held creation: c never had it
-			c.view.leave = append(c.view.leave, ie.e)
+			c.view.leave = s.entSlab.push(c.view.leave, ie.e)
 		}
 		s.removePair(ie, i)
 	}
@@ -279,18 +313,18 @@ func (s *Server) evalPair(c *Conn, ie *ient) {
 		o := &ie.obs[len(ie.obs)-1]
 		o.level = s.levelOf(c, ie, 0, false)
 		o.sent = o.level
-		v.enter = append(v.enter, ie.e)
+		v.enter = s.entSlab.push(v.enter, ie.e)
 	case want && s.bands > 0:
 		o := &ie.obs[oi]
 		if l := s.levelOf(c, ie, o.level, true); l != o.level {
 			o.level = l
-			v.relevel = append(v.relevel, ie.id)
+			v.relevel = s.idSlab.push(v.relevel, ie.id)
 		}
 	case !want && had:
 		if ie.obs[oi].entered == s.tick {
 			v.enter = slices.DeleteFunc(v.enter, func(e *state.Entity) bool { return e == ie.e })
 		} else if ie.obs[oi].held&pending == 0 { // a held creation: c never had it
-			v.leave = append(v.leave, ie.e)
+			v.leave = s.entSlab.push(v.leave, ie.e)
 		}
 		s.removePair(ie, oi)
 	}
@@ -501,9 +535,9 @@ func (s *Server) batchPairs() {
 				continue // gone, entering, done already, or not created yet
 			}
 			o := &ie.obs[oi]
-			c.levels = append(c.levels, session.Level{ID: uint32(id), Level: o.level})
+			c.levels = s.levelSlab.push(c.levels, session.Level{ID: uint32(id), Level: o.level})
 			if o.level > o.sent && o.held == 0 { // a stale one gets its set
-				v.raised = append(v.raised, raise{e: ie.e, from: o.sent, to: o.level})
+				v.raised = s.raiseSlab.push(v.raised, raise{e: ie.e, from: o.sent, to: o.level})
 				full(ie, c)
 			}
 			o.sent = o.level
@@ -649,9 +683,9 @@ func (s *Server) budgetPairs(c *Conn) {
 // view.enterL and, below the top, in c's TICK.
 func (s *Server) entered(c *Conn, ie *ient, o *obsRef) {
 	o.held, o.sent = 0, o.level
-	c.view.enterL = append(c.view.enterL, o.level)
+	c.view.enterL = s.lvlSlab.push(c.view.enterL, o.level)
 	if s.bands > 0 && int(o.level) < len(ie.e.Class().Bands()) {
-		c.levels = append(c.levels, session.Level{ID: uint32(ie.id), Level: o.level})
+		c.levels = s.levelSlab.push(c.levels, session.Level{ID: uint32(ie.id), Level: o.level})
 	}
 }
 
@@ -716,7 +750,7 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 			x.o.since = s.tick
 		}
 		x.o.held |= what
-		v.held = append(v.held, x.ie.id)
+		v.held = s.idSlab.push(v.held, x.ie.id)
 		s.stats.Deferred++
 	}
 	for i := range cands {
@@ -745,7 +779,7 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 			s.entered(c, x.ie, o)
 		case o.held&stale != 0:
 			o.held = 0
-			v.sets = append(v.sets, raise{e: x.ie.e, to: o.level})
+			v.sets = s.raiseSlab.push(v.sets, raise{e: x.ie.e, to: o.level})
 		default:
 			if x.upd >= 0 {
 				keepU = append(keepU, upd[x.upd])

@@ -318,7 +318,7 @@ type Server struct {
 	// the pairs.
 	obsSlab  slab[obsRef]
 	pairSlab slab[pairRef]
-	updSlab  slab[pairUpd]
+	updBuf   []pairUpd // the clients' view.upd of a tick, one run each
 	entSlab  slab[*state.Entity]
 	// The arrays of the lists of levels of detail and budgets a client
 	// keeps, sized with its pairs (addPair).
