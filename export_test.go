@@ -3,6 +3,8 @@ package replica
 import (
 	"fmt"
 	"slices"
+
+	"github.com/replicago/replica/state"
 )
 
 // CallForTest runs one client RPC message as the tick would, for the
@@ -108,4 +110,14 @@ func (s *Server) CheckGridForTest() error {
 		}
 	}
 	return nil
+}
+
+// PairLevelsForTest returns the entities c sees beyond its room, each
+// with the level of detail it should see it at.
+func (s *Server) PairLevelsForTest(c *Conn) map[state.ID]int {
+	m := map[state.ID]int{}
+	for _, p := range c.view.pairs {
+		m[p.id] = int(s.ients[p.id.Slot()].obs[p.at].level)
+	}
+	return m
 }

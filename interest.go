@@ -166,9 +166,12 @@ type view struct {
 	groups   []*Group
 	pairs    []pairRef // the entities it sees beyond its room
 	dirty    bool
-	switched *Space // the room it viewed before View moved it, until evaluated
-	resync   bool   // View changed its room: send it the full state
-	gone     bool   // the connection left: forgotten, and not to be viewed again
+	full     bool    // dirty for more than a move of its viewpoint (markView): evaluated in full
+	epoint   bool    // its pairs were last evaluated from a viewpoint,
+	ex, ey   float64 // this one
+	switched *Space  // the room it viewed before View moved it, until evaluated
+	resync   bool    // View changed its room: send it the full state
+	gone     bool    // the connection left: forgotten, and not to be viewed again
 
 	// This tick's pair changes and the changes of its pair entities.
 	enter   []*state.Entity
@@ -370,6 +373,19 @@ func (s *Server) refreshFollowers(ie *ient) {
 	}
 }
 
+// moveFollowers re-reads the viewpoints of the clients that follow ie,
+// which moved within its space: they are re-evaluated for the move alone
+// (markMoved).
+func (s *Server) moveFollowers(ie *ient) {
+	if !ie.followed {
+		return
+	}
+	for _, c := range ie.follow {
+		s.refreshPoint(c)
+		s.markMoved(c)
+	}
+}
+
 // SetRadius sets e's visibility radius: clients whose viewpoint lies
 // within it (in e's AOI space) see e. Zero restores the space's radius.
 func (s *Server) SetRadius(e *state.Entity, r float64) error {
@@ -543,7 +559,18 @@ func (s *Server) markEnt(ie *ient) {
 	}
 }
 
+// markView queues c's view for evaluation in full with the next tick.
 func (s *Server) markView(c *Conn) {
+	c.view.full = true
+	if !c.view.dirty {
+		c.view.dirty = true
+		s.dirtyViews = append(s.dirtyViews, c)
+	}
+}
+
+// markMoved queues c's view, whose viewpoint moved, for evaluation: for
+// the move alone, unless something else queues it too.
+func (s *Server) markMoved(c *Conn) {
 	if !c.view.dirty {
 		c.view.dirty = true
 		s.dirtyViews = append(s.dirtyViews, c)

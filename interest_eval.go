@@ -159,7 +159,7 @@ func (s *Server) moveEnt(ie *ient) {
 	}
 	s.moveCell(ie, x, y)
 	s.markEnt(ie)
-	s.refreshFollowers(ie)
+	s.moveFollowers(ie)
 }
 
 // drop forgets a destroyed entity: its observers are sent its
@@ -292,6 +292,55 @@ func (sp *Space) within(dx, dy, r float64) bool {
 	return dx*dx+dy*dy <= r*r
 }
 
+// dist returns the length of the offset (dx, dy) by the space's metric.
+func (sp *Space) dist(dx, dy float64) float64 {
+	if sp.cfg.Metric == Square {
+		return max(math.Abs(dx), math.Abs(dy))
+	}
+	return math.Sqrt(dx*dx + dy*dy)
+}
+
+// A viewpoint's move alone. A pair's state (seen or not, and its level of
+// detail) depends on the distance between the viewpoint and the entity
+// only through which side of a boundary it lies on: the entity's radius,
+// its class's band distances, each with or without the space's
+// hysteresis. When a viewpoint moved by d since its pairs were last
+// evaluated, and nothing else that decides them changed (its view is
+// queued for the move alone: markMoved), the distance to an entity that
+// did not move changed by d at most: a pair farther than that from every
+// boundary keeps its state, and its evaluation is passed over (evalMove).
+// The entities that moved in the tick were evaluated in full, with every
+// viewpoint where it now is. (With Config.Interest, whose answers may
+// change as the game likes, every pair is evaluated, as ever.)
+
+// far reports whether distance d is farther than margin from every
+// boundary of an entity of radius r in sp: those of the radius and of
+// every class's bands, each with and without the hysteresis. The margin
+// has room for the rounding of the distances compared.
+func (s *Server) far(sp *Space, d, r, margin float64) bool {
+	m := margin + 1e-9*(1+d)
+	h := sp.cfg.Hysteresis
+	if math.Abs(d-r) <= m || math.Abs(d-r-h) <= m {
+		return false
+	}
+	for _, b := range s.bandDists {
+		if math.Abs(d-b) <= m || math.Abs(d-b-h) <= m {
+			return false
+		}
+	}
+	return true
+}
+
+// moved returns how far v's viewpoint moved since its pairs were last
+// evaluated, by its space's metric: +Inf if it has no viewpoint, had
+// none, or views no AOI space.
+func (v *view) moved() float64 {
+	if !v.point || !v.epoint || v.space == nil || v.space.room {
+		return math.Inf(1)
+	}
+	return v.space.dist(v.px-v.ex, v.py-v.ey)
+}
+
 // evalPair brings the pair (c, ie) up to date.
 func (s *Server) evalPair(c *Conn, ie *ient) {
 	v := &c.view
@@ -396,6 +445,12 @@ func (s *Server) evalView(c *Conn) {
 		return
 	}
 	v := &c.view
+	if !v.full && s.cfg.Interest == nil && v.switched == nil && !math.IsInf(v.moved(), 1) {
+		s.evalMove(c)
+		return
+	}
+	v.full = false
+	v.ex, v.ey, v.epoint = v.px, v.py, v.point
 	s.stamp++
 	stamp := s.stamp
 	try := func(id state.ID) {
@@ -443,6 +498,52 @@ func (s *Server) evalView(c *Conn) {
 	near := func(e *cellEnt) {
 		if sp.within(v.px-e.x, v.py-e.y, e.r+hyst) || s.owns(c, e.id) {
 			try(e.id)
+		}
+	}
+	for i := range sp.wide {
+		near(&sp.wide[i])
+	}
+	sp.cellsNear(v.px, v.py, sp.cfg.CellSize+hyst, func(ce *cell) {
+		for i := range ce.ents {
+			near(&ce.ents[i])
+		}
+	})
+}
+
+// evalMove re-evaluates, for c's viewpoint's move alone within its AOI
+// space, the entities near a boundary (see far): those it sees, then
+// those it may start seeing. What does not depend on its viewpoint (the
+// entities of other spaces and without a position, its groups', the
+// always-relevant ones) is as it was.
+func (s *Server) evalMove(c *Conn) {
+	v := &c.view
+	sp := v.space
+	dv := v.moved()
+	v.ex, v.ey = v.px, v.py
+	s.stamp++
+	stamp := s.stamp
+	try := func(ie *ient) {
+		if ie.vstamp != stamp && ie.vstamp != s.entStamp {
+			ie.vstamp = stamp
+			s.evalPair(c, ie)
+		}
+	}
+	for i := len(v.pairs) - 1; i >= 0; i-- { // evalPair may drop the current pair, no other
+		if i >= len(v.pairs) {
+			continue
+		}
+		ie := s.ientByID(v.pairs[i].id)
+		if ie == nil || ie.space != sp || !ie.placed || s.far(sp, sp.dist(v.px-ie.x, v.py-ie.y), s.radius(ie), dv) {
+			continue
+		}
+		try(ie)
+	}
+	hyst := sp.cfg.Hysteresis
+	near := func(e *cellEnt) {
+		if sp.within(v.px-e.x, v.py-e.y, e.r+hyst) && !s.far(sp, sp.dist(v.px-e.x, v.py-e.y), e.r, dv) {
+			if ie := s.ientByID(e.id); ie != nil {
+				try(ie)
+			}
 		}
 	}
 	for i := range sp.wide {

@@ -283,6 +283,7 @@ type Server struct {
 	pos         map[*schema.Struct]posInfo
 	dirtyEnts   []state.ID
 	dirtyViews  []*Conn
+	bandDists   []float64 // the distances of every class's level-of-detail bands (evalMove)
 	stamp       uint64
 	always      []state.ID
 	activeRooms []*Space
@@ -397,6 +398,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.asm.Arena = &s.arena
 	for _, c := range cfg.Schema.Classes {
 		s.bands = max(s.bands, len(c.Bands()))
+		s.bandDists = append(s.bandDists, c.Bands()...)
 		for p := range s.parts {
 			if codec.Part(p).Vis() > codec.PartOwner {
 				continue // no partition: its fields would be PartAll's again
