@@ -72,13 +72,17 @@ func (s *Server) CheckGridForTest() error {
 		}
 	}
 	for sp := range spaces {
+		sp.cells.indexViews()
 		for i, ce := range sp.cells.dense {
-			n := 0
+			var views []cellView
 			if ce != nil {
-				n = len(ce.views)
+				views = ce.views
 			}
-			if int(sp.cells.nviews[i]) != n {
+			if int(sp.cells.nviews[i]) != len(views) {
 				return fmt.Errorf("space %s: dense cell %d counts %d viewpoints", sp.Name(), i, sp.cells.nviews[i])
+			}
+			if flat := sp.cells.vflat[sp.cells.voff[i]:sp.cells.voff[i+1]]; !slices.Equal(flat, views) {
+				return fmt.Errorf("space %s: dense cell %d has viewpoints %v, its run of the index %v", sp.Name(), i, views, flat)
 			}
 		}
 		n := len(sp.wide)

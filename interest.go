@@ -154,24 +154,28 @@ type ient struct {
 	prio    float64 // its priority for budgets (SetPriority); 0 for 1. To 192 bytes: in Server.ients, every record starts a line
 }
 
-// view is a connection's interest state.
+// view is a connection's interest state. Its first fields are what
+// evaluating one of its pairs reads (with Conn.admitted just before it,
+// in one 64-byte line of the Conn).
 type view struct {
-	space    *Space
-	vidx     int32
-	fixed    bool // the viewpoint is a point the game set
-	follow   state.ID
-	px, py   float64
-	point    bool // has a viewpoint
-	cell     cellKey
-	groups   []*Group
+	space  *Space
+	stamp  uint64 // dedupes candidates within one evaluation
+	px, py float64
+	point  bool // has a viewpoint
+	fixed  bool // the viewpoint is a point the game set
+	dirty  bool
+	full   bool // dirty for more than a move of its viewpoint (markView): evaluated in full
+	epoint bool // its pairs were last evaluated from a viewpoint, (ex, ey)
+	resync bool // View changed its room: send it the full state
+	gone   bool // the connection left: forgotten, and not to be viewed again
+	vidx   int32
+	follow state.ID
+
 	pairs    []pairRef // the entities it sees beyond its room
-	dirty    bool
-	full     bool    // dirty for more than a move of its viewpoint (markView): evaluated in full
-	epoint   bool    // its pairs were last evaluated from a viewpoint,
-	ex, ey   float64 // this one
-	switched *Space  // the room it viewed before View moved it, until evaluated
-	resync   bool    // View changed its room: send it the full state
-	gone     bool    // the connection left: forgotten, and not to be viewed again
+	groups   []*Group
+	cell     cellKey
+	ex, ey   float64
+	switched *Space // the room it viewed before View moved it, until evaluated
 
 	// This tick's pair changes and the changes of its pair entities.
 	enter   []*state.Entity
@@ -183,7 +187,6 @@ type view struct {
 	enterL  []uint8    // the level of each of enter
 	held    []state.ID // pairs its budget holds back (obsRef.held); may repeat, or name pairs no longer held
 	sets    []raise    // stale pairs sent this tick, whole: to is the level
-	stamp   uint64     // dedupes candidates within one evaluation
 }
 
 // A pairUpd is the change of an entity a client keeps seeing: its index in

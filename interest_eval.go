@@ -424,13 +424,13 @@ func (s *Server) evalEnt(ie *ient) {
 	// The viewers whose viewpoint is within reach: one beyond cannot
 	// want ie, every other reason having been tried above.
 	reach := s.radius(ie) + sp.cfg.Hysteresis
-	sp.cells.nearViews(sp.key(ie.x-reach, ie.y-reach), sp.key(ie.x+reach, ie.y+reach), func(ce *cell) {
-		for _, v := range ce.views {
-			if sp.within(v.x-ie.x, v.y-ie.y, reach) {
+	for _, run := range sp.cells.viewRuns(sp.key(ie.x-reach, ie.y-reach), sp.key(ie.x+reach, ie.y+reach)) {
+		for i := range run {
+			if v := &run[i]; sp.within(v.x-ie.x, v.y-ie.y, reach) {
 				try(v.c)
 			}
 		}
-	})
+	}
 }
 
 // cellsNear calls fn for the cells of the square of half-size reach
