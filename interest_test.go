@@ -458,8 +458,9 @@ func TestInterestProperty(t *testing.T) {
 // alone (evalMove), which passes over the pairs far from every boundary,
 // against a brute-force evaluation of every pair after every tick:
 // clients follow avatars that take small steps (and now and then a
-// leap), other units move or stand still, radii change, in a space with
-// or without hysteresis, by either metric, with level-of-detail bands.
+// leap), or now and then view from a point of their own, other units
+// move or stand still, radii change, in a space with or without
+// hysteresis, by either metric, with level-of-detail bands.
 func TestInterestViewpointMoves(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		sc := aoiSchema(rt, true)
@@ -508,6 +509,8 @@ func TestInterestViewpointMoves(t *testing.T) {
 			}
 			return dx*dx+dy*dy <= r*r
 		}
+		// Each client's fixed viewpoint, if it has one instead of its avatar.
+		fixed := make([]*[2]float64, len(w.conns))
 		seen := make([]map[*state.Entity]int, len(w.conns)) // level + 1, 0 for not seen
 		for i := range seen {
 			seen[i] = map[*state.Entity]int{}
@@ -515,6 +518,9 @@ func TestInterestViewpointMoves(t *testing.T) {
 		settle := func() {
 			for i := range w.conns {
 				px, py := posOf(units[i])
+				if fixed[i] != nil {
+					px, py = fixed[i][0], fixed[i][1]
+				}
 				for _, e := range units {
 					x, y := posOf(e)
 					dx, dy := px-x, py-y
@@ -574,6 +580,21 @@ func TestInterestViewpointMoves(t *testing.T) {
 					x, y := posOf(e)
 					step := func(name string) float64 { return float64(rapid.IntRange(-6, 6).Draw(rt, name)) / 2 }
 					setPos(e, float32(min(60, max(-20, x+step("dx")))), float32(min(60, max(-20, y+step("dy")))))
+				}
+			}
+			for i, c := range w.conns {
+				switch rapid.IntRange(0, 9).Draw(rt, "view") {
+				case 0:
+					p := [2]float64{float64(coord("px")), float64(coord("py"))}
+					if err := w.srv.SetViewpoint(c, p[0], p[1]); err != nil {
+						rt.Fatal(err)
+					}
+					fixed[i] = &p
+				case 1:
+					if err := w.srv.Follow(c, units[i]); err != nil {
+						rt.Fatal(err)
+					}
+					fixed[i] = nil
 				}
 			}
 			w.tick(rt)
