@@ -92,6 +92,7 @@ type Space struct {
 	members []state.ID // the entities in it, in no order; ient.midx indexes it
 
 	// AOI spaces only.
+	perCell float64    // 1 / CellSize: a multiplication is cheaper than a division (key)
 	cells   grid       // placed entities and viewpoints by cell
 	wide    []cellEnt  // placed entities whose radius exceeds the cell size
 	unplace []state.ID // members without a position: every viewer sees them
@@ -233,6 +234,9 @@ func (s *Server) NewSpace(cfg SpaceConfig) (*Space, error) {
 	sp := &Space{srv: s, cfg: cfg, room: cfg.Radius == 0}
 	if !sp.room && sp.cfg.CellSize == 0 {
 		sp.cfg.CellSize = cfg.Radius
+	}
+	if !sp.room {
+		sp.perCell = min(1/sp.cfg.CellSize, math.MaxFloat64) // finite: 0 · perCell is 0
 	}
 	return sp, nil
 }
@@ -725,11 +729,26 @@ func (s *Server) moveCell(ie *ient, x, y float64) {
 }
 
 func (sp *Space) key(x, y float64) cellKey {
-	cs := sp.cfg.CellSize
-	return cellKey{clampCell(math.Floor(x / cs)), clampCell(math.Floor(y / cs))}
+	return cellKey{cellOf(x * sp.perCell), cellOf(y * sp.perCell)}
 }
 
-func clampCell(f float64) int32 { return int32(max(-1<<30, min(1<<30, f))) }
+// cellOf returns ⌊q⌋ clamped to ±2³⁰: a cell coordinate. It floors by
+// hand, as math.Floor is a call on the baseline amd64 (without SSE4.1's
+// rounding instruction), and every move computes a few keys.
+func cellOf(q float64) int32 {
+	// Compared, not min and max, which order NaNs and zeros' signs at a
+	// cost (a NaN, from a NaN position, gives what it gave before).
+	if q > 1<<30 {
+		q = 1 << 30
+	} else if q < -1<<30 {
+		q = -1 << 30
+	}
+	i := int32(q) // toward zero
+	if float64(i) > q {
+		i--
+	}
+	return i
+}
 
 // radius returns ie's visibility radius.
 func (s *Server) radius(ie *ient) float64 {
