@@ -183,6 +183,7 @@ type view struct {
 	leave   []*state.Entity
 	upd     []pairUpd  // the changes of entities it kept seeing: a run of Server.updBuf
 	nupd    int32      // while updateInterest counts them, their number
+	ownUpd  bool       // some of upd is of an entity it owns
 	relevel []state.ID // pairs whose level of detail changed (may repeat)
 	raised  []raise    // pairs whose level rose, for their new bands' fills
 	enterL  []uint8    // the level of each of enter

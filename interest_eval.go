@@ -17,7 +17,7 @@ import (
 func (s *Server) updateInterest(cs *state.Changeset) {
 	for _, c := range s.conns {
 		v := &c.view
-		v.enter, v.leave, v.upd = s.entSlab.empty(v.enter), s.entSlab.empty(v.leave), nil
+		v.enter, v.leave, v.upd, v.ownUpd = s.entSlab.empty(v.enter), s.entSlab.empty(v.leave), nil, false
 		v.relevel, v.enterL = s.idSlab.empty(v.relevel), s.lvlSlab.empty(v.enterL)
 		v.raised, v.sets = s.raiseSlab.empty(v.raised), s.raiseSlab.empty(v.sets)
 		c.levels = s.levelSlab.empty(c.levels)
@@ -128,9 +128,12 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 		if ie.e != ch.Entity {
 			continue
 		}
+		owner := s.ownerOf(ie.e)
 		for _, o := range ie.obs {
 			if o.entered != s.tick && o.held == 0 {
-				o.c.view.upd = append(o.c.view.upd, pairUpd{i: int32(i), level: min(o.level, o.sent)})
+				v := &o.c.view
+				v.upd = append(v.upd, pairUpd{i: int32(i), level: min(o.level, o.sent)})
+				v.ownUpd = v.ownUpd || o.c == owner
 			}
 		}
 	}
@@ -925,7 +928,12 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 			add(&s.pairFull, int(s.ients[e.ID().Slot()].enterAt), 0, hi)
 		}
 	}
+	// The owner partition's changes are of the entities c owns: none of
+	// them changed, none to look for.
 	for _, u := range v.upd {
+		if part.Vis() == codec.PartOwner && !v.ownUpd {
+			break
+		}
 		if e := s.pairCS.Changes[u.i].Entity; keep == nil || keep(e) {
 			add(&s.pairDelta, int(u.i), 0, u.level)
 		}
