@@ -459,8 +459,10 @@ func TestInterestProperty(t *testing.T) {
 // against a brute-force evaluation of every pair after every tick:
 // clients follow avatars that take small steps (and now and then a
 // leap), or now and then view from a point of their own, other units
-// move or stand still, radii change, in a space with or without
-// hysteresis, by either metric, with level-of-detail bands.
+// move or stand still, radii change, some units are always relevant
+// (seen from afar, at the level of detail of their distance), in a space
+// with or without hysteresis, by either metric, with level-of-detail
+// bands.
 func TestInterestViewpointMoves(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		sc := aoiSchema(rt, true)
@@ -481,6 +483,7 @@ func TestInterestViewpointMoves(t *testing.T) {
 		coord := func(name string) float32 { return float32(rapid.IntRange(0, 80).Draw(rt, name)) / 2 }
 		var units []*state.Entity
 		radius := map[*state.Entity]float64{}
+		always := map[*state.Entity]bool{} // seen from anywhere, at the level of detail of its distance
 		for i := range rapid.IntRange(3, 24).Draw(rt, "units") {
 			e, err := tr.Spawn(sc.Classes[0])
 			if err != nil {
@@ -491,6 +494,12 @@ func TestInterestViewpointMoves(t *testing.T) {
 				rt.Fatal(err)
 			}
 			units = append(units, e)
+			if rapid.IntRange(0, 5).Draw(rt, "always") == 0 {
+				if err := w.srv.SetAlwaysRelevant(e, true); err != nil {
+					rt.Fatal(err)
+				}
+				always[e] = true
+			}
 			if i < len(w.conns) {
 				if err := w.srv.View(w.conns[i], zone); err != nil {
 					rt.Fatal(err)
@@ -532,7 +541,7 @@ func TestInterestViewpointMoves(t *testing.T) {
 					if had {
 						r += cfg.Hysteresis
 					}
-					if !within(dx, dy, r) {
+					if !within(dx, dy, r) && !always[e] {
 						delete(seen[i], e)
 						continue
 					}
