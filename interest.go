@@ -769,9 +769,31 @@ type posInfo struct {
 	xi, yi int
 }
 
+// A posTable maps each class of a schema to its posInfo: by class ID in
+// an array when the IDs are small, as they usually are, which every
+// moved entity's look-ups (two) find faster than a map; else in a map.
+type posTable struct {
+	byID []posEntry
+	m    map[*schema.Struct]posInfo
+}
+
+type posEntry struct {
+	c *schema.Struct
+	p posInfo
+}
+
+// of returns class c's posInfo.
+func (t *posTable) of(c *schema.Struct) posInfo {
+	if id := int(c.ID); id < len(t.byID) && t.byID[id].c == c {
+		return t.byID[id].p
+	}
+	return t.m[c]
+}
+
 // positions maps each class of sc to its posInfo.
-func positions(sc *schema.Schema) map[*schema.Struct]posInfo {
+func positions(sc *schema.Schema) posTable {
 	m := make(map[*schema.Struct]posInfo, len(sc.Classes))
+	var t posTable
 	for _, c := range sc.Classes {
 		var p posInfo
 		for i := 0; i < c.Leaves; i++ {
@@ -785,14 +807,22 @@ func positions(sc *schema.Schema) map[*schema.Struct]posInfo {
 		if p.x == nil || p.y == nil {
 			p = posInfo{}
 		}
-		m[c] = p
+		if c.ID < 256 {
+			for len(t.byID) <= int(c.ID) {
+				t.byID = append(t.byID, posEntry{})
+			}
+			t.byID[c.ID] = posEntry{c, p}
+		} else {
+			m[c] = p
+		}
 	}
-	return m
+	t.m = m
+	return t
 }
 
 // posLeaves returns the leaves of class c that hold its position.
 func (s *Server) posLeaves(c *schema.Struct) (x, y *schema.LeafInfo, ok bool) {
-	p := s.pos[c]
+	p := s.pos.of(c)
 	return p.x, p.y, p.x != nil
 }
 

@@ -66,7 +66,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 				s.roomChange(ie.space, ch) // one that moved in is created whole
 			}
 			if ie.placed {
-				if p := s.pos[e.Class()]; ch.Dirty(p.xi) || ch.Dirty(p.yi) {
+				if p := s.pos.of(e.Class()); ch.Dirty(p.xi) || ch.Dirty(p.yi) {
 					s.moveEnt(ie)
 				}
 			}

@@ -280,7 +280,7 @@ type Server struct {
 	// Interest management (interest.go).
 	defSpace    *Space
 	ients       []ient // by entity slot
-	pos         map[*schema.Struct]posInfo
+	pos         posTable
 	dirtyEnts   []state.ID
 	dirtyViews  []*Conn
 	bandDists   []float64 // the distances of every class's level-of-detail bands (evalMove)
