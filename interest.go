@@ -156,8 +156,9 @@ type ient struct {
 }
 
 // view is a connection's interest state. Its first fields are what
-// evaluating one of its pairs reads (with Conn.admitted just before it,
-// in one 64-byte line of the Conn).
+// evaluating one of its pairs reads, so that they share a 64-byte line of
+// the Conn (with Conn.admitted, just before the view as Conn is laid out
+// now).
 type view struct {
 	space  *Space
 	stamp  uint64 // dedupes candidates within one evaluation

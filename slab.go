@@ -135,18 +135,6 @@ func (p *slab[T]) push(s []T, x T) []T {
 // held.
 func (p *slab[T]) empty(s []T) []T { return p.shrink(s)[:0] }
 
-// fit returns s in an array of capacity n or more, a power of two: s
-// itself, or a copy, s's array going back to the slab.
-func (p *slab[T]) fit(s []T, n int) []T {
-	if cap(s) >= n {
-		return s
-	}
-	t := p.get(max(slabMin, 1<<bits.Len(uint(n-1))))[:len(s)]
-	copy(t, s)
-	p.put(s)
-	return t
-}
-
 // shrink returns s in an array of half the capacity if it uses three
 // eighths of its own or less, s's going back to the slab, or without an
 // array if it is empty; else s. The new
