@@ -25,6 +25,8 @@ import (
 type Conn struct {
 	srv      *Server
 	tc       transport.Conn
+	backlog  transport.Backlogger // tc's, if it reports its backlog (lag.go)
+	releases bool                 // tc is a transport.Releaser (lag.go)
 	identity auth.Identity
 	userID   string
 	id       uint64
@@ -193,6 +195,10 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		schema: clientSchema, dec: dec, budget: float64(s.cfg.Budget),
 		limiter: ratelimit.NewLimiter(ratelimit.Policy{Rate: s.cfg.RPCRate, Burst: s.cfg.RPCBurst})}
 	c.login = c.id
+	// Asked once: an interface assertion in every tick may allocate (the
+	// runtime's caches of them grow at random calls).
+	c.backlog, _ = tc.(transport.Backlogger)
+	_, c.releases = tc.(transport.Releaser)
 	if !s.claim(c) {
 		refuse(transport.CloseDuplicate, "this user already has a session")
 		return

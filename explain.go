@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
 )
 
@@ -27,12 +28,15 @@ type InterestStats struct {
 func (s *Server) InterestStats() InterestStats {
 	var st InterestStats
 	for _, c := range s.conns {
-		st.Pairs += len(c.view.pairs)
-		st.Bytes += int(unsafe.Sizeof(pairRef{}))*cap(c.view.pairs) + int(unsafe.Sizeof(c.view)) +
-			8*(cap(c.view.enter)+cap(c.view.leave)+cap(c.view.groups)) + 4*cap(c.view.upd)
+		v := &c.view
+		st.Pairs += len(v.pairs)
+		st.Bytes += int(unsafe.Sizeof(pairRef{}))*cap(v.pairs) + int(unsafe.Sizeof(*v)) +
+			8*(cap(v.enter)+cap(v.leave)+cap(v.groups)) +
+			4*(cap(v.relevel)+cap(v.held)) + cap(v.enterL) + int(unsafe.Sizeof(raise{}))*(cap(v.raised)+cap(v.sets)) +
+			int(unsafe.Sizeof(session.Level{}))*cap(c.levels)
 	}
 	st.Bytes += len(s.ients)*int(unsafe.Sizeof(ient{})) + s.obsSlab.bytes() + s.pairSlab.bytes() +
-		s.updSlab.bytes() + s.entSlab.bytes()
+		int(unsafe.Sizeof(pairUpd{}))*cap(s.updBuf) + s.entSlab.bytes() + s.idSlab.bytes() + s.raiseSlab.bytes() + s.lvlSlab.bytes() + s.levelSlab.bytes()
 	for i := range s.ients {
 		ie := &s.ients[i]
 		st.Bytes += int(unsafe.Sizeof(obsRef{}))*cap(ie.obs) + 8*(cap(ie.follow)+cap(ie.groups))

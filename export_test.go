@@ -3,6 +3,8 @@ package replica
 import (
 	"fmt"
 	"slices"
+
+	"github.com/replicago/replica/state"
 )
 
 // CallForTest runs one client RPC message as the tick would, for the
@@ -70,13 +72,17 @@ func (s *Server) CheckGridForTest() error {
 		}
 	}
 	for sp := range spaces {
+		sp.cells.indexViews()
 		for i, ce := range sp.cells.dense {
-			n := 0
+			var views []cellView
 			if ce != nil {
-				n = len(ce.views)
+				views = ce.views
 			}
-			if int(sp.cells.nviews[i]) != n {
+			if int(sp.cells.nviews[i]) != len(views) {
 				return fmt.Errorf("space %s: dense cell %d counts %d viewpoints", sp.Name(), i, sp.cells.nviews[i])
+			}
+			if flat := sp.cells.vflat[sp.cells.voff[i]:sp.cells.voff[i+1]]; !slices.Equal(flat, views) {
+				return fmt.Errorf("space %s: dense cell %d has viewpoints %v, its run of the index %v", sp.Name(), i, views, flat)
 			}
 		}
 		n := len(sp.wide)
@@ -108,4 +114,14 @@ func (s *Server) CheckGridForTest() error {
 		}
 	}
 	return nil
+}
+
+// PairLevelsForTest returns the entities c sees beyond its room, each
+// with the level of detail it should see it at.
+func (s *Server) PairLevelsForTest(c *Conn) map[state.ID]int {
+	m := map[state.ID]int{}
+	for _, p := range c.view.pairs {
+		m[p.id] = int(s.ients[p.id.Slot()].obs[p.at].level)
+	}
+	return m
 }

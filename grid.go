@@ -25,6 +25,15 @@ type grid struct {
 	n      int // cells in use, dense and sparse
 	ents   slab[cellEnt]
 	views  slab[cellView]
+
+	// The viewpoints of the dense cells again, in one array in cell
+	// order, rebuilt when they changed since (indexViews): a query reads
+	// one run of it per row of cells, where walking the cells reads
+	// each cell and its list apart, scattered over the heap.
+	vflat  []cellView
+	voff   []int32 // per dense cell, its first viewpoint in vflat; and the end
+	vstale bool
+	runs   [][]cellView // viewRuns' result
 }
 
 // maxDense bounds the dense array: 64 Ki cells, 512 KiB of pointers.
@@ -152,6 +161,7 @@ func (g *grid) grow(k cellKey) bool {
 			g.nviews[i] = int32(len(ce.views))
 		}
 	}
+	g.vstale = true
 	return true
 }
 
@@ -209,6 +219,7 @@ func (g *grid) addView(k cellKey, c *Conn, x, y float64) {
 	ce.views = append(g.views.grow(ce.views), cellView{c, x, y})
 	if i, ok := g.index(k); ok {
 		g.nviews[i]++
+		g.vstale = true
 	}
 }
 
@@ -219,6 +230,7 @@ func (g *grid) removeView(k cellKey, c *Conn) {
 		ce.views = g.views.shrink(slices.DeleteFunc(ce.views, func(v cellView) bool { return v.c == c }))
 		if i, ok := g.index(k); ok {
 			g.nviews[i] -= int32(n - len(ce.views))
+			g.vstale = true
 		}
 		g.drop(k, ce)
 	}
@@ -231,6 +243,7 @@ func (g *grid) moveView(k cellKey, c *Conn, x, y float64) bool {
 		for i := range ce.views {
 			if ce.views[i].c == c {
 				ce.views[i].x, ce.views[i].y = x, y
+				g.vstale = true
 				return true
 			}
 		}
@@ -239,32 +252,74 @@ func (g *grid) moveView(k cellKey, c *Conn, x, y float64) bool {
 }
 
 // near calls fn for the cells from lo to hi, corners included.
-func (g *grid) near(lo, hi cellKey, fn func(*cell)) { g.nearBy(lo, hi, false, fn) }
-
-// nearViews is near for the cells with viewpoints (and maybe some
-// without).
-func (g *grid) nearViews(lo, hi cellKey, fn func(*cell)) { g.nearBy(lo, hi, true, fn) }
-
-func (g *grid) nearBy(lo, hi cellKey, views bool, fn func(*cell)) {
+func (g *grid) near(lo, hi cellKey, fn func(*cell)) {
 	// The dense part: the range clipped to the box.
 	x0, y0 := max(int64(lo.x), int64(g.x0)), max(int64(lo.y), int64(g.y0))
 	x1, y1 := min(int64(hi.x), int64(g.x0)+int64(g.w)-1), min(int64(hi.y), int64(g.y0)+int64(g.h)-1)
 	for y := y0; y <= y1; y++ {
-		at := (y - int64(g.y0)) * int64(g.w)
-		row, nv := g.dense[at:], g.nviews[at:]
+		row := g.dense[(y-int64(g.y0))*int64(g.w):]
 		for x := x0 - int64(g.x0); x <= x1-int64(g.x0); x++ {
-			if views && nv[x] == 0 {
-				continue // without reading the cell
-			}
 			if ce := row[x]; ce != nil && !ce.empty() {
 				fn(ce)
 			}
 		}
 	}
+	g.nearSparse(lo, hi, fn)
+}
+
+// viewRuns returns the viewpoints of the cells from lo to hi, corners
+// included, as runs of the grid's arrays: one per row of the dense part
+// that has some, one per sparse cell. The result is valid until the next
+// call.
+func (g *grid) viewRuns(lo, hi cellKey) [][]cellView {
+	g.indexViews()
+	runs := g.runs[:0]
+	x0, y0 := max(int64(lo.x), int64(g.x0)), max(int64(lo.y), int64(g.y0))
+	x1, y1 := min(int64(hi.x), int64(g.x0)+int64(g.w)-1), min(int64(hi.y), int64(g.y0)+int64(g.h)-1)
+	if x0 <= x1 {
+		for y := y0; y <= y1; y++ {
+			at := (y-int64(g.y0))*int64(g.w) - int64(g.x0)
+			if a, b := g.voff[at+x0], g.voff[at+x1+1]; a < b {
+				runs = append(runs, g.vflat[a:b])
+			}
+		}
+	}
+	g.nearSparse(lo, hi, func(ce *cell) {
+		if len(ce.views) > 0 {
+			runs = append(runs, ce.views)
+		}
+	})
+	g.runs = runs
+	return runs
+}
+
+// indexViews brings vflat and voff up to date with the dense cells'
+// viewpoints.
+func (g *grid) indexViews() {
+	if !g.vstale {
+		return
+	}
+	g.vstale = false
+	if n := len(g.dense) + 1; cap(g.voff) < n {
+		g.voff = make([]int32, n)
+	}
+	g.voff = g.voff[:len(g.dense)+1]
+	g.vflat = g.vflat[:0]
+	for i, n := range g.nviews {
+		g.voff[i] = int32(len(g.vflat))
+		if n > 0 {
+			g.vflat = append(g.vflat, g.dense[i].views...)
+		}
+	}
+	g.voff[len(g.dense)] = int32(len(g.vflat))
+}
+
+// nearSparse calls fn for the sparse cells from lo to hi, by key or by
+// scan, whichever is fewer.
+func (g *grid) nearSparse(lo, hi cellKey, fn func(*cell)) {
 	if len(g.sparse) == 0 {
 		return
 	}
-	// The sparse part, by key or by scan, whichever is fewer.
 	if span := (int64(hi.x) - int64(lo.x) + 1) * (int64(hi.y) - int64(lo.y) + 1); span > int64(len(g.sparse)) {
 		for k, ce := range g.sparse {
 			if k.x >= lo.x && k.x <= hi.x && k.y >= lo.y && k.y <= hi.y {

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -126,6 +127,18 @@ func TestGridEntries(t *testing.T) {
 		})
 		if n != len(recs) {
 			t.Fatalf("round %d: %d entries for %d entities", round, n, len(recs))
+		}
+	}
+}
+
+// TestCellOf checks cellOf, a floor and a clamp by hand, against
+// math.Floor.
+func TestCellOf(t *testing.T) {
+	for _, q := range []float64{0, math.Copysign(0, -1), 0.5, -0.5, 1, -1, 1.999, -1.999, 2, -2, 1e9, -1e9, 1 << 30, -(1 << 30),
+		1<<30 + 0.5, -(1 << 30) - 0.5, math.Inf(1), math.Inf(-1), 123456.75, -123456.75, math.Nextafter(3, 0), math.Nextafter(-3, 0)} {
+		want := int32(max(-1<<30, min(1<<30, math.Floor(q))))
+		if got := cellOf(q); got != want {
+			t.Errorf("cellOf(%v) = %d, want %d", q, got, want)
 		}
 	}
 }

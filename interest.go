@@ -92,6 +92,7 @@ type Space struct {
 	members []state.ID // the entities in it, in no order; ient.midx indexes it
 
 	// AOI spaces only.
+	perCell float64    // 1 / CellSize: a multiplication is cheaper than a division (key)
 	cells   grid       // placed entities and viewpoints by cell
 	wide    []cellEnt  // placed entities whose radius exceeds the cell size
 	unplace []state.ID // members without a position: every viewer sees them
@@ -154,32 +155,41 @@ type ient struct {
 	prio    float64 // its priority for budgets (SetPriority); 0 for 1. To 192 bytes: in Server.ients, every record starts a line
 }
 
-// view is a connection's interest state.
+// view is a connection's interest state. Its first fields are what
+// evaluating one of its pairs reads, so that they share a 64-byte line of
+// the Conn (with Conn.admitted, just before the view as Conn is laid out
+// now).
 type view struct {
-	space    *Space
-	vidx     int32
-	fixed    bool // the viewpoint is a point the game set
-	follow   state.ID
-	px, py   float64
-	point    bool // has a viewpoint
-	cell     cellKey
-	groups   []*Group
+	space  *Space
+	stamp  uint64 // dedupes candidates within one evaluation
+	px, py float64
+	point  bool // has a viewpoint
+	fixed  bool // the viewpoint is a point the game set
+	dirty  bool
+	full   bool // dirty for more than a move of its viewpoint (markView): evaluated in full
+	epoint bool // its pairs were last evaluated from a viewpoint, (ex, ey)
+	resync bool // View changed its room: send it the full state
+	gone   bool // the connection left: forgotten, and not to be viewed again
+	vidx   int32
+	follow state.ID
+
 	pairs    []pairRef // the entities it sees beyond its room
-	dirty    bool
+	groups   []*Group
+	cell     cellKey
+	ex, ey   float64
 	switched *Space // the room it viewed before View moved it, until evaluated
-	resync   bool   // View changed its room: send it the full state
-	gone     bool   // the connection left: forgotten, and not to be viewed again
 
 	// This tick's pair changes and the changes of its pair entities.
 	enter   []*state.Entity
 	leave   []*state.Entity
-	upd     []pairUpd  // the changes of entities it kept seeing
+	upd     []pairUpd  // the changes of entities it kept seeing: a run of Server.updBuf
+	nupd    int32      // while updateInterest counts them, their number
+	ownUpd  bool       // some of upd is of an entity it owns
 	relevel []state.ID // pairs whose level of detail changed (may repeat)
 	raised  []raise    // pairs whose level rose, for their new bands' fills
 	enterL  []uint8    // the level of each of enter
 	held    []state.ID // pairs its budget holds back (obsRef.held); may repeat, or name pairs no longer held
 	sets    []raise    // stale pairs sent this tick, whole: to is the level
-	stamp   uint64     // dedupes candidates within one evaluation
 }
 
 // A pairUpd is the change of an entity a client keeps seeing: its index in
@@ -226,6 +236,9 @@ func (s *Server) NewSpace(cfg SpaceConfig) (*Space, error) {
 	sp := &Space{srv: s, cfg: cfg, room: cfg.Radius == 0}
 	if !sp.room && sp.cfg.CellSize == 0 {
 		sp.cfg.CellSize = cfg.Radius
+	}
+	if !sp.room {
+		sp.perCell = min(1/sp.cfg.CellSize, math.MaxFloat64) // finite: 0 · perCell is 0
 	}
 	return sp, nil
 }
@@ -366,6 +379,19 @@ func (s *Server) refreshFollowers(ie *ient) {
 	for _, c := range ie.follow {
 		s.refreshPoint(c)
 		s.markView(c)
+	}
+}
+
+// moveFollowers re-reads the viewpoints of the clients that follow ie,
+// which moved within its space: they are re-evaluated for the move alone
+// (markMoved).
+func (s *Server) moveFollowers(ie *ient) {
+	if !ie.followed {
+		return
+	}
+	for _, c := range ie.follow {
+		s.refreshPoint(c)
+		s.markMoved(c)
 	}
 }
 
@@ -542,7 +568,18 @@ func (s *Server) markEnt(ie *ient) {
 	}
 }
 
+// markView queues c's view for evaluation in full with the next tick.
 func (s *Server) markView(c *Conn) {
+	c.view.full = true
+	if !c.view.dirty {
+		c.view.dirty = true
+		s.dirtyViews = append(s.dirtyViews, c)
+	}
+}
+
+// markMoved queues c's view, whose viewpoint moved, for evaluation: for
+// the move alone, unless something else queues it too.
+func (s *Server) markMoved(c *Conn) {
 	if !c.view.dirty {
 		c.view.dirty = true
 		s.dirtyViews = append(s.dirtyViews, c)
@@ -694,11 +731,26 @@ func (s *Server) moveCell(ie *ient, x, y float64) {
 }
 
 func (sp *Space) key(x, y float64) cellKey {
-	cs := sp.cfg.CellSize
-	return cellKey{clampCell(math.Floor(x / cs)), clampCell(math.Floor(y / cs))}
+	return cellKey{cellOf(x * sp.perCell), cellOf(y * sp.perCell)}
 }
 
-func clampCell(f float64) int32 { return int32(max(-1<<30, min(1<<30, f))) }
+// cellOf returns ⌊q⌋ clamped to ±2³⁰: a cell coordinate. It floors by
+// hand, as math.Floor is a call on the baseline amd64 (without SSE4.1's
+// rounding instruction), and every move computes a few keys.
+func cellOf(q float64) int32 {
+	// Compared, not min and max, which order NaNs and zeros' signs at a
+	// cost (a NaN, from a NaN position, gives what it gave before).
+	if q > 1<<30 {
+		q = 1 << 30
+	} else if q < -1<<30 {
+		q = -1 << 30
+	}
+	i := int32(q) // toward zero
+	if float64(i) > q {
+		i--
+	}
+	return i
+}
 
 // radius returns ie's visibility radius.
 func (s *Server) radius(ie *ient) float64 {
@@ -718,9 +770,31 @@ type posInfo struct {
 	xi, yi int
 }
 
+// A posTable maps each class of a schema to its posInfo: by class ID in
+// an array when the IDs are small, as they usually are, which every
+// moved entity's look-ups (two) find faster than a map; else in a map.
+type posTable struct {
+	byID []posEntry
+	m    map[*schema.Struct]posInfo
+}
+
+type posEntry struct {
+	c *schema.Struct
+	p posInfo
+}
+
+// of returns class c's posInfo.
+func (t *posTable) of(c *schema.Struct) posInfo {
+	if id := int(c.ID); id < len(t.byID) && t.byID[id].c == c {
+		return t.byID[id].p
+	}
+	return t.m[c]
+}
+
 // positions maps each class of sc to its posInfo.
-func positions(sc *schema.Schema) map[*schema.Struct]posInfo {
+func positions(sc *schema.Schema) posTable {
 	m := make(map[*schema.Struct]posInfo, len(sc.Classes))
+	var t posTable
 	for _, c := range sc.Classes {
 		var p posInfo
 		for i := 0; i < c.Leaves; i++ {
@@ -734,14 +808,22 @@ func positions(sc *schema.Schema) map[*schema.Struct]posInfo {
 		if p.x == nil || p.y == nil {
 			p = posInfo{}
 		}
-		m[c] = p
+		if c.ID < 256 {
+			for len(t.byID) <= int(c.ID) {
+				t.byID = append(t.byID, posEntry{})
+			}
+			t.byID[c.ID] = posEntry{c, p}
+		} else {
+			m[c] = p
+		}
 	}
-	return m
+	t.m = m
+	return t
 }
 
 // posLeaves returns the leaves of class c that hold its position.
 func (s *Server) posLeaves(c *schema.Struct) (x, y *schema.LeafInfo, ok bool) {
-	p := s.pos[c]
+	p := s.pos.of(c)
 	return p.x, p.y, p.x != nil
 }
 
@@ -953,27 +1035,7 @@ func (s *Server) pairOf(c *Conn, ie *ient) int {
 // their arrays from the server's slabs.
 func (s *Server) addPair(c *Conn, ie *ient) {
 	v := &c.view
-	if len(v.pairs) == cap(v.pairs) {
-		v.pairs = s.pairSlab.grow(v.pairs)
-		// What a tick lists for c is at most one entry per pair (a
-		// change, an entry, an exit): room for every pair in its
-		// lists now, and these never grow in a tick.
-		n := cap(v.pairs)
-		v.upd = s.updSlab.fit(v.upd, n)
-		v.enter, v.leave = s.entSlab.fit(v.enter, n), s.entSlab.fit(v.leave, n)
-		// Likewise the lists of levels of detail and budgets (a pair
-		// changes level at most twice a tick: in its entity's evaluation
-		// and in its viewer's).
-		// They come from slabs too, which make their arrays many at a
-		// time: a client reaching a new high for its pairs then seldom
-		// allocates.
-		v.enterL = s.lvlSlab.fit(v.enterL, n)
-		v.relevel = s.idSlab.fit(v.relevel, 2*n)
-		v.raised = s.raiseSlab.fit(v.raised, n)
-		v.sets = s.raiseSlab.fit(v.sets, n)
-		v.held = s.idSlab.fit(v.held, 2*n)
-		c.levels = s.levelSlab.fit(c.levels, 2*n)
-	}
+	v.pairs = s.pairSlab.grow(v.pairs)
 	ie.obs = append(s.obsSlab.grow(ie.obs), obsRef{c: c, at: int32(len(v.pairs)), entered: s.tick})
 	v.pairs = append(v.pairs, pairRef{id: ie.id, at: int32(len(ie.obs) - 1)})
 }

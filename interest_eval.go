@@ -17,8 +17,10 @@ import (
 func (s *Server) updateInterest(cs *state.Changeset) {
 	for _, c := range s.conns {
 		v := &c.view
-		v.enter, v.leave, v.upd = v.enter[:0], v.leave[:0], v.upd[:0]
-		v.relevel, v.raised, v.enterL, v.sets = v.relevel[:0], v.raised[:0], v.enterL[:0], v.sets[:0]
+		v.enter, v.leave, v.upd, v.ownUpd = s.entSlab.empty(v.enter), s.entSlab.empty(v.leave), nil, false
+		v.relevel, v.enterL = s.idSlab.empty(v.relevel), s.lvlSlab.empty(v.enterL)
+		v.raised, v.sets = s.raiseSlab.empty(v.raised), s.raiseSlab.empty(v.sets)
+		c.levels = s.levelSlab.empty(c.levels)
 	}
 	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
 	s.pairCS.Changes = s.pairCS.Changes[:0]
@@ -64,7 +66,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 				s.roomChange(ie.space, ch) // one that moved in is created whole
 			}
 			if ie.placed {
-				if p := s.pos[e.Class()]; ch.Dirty(p.xi) || ch.Dirty(p.yi) {
+				if p := s.pos.of(e.Class()); ch.Dirty(p.xi) || ch.Dirty(p.yi) {
 					s.moveEnt(ie)
 				}
 			}
@@ -98,18 +100,53 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	}
 	s.dirtyViews = s.dirtyViews[:0]
 	// The changes each client gets: of the entities it kept seeing, the
-	// bands it held them at and still does.
-	for i, ch := range s.pairCS.Changes {
+	// bands it held them at and still does. Counted first, so that every
+	// client's list is a run of one array (updBuf) that lasts the tick.
+	n := 0
+	for _, ch := range s.pairCS.Changes {
 		ie := &s.ients[ch.Entity.ID().Slot()]
 		if ie.e != ch.Entity {
 			continue
 		}
 		for _, o := range ie.obs {
 			if o.entered != s.tick && o.held == 0 { // a held pair gets its set instead
-				o.c.view.upd = append(o.c.view.upd, pairUpd{i: int32(i), level: min(o.level, o.sent)})
+				o.c.view.nupd++
+				n++
 			}
 		}
 	}
+	s.updBuf = fitCap(s.updBuf, n)
+	at := 0
+	for _, c := range s.conns {
+		v := &c.view
+		v.upd = s.updBuf[at : at : at+int(v.nupd)]
+		at += int(v.nupd)
+		v.nupd = 0
+	}
+	for i, ch := range s.pairCS.Changes {
+		ie := &s.ients[ch.Entity.ID().Slot()]
+		if ie.e != ch.Entity {
+			continue
+		}
+		owner := s.ownerOf(ie.e)
+		for _, o := range ie.obs {
+			if o.entered != s.tick && o.held == 0 {
+				v := &o.c.view
+				v.upd = append(v.upd, pairUpd{i: int32(i), level: min(o.level, o.sent)})
+				v.ownUpd = v.ownUpd || o.c == owner
+			}
+		}
+	}
+}
+
+// fitCap returns s emptied, with room for n elements: s's array, or a new
+// one of twice that, so that a buffer sized by the busiest tick so far
+// seldom grows again.
+func fitCap[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, 0, 2*n)
+	}
+	return s[:0]
 }
 
 func (s *Server) roomChange(sp *Space, ch *state.Change) {
@@ -125,7 +162,7 @@ func (s *Server) moveEnt(ie *ient) {
 	}
 	s.moveCell(ie, x, y)
 	s.markEnt(ie)
-	s.refreshFollowers(ie)
+	s.moveFollowers(ie)
 }
 
 // drop forgets a destroyed entity: its observers are sent its
@@ -136,7 +173,7 @@ func (s *Server) drop(ie *ient) {
 		if c := ie.obs[i].c; ie.obs[i].entered == s.tick {
 			c.view.enter = slices.DeleteFunc(c.view.enter, func(e *state.Entity) bool { return e == ie.e })
 		} else if ie.obs[i].held&pending == 0 { // a held creation: c never had it
-			c.view.leave = append(c.view.leave, ie.e)
+			c.view.leave = s.entSlab.push(c.view.leave, ie.e)
 		}
 		s.removePair(ie, i)
 	}
@@ -258,6 +295,55 @@ func (sp *Space) within(dx, dy, r float64) bool {
 	return dx*dx+dy*dy <= r*r
 }
 
+// dist returns the length of the offset (dx, dy) by the space's metric.
+func (sp *Space) dist(dx, dy float64) float64 {
+	if sp.cfg.Metric == Square {
+		return max(math.Abs(dx), math.Abs(dy))
+	}
+	return math.Sqrt(dx*dx + dy*dy)
+}
+
+// A viewpoint's move alone. A pair's state (seen or not, and its level of
+// detail) depends on the distance between the viewpoint and the entity
+// only through which side of a boundary it lies on: the entity's radius,
+// its class's band distances, each with or without the space's
+// hysteresis. When a viewpoint moved by d since its pairs were last
+// evaluated, and nothing else that decides them changed (its view is
+// queued for the move alone: markMoved), the distance to an entity that
+// did not move changed by d at most: a pair farther than that from every
+// boundary keeps its state, and its evaluation is passed over (evalMove).
+// The entities that moved in the tick were evaluated in full, with every
+// viewpoint where it now is. (With Config.Interest, whose answers may
+// change as the game likes, every pair is evaluated, as ever.)
+
+// far reports whether distance d is farther than margin from every
+// boundary of an entity of radius r in sp: those of the radius and of
+// every class's bands, each with and without the hysteresis. The margin
+// has room for the rounding of the distances compared.
+func (s *Server) far(sp *Space, d, r, margin float64) bool {
+	m := margin + 1e-9*(1+d)
+	h := sp.cfg.Hysteresis
+	if math.Abs(d-r) <= m || math.Abs(d-r-h) <= m {
+		return false
+	}
+	for _, b := range s.bandDists {
+		if math.Abs(d-b) <= m || math.Abs(d-b-h) <= m {
+			return false
+		}
+	}
+	return true
+}
+
+// moved returns how far v's viewpoint moved since its pairs were last
+// evaluated, by its space's metric: +Inf if it has no viewpoint, had
+// none, or views no AOI space.
+func (v *view) moved() float64 {
+	if !v.point || !v.epoint || v.space == nil || v.space.room {
+		return math.Inf(1)
+	}
+	return v.space.dist(v.px-v.ex, v.py-v.ey)
+}
+
 // evalPair brings the pair (c, ie) up to date.
 func (s *Server) evalPair(c *Conn, ie *ient) {
 	v := &c.view
@@ -279,18 +365,18 @@ func (s *Server) evalPair(c *Conn, ie *ient) {
 		o := &ie.obs[len(ie.obs)-1]
 		o.level = s.levelOf(c, ie, 0, false)
 		o.sent = o.level
-		v.enter = append(v.enter, ie.e)
+		v.enter = s.entSlab.push(v.enter, ie.e)
 	case want && s.bands > 0:
 		o := &ie.obs[oi]
 		if l := s.levelOf(c, ie, o.level, true); l != o.level {
 			o.level = l
-			v.relevel = append(v.relevel, ie.id)
+			v.relevel = s.idSlab.push(v.relevel, ie.id)
 		}
 	case !want && had:
 		if ie.obs[oi].entered == s.tick {
 			v.enter = slices.DeleteFunc(v.enter, func(e *state.Entity) bool { return e == ie.e })
 		} else if ie.obs[oi].held&pending == 0 { // a held creation: c never had it
-			v.leave = append(v.leave, ie.e)
+			v.leave = s.entSlab.push(v.leave, ie.e)
 		}
 		s.removePair(ie, oi)
 	}
@@ -341,13 +427,13 @@ func (s *Server) evalEnt(ie *ient) {
 	// The viewers whose viewpoint is within reach: one beyond cannot
 	// want ie, every other reason having been tried above.
 	reach := s.radius(ie) + sp.cfg.Hysteresis
-	sp.cells.nearViews(sp.key(ie.x-reach, ie.y-reach), sp.key(ie.x+reach, ie.y+reach), func(ce *cell) {
-		for _, v := range ce.views {
-			if sp.within(v.x-ie.x, v.y-ie.y, reach) {
+	for _, run := range sp.cells.viewRuns(sp.key(ie.x-reach, ie.y-reach), sp.key(ie.x+reach, ie.y+reach)) {
+		for i := range run {
+			if v := &run[i]; sp.within(v.x-ie.x, v.y-ie.y, reach) {
 				try(v.c)
 			}
 		}
-	})
+	}
 }
 
 // cellsNear calls fn for the cells of the square of half-size reach
@@ -362,6 +448,12 @@ func (s *Server) evalView(c *Conn) {
 		return
 	}
 	v := &c.view
+	if !v.full && s.cfg.Interest == nil && v.switched == nil && !math.IsInf(v.moved(), 1) {
+		s.evalMove(c)
+		return
+	}
+	v.full = false
+	v.ex, v.ey, v.epoint = v.px, v.py, v.point
 	s.stamp++
 	stamp := s.stamp
 	try := func(id state.ID) {
@@ -409,6 +501,52 @@ func (s *Server) evalView(c *Conn) {
 	near := func(e *cellEnt) {
 		if sp.within(v.px-e.x, v.py-e.y, e.r+hyst) || s.owns(c, e.id) {
 			try(e.id)
+		}
+	}
+	for i := range sp.wide {
+		near(&sp.wide[i])
+	}
+	sp.cellsNear(v.px, v.py, sp.cfg.CellSize+hyst, func(ce *cell) {
+		for i := range ce.ents {
+			near(&ce.ents[i])
+		}
+	})
+}
+
+// evalMove re-evaluates, for c's viewpoint's move alone within its AOI
+// space, the entities near a boundary (see far): those it sees, then
+// those it may start seeing. What does not depend on its viewpoint (the
+// entities of other spaces and without a position, its groups', the
+// always-relevant ones) is as it was.
+func (s *Server) evalMove(c *Conn) {
+	v := &c.view
+	sp := v.space
+	dv := v.moved()
+	v.ex, v.ey = v.px, v.py
+	s.stamp++
+	stamp := s.stamp
+	try := func(ie *ient) {
+		if ie.vstamp != stamp && ie.vstamp != s.entStamp {
+			ie.vstamp = stamp
+			s.evalPair(c, ie)
+		}
+	}
+	for i := len(v.pairs) - 1; i >= 0; i-- { // evalPair may drop the current pair, no other
+		if i >= len(v.pairs) {
+			continue
+		}
+		ie := s.ientByID(v.pairs[i].id)
+		if ie == nil || ie.space != sp || !ie.placed || s.far(sp, sp.dist(v.px-ie.x, v.py-ie.y), s.radius(ie), dv) {
+			continue
+		}
+		try(ie)
+	}
+	hyst := sp.cfg.Hysteresis
+	near := func(e *cellEnt) {
+		if sp.within(v.px-e.x, v.py-e.y, e.r+hyst) && !s.far(sp, sp.dist(v.px-e.x, v.py-e.y), e.r, dv) {
+			if ie := s.ientByID(e.id); ie != nil {
+				try(ie)
+			}
 		}
 	}
 	for i := range sp.wide {
@@ -501,9 +639,9 @@ func (s *Server) batchPairs() {
 				continue // gone, entering, done already, or not created yet
 			}
 			o := &ie.obs[oi]
-			c.levels = append(c.levels, session.Level{ID: uint32(id), Level: o.level})
+			c.levels = s.levelSlab.push(c.levels, session.Level{ID: uint32(id), Level: o.level})
 			if o.level > o.sent && o.held == 0 { // a stale one gets its set
-				v.raised = append(v.raised, raise{e: ie.e, from: o.sent, to: o.level})
+				v.raised = s.raiseSlab.push(v.raised, raise{e: ie.e, from: o.sent, to: o.level})
 				full(ie, c)
 			}
 			o.sent = o.level
@@ -649,9 +787,9 @@ func (s *Server) budgetPairs(c *Conn) {
 // view.enterL and, below the top, in c's TICK.
 func (s *Server) entered(c *Conn, ie *ient, o *obsRef) {
 	o.held, o.sent = 0, o.level
-	c.view.enterL = append(c.view.enterL, o.level)
+	c.view.enterL = s.lvlSlab.push(c.view.enterL, o.level)
 	if s.bands > 0 && int(o.level) < len(ie.e.Class().Bands()) {
-		c.levels = append(c.levels, session.Level{ID: uint32(ie.id), Level: o.level})
+		c.levels = s.levelSlab.push(c.levels, session.Level{ID: uint32(ie.id), Level: o.level})
 	}
 }
 
@@ -716,7 +854,7 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 			x.o.since = s.tick
 		}
 		x.o.held |= what
-		v.held = append(v.held, x.ie.id)
+		v.held = s.idSlab.push(v.held, x.ie.id)
 		s.stats.Deferred++
 	}
 	for i := range cands {
@@ -745,7 +883,7 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 			s.entered(c, x.ie, o)
 		case o.held&stale != 0:
 			o.held = 0
-			v.sets = append(v.sets, raise{e: x.ie.e, to: o.level})
+			v.sets = s.raiseSlab.push(v.sets, raise{e: x.ie.e, to: o.level})
 			s.noteSet(c, x.ie.id)
 		default:
 			if x.upd >= 0 {
@@ -791,7 +929,12 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 			add(&s.pairFull, int(s.ients[e.ID().Slot()].enterAt), 0, hi)
 		}
 	}
+	// The owner partition's changes are of the entities c owns: none of
+	// them changed, none to look for.
 	for _, u := range v.upd {
+		if part.Vis() == codec.PartOwner && !v.ownUpd {
+			break
+		}
 		if e := s.pairCS.Changes[u.i].Entity; keep == nil || keep(e) {
 			add(&s.pairDelta, int(u.i), 0, u.level)
 		}

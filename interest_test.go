@@ -3,6 +3,7 @@ package replica_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -450,6 +451,165 @@ func TestInterestProperty(t *testing.T) {
 		}
 		rt.Repeat(actions)
 		w.tick(rt)
+	})
+}
+
+// TestInterestViewpointMoves checks the evaluation of a viewpoint's move
+// alone (evalMove), which passes over the pairs far from every boundary,
+// against a brute-force evaluation of every pair after every tick:
+// clients follow avatars that take small steps (and now and then a
+// leap), or now and then view from a point of their own, other units
+// move or stand still, radii change, some units are always relevant
+// (seen from afar, at the level of detail of their distance), in a space
+// with or without hysteresis, by either metric, with level-of-detail
+// bands.
+func TestInterestViewpointMoves(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		sc := aoiSchema(rt, true)
+		w := newWorld(rt, 3, replica.Config{Schema: sc})
+		defer w.close()
+		w.aoi = true
+		cfg := replica.SpaceConfig{Name: "zone",
+			Radius:     float64(rapid.IntRange(8, 40).Draw(rt, "radius")),
+			Hysteresis: float64(rapid.SampledFrom([]int{0, 3, 10}).Draw(rt, "hysteresis")),
+			Metric:     rapid.SampledFrom([]replica.Metric{replica.Euclidean, replica.Square}).Draw(rt, "metric"),
+			CellSize:   float64(rapid.IntRange(0, 30).Draw(rt, "cell")),
+		}
+		zone, err := w.srv.NewSpace(cfg)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		tr := w.srv.Tracker()
+		coord := func(name string) float32 { return float32(rapid.IntRange(0, 80).Draw(rt, name)) / 2 }
+		var units []*state.Entity
+		radius := map[*state.Entity]float64{}
+		always := map[*state.Entity]bool{} // seen from anywhere, at the level of detail of its distance
+		for i := range rapid.IntRange(3, 24).Draw(rt, "units") {
+			e, err := tr.Spawn(sc.Classes[0])
+			if err != nil {
+				rt.Fatal(err)
+			}
+			setPos(e, coord("x"), coord("y"))
+			if err := w.srv.SetSpace(e, zone); err != nil {
+				rt.Fatal(err)
+			}
+			units = append(units, e)
+			if rapid.IntRange(0, 5).Draw(rt, "always") == 0 {
+				if err := w.srv.SetAlwaysRelevant(e, true); err != nil {
+					rt.Fatal(err)
+				}
+				always[e] = true
+			}
+			if i < len(w.conns) {
+				if err := w.srv.View(w.conns[i], zone); err != nil {
+					rt.Fatal(err)
+				}
+				if err := w.srv.Follow(w.conns[i], e); err != nil {
+					rt.Fatal(err)
+				}
+			}
+		}
+		w.tick(rt)
+		// The model: each pair seen or not, and its level, evaluated
+		// for every pair from the positions after each tick.
+		within := func(dx, dy, r float64) bool {
+			if cfg.Metric == replica.Square {
+				return math.Abs(dx) <= r && math.Abs(dy) <= r
+			}
+			return dx*dx+dy*dy <= r*r
+		}
+		// Each client's fixed viewpoint, if it has one instead of its avatar.
+		fixed := make([]*[2]float64, len(w.conns))
+		seen := make([]map[*state.Entity]int, len(w.conns)) // level + 1, 0 for not seen
+		for i := range seen {
+			seen[i] = map[*state.Entity]int{}
+		}
+		settle := func() {
+			for i := range w.conns {
+				px, py := posOf(units[i])
+				if fixed[i] != nil {
+					px, py = fixed[i][0], fixed[i][1]
+				}
+				for _, e := range units {
+					x, y := posOf(e)
+					dx, dy := px-x, py-y
+					old, had := seen[i][e], seen[i][e] > 0
+					r := cfg.Radius
+					if radius[e] > 0 {
+						r = radius[e]
+					}
+					if had {
+						r += cfg.Hysteresis
+					}
+					if !within(dx, dy, r) && !always[e] {
+						delete(seen[i], e)
+						continue
+					}
+					level := 0
+					for b, d := range lodBands {
+						if had && old-1 > b {
+							d += cfg.Hysteresis
+						}
+						if !within(dx, dy, d) {
+							break
+						}
+						level++
+					}
+					seen[i][e] = level + 1
+				}
+			}
+		}
+		check := func() {
+			for i, c := range w.conns {
+				got := w.srv.PairLevelsForTest(c)
+				want := map[state.ID]int{}
+				for e, l := range seen[i] {
+					want[e.ID()] = l - 1
+				}
+				if !maps.Equal(got, want) {
+					rt.Fatalf("tick %d, client %d: pairs and levels %v, want %v", w.srv.TickNumber(), i, got, want)
+				}
+			}
+		}
+		settle()
+		check()
+		for range rapid.IntRange(1, 30).Draw(rt, "ticks") {
+			for _, e := range units {
+				switch rapid.IntRange(0, 9).Draw(rt, "act") {
+				case 0, 1, 2: // stand still
+				case 3:
+					setPos(e, coord("x"), coord("y"))
+				case 4:
+					r := float64(rapid.SampledFrom([]int{0, 6, 15, 50}).Draw(rt, "r"))
+					if err := w.srv.SetRadius(e, r); err != nil {
+						rt.Fatal(err)
+					}
+					radius[e] = r
+				default:
+					x, y := posOf(e)
+					step := func(name string) float64 { return float64(rapid.IntRange(-6, 6).Draw(rt, name)) / 2 }
+					setPos(e, float32(min(60, max(-20, x+step("dx")))), float32(min(60, max(-20, y+step("dy")))))
+				}
+			}
+			for i, c := range w.conns {
+				switch rapid.IntRange(0, 9).Draw(rt, "view") {
+				case 0:
+					p := [2]float64{float64(coord("px")), float64(coord("py"))}
+					if err := w.srv.SetViewpoint(c, p[0], p[1]); err != nil {
+						rt.Fatal(err)
+					}
+					fixed[i] = &p
+				case 1:
+					if err := w.srv.Follow(c, units[i]); err != nil {
+						rt.Fatal(err)
+					}
+					fixed[i] = nil
+				}
+			}
+			w.tick(rt)
+			settle()
+			check()
+		}
 	})
 }
 

@@ -24,13 +24,12 @@ const maxHeldRPCs = 4096
 // dropped as a slow consumer, whatever else it sends: its PINGs, and the
 // PONGs queued for them, are no progress.
 func (s *Server) behind(c *Conn) bool {
-	bl, ok := c.tc.(transport.Backlogger)
-	if !ok {
+	if c.backlog == nil {
 		s.held = true
 		return false
 	}
-	msgs, bytes := bl.Backlog()
-	s.noteHeld(c.tc, msgs)
+	msgs, bytes := c.backlog.Backlog()
+	s.noteHeld(c.releases, msgs)
 	if !c.paused {
 		if msgs <= s.cfg.LagMessages && bytes <= s.cfg.LagBytes {
 			return false
@@ -74,10 +73,10 @@ func (s *Server) resync(c *Conn) {
 // reuses the chunks of the earlier ticks; else it forgets them, and the
 // garbage collector takes each once the transports let go.
 
-// noteHeld notes what c's transport holds before this tick's sends, from
-// the messages its Backlog reports.
-func (s *Server) noteHeld(tc transport.Conn, msgs int) {
-	if _, ok := tc.(transport.Releaser); !ok || msgs > 0 {
+// noteHeld notes what a transport holds before this tick's sends, from
+// whether it is a transport.Releaser and the messages its Backlog reports.
+func (s *Server) noteHeld(releases bool, msgs int) {
+	if !releases || msgs > 0 {
 		s.held = true
 	}
 }
@@ -90,7 +89,8 @@ func (s *Server) checkHeld(tc transport.Conn) {
 		return
 	}
 	msgs, _ := bl.Backlog()
-	s.noteHeld(tc, msgs)
+	_, releases := tc.(transport.Releaser)
+	s.noteHeld(releases, msgs)
 }
 
 // endSends ends the tick's generation of the arena, after its sends and

@@ -297,9 +297,10 @@ type Server struct {
 	// Interest management (interest.go).
 	defSpace    *Space
 	ients       []ient // by entity slot
-	pos         map[*schema.Struct]posInfo
+	pos         posTable
 	dirtyEnts   []state.ID
 	dirtyViews  []*Conn
+	bandDists   []float64 // the distances of every class's level-of-detail bands (evalMove)
 	stamp       uint64
 	always      []state.ID
 	activeRooms []*Space
@@ -335,7 +336,7 @@ type Server struct {
 	// the pairs.
 	obsSlab  slab[obsRef]
 	pairSlab slab[pairRef]
-	updSlab  slab[pairUpd]
+	updBuf   []pairUpd // the clients' view.upd of a tick, one run each
 	entSlab  slab[*state.Entity]
 	// The arrays of the lists of levels of detail and budgets a client
 	// keeps, sized with its pairs (addPair).
@@ -425,6 +426,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.asm.Arena = &s.arena
 	for _, c := range cfg.Schema.Classes {
 		s.bands = max(s.bands, len(c.Bands()))
+		s.bandDists = append(s.bandDists, c.Bands()...)
 		for p := range s.parts {
 			if codec.Part(p).Vis() > codec.PartOwner {
 				continue // no partition: its fields would be PartAll's again

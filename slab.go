@@ -2,24 +2,29 @@ package replica
 
 import (
 	"math/bits"
+	"slices"
 	"unsafe"
 )
 
 // A slab recycles the backing arrays of the interest state's lists (an
-// entity's observers, a client's pairs, a grid cell's entities and
-// viewpoints), whose lengths go up and down tick after tick as things
-// move. It hands out arrays of a power-of-two capacity, from slabMin up,
-// and takes back those a list outgrows, or shrinks out of once it uses a
-// quarter of one or less. Arrays of a capacity are made several at a time,
-// a quarter more than made so far, so that once the slab holds as many as
-// the lists use at their busiest, lists change size without allocating:
-// a tick in steady state allocates nothing for them. The slab keeps what
-// it made, in use or free: the memory is the state's high-water mark, as
-// with lists that only ever grow. Arrays over slabMax elements are left to
-// the garbage collector.
+// entity's observers, a client's pairs and its lists of a tick, a grid
+// cell's entities and viewpoints), whose lengths go up and down tick after
+// tick as things move. It hands out arrays of a power-of-two capacity,
+// from slabMin up, and takes back those a list outgrows, or shrinks out
+// of once it uses three eighths of one or less (an empty list holds
+// none): the arrays of a capacity in use follow how many lists need that
+// capacity now. Arrays of a capacity are made many at a time: as many
+// again as made so far, and at least a quarter of what the slab made of
+// every capacity; the first of a capacity come with a few of the next.
+// Once the slab holds as many as the lists use at their busiest, with
+// that margin, lists change size without allocating: a tick in steady
+// state allocates nothing for them. The slab keeps what it made, in use
+// or free: the memory is the state's high-water mark and its margin.
+// Arrays over slabMax elements are left to the garbage collector.
 type slab[T any] struct {
 	free [slabClasses][][]T // per class, arrays ready for use
 	made [slabClasses]int   // per class, arrays made
+	size int                // bytes made, over every class
 }
 
 const (
@@ -46,26 +51,44 @@ func (p *slab[T]) get(n int) []T {
 	if k < 0 {
 		return make([]T, 0, n)
 	}
-	free := p.free[k]
-	if len(free) == 0 {
-		// Make a quarter more than made so far, at least slabRefill
-		// bytes, in one allocation.
+	if len(p.free[k]) == 0 {
+		// Make as many as made so far, and at least a quarter of
+		// what the slab made of every capacity, slabRefill bytes and
+		// 8 arrays: the margin that keeps a steady state from
+		// allocating when a few more lists than ever need this
+		// capacity.
 		var zero T
 		size := max(int(unsafe.Sizeof(zero)), 1) * n
-		m := max(p.made[k]/4, slabRefill/size, 1)
-		block := make([]T, m*n)
-		p.made[k] += m
-		if cap(free) < p.made[k] {
-			free = make([][]T, 0, 2*p.made[k]) // room for the next refills too
-		}
-		for i := range m {
-			free = append(free, block[i*n:i*n:(i+1)*n])
+		m := max(p.made[k], p.size/4/size, slabRefill/size, 8)
+		p.refill(k, m)
+		if k+1 < slabClasses && p.made[k+1] == 0 {
+			// A list that outgrows every list so far then finds an
+			// array of the next capacity ready.
+			p.refill(k+1, max(m/4, 8))
 		}
 	}
+	free := p.free[k]
 	s := free[len(free)-1]
 	free[len(free)-1] = nil
 	p.free[k] = free[:len(free)-1]
 	return s
+}
+
+// refill makes m arrays of class k, in one allocation.
+func (p *slab[T]) refill(k, m int) {
+	n := slabMin << k
+	var zero T
+	block := make([]T, m*n)
+	p.made[k] += m
+	p.size += m * n * max(int(unsafe.Sizeof(zero)), 1)
+	free := p.free[k]
+	if cap(free) < p.made[k] {
+		free = slices.Grow(free, 2*p.made[k]-len(free)) // room for the next refills too
+	}
+	for i := range m {
+		free = append(free, block[i*n:i*n:(i+1)*n])
+	}
+	p.free[k] = free
 }
 
 // put takes back s's array, cleared, if it is of one of the slab's
@@ -96,22 +119,35 @@ func (p *slab[T]) grow(s []T) []T {
 	return t
 }
 
-// fit returns s in an array of capacity n or more, a power of two: s
-// itself, or a copy, s's array going back to the slab.
-func (p *slab[T]) fit(s []T, n int) []T {
-	if cap(s) >= n {
-		return s
+// push appends x to s, moving s to an array of twice the capacity, from
+// the slab, when s is full.
+func (p *slab[T]) push(s []T, x T) []T {
+	if len(s) == cap(s) {
+		s = p.grow(s)
 	}
-	t := p.get(max(slabMin, 1<<bits.Len(uint(n-1))))[:len(s)]
-	copy(t, s)
-	p.put(s)
-	return t
+	return append(s, x)
 }
 
-// shrink returns s in an array of half the capacity if it uses a quarter
-// of its own or less, s's going back to the slab; else s.
+// empty returns s emptied, for a list refilled tick after tick: without
+// an array if its last use (len(s)) put nothing in it, in one of half the
+// capacity if it filled three eighths of it or less (see shrink), so that
+// a list's array follows what a tick puts in it, not the most it ever
+// held.
+func (p *slab[T]) empty(s []T) []T { return p.shrink(s)[:0] }
+
+// shrink returns s in an array of half the capacity if it uses three
+// eighths of its own or less, s's going back to the slab, or without an
+// array if it is empty; else s. The new
+// array is then at most three quarters full: a list must grow by a third
+// before it moves up again, and a list that took a larger array for a
+// while gives it back soon after, so that the arrays of a capacity in use
+// follow how many lists need it now, not how many ever did.
 func (p *slab[T]) shrink(s []T) []T {
-	if cap(s) <= slabMin || len(s) > cap(s)/4 || slabClass(cap(s)) < 0 {
+	if len(s) == 0 && cap(s) > 0 {
+		p.put(s) // an empty list holds no array
+		return nil
+	}
+	if cap(s) <= slabMin || len(s) > cap(s)/8*3 || slabClass(cap(s)) < 0 {
 		return s
 	}
 	t := p.get(cap(s) / 2)[:len(s)]

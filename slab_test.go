@@ -95,7 +95,10 @@ func TestSlabSteady(t *testing.T) {
 	if p.made != made {
 		t.Fatalf("arrays made per class went from %v to %v in steady state", made, p.made)
 	}
-	if l := p.fit(nil, 33); cap(l) != 64 {
-		t.Fatalf("fit(nil, 33): capacity %d, want 64", cap(l))
+	if l := p.push(nil, 1); cap(l) != slabMin || len(l) != 1 {
+		t.Fatalf("push(nil, 1): length %d, capacity %d, want 1 and %d", len(l), cap(l), slabMin)
+	}
+	if l := p.empty(make([]int32, 0, 64)); l != nil {
+		t.Fatalf("empty of an empty list: %d elements of %d, want no array", len(l), cap(l))
 	}
 }

@@ -162,11 +162,11 @@ func (enc *Encoder) SetBatch(b *Batch, ents []*state.Entity, part Part) {
 func (enc *Encoder) build(b *Batch, part Part) {
 	items := enc.items
 	b.part, b.maxN = part, 0
-	b.groups = b.groups[:0]
 	b.pieces = fit(b.pieces[:0], len(items))
 	w := &b.w
 	w.Reset(b.bits[:0])
 	groups := enc.arrange()
+	b.groups = fit(b.groups[:0], len(groups))[:0]
 	for gi := range groups {
 		order := enc.order[groups[gi].start : groups[gi].start+groups[gi].n]
 		sec := groups[gi].sec
@@ -373,7 +373,12 @@ func (a *Assembler) batch(b *Batch) *asmBatch {
 		}
 	}
 	if a.nbatches == len(a.batches) {
-		a.batches = append(a.batches, asmBatch{})
+		// Several at once, each ready for a batch's groups: an
+		// assembly of more batches than ever before then seldom
+		// allocates.
+		for n := max(8, 2*len(a.batches)); len(a.batches) < n; {
+			a.batches = append(a.batches, asmBatch{of: make([]int32, 0, 64)})
+		}
 	}
 	ab := &a.batches[a.nbatches]
 	ab.b = b
@@ -415,6 +420,14 @@ func (a *Assembler) Reset() {
 	}
 	a.ents, a.groups, a.nbatches, a.lastB, a.destroys = a.ents[:0], a.groups[:0], 0, -1, 0
 	a.bound, a.values = 0, 0
+	// Room for a client's usual tick from the start: its largest then
+	// seldom makes them grow.
+	if cap(a.ents) < 256 {
+		a.ents = make([]asmEntry, 0, 256)
+	}
+	if cap(a.groups) < 32 {
+		a.groups = make([]asmGroup, 0, 32)
+	}
 }
 
 // Segments appends to segs the segments that hold everything added since
@@ -873,11 +886,12 @@ func (a *Assembler) settle(n int) {
 func bitLen(u uint64) int { return bits.Len64(u) }
 
 // fit returns s resized to length n, its elements kept, growing it when it
-// must to twice that: buffers sized by the largest tick so far then seldom
-// grow again. (settle lets them shrink after a burst.)
+// must to twice that, and to 64 elements at least: buffers sized by the
+// largest tick so far then seldom grow again. (settle lets them shrink
+// after a burst.)
 func fit[T any](s []T, n int) []T {
 	if cap(s) < n {
-		t := make([]T, len(s), 2*n)
+		t := make([]T, len(s), max(2*n, 64))
 		copy(t, s)
 		s = t
 	}

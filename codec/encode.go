@@ -164,7 +164,10 @@ func (enc *Encoder) Delta(dst []byte, cs *state.Changeset, part Part, include fu
 // queueDelta queues the items Delta writes: one per change of cs that
 // partition part carries and include accepts, in the order of cs.Changes.
 func (enc *Encoder) queueDelta(cs *state.Changeset, part Part, include func(*state.Entity) bool) {
-	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
+	// Room for an item, and two words of leaf set, per change: the
+	// buffers then grow when a changeset is larger than any before, to
+	// twice its size, not when its changes touch more fields.
+	enc.items, enc.sets, enc.values = fit(enc.items[:0], len(cs.Changes))[:0], fit(enc.sets[:0], 2*len(cs.Changes))[:0], 0
 	if !part.creates() && cs.Schema != nil && !enc.hasPart(cs.Schema, part) {
 		return // no class has a field in this partition
 	}
@@ -429,6 +432,10 @@ func (enc *Encoder) emit(dst []byte) []byte {
 // sorted.
 func (enc *Encoder) arrange() []group {
 	items := enc.items
+	if enc.groups == nil {
+		// Room for a tick's usual groups from the start.
+		enc.groups, enc.byHash = make([]group, 0, 32), make(map[uint64]int32, 64)
+	}
 	enc.groups = enc.groups[:0]
 	enc.lastGroup = -1
 	clear(enc.byHash)
@@ -457,10 +464,8 @@ func (enc *Encoder) arrange() []group {
 	// high half and an item index in the low half, so that sorting a
 	// group's entries sorts its items by slot. Segments name entities by
 	// slot; creates add the generation.
-	if cap(enc.remap) < len(groups) {
-		enc.remap = make([]int32, len(groups))
-	}
-	remap := enc.remap[:len(groups)]
+	enc.remap = fit(enc.remap, len(groups))
+	remap := enc.remap
 	start := 0
 	for i := range groups {
 		remap[groups[i].id] = int32(i)
@@ -468,7 +473,7 @@ func (enc *Encoder) arrange() []group {
 		start += groups[i].n
 		groups[i].n = 0
 	}
-	enc.order = slices.Grow(enc.order[:0], len(items))[:len(items)]
+	enc.order = fit(enc.order[:0], len(items))
 	for i := range items {
 		g := &groups[remap[items[i].group]]
 		enc.order[g.start+g.n] = uint64(items[i].id.Slot())<<32 | uint64(i)
@@ -501,19 +506,19 @@ func (enc *Encoder) sortByID(order []uint64) {
 	// small and in order, which matters when a tick starts with cold
 	// caches.
 	words := (span + 63) / 64
-	bm := slices.Grow(enc.bitmap[:0], words)[:words]
+	bm := fit(enc.bitmap[:0], words)
 	clear(bm)
 	for _, o := range order {
 		d := o>>32 - lo
 		bm[d>>6] |= 1 << (d & 63)
 	}
-	ranks := slices.Grow(enc.ranks[:0], words)[:words]
+	ranks := fit(enc.ranks[:0], words)
 	r := int32(0)
 	for i, w := range bm {
 		ranks[i] = r
 		r += int32(bits.OnesCount64(w))
 	}
-	out := slices.Grow(enc.sorted[:0], len(order))[:len(order)]
+	out := fit(enc.sorted[:0], len(order))
 	for _, o := range order {
 		d := o>>32 - lo
 		w := d >> 6
@@ -557,9 +562,6 @@ func (enc *Encoder) lookupGroup(it *item) int32 {
 		}
 	} else {
 		if len(enc.byHash) == 0 {
-			if enc.byHash == nil {
-				enc.byHash = make(map[uint64]int32)
-			}
 			for i := range enc.groups {
 				enc.link(int32(i))
 			}
@@ -593,7 +595,7 @@ func (enc *Encoder) link(i int32) {
 // writeIDs writes a count, a gap code parameter and the ascending slots of
 // the items in order as gaps.
 func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
-	enc.gapv = slices.Grow(enc.gapv[:0], len(order))[:len(order)]
+	enc.gapv = fit(enc.gapv[:0], len(order))
 	enc.gaps.reset()
 	prev := int64(-1)
 	for i, o := range order {
@@ -612,7 +614,7 @@ func (enc *Encoder) writeIDs(w *wire.Writer, order []uint64) {
 
 // fill returns s resized to n elements, each v.
 func fill(s []uint8, n int, v uint8) []uint8 {
-	s = slices.Grow(s[:0], n)[:n]
+	s = fit(s[:0], n)
 	for i := range s {
 		s[i] = v
 	}
@@ -720,8 +722,8 @@ func (enc *Encoder) prepareGroup(order []uint64, delta bool) (c *schema.Struct, 
 	}
 	plans = enc.plan(c, set, delta)
 	np := len(plans)
-	enc.codes = slices.Grow(enc.codes[:0], np*len(order))[:np*len(order)]
-	enc.codeKs = slices.Grow(enc.codeKs[:0], np*len(order))[:np*len(order)]
+	enc.codes = fit(enc.codes[:0], np*len(order))
+	enc.codeKs = fit(enc.codeKs[:0], np*len(order))
 	allU = true
 	for i := range plans {
 		p := &plans[i]
@@ -984,12 +986,12 @@ func (enc *Encoder) writeRecordLeaves(w *wire.Writer, r *state.Record, only []ui
 		enc.rsets = append(enc.rsets, nil)
 	}
 	words := (st.Leaves + 63) / 64
-	set := slices.Grow(enc.rsets[enc.depth][:0], words)[:words]
+	set := fit(enc.rsets[enc.depth][:0], words)
 	clear(set)
 	// The numeric leaves of a record use k = the bit length of their own
 	// code. The tree is written before the values, whose nested records
 	// reuse rks.
-	enc.rks = slices.Grow(enc.rks[:0], st.Leaves)[:st.Leaves]
+	enc.rks = fit(enc.rks[:0], st.Leaves)
 	for i := 0; i < st.Leaves; i++ {
 		l := st.Leaf(i)
 		if only != nil && only[i>>6]&(1<<(i&63)) == 0 || only == nil && r.IsZero(l) {

@@ -189,10 +189,16 @@ type Tracker struct {
 	freed    []uint32 // slots freed in the current tick
 	live     int
 
-	cur     []*Change // changes of the tick in progress, in first-touch order
-	done    Changeset // the last committed tick
-	pool    []*Change // recycled change records; they may keep an entity of an earlier tick until reused
-	keyPool []*KeyChange
+	cur  []*Change // changes of the tick in progress, in first-touch order
+	done Changeset // the last committed tick
+	// Recycled change records, a pool per class (by class ID; the last
+	// pool for the classes of IDs over maxPooledID): a record keeps the
+	// buffers of its class (its base values, its dirty set, its
+	// container records), so that reusing it for the class allocates
+	// nothing, where a record of one class reused for a larger one grew.
+	pools    []changePool
+	keyPool  []*KeyChange
+	keysMade int // key records made: keyPool has room for them all
 	// The changes of the tick in progress and of the last one that have
 	// container changes, whose key records go back to keyPool at commit.
 	contsCur, contsDone []*Change
@@ -203,10 +209,35 @@ type Tracker struct {
 	refused  int                    // their number
 }
 
+// A changePool holds one class's recycled change records, and the records
+// of the tick in progress and of the last committed one, which return to
+// it at the next commits.
+type changePool struct {
+	free      []*Change // they may keep an entity of an earlier tick until reused
+	cur, done []*Change
+}
+
+// maxPooledID is the largest class ID with a change pool of its own.
+const maxPooledID = 255
+
 // NewTracker returns a tracker for the classes of s.
 func NewTracker(s *schema.Schema) *Tracker {
+	n := 1
+	for _, c := range s.Classes {
+		if c.ID <= maxPooledID {
+			n = max(n, int(c.ID)+2)
+		}
+	}
 	return &Tracker{schema: s, ents: make([]*Entity, 1), gens: make([]uint8, 1), done: Changeset{Schema: s},
-		limits: Limits{}.withDefaults()}
+		limits: Limits{}.withDefaults(), pools: make([]changePool, n)}
+}
+
+// poolOf returns the change pool of class c.
+func (t *Tracker) poolOf(c *schema.Struct) *changePool {
+	if i := int(c.ID); i < len(t.pools)-1 {
+		return &t.pools[i]
+	}
+	return &t.pools[len(t.pools)-1]
 }
 
 // Schema returns the tracker's schema.
@@ -287,17 +318,17 @@ func (t *Tracker) AppendEntities(dst []*Entity) []*Entity {
 // Commit ends the current tick and returns its changeset. The changeset and
 // everything it references stay valid until the next call to Commit.
 func (t *Tracker) Commit() *Changeset {
-	// The last tick's records go back to the pool without being read:
-	// change clears a record when it is reused, so only those with
-	// container changes, which hold pooled key records, are visited. A
-	// commit then costs no cache miss per changed entity.
+	// The last tick's records go back to their pools (below) without
+	// being read: change clears a record when it is reused, so only
+	// those with container changes, which hold pooled key records, are
+	// visited. A commit then costs no cache miss per record of the last
+	// tick.
 	for _, c := range t.contsDone {
 		t.recycleConts(c)
 	}
 	clear(t.contsDone)
 	t.contsDone, t.contsCur = t.contsCur, t.contsDone[:0]
-	t.pool = append(t.pool, t.done.Changes...)
-	clear(t.done.Changes) // the pool owns them now; the array must not pin them
+	clear(t.done.Changes) // the pools own them now; the array must not pin them
 	t.done.Changes = t.done.Changes[:0]
 	if cap(t.done.Changes) > 4*len(t.cur)+256 {
 		t.done.Changes = nil
@@ -316,27 +347,40 @@ func (t *Tracker) Commit() *Changeset {
 			c.Entity.ch = -1 // see destroyed
 		}
 		if c.Created && c.Destroyed {
-			// No trace. Nothing of a created entity is recorded in
-			// detail, no container changes either: the record can be
-			// reused at once.
-			t.pool = append(t.pool, c)
-			continue
+			continue // no trace; its pool takes the record back with the others
 		}
 		t.done.Changes = append(t.done.Changes, c)
 	}
 	clear(t.cur)
 	t.cur = t.cur[:0]
-	// Keep enough pooled records for a tick like this one; let a spike
-	// (a mass spawn) go to the garbage collector.
-	keep := 2*len(t.done.Changes) + 16
-	if len(t.pool) > keep {
-		clear(t.pool[keep:])
-		t.pool = t.pool[:keep]
+	// The last tick's records go back to their pools. Keep enough of each
+	// class's for a tick like this one; let a spike (a mass spawn) go to
+	// the garbage collector.
+	for i := range t.pools {
+		p := &t.pools[i]
+		if len(p.done)+len(p.cur)+len(p.free) == 0 {
+			continue
+		}
+		keep := 2*len(p.cur) + 16
+		if len(p.free) > keep {
+			clear(p.free[keep:])
+			p.free = p.free[:keep]
+		}
+		if cap(p.free) < keep {
+			p.free = slices.Grow(p.free, 2*keep-len(p.free)) // twice: few ticks need more
+		}
+		n := min(len(p.done), keep-len(p.free))
+		p.free = append(p.free, p.done[:n]...)
+		clear(p.done)
+		p.done, p.cur = p.cur, p.done[:0]
+		if cap(p.cur) < len(p.done) {
+			p.cur = make([]*Change, 0, 2*len(p.done)) // likewise
+		}
+		if cap(p.free) > 8*keep {
+			p.free = slices.Clip(slices.Clone(p.free))
+		}
 	}
-	if cap(t.pool) > 4*keep {
-		t.pool = slices.Clip(slices.Clone(t.pool))
-	}
-	if cap(t.cur) > 4*keep {
+	if keep := 2*len(t.done.Changes) + 16; cap(t.cur) > 4*keep {
 		t.cur = nil
 	}
 	return &t.done
@@ -365,11 +409,13 @@ func (e *Entity) change() *Change {
 		return t.cur[e.ch-1]
 	}
 	var c *Change
-	if n := len(t.pool); n > 0 {
-		c, t.pool = t.pool[n-1], t.pool[:n-1]
+	p := t.poolOf(e.t)
+	if n := len(p.free); n > 0 {
+		c, p.free = p.free[n-1], p.free[:n-1]
 	} else {
 		c = new(Change)
 	}
+	p.cur = append(p.cur, c)
 	words := (e.t.Leaves + 63) / 64
 	c.dirty = slices.Grow(c.dirty[:0], words)[:words]
 	clear(c.dirty)
@@ -389,6 +435,11 @@ func (t *Tracker) keyChange(existed bool) *KeyChange {
 		k.Added, k.Removed = false, false
 	} else {
 		k = new(KeyChange)
+		if t.keysMade++; cap(t.keyPool) < t.keysMade {
+			// Room for every key record, so that taking them all
+			// back never grows the pool.
+			t.keyPool = slices.Grow(t.keyPool, 2*t.keysMade-len(t.keyPool))
+		}
 	}
 	k.Existed = existed
 	return k

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/replicago/replica/schema"
@@ -686,6 +687,49 @@ func TestDirtySets(t *testing.T) {
 // container change of an earlier tick: which entity changes a container
 // alternates, and every tick an entity spawned the tick before changes a
 // container and is destroyed.
+// TestCommitRecyclesByClass checks that change records are pooled by
+// class: once each class has had its busiest tick, ticks that change any
+// mix of entities of a small class and of a larger one with container
+// changes allocate nothing. With one pool for every class, a record that
+// had served the small class only, reused for the larger one, grew its
+// buffers and made its container records.
+func TestCommitRecyclesByClass(t *testing.T) {
+	ts := newTestSchema(t)
+	tr := state.NewTracker(ts.s)
+	var players, others []*state.Entity
+	for range 16 {
+		players, others = append(players, spawn(t, tr, ts.player)), append(others, spawn(t, tr, ts.other))
+	}
+	tr.Commit()
+	r := rand.New(rand.NewPCG(7, 8))
+	tick := func(p float64) {
+		for i := range players {
+			if r.Float64() < p {
+				h := players[i].Handle()
+				h.SetNum(lHP, uint64(r.IntN(100)))
+				h.Map(lStats).Put(state.Value{S: "k"}, state.Value{N: uint64(r.IntN(100))})
+			}
+			if r.Float64() < p {
+				others[i].Handle().SetNum(0, uint64(r.IntN(100)))
+			}
+		}
+		tr.Commit()
+	}
+	// The busiest ticks: every entity changes.
+	tick(1)
+	tick(1)
+	// Counted, not testing.AllocsPerRun's average, which rounds down.
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for range 100 {
+		tick(0.5)
+	}
+	runtime.ReadMemStats(&m1)
+	if n := m1.Mallocs - m0.Mallocs; n != 0 {
+		t.Errorf("%d allocations in 100 ticks", n)
+	}
+}
+
 func TestCommitRecyclesContainers(t *testing.T) {
 	ts := newTestSchema(t)
 	tr := state.NewTracker(ts.s)

@@ -43,6 +43,9 @@ func (w *Writer) spill(v uint64, n uint) {
 	if n == 0 {
 		return
 	}
+	if cap(w.buf)-len(w.buf) < 8 {
+		w.grow(8)
+	}
 	a := w.acc | v<<(w.n&63)
 	w.buf = append(w.buf, byte(a), byte(a>>8), byte(a>>16), byte(a>>24),
 		byte(a>>32), byte(a>>40), byte(a>>48), byte(a>>56))
@@ -99,7 +102,7 @@ func (w *Writer) UEach(codes []uint64, ks []uint8) {
 // returns how many codes it wrote.
 func (w *Writer) uRun(codes []uint64, ks []uint8) int {
 	// Each code completes at most 7 bytes; the last store writes 8 more.
-	w.buf = slices.Grow(w.buf, 7*len(codes)+16)
+	w.grow(7*len(codes) + 16)
 	n, pos, acc, used := packU(w.buf[len(w.buf):cap(w.buf)], codes, ks, w.acc, w.n)
 	w.buf, w.acc, w.n = w.buf[:len(w.buf)+pos], acc, used
 	return n
@@ -199,6 +202,7 @@ func (w *Writer) String(s string) {
 
 func (w *Writer) raw(p []byte) {
 	if w.n == 0 {
+		w.grow(len(p))
 		w.buf = append(w.buf, p...)
 		return
 	}
@@ -233,9 +237,20 @@ func (w *Writer) Append(src []byte, nbits int) {
 	}
 }
 
+// grow makes room for n more bytes in w's buffer, when it must grow to
+// twice what it then needs, and 1 KiB at least: a buffer reused stream
+// after stream then reaches twice the size of the largest within a few
+// streams, and seldom grows again.
+func (w *Writer) grow(n int) {
+	if cap(w.buf)-len(w.buf) < n {
+		w.buf = slices.Grow(w.buf, max(len(w.buf)+2*n, 1<<10))
+	}
+}
+
 // Finish flushes the pending bits, padding the last byte with zeros, and
 // returns the stream. The Writer may be reused after Reset.
 func (w *Writer) Finish() []byte {
+	w.grow(8)
 	for w.n > 0 {
 		w.buf = append(w.buf, byte(w.acc))
 		w.acc >>= 8

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 
@@ -24,6 +25,8 @@ func runBench(args []string) error {
 	aoi := fs.Bool("aoi", false, "w1: AOI mode, on a replica.Server with interest management and in-memory clients")
 	gomaxprocs := fs.Int("gomaxprocs", 0, "set runtime.GOMAXPROCS for the run (0: leave it)")
 	cpuprofile := fs.String("cpuprofile", "", "w1 -aoi, w2: write a CPU profile of the measured ticks to this file (the timed section is labeled section=server)")
+	memprofile := fs.String("memprofile", "", "w1 -aoi, w2: write a heap profile recording every allocation of the measured Server.Ticks, and only those, to this file "+
+		"(go tool pprof -sample_index=alloc_objects -top FILE)")
 	rate := fs.Float64("rate", 800, "joinstorm: dials started per second")
 	process := fs.Bool("process", false, "joinstorm: run the clients in a child process (ws only), apart from the server's scheduler and heap")
 	addr := fs.String("addr", "", "joinstorm-clients: the server's address")
@@ -59,8 +62,8 @@ func runBench(args []string) error {
 	if *aoi && *scenario != "w1" {
 		return fmt.Errorf("bench: -aoi is a mode of -scenario w1")
 	}
-	if *cpuprofile != "" && !(*scenario == "w1" && *aoi || *scenario == "w2") {
-		return fmt.Errorf("bench: -cpuprofile applies to -scenario w1 -aoi and -scenario w2")
+	if (*cpuprofile != "" || *memprofile != "") && !(*scenario == "w1" && *aoi || *scenario == "w2") {
+		return fmt.Errorf("bench: -cpuprofile and -memprofile apply to -scenario w1 -aoi and -scenario w2")
 	}
 	if *clientKind != "go" && (*clientKind != "ts" || *scenario != "w1" || *aoi || set["clients"]) {
 		return fmt.Errorf("bench: -client %s: want go, or ts with -scenario w1 in broadcast mode (one client)", *clientKind)
@@ -71,7 +74,7 @@ func runBench(args []string) error {
 			if *quantized {
 				return fmt.Errorf("bench: -quantized applies to -scenario w1 without -aoi")
 			}
-			return runInterest(*scenario, bench.InterestConfig{Clients: *clients}, *cpuprofile, *asJSON)
+			return runInterest(*scenario, bench.InterestConfig{Clients: *clients}, *cpuprofile, *memprofile, *asJSON)
 		}
 		if *clientKind == "ts" && *scenario == "w1" {
 			return runBenchTS(*quantized, *asJSON)
@@ -181,18 +184,36 @@ func runBench(args []string) error {
 
 // runInterest runs W1 in AOI mode or W2 on a server with interest
 // management, and prints the result.
-func runInterest(scenario string, cfg bench.InterestConfig, cpuprofile string, asJSON bool) (err error) {
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
+func runInterest(scenario string, cfg bench.InterestConfig, cpuprofile, memprofile string, asJSON bool) (err error) {
+	var closers []*os.File
+	create := func(name string) (io.Writer, error) {
+		f, err := os.Create(name)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer func() {
+		closers = append(closers, f)
+		return f, nil
+	}
+	defer func() {
+		for _, f := range closers {
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
-		}()
-		cfg.CPUProfile = f
+		}
+	}()
+	if cpuprofile != "" {
+		if cfg.CPUProfile, err = create(cpuprofile); err != nil {
+			return err
+		}
+	}
+	if memprofile != "" {
+		// No allocation before the measured ticks is recorded either: the
+		// profile holds theirs alone.
+		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 0
+		if cfg.MemProfile, err = create(memprofile); err != nil {
+			return err
+		}
 	}
 	run := bench.RunW1AOI
 	if scenario == "w2" {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -29,6 +30,28 @@ func TestW2Verifies(t *testing.T) {
 	check(t, res)
 	if res.LOD == nil || !*res.LOD {
 		t.Errorf("lod = %v, want true: gear and emote are sent within 50 units only, and verified so", res.LOD)
+	}
+}
+
+// TestW2SteadyStateAllocs runs W2 as its benchmark does (500 clients,
+// GOMAXPROCS=1) and checks that its 200 measured Server.Ticks allocate
+// nothing (issue 10's target): the interest state's lists, the encoder's
+// and the assemblers' buffers and the clients' messages reuse what the
+// joins and the warm-up made. The workload is deterministic, and so is
+// this count. When it fails, `replica bench -scenario w2 -gomaxprocs 1
+// -memprofile FILE` records where the allocations are made.
+func TestW2SteadyStateAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a whole W2 run")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	res, err := RunW2(InterestConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, res)
+	if res.tickAllocs != 0 {
+		t.Errorf("%d allocations in %d measured ticks (%.2f a tick), want none", res.tickAllocs, res.Ticks-res.WarmupTicks, res.AllocsPerTick)
 	}
 }
 

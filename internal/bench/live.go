@@ -85,6 +85,7 @@ type InterestResult struct {
 	// StepAllocsPerTick those of the workload step and the setters.
 	AllocsPerTick     float64 `json:"allocs_per_tick"`
 	StepAllocsPerTick float64 `json:"step_allocs_per_tick"`
+	tickAllocs        uint64  // the measured Server.Ticks' allocations, in all
 	// VisiblePerClient is the mean number of entities in a client's
 	// replica after each measured tick.
 	VisiblePerClient float64 `json:"visible_per_client"`
@@ -107,6 +108,11 @@ type InterestConfig struct {
 	// CPUProfile, if set, receives a CPU profile of the measured ticks;
 	// samples of the timed section carry the label section=server.
 	CPUProfile io.Writer
+	// MemProfile, if set, receives a heap profile ("allocs") in which
+	// every allocation of the measured Server.Ticks is recorded, and
+	// no other made after the run began: the steady state's
+	// allocations, each with its stack.
+	MemProfile io.Writer
 }
 
 // interestWorld is one scenario's workload on the server.
@@ -285,6 +291,11 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 		visible                   int
 	)
 	var m0, m1, m2 runtime.MemStats
+	if cfg.MemProfile != nil {
+		// Record nothing but the measured ticks' allocations, every one.
+		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 0
+	}
 	label := pprof.WithLabels(context.Background(), pprof.Labels("section", "server"))
 	total := cfg.Warmup + cfg.Measured
 	for t := 1; t <= total; t++ {
@@ -324,11 +335,18 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 		if measured {
 			runtime.ReadMemStats(&m1)
 		}
+		profiled := measured && cfg.MemProfile != nil
+		if profiled {
+			runtime.MemProfileRate = 1
+		}
 		labeled(func() {
 			tickStart = time.Now()
 			r.srv.Tick()
 			end = time.Now()
 		})
+		if profiled {
+			runtime.MemProfileRate = 0
+		}
 		if measured {
 			runtime.ReadMemStats(&m2)
 			stepAllocs += m1.Mallocs - m0.Mallocs
@@ -373,6 +391,7 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 	res.TickUSPerTick = percentiles(tickUS)
 	res.ClientsApplyUSPerTick = percentiles(applyUS)
 	res.AllocsPerTick = round2(float64(tickAllocs) / m)
+	res.tickAllocs = tickAllocs
 	res.StepAllocsPerTick = round2(float64(stepAllocs) / m)
 	res.VisiblePerClient = round2(float64(visible) / (n * m))
 	var join int64
@@ -384,6 +403,12 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 	res.InterestBytesPerClient = round2(float64(st.Bytes) / n)
 	res.InterestPairsPerClient = round2(float64(st.Pairs) / n)
 	res.Verified = res.VerifyError == ""
+	if cfg.MemProfile != nil {
+		runtime.GC() // the profile holds what the last collection saw
+		if err := pprof.Lookup("allocs").WriteTo(cfg.MemProfile, 0); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
