@@ -52,7 +52,8 @@ type FlushInfo struct {
 
 // WriterStats are a Writer's counters (see Writer.Stats).
 type WriterStats struct {
-	Pending     int           // entities waiting to be written
+	Pending     int           // entities waiting for a flush (not counting those being written)
+	Writing     int           // entities of the flush in progress, until it succeeds or fails
 	Flushes     uint64        // successful flushes that wrote something
 	Failures    uint64        // failed flushes
 	Written     uint64        // documents and deletions written
@@ -114,6 +115,7 @@ type Writer struct {
 	mu       sync.Mutex
 	pend     *pendingSet
 	spare    *pendingSet   // the set of the previous flush, emptied
+	writing  int           // entities of the flush in progress (Stats)
 	free     [][]byte      // tick buffers whose operations were applied
 	seq      uint64        // Ends so far
 	durable  uint64        // Ends whose changes are all durable
@@ -451,7 +453,7 @@ func (w *Writer) Stats() WriterStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
-	s.Pending = len(w.pend.idx)
+	s.Pending, s.Writing = len(w.pend.idx), w.writing
 	return s
 }
 
@@ -497,6 +499,7 @@ func (w *Writer) run() {
 		take := w.pend
 		w.pend, w.spare = w.spare, nil
 		upto := w.seq
+		w.writing = len(take.idx)
 		w.mu.Unlock()
 
 		batch.Schemas, batch.Puts, batch.Deletes = batch.Schemas[:0], batch.Puts[:0], batch.Deletes[:0]
@@ -510,6 +513,9 @@ func (w *Writer) run() {
 		}
 		w.mu.Unlock()
 		if batch.Len() == 0 {
+			w.mu.Lock()
+			w.writing = 0
+			w.mu.Unlock()
 			w.markDurable(upto, take)
 			t.Reset(w.cfg.FlushInterval)
 			continue
@@ -541,6 +547,7 @@ func (w *Writer) run() {
 			}
 			take.reset()
 			w.spare = take
+			w.writing = 0
 			w.stats.Failures++
 			w.stats.LastError = err
 			w.stats.LastFlush = info.Duration
@@ -569,6 +576,7 @@ func (w *Writer) run() {
 			info.Lags = lags
 		}
 		w.mu.Lock()
+		w.writing = 0
 		w.stats.Flushes++
 		w.stats.Written += uint64(batch.Len())
 		w.stats.LastError = nil
