@@ -31,6 +31,7 @@ type Conn struct {
 	userID   string
 	id       uint64
 	login    uint64              // the login it continues: id, or the resumed session's (Config.LoginGrace)
+	resumed  bool                // it resumes an earlier session (resume.go)
 	ticket   session.Ticket      // resumes this session (resume.go); zero if the server does not resume
 	resume   *session.Resume     // what it holds, until its catch-up is sent
 	whole    func(state.ID) bool // with resume: the entities its catch-up sends whole (resume.go)
@@ -204,6 +205,7 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		return
 	}
 	resumed := s.admitResume(c, hello.Resume)
+	c.resumed = resumed
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
 		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate),
 		Ticket: c.ticket, Resumed: resumed}))
@@ -368,6 +370,15 @@ func (c *Conn) Identity() auth.Identity { return c.identity }
 
 // Session returns the session ID the server assigned.
 func (c *Conn) Session() uint64 { return c.id }
+
+// Resumed reports whether the session resumes one of the same user that
+// ended within Config.ResumeWindow (docs/protocol.md §10.5): its client
+// kept its replica and gets a catch-up instead of the full state. OnJoin
+// runs for it as for any session; ownership is not carried over, so
+// OnJoin gives the user's entities back (SetOwner) rather than spawning
+// new ones: the catch-up lists only the ownership that differs from what
+// the client held.
+func (c *Conn) Resumed() bool { return c.resumed }
 
 // Close disconnects the client with the given code and reason.
 func (c *Conn) Close(code transport.CloseCode, reason string) error {

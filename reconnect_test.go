@@ -112,6 +112,9 @@ func reconnectResumes(t *testing.T) {
 		t.Fatalf("after reconnecting: resumed %v, %d entities (want the 21 it held)", c.Resumed(), c.Replica().Len())
 	}
 	r.tickUntilJoined(1)
+	if sc := r.srv.Conns()[0]; !sc.Resumed() {
+		t.Fatal("the server's Conn does not report the resume")
+	}
 	sync()
 	if st := r.srv.Stats(); st.Resumes != 1 || st.ResumeFallbacks != 0 {
 		t.Fatalf("%d catch-ups, %d full states, want one catch-up", st.Resumes, st.ResumeFallbacks)
