@@ -203,7 +203,12 @@ func TestRPCRoundTrip(t *testing.T) {
 		t.Fatalf("sending a client RPC: %v", err)
 	}
 	r.sync(c)
-	c.Poll()
+	// The RPC follows the tick's messages: it may arrive after them.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for len(hits) == 0 && ctx.Err() == nil {
+		c.Wait(ctx)
+	}
 	if len(hits) != 1 || hits[0] != -7 || hitBy[0] == nil {
 		t.Fatalf("hits %v, attacker resolved %v", hits, hitBy)
 	}
