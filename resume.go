@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/replicago/replica/codec"
-	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
 )
@@ -69,18 +68,10 @@ func (h *history) record(cs *state.Changeset, tick uint64) {
 }
 
 // changedSince returns the leaves of e changed after tick t, a bit per
-// leaf, in a new slice; every leaf if the history does not know e.
+// leaf, in a new slice. e must be known, born by t (bornAfter).
 func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
-	n := e.Class().Leaves
-	m := make([]uint64, (n+63)/64)
-	slot := int(e.ID().Slot())
-	if slot >= len(h.ents) || h.ents[slot].id != e.ID() || h.ents[slot].born == 0 {
-		for i := range n {
-			m[i>>6] |= 1 << (i & 63)
-		}
-		return m
-	}
-	for i, at := range h.ents[slot].at {
+	m := make([]uint64, (e.Class().Leaves+63)/64)
+	for i, at := range h.ents[e.ID().Slot()].at {
 		if at > t {
 			m[i>>6] |= 1 << (i & 63)
 		}
@@ -277,8 +268,8 @@ type seen struct {
 // (levels sent, held slots, budgets) has been done: both leave the client
 // holding what it sees now.
 func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
-	now := s.seenNow(c)
-	if now == nil {
+	now, ok := s.seenNow(c)
+	if !ok {
 		return false
 	}
 	var (
@@ -289,10 +280,6 @@ func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
 		patches[p] = append(patches[p], codec.Patch{Op: op, E: e, Leaves: leaves})
 	}
 	var destroys []codec.Patch
-	whole := c.whole
-	if whole == nil {
-		whole = func(state.ID) bool { return false }
-	}
 	held := r.Held
 	i, j := 0, 0
 	for i < len(held) || j < len(now) {
@@ -327,7 +314,7 @@ func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
 				i++
 				continue // and the slot is created as not held
 			}
-			s.keepUp(n, h, r.Tick, whole, &info, add)
+			s.keepUp(n, h, r.Tick, c.whole, &info, add)
 			i++
 			j++
 		}
@@ -441,33 +428,17 @@ func (s *Server) bandMask(e *state.Entity, p codec.Part, from, to uint8) []uint6
 	c := e.Class()
 	m := make([]uint64, (c.Leaves+63)/64)
 	for b := int(from); b <= int(to); b++ {
-		for k, w := range s.partLeaves(c, p.Band(b)) {
+		for k, w := range s.enc.Leaves(c, p.Band(b)) {
 			m[k] |= w
 		}
 	}
 	return m
 }
 
-// partLeaves returns codec.PartLeaves(c, p), cached.
-func (s *Server) partLeaves(c *schema.Struct, p codec.Part) []uint64 {
-	if s.partMasks == nil {
-		s.partMasks = make(map[*schema.Struct]*[codec.NumParts][]uint64)
-	}
-	ms := s.partMasks[c]
-	if ms == nil {
-		ms = new([codec.NumParts][]uint64)
-		s.partMasks[c] = ms
-	}
-	if ms[p] == nil {
-		ms[p] = codec.PartLeaves(c, p)
-	}
-	return ms[p]
-}
-
 // seenNow returns what c sees now, by ascending slot, with the level of
-// detail and ownership it has them at after this tick's full state; nil
+// detail and ownership it has them at after this tick's full state; false
 // if an entity appears twice (c must then get the full state).
-func (s *Server) seenNow(c *Conn) []seen {
+func (s *Server) seenNow(c *Conn) ([]seen, bool) {
 	var now []seen
 	if sp := c.view.space; sp != nil && sp.room {
 		for _, id := range sp.members {
@@ -482,11 +453,8 @@ func (s *Server) seenNow(c *Conn) []seen {
 	slices.SortFunc(now, func(a, b seen) int { return cmp.Compare(a.e.ID().Slot(), b.e.ID().Slot()) })
 	for k := 1; k < len(now); k++ {
 		if now[k].e.ID().Slot() == now[k-1].e.ID().Slot() {
-			return nil
+			return nil, false
 		}
 	}
-	if now == nil {
-		now = []seen{}
-	}
-	return now
+	return now, true
 }

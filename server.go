@@ -290,7 +290,6 @@ type Server struct {
 	persist     *persister // nil without Config.Store
 	hist        history    // the last tick that changed each leaf, for resumes (resume.go)
 	departures  []departure
-	partMasks   map[*schema.Struct]*[codec.NumParts][]uint64
 	rpcEnc      codec.Encoder
 	stats       Stats
 

@@ -243,14 +243,7 @@ func (enc *Encoder) Set(dst []byte, ents []*state.Entity, part Part) []byte {
 func (enc *Encoder) queueSet(ents []*state.Entity, part Part) {
 	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
 	for _, e := range ents {
-		c := e.Class()
-		m := enc.mask(c, part)
-		if !slices.ContainsFunc(m, func(w uint64) bool { return w != 0 }) {
-			continue // the class has no leaf in this partition
-		}
-		off := len(enc.sets)
-		enc.sets = append(enc.sets, m...)
-		enc.items = append(enc.items, item{sec: secSet, class: c.ID, id: e.ID(), e: e, set: int32(off), words: int32(len(m))})
+		enc.queueLeaves(e, secSet, enc.mask(e.Class(), part), false)
 	}
 }
 
@@ -282,31 +275,11 @@ type Patch struct {
 func (enc *Encoder) Patch(dst []byte, ps []Patch) []byte {
 	enc.items, enc.sets, enc.values = enc.items[:0], enc.sets[:0], 0
 	for i := range ps {
-		p := &ps[i]
-		if p.Op == PatchDestroy {
+		if p := &ps[i]; p.Op == PatchDestroy {
 			enc.items = append(enc.items, item{sec: secDestroy, id: p.ID})
-			continue
+		} else {
+			enc.queueLeaves(p.E, uint8(p.Op), p.Leaves, p.Op != PatchSet)
 		}
-		e := p.E
-		off := len(enc.sets)
-		var any uint64
-		for i, w := range p.Leaves {
-			if p.Op != PatchSet {
-				for x := w; x != 0; x &= x - 1 {
-					leaf := i<<6 | bits.TrailingZeros64(x)
-					if e.IsZero(e.Class().Leaf(leaf)) {
-						w &^= 1 << (leaf & 63)
-					}
-				}
-			}
-			enc.sets = append(enc.sets, w)
-			any |= w
-		}
-		if any == 0 && p.Op != PatchCreate {
-			enc.sets = enc.sets[:off]
-			continue
-		}
-		enc.items = append(enc.items, item{sec: uint8(p.Op), class: e.Class().ID, id: e.ID(), e: e, set: int32(off), words: int32(len(p.Leaves))})
 	}
 	return enc.emit(dst)
 }
@@ -329,29 +302,44 @@ func (enc *Encoder) hasPart(s *schema.Schema, part Part) bool {
 // addFull queues e's full state: every leaf of the partition that differs
 // from its zero value.
 func (enc *Encoder) addFull(e *state.Entity, part Part) {
+	sec := uint8(secFill)
+	if part.creates() {
+		sec = secCreate
+	}
+	enc.queueLeaves(e, sec, enc.mask(e.Class(), part), true)
+}
+
+// queueLeaves queues e's section sec with the leaves of set m (those of
+// them not zero if nonZero). A section with no leaf is left out, but for
+// a create, which creates the entity.
+func (enc *Encoder) queueLeaves(e *state.Entity, sec uint8, m []uint64, nonZero bool) {
 	c := e.Class()
-	m := enc.mask(c, part)
 	off := len(enc.sets)
-	words := len(m)
-	enc.sets = append(enc.sets, make([]uint64, words)...)
+	enc.sets = append(enc.sets, m...)
 	set := enc.sets[off:]
 	var any uint64
-	for leaf := state.NextDirty(m, 0); leaf >= 0; leaf = state.NextDirty(m, leaf+1) {
-		if !e.IsZero(c.Leaf(leaf)) {
-			set[leaf>>6] |= 1 << (leaf & 63)
-			any = 1
+	for i, w := range set {
+		if nonZero {
+			for x := w; x != 0; x &= x - 1 {
+				if b := bits.TrailingZeros64(x); e.IsZero(c.Leaf(i<<6 | b)) {
+					w &^= 1 << b
+				}
+			}
+			set[i] = w
 		}
+		any |= w
 	}
-	sec := uint8(secCreate)
-	if !part.creates() {
-		if any == 0 {
-			enc.sets = enc.sets[:off]
-			return
-		}
-		sec = secFill
+	if any == 0 && sec != secCreate {
+		enc.sets = enc.sets[:off]
+		return
 	}
-	enc.items = append(enc.items, item{sec: sec, class: c.ID, id: e.ID(), e: e, set: int32(off), words: int32(words)})
+	enc.items = append(enc.items, item{sec: sec, class: c.ID, id: e.ID(), e: e, set: int32(off), words: int32(len(m))})
 }
+
+// Leaves returns the leaves of class c that partition part carries, a bit
+// per leaf, as [PartLeaves] does, from the encoder's cache. The slice must
+// not be modified.
+func (enc *Encoder) Leaves(c *schema.Struct, part Part) []uint64 { return enc.mask(c, part) }
 
 // mask returns the leaf set of class c that partition part carries.
 func (enc *Encoder) mask(c *schema.Struct, part Part) []uint64 {

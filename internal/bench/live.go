@@ -232,11 +232,18 @@ func firstErr(first, err error) error {
 func (r *interestRun) close() { r.gate.open(); r.cancel() }
 
 // applied waits until every client has applied the server's last tick.
-func (r *interestRun) applied() error {
+func (r *interestRun) applied() error { return r.appliedBut(nil) }
+
+// appliedBut waits until every client but those away has applied the
+// server's last tick.
+func (r *interestRun) appliedBut(away []bool) error {
 	n := r.srv.TickNumber()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i, cl := range r.clients {
+		if i < len(away) && away[i] {
+			continue
+		}
 		for cl.conn.LastTick() < n {
 			if _, err := cl.conn.Wait(ctx); err != nil {
 				return fmt.Errorf("bench: client %d waiting for tick %d: %w", i, n, err)

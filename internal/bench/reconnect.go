@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/replicago/replica"
 	"github.com/replicago/replica/internal/bench/aoiarena"
 	"github.com/replicago/replica/internal/bench/zone"
 	"github.com/replicago/replica/internal/workload/w1"
@@ -143,12 +144,7 @@ func (r *interestRun) reconnects(workload string, cfg ReconnectConfig, res *Reco
 		for _, i := range sample {
 			out.VisiblePerClient += float64(r.clients[i].conn.Replica().Len()) / float64(n)
 			away[i] = true
-			user := fmt.Sprintf("client-%d", i)
-			for _, sc := range r.srv.Conns() {
-				if sc.UserID() == user {
-					sc.Close(transport.CloseNetworkError, "bench: dropped")
-				}
-			}
+			r.session(i).Close(transport.CloseNetworkError, "bench: dropped")
 		}
 		for range int(math.Round(gap * float64(rate))) {
 			if err := tick(); err != nil {
@@ -175,7 +171,7 @@ func (r *interestRun) reconnects(workload string, cfg ReconnectConfig, res *Reco
 				return err
 			}
 			for k, i := range sample {
-				if !away[i] || !r.joined(i) {
+				if !away[i] || r.session(i) == nil {
 					continue
 				}
 				cl := r.clients[i]
@@ -221,32 +217,13 @@ func (r *interestRun) reconnects(workload string, cfg ReconnectConfig, res *Reco
 	return nil
 }
 
-// appliedBut waits until every client but those away has applied the
-// server's last tick.
-func (r *interestRun) appliedBut(away []bool) error {
-	n := r.srv.TickNumber()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for i, cl := range r.clients {
-		if away[i] {
-			continue
-		}
-		for cl.conn.LastTick() < n {
-			if _, err := cl.conn.Wait(ctx); err != nil {
-				return fmt.Errorf("bench: client %d waiting for tick %d: %w", i, n, err)
-			}
-		}
-	}
-	return nil
-}
-
-// joined reports whether client i has a session on the server.
-func (r *interestRun) joined(i int) bool {
+// session returns client i's session on the server, or nil.
+func (r *interestRun) session(i int) *replica.Conn {
 	user := fmt.Sprintf("client-%d", i)
 	for _, sc := range r.srv.Conns() {
 		if sc.UserID() == user {
-			return true
+			return sc
 		}
 	}
-	return false
+	return nil
 }
