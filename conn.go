@@ -31,7 +31,6 @@ type Conn struct {
 	userID   string
 	id       uint64
 	login    uint64              // the login it continues: id, or the resumed session's (Config.LoginGrace)
-	resumed  bool                // it resumes an earlier session (resume.go)
 	ticket   session.Ticket      // resumes this session (resume.go); zero if the server does not resume
 	resume   *session.Resume     // what it holds, until its catch-up is sent
 	whole    func(state.ID) bool // with resume: the entities its catch-up sends whole (resume.go)
@@ -205,7 +204,6 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		return
 	}
 	resumed := s.admitResume(c, hello.Resume)
-	c.resumed = resumed
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
 		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate),
 		Ticket: c.ticket, Resumed: resumed}))
@@ -378,7 +376,7 @@ func (c *Conn) Session() uint64 { return c.id }
 // OnJoin gives the user's entities back (SetOwner) rather than spawning
 // new ones: the catch-up lists only the ownership that differs from what
 // the client held.
-func (c *Conn) Resumed() bool { return c.resumed }
+func (c *Conn) Resumed() bool { return c.login != c.id }
 
 // Close disconnects the client with the given code and reason.
 func (c *Conn) Close(code transport.CloseCode, reason string) error {

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"slices"
-	"time"
 
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/session"
@@ -164,9 +163,7 @@ type departure struct {
 func (s *Server) resumes() bool { return s.cfg.ResumeWindow >= 0 }
 
 // windowTicks is Config.ResumeWindow in ticks, rounded up.
-func (s *Server) windowTicks() uint64 {
-	return uint64((s.cfg.ResumeWindow*time.Duration(s.cfg.TickRate) + time.Second - 1) / time.Second)
-}
+func (s *Server) windowTicks() uint64 { return s.ticksOf(s.cfg.ResumeWindow) }
 
 // newTicket returns a random ticket.
 func newTicket() session.Ticket {

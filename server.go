@@ -368,7 +368,7 @@ type Stats struct {
 	Deferred     uint64 // entity sends a connection's budget put off to a later tick (Config.Budget)
 	// Resumes counts resumed sessions sent a catch-up tick
 	// (Config.ResumeWindow); ResumeFallbacks those sent the full state
-	// instead, because it was smaller or a slot they held was reused.
+	// instead, because it was smaller.
 	Resumes         uint64
 	ResumeFallbacks uint64
 	// ResumeBytes counts the bytes resumed sessions were sent for their
@@ -512,11 +512,14 @@ func (s *Server) loginLives(user string, login uint64) bool {
 }
 
 // graceTicks is Config.LoginGrace in ticks, rounded up; 0 with none.
-func (s *Server) graceTicks() uint64 {
-	if s.cfg.LoginGrace < 0 {
+func (s *Server) graceTicks() uint64 { return s.ticksOf(s.cfg.LoginGrace) }
+
+// ticksOf returns d in ticks of Config.TickRate, rounded up; 0 if d ≤ 0.
+func (s *Server) ticksOf(d time.Duration) uint64 {
+	if d <= 0 {
 		return 0
 	}
-	return uint64((s.cfg.LoginGrace*time.Duration(s.cfg.TickRate) + time.Second - 1) / time.Second)
+	return uint64((d*time.Duration(s.cfg.TickRate) + time.Second - 1) / time.Second)
 }
 
 // noteLogout records the tick c left, for loginLives, and forgets logins

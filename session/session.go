@@ -193,10 +193,8 @@ func AppendHello(b []byte, m *Hello) []byte {
 	w.Bytes(m.Descriptor)
 	w.Bytes(m.Token)
 	m.Limits.AppendTo(&w)
-	if r := m.Resume; r == nil {
-		w.Bits(0, 1)
-	} else {
-		w.Bits(1, 1)
+	w.Bool(m.Resume != nil)
+	if r := m.Resume; r != nil {
 		w.Bits(r.Ticket[0], 64)
 		w.Bits(r.Ticket[1], 64)
 		w.U(r.Tick, 8)
@@ -207,7 +205,7 @@ func AppendHello(b []byte, m *Hello) []byte {
 			w.U(uint64(slot-prev-1), 2)
 			w.Bits(uint64(h.ID>>24), 8)
 			w.U(uint64(h.Level), 0)
-			w.Bits(b2u(h.Owned), 1)
+			w.Bool(h.Owned)
 			prev = slot
 		}
 	}
@@ -224,15 +222,8 @@ func AppendWelcome(b []byte, m *Welcome) []byte {
 	w.U(uint64(m.TickRate), 4)
 	w.Bits(m.Ticket[0], 64)
 	w.Bits(m.Ticket[1], 64)
-	w.Bits(b2u(m.Resumed), 1)
+	w.Bool(m.Resumed)
 	return append(append(b, byte(TypeWelcome)), w.Finish()...)
-}
-
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // readResume reads a HELLO's resume block (AppendHello).
@@ -248,7 +239,7 @@ func readResume(r *wire.Reader) *Resume {
 		gap := r.U(2)
 		gen := r.Bits(8)
 		level := r.U(0)
-		owned := r.Bits(1) == 1
+		owned := r.Bool()
 		if r.Err() != nil {
 			break
 		}
@@ -400,7 +391,7 @@ func Parse(msg []byte) (any, error) {
 		h.Descriptor = r.Bytes(MaxDescriptor)
 		h.Token = r.Bytes(MaxToken)
 		h.Limits = codec.ReadLimits(r)
-		if r.Bits(1) == 1 {
+		if r.Bool() {
 			h.Resume = readResume(r)
 		}
 		m = h
@@ -411,7 +402,7 @@ func Parse(msg []byte) (any, error) {
 		v.UserID = r.String(MaxText)
 		v.TickRate = u32(r, r.U(4))
 		v.Ticket = Ticket{r.Bits(64), r.Bits(64)}
-		v.Resumed = r.Bits(1) == 1
+		v.Resumed = r.Bool()
 		m = v
 	case TypeRefuse:
 		code := r.U(4)
