@@ -230,14 +230,9 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 // are answered, silence past IdleTimeout closes the connection, and
 // anything a client may not send closes it with a protocol error.
 func (s *Server) read(c *Conn) {
+	rx := transport.NewIdleReceiver(c.tc, s.cfg.IdleTimeout, "nothing received")
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.IdleTimeout)
-		msg, err := c.tc.Receive(ctx)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			c.tc.Close(transport.CloseIdleTimeout, "nothing received")
-			return
-		}
+		msg, err := rx.Receive()
 		if err != nil {
 			return
 		}

@@ -267,12 +267,11 @@ func handshake(ctx context.Context, tc transport.Conn, local *schema.Schema, cfg
 // for Poll, pings answered.
 func (c *Conn) read(idle time.Duration) {
 	defer close(c.ticks)
+	rx := transport.NewIdleReceiver(c.tc, idle, "nothing received from the server")
 	receive := func() ([]byte, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), idle)
-		defer cancel()
-		msg, err := c.tc.Receive(ctx)
-		if errors.Is(err, context.DeadlineExceeded) {
-			c.tc.Close(transport.CloseIdleTimeout, "nothing received from the server")
+		msg, err := rx.Receive()
+		if err != nil && rx.TimedOut() {
+			err = fmt.Errorf("client: nothing received from the server for %v: %w", idle, context.DeadlineExceeded)
 		}
 		return msg, err
 	}
@@ -283,22 +282,28 @@ func (c *Conn) read(idle time.Duration) {
 			c.stop(err)
 			return
 		}
-		m, err := session.Parse(msg)
+		var m any
+		var k session.Tick // a TICK, parsed without allocating for it
+		if len(msg) > 0 && session.Type(msg[0]) == session.TypeTick {
+			k, err = session.ParseTick(msg)
+		} else {
+			m, err = session.Parse(msg)
+		}
 		if err != nil {
 			c.tc.Close(transport.CloseProtocolError, err.Error())
 			c.stop(err)
 			return
 		}
 		switch m := m.(type) {
-		case *session.Tick:
-			segs := make([][]byte, m.Segments)
+		case nil: // the TICK in k
+			segs := make([][]byte, k.Segments)
 			for i := range segs {
 				if segs[i], err = receive(); err != nil {
 					c.stop(err)
 					return
 				}
 			}
-			t := tick{n: m.Tick, segs: segs, resync: resync, gained: ids(m.Gained), lost: ids(m.Lost), levels: levels(m.Levels)}
+			t := tick{n: k.Tick, segs: segs, resync: resync, gained: ids(k.Gained), lost: ids(k.Lost), levels: levels(k.Levels)}
 			resync = false
 			select {
 			case c.ticks <- t:

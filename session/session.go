@@ -411,30 +411,8 @@ func Parse(msg []byte) (any, error) {
 		}
 		m = &Refuse{Code: uint16(code), Message: r.String(MaxText)}
 	case TypeTick:
-		k := &Tick{Tick: r.U(8)}
-		k.Segments = r.Count(1, MaxSegments, 0, "segments")
-		for _, ids := range [2]*[]uint32{&k.Gained, &k.Lost} {
-			n := r.Count(3, MaxOwned, 32, "owned entities")
-			if n > 0 {
-				*ids = make([]uint32, n)
-			}
-			for i := 0; i < n && r.Err() == nil; i++ {
-				(*ids)[i] = uint32(r.Bits(32))
-			}
-		}
-		n := r.Count(3, MaxOwned, 33, "levels")
-		if n > 0 {
-			k.Levels = make([]Level, n)
-		}
-		for i := 0; i < n && r.Err() == nil; i++ {
-			k.Levels[i].ID = uint32(r.Bits(32))
-			if l := r.U(0); l > MaxLevel && r.Err() == nil {
-				return nil, fmt.Errorf("%w: level %d above %d", ErrMalformed, l, MaxLevel)
-			} else {
-				k.Levels[i].Level = uint8(l)
-			}
-		}
-		m = k
+		k := readTick(r)
+		m = &k
 	case TypePing:
 		m = &Ping{Nonce: r.Bits(64)}
 	case TypePong:
@@ -442,13 +420,61 @@ func Parse(msg []byte) (any, error) {
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, msg[0])
 	}
-	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, Type(msg[0]), err)
-	}
-	if rem := r.Remaining(); rem >= 8 || r.Bits(uint(rem)) != 0 {
-		return nil, fmt.Errorf("%w: %s: trailing data", ErrMalformed, Type(msg[0]))
+	if err := end(r, Type(msg[0])); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// end checks that r read a whole message of type t without error.
+func end(r *wire.Reader, t Type) error {
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrMalformed, t, err)
+	}
+	if rem := r.Remaining(); rem >= 8 || r.Bits(uint(rem)) != 0 {
+		return fmt.Errorf("%w: %s: trailing data", ErrMalformed, t)
+	}
+	return nil
+}
+
+// ParseTick decodes a TICK message as Parse does, without allocating for
+// the message itself: a client's read loop parses one per tick.
+func ParseTick(msg []byte) (Tick, error) {
+	if len(msg) == 0 || Type(msg[0]) != TypeTick {
+		return Tick{}, fmt.Errorf("%w: not a TICK", ErrMalformed)
+	}
+	var r wire.Reader
+	r.Reset(msg[1:])
+	k := readTick(&r)
+	return k, end(&r, TypeTick)
+}
+
+// readTick reads a TICK's body; r holds the first error.
+func readTick(r *wire.Reader) Tick {
+	k := Tick{Tick: r.U(8)}
+	k.Segments = r.Count(1, MaxSegments, 0, "segments")
+	for _, ids := range [2]*[]uint32{&k.Gained, &k.Lost} {
+		n := r.Count(3, MaxOwned, 32, "owned entities")
+		if n > 0 {
+			*ids = make([]uint32, n)
+		}
+		for i := 0; i < n && r.Err() == nil; i++ {
+			(*ids)[i] = uint32(r.Bits(32))
+		}
+	}
+	n := r.Count(3, MaxOwned, 33, "levels")
+	if n > 0 {
+		k.Levels = make([]Level, n)
+	}
+	for i := 0; i < n && r.Err() == nil; i++ {
+		k.Levels[i].ID = uint32(r.Bits(32))
+		if l := r.U(0); l > MaxLevel && r.Err() == nil {
+			r.Fail(fmt.Errorf("level %d above %d", l, MaxLevel))
+		} else {
+			k.Levels[i].Level = uint8(l)
+		}
+	}
+	return k
 }
 
 // u32 narrows a decoded number, failing r if it does not fit.

@@ -198,6 +198,18 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := session.Parse(b)
+		if len(b) > 0 && session.Type(b[0]) == session.TypeTick {
+			// ParseTick, the read loops' TICK path, agrees with Parse.
+			k, kerr := session.ParseTick(b)
+			if (kerr == nil) != (err == nil) || err == nil && !reflect.DeepEqual(&k, m) {
+				t.Fatalf("ParseTick gave %+v, %v; Parse %+v, %v", k, kerr, m, err)
+			}
+			if kerr != nil && !errors.Is(kerr, session.ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", kerr)
+			}
+		} else if _, kerr := session.ParseTick(b); !errors.Is(kerr, session.ErrMalformed) {
+			t.Fatalf("ParseTick of % x: %v", b, kerr)
+		}
 		if err != nil {
 			if !errors.Is(err, session.ErrMalformed) {
 				t.Fatalf("error %v does not wrap ErrMalformed", err)

@@ -500,8 +500,8 @@ func (tc *tickCounts) count(msg []byte) {
 	if len(msg) == 0 || session.Type(msg[0]) != session.TypeTick {
 		return
 	}
-	if m, err := session.Parse(msg); err == nil {
-		tc.pending = m.(*session.Tick).Segments
+	if k, err := session.ParseTick(msg); err == nil {
+		tc.pending = k.Segments
 		tc.ticks++
 		tc.headers.Add(int64(len(msg)))
 	}
