@@ -86,6 +86,11 @@ type InterestResult struct {
 	AllocsPerTick     float64 `json:"allocs_per_tick"`
 	StepAllocsPerTick float64 `json:"step_allocs_per_tick"`
 	tickAllocs        uint64  // the measured Server.Ticks' allocations, in all
+	// GCCycles is the garbage collections that ended during the measured
+	// ticks. The server allocates nothing per tick; the in-process
+	// clients' garbage drives them, and a cycle in progress slows the
+	// ticks it overlaps (server_us_per_tick's p99 with GOMAXPROCS=1).
+	GCCycles uint32 `json:"gc_cycles"`
 	// VisiblePerClient is the mean number of entities in a client's
 	// replica after each measured tick.
 	VisiblePerClient float64 `json:"visible_per_client"`
@@ -357,6 +362,12 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 		if measured {
 			runtime.ReadMemStats(&m2)
 			stepAllocs += m1.Mallocs - m0.Mallocs
+			if t == cfg.Warmup+1 {
+				res.GCCycles = m0.NumGC
+			}
+			if t == total {
+				res.GCCycles = m2.NumGC - res.GCCycles
+			}
 			tickAllocs += m2.Mallocs - m1.Mallocs
 			serverUS = append(serverUS, us(stepped.Sub(start)+end.Sub(tickStart)))
 			tickUS = append(tickUS, us(end.Sub(tickStart)))
