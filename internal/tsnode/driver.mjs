@@ -40,14 +40,14 @@ var BitReader = class {
   g = new Uint8Array(8);
   T = new Uint8Array(64);
   /** Next bit to read. */
-  e = 0;
+  d = 0;
   /** Number of bits of input. */
   A = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   // The last byte string read: its length, and its copy when it was not aligned.
   n = 0;
-  la = STRBUF;
+  ka = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
@@ -57,17 +57,17 @@ var BitReader = class {
     const s = this.g = this.T;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
-    this.e = this.b = 0;
+    this.d = this.b = 0;
     this.A = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
   k(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.e);
+    throw new ReplicaDecodeError("malformed", msg, this.d);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  ma() {
+  la() {
     const b = this.g;
-    const p = this.e;
+    const p = this.d;
     const i = p >>> 3;
     const sh = p & 7;
     let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
@@ -75,21 +75,21 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  w(n) {
-    if ((this.e += n) > this.A) {
-      this.e = this.A;
-      throw new ReplicaDecodeError("truncated", "ends early", this.e);
+  u(n) {
+    if ((this.d += n) > this.A) {
+      this.d = this.A;
+      throw new ReplicaDecodeError("truncated", "ends early", this.d);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.ma();
-    this.w(n);
+    const w = this.la();
+    this.u(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  z() {
+  y() {
     return this.a(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
@@ -100,10 +100,10 @@ var BitReader = class {
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.ma();
+    const w = this.la();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.w(k + 1);
+        this.u(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -111,30 +111,30 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.w(ones + b);
+        this.u(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this._a(k);
+    return this.Za(k);
   }
-  _a(k) {
+  Za(k) {
     if (k > 63 || k < 0) this.k("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.e >= this.A) this.w(1);
-      const w = this.ma();
+      if (this.d >= this.A) this.u(1);
+      const w = this.la();
       const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        this.w(maxOnes - ones);
+        this.u(maxOnes - ones);
         ones = maxOnes;
       } else if (t === 32) {
-        this.w(32);
+        this.u(32);
         ones += 32;
         continue;
       } else {
-        this.w(t + 1);
+        this.u(t + 1);
         ones += t;
       }
       break;
@@ -147,7 +147,7 @@ var BitReader = class {
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
-  p(k = 0) {
+  o(k = 0) {
     const v = this.c(k);
     return this.b ? this.k("over 32 bits") : v;
   }
@@ -160,10 +160,10 @@ var BitReader = class {
    * assuming each counted item takes at least minBits bits.
    */
   h(k, max, minBits, what) {
-    const start = this.e;
+    const start = this.d;
     const n = this.c(k);
     if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.A - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.A - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /**
@@ -173,28 +173,28 @@ var BitReader = class {
    */
   Ea(max, out2) {
     const n = this.n = this.h(4, max, 8, "length");
-    const i = this.e >>> 3;
-    if (!(this.e & 7)) {
-      this.w(n * 8);
+    const i = this.d >>> 3;
+    if (!(this.d & 7)) {
+      this.u(n * 8);
       return i;
     }
-    const b = this.la = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+    const b = this.ka = out2 && n <= out2.length ? out2 : new Uint8Array(n);
     for (let j = 0; j < n; j++) b[j] = this.a(8);
     return -1;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  q(max) {
+  p(max) {
     const i = this.Ea(max);
-    return i < 0 ? this.la : this.g.slice(i, i + this.n);
+    return i < 0 ? this.ka : this.g.slice(i, i + this.n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
     const i = this.Ea(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.la, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
+    return i < 0 ? decodeUTF8(this.ka, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   j() {
-    const rem = this.A - this.e;
+    const rem = this.A - this.d;
     if (rem >= 8 || this.a(rem) !== 0) this.k("trailing data");
   }
 };
@@ -248,7 +248,7 @@ var StructType = class {
   /** @internal Numeric slots of a record of the struct. */
   B = 0;
   /** @internal Object slots of a record of the struct. */
-  L = 0;
+  N = 0;
   /** @internal The types of the object slots, in order. */
   V = [];
   /** @internal The name's bytes as the descriptor carried them. */
@@ -288,8 +288,8 @@ function layout(s, pending) {
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.M = s.leaves.length;
-    let sub = [{ index: 0, field: f, Z: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.Z = s.leaves.length;
+    let sub = [{ index: 0, field: f, _: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
@@ -303,12 +303,12 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        Z: nested ? f.id + "," + l.Z : "" + f.id,
+        _: nested ? f.id + "," + l._ : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
         num: nested ? l.num < 0 ? -1 : l.num + s.B : numeric ? s.B : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.L : numeric ? -1 : s.L
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.N : numeric ? -1 : s.N
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
@@ -316,9 +316,9 @@ function layout(s, pending) {
     else if (!numeric) s.V.push(t);
     if (t.kind === 15 /* Nested */) {
       s.B += st.B;
-      s.L += st.L;
+      s.N += st.N;
     } else if (numeric) s.B++;
-    else s.L++;
+    else s.N++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
@@ -350,6 +350,10 @@ var Schema = class {
   /** The class with the given name, or undefined. */
   classNamed(name) {
     return this.classes.find((c) => c.name === name);
+  }
+  /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
+  find(c) {
+    return this.classes.find((x) => x === c || x.name === c || x.classId === c);
   }
 };
 function checkCompatible(local, remote) {
@@ -393,28 +397,28 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, $a: +(k === 1 /* Bool */), D: W, _: W, $: signed, x: signed, ab: W === 64, quant: q });
+    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, _a: +(k === 1 /* Bool */), D: W, $: W, aa: signed, v: signed, $a: W === 64, quant: q });
   }
   return p;
 }
-var out = { d: 0, b: 0 };
+var out = { e: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p._ < 64 && (hi !== 0 || lo > MASK[p._])) return false;
-  if (p.$) unzigzag64(lo, hi);
+  if (p.$ < 64 && (hi !== 0 || lo > MASK[p.$])) return false;
+  if (p.aa) unzigzag64(lo, hi);
   else {
-    out.d = lo;
+    out.e = lo;
     out.b = hi;
   }
   return true;
 }
 function unzigzag64(lo, hi) {
   const neg = -(lo & 1);
-  out.d = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
+  out.e = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
   out.b = (hi >>> 1 ^ neg) >>> 0;
 }
 function decodeDelta(p, olo, ohi, lo, hi) {
   if (p.kind === 14 /* Ref */) {
-    out.d = lo;
+    out.e = lo;
     out.b = 0;
     return hi === 0;
   }
@@ -423,20 +427,20 @@ function decodeDelta(p, olo, ohi, lo, hi) {
     if (hi !== 0 || lo > MASK[D]) return false;
     const sh = 32 - D;
     const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.d = (p.x ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.x && out.d >>> 31 ? 4294967295 : 0;
+    out.e = (p.v ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.v && out.e >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
-  const s = olo + out.d;
+  const s = olo + out.e;
   out.b = ohi + out.b + +(s > 4294967295) >>> 0;
-  out.d = s >>> 0;
+  out.e = s >>> 0;
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.ab) return p.x ? lo | 0 : lo;
+  if (!p.$a) return p.v ? lo | 0 : lo;
   const v = big(lo, hi);
-  return p.x ? BigInt.asIntN(64, v) : v;
+  return p.v ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -473,20 +477,20 @@ function decodeDescriptor(b) {
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.e;
+    if (e.bit < 0) e.bit = r.d;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 }
 var bad2 = (msg) => fail("descriptor", msg);
 var f64 = (r) => f64FromBits(r.a(32), r.a(32));
 function read(r) {
-  const v = r.p(0);
+  const v = r.o(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
   const n = r.h(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.p(2)] ?? bad2("struct index");
+  const index = () => structs[r.o(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.q(256);
+    const b = r.p(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
@@ -526,7 +530,7 @@ function read(r) {
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, W: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.z(), band: r.p(0), M: 0 };
+      const f = { id: prev, name: nm, W: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.y(), band: r.o(0), Z: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
@@ -540,8 +544,8 @@ function read(r) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.p(4);
-    const nb = r.p(0);
+    c.classId = r.o(4);
+    const nb = r.o(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64(r);
@@ -587,7 +591,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  na = 0;
+  Ga = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -683,7 +687,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.E = bands;
+    this.O = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -710,7 +714,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.E[l.index] ?? 0) <= this.level;
+    return !!l && (this.O[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -723,24 +727,25 @@ var Table = class {
    * transaction, when it began), ascending: ranked update sections (§5.4)
    * name entities by their index in it.
    */
-  F = [];
+  E = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  oa = /* @__PURE__ */ new Map();
+  ma = /* @__PURE__ */ new Map();
   // One-entry cache of watch.
-  pa;
-  Ga;
+  na;
+  Ha;
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  aa = 1;
-  Ha = [];
+  oa = 1;
+  Ia = [];
   ba = 0;
   ca = new Uint32Array(768);
-  o = [];
-  N = /* @__PURE__ */ new Set();
+  q = [];
+  /** The slots whose entity a fill may set values of (§5.1, §5.8). */
+  F = /* @__PURE__ */ new Set();
   /** The slots this transaction created or destroyed an entity in. */
-  O = [];
+  P = [];
   r = [];
   /** The entity in slot, or undefined. */
   G(slot) {
@@ -757,128 +762,111 @@ var Table = class {
   }
   /** Every entity, in ascending slot order (outside a transaction). */
   entities() {
-    return this.F.map((s) => this.G(s));
+    return this.E.map((s) => this.G(s));
   }
   /** Watches leaf of class c for events. */
-  bb(c, leaf) {
-    let w = this.oa.get(c);
-    if (!w) this.oa.set(c, w = new Uint8Array(c.leaves.length));
+  ab(c, leaf) {
+    let w = this.ma.get(c);
+    if (!w) this.ma.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.pa = void 0;
+    this.na = void 0;
   }
   /** Starts a transaction. */
-  qa() {
-    this.aa++;
-    this.ba = this.o.length = this.O.length = 0;
-    this.N.clear();
+  pa() {
+    this.oa++;
+    this.ba = this.q.length = this.P.length = 0;
+    this.F.clear();
     this.r = [];
     return this;
   }
   /** Whether events about leaf of r's class are wanted. */
-  ea(r, leaf) {
-    if (r.type !== this.pa) this.Ga = this.oa.get(this.pa = r.type);
-    return this.Ga?.[leaf] === 1;
-  }
-  /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  Ia(slot) {
-    return this.N.has(slot);
-  }
-  /** Lets a fill set values of the entity in slot. */
-  cb(slot) {
-    this.N.add(slot);
+  qa(r, leaf) {
+    if (r.type !== this.na) this.Ha = this.ma.get(this.na = r.type);
+    return this.Ha?.[leaf] === 1;
   }
   /** Creates an entity. */
-  db(cls, id, classId, bands, nbands) {
+  bb(cls, id, classId, bands, nbands) {
     const slot = id & 16777215;
     if (this.G(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.na = this.aa;
+    e.Ga = this.oa;
     this.da(slot, e);
-    this.N.add(slot);
-    this.O.push(slot);
-    this.o.push(() => this.da(slot, void 0));
-    this.r.push({ f: 0 /* Create */, s: e, H: [e] });
+    this.F.add(slot);
+    this.P.push(slot);
+    this.q.push(() => this.da(slot, void 0));
+    this.r.push({ f: 0 /* Create */, w: e, H: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
   Ja(slot) {
     const e = this.G(slot) ?? fail("not-found", "destroy of slot " + slot);
     this.da(slot, void 0);
-    this.O.push(slot);
+    this.P.push(slot);
     this.set(e, "alive", false);
-    this.o.push(() => this.da(slot, e));
-    this.r.push({ f: 1 /* Destroy */, s: e, H: [e] });
+    this.q.push(() => this.da(slot, e));
+    this.r.push({ f: 1 /* Destroy */, w: e, H: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
   set(o, k, v) {
     const old = o[k];
     o[k] = v;
-    this.o.push(() => o[k] = old);
+    this.q.push(() => o[k] = old);
     return old;
   }
   /** Records that this client owns e, or no longer does. */
   ra(e, owned) {
-    if (e.owned !== owned) this.r.push({ f: 2 /* Owned */, s: e, H: [e, (this.set(e, "owned", owned), owned)] });
+    if (e.owned !== owned) this.r.push({ f: 2 /* Owned */, w: e, H: [e, (this.set(e, "owned", owned), owned)] });
   }
   /** Sets e's level of detail. */
   Ka(e, level) {
-    if (e.level !== level) this.r.push({ f: 3 /* Level */, s: e, H: [e, this.set(e, "level", level), level] });
+    if (e.level !== level) this.r.push({ f: 3 /* Level */, w: e, H: [e, this.set(e, "level", level), level] });
   }
-  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  P(e, leaf, slot, lo, hi) {
-    const a = e.num;
-    const i = slot << 1;
-    const olo = a[i];
-    const ohi = a[i + 1];
-    if (olo === lo && ohi === hi) return;
-    if (e.na !== this.aa) this.La(e, i, olo, ohi);
-    a[i] = lo;
-    a[i + 1] = hi;
-    if (this.ea(e, leaf)) this.Ma(e, leaf, e, olo, ohi, lo, hi);
-  }
-  /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  eb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
+  /**
+   * Sets numeric slot `slot` (leaf `leaf`) of record r to S = (lo, hi): of
+   * entity e (the hot path of updates), or of bag item r, the item under
+   * key k of e's bag at leaf bagLeaf.
+   */
+  I(e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.na !== this.aa) this.La(r, i, olo, ohi);
+    if (r.Ga !== this.oa) this.cb(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.ea(e, bagLeaf)) this.Ma(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
-  }
-  Ma(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
-    const p = numPlan(r.type.leaves[leaf].field.type);
-    this.Na(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    if (this.qa(e, r === e ? leaf : bagLeaf)) {
+      const p = numPlan(r.type.leaves[leaf].field.type);
+      this.La(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    }
   }
   /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  Na(e, leaf, old, now, r, k, bagLeaf) {
-    if (r === e) this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, old, now] });
+  La(e, leaf, old, now, r, k, bagLeaf) {
+    if (r === e) this.r.push({ f: 4 /* Field */ + leaf, w: e, H: [e, old, now] });
     else this.item(e, bagLeaf, 2, k, old, now, leaf);
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  La(r, i, lo, hi) {
+  cb(r, i, lo, hi) {
     const n = this.ba++;
     let s = this.ca;
     if (3 * n + 3 > s.length) (this.ca = new Uint32Array(2 * s.length)).set(s), s = this.ca;
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.Ha[n] = r;
+    this.Ia[n] = r;
   }
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  fa(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  ea(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
     this.set(r.obj, slot, v);
-    if (!this.ea(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.Na(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    if (!this.qa(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) this.La(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
       const o = old.items;
@@ -902,7 +890,7 @@ var Table = class {
    * leaf whose value changed, or −1 for a whole item.
    */
   item(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.ea(e, leaf)) return;
+    if (!this.qa(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
     const ev = { kind: ITEM_KINDS[kind] };
     if (t.kind === 16 /* List */) ev.index = key;
@@ -911,82 +899,78 @@ var Table = class {
     const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
     if (o !== void 0) ev.old = conv(o);
     if (n !== void 0) ev.new = conv(n);
-    this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, ev] });
-  }
-  fb(e, leaf, l, i, v) {
-    if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
-    l.items.splice(i, 0, v);
-    this.o.push(() => l.items.splice(i, 1));
-    this.item(e, leaf, 0, i, void 0, v);
-  }
-  gb(e, leaf, l, i) {
-    if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
-    const old = l.items.splice(i, 1)[0];
-    this.o.push(() => l.items.splice(i, 0, old));
-    this.item(e, leaf, 1, i, old, void 0);
-  }
-  hb(e, leaf, l, i, v) {
-    if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
-    this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
-  }
-  ib(e, leaf, l) {
-    const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], void 0);
-  }
-  /** Puts an entry of a map, or an item of a bag. */
-  jb(e, leaf, m, k, v) {
-    const existed = m.m.has(k);
-    const old = m.m.get(k);
-    m.m.set(k, v);
-    this.o.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.item(e, leaf, existed ? 2 : 0, k, old, v);
-  }
-  /** Deletes an entry of a map, or an item of a bag. */
-  kb(e, leaf, m, k) {
-    const old = m.m.get(k);
-    if (!m.m.delete(k)) fail("no-key", "delete of " + k);
-    this.o.push(() => m.m.set(k, old));
-    this.item(e, leaf, 1, k, old, void 0);
+    this.r.push({ f: 4 /* Field */ + leaf, w: e, H: [e, ev] });
   }
   /**
-   * Sets the given leaves of e to their zero values and makes e fillable
-   * (an ownership or level change, §5.1, §5.8).
+   * A list operation on l, a list leaf of e: insert v at i (op 0), remove
+   * the element at i (1), set it to v (2), or remove every element (3).
    */
-  sa(e, leaves) {
-    for (const li of leaves) {
-      const l = e.type.leaves[li];
-      const cur = e.obj[l.obj];
-      if (l.num >= 0) this.P(e, li, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.fa(e, li, l.obj, zeroObj(l.field.type));
+  db(e, leaf, l, op, i, v) {
+    const a = l.items;
+    if (op > 2) {
+      this.set(l, "items", []);
+      for (let j = a.length; j--; ) this.item(e, leaf, 1, j, a[j], void 0);
+      return;
     }
-    this.N.add(e.slot);
+    if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
+    const old = op ? a[i] : void 0;
+    if (op > 1) this.set(a, i, v);
+    else {
+      op ? a.splice(i, 1) : a.splice(i, 0, v);
+      this.q.push(() => op ? a.splice(i, 0, old) : a.splice(i, 1));
+    }
+    this.item(e, leaf, op, i, old, op === 1 ? void 0 : v);
+  }
+  /** Puts an entry of a map or an item of a bag (v), or deletes it (v undefined). */
+  Ma(e, leaf, m, k, v) {
+    const had = m.m.has(k);
+    const old = m.m.get(k);
+    if (v === void 0) {
+      if (!had) fail("no-key", "delete of " + k);
+      m.m.delete(k);
+    } else m.m.set(k, v);
+    this.q.push(() => had ? m.m.set(k, old) : m.m.delete(k));
+    this.item(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
+  }
+  /**
+   * Sets the leaves of e that pick selects to their zero values and makes
+   * e fillable (an ownership or level change, §5.1, §5.8).
+   */
+  sa(e, pick) {
+    for (const l of e.type.leaves) {
+      if (!pick(l)) continue;
+      const cur = e.obj[l.obj];
+      if (l.num >= 0) this.I(e, l.index, l.num, 0, 0);
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.ea(e, l.index, l.obj, zeroObj(l.field.type));
+    }
+    this.F.add(e.slot);
   }
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  Oa() {
-    if (this.O.length) {
-      const held = this.F;
+  Na() {
+    if (this.P.length) {
+      const held = this.E;
       const out2 = [];
       let i = 0;
-      for (const m of this.O.sort((a, b) => a - b)) {
+      for (const m of this.P.sort((a, b) => a - b)) {
         while (held[i] < m) out2.push(held[i++]);
         if (held[i] === m) i++;
         if (this.G(m) && out2[out2.length - 1] !== m) out2.push(m);
       }
-      this.F = out2.concat(held.slice(i));
+      this.E = out2.concat(held.slice(i));
     }
-    this.ba = this.o.length = 0;
+    this.ba = this.q.length = 0;
   }
   /** Undoes every change, newest first. */
-  lb() {
+  eb() {
     const s = this.ca;
     for (let j = this.ba - 1; j >= 0; j--) {
-      const a = this.Ha[j].num;
+      const a = this.Ia[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
     }
-    for (let j = this.o.length - 1; j >= 0; j--) this.o[j]();
-    this.qa();
+    for (let j = this.q.length - 1; j >= 0; j--) this.q[j]();
+    this.pa();
   }
 };
 
@@ -999,7 +983,6 @@ var SEC_FILL = 4;
 var SEC_RANKED = 6;
 var OP_PUSH = 0;
 var OP_INSERT = 1;
-var OP_REMOVE = 2;
 var OP_SET = 3;
 var OP_CLEAR = 4;
 var OP_PATCH = 5;
@@ -1023,6 +1006,15 @@ function withDefaults(l = {}) {
   return r;
 }
 var ZERO_BANDS = new Uint8Array(0);
+var DIRECT = {
+  I(_e, _l, slot, lo, hi, r) {
+    r.num[slot << 1] = lo;
+    r.num[(slot << 1) + 1] = hi;
+  },
+  ea(_e, _l, slot, v, r) {
+    r.obj[slot] = v;
+  }
+};
 function decoder(local, remote = local, limits = {}) {
   const lim = withDefaults(limits);
   checkCompatible(local, remote);
@@ -1040,11 +1032,11 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.Z, l.index]));
-      inner.set(ls, m = { Pa: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l._, l.index]));
+      inner.set(ls, m = { Oa: new Int32Array(rs.leaves.length), O: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.Pa[l.index] = byPath.get(l.Z) ?? -1;
-        if (j >= 0) m.E[j] = l.band;
+        const j = m.Oa[l.index] = byPath.get(l._) ?? -1;
+        if (j >= 0) m.O[j] = l.band;
       }
     }
     return m;
@@ -1061,13 +1053,13 @@ function decoder(local, remote = local, limits = {}) {
           continue;
         }
         if (tag > SEC_RANKED) r.k("section " + tag);
-        const rc = remote.class(r.p(4)) ?? fail("unknown", "class");
+        const rc = remote.class(r.o(4)) ?? fail("unknown", "class");
         for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
       r.j();
     } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.e;
-      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.e) : e;
+      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.d) : e;
     }
   }
   function readIDs() {
@@ -1090,7 +1082,7 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.F[ids[i]] ?? fail("rank", "rank " + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.E[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.a(6);
       for (let i = 0; i < n; i++) {
@@ -1102,10 +1094,10 @@ function decoder(local, remote = local, limits = {}) {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.db(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.E, rc.nbands);
-      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.Ia(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (tag === SEC_CREATE) e = tab.bb(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.O, rc.nbands);
+      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.F.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
       if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
-      entityValues(tab, e, delta);
+      values(tab, e, e, 0, delta, 0);
     }
   }
   function deeper(depth) {
@@ -1118,33 +1110,33 @@ function decoder(local, remote = local, limits = {}) {
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.M;
+      const leaf = base + f.Z;
       if (t.kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.Pa[leaf];
+      const local2 = map.Oa[leaf];
       const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { local: local2, slot: -1, code: P_STR, f: 0, Q: t, ta: ll && ll.field.type, y: null, ua: 0, ga: 0, x: false };
+      const s = { z: local2, ta: -1, Q: P_STR, f: 0, ua: t, Pa: ll && ll.field.type, J: null, va: 0, fa: 0, v: false };
       if (isNumeric(t.kind)) {
-        const p = s.y = numPlan(t);
-        const raw = delta ? p.$a : p.C;
-        s.code = P_RAW;
+        const p = s.J = numPlan(t);
+        const raw = delta ? p._a : p.C;
+        s.Q = P_RAW;
         s.f = raw;
         if (raw === 0) {
           s.f = r.a(6);
-          s.code = P_U;
+          s.Q = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
-            s.code = P_DELTA;
-            s.ua = MASK[p.D];
-            s.ga = 32 - p.D;
-            s.x = p.x;
+            s.Q = P_DELTA;
+            s.va = MASK[p.D];
+            s.fa = 32 - p.D;
+            s.v = p.v;
           }
         }
-        if (ll) s.slot = ll.num;
+        if (ll) s.ta = ll.num;
       } else {
-        if (isContainer(t.kind)) s.code = P_CONT;
-        if (ll) s.slot = ll.obj;
+        if (isContainer(t.kind)) s.Q = P_CONT;
+        if (ll) s.ta = ll.obj;
       }
       steps.push(s);
     }
@@ -1153,51 +1145,51 @@ function decoder(local, remote = local, limits = {}) {
     const lo = r.c(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) r.k("value out of range");
   }
-  function entityValues(tab, e, delta) {
-    const a = e.num;
-    for (let i = 0; i < steps.length; i++) {
+  function values(tab, e, rec2, from, delta, depth, k, bagLeaf) {
+    const a = rec2.num;
+    for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.slot;
+      const slot = s.ta;
       const j = slot << 1;
-      switch (s.code) {
+      switch (s.Q) {
         case P_DELTA: {
           const lo = r.c(s.f);
-          if (r.b !== 0 || lo > s.ua) r.k("delta out of range");
+          if (r.b !== 0 || lo > s.va) r.k("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.x) {
-            v = v << s.ga >> s.ga;
-            tab.P(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else tab.P(e, s.local, slot, s.ga === 0 ? v >>> 0 : v & s.ua, 0);
+          if (s.v) {
+            v = v << s.fa >> s.fa;
+            tab.I(e, s.z, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.I(e, s.z, slot, s.fa === 0 ? v >>> 0 : v & s.va, 0, rec2, k, bagLeaf);
           break;
         }
         case P_RAW: {
           const lo = r.l(s.f);
-          if (slot >= 0) tab.P(e, s.local, slot, lo, r.b);
+          if (slot >= 0) tab.I(e, s.z, slot, lo, r.b, rec2, k, bagLeaf);
           break;
         }
         case P_U:
-          if (slot < 0) readNum(s.y, s.f, delta);
+          if (slot < 0) readNum(s.J, s.f, delta);
           else {
-            readNum(s.y, s.f, delta, a[j], a[j + 1]);
-            tab.P(e, s.local, slot, out.d, out.b);
+            readNum(s.J, s.f, delta, a[j], a[j + 1]);
+            tab.I(e, s.z, slot, out.e, out.b, rec2, k, bagLeaf);
           }
           break;
         case P_STR: {
-          const v = readStr(s.Q);
-          if (slot >= 0) tab.fa(e, s.local, slot, v);
+          const v = readStr(s.ua);
+          if (slot >= 0) tab.ea(e, s.z, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
-          if (!delta || r.z()) {
-            const c = readContainer(s.Q, s.ta, 1);
-            if (slot >= 0) tab.fa(e, s.local, slot, c);
-          } else containerOps(tab, e, s.Q, s.ta, s.local, slot);
+          if (!delta || r.y()) {
+            const c = readContainer(s.ua, s.Pa, depth + 1);
+            if (slot >= 0) tab.ea(e, s.z, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.ua, s.Pa, s.z, slot);
       }
     }
   }
   function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.q(lim.maxStringBytes) : r.string(lim.maxStringBytes);
+    return t.kind === 13 /* Bytes */ ? r.p(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
   function countValues(n) {
     if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
@@ -1206,10 +1198,10 @@ function decoder(local, remote = local, limits = {}) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.C) {
-        out.d = r.l(p.C);
+        out.e = r.l(p.C);
         out.b = r.b;
       } else readNum(p, k, false);
-      return toElem(p, out.d, out.b);
+      return toElem(p, out.e, out.b);
     }
     if (t.kind === 15 /* Nested */) return readRecord(t.struct, lt && lt.struct, depth + 1);
     return readStr(t);
@@ -1218,7 +1210,7 @@ function decoder(local, remote = local, limits = {}) {
     return n === 0 || !isNumeric(t.kind) || numPlan(t).C !== 0 ? 0 : r.a(6);
   }
   function readKey(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.q(lim.maxStringBytes));
+    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.p(lim.maxStringBytes));
     return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   function readContainer(t, lt, depth) {
@@ -1252,30 +1244,11 @@ function decoder(local, remote = local, limits = {}) {
     deeper(depth);
     countValues(1);
     const lst = ls ?? rs;
-    const rec2 = into ?? item?.mb ?? new Rec(lst);
+    const rec2 = into ?? item?.fb ?? new Rec(lst);
     const start = steps.length;
     readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
-    for (let i = start; i < steps.length; i++) {
-      const s = steps[i];
-      const slot = s.slot;
-      if (s.y) {
-        if (s.code === P_RAW) {
-          out.d = r.l(s.f);
-          out.b = r.b;
-        } else readNum(s.y, s.f, false);
-        if (slot < 0) continue;
-        if (item) item.t.eb(item.s, s.local, slot, out.d, out.b, rec2, item.key, item.M);
-        else {
-          rec2.num[slot << 1] = out.d;
-          rec2.num[(slot << 1) + 1] = out.b;
-        }
-        continue;
-      }
-      const v = s.code === P_STR ? readStr(s.Q) : readContainer(s.Q, s.ta, depth + 1);
-      if (slot < 0) continue;
-      if (item) item.t.fa(item.s, s.local, slot, v, rec2, item.key, item.M);
-      else rec2.obj[slot] = v;
-    }
+    if (item) values(item.x, item.w, rec2, start, false, depth, item.key, item.Z);
+    else values(DIRECT, rec2, rec2, start, false, depth);
     steps.length = start;
     return rec2;
   }
@@ -1306,12 +1279,8 @@ function decoder(local, remote = local, limits = {}) {
           v = readRecord(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
         } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
-        if (op <= OP_INSERT) {
-          full(list.items.length);
-          tab.fb(e, local2, list, op === OP_PUSH ? list.items.length : idx, v);
-        } else if (op === OP_REMOVE) tab.gb(e, local2, list, idx);
-        else if (op === OP_CLEAR) tab.ib(e, local2, list);
-        else tab.hb(e, local2, list, idx, v);
+        if (op <= OP_INSERT) full(list.items.length);
+        tab.db(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
       }
       return;
     }
@@ -1326,16 +1295,16 @@ function decoder(local, remote = local, limits = {}) {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.kb(e, local2, m, key);
+          if (m) tab.Ma(e, local2, m, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.jb(e, local2, m, key, v);
+            tab.Ma(e, local2, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, M: local2, key, mb: item });
+          readRecord(t.struct, ls, 2, void 0, { x: tab, w: e, Z: local2, key, fb: item });
         } else readRecord(t.struct, null, 2);
       }
     }
@@ -1349,7 +1318,7 @@ function decoder(local, remote = local, limits = {}) {
     r.j();
     return rec2;
   }
-  return { Qa: lim, apply, nb: decodeRecord };
+  return { Qa: lim, apply, gb: decodeRecord };
 }
 var keyTypes = [];
 function compareBytes(a, b) {
@@ -1368,39 +1337,37 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  I;
-  t = new Table();
+  K;
+  x = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  ha = /* @__PURE__ */ new Map();
+  ga = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  ia = false;
-  /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
-  va = /* @__PURE__ */ new Map();
+  ha = false;
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.I = decoder(local, this.remote, opts.limits);
+    this.K = decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.I.Qa;
+    return this.K.Qa;
   }
   /** Number of entities. */
   get size() {
-    return this.t.size;
+    return this.x.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.t.entity(id);
+    return this.x.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.t.entities();
+    return this.x.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1410,11 +1377,6 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  Ra(c, vis) {
-    let p = this.va.get(c);
-    if (!p) this.va.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
-    return p[vis - 1];
-  }
   /**
    * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
    * changes, then its segments in order, in one transaction. Either all of
@@ -1423,15 +1385,15 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.ia) misuse("applyTick from a callback");
-    const tab = this.t.qa();
+    if (this.ha) misuse("applyTick from a callback");
+    const tab = this.x.pa();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.sa(e, this.Ra(e.type, 1 /* Owner */));
+        tab.sa(e, (l) => l.vis === 1 /* Owner */);
         tab.ra(e, false);
       }
       const created = [];
@@ -1440,7 +1402,7 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.sa(e, this.Ra(e.type, 2 /* Others */));
+          tab.sa(e, (l) => l.vis === 2 /* Others */);
           tab.ra(e, true);
         }
       }
@@ -1452,15 +1414,15 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.sa(e, [...e.E.keys()].filter((i) => e.E[i] > lc.level));
-        } else if (lc.level > e.level) tab.cb(e.slot);
+          tab.sa(e, (l) => e.O[l.index] > lc.level);
+        } else if (lc.level > e.level) tab.F.add(e.slot);
         if (e) tab.Ka(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.I.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.K.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.Ia(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        if (!e || !tab.F.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
         tab.ra(e, true);
       }
       for (const lc of later) {
@@ -1468,13 +1430,13 @@ var Replica = class {
         tab.Ka(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.lb();
+      tab.eb();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.Oa();
+    tab.Na();
     this.ticksApplied++;
-    this.Sa(tab.r);
+    this.Ra(tab.r);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1482,15 +1444,14 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.ia) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.I.Qa);
-    const tab = this.t.qa();
+    if (this.ha) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.K.Qa);
+    const tab = this.x.pa();
     for (const e of this.entities()) tab.Ja(e.slot);
-    tab.Oa();
-    this.I = dec;
+    tab.Na();
+    this.K = dec;
     this.remote = remote;
-    this.va.clear();
-    this.Sa(tab.r);
+    this.Ra(tab.r);
   }
   // ---- Callbacks ----
   /**
@@ -1499,18 +1460,17 @@ var Replica = class {
    * kind want, or not a container when want is 0.
    */
   add(c, i, fn, leaf, want = 0) {
-    const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
-    const cls = find(this.local) ?? find(this.remote) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
+    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
     if (leaf !== void 0) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.t.bb(cls, l.index);
+      this.x.ab(cls, l.index);
       i += l.index;
     }
-    let lists = this.ha.get(cls);
-    if (!lists) this.ha.set(cls, lists = []);
-    const cb = { from: this.ticksApplied + 1, wa: false, ob: fn };
+    let lists = this.ga.get(cls);
+    if (!lists) this.ga.set(cls, lists = []);
+    const cb = { from: this.ticksApplied + 1, wa: false, hb: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
       if (!cb.wa) lists[i] = lists[i].filter((x) => x !== cb);
@@ -1555,19 +1515,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  Sa(events) {
-    if (!this.ha.size) return;
-    this.ia = true;
+  Ra(events) {
+    if (!this.ga.size) return;
+    this.ha = true;
     try {
-      for (const { f: k, s: e, H: a } of events) {
-        const list = this.ha.get(e.type)?.[k];
+      for (const { f: k, w: e, H: a } of events) {
+        const list = this.ga.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.wa) cb.ob(...a);
+        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.wa) cb.hb(...a);
       }
     } finally {
-      this.ia = false;
+      this.ha = false;
     }
   }
 };

@@ -96,8 +96,6 @@ export class Replica {
    */
   ticksApplied = 0;
   private dispatching = false;
-  /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
-  private parts = new Map<StructType, number[][]>();
 
   constructor(local: Schema, opts: ReplicaOptions = {}) {
     this.local = local;
@@ -135,12 +133,6 @@ export class Replica {
     this.applyTick(segments);
   }
 
-  private part(c: StructType, vis: number): number[] {
-    let p = this.parts.get(c);
-    if (!p) this.parts.set(c, (p = [Vis.Owner, Vis.Others].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index))));
-    return p[vis - 1]!;
-  }
-
   /**
    * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
    * changes, then its segments in order, in one transaction. Either all of
@@ -157,7 +149,7 @@ export class Replica {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.zeroLeaves(e!, this.part(e!.type, Vis.Owner));
+        tab.zeroLeaves(e!, (l) => l.vis === Vis.Owner);
         tab.setOwned(e!, false);
       }
       const created: number[] = [];
@@ -166,7 +158,7 @@ export class Replica {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.zeroLeaves(e, this.part(e.type, Vis.Others));
+          tab.zeroLeaves(e, (l) => l.vis === Vis.Others);
           tab.setOwned(e, true);
         }
       }
@@ -178,15 +170,15 @@ export class Replica {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.zeroLeaves(e, [...e.bands.keys()].filter((i) => e.bands[i]! > lc.level));
-        } else if (lc.level > e.level) tab.markFillable(e.slot);
+          tab.zeroLeaves(e, (l) => e.bands[l.index]! > lc.level);
+        } else if (lc.level > e.level) tab.fillable.add(e.slot);
         if (e) tab.setLevel(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.decoder.apply(tab, segments[seg]!);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.isFillable(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        if (!e || !tab.fillable.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
         tab.setOwned(e!, true);
       }
       for (const lc of later) {
@@ -216,7 +208,6 @@ export class Replica {
     tab.commit();
     this.decoder = dec;
     this.remote = remote;
-    this.parts.clear();
     this.dispatch(tab.events);
   }
 
@@ -228,9 +219,7 @@ export class Replica {
    * kind want, or not a container when want is 0.
    */
   private add(c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): () => void {
-    const find = (s: Schema): StructType | undefined =>
-      typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
-    const cls = find(this.local) ?? find(this.remote) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
+    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
     if (leaf !== undefined) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;

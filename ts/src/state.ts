@@ -5,7 +5,7 @@
  */
 
 import { fail } from "./errors.js";
-import { isNumeric, type StructType, type Type } from "./schema.js";
+import { isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue } from "./values.js";
 import { Ev, Kind } from "./enums.js";
 
@@ -235,7 +235,8 @@ export class Table {
   private nSaved = 0;
   private saved = new Uint32Array(768);
   private undo: (() => void)[] = [];
-  private fillable = new Set<number>();
+  /** The slots whose entity a fill may set values of (§5.1, §5.8). */
+  fillable = new Set<number>();
   /** The slots this transaction created or destroyed an entity in. */
   private moved: number[] = [];
   events: TxEvent[] = [];
@@ -284,16 +285,6 @@ export class Table {
     return this.lastW?.[leaf] === 1;
   }
 
-  /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  isFillable(slot: number): boolean {
-    return this.fillable.has(slot);
-  }
-
-  /** Lets a fill set values of the entity in slot. */
-  markFillable(slot: number): void {
-    this.fillable.add(slot);
-  }
-
   /** Creates an entity. */
   create(cls: StructType, id: number, classId: number, bands: Uint8Array, nbands: number): Entity {
     const slot = id & 0xffffff;
@@ -336,21 +327,12 @@ export class Table {
     if (e.level !== level) this.events.push({ k: Ev.Level, e, a: [e, this.set(e, "level", level), level] });
   }
 
-  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number): void {
-    const a = e.num;
-    const i = slot << 1;
-    const olo = a[i]!;
-    const ohi = a[i + 1]!;
-    if (olo === lo && ohi === hi) return;
-    if (e.txnMark !== this.serial) this.save(e, i, olo, ohi);
-    a[i] = lo;
-    a[i + 1] = hi;
-    if (this.wants(e, leaf)) this.numEvent(e, leaf, e, olo, ohi, lo, hi);
-  }
-
-  /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  setItemNum(e: Entity, leaf: number, slot: number, lo: number, hi: number, r: Rec, k: Key, bagLeaf: number): void {
+  /**
+   * Sets numeric slot `slot` (leaf `leaf`) of record r to S = (lo, hi): of
+   * entity e (the hot path of updates), or of bag item r, the item under
+   * key k of e's bag at leaf bagLeaf.
+   */
+  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number, r: Rec = e, k?: Key, bagLeaf = -1): void {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i]!;
@@ -359,12 +341,10 @@ export class Table {
     if (r.txnMark !== this.serial) this.save(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.wants(e, bagLeaf)) this.numEvent(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
-  }
-
-  private numEvent(e: Entity, leaf: number, r: Rec, olo: number, ohi: number, lo: number, hi: number, k?: Key, bagLeaf = -1): void {
-    const p = numPlan(r.type.leaves[leaf]!.field.type);
-    this.fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    if (this.wants(e, r === e ? leaf : bagLeaf)) {
+      const p = numPlan(r.type.leaves[leaf]!.field.type);
+      this.fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    }
   }
 
   /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
@@ -433,58 +413,50 @@ export class Table {
     this.events.push({ k: Ev.Field + leaf, e, a: [e, ev] });
   }
 
-  listInsert(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
-    if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
-    l.items.splice(i, 0, v);
-    this.undo.push(() => l.items.splice(i, 1));
-    this.item(e, leaf, 0, i, undefined, v);
+  /**
+   * A list operation on l, a list leaf of e: insert v at i (op 0), remove
+   * the element at i (1), set it to v (2), or remove every element (3).
+   */
+  listOp(e: Entity, leaf: number, l: ListC, op: number, i: number, v?: Elem): void {
+    const a = l.items;
+    if (op > 2) {
+      this.set(l, "items", []);
+      for (let j = a.length; j--; ) this.item(e, leaf, 1, j, a[j], undefined);
+      return;
+    }
+    if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
+    const old = op ? a[i] : undefined;
+    if (op > 1) this.set(a, i, v!);
+    else {
+      op ? a.splice(i, 1) : a.splice(i, 0, v!);
+      this.undo.push(() => (op ? a.splice(i, 0, old!) : a.splice(i, 1)));
+    }
+    this.item(e, leaf, op, i, old, op === 1 ? undefined : v);
   }
 
-  listRemove(e: Entity, leaf: number, l: ListC, i: number): void {
-    if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
-    const old = l.items.splice(i, 1)[0]!;
-    this.undo.push(() => l.items.splice(i, 0, old));
-    this.item(e, leaf, 1, i, old, undefined);
-  }
-
-  listSet(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
-    if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
-    this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
-  }
-
-  listClear(e: Entity, leaf: number, l: ListC): void {
-    const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], undefined);
-  }
-
-  /** Puts an entry of a map, or an item of a bag. */
-  mapPut(e: Entity, leaf: number, m: MapC, k: Key, v: Elem): void {
-    const existed = m.m.has(k);
+  /** Puts an entry of a map or an item of a bag (v), or deletes it (v undefined). */
+  mapOp(e: Entity, leaf: number, m: MapC, k: Key, v?: Elem): void {
+    const had = m.m.has(k);
     const old = m.m.get(k);
-    m.m.set(k, v);
-    this.undo.push(() => (existed ? m.m.set(k, old!) : m.m.delete(k)));
-    this.item(e, leaf, existed ? 2 : 0, k, old, v);
-  }
-
-  /** Deletes an entry of a map, or an item of a bag. */
-  mapDelete(e: Entity, leaf: number, m: MapC, k: Key): void {
-    const old = m.m.get(k);
-    if (!m.m.delete(k)) fail("no-key", "delete of " + k);
-    this.undo.push(() => m.m.set(k, old!));
-    this.item(e, leaf, 1, k, old, undefined);
+    if (v === undefined) {
+      if (!had) fail("no-key", "delete of " + k);
+      m.m.delete(k);
+    } else m.m.set(k, v);
+    this.undo.push(() => (had ? m.m.set(k, old!) : m.m.delete(k)));
+    this.item(e, leaf, v === undefined ? 1 : had ? 2 : 0, k, old, v);
   }
 
   /**
-   * Sets the given leaves of e to their zero values and makes e fillable
-   * (an ownership or level change, §5.1, §5.8).
+   * Sets the leaves of e that pick selects to their zero values and makes
+   * e fillable (an ownership or level change, §5.1, §5.8).
    */
-  zeroLeaves(e: Entity, leaves: number[]): void {
-    for (const li of leaves) {
-      const l = e.type.leaves[li]!;
+  zeroLeaves(e: Entity, pick: (l: Leaf) => boolean): void {
+    for (const l of e.type.leaves) {
+      if (!pick(l)) continue;
       const cur = e.obj[l.obj] as { length?: number; size?: number };
-      if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
+      if (l.num >= 0) this.setNum(e, l.index, l.num, 0, 0);
       // An empty container stays: a new one would report nothing but cost an undo.
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.setObj(e, li, l.obj, zeroObj(l.field.type));
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.setObj(e, l.index, l.obj, zeroObj(l.field.type));
     }
     this.fillable.add(e.slot);
   }
