@@ -38,34 +38,34 @@ var STRBUF = new Uint8Array(64);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   g = new Uint8Array(8);
-  T = new Uint8Array(64);
+  V = new Uint8Array(64);
   /** Next bit to read. */
   d = 0;
   /** Number of bits of input. */
-  A = 0;
+  z = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   // The last byte string read: its length, and its copy when it was not aligned.
   n = 0;
-  ka = STRBUF;
+  la = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.T.length < b.length + 8) this.T = new Uint8Array(Math.max(b.length + 8, this.T.length * 2));
-    const s = this.g = this.T;
+    if (this.V.length < b.length + 8) this.V = new Uint8Array(Math.max(b.length + 8, this.V.length * 2));
+    const s = this.g = this.V;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.d = this.b = 0;
-    this.A = b.length * 8;
+    this.z = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
   k(msg) {
     throw new ReplicaDecodeError("malformed", msg, this.d);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  la() {
+  ma() {
     const b = this.g;
     const p = this.d;
     const i = p >>> 3;
@@ -75,21 +75,21 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  u(n) {
-    if ((this.d += n) > this.A) {
-      this.d = this.A;
+  v(n) {
+    if ((this.d += n) > this.z) {
+      this.d = this.z;
       throw new ReplicaDecodeError("truncated", "ends early", this.d);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.la();
-    this.u(n);
+    const w = this.ma();
+    this.v(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  y() {
+  x() {
     return this.a(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
@@ -100,10 +100,10 @@ var BitReader = class {
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.la();
+    const w = this.ma();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.u(k + 1);
+        this.v(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -111,30 +111,30 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.u(ones + b);
+        this.v(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Za(k);
+    return this.ab(k);
   }
-  Za(k) {
+  ab(k) {
     if (k > 63 || k < 0) this.k("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.d >= this.A) this.u(1);
-      const w = this.la();
+      if (this.d >= this.z) this.v(1);
+      const w = this.ma();
       const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        this.u(maxOnes - ones);
+        this.v(maxOnes - ones);
         ones = maxOnes;
       } else if (t === 32) {
-        this.u(32);
+        this.v(32);
         ones += 32;
         continue;
       } else {
-        this.u(t + 1);
+        this.v(t + 1);
         ones += t;
       }
       break;
@@ -152,7 +152,7 @@ var BitReader = class {
     return this.b ? this.k("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  U(k) {
+  W(k) {
     return big(this.c(k), this.b);
   }
   /**
@@ -163,7 +163,7 @@ var BitReader = class {
     const start = this.d;
     const n = this.c(k);
     if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.A - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.z - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /**
@@ -171,30 +171,30 @@ var BitReader = class {
    * returns its first byte's offset in buf when it is aligned, else −1
    * after copying it into out when that is long enough, or a new array.
    */
-  Ea(max, out2) {
+  Fa(max, out2) {
     const n = this.n = this.h(4, max, 8, "length");
     const i = this.d >>> 3;
     if (!(this.d & 7)) {
-      this.u(n * 8);
+      this.v(n * 8);
       return i;
     }
-    const b = this.ka = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+    const b = this.la = out2 && n <= out2.length ? out2 : new Uint8Array(n);
     for (let j = 0; j < n; j++) b[j] = this.a(8);
     return -1;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   p(max) {
-    const i = this.Ea(max);
-    return i < 0 ? this.ka : this.g.slice(i, i + this.n);
+    const i = this.Fa(max);
+    return i < 0 ? this.la : this.g.slice(i, i + this.n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const i = this.Ea(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.ka, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
+    const i = this.Fa(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.la, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   j() {
-    const rem = this.A - this.d;
+    const rem = this.z - this.d;
     if (rem >= 8 || this.a(rem) !== 0) this.k("trailing data");
   }
 };
@@ -246,24 +246,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  B = 0;
+  A = 0;
   /** @internal Object slots of a record of the struct. */
-  N = 0;
+  P = 0;
   /** @internal The types of the object slots, in order. */
-  V = [];
+  X = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  W;
+  Y;
   /** @internal Fields by ID. */
-  Fa = /* @__PURE__ */ new Map();
+  Ga = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  X = 0;
+  Z = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  Y = 0;
+  _ = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.Fa.get(id);
+    return this.Ga.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -276,26 +276,26 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.X === 1) bad(s.name + " contains itself");
-  if (s.X) return;
-  s.X = 1;
+  if (s.Z === 1) bad(s.name + " contains itself");
+  if (s.Z) return;
+  s.Z = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.Fa.set(f.id, f);
+    s.Ga.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.Z = s.leaves.length;
-    let sub = [{ index: 0, field: f, _: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.Ha = s.leaves.length;
+    let sub = [{ index: 0, field: f, $: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.Y += st.Y;
-    } else s.Y++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.Y : 1) > 1 << 20) bad("too many fields");
+      s._ += st._;
+    } else s._++;
+    if ((budget += t.kind === 15 /* Nested */ ? st._ : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -303,28 +303,28 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        _: nested ? f.id + "," + l._ : "" + f.id,
+        $: nested ? f.id + "," + l.$ : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.B : numeric ? s.B : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.N : numeric ? -1 : s.N
+        num: nested ? l.num < 0 ? -1 : l.num + s.A : numeric ? s.A : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.P : numeric ? -1 : s.P
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === 15 /* Nested */) s.V.push(...st.V);
-    else if (!numeric) s.V.push(t);
+    if (t.kind === 15 /* Nested */) s.X.push(...st.X);
+    else if (!numeric) s.X.push(t);
     if (t.kind === 15 /* Nested */) {
-      s.B += st.B;
-      s.N += st.N;
-    } else if (numeric) s.B++;
-    else s.N++;
+      s.A += st.A;
+      s.P += st.P;
+    } else if (numeric) s.A++;
+    else s.P++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.X = 2;
+  s.Z = 2;
 }
 var Schema = class {
   classes;
@@ -397,14 +397,14 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, _a: +(k === 1 /* Bool */), D: W, $: W, aa: signed, v: signed, $a: W === 64, quant: q });
+    plans.set(t, p = { kind: k, B: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, bb: +(k === 1 /* Bool */), D: W, aa: W, ba: signed, w: signed, cb: W === 64, quant: q });
   }
   return p;
 }
 var out = { e: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.$ < 64 && (hi !== 0 || lo > MASK[p.$])) return false;
-  if (p.aa) unzigzag64(lo, hi);
+  if (p.aa < 64 && (hi !== 0 || lo > MASK[p.aa])) return false;
+  if (p.ba) unzigzag64(lo, hi);
   else {
     out.e = lo;
     out.b = hi;
@@ -427,8 +427,8 @@ function decodeDelta(p, olo, ohi, lo, hi) {
     if (hi !== 0 || lo > MASK[D]) return false;
     const sh = 32 - D;
     const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.e = (p.v ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.v && out.e >>> 31 ? 4294967295 : 0;
+    out.e = (p.w ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.w && out.e >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
@@ -438,9 +438,9 @@ function decodeDelta(p, olo, ohi, lo, hi) {
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.$a) return p.v ? lo | 0 : lo;
+  if (!p.cb) return p.w ? lo | 0 : lo;
   const v = big(lo, hi);
-  return p.v ? BigInt.asIntN(64, v) : v;
+  return p.w ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -526,17 +526,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.W] = name();
+    [st.name, st.Y] = name();
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, W: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.y(), band: r.o(0), Z: 0 };
+      const f = { id: prev, name: nm, Y: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.x(), band: r.o(0), Ha: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, W: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, Y: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -582,8 +582,8 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.B * 2);
-    this.obj = type.V.map(zeroObj);
+    this.num = new Uint32Array(type.A * 2);
+    this.obj = type.X.map(zeroObj);
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
@@ -591,7 +591,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  Ga = 0;
+  Ia = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -687,7 +687,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.O = bands;
+    this.Q = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -714,174 +714,174 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.O[l.index] ?? 0) <= this.level;
+    return !!l && (this.Q[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
 var Table = class {
   // Slots in pages of 1024: slots go up to 2^24.
-  dir = [];
+  Ja = [];
   size = 0;
   /**
    * @internal The slots of the entities as of the last commit (so, in a
    * transaction, when it began), ascending: ranked update sections (§5.4)
    * name entities by their index in it.
    */
-  E = [];
+  C = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
-  ma = /* @__PURE__ */ new Map();
+  na = /* @__PURE__ */ new Map();
   // One-entry cache of watch.
-  na;
-  Ha;
+  oa;
+  Ka;
   // Numeric writes: each write to a record not created in this transaction
   // logs the slot's old value (record in savedRecs, slot index and old
   // value in saved); a rollback restores them newest first. The log is
   // cleared by count, so its arrays keep their size from tick to tick.
-  oa = 1;
-  Ia = [];
-  ba = 0;
-  ca = new Uint32Array(768);
-  q = [];
-  /** The slots whose entity a fill may set values of (§5.1, §5.8). */
-  F = /* @__PURE__ */ new Set();
-  /** The slots this transaction created or destroyed an entity in. */
-  P = [];
+  pa = 1;
+  La = [];
+  ca = 0;
+  da = new Uint32Array(768);
   r = [];
+  /** The slots whose entity a fill may set values of (§5.1, §5.8). */
+  E = /* @__PURE__ */ new Set();
+  /** The slots this transaction created or destroyed an entity in. */
+  R = [];
+  s = [];
   /** The entity in slot, or undefined. */
-  G(slot) {
-    return this.dir[slot >>> 10]?.[slot & 1023];
+  F(slot) {
+    return this.Ja[slot >>> 10]?.[slot & 1023];
   }
   /** The entity with network ID id (generation included), or undefined. */
   entity(id) {
-    const e = this.G(id & 16777215);
+    const e = this.F(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
-  da(slot, e) {
-    (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
+  ea(slot, e) {
+    (this.Ja[slot >>> 10] ??= [])[slot & 1023] = e;
     this.size += e ? 1 : -1;
   }
   /** Every entity, in ascending slot order (outside a transaction). */
   entities() {
-    return this.E.map((s) => this.G(s));
+    return this.C.map((s) => this.F(s));
   }
   /** Watches leaf of class c for events. */
-  ab(c, leaf) {
-    let w = this.ma.get(c);
-    if (!w) this.ma.set(c, w = new Uint8Array(c.leaves.length));
+  db(c, leaf) {
+    let w = this.na.get(c);
+    if (!w) this.na.set(c, w = new Uint8Array(c.leaves.length));
     w[leaf] = 1;
-    this.na = void 0;
+    this.oa = void 0;
   }
   /** Starts a transaction. */
-  pa() {
-    this.oa++;
-    this.ba = this.q.length = this.P.length = 0;
-    this.F.clear();
-    this.r = [];
+  qa() {
+    this.pa++;
+    this.ca = this.r.length = this.R.length = 0;
+    this.E.clear();
+    this.s = [];
     return this;
   }
   /** Whether events about leaf of r's class are wanted. */
-  qa(r, leaf) {
-    if (r.type !== this.na) this.Ha = this.ma.get(this.na = r.type);
-    return this.Ha?.[leaf] === 1;
+  ra(r, leaf) {
+    if (r.type !== this.oa) this.Ka = this.na.get(this.oa = r.type);
+    return this.Ka?.[leaf] === 1;
   }
   /** Creates an entity. */
-  bb(cls, id, classId, bands, nbands) {
+  eb(cls, id, classId, bands, nbands) {
     const slot = id & 16777215;
-    if (this.G(slot)) fail("exists", "slot " + slot);
+    if (this.F(slot)) fail("exists", "slot " + slot);
     const e = new Entity(cls, id, classId, bands, nbands);
-    e.Ga = this.oa;
-    this.da(slot, e);
-    this.F.add(slot);
-    this.P.push(slot);
-    this.q.push(() => this.da(slot, void 0));
-    this.r.push({ f: 0 /* Create */, w: e, H: [e] });
+    e.Ia = this.pa;
+    this.ea(slot, e);
+    this.E.add(slot);
+    this.R.push(slot);
+    this.r.push(() => this.ea(slot));
+    this.s.push({ f: 0 /* Create */, G: e, H: [e] });
     return e;
   }
   /** Destroys the entity in slot. */
-  Ja(slot) {
-    const e = this.G(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.da(slot, void 0);
-    this.P.push(slot);
-    this.set(e, "alive", false);
-    this.q.push(() => this.da(slot, e));
-    this.r.push({ f: 1 /* Destroy */, w: e, H: [e] });
+  Ma(slot) {
+    const e = this.F(slot) ?? fail("not-found", "destroy of slot " + slot);
+    this.ea(slot);
+    this.R.push(slot);
+    this.I(e, "alive", false);
+    this.r.push(() => this.ea(slot, e));
+    this.s.push({ f: 1 /* Destroy */, G: e, H: [e] });
   }
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
-  set(o, k, v) {
+  I(o, k, v) {
     const old = o[k];
     o[k] = v;
-    this.q.push(() => o[k] = old);
+    this.r.push(() => o[k] = old);
     return old;
   }
   /** Records that this client owns e, or no longer does. */
-  ra(e, owned) {
-    if (e.owned !== owned) this.r.push({ f: 2 /* Owned */, w: e, H: [e, (this.set(e, "owned", owned), owned)] });
+  sa(e, owned) {
+    if (e.owned !== owned) this.s.push({ f: 2 /* Owned */, G: e, H: [e, (this.I(e, "owned", owned), owned)] });
   }
   /** Sets e's level of detail. */
-  Ka(e, level) {
-    if (e.level !== level) this.r.push({ f: 3 /* Level */, w: e, H: [e, this.set(e, "level", level), level] });
+  Na(e, level) {
+    if (e.level !== level) this.s.push({ f: 3 /* Level */, G: e, H: [e, this.I(e, "level", level), level] });
   }
   /**
    * Sets numeric slot `slot` (leaf `leaf`) of record r to S = (lo, hi): of
    * entity e (the hot path of updates), or of bag item r, the item under
    * key k of e's bag at leaf bagLeaf.
    */
-  I(e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) {
+  J(e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.Ga !== this.oa) this.cb(r, i, olo, ohi);
+    if (r.Ia !== this.pa) this.fb(r, i, olo, ohi);
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.qa(e, r === e ? leaf : bagLeaf)) {
+    if (this.ra(e, r === e ? leaf : bagLeaf)) {
       const p = numPlan(r.type.leaves[leaf].field.type);
-      this.La(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+      this.Oa(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
     }
   }
   /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  La(e, leaf, old, now, r, k, bagLeaf) {
-    if (r === e) this.r.push({ f: 4 /* Field */ + leaf, w: e, H: [e, old, now] });
-    else this.item(e, bagLeaf, 2, k, old, now, leaf);
+  Oa(e, leaf, old, now, r, k, bagLeaf) {
+    if (r === e) this.s.push({ f: 4 /* Field */ + leaf, G: e, H: [e, old, now] });
+    else this.q(e, bagLeaf, 2, k, old, now, leaf);
   }
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  cb(r, i, lo, hi) {
-    const n = this.ba++;
-    let s = this.ca;
-    if (3 * n + 3 > s.length) (this.ca = new Uint32Array(2 * s.length)).set(s), s = this.ca;
+  fb(r, i, lo, hi) {
+    const n = this.ca++;
+    let s = this.da;
+    if (3 * n + 3 > s.length) (this.da = new Uint32Array(2 * s.length)).set(s), s = this.da;
     s[3 * n] = i;
     s[3 * n + 1] = lo;
     s[3 * n + 2] = hi;
-    this.Ia[n] = r;
+    this.La[n] = r;
   }
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  ea(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  fa(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
-    this.set(r.obj, slot, v);
-    if (!this.qa(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.La(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    this.I(r.obj, slot, v);
+    if (!this.ra(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) this.Oa(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
       const o = old.items;
       const c = Math.min(o.length, n.length);
-      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.item(e, leaf, 2, i, o[i], n[i]);
-      for (let i = o.length; i-- > c; ) this.item(e, leaf, 1, i, o[i], void 0);
-      for (let i = c; i < n.length; i++) this.item(e, leaf, 0, i, void 0, n[i]);
+      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.q(e, leaf, 2, i, o[i], n[i]);
+      for (let i = o.length; i-- > c; ) this.q(e, leaf, 1, i, o[i]);
+      for (let i = c; i < n.length; i++) this.q(e, leaf, 0, i, void 0, n[i]);
     } else {
       const m = v;
       for (const k2 of old.keys()) {
         const ov = old.m.get(k2);
-        if (!m.m.has(k2)) this.item(e, leaf, 1, k2, ov, void 0);
-        else if (!equal(ov, m.m.get(k2))) this.item(e, leaf, 2, k2, ov, m.m.get(k2));
+        if (!m.m.has(k2)) this.q(e, leaf, 1, k2, ov);
+        else if (!equal(ov, m.m.get(k2))) this.q(e, leaf, 2, k2, ov, m.m.get(k2));
       }
-      for (const k2 of m.keys()) if (!old.m.has(k2)) this.item(e, leaf, 0, k2, void 0, m.m.get(k2));
+      for (const k2 of m.keys()) if (!old.m.has(k2)) this.q(e, leaf, 0, k2, void 0, m.m.get(k2));
     }
   }
   /**
@@ -889,8 +889,8 @@ var Table = class {
    * list and map values converted (§4.1); for a bag, itemLeaf is the item's
    * leaf whose value changed, or −1 for a whole item.
    */
-  item(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.qa(e, leaf)) return;
+  q(e, leaf, kind, key, o, n, itemLeaf = -1) {
+    if (!this.ra(e, leaf)) return;
     const t = e.type.leaves[leaf].field.type;
     const ev = { kind: ITEM_KINDS[kind] };
     if (t.kind === 16 /* List */) ev.index = key;
@@ -899,78 +899,78 @@ var Table = class {
     const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
     if (o !== void 0) ev.old = conv(o);
     if (n !== void 0) ev.new = conv(n);
-    this.r.push({ f: 4 /* Field */ + leaf, w: e, H: [e, ev] });
+    this.s.push({ f: 4 /* Field */ + leaf, G: e, H: [e, ev] });
   }
   /**
    * A list operation on l, a list leaf of e: insert v at i (op 0), remove
    * the element at i (1), set it to v (2), or remove every element (3).
    */
-  db(e, leaf, l, op, i, v) {
+  gb(e, leaf, l, op, i, v) {
     const a = l.items;
     if (op > 2) {
-      this.set(l, "items", []);
-      for (let j = a.length; j--; ) this.item(e, leaf, 1, j, a[j], void 0);
+      this.I(l, "items", []);
+      for (let j = a.length; j--; ) this.q(e, leaf, 1, j, a[j]);
       return;
     }
     if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
     const old = op ? a[i] : void 0;
-    if (op > 1) this.set(a, i, v);
+    if (op > 1) this.I(a, i, v);
     else {
       op ? a.splice(i, 1) : a.splice(i, 0, v);
-      this.q.push(() => op ? a.splice(i, 0, old) : a.splice(i, 1));
+      this.r.push(() => op ? a.splice(i, 0, old) : a.splice(i, 1));
     }
-    this.item(e, leaf, op, i, old, op === 1 ? void 0 : v);
+    this.q(e, leaf, op, i, old, op === 1 ? void 0 : v);
   }
   /** Puts an entry of a map or an item of a bag (v), or deletes it (v undefined). */
-  Ma(e, leaf, m, k, v) {
+  Pa(e, leaf, m, k, v) {
     const had = m.m.has(k);
     const old = m.m.get(k);
     if (v === void 0) {
       if (!had) fail("no-key", "delete of " + k);
       m.m.delete(k);
     } else m.m.set(k, v);
-    this.q.push(() => had ? m.m.set(k, old) : m.m.delete(k));
-    this.item(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
+    this.r.push(() => had ? m.m.set(k, old) : m.m.delete(k));
+    this.q(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
   }
   /**
    * Sets the leaves of e that pick selects to their zero values and makes
    * e fillable (an ownership or level change, §5.1, §5.8).
    */
-  sa(e, pick) {
+  ta(e, pick) {
     for (const l of e.type.leaves) {
       if (!pick(l)) continue;
       const cur = e.obj[l.obj];
-      if (l.num >= 0) this.I(e, l.index, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.ea(e, l.index, l.obj, zeroObj(l.field.type));
+      if (l.num >= 0) this.J(e, l.index, l.num, 0, 0);
+      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.fa(e, l.index, l.obj, zeroObj(l.field.type));
     }
-    this.F.add(e.slot);
+    this.E.add(e.slot);
   }
   /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  Na() {
-    if (this.P.length) {
-      const held = this.E;
+  Qa() {
+    if (this.R.length) {
+      const held = this.C;
       const out2 = [];
       let i = 0;
-      for (const m of this.P.sort((a, b) => a - b)) {
+      for (const m of this.R.sort((a, b) => a - b)) {
         while (held[i] < m) out2.push(held[i++]);
         if (held[i] === m) i++;
-        if (this.G(m) && out2[out2.length - 1] !== m) out2.push(m);
+        if (this.F(m) && out2[out2.length - 1] !== m) out2.push(m);
       }
-      this.E = out2.concat(held.slice(i));
+      this.C = out2.concat(held.slice(i));
     }
-    this.ba = this.q.length = 0;
+    this.ca = this.r.length = 0;
   }
   /** Undoes every change, newest first. */
-  eb() {
-    const s = this.ca;
-    for (let j = this.ba - 1; j >= 0; j--) {
-      const a = this.Ia[j].num;
+  hb() {
+    const s = this.da;
+    for (let j = this.ca - 1; j >= 0; j--) {
+      const a = this.La[j].num;
       const i = s[3 * j];
       a[i] = s[3 * j + 1];
       a[i + 1] = s[3 * j + 2];
     }
-    for (let j = this.q.length - 1; j >= 0; j--) this.q[j]();
-    this.pa();
+    for (let j = this.r.length - 1; j >= 0; j--) this.r[j]();
+    this.qa();
   }
 };
 
@@ -1007,11 +1007,11 @@ function withDefaults(l = {}) {
 }
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  I(_e, _l, slot, lo, hi, r) {
+  J(_e, _l, slot, lo, hi, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi;
   },
-  ea(_e, _l, slot, v, r) {
+  fa(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -1032,11 +1032,11 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l._, l.index]));
-      inner.set(ls, m = { Oa: new Int32Array(rs.leaves.length), O: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.$, l.index]));
+      inner.set(ls, m = { Ra: new Int32Array(rs.leaves.length), Q: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.Oa[l.index] = byPath.get(l._) ?? -1;
-        if (j >= 0) m.O[j] = l.band;
+        const j = m.Ra[l.index] = byPath.get(l.$) ?? -1;
+        if (j >= 0) m.Q[j] = l.band;
       }
     }
     return m;
@@ -1049,7 +1049,7 @@ function decoder(local, remote = local, limits = {}) {
       for (let tag; (tag = r.a(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
           readIDs();
-          for (let i = 0; i < nids; i++) tab.Ja(ids[i]);
+          for (let i = 0; i < nids; i++) tab.Ma(ids[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.k("section " + tag);
@@ -1082,7 +1082,7 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.E[ids[i]] ?? fail("rank", "rank " + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.C[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.a(6);
       for (let i = 0; i < n; i++) {
@@ -1094,8 +1094,8 @@ function decoder(local, remote = local, limits = {}) {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.bb(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.O, rc.nbands);
-      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.F.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (tag === SEC_CREATE) e = tab.eb(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.Q, rc.nbands);
+      else if (!(e = tab.F(slot)) || tag === SEC_FILL && !tab.E.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
       if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
       values(tab, e, e, 0, delta, 0);
     }
@@ -1110,33 +1110,33 @@ function decoder(local, remote = local, limits = {}) {
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.Z;
+      const leaf = base + f.Ha;
       if (t.kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.Oa[leaf];
+      const local2 = map.Ra[leaf];
       const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { z: local2, ta: -1, Q: P_STR, f: 0, ua: t, Pa: ll && ll.field.type, J: null, va: 0, fa: 0, v: false };
+      const s = { y: local2, ua: -1, S: P_STR, f: 0, va: t, Sa: ll && ll.field.type, K: null, wa: 0, ga: 0, w: false };
       if (isNumeric(t.kind)) {
-        const p = s.J = numPlan(t);
-        const raw = delta ? p._a : p.C;
-        s.Q = P_RAW;
+        const p = s.K = numPlan(t);
+        const raw = delta ? p.bb : p.B;
+        s.S = P_RAW;
         s.f = raw;
         if (raw === 0) {
           s.f = r.a(6);
-          s.Q = P_U;
+          s.S = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
-            s.Q = P_DELTA;
-            s.va = MASK[p.D];
-            s.fa = 32 - p.D;
-            s.v = p.v;
+            s.S = P_DELTA;
+            s.wa = MASK[p.D];
+            s.ga = 32 - p.D;
+            s.w = p.w;
           }
         }
-        if (ll) s.ta = ll.num;
+        if (ll) s.ua = ll.num;
       } else {
-        if (isContainer(t.kind)) s.Q = P_CONT;
-        if (ll) s.ta = ll.obj;
+        if (isContainer(t.kind)) s.S = P_CONT;
+        if (ll) s.ua = ll.obj;
       }
       steps.push(s);
     }
@@ -1149,42 +1149,42 @@ function decoder(local, remote = local, limits = {}) {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.ta;
+      const slot = s.ua;
       const j = slot << 1;
-      switch (s.Q) {
+      switch (s.S) {
         case P_DELTA: {
           const lo = r.c(s.f);
-          if (r.b !== 0 || lo > s.va) r.k("delta out of range");
+          if (r.b !== 0 || lo > s.wa) r.k("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.v) {
-            v = v << s.fa >> s.fa;
-            tab.I(e, s.z, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.I(e, s.z, slot, s.fa === 0 ? v >>> 0 : v & s.va, 0, rec2, k, bagLeaf);
+          if (s.w) {
+            v = v << s.ga >> s.ga;
+            tab.J(e, s.y, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.J(e, s.y, slot, s.ga === 0 ? v >>> 0 : v & s.wa, 0, rec2, k, bagLeaf);
           break;
         }
         case P_RAW: {
           const lo = r.l(s.f);
-          if (slot >= 0) tab.I(e, s.z, slot, lo, r.b, rec2, k, bagLeaf);
+          if (slot >= 0) tab.J(e, s.y, slot, lo, r.b, rec2, k, bagLeaf);
           break;
         }
         case P_U:
-          if (slot < 0) readNum(s.J, s.f, delta);
+          if (slot < 0) readNum(s.K, s.f, delta);
           else {
-            readNum(s.J, s.f, delta, a[j], a[j + 1]);
-            tab.I(e, s.z, slot, out.e, out.b, rec2, k, bagLeaf);
+            readNum(s.K, s.f, delta, a[j], a[j + 1]);
+            tab.J(e, s.y, slot, out.e, out.b, rec2, k, bagLeaf);
           }
           break;
         case P_STR: {
-          const v = readStr(s.ua);
-          if (slot >= 0) tab.ea(e, s.z, slot, v, rec2, k, bagLeaf);
+          const v = readStr(s.va);
+          if (slot >= 0) tab.fa(e, s.y, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
-          if (!delta || r.y()) {
-            const c = readContainer(s.ua, s.Pa, depth + 1);
-            if (slot >= 0) tab.ea(e, s.z, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.ua, s.Pa, s.z, slot);
+          if (!delta || r.x()) {
+            const c = readContainer(s.va, s.Sa, depth + 1);
+            if (slot >= 0) tab.fa(e, s.y, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.va, s.Sa, s.y, slot);
       }
     }
   }
@@ -1197,8 +1197,8 @@ function decoder(local, remote = local, limits = {}) {
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.C) {
-        out.e = r.l(p.C);
+      if (p.B) {
+        out.e = r.l(p.B);
         out.b = r.b;
       } else readNum(p, k, false);
       return toElem(p, out.e, out.b);
@@ -1207,7 +1207,7 @@ function decoder(local, remote = local, limits = {}) {
     return readStr(t);
   }
   function readK(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).C !== 0 ? 0 : r.a(6);
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).B !== 0 ? 0 : r.a(6);
   }
   function readKey(key, k) {
     if (key === 12 /* String */) return decodeUTF8(keyBytes = r.p(lim.maxStringBytes));
@@ -1240,15 +1240,14 @@ function decoder(local, remote = local, limits = {}) {
     }
     return new (bag ? BagC : MapC)(ct, m);
   }
-  function readRecord(rs, ls, depth, into, item) {
+  function readRecord(rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) {
     deeper(depth);
     countValues(1);
     const lst = ls ?? rs;
-    const rec2 = into ?? item?.fb ?? new Rec(lst);
+    const rec2 = into ?? new Rec(lst);
     const start = steps.length;
     readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
-    if (item) values(item.x, item.w, rec2, start, false, depth, item.key, item.Z);
-    else values(DIRECT, rec2, rec2, start, false, depth);
+    values(tab, e, rec2, start, false, depth, k, bagLeaf);
     steps.length = start;
     return rec2;
   }
@@ -1280,7 +1279,7 @@ function decoder(local, remote = local, limits = {}) {
         } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) full(list.items.length);
-        tab.db(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
+        tab.gb(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
       }
       return;
     }
@@ -1295,16 +1294,16 @@ function decoder(local, remote = local, limits = {}) {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.Ma(e, local2, m, key);
+          if (m) tab.Pa(e, local2, m, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.Ma(e, local2, m, key, v);
+            tab.Pa(e, local2, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct, ls, 2, void 0, { x: tab, w: e, Z: local2, key, fb: item });
+          readRecord(t.struct, ls, 2, item, tab, e, key, local2);
         } else readRecord(t.struct, null, 2);
       }
     }
@@ -1318,7 +1317,7 @@ function decoder(local, remote = local, limits = {}) {
     r.j();
     return rec2;
   }
-  return { Qa: lim, apply, gb: decodeRecord };
+  return { Ta: lim, apply, ib: decodeRecord };
 }
 var keyTypes = [];
 function compareBytes(a, b) {
@@ -1337,37 +1336,37 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  K;
-  x = new Table();
+  L;
+  M = new Table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  ga = /* @__PURE__ */ new Map();
+  ha = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  ha = false;
+  ia = false;
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.K = decoder(local, this.remote, opts.limits);
+    this.L = decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.K.Qa;
+    return this.L.Ta;
   }
   /** Number of entities. */
   get size() {
-    return this.x.size;
+    return this.M.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.x.entity(id);
+    return this.M.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.x.entities();
+    return this.M.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1385,16 +1384,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.ha) misuse("applyTick from a callback");
-    const tab = this.x.pa();
+    if (this.ia) misuse("applyTick from a callback");
+    const tab = this.M.qa();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.sa(e, (l) => l.vis === 1 /* Owner */);
-        tab.ra(e, false);
+        tab.ta(e, (l) => l.vis === 1 /* Owner */);
+        tab.sa(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1402,8 +1401,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.sa(e, (l) => l.vis === 2 /* Others */);
-          tab.ra(e, true);
+          tab.ta(e, (l) => l.vis === 2 /* Others */);
+          tab.sa(e, true);
         }
       }
       const later = [];
@@ -1414,29 +1413,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.sa(e, (l) => e.O[l.index] > lc.level);
-        } else if (lc.level > e.level) tab.F.add(e.slot);
-        if (e) tab.Ka(e, lc.level);
+          tab.ta(e, (l) => e.Q[l.index] > lc.level);
+        } else if (lc.level > e.level) tab.E.add(e.slot);
+        if (e) tab.Na(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.K.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.L.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.F.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.ra(e, true);
+        if (!e || !tab.E.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.sa(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.Ka(e, level(e, lc.level));
+        tab.Na(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.eb();
+      tab.hb();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.Na();
+    tab.Qa();
     this.ticksApplied++;
-    this.Ra(tab.r);
+    this.Ua(tab.s);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1444,14 +1443,14 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.ha) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.K.Qa);
-    const tab = this.x.pa();
-    for (const e of this.entities()) tab.Ja(e.slot);
-    tab.Na();
-    this.K = dec;
+    if (this.ia) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.L.Ta);
+    const tab = this.M.qa();
+    for (const e of this.entities()) tab.Ma(e.slot);
+    tab.Qa();
+    this.L = dec;
     this.remote = remote;
-    this.Ra(tab.r);
+    this.Ua(tab.s);
   }
   // ---- Callbacks ----
   /**
@@ -1465,16 +1464,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.x.ab(cls, l.index);
+      this.M.db(cls, l.index);
       i += l.index;
     }
-    let lists = this.ga.get(cls);
-    if (!lists) this.ga.set(cls, lists = []);
-    const cb = { from: this.ticksApplied + 1, wa: false, hb: fn };
+    let lists = this.ha.get(cls);
+    if (!lists) this.ha.set(cls, lists = []);
+    const cb = { jb: this.ticksApplied + 1, xa: false, kb: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.wa) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.wa = true;
+      if (!cb.xa) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.xa = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1515,19 +1514,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  Ra(events) {
-    if (!this.ga.size) return;
-    this.ha = true;
+  Ua(events) {
+    if (!this.ha.size) return;
+    this.ia = true;
     try {
-      for (const { f: k, w: e, H: a } of events) {
-        const list = this.ga.get(e.type)?.[k];
+      for (const { f: k, G: e, H: a } of events) {
+        const list = this.ha.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.wa) cb.hb(...a);
+        for (const cb of list) if (cb.jb <= this.ticksApplied && !cb.xa) cb.kb(...a);
       }
     } finally {
-      this.ha = false;
+      this.ia = false;
     }
   }
 };

@@ -102,15 +102,6 @@ interface Mapping {
   bands: Uint8Array;
 }
 
-/** A bag item that a record is decoded into, through the transaction. */
-interface ItemTarget {
-  tab: Table;
-  e: Entity;
-  leaf: number;
-  key: Key;
-  rec: Rec;
-}
-
 const ZERO_BANDS = new Uint8Array(0);
 
 /** What values() writes a new record through: its slots, directly. */
@@ -417,18 +408,18 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
 
   /**
    * Reads a standalone struct value of remote type rs into a record of
-   * local type ls (rs when null): into, an item's record through the
-   * transaction, or a new one.
+   * local type ls (rs when null): into, or a new one. A bag item of e (into,
+   * under key k of e's bag at leaf bagLeaf) is written through tab's
+   * transaction.
    */
-  function readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
+  function readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, tab = DIRECT, e?: Entity, k?: Key, bagLeaf?: number): Rec {
     deeper(depth);
     countValues(1);
     const lst = ls ?? rs;
-    const rec = into ?? item?.rec ?? new Rec(lst);
+    const rec = into ?? new Rec(lst);
     const start = steps.length;
     readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
-    if (item) values(item.tab, item.e, rec, start, false, depth, item.key, item.leaf);
-    else values(DIRECT, rec as Entity, rec, start, false, depth);
+    values(tab, e!, rec, start, false, depth, k, bagLeaf);
     steps.length = start;
     return rec;
   }
@@ -489,7 +480,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
           }
         } else if (m) {
           const item = (m as BagC).m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct!, ls, 2, undefined, { tab, e, leaf: local, key, rec: item });
+          readRecord(t.struct!, ls, 2, item, tab, e, key, local);
         } else readRecord(t.struct!, null, 2);
       }
     }

@@ -68,7 +68,7 @@ export interface BagEvent {
 export type ClassRef = StructType | string | number;
 
 interface Callback {
-  from: number;
+  since: number;
   dead: boolean;
   fn: (...args: any[]) => void;
 }
@@ -229,7 +229,7 @@ export class Replica {
     }
     let lists = this.cbs.get(cls);
     if (!lists) this.cbs.set(cls, (lists = []));
-    const cb: Callback = { from: this.ticksApplied + 1, dead: false, fn };
+    const cb: Callback = { since: this.ticksApplied + 1, dead: false, fn };
     lists[i] = [...(lists[i] ?? []), cb]; // copy on write: dispatch may be iterating
     return () => {
       if (!cb.dead) lists[i] = lists[i]!.filter((x) => x !== cb);
@@ -293,7 +293,7 @@ export class Replica {
         const ev = a[1] as BagEvent;
         // A bag event reports the item under its key once the tick is applied.
         if (ev?.itemLeaf !== undefined) ev.item = (e.obj[e.type.leaves[k - Ev.Field]!.obj] as BagC).get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.dead) cb.fn(...a);
+        for (const cb of list) if (cb.since <= this.ticksApplied && !cb.dead) cb.fn(...a);
       }
     } finally {
       this.dispatching = false;

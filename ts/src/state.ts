@@ -212,7 +212,7 @@ const ITEM_KINDS = ["added", "removed", "changed"] as const;
  */
 export class Table {
   // Slots in pages of 1024: slots go up to 2^24.
-  private dir: (Entity | undefined)[][] = [];
+  private pages: (Entity | undefined)[][] = [];
   size = 0;
   /**
    * @internal The slots of the entities as of the last commit (so, in a
@@ -243,7 +243,7 @@ export class Table {
 
   /** The entity in slot, or undefined. */
   atSlot(slot: number): Entity | undefined {
-    return this.dir[slot >>> 10]?.[slot & 1023];
+    return this.pages[slot >>> 10]?.[slot & 1023];
   }
 
   /** The entity with network ID id (generation included), or undefined. */
@@ -252,8 +252,8 @@ export class Table {
     return e && e.id === id >>> 0 ? e : undefined;
   }
 
-  private put(slot: number, e: Entity | undefined): void {
-    (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
+  private put(slot: number, e?: Entity): void {
+    (this.pages[slot >>> 10] ??= [])[slot & 1023] = e;
     this.size += e ? 1 : -1;
   }
 
@@ -294,7 +294,7 @@ export class Table {
     this.put(slot, e);
     this.fillable.add(slot);
     this.moved.push(slot);
-    this.undo.push(() => this.put(slot, undefined));
+    this.undo.push(() => this.put(slot));
     this.events.push({ k: Ev.Create, e, a: [e] });
     return e;
   }
@@ -302,15 +302,15 @@ export class Table {
   /** Destroys the entity in slot. */
   destroySlot(slot: number): void {
     const e = this.atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.put(slot, undefined);
+    this.put(slot);
     this.moved.push(slot);
-    this.set(e, "alive", false);
+    this.assign(e, "alive", false);
     this.undo.push(() => this.put(slot, e));
     this.events.push({ k: Ev.Destroy, e, a: [e] });
   }
 
   /** Sets o[k] to v, logging the old value for a rollback; returns it. */
-  private set<T, K extends keyof T>(o: T, k: K, v: T[K]): T[K] {
+  private assign<T, K extends keyof T>(o: T, k: K, v: T[K]): T[K] {
     const old = o[k];
     o[k] = v;
     this.undo.push(() => (o[k] = old));
@@ -319,12 +319,12 @@ export class Table {
 
   /** Records that this client owns e, or no longer does. */
   setOwned(e: Entity, owned: boolean): void {
-    if (e.owned !== owned) this.events.push({ k: Ev.Owned, e, a: [e, (this.set(e, "owned", owned), owned)] });
+    if (e.owned !== owned) this.events.push({ k: Ev.Owned, e, a: [e, (this.assign(e, "owned", owned), owned)] });
   }
 
   /** Sets e's level of detail. */
   setLevel(e: Entity, level: number): void {
-    if (e.level !== level) this.events.push({ k: Ev.Level, e, a: [e, this.set(e, "level", level), level] });
+    if (e.level !== level) this.events.push({ k: Ev.Level, e, a: [e, this.assign(e, "level", level), level] });
   }
 
   /**
@@ -350,7 +350,7 @@ export class Table {
   /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
   private fieldEvent(e: Entity, leaf: number, old: unknown, now: unknown, r: Rec, k: Key | undefined, bagLeaf: number): void {
     if (r === e) this.events.push({ k: Ev.Field + leaf, e, a: [e, old, now] });
-    else this.item(e, bagLeaf, 2, k!, old, now, leaf);
+    else this.itemEvent(e, bagLeaf, 2, k!, old, now, leaf);
   }
 
   /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
@@ -373,7 +373,7 @@ export class Table {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
-    this.set(r.obj, slot, v);
+    this.assign(r.obj, slot, v);
     if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
     if (scalar || r !== e) this.fieldEvent(e, leaf, scalar ? old : undefined, scalar ? v : undefined, r, k, bagLeaf);
     else if (old instanceof ListC) {
@@ -381,17 +381,17 @@ export class Table {
       const n = (v as ListC).items;
       const o = old.items;
       const c = Math.min(o.length, n.length);
-      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.item(e, leaf, 2, i, o[i], n[i]);
-      for (let i = o.length; i-- > c; ) this.item(e, leaf, 1, i, o[i], undefined);
-      for (let i = c; i < n.length; i++) this.item(e, leaf, 0, i, undefined, n[i]);
+      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.itemEvent(e, leaf, 2, i, o[i], n[i]);
+      for (let i = o.length; i-- > c; ) this.itemEvent(e, leaf, 1, i, o[i]);
+      for (let i = c; i < n.length; i++) this.itemEvent(e, leaf, 0, i, undefined, n[i]);
     } else {
       const m = v as MapC;
       for (const k of (old as MapC).keys()) {
         const ov = (old as MapC).m.get(k);
-        if (!m.m.has(k)) this.item(e, leaf, 1, k, ov, undefined);
-        else if (!equal(ov, m.m.get(k))) this.item(e, leaf, 2, k, ov, m.m.get(k));
+        if (!m.m.has(k)) this.itemEvent(e, leaf, 1, k, ov);
+        else if (!equal(ov, m.m.get(k))) this.itemEvent(e, leaf, 2, k, ov, m.m.get(k));
       }
-      for (const k of m.keys()) if (!(old as MapC).m.has(k)) this.item(e, leaf, 0, k, undefined, m.m.get(k));
+      for (const k of m.keys()) if (!(old as MapC).m.has(k)) this.itemEvent(e, leaf, 0, k, undefined, m.m.get(k));
     }
   }
 
@@ -400,7 +400,7 @@ export class Table {
    * list and map values converted (§4.1); for a bag, itemLeaf is the item's
    * leaf whose value changed, or −1 for a whole item.
    */
-  private item(e: Entity, leaf: number, kind: number, key: Key, o: unknown, n: unknown, itemLeaf = -1): void {
+  private itemEvent(e: Entity, leaf: number, kind: number, key: Key, o: unknown, n?: unknown, itemLeaf = -1): void {
     if (!this.wants(e, leaf)) return;
     const t = e.type.leaves[leaf]!.field.type;
     const ev: Record<string, unknown> = { kind: ITEM_KINDS[kind] };
@@ -420,18 +420,18 @@ export class Table {
   listOp(e: Entity, leaf: number, l: ListC, op: number, i: number, v?: Elem): void {
     const a = l.items;
     if (op > 2) {
-      this.set(l, "items", []);
-      for (let j = a.length; j--; ) this.item(e, leaf, 1, j, a[j], undefined);
+      this.assign(l, "items", []);
+      for (let j = a.length; j--; ) this.itemEvent(e, leaf, 1, j, a[j]);
       return;
     }
     if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
     const old = op ? a[i] : undefined;
-    if (op > 1) this.set(a, i, v!);
+    if (op > 1) this.assign(a, i, v!);
     else {
       op ? a.splice(i, 1) : a.splice(i, 0, v!);
       this.undo.push(() => (op ? a.splice(i, 0, old!) : a.splice(i, 1)));
     }
-    this.item(e, leaf, op, i, old, op === 1 ? undefined : v);
+    this.itemEvent(e, leaf, op, i, old, op === 1 ? undefined : v);
   }
 
   /** Puts an entry of a map or an item of a bag (v), or deletes it (v undefined). */
@@ -443,7 +443,7 @@ export class Table {
       m.m.delete(k);
     } else m.m.set(k, v);
     this.undo.push(() => (had ? m.m.set(k, old!) : m.m.delete(k)));
-    this.item(e, leaf, v === undefined ? 1 : had ? 2 : 0, k, old, v);
+    this.itemEvent(e, leaf, v === undefined ? 1 : had ? 2 : 0, k, old, v);
   }
 
   /**
