@@ -38,34 +38,34 @@ var STRBUF = new Uint8Array(64);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   g = new Uint8Array(8);
-  V = new Uint8Array(64);
+  N = new Uint8Array(64);
   /** Next bit to read. */
   d = 0;
   /** Number of bits of input. */
-  z = 0;
+  w = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   // The last byte string read: its length, and its copy when it was not aligned.
   n = 0;
-  la = STRBUF;
+  aa = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.V.length < b.length + 8) this.V = new Uint8Array(Math.max(b.length + 8, this.V.length * 2));
-    const s = this.g = this.V;
+    if (this.N.length < b.length + 8) this.N = new Uint8Array(Math.max(b.length + 8, this.N.length * 2));
+    const s = this.g = this.N;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.d = this.b = 0;
-    this.z = b.length * 8;
+    this.w = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
   k(msg) {
     throw new ReplicaDecodeError("malformed", msg, this.d);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  ma() {
+  ba() {
     const b = this.g;
     const p = this.d;
     const i = p >>> 3;
@@ -75,21 +75,21 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  v(n) {
-    if ((this.d += n) > this.z) {
-      this.d = this.z;
+  s(n) {
+    if ((this.d += n) > this.w) {
+      this.d = this.w;
       throw new ReplicaDecodeError("truncated", "ends early", this.d);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.ma();
-    this.v(n);
+    const w = this.ba();
+    this.s(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  x() {
+  u() {
     return this.a(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
@@ -100,10 +100,10 @@ var BitReader = class {
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.ma();
+    const w = this.ba();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.v(k + 1);
+        this.s(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -111,30 +111,30 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.v(ones + b);
+        this.s(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.ab(k);
+    return this.Ka(k);
   }
-  ab(k) {
+  Ka(k) {
     if (k > 63 || k < 0) this.k("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.d >= this.z) this.v(1);
-      const w = this.ma();
+      if (this.d >= this.w) this.s(1);
+      const w = this.ba();
       const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        this.v(maxOnes - ones);
+        this.s(maxOnes - ones);
         ones = maxOnes;
       } else if (t === 32) {
-        this.v(32);
+        this.s(32);
         ones += 32;
         continue;
       } else {
-        this.v(t + 1);
+        this.s(t + 1);
         ones += t;
       }
       break;
@@ -152,7 +152,7 @@ var BitReader = class {
     return this.b ? this.k("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  W(k) {
+  O(k) {
     return big(this.c(k), this.b);
   }
   /**
@@ -163,7 +163,7 @@ var BitReader = class {
     const start = this.d;
     const n = this.c(k);
     if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.z - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.w - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /**
@@ -171,30 +171,30 @@ var BitReader = class {
    * returns its first byte's offset in buf when it is aligned, else −1
    * after copying it into out when that is long enough, or a new array.
    */
-  Fa(max, out2) {
+  ra(max, out2) {
     const n = this.n = this.h(4, max, 8, "length");
     const i = this.d >>> 3;
     if (!(this.d & 7)) {
-      this.v(n * 8);
+      this.s(n * 8);
       return i;
     }
-    const b = this.la = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+    const b = this.aa = out2 && n <= out2.length ? out2 : new Uint8Array(n);
     for (let j = 0; j < n; j++) b[j] = this.a(8);
     return -1;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   p(max) {
-    const i = this.Fa(max);
-    return i < 0 ? this.la : this.g.slice(i, i + this.n);
+    const i = this.ra(max);
+    return i < 0 ? this.aa : this.g.slice(i, i + this.n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const i = this.Fa(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.la, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
+    const i = this.ra(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.aa, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   j() {
-    const rem = this.z - this.d;
+    const rem = this.w - this.d;
     if (rem >= 8 || this.a(rem) !== 0) this.k("trailing data");
   }
 };
@@ -246,24 +246,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  A = 0;
+  x = 0;
   /** @internal Object slots of a record of the struct. */
-  P = 0;
+  H = 0;
   /** @internal The types of the object slots, in order. */
-  X = [];
+  P = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  Y;
+  Q;
   /** @internal Fields by ID. */
-  Ga = /* @__PURE__ */ new Map();
+  sa = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  Z = 0;
+  R = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  _ = 0;
+  S = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.Ga.get(id);
+    return this.sa.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -276,26 +276,26 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.Z === 1) bad(s.name + " contains itself");
-  if (s.Z) return;
-  s.Z = 1;
+  if (s.R === 1) bad(s.name + " contains itself");
+  if (s.R) return;
+  s.R = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.Ga.set(f.id, f);
+    s.sa.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.Ha = s.leaves.length;
-    let sub = [{ index: 0, field: f, $: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.ta = s.leaves.length;
+    let sub = [{ index: 0, field: f, T: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s._ += st._;
-    } else s._++;
-    if ((budget += t.kind === 15 /* Nested */ ? st._ : 1) > 1 << 20) bad("too many fields");
+      s.S += st.S;
+    } else s.S++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.S : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -303,28 +303,28 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        $: nested ? f.id + "," + l.$ : "" + f.id,
+        T: nested ? f.id + "," + l.T : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.A : numeric ? s.A : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.P : numeric ? -1 : s.P
+        num: nested ? l.num < 0 ? -1 : l.num + s.x : numeric ? s.x : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.H : numeric ? -1 : s.H
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === 15 /* Nested */) s.X.push(...st.X);
-    else if (!numeric) s.X.push(t);
+    if (t.kind === 15 /* Nested */) s.P.push(...st.P);
+    else if (!numeric) s.P.push(t);
     if (t.kind === 15 /* Nested */) {
-      s.A += st.A;
-      s.P += st.P;
-    } else if (numeric) s.A++;
-    else s.P++;
+      s.x += st.x;
+      s.H += st.H;
+    } else if (numeric) s.x++;
+    else s.H++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.Z = 2;
+  s.R = 2;
 }
 var Schema = class {
   classes;
@@ -397,14 +397,14 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, B: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, bb: +(k === 1 /* Bool */), D: W, aa: W, ba: signed, w: signed, cb: W === 64, quant: q });
+    plans.set(t, p = { kind: k, y: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, La: +(k === 1 /* Bool */), D: W, U: W, V: signed, t: signed, Ma: W === 64, quant: q });
   }
   return p;
 }
 var out = { e: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.aa < 64 && (hi !== 0 || lo > MASK[p.aa])) return false;
-  if (p.ba) unzigzag64(lo, hi);
+  if (p.U < 64 && (hi !== 0 || lo > MASK[p.U])) return false;
+  if (p.V) unzigzag64(lo, hi);
   else {
     out.e = lo;
     out.b = hi;
@@ -427,8 +427,8 @@ function decodeDelta(p, olo, ohi, lo, hi) {
     if (hi !== 0 || lo > MASK[D]) return false;
     const sh = 32 - D;
     const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.e = (p.w ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.w && out.e >>> 31 ? 4294967295 : 0;
+    out.e = (p.t ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.t && out.e >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
@@ -438,9 +438,9 @@ function decodeDelta(p, olo, ohi, lo, hi) {
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.cb) return p.w ? lo | 0 : lo;
+  if (!p.Ma) return p.t ? lo | 0 : lo;
   const v = big(lo, hi);
-  return p.w ? BigInt.asIntN(64, v) : v;
+  return p.t ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -526,17 +526,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.Y] = name();
+    [st.name, st.Q] = name();
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, Y: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.x(), band: r.o(0), Ha: 0 };
+      const f = { id: prev, name: nm, Q: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.u(), band: r.o(0), ta: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, Y: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, Q: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -582,8 +582,8 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.A * 2);
-    this.obj = type.X.map(zeroObj);
+    this.num = new Uint32Array(type.x * 2);
+    this.obj = type.P.map(zeroObj);
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
@@ -591,7 +591,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  Ia = 0;
+  ua = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -687,7 +687,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.Q = bands;
+    this.I = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -714,265 +714,212 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.Q[l.index] ?? 0) <= this.level;
+    return !!l && (this.I[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
-var Table = class {
-  // Slots in pages of 1024: slots go up to 2^24.
-  Ja = [];
-  size = 0;
-  /**
-   * @internal The slots of the entities as of the last commit (so, in a
-   * transaction, when it began), ascending: ranked update sections (§5.4)
-   * name entities by their index in it.
-   */
-  C = [];
-  /** Per class: a flag per leaf whose changes are reported as events. */
-  na = /* @__PURE__ */ new Map();
-  // One-entry cache of watch.
-  oa;
-  Ka;
-  // Numeric writes: each write to a record not created in this transaction
-  // logs the slot's old value (record in savedRecs, slot index and old
-  // value in saved); a rollback restores them newest first. The log is
-  // cleared by count, so its arrays keep their size from tick to tick.
-  pa = 1;
-  La = [];
-  ca = 0;
-  da = new Uint32Array(768);
-  r = [];
-  /** The slots whose entity a fill may set values of (§5.1, §5.8). */
-  E = /* @__PURE__ */ new Set();
-  /** The slots this transaction created or destroyed an entity in. */
-  R = [];
-  s = [];
-  /** The entity in slot, or undefined. */
-  F(slot) {
-    return this.Ja[slot >>> 10]?.[slot & 1023];
-  }
-  /** The entity with network ID id (generation included), or undefined. */
-  entity(id) {
-    const e = this.F(id & 16777215);
-    return e && e.id === id >>> 0 ? e : void 0;
-  }
-  ea(slot, e) {
-    (this.Ja[slot >>> 10] ??= [])[slot & 1023] = e;
-    this.size += e ? 1 : -1;
-  }
-  /** Every entity, in ascending slot order (outside a transaction). */
-  entities() {
-    return this.C.map((s) => this.F(s));
-  }
-  /** Watches leaf of class c for events. */
-  db(c, leaf) {
-    let w = this.na.get(c);
-    if (!w) this.na.set(c, w = new Uint8Array(c.leaves.length));
-    w[leaf] = 1;
-    this.oa = void 0;
-  }
-  /** Starts a transaction. */
-  qa() {
-    this.pa++;
-    this.ca = this.r.length = this.R.length = 0;
-    this.E.clear();
-    this.s = [];
-    return this;
-  }
-  /** Whether events about leaf of r's class are wanted. */
-  ra(r, leaf) {
-    if (r.type !== this.oa) this.Ka = this.na.get(this.oa = r.type);
-    return this.Ka?.[leaf] === 1;
-  }
-  /** Creates an entity. */
-  eb(cls, id, classId, bands, nbands) {
-    const slot = id & 16777215;
-    if (this.F(slot)) fail("exists", "slot " + slot);
-    const e = new Entity(cls, id, classId, bands, nbands);
-    e.Ia = this.pa;
-    this.ea(slot, e);
-    this.E.add(slot);
-    this.R.push(slot);
-    this.r.push(() => this.ea(slot));
-    this.s.push({ f: 0 /* Create */, G: e, H: [e] });
-    return e;
-  }
-  /** Destroys the entity in slot. */
-  Ma(slot) {
-    const e = this.F(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.ea(slot);
-    this.R.push(slot);
-    this.I(e, "alive", false);
-    this.r.push(() => this.ea(slot, e));
-    this.s.push({ f: 1 /* Destroy */, G: e, H: [e] });
-  }
-  /** Sets o[k] to v, logging the old value for a rollback; returns it. */
-  I(o, k, v) {
+function table() {
+  const pages = [];
+  const watch = /* @__PURE__ */ new Map();
+  let lastC;
+  let lastW;
+  let serial = 1;
+  const savedRecs = [];
+  let nSaved = 0;
+  let saved = new Uint32Array(768);
+  const undo = [];
+  const moved = [];
+  const atSlot = (slot) => pages[slot >>> 10]?.[slot & 1023];
+  const put = (slot, e) => {
+    (pages[slot >>> 10] ??= [])[slot & 1023] = e;
+    t.size += e ? 1 : -1;
+  };
+  const wants = (r, leaf) => {
+    if (r.type !== lastC) lastW = watch.get(lastC = r.type);
+    return lastW?.[leaf] === 1;
+  };
+  const assign = (o, k, v) => {
     const old = o[k];
     o[k] = v;
-    this.r.push(() => o[k] = old);
+    undo.push(() => o[k] = old);
     return old;
-  }
-  /** Records that this client owns e, or no longer does. */
-  sa(e, owned) {
-    if (e.owned !== owned) this.s.push({ f: 2 /* Owned */, G: e, H: [e, (this.I(e, "owned", owned), owned)] });
-  }
-  /** Sets e's level of detail. */
-  Na(e, level) {
-    if (e.level !== level) this.s.push({ f: 3 /* Level */, G: e, H: [e, this.I(e, "level", level), level] });
-  }
-  /**
-   * Sets numeric slot `slot` (leaf `leaf`) of record r to S = (lo, hi): of
-   * entity e (the hot path of updates), or of bag item r, the item under
-   * key k of e's bag at leaf bagLeaf.
-   */
-  J(e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) {
+  };
+  const event = (k, e, ...a) => void t.W.push({ f: k, Na: e, Oa: [e, ...a] });
+  const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
+  const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
+    if (!wants(e, leaf)) return;
+    const ty = e.type.leaves[leaf].field.type;
+    const ev = { kind: ITEM_KINDS[kind] };
+    if (ty.kind === 16 /* List */) ev.index = key;
+    else ev.key = key;
+    if (ty.kind === 18 /* Bag */) ev.itemLeaf = itemLeaf;
+    const conv = (v) => ty.kind === 18 /* Bag */ ? v : elemValue(ty.elem, v);
+    if (o !== void 0) ev.old = conv(o);
+    if (n !== void 0) ev.new = conv(n);
+    event(4 /* Field */ + leaf, e, ev);
+  };
+  const setNum = (e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) => {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.Ia !== this.pa) this.fb(r, i, olo, ohi);
+    if (r.ua !== serial) {
+      const n = nSaved++;
+      if (3 * n + 3 > saved.length) {
+        const s = saved;
+        (saved = new Uint32Array(2 * s.length)).set(s);
+      }
+      saved[3 * n] = i;
+      saved[3 * n + 1] = olo;
+      saved[3 * n + 2] = ohi;
+      savedRecs[n] = r;
+    }
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.ra(e, r === e ? leaf : bagLeaf)) {
+    if (wants(e, r === e ? leaf : bagLeaf)) {
       const p = numPlan(r.type.leaves[leaf].field.type);
-      this.Oa(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+      fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
     }
-  }
-  /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  Oa(e, leaf, old, now, r, k, bagLeaf) {
-    if (r === e) this.s.push({ f: 4 /* Field */ + leaf, G: e, H: [e, old, now] });
-    else this.q(e, bagLeaf, 2, k, old, now, leaf);
-  }
-  /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  fb(r, i, lo, hi) {
-    const n = this.ca++;
-    let s = this.da;
-    if (3 * n + 3 > s.length) (this.da = new Uint32Array(2 * s.length)).set(s), s = this.da;
-    s[3 * n] = i;
-    s[3 * n + 1] = lo;
-    s[3 * n + 2] = hi;
-    this.La[n] = r;
-  }
-  /**
-   * Sets string, bytes or container slot `slot` of r, as setNum does. A
-   * container replaces the old one: an entity's reports the difference as
-   * item events, an item's one event without values.
-   */
-  fa(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+  };
+  const setObj = (e, leaf, slot, v, r = e, k, bagLeaf = -1) => {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
-    this.I(r.obj, slot, v);
-    if (!this.ra(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.Oa(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    assign(r.obj, slot, v);
+    if (!wants(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) fieldEvent(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
       const o = old.items;
       const c = Math.min(o.length, n.length);
-      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.q(e, leaf, 2, i, o[i], n[i]);
-      for (let i = o.length; i-- > c; ) this.q(e, leaf, 1, i, o[i]);
-      for (let i = c; i < n.length; i++) this.q(e, leaf, 0, i, void 0, n[i]);
+      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) itemEvent(e, leaf, 2, i, o[i], n[i]);
+      for (let i = o.length; i-- > c; ) itemEvent(e, leaf, 1, i, o[i]);
+      for (let i = c; i < n.length; i++) itemEvent(e, leaf, 0, i, void 0, n[i]);
     } else {
       const m = v;
       for (const k2 of old.keys()) {
         const ov = old.m.get(k2);
-        if (!m.m.has(k2)) this.q(e, leaf, 1, k2, ov);
-        else if (!equal(ov, m.m.get(k2))) this.q(e, leaf, 2, k2, ov, m.m.get(k2));
+        if (!m.m.has(k2)) itemEvent(e, leaf, 1, k2, ov);
+        else if (!equal(ov, m.m.get(k2))) itemEvent(e, leaf, 2, k2, ov, m.m.get(k2));
       }
-      for (const k2 of m.keys()) if (!old.m.has(k2)) this.q(e, leaf, 0, k2, void 0, m.m.get(k2));
+      for (const k2 of m.keys()) if (!old.m.has(k2)) itemEvent(e, leaf, 0, k2, void 0, m.m.get(k2));
     }
-  }
-  /**
-   * An item event (of ITEM_KINDS[kind]) of a list, map or bag leaf of e:
-   * list and map values converted (§4.1); for a bag, itemLeaf is the item's
-   * leaf whose value changed, or −1 for a whole item.
-   */
-  q(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.ra(e, leaf)) return;
-    const t = e.type.leaves[leaf].field.type;
-    const ev = { kind: ITEM_KINDS[kind] };
-    if (t.kind === 16 /* List */) ev.index = key;
-    else ev.key = key;
-    if (t.kind === 18 /* Bag */) ev.itemLeaf = itemLeaf;
-    const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
-    if (o !== void 0) ev.old = conv(o);
-    if (n !== void 0) ev.new = conv(n);
-    this.s.push({ f: 4 /* Field */ + leaf, G: e, H: [e, ev] });
-  }
-  /**
-   * A list operation on l, a list leaf of e: insert v at i (op 0), remove
-   * the element at i (1), set it to v (2), or remove every element (3).
-   */
-  gb(e, leaf, l, op, i, v) {
-    const a = l.items;
-    if (op > 2) {
-      this.I(l, "items", []);
-      for (let j = a.length; j--; ) this.q(e, leaf, 1, j, a[j]);
-      return;
-    }
-    if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
-    const old = op ? a[i] : void 0;
-    if (op > 1) this.I(a, i, v);
-    else {
-      op ? a.splice(i, 1) : a.splice(i, 0, v);
-      this.r.push(() => op ? a.splice(i, 0, old) : a.splice(i, 1));
-    }
-    this.q(e, leaf, op, i, old, op === 1 ? void 0 : v);
-  }
-  /** Puts an entry of a map or an item of a bag (v), or deletes it (v undefined). */
-  Pa(e, leaf, m, k, v) {
-    const had = m.m.has(k);
-    const old = m.m.get(k);
-    if (v === void 0) {
-      if (!had) fail("no-key", "delete of " + k);
-      m.m.delete(k);
-    } else m.m.set(k, v);
-    this.r.push(() => had ? m.m.set(k, old) : m.m.delete(k));
-    this.q(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
-  }
-  /**
-   * Sets the leaves of e that pick selects to their zero values and makes
-   * e fillable (an ownership or level change, §5.1, §5.8).
-   */
-  ta(e, pick) {
-    for (const l of e.type.leaves) {
-      if (!pick(l)) continue;
-      const cur = e.obj[l.obj];
-      if (l.num >= 0) this.J(e, l.index, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.fa(e, l.index, l.obj, zeroObj(l.field.type));
-    }
-    this.E.add(e.slot);
-  }
-  /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  Qa() {
-    if (this.R.length) {
-      const held = this.C;
-      const out2 = [];
-      let i = 0;
-      for (const m of this.R.sort((a, b) => a - b)) {
-        while (held[i] < m) out2.push(held[i++]);
-        if (held[i] === m) i++;
-        if (this.F(m) && out2[out2.length - 1] !== m) out2.push(m);
+  };
+  const t = {
+    size: 0,
+    z: [],
+    A: /* @__PURE__ */ new Set(),
+    W: [],
+    Pa: atSlot,
+    J: setNum,
+    ca: setObj,
+    entity(id) {
+      const e = atSlot(id & 16777215);
+      return e && e.id === id >>> 0 ? e : void 0;
+    },
+    entities: () => t.z.map((s) => atSlot(s)),
+    Qa(c, leaf) {
+      let w = watch.get(c);
+      if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
+      w[leaf] = 1;
+      lastC = void 0;
+    },
+    da() {
+      serial++;
+      nSaved = undo.length = moved.length = 0;
+      t.A.clear();
+      t.W = [];
+      return t;
+    },
+    Ra(cls, id, classId, bands, nbands) {
+      const slot = id & 16777215;
+      if (atSlot(slot)) fail("exists", "slot " + slot);
+      const e = new Entity(cls, id, classId, bands, nbands);
+      e.ua = serial;
+      put(slot, e);
+      t.A.add(slot);
+      moved.push(slot);
+      undo.push(() => put(slot));
+      event(0 /* Create */, e);
+      return e;
+    },
+    va(slot) {
+      const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
+      put(slot);
+      moved.push(slot);
+      assign(e, "alive", false);
+      undo.push(() => put(slot, e));
+      event(1 /* Destroy */, e);
+    },
+    ea(e, owned) {
+      if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
+    },
+    wa(e, level) {
+      if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
+    },
+    Sa(e, leaf, l, op, i, v) {
+      const a = l.items;
+      if (op > 2) {
+        assign(l, "items", []);
+        for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
+        return;
       }
-      this.C = out2.concat(held.slice(i));
+      if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
+      const old = op ? a[i] : void 0;
+      if (op > 1) assign(a, i, v);
+      else {
+        op ? a.splice(i, 1) : a.splice(i, 0, v);
+        undo.push(() => op ? a.splice(i, 0, old) : a.splice(i, 1));
+      }
+      itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
+    },
+    xa(e, leaf, m, k, v) {
+      const had = m.m.has(k);
+      const old = m.m.get(k);
+      if (v === void 0) {
+        if (!had) fail("no-key", "delete of " + k);
+        m.m.delete(k);
+      } else m.m.set(k, v);
+      undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
+      itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
+    },
+    fa(e, pick) {
+      for (const l of e.type.leaves) {
+        if (!pick(l)) continue;
+        const cur = e.obj[l.obj];
+        if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
+        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
+      }
+      t.A.add(e.slot);
+    },
+    ya() {
+      if (moved.length) {
+        const held = t.z;
+        const out2 = [];
+        let i = 0;
+        for (const m of moved.sort((a, b) => a - b)) {
+          while (held[i] < m) out2.push(held[i++]);
+          if (held[i] === m) i++;
+          if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
+        }
+        t.z = out2.concat(held.slice(i));
+      }
+      nSaved = undo.length = 0;
+    },
+    Ta() {
+      for (let j = nSaved - 1; j >= 0; j--) {
+        const a = savedRecs[j].num;
+        const i = saved[3 * j];
+        a[i] = saved[3 * j + 1];
+        a[i + 1] = saved[3 * j + 2];
+      }
+      for (let j = undo.length - 1; j >= 0; j--) undo[j]();
+      t.da();
     }
-    this.ca = this.r.length = 0;
-  }
-  /** Undoes every change, newest first. */
-  hb() {
-    const s = this.da;
-    for (let j = this.ca - 1; j >= 0; j--) {
-      const a = this.La[j].num;
-      const i = s[3 * j];
-      a[i] = s[3 * j + 1];
-      a[i + 1] = s[3 * j + 2];
-    }
-    for (let j = this.r.length - 1; j >= 0; j--) this.r[j]();
-    this.qa();
-  }
-};
+  };
+  return t;
+}
 
 // ts/src/decoder.ts
 var SEC_END = 0;
@@ -1011,7 +958,7 @@ var DIRECT = {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi;
   },
-  fa(_e, _l, slot, v, r) {
+  ca(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -1032,11 +979,11 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.$, l.index]));
-      inner.set(ls, m = { Ra: new Int32Array(rs.leaves.length), Q: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.T, l.index]));
+      inner.set(ls, m = { za: new Int32Array(rs.leaves.length), I: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.Ra[l.index] = byPath.get(l.$) ?? -1;
-        if (j >= 0) m.Q[j] = l.band;
+        const j = m.za[l.index] = byPath.get(l.T) ?? -1;
+        if (j >= 0) m.I[j] = l.band;
       }
     }
     return m;
@@ -1049,7 +996,7 @@ function decoder(local, remote = local, limits = {}) {
       for (let tag; (tag = r.a(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
           readIDs();
-          for (let i = 0; i < nids; i++) tab.Ma(ids[i]);
+          for (let i = 0; i < nids; i++) tab.va(ids[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.k("section " + tag);
@@ -1082,7 +1029,7 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.C[ids[i]] ?? fail("rank", "rank " + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.z[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.a(6);
       for (let i = 0; i < n; i++) {
@@ -1094,8 +1041,8 @@ function decoder(local, remote = local, limits = {}) {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.eb(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.Q, rc.nbands);
-      else if (!(e = tab.F(slot)) || tag === SEC_FILL && !tab.E.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (tag === SEC_CREATE) e = tab.Ra(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.I, rc.nbands);
+      else if (!(e = tab.Pa(slot)) || tag === SEC_FILL && !tab.A.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
       if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
       values(tab, e, e, 0, delta, 0);
     }
@@ -1110,33 +1057,33 @@ function decoder(local, remote = local, limits = {}) {
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.Ha;
+      const leaf = base + f.ta;
       if (t.kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.Ra[leaf];
+      const local2 = map.za[leaf];
       const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { y: local2, ua: -1, S: P_STR, f: 0, va: t, Sa: ll && ll.field.type, K: null, wa: 0, ga: 0, w: false };
+      const s = { v: local2, ga: -1, K: P_STR, f: 0, ha: t, Aa: ll && ll.field.type, B: null, ia: 0, X: 0, t: false };
       if (isNumeric(t.kind)) {
-        const p = s.K = numPlan(t);
-        const raw = delta ? p.bb : p.B;
-        s.S = P_RAW;
+        const p = s.B = numPlan(t);
+        const raw = delta ? p.La : p.y;
+        s.K = P_RAW;
         s.f = raw;
         if (raw === 0) {
           s.f = r.a(6);
-          s.S = P_U;
+          s.K = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
-            s.S = P_DELTA;
-            s.wa = MASK[p.D];
-            s.ga = 32 - p.D;
-            s.w = p.w;
+            s.K = P_DELTA;
+            s.ia = MASK[p.D];
+            s.X = 32 - p.D;
+            s.t = p.t;
           }
         }
-        if (ll) s.ua = ll.num;
+        if (ll) s.ga = ll.num;
       } else {
-        if (isContainer(t.kind)) s.S = P_CONT;
-        if (ll) s.ua = ll.obj;
+        if (isContainer(t.kind)) s.K = P_CONT;
+        if (ll) s.ga = ll.obj;
       }
       steps.push(s);
     }
@@ -1149,42 +1096,42 @@ function decoder(local, remote = local, limits = {}) {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.ua;
+      const slot = s.ga;
       const j = slot << 1;
-      switch (s.S) {
+      switch (s.K) {
         case P_DELTA: {
           const lo = r.c(s.f);
-          if (r.b !== 0 || lo > s.wa) r.k("delta out of range");
+          if (r.b !== 0 || lo > s.ia) r.k("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.w) {
-            v = v << s.ga >> s.ga;
-            tab.J(e, s.y, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.J(e, s.y, slot, s.ga === 0 ? v >>> 0 : v & s.wa, 0, rec2, k, bagLeaf);
+          if (s.t) {
+            v = v << s.X >> s.X;
+            tab.J(e, s.v, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.J(e, s.v, slot, s.X === 0 ? v >>> 0 : v & s.ia, 0, rec2, k, bagLeaf);
           break;
         }
         case P_RAW: {
           const lo = r.l(s.f);
-          if (slot >= 0) tab.J(e, s.y, slot, lo, r.b, rec2, k, bagLeaf);
+          if (slot >= 0) tab.J(e, s.v, slot, lo, r.b, rec2, k, bagLeaf);
           break;
         }
         case P_U:
-          if (slot < 0) readNum(s.K, s.f, delta);
+          if (slot < 0) readNum(s.B, s.f, delta);
           else {
-            readNum(s.K, s.f, delta, a[j], a[j + 1]);
-            tab.J(e, s.y, slot, out.e, out.b, rec2, k, bagLeaf);
+            readNum(s.B, s.f, delta, a[j], a[j + 1]);
+            tab.J(e, s.v, slot, out.e, out.b, rec2, k, bagLeaf);
           }
           break;
         case P_STR: {
-          const v = readStr(s.va);
-          if (slot >= 0) tab.fa(e, s.y, slot, v, rec2, k, bagLeaf);
+          const v = readStr(s.ha);
+          if (slot >= 0) tab.ca(e, s.v, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
-          if (!delta || r.x()) {
-            const c = readContainer(s.va, s.Sa, depth + 1);
-            if (slot >= 0) tab.fa(e, s.y, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.va, s.Sa, s.y, slot);
+          if (!delta || r.u()) {
+            const c = readContainer(s.ha, s.Aa, depth + 1);
+            if (slot >= 0) tab.ca(e, s.v, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.ha, s.Aa, s.v, slot);
       }
     }
   }
@@ -1197,8 +1144,8 @@ function decoder(local, remote = local, limits = {}) {
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.B) {
-        out.e = r.l(p.B);
+      if (p.y) {
+        out.e = r.l(p.y);
         out.b = r.b;
       } else readNum(p, k, false);
       return toElem(p, out.e, out.b);
@@ -1207,7 +1154,7 @@ function decoder(local, remote = local, limits = {}) {
     return readStr(t);
   }
   function readK(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).B !== 0 ? 0 : r.a(6);
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).y !== 0 ? 0 : r.a(6);
   }
   function readKey(key, k) {
     if (key === 12 /* String */) return decodeUTF8(keyBytes = r.p(lim.maxStringBytes));
@@ -1279,7 +1226,7 @@ function decoder(local, remote = local, limits = {}) {
         } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) full(list.items.length);
-        tab.gb(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
+        tab.Sa(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
       }
       return;
     }
@@ -1294,12 +1241,12 @@ function decoder(local, remote = local, limits = {}) {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.Pa(e, local2, m, key);
+          if (m) tab.xa(e, local2, m, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.Pa(e, local2, m, key, v);
+            tab.xa(e, local2, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
@@ -1317,7 +1264,7 @@ function decoder(local, remote = local, limits = {}) {
     r.j();
     return rec2;
   }
-  return { Ta: lim, apply, ib: decodeRecord };
+  return { Ba: lim, apply, Ua: decodeRecord };
 }
 var keyTypes = [];
 function compareBytes(a, b) {
@@ -1336,37 +1283,37 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  L;
-  M = new Table();
+  C;
+  E = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  ha = /* @__PURE__ */ new Map();
+  Y = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  ia = false;
+  Z = false;
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.L = decoder(local, this.remote, opts.limits);
+    this.C = decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.L.Ta;
+    return this.C.Ba;
   }
   /** Number of entities. */
   get size() {
-    return this.M.size;
+    return this.E.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.M.entity(id);
+    return this.E.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.M.entities();
+    return this.E.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1384,16 +1331,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.ia) misuse("applyTick from a callback");
-    const tab = this.M.qa();
+    if (this.Z) misuse("applyTick from a callback");
+    const tab = this.E.da();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.ta(e, (l) => l.vis === 1 /* Owner */);
-        tab.sa(e, false);
+        tab.fa(e, (l) => l.vis === 1 /* Owner */);
+        tab.ea(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1401,8 +1348,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.ta(e, (l) => l.vis === 2 /* Others */);
-          tab.sa(e, true);
+          tab.fa(e, (l) => l.vis === 2 /* Others */);
+          tab.ea(e, true);
         }
       }
       const later = [];
@@ -1413,29 +1360,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.ta(e, (l) => e.Q[l.index] > lc.level);
-        } else if (lc.level > e.level) tab.E.add(e.slot);
-        if (e) tab.Na(e, lc.level);
+          tab.fa(e, (l) => e.I[l.index] > lc.level);
+        } else if (lc.level > e.level) tab.A.add(e.slot);
+        if (e) tab.wa(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.L.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.C.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.E.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.sa(e, true);
+        if (!e || !tab.A.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.ea(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.Na(e, level(e, lc.level));
+        tab.wa(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.hb();
+      tab.Ta();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.Qa();
+    tab.ya();
     this.ticksApplied++;
-    this.Ua(tab.s);
+    this.Ca(tab.W);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1443,14 +1390,14 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.ia) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.L.Ta);
-    const tab = this.M.qa();
-    for (const e of this.entities()) tab.Ma(e.slot);
-    tab.Qa();
-    this.L = dec;
+    if (this.Z) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.C.Ba);
+    const tab = this.E.da();
+    for (const e of this.entities()) tab.va(e.slot);
+    tab.ya();
+    this.C = dec;
     this.remote = remote;
-    this.Ua(tab.s);
+    this.Ca(tab.W);
   }
   // ---- Callbacks ----
   /**
@@ -1464,16 +1411,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.M.db(cls, l.index);
+      this.E.Qa(cls, l.index);
       i += l.index;
     }
-    let lists = this.ha.get(cls);
-    if (!lists) this.ha.set(cls, lists = []);
-    const cb = { jb: this.ticksApplied + 1, xa: false, kb: fn };
+    let lists = this.Y.get(cls);
+    if (!lists) this.Y.set(cls, lists = []);
+    const cb = { Va: this.ticksApplied + 1, ja: false, Wa: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.xa) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.xa = true;
+      if (!cb.ja) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.ja = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1514,19 +1461,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  Ua(events) {
-    if (!this.ha.size) return;
-    this.ia = true;
+  Ca(events) {
+    if (!this.Y.size) return;
+    this.Z = true;
     try {
-      for (const { f: k, G: e, H: a } of events) {
-        const list = this.ha.get(e.type)?.[k];
+      for (const { f: k, Na: e, Oa: a } of events) {
+        const list = this.Y.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.jb <= this.ticksApplied && !cb.xa) cb.kb(...a);
+        for (const cb of list) if (cb.Va <= this.ticksApplied && !cb.ja) cb.Wa(...a);
       }
     } finally {
-      this.ia = false;
+      this.Z = false;
     }
   }
 };

@@ -14,7 +14,7 @@
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { decoder, type Decoder, type Limits } from "./decoder.js";
 import { isContainer, type Schema, type StructType } from "./schema.js";
-import { Table, type BagC, type Entity, type Key, type Rec, type TxEvent } from "./state.js";
+import { table, type BagC, type Entity, type Key, type Rec, type TxEvent } from "./state.js";
 import { Ev, Kind, Vis } from "./enums.js";
 
 export interface ReplicaOptions {
@@ -86,7 +86,7 @@ export class Replica {
   remote: Schema;
   /** @internal The decoder (also of RPC arguments). */
   decoder: Decoder;
-  private tab = new Table();
+  private tab = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
   private cbs = new Map<StructType, Callback[][]>();
   /**
