@@ -38,36 +38,36 @@ var STRBUF = new Uint8Array(64);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   g = new Uint8Array(8);
-  T = new Uint8Array(64);
+  N = new Uint8Array(64);
   /** Next bit to read. */
-  e = 0;
+  d = 0;
   /** Number of bits of input. */
-  A = 0;
+  w = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   // The last byte string read: its length, and its copy when it was not aligned.
   n = 0;
-  la = STRBUF;
+  aa = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.T.length < b.length + 8) this.T = new Uint8Array(Math.max(b.length + 8, this.T.length * 2));
-    const s = this.g = this.T;
+    if (this.N.length < b.length + 8) this.N = new Uint8Array(Math.max(b.length + 8, this.N.length * 2));
+    const s = this.g = this.N;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
-    this.e = this.b = 0;
-    this.A = b.length * 8;
+    this.d = this.b = 0;
+    this.w = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
   k(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.e);
+    throw new ReplicaDecodeError("malformed", msg, this.d);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  ma() {
+  ba() {
     const b = this.g;
-    const p = this.e;
+    const p = this.d;
     const i = p >>> 3;
     const sh = p & 7;
     let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
@@ -75,21 +75,21 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  w(n) {
-    if ((this.e += n) > this.A) {
-      this.e = this.A;
-      throw new ReplicaDecodeError("truncated", "ends early", this.e);
+  s(n) {
+    if ((this.d += n) > this.w) {
+      this.d = this.w;
+      throw new ReplicaDecodeError("truncated", "ends early", this.d);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.ma();
-    this.w(n);
+    const w = this.ba();
+    this.s(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  z() {
+  u() {
     return this.a(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
@@ -100,10 +100,10 @@ var BitReader = class {
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.ma();
+    const w = this.ba();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.w(k + 1);
+        this.s(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -111,30 +111,30 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.w(ones + b);
+        this.s(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this._a(k);
+    return this.Ka(k);
   }
-  _a(k) {
+  Ka(k) {
     if (k > 63 || k < 0) this.k("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.e >= this.A) this.w(1);
-      const w = this.ma();
+      if (this.d >= this.w) this.s(1);
+      const w = this.ba();
       const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        this.w(maxOnes - ones);
+        this.s(maxOnes - ones);
         ones = maxOnes;
       } else if (t === 32) {
-        this.w(32);
+        this.s(32);
         ones += 32;
         continue;
       } else {
-        this.w(t + 1);
+        this.s(t + 1);
         ones += t;
       }
       break;
@@ -147,12 +147,12 @@ var BitReader = class {
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
-  p(k = 0) {
+  o(k = 0) {
     const v = this.c(k);
     return this.b ? this.k("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  U(k) {
+  O(k) {
     return big(this.c(k), this.b);
   }
   /**
@@ -160,10 +160,10 @@ var BitReader = class {
    * assuming each counted item takes at least minBits bits.
    */
   h(k, max, minBits, what) {
-    const start = this.e;
+    const start = this.d;
     const n = this.c(k);
     if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.A - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.w - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /**
@@ -171,30 +171,30 @@ var BitReader = class {
    * returns its first byte's offset in buf when it is aligned, else −1
    * after copying it into out when that is long enough, or a new array.
    */
-  Ea(max, out2) {
+  ra(max, out2) {
     const n = this.n = this.h(4, max, 8, "length");
-    const i = this.e >>> 3;
-    if (!(this.e & 7)) {
-      this.w(n * 8);
+    const i = this.d >>> 3;
+    if (!(this.d & 7)) {
+      this.s(n * 8);
       return i;
     }
-    const b = this.la = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+    const b = this.aa = out2 && n <= out2.length ? out2 : new Uint8Array(n);
     for (let j = 0; j < n; j++) b[j] = this.a(8);
     return -1;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  q(max) {
-    const i = this.Ea(max);
-    return i < 0 ? this.la : this.g.slice(i, i + this.n);
+  p(max) {
+    const i = this.ra(max);
+    return i < 0 ? this.aa : this.g.slice(i, i + this.n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const i = this.Ea(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.la, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
+    const i = this.ra(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.aa, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   j() {
-    const rem = this.A - this.e;
+    const rem = this.w - this.d;
     if (rem >= 8 || this.a(rem) !== 0) this.k("trailing data");
   }
 };
@@ -246,24 +246,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  B = 0;
+  x = 0;
   /** @internal Object slots of a record of the struct. */
-  L = 0;
+  H = 0;
   /** @internal The types of the object slots, in order. */
-  V = [];
+  P = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  W;
+  Q;
   /** @internal Fields by ID. */
-  Fa = /* @__PURE__ */ new Map();
+  sa = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  X = 0;
+  R = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  Y = 0;
+  S = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.Fa.get(id);
+    return this.sa.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -276,26 +276,26 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.X === 1) bad(s.name + " contains itself");
-  if (s.X) return;
-  s.X = 1;
+  if (s.R === 1) bad(s.name + " contains itself");
+  if (s.R) return;
+  s.R = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.Fa.set(f.id, f);
+    s.sa.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.M = s.leaves.length;
-    let sub = [{ index: 0, field: f, Z: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.ta = s.leaves.length;
+    let sub = [{ index: 0, field: f, T: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.Y += st.Y;
-    } else s.Y++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.Y : 1) > 1 << 20) bad("too many fields");
+      s.S += st.S;
+    } else s.S++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.S : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -303,28 +303,28 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        Z: nested ? f.id + "," + l.Z : "" + f.id,
+        T: nested ? f.id + "," + l.T : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.B : numeric ? s.B : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.L : numeric ? -1 : s.L
+        num: nested ? l.num < 0 ? -1 : l.num + s.x : numeric ? s.x : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.H : numeric ? -1 : s.H
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === 15 /* Nested */) s.V.push(...st.V);
-    else if (!numeric) s.V.push(t);
+    if (t.kind === 15 /* Nested */) s.P.push(...st.P);
+    else if (!numeric) s.P.push(t);
     if (t.kind === 15 /* Nested */) {
-      s.B += st.B;
-      s.L += st.L;
-    } else if (numeric) s.B++;
-    else s.L++;
+      s.x += st.x;
+      s.H += st.H;
+    } else if (numeric) s.x++;
+    else s.H++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.X = 2;
+  s.R = 2;
 }
 var Schema = class {
   classes;
@@ -350,6 +350,10 @@ var Schema = class {
   /** The class with the given name, or undefined. */
   classNamed(name) {
     return this.classes.find((c) => c.name === name);
+  }
+  /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
+  find(c) {
+    return this.classes.find((x) => x === c || x.name === c || x.classId === c);
   }
 };
 function checkCompatible(local, remote) {
@@ -393,28 +397,28 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, C: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, $a: +(k === 1 /* Bool */), D: W, _: W, $: signed, x: signed, ab: W === 64, quant: q });
+    plans.set(t, p = { kind: k, y: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, La: +(k === 1 /* Bool */), D: W, U: W, V: signed, t: signed, Ma: W === 64, quant: q });
   }
   return p;
 }
-var out = { d: 0, b: 0 };
+var out = { e: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p._ < 64 && (hi !== 0 || lo > MASK[p._])) return false;
-  if (p.$) unzigzag64(lo, hi);
+  if (p.U < 64 && (hi !== 0 || lo > MASK[p.U])) return false;
+  if (p.V) unzigzag64(lo, hi);
   else {
-    out.d = lo;
+    out.e = lo;
     out.b = hi;
   }
   return true;
 }
 function unzigzag64(lo, hi) {
   const neg = -(lo & 1);
-  out.d = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
+  out.e = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
   out.b = (hi >>> 1 ^ neg) >>> 0;
 }
 function decodeDelta(p, olo, ohi, lo, hi) {
   if (p.kind === 14 /* Ref */) {
-    out.d = lo;
+    out.e = lo;
     out.b = 0;
     return hi === 0;
   }
@@ -423,20 +427,20 @@ function decodeDelta(p, olo, ohi, lo, hi) {
     if (hi !== 0 || lo > MASK[D]) return false;
     const sh = 32 - D;
     const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.d = (p.x ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.x && out.d >>> 31 ? 4294967295 : 0;
+    out.e = (p.t ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.t && out.e >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
-  const s = olo + out.d;
+  const s = olo + out.e;
   out.b = ohi + out.b + +(s > 4294967295) >>> 0;
-  out.d = s >>> 0;
+  out.e = s >>> 0;
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.ab) return p.x ? lo | 0 : lo;
+  if (!p.Ma) return p.t ? lo | 0 : lo;
   const v = big(lo, hi);
-  return p.x ? BigInt.asIntN(64, v) : v;
+  return p.t ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -473,20 +477,20 @@ function decodeDescriptor(b) {
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.e;
+    if (e.bit < 0) e.bit = r.d;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 }
 var bad2 = (msg) => fail("descriptor", msg);
 var f64 = (r) => f64FromBits(r.a(32), r.a(32));
 function read(r) {
-  const v = r.p(0);
+  const v = r.o(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
   const n = r.h(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.p(2)] ?? bad2("struct index");
+  const index = () => structs[r.o(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.q(256);
+    const b = r.p(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
@@ -522,17 +526,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.W] = name();
+    [st.name, st.Q] = name();
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, W: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.z(), band: r.p(0), M: 0 };
+      const f = { id: prev, name: nm, Q: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.u(), band: r.o(0), ta: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, W: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, Q: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -540,8 +544,8 @@ function read(r) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.p(4);
-    const nb = r.p(0);
+    c.classId = r.o(4);
+    const nb = r.o(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64(r);
@@ -578,8 +582,8 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.B * 2);
-    this.obj = type.V.map(zeroObj);
+    this.num = new Uint32Array(type.x * 2);
+    this.obj = type.P.map(zeroObj);
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
@@ -587,7 +591,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  na = 0;
+  ua = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -683,7 +687,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.E = bands;
+    this.I = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -710,285 +714,212 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.E[l.index] ?? 0) <= this.level;
+    return !!l && (this.I[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
-var Table = class {
-  // Slots in pages of 1024: slots go up to 2^24.
-  dir = [];
-  size = 0;
-  /**
-   * @internal The slots of the entities as of the last commit (so, in a
-   * transaction, when it began), ascending: ranked update sections (§5.4)
-   * name entities by their index in it.
-   */
-  F = [];
-  /** Per class: a flag per leaf whose changes are reported as events. */
-  oa = /* @__PURE__ */ new Map();
-  // One-entry cache of watch.
-  pa;
-  Ga;
-  // Numeric writes: each write to a record not created in this transaction
-  // logs the slot's old value (record in savedRecs, slot index and old
-  // value in saved); a rollback restores them newest first. The log is
-  // cleared by count, so its arrays keep their size from tick to tick.
-  aa = 1;
-  Ha = [];
-  ba = 0;
-  ca = new Uint32Array(768);
-  o = [];
-  N = /* @__PURE__ */ new Set();
-  /** The slots this transaction created or destroyed an entity in. */
-  O = [];
-  r = [];
-  /** The entity in slot, or undefined. */
-  G(slot) {
-    return this.dir[slot >>> 10]?.[slot & 1023];
-  }
-  /** The entity with network ID id (generation included), or undefined. */
-  entity(id) {
-    const e = this.G(id & 16777215);
-    return e && e.id === id >>> 0 ? e : void 0;
-  }
-  da(slot, e) {
-    (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
-    this.size += e ? 1 : -1;
-  }
-  /** Every entity, in ascending slot order (outside a transaction). */
-  entities() {
-    return this.F.map((s) => this.G(s));
-  }
-  /** Watches leaf of class c for events. */
-  bb(c, leaf) {
-    let w = this.oa.get(c);
-    if (!w) this.oa.set(c, w = new Uint8Array(c.leaves.length));
-    w[leaf] = 1;
-    this.pa = void 0;
-  }
-  /** Starts a transaction. */
-  qa() {
-    this.aa++;
-    this.ba = this.o.length = this.O.length = 0;
-    this.N.clear();
-    this.r = [];
-    return this;
-  }
-  /** Whether events about leaf of r's class are wanted. */
-  ea(r, leaf) {
-    if (r.type !== this.pa) this.Ga = this.oa.get(this.pa = r.type);
-    return this.Ga?.[leaf] === 1;
-  }
-  /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  Ia(slot) {
-    return this.N.has(slot);
-  }
-  /** Lets a fill set values of the entity in slot. */
-  cb(slot) {
-    this.N.add(slot);
-  }
-  /** Creates an entity. */
-  db(cls, id, classId, bands, nbands) {
-    const slot = id & 16777215;
-    if (this.G(slot)) fail("exists", "slot " + slot);
-    const e = new Entity(cls, id, classId, bands, nbands);
-    e.na = this.aa;
-    this.da(slot, e);
-    this.N.add(slot);
-    this.O.push(slot);
-    this.o.push(() => this.da(slot, void 0));
-    this.r.push({ f: 0 /* Create */, s: e, H: [e] });
-    return e;
-  }
-  /** Destroys the entity in slot. */
-  Ja(slot) {
-    const e = this.G(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.da(slot, void 0);
-    this.O.push(slot);
-    this.set(e, "alive", false);
-    this.o.push(() => this.da(slot, e));
-    this.r.push({ f: 1 /* Destroy */, s: e, H: [e] });
-  }
-  /** Sets o[k] to v, logging the old value for a rollback; returns it. */
-  set(o, k, v) {
+function table() {
+  const pages = [];
+  const watch = /* @__PURE__ */ new Map();
+  let lastC;
+  let lastW;
+  let serial = 1;
+  const savedRecs = [];
+  let nSaved = 0;
+  let saved = new Uint32Array(768);
+  const undo = [];
+  const moved = [];
+  const atSlot = (slot) => pages[slot >>> 10]?.[slot & 1023];
+  const put = (slot, e) => {
+    (pages[slot >>> 10] ??= [])[slot & 1023] = e;
+    t.size += e ? 1 : -1;
+  };
+  const wants = (r, leaf) => {
+    if (r.type !== lastC) lastW = watch.get(lastC = r.type);
+    return lastW?.[leaf] === 1;
+  };
+  const assign = (o, k, v) => {
     const old = o[k];
     o[k] = v;
-    this.o.push(() => o[k] = old);
+    undo.push(() => o[k] = old);
     return old;
-  }
-  /** Records that this client owns e, or no longer does. */
-  ra(e, owned) {
-    if (e.owned !== owned) this.r.push({ f: 2 /* Owned */, s: e, H: [e, (this.set(e, "owned", owned), owned)] });
-  }
-  /** Sets e's level of detail. */
-  Ka(e, level) {
-    if (e.level !== level) this.r.push({ f: 3 /* Level */, s: e, H: [e, this.set(e, "level", level), level] });
-  }
-  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  P(e, leaf, slot, lo, hi) {
-    const a = e.num;
-    const i = slot << 1;
-    const olo = a[i];
-    const ohi = a[i + 1];
-    if (olo === lo && ohi === hi) return;
-    if (e.na !== this.aa) this.La(e, i, olo, ohi);
-    a[i] = lo;
-    a[i + 1] = hi;
-    if (this.ea(e, leaf)) this.Ma(e, leaf, e, olo, ohi, lo, hi);
-  }
-  /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  eb(e, leaf, slot, lo, hi, r, k, bagLeaf) {
+  };
+  const event = (k, e, ...a) => void t.W.push({ f: k, Na: e, Oa: [e, ...a] });
+  const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
+  const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
+    if (!wants(e, leaf)) return;
+    const ty = e.type.leaves[leaf].field.type;
+    const ev = { kind: ITEM_KINDS[kind] };
+    if (ty.kind === 16 /* List */) ev.index = key;
+    else ev.key = key;
+    if (ty.kind === 18 /* Bag */) ev.itemLeaf = itemLeaf;
+    const conv = (v) => ty.kind === 18 /* Bag */ ? v : elemValue(ty.elem, v);
+    if (o !== void 0) ev.old = conv(o);
+    if (n !== void 0) ev.new = conv(n);
+    event(4 /* Field */ + leaf, e, ev);
+  };
+  const setNum = (e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) => {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.na !== this.aa) this.La(r, i, olo, ohi);
+    if (r.ua !== serial) {
+      const n = nSaved++;
+      if (3 * n + 3 > saved.length) {
+        const s = saved;
+        (saved = new Uint32Array(2 * s.length)).set(s);
+      }
+      saved[3 * n] = i;
+      saved[3 * n + 1] = olo;
+      saved[3 * n + 2] = ohi;
+      savedRecs[n] = r;
+    }
     a[i] = lo;
     a[i + 1] = hi;
-    if (this.ea(e, bagLeaf)) this.Ma(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
-  }
-  Ma(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf = -1) {
-    const p = numPlan(r.type.leaves[leaf].field.type);
-    this.Na(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
-  }
-  /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  Na(e, leaf, old, now, r, k, bagLeaf) {
-    if (r === e) this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, old, now] });
-    else this.item(e, bagLeaf, 2, k, old, now, leaf);
-  }
-  /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  La(r, i, lo, hi) {
-    const n = this.ba++;
-    let s = this.ca;
-    if (3 * n + 3 > s.length) (this.ca = new Uint32Array(2 * s.length)).set(s), s = this.ca;
-    s[3 * n] = i;
-    s[3 * n + 1] = lo;
-    s[3 * n + 2] = hi;
-    this.Ha[n] = r;
-  }
-  /**
-   * Sets string, bytes or container slot `slot` of r, as setNum does. A
-   * container replaces the old one: an entity's reports the difference as
-   * item events, an item's one event without values.
-   */
-  fa(e, leaf, slot, v, r = e, k, bagLeaf = -1) {
+    if (wants(e, r === e ? leaf : bagLeaf)) {
+      const p = numPlan(r.type.leaves[leaf].field.type);
+      fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    }
+  };
+  const setObj = (e, leaf, slot, v, r = e, k, bagLeaf = -1) => {
     const old = r.obj[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
-    this.set(r.obj, slot, v);
-    if (!this.ea(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.Na(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
+    assign(r.obj, slot, v);
+    if (!wants(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) fieldEvent(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
       const n = v.items;
       const o = old.items;
       const c = Math.min(o.length, n.length);
-      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.item(e, leaf, 2, i, o[i], n[i]);
-      for (let i = o.length; i-- > c; ) this.item(e, leaf, 1, i, o[i], void 0);
-      for (let i = c; i < n.length; i++) this.item(e, leaf, 0, i, void 0, n[i]);
+      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) itemEvent(e, leaf, 2, i, o[i], n[i]);
+      for (let i = o.length; i-- > c; ) itemEvent(e, leaf, 1, i, o[i]);
+      for (let i = c; i < n.length; i++) itemEvent(e, leaf, 0, i, void 0, n[i]);
     } else {
       const m = v;
       for (const k2 of old.keys()) {
         const ov = old.m.get(k2);
-        if (!m.m.has(k2)) this.item(e, leaf, 1, k2, ov, void 0);
-        else if (!equal(ov, m.m.get(k2))) this.item(e, leaf, 2, k2, ov, m.m.get(k2));
+        if (!m.m.has(k2)) itemEvent(e, leaf, 1, k2, ov);
+        else if (!equal(ov, m.m.get(k2))) itemEvent(e, leaf, 2, k2, ov, m.m.get(k2));
       }
-      for (const k2 of m.keys()) if (!old.m.has(k2)) this.item(e, leaf, 0, k2, void 0, m.m.get(k2));
+      for (const k2 of m.keys()) if (!old.m.has(k2)) itemEvent(e, leaf, 0, k2, void 0, m.m.get(k2));
     }
-  }
-  /**
-   * An item event (of ITEM_KINDS[kind]) of a list, map or bag leaf of e:
-   * list and map values converted (§4.1); for a bag, itemLeaf is the item's
-   * leaf whose value changed, or −1 for a whole item.
-   */
-  item(e, leaf, kind, key, o, n, itemLeaf = -1) {
-    if (!this.ea(e, leaf)) return;
-    const t = e.type.leaves[leaf].field.type;
-    const ev = { kind: ITEM_KINDS[kind] };
-    if (t.kind === 16 /* List */) ev.index = key;
-    else ev.key = key;
-    if (t.kind === 18 /* Bag */) ev.itemLeaf = itemLeaf;
-    const conv = (v) => t.kind === 18 /* Bag */ ? v : elemValue(t.elem, v);
-    if (o !== void 0) ev.old = conv(o);
-    if (n !== void 0) ev.new = conv(n);
-    this.r.push({ f: 4 /* Field */ + leaf, s: e, H: [e, ev] });
-  }
-  fb(e, leaf, l, i, v) {
-    if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
-    l.items.splice(i, 0, v);
-    this.o.push(() => l.items.splice(i, 1));
-    this.item(e, leaf, 0, i, void 0, v);
-  }
-  gb(e, leaf, l, i) {
-    if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
-    const old = l.items.splice(i, 1)[0];
-    this.o.push(() => l.items.splice(i, 0, old));
-    this.item(e, leaf, 1, i, old, void 0);
-  }
-  hb(e, leaf, l, i, v) {
-    if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
-    this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
-  }
-  ib(e, leaf, l) {
-    const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], void 0);
-  }
-  /** Puts an entry of a map, or an item of a bag. */
-  jb(e, leaf, m, k, v) {
-    const existed = m.m.has(k);
-    const old = m.m.get(k);
-    m.m.set(k, v);
-    this.o.push(() => existed ? m.m.set(k, old) : m.m.delete(k));
-    this.item(e, leaf, existed ? 2 : 0, k, old, v);
-  }
-  /** Deletes an entry of a map, or an item of a bag. */
-  kb(e, leaf, m, k) {
-    const old = m.m.get(k);
-    if (!m.m.delete(k)) fail("no-key", "delete of " + k);
-    this.o.push(() => m.m.set(k, old));
-    this.item(e, leaf, 1, k, old, void 0);
-  }
-  /**
-   * Sets the given leaves of e to their zero values and makes e fillable
-   * (an ownership or level change, §5.1, §5.8).
-   */
-  sa(e, leaves) {
-    for (const li of leaves) {
-      const l = e.type.leaves[li];
-      const cur = e.obj[l.obj];
-      if (l.num >= 0) this.P(e, li, l.num, 0, 0);
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.fa(e, li, l.obj, zeroObj(l.field.type));
-    }
-    this.N.add(e.slot);
-  }
-  /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  Oa() {
-    if (this.O.length) {
-      const held = this.F;
-      const out2 = [];
-      let i = 0;
-      for (const m of this.O.sort((a, b) => a - b)) {
-        while (held[i] < m) out2.push(held[i++]);
-        if (held[i] === m) i++;
-        if (this.G(m) && out2[out2.length - 1] !== m) out2.push(m);
+  };
+  const t = {
+    size: 0,
+    z: [],
+    A: /* @__PURE__ */ new Set(),
+    W: [],
+    Pa: atSlot,
+    J: setNum,
+    ca: setObj,
+    entity(id) {
+      const e = atSlot(id & 16777215);
+      return e && e.id === id >>> 0 ? e : void 0;
+    },
+    entities: () => t.z.map((s) => atSlot(s)),
+    Qa(c, leaf) {
+      let w = watch.get(c);
+      if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
+      w[leaf] = 1;
+      lastC = void 0;
+    },
+    da() {
+      serial++;
+      nSaved = undo.length = moved.length = 0;
+      t.A.clear();
+      t.W = [];
+      return t;
+    },
+    Ra(cls, id, classId, bands, nbands) {
+      const slot = id & 16777215;
+      if (atSlot(slot)) fail("exists", "slot " + slot);
+      const e = new Entity(cls, id, classId, bands, nbands);
+      e.ua = serial;
+      put(slot, e);
+      t.A.add(slot);
+      moved.push(slot);
+      undo.push(() => put(slot));
+      event(0 /* Create */, e);
+      return e;
+    },
+    va(slot) {
+      const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
+      put(slot);
+      moved.push(slot);
+      assign(e, "alive", false);
+      undo.push(() => put(slot, e));
+      event(1 /* Destroy */, e);
+    },
+    ea(e, owned) {
+      if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
+    },
+    wa(e, level) {
+      if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
+    },
+    Sa(e, leaf, l, op, i, v) {
+      const a = l.items;
+      if (op > 2) {
+        assign(l, "items", []);
+        for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
+        return;
       }
-      this.F = out2.concat(held.slice(i));
+      if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
+      const old = op ? a[i] : void 0;
+      if (op > 1) assign(a, i, v);
+      else {
+        op ? a.splice(i, 1) : a.splice(i, 0, v);
+        undo.push(() => op ? a.splice(i, 0, old) : a.splice(i, 1));
+      }
+      itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
+    },
+    xa(e, leaf, m, k, v) {
+      const had = m.m.has(k);
+      const old = m.m.get(k);
+      if (v === void 0) {
+        if (!had) fail("no-key", "delete of " + k);
+        m.m.delete(k);
+      } else m.m.set(k, v);
+      undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
+      itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
+    },
+    fa(e, pick) {
+      for (const l of e.type.leaves) {
+        if (!pick(l)) continue;
+        const cur = e.obj[l.obj];
+        if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
+        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
+      }
+      t.A.add(e.slot);
+    },
+    ya() {
+      if (moved.length) {
+        const held = t.z;
+        const out2 = [];
+        let i = 0;
+        for (const m of moved.sort((a, b) => a - b)) {
+          while (held[i] < m) out2.push(held[i++]);
+          if (held[i] === m) i++;
+          if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
+        }
+        t.z = out2.concat(held.slice(i));
+      }
+      nSaved = undo.length = 0;
+    },
+    Ta() {
+      for (let j = nSaved - 1; j >= 0; j--) {
+        const a = savedRecs[j].num;
+        const i = saved[3 * j];
+        a[i] = saved[3 * j + 1];
+        a[i + 1] = saved[3 * j + 2];
+      }
+      for (let j = undo.length - 1; j >= 0; j--) undo[j]();
+      t.da();
     }
-    this.ba = this.o.length = 0;
-  }
-  /** Undoes every change, newest first. */
-  lb() {
-    const s = this.ca;
-    for (let j = this.ba - 1; j >= 0; j--) {
-      const a = this.Ha[j].num;
-      const i = s[3 * j];
-      a[i] = s[3 * j + 1];
-      a[i + 1] = s[3 * j + 2];
-    }
-    for (let j = this.o.length - 1; j >= 0; j--) this.o[j]();
-    this.qa();
-  }
-};
+  };
+  return t;
+}
 
 // ts/src/decoder.ts
 var SEC_END = 0;
@@ -999,7 +930,6 @@ var SEC_FILL = 4;
 var SEC_RANKED = 6;
 var OP_PUSH = 0;
 var OP_INSERT = 1;
-var OP_REMOVE = 2;
 var OP_SET = 3;
 var OP_CLEAR = 4;
 var OP_PATCH = 5;
@@ -1023,6 +953,15 @@ function withDefaults(l = {}) {
   return r;
 }
 var ZERO_BANDS = new Uint8Array(0);
+var DIRECT = {
+  J(_e, _l, slot, lo, hi, r) {
+    r.num[slot << 1] = lo;
+    r.num[(slot << 1) + 1] = hi;
+  },
+  ca(_e, _l, slot, v, r) {
+    r.obj[slot] = v;
+  }
+};
 function decoder(local, remote = local, limits = {}) {
   const lim = withDefaults(limits);
   checkCompatible(local, remote);
@@ -1040,11 +979,11 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.Z, l.index]));
-      inner.set(ls, m = { Pa: new Int32Array(rs.leaves.length), E: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.T, l.index]));
+      inner.set(ls, m = { za: new Int32Array(rs.leaves.length), I: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.Pa[l.index] = byPath.get(l.Z) ?? -1;
-        if (j >= 0) m.E[j] = l.band;
+        const j = m.za[l.index] = byPath.get(l.T) ?? -1;
+        if (j >= 0) m.I[j] = l.band;
       }
     }
     return m;
@@ -1057,17 +996,17 @@ function decoder(local, remote = local, limits = {}) {
       for (let tag; (tag = r.a(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
           readIDs();
-          for (let i = 0; i < nids; i++) tab.Ja(ids[i]);
+          for (let i = 0; i < nids; i++) tab.va(ids[i]);
           continue;
         }
         if (tag > SEC_RANKED) r.k("section " + tag);
-        const rc = remote.class(r.p(4)) ?? fail("unknown", "class");
+        const rc = remote.class(r.o(4)) ?? fail("unknown", "class");
         for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
       r.j();
     } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.e;
-      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.e) : e;
+      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
+      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.d) : e;
     }
   }
   function readIDs() {
@@ -1090,7 +1029,7 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.F[ids[i]] ?? fail("rank", "rank " + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.z[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.a(6);
       for (let i = 0; i < n; i++) {
@@ -1102,10 +1041,10 @@ function decoder(local, remote = local, limits = {}) {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.db(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.E, rc.nbands);
-      else if (!(e = tab.G(slot)) || tag === SEC_FILL && !tab.Ia(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (tag === SEC_CREATE) e = tab.Ra(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.I, rc.nbands);
+      else if (!(e = tab.Pa(slot)) || tag === SEC_FILL && !tab.A.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
       if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
-      entityValues(tab, e, delta);
+      values(tab, e, e, 0, delta, 0);
     }
   }
   function deeper(depth) {
@@ -1118,33 +1057,33 @@ function decoder(local, remote = local, limits = {}) {
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.M;
+      const leaf = base + f.ta;
       if (t.kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.Pa[leaf];
+      const local2 = map.za[leaf];
       const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { local: local2, slot: -1, code: P_STR, f: 0, Q: t, ta: ll && ll.field.type, y: null, ua: 0, ga: 0, x: false };
+      const s = { v: local2, ga: -1, K: P_STR, f: 0, ha: t, Aa: ll && ll.field.type, B: null, ia: 0, X: 0, t: false };
       if (isNumeric(t.kind)) {
-        const p = s.y = numPlan(t);
-        const raw = delta ? p.$a : p.C;
-        s.code = P_RAW;
+        const p = s.B = numPlan(t);
+        const raw = delta ? p.La : p.y;
+        s.K = P_RAW;
         s.f = raw;
         if (raw === 0) {
           s.f = r.a(6);
-          s.code = P_U;
+          s.K = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
-            s.code = P_DELTA;
-            s.ua = MASK[p.D];
-            s.ga = 32 - p.D;
-            s.x = p.x;
+            s.K = P_DELTA;
+            s.ia = MASK[p.D];
+            s.X = 32 - p.D;
+            s.t = p.t;
           }
         }
-        if (ll) s.slot = ll.num;
+        if (ll) s.ga = ll.num;
       } else {
-        if (isContainer(t.kind)) s.code = P_CONT;
-        if (ll) s.slot = ll.obj;
+        if (isContainer(t.kind)) s.K = P_CONT;
+        if (ll) s.ga = ll.obj;
       }
       steps.push(s);
     }
@@ -1153,51 +1092,51 @@ function decoder(local, remote = local, limits = {}) {
     const lo = r.c(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) r.k("value out of range");
   }
-  function entityValues(tab, e, delta) {
-    const a = e.num;
-    for (let i = 0; i < steps.length; i++) {
+  function values(tab, e, rec2, from, delta, depth, k, bagLeaf) {
+    const a = rec2.num;
+    for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.slot;
+      const slot = s.ga;
       const j = slot << 1;
-      switch (s.code) {
+      switch (s.K) {
         case P_DELTA: {
           const lo = r.c(s.f);
-          if (r.b !== 0 || lo > s.ua) r.k("delta out of range");
+          if (r.b !== 0 || lo > s.ia) r.k("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.x) {
-            v = v << s.ga >> s.ga;
-            tab.P(e, s.local, slot, v >>> 0, v < 0 ? 4294967295 : 0);
-          } else tab.P(e, s.local, slot, s.ga === 0 ? v >>> 0 : v & s.ua, 0);
+          if (s.t) {
+            v = v << s.X >> s.X;
+            tab.J(e, s.v, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.J(e, s.v, slot, s.X === 0 ? v >>> 0 : v & s.ia, 0, rec2, k, bagLeaf);
           break;
         }
         case P_RAW: {
           const lo = r.l(s.f);
-          if (slot >= 0) tab.P(e, s.local, slot, lo, r.b);
+          if (slot >= 0) tab.J(e, s.v, slot, lo, r.b, rec2, k, bagLeaf);
           break;
         }
         case P_U:
-          if (slot < 0) readNum(s.y, s.f, delta);
+          if (slot < 0) readNum(s.B, s.f, delta);
           else {
-            readNum(s.y, s.f, delta, a[j], a[j + 1]);
-            tab.P(e, s.local, slot, out.d, out.b);
+            readNum(s.B, s.f, delta, a[j], a[j + 1]);
+            tab.J(e, s.v, slot, out.e, out.b, rec2, k, bagLeaf);
           }
           break;
         case P_STR: {
-          const v = readStr(s.Q);
-          if (slot >= 0) tab.fa(e, s.local, slot, v);
+          const v = readStr(s.ha);
+          if (slot >= 0) tab.ca(e, s.v, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
-          if (!delta || r.z()) {
-            const c = readContainer(s.Q, s.ta, 1);
-            if (slot >= 0) tab.fa(e, s.local, slot, c);
-          } else containerOps(tab, e, s.Q, s.ta, s.local, slot);
+          if (!delta || r.u()) {
+            const c = readContainer(s.ha, s.Aa, depth + 1);
+            if (slot >= 0) tab.ca(e, s.v, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.ha, s.Aa, s.v, slot);
       }
     }
   }
   function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.q(lim.maxStringBytes) : r.string(lim.maxStringBytes);
+    return t.kind === 13 /* Bytes */ ? r.p(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
   function countValues(n) {
     if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
@@ -1205,20 +1144,20 @@ function decoder(local, remote = local, limits = {}) {
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.C) {
-        out.d = r.l(p.C);
+      if (p.y) {
+        out.e = r.l(p.y);
         out.b = r.b;
       } else readNum(p, k, false);
-      return toElem(p, out.d, out.b);
+      return toElem(p, out.e, out.b);
     }
     if (t.kind === 15 /* Nested */) return readRecord(t.struct, lt && lt.struct, depth + 1);
     return readStr(t);
   }
   function readK(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).C !== 0 ? 0 : r.a(6);
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).y !== 0 ? 0 : r.a(6);
   }
   function readKey(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.q(lim.maxStringBytes));
+    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.p(lim.maxStringBytes));
     return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   function readContainer(t, lt, depth) {
@@ -1248,34 +1187,14 @@ function decoder(local, remote = local, limits = {}) {
     }
     return new (bag ? BagC : MapC)(ct, m);
   }
-  function readRecord(rs, ls, depth, into, item) {
+  function readRecord(rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) {
     deeper(depth);
     countValues(1);
     const lst = ls ?? rs;
-    const rec2 = into ?? item?.mb ?? new Rec(lst);
+    const rec2 = into ?? new Rec(lst);
     const start = steps.length;
     readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
-    for (let i = start; i < steps.length; i++) {
-      const s = steps[i];
-      const slot = s.slot;
-      if (s.y) {
-        if (s.code === P_RAW) {
-          out.d = r.l(s.f);
-          out.b = r.b;
-        } else readNum(s.y, s.f, false);
-        if (slot < 0) continue;
-        if (item) item.t.eb(item.s, s.local, slot, out.d, out.b, rec2, item.key, item.M);
-        else {
-          rec2.num[slot << 1] = out.d;
-          rec2.num[(slot << 1) + 1] = out.b;
-        }
-        continue;
-      }
-      const v = s.code === P_STR ? readStr(s.Q) : readContainer(s.Q, s.ta, depth + 1);
-      if (slot < 0) continue;
-      if (item) item.t.fa(item.s, s.local, slot, v, rec2, item.key, item.M);
-      else rec2.obj[slot] = v;
-    }
+    values(tab, e, rec2, start, false, depth, k, bagLeaf);
     steps.length = start;
     return rec2;
   }
@@ -1306,12 +1225,8 @@ function decoder(local, remote = local, limits = {}) {
           v = readRecord(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
         } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
-        if (op <= OP_INSERT) {
-          full(list.items.length);
-          tab.fb(e, local2, list, op === OP_PUSH ? list.items.length : idx, v);
-        } else if (op === OP_REMOVE) tab.gb(e, local2, list, idx);
-        else if (op === OP_CLEAR) tab.ib(e, local2, list);
-        else tab.hb(e, local2, list, idx, v);
+        if (op <= OP_INSERT) full(list.items.length);
+        tab.Sa(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
       }
       return;
     }
@@ -1326,16 +1241,16 @@ function decoder(local, remote = local, limits = {}) {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.kb(e, local2, m, key);
+          if (m) tab.xa(e, local2, m, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.jb(e, local2, m, key, v);
+            tab.xa(e, local2, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct, ls, 2, void 0, { t: tab, s: e, M: local2, key, mb: item });
+          readRecord(t.struct, ls, 2, item, tab, e, key, local2);
         } else readRecord(t.struct, null, 2);
       }
     }
@@ -1349,7 +1264,7 @@ function decoder(local, remote = local, limits = {}) {
     r.j();
     return rec2;
   }
-  return { Qa: lim, apply, nb: decodeRecord };
+  return { Ba: lim, apply, Ua: decodeRecord };
 }
 var keyTypes = [];
 function compareBytes(a, b) {
@@ -1368,39 +1283,37 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  I;
-  t = new Table();
+  C;
+  E = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  ha = /* @__PURE__ */ new Map();
+  Y = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  ia = false;
-  /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
-  va = /* @__PURE__ */ new Map();
+  Z = false;
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.I = decoder(local, this.remote, opts.limits);
+    this.C = decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.I.Qa;
+    return this.C.Ba;
   }
   /** Number of entities. */
   get size() {
-    return this.t.size;
+    return this.E.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.t.entity(id);
+    return this.E.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.t.entities();
+    return this.E.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1410,11 +1323,6 @@ var Replica = class {
   apply(...segments) {
     this.applyTick(segments);
   }
-  Ra(c, vis) {
-    let p = this.va.get(c);
-    if (!p) this.va.set(c, p = [1 /* Owner */, 2 /* Others */].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index)));
-    return p[vis - 1];
-  }
   /**
    * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
    * changes, then its segments in order, in one transaction. Either all of
@@ -1423,16 +1331,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.ia) misuse("applyTick from a callback");
-    const tab = this.t.qa();
+    if (this.Z) misuse("applyTick from a callback");
+    const tab = this.E.da();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.sa(e, this.Ra(e.type, 1 /* Owner */));
-        tab.ra(e, false);
+        tab.fa(e, (l) => l.vis === 1 /* Owner */);
+        tab.ea(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1440,8 +1348,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.sa(e, this.Ra(e.type, 2 /* Others */));
-          tab.ra(e, true);
+          tab.fa(e, (l) => l.vis === 2 /* Others */);
+          tab.ea(e, true);
         }
       }
       const later = [];
@@ -1452,29 +1360,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.sa(e, [...e.E.keys()].filter((i) => e.E[i] > lc.level));
-        } else if (lc.level > e.level) tab.cb(e.slot);
-        if (e) tab.Ka(e, lc.level);
+          tab.fa(e, (l) => e.I[l.index] > lc.level);
+        } else if (lc.level > e.level) tab.A.add(e.slot);
+        if (e) tab.wa(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.I.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.C.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.Ia(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.ra(e, true);
+        if (!e || !tab.A.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.ea(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.Ka(e, level(e, lc.level));
+        tab.wa(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.lb();
+      tab.Ta();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.Oa();
+    tab.ya();
     this.ticksApplied++;
-    this.Sa(tab.r);
+    this.Ca(tab.W);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1482,15 +1390,14 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.ia) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.I.Qa);
-    const tab = this.t.qa();
-    for (const e of this.entities()) tab.Ja(e.slot);
-    tab.Oa();
-    this.I = dec;
+    if (this.Z) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.C.Ba);
+    const tab = this.E.da();
+    for (const e of this.entities()) tab.va(e.slot);
+    tab.ya();
+    this.C = dec;
     this.remote = remote;
-    this.va.clear();
-    this.Sa(tab.r);
+    this.Ca(tab.W);
   }
   // ---- Callbacks ----
   /**
@@ -1499,22 +1406,21 @@ var Replica = class {
    * kind want, or not a container when want is 0.
    */
   add(c, i, fn, leaf, want = 0) {
-    const find = (s) => typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
-    const cls = find(this.local) ?? find(this.remote) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
+    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
     if (leaf !== void 0) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.t.bb(cls, l.index);
+      this.E.Qa(cls, l.index);
       i += l.index;
     }
-    let lists = this.ha.get(cls);
-    if (!lists) this.ha.set(cls, lists = []);
-    const cb = { from: this.ticksApplied + 1, wa: false, ob: fn };
+    let lists = this.Y.get(cls);
+    if (!lists) this.Y.set(cls, lists = []);
+    const cb = { Va: this.ticksApplied + 1, ja: false, Wa: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.wa) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.wa = true;
+      if (!cb.ja) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.ja = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1555,19 +1461,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  Sa(events) {
-    if (!this.ha.size) return;
-    this.ia = true;
+  Ca(events) {
+    if (!this.Y.size) return;
+    this.Z = true;
     try {
-      for (const { f: k, s: e, H: a } of events) {
-        const list = this.ha.get(e.type)?.[k];
+      for (const { f: k, Na: e, Oa: a } of events) {
+        const list = this.Y.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.wa) cb.ob(...a);
+        for (const cb of list) if (cb.Va <= this.ticksApplied && !cb.ja) cb.Wa(...a);
       }
     } finally {
-      this.ia = false;
+      this.Z = false;
     }
   }
 };

@@ -304,8 +304,7 @@ export class Connection {
    * (a class, its name or ID). Returns a function that unregisters it.
    */
   handleRPC(cls: StructType | string | number, rpc: number, h: (e: Entity, args: Rec) => void): () => void {
-    const s = this.opts.schema;
-    const c = typeof cls === "object" ? cls : typeof cls === "string" ? s.classNamed(cls) : s.class(cls);
+    const c = typeof cls === "object" ? cls : this.opts.schema.find(cls);
     if (!c) throw new Error("connection: no class " + cls);
     const key = c.classId + "/" + rpc;
     const hs = this.handlers;

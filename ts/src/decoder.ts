@@ -79,11 +79,11 @@ export function withDefaults(l: Partial<Limits> = {}): Limits {
 /** One leaf of a field tree, resolved for reading. */
 interface Step {
   /** The local leaf, or −1 when the value is skipped. */
-  local: number;
+  to: number;
   /** The local numeric or object slot, or −1. */
-  slot: number;
+  sl: number;
   /** P_RAW, P_DELTA, P_U, P_STR or P_CONT. */
-  code: number;
+  how: number;
   /** U(k)'s k, or the raw width for P_RAW. */
   k: number;
   /** The remote type, and the local one (null when skipped). */
@@ -102,16 +102,18 @@ interface Mapping {
   bands: Uint8Array;
 }
 
-/** A bag item that a record is decoded into, through the transaction. */
-interface ItemTarget {
-  tab: Table;
-  e: Entity;
-  leaf: number;
-  key: Key;
-  rec: Rec;
-}
-
 const ZERO_BANDS = new Uint8Array(0);
+
+/** What values() writes a new record through: its slots, directly. */
+const DIRECT = {
+  setNum(_e: Entity, _l: number, slot: number, lo: number, hi: number, r: Rec): void {
+    r.num[slot << 1] = lo;
+    r.num[(slot << 1) + 1] = hi;
+  },
+  setObj(_e: Entity, _l: number, slot: number, v: unknown, r: Rec): void {
+    r.obj[slot] = v;
+  },
+} as Table;
 
 /** Decodes segments of the remote schema into a local replica. */
 export interface Decoder {
@@ -230,9 +232,9 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       const slot = ids[i]!;
       let e: Entity | undefined;
       if (tag === SEC_CREATE) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
-      else if (!(e = tab.atSlot(slot)) || (tag === SEC_FILL && !tab.isFillable(slot))) fail("not-found", `section ${tag}, slot ${slot}`);
+      else if (!(e = tab.atSlot(slot)) || (tag === SEC_FILL && !tab.fillable.has(slot))) fail("not-found", `section ${tag}, slot ${slot}`);
       if (e!.classId !== rc.classId) r.malformed(`slot ${slot} of class ${e!.classId}`);
-      entityValues(tab, e!, delta);
+      values(tab, e!, e!, 0, delta, 0);
     }
   }
 
@@ -260,26 +262,26 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       }
       const local = map.toLocal[leaf]!;
       const ll = local >= 0 ? ls.leaves[local]! : null;
-      const s: Step = { local, slot: -1, code: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, sh: 0, signed: false };
+      const s: Step = { to: local, sl: -1, how: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, sh: 0, signed: false };
       if (isNumeric(t.kind)) {
         const p = (s.plan = numPlan(t));
         const raw = delta ? p.deltaRaw : p.fullRaw;
-        s.code = P_RAW;
+        s.how = P_RAW;
         s.k = raw;
         if (raw === 0) {
           s.k = r.bits(6);
-          s.code = P_U;
+          s.how = P_U;
           if (delta && p.D <= 32 && t.kind !== Kind.Ref) {
-            s.code = P_DELTA;
+            s.how = P_DELTA;
             s.mask = MASK[p.D]!;
             s.sh = 32 - p.D;
             s.signed = p.signed;
           }
         }
-        if (ll) s.slot = ll.num;
+        if (ll) s.sl = ll.num;
       } else {
-        if (isContainer(t.kind)) s.code = P_CONT;
-        if (ll) s.slot = ll.obj;
+        if (isContainer(t.kind)) s.how = P_CONT;
+        if (ll) s.sl = ll.obj;
       }
       steps.push(s);
     }
@@ -291,13 +293,18 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
     if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
   }
 
-  function entityValues(tab: Table, e: Entity, delta: boolean): void {
-    const a = e.num;
-    for (let i = 0; i < steps.length; i++) {
+  /**
+   * Reads the values of steps[from, …) into rec: an entity's (rec is e), a
+   * bag item's (rec, under key k of e's bag at leaf bagLeaf) through tab's
+   * transaction, or a new record's (tab is DIRECT). depth is rec's.
+   */
+  function values(tab: Table, e: Entity, rec: Rec, from: number, delta: boolean, depth: number, k?: Key, bagLeaf?: number): void {
+    const a = rec.num;
+    for (let i = from; i < steps.length; i++) {
       const s = steps[i]!;
-      const slot = s.slot;
+      const slot = s.sl;
       const j = slot << 1;
-      switch (s.code) {
+      switch (s.how) {
         case P_DELTA: {
           // D ≤ 32: plain number arithmetic (§4.3).
           const lo = r.u(s.k);
@@ -306,32 +313,32 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
           let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
           if (s.signed) {
             v = (v << s.sh) >> s.sh;
-            tab.setNum(e, s.local, slot, v >>> 0, v < 0 ? 0xffffffff : 0);
-          } else tab.setNum(e, s.local, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0);
+            tab.setNum(e, s.to, slot, v >>> 0, v < 0 ? 0xffffffff : 0, rec, k, bagLeaf);
+          } else tab.setNum(e, s.to, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0, rec, k, bagLeaf);
           break;
         }
         case P_RAW: {
           const lo = r.bitsWide(s.k);
-          if (slot >= 0) tab.setNum(e, s.local, slot, lo, r.hi);
+          if (slot >= 0) tab.setNum(e, s.to, slot, lo, r.hi, rec, k, bagLeaf);
           break;
         }
         case P_U:
           if (slot < 0) readNum(s.plan!, s.k, delta);
           else {
             readNum(s.plan!, s.k, delta, a[j], a[j + 1]);
-            tab.setNum(e, s.local, slot, out.lo, out.hi);
+            tab.setNum(e, s.to, slot, out.lo, out.hi, rec, k, bagLeaf);
           }
           break;
         case P_STR: {
           const v = readStr(s.t);
-          if (slot >= 0) tab.setObj(e, s.local, slot, v);
+          if (slot >= 0) tab.setObj(e, s.to, slot, v, rec, k, bagLeaf);
           break;
         }
         default:
           if (!delta || r.bool()) {
-            const c = readContainer(s.t, s.lt, 1);
-            if (slot >= 0) tab.setObj(e, s.local, slot, c);
-          } else containerOps(tab, e, s.t, s.lt, s.local, slot);
+            const c = readContainer(s.t, s.lt, depth + 1);
+            if (slot >= 0) tab.setObj(e, s.to, slot, c, rec, k, bagLeaf);
+          } else containerOps(tab, e, s.t, s.lt, s.to, slot);
       }
     }
   }
@@ -401,37 +408,18 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
 
   /**
    * Reads a standalone struct value of remote type rs into a record of
-   * local type ls (rs when null): into, an item's record through the
-   * transaction, or a new one.
+   * local type ls (rs when null): into, or a new one. A bag item of e (into,
+   * under key k of e's bag at leaf bagLeaf) is written through tab's
+   * transaction.
    */
-  function readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, item?: ItemTarget): Rec {
+  function readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, tab = DIRECT, e?: Entity, k?: Key, bagLeaf?: number): Rec {
     deeper(depth);
     countValues(1);
     const lst = ls ?? rs;
-    const rec = into ?? item?.rec ?? new Rec(lst);
+    const rec = into ?? new Rec(lst);
     const start = steps.length;
     readTree(rs, 0, false, depth, 2, mapping(rs, lst), lst);
-    for (let i = start; i < steps.length; i++) {
-      const s = steps[i]!;
-      const slot = s.slot;
-      if (s.plan) {
-        if (s.code === P_RAW) {
-          out.lo = r.bitsWide(s.k);
-          out.hi = r.hi;
-        } else readNum(s.plan, s.k, false);
-        if (slot < 0) continue;
-        if (item) item.tab.setItemNum(item.e, s.local, slot, out.lo, out.hi, rec, item.key, item.leaf);
-        else {
-          rec.num[slot << 1] = out.lo;
-          rec.num[(slot << 1) + 1] = out.hi;
-        }
-        continue;
-      }
-      const v = s.code === P_STR ? readStr(s.t) : readContainer(s.t, s.lt, depth + 1);
-      if (slot < 0) continue;
-      if (item) item.tab.setObj(item.e, s.local, slot, v, rec, item.key, item.leaf);
-      else rec.obj[slot] = v;
-    }
+    values(tab, e!, rec, start, false, depth, k, bagLeaf);
     steps.length = start;
     return rec;
   }
@@ -465,12 +453,9 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
           v = readRecord(rs, ls, 2, list ? clone(list.items[idx] as Rec) : new Rec(ls));
         } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem!, lt && lt.elem, k, 1);
         if (!list) continue;
-        if (op <= OP_INSERT) {
-          full(list.items.length);
-          tab.listInsert(e, local, list, op === OP_PUSH ? list.items.length : idx, v!);
-        } else if (op === OP_REMOVE) tab.listRemove(e, local, list, idx);
-        else if (op === OP_CLEAR) tab.listClear(e, local, list);
-        else tab.listSet(e, local, list, idx, v!);
+        if (op <= OP_INSERT) full(list.items.length);
+        // Table.listOp's codes: insert, remove, set (a patch too), clear.
+        tab.listOp(e, local, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
       }
       return;
     }
@@ -486,16 +471,16 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.mapDelete(e, local, m, key);
+          if (m) tab.mapOp(e, local, m, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct!, ls, 2) : readElem(t.elem!, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.mapPut(e, local, m, key, v);
+            tab.mapOp(e, local, m, key, v);
           }
         } else if (m) {
           const item = (m as BagC).m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct!, ls, 2, undefined, { tab, e, leaf: local, key, rec: item });
+          readRecord(t.struct!, ls, 2, item, tab, e, key, local);
         } else readRecord(t.struct!, null, 2);
       }
     }

@@ -14,7 +14,7 @@
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { decoder, type Decoder, type Limits } from "./decoder.js";
 import { isContainer, type Schema, type StructType } from "./schema.js";
-import { Table, type BagC, type Entity, type Key, type Rec, type TxEvent } from "./state.js";
+import { table, type BagC, type Entity, type Key, type Rec, type TxEvent } from "./state.js";
 import { Ev, Kind, Vis } from "./enums.js";
 
 export interface ReplicaOptions {
@@ -68,7 +68,7 @@ export interface BagEvent {
 export type ClassRef = StructType | string | number;
 
 interface Callback {
-  from: number;
+  since: number;
   dead: boolean;
   fn: (...args: any[]) => void;
 }
@@ -86,7 +86,7 @@ export class Replica {
   remote: Schema;
   /** @internal The decoder (also of RPC arguments). */
   decoder: Decoder;
-  private tab = new Table();
+  private tab = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
   private cbs = new Map<StructType, Callback[][]>();
   /**
@@ -96,8 +96,6 @@ export class Replica {
    */
   ticksApplied = 0;
   private dispatching = false;
-  /** Per class and visibility: the leaves whose visibility is exactly that (a partition, §5.1). */
-  private parts = new Map<StructType, number[][]>();
 
   constructor(local: Schema, opts: ReplicaOptions = {}) {
     this.local = local;
@@ -135,12 +133,6 @@ export class Replica {
     this.applyTick(segments);
   }
 
-  private part(c: StructType, vis: number): number[] {
-    let p = this.parts.get(c);
-    if (!p) this.parts.set(c, (p = [Vis.Owner, Vis.Others].map((v) => c.leaves.filter((l) => l.vis === v).map((l) => l.index))));
-    return p[vis - 1]!;
-  }
-
   /**
    * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
    * changes, then its segments in order, in one transaction. Either all of
@@ -157,7 +149,7 @@ export class Replica {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.zeroLeaves(e!, this.part(e!.type, Vis.Owner));
+        tab.zeroLeaves(e!, (l) => l.vis === Vis.Owner);
         tab.setOwned(e!, false);
       }
       const created: number[] = [];
@@ -166,7 +158,7 @@ export class Replica {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.zeroLeaves(e, this.part(e.type, Vis.Others));
+          tab.zeroLeaves(e, (l) => l.vis === Vis.Others);
           tab.setOwned(e, true);
         }
       }
@@ -178,15 +170,15 @@ export class Replica {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.zeroLeaves(e, [...e.bands.keys()].filter((i) => e.bands[i]! > lc.level));
-        } else if (lc.level > e.level) tab.markFillable(e.slot);
+          tab.zeroLeaves(e, (l) => e.bands[l.index]! > lc.level);
+        } else if (lc.level > e.level) tab.fillable.add(e.slot);
         if (e) tab.setLevel(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.decoder.apply(tab, segments[seg]!);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.isFillable(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        if (!e || !tab.fillable.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
         tab.setOwned(e!, true);
       }
       for (const lc of later) {
@@ -216,7 +208,6 @@ export class Replica {
     tab.commit();
     this.decoder = dec;
     this.remote = remote;
-    this.parts.clear();
     this.dispatch(tab.events);
   }
 
@@ -228,9 +219,7 @@ export class Replica {
    * kind want, or not a container when want is 0.
    */
   private add(c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): () => void {
-    const find = (s: Schema): StructType | undefined =>
-      typeof c === "string" ? s.classNamed(c) : typeof c === "number" ? s.class(c) : s.classes.find((x) => x === c);
-    const cls = find(this.local) ?? find(this.remote) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
+    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
     if (leaf !== undefined) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
@@ -240,7 +229,7 @@ export class Replica {
     }
     let lists = this.cbs.get(cls);
     if (!lists) this.cbs.set(cls, (lists = []));
-    const cb: Callback = { from: this.ticksApplied + 1, dead: false, fn };
+    const cb: Callback = { since: this.ticksApplied + 1, dead: false, fn };
     lists[i] = [...(lists[i] ?? []), cb]; // copy on write: dispatch may be iterating
     return () => {
       if (!cb.dead) lists[i] = lists[i]!.filter((x) => x !== cb);
@@ -304,7 +293,7 @@ export class Replica {
         const ev = a[1] as BagEvent;
         // A bag event reports the item under its key once the tick is applied.
         if (ev?.itemLeaf !== undefined) ev.item = (e.obj[e.type.leaves[k - Ev.Field]!.obj] as BagC).get(ev.key);
-        for (const cb of list) if (cb.from <= this.ticksApplied && !cb.dead) cb.fn(...a);
+        for (const cb of list) if (cb.since <= this.ticksApplied && !cb.dead) cb.fn(...a);
       }
     } finally {
       this.dispatching = false;

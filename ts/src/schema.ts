@@ -248,6 +248,11 @@ export class Schema {
   classNamed(name: string): StructType | undefined {
     return this.classes.find((c) => c.name === name);
   }
+
+  /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
+  find(c: StructType | string | number): StructType | undefined {
+    return this.classes.find((x) => x === c || x.name === c || x.classId === c);
+  }
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 
 import { fail } from "./errors.js";
-import { isNumeric, type StructType, type Type } from "./schema.js";
+import { isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue } from "./values.js";
 import { Ev, Kind } from "./enums.js";
 
@@ -210,313 +210,313 @@ const ITEM_KINDS = ["added", "removed", "changed"] as const;
  * changes them: begin, changes logged for a rollback, then commit (which
  * keeps them and leaves the events) or rollback (which undoes them all).
  */
-export class Table {
-  // Slots in pages of 1024: slots go up to 2^24.
-  private dir: (Entity | undefined)[][] = [];
-  size = 0;
+export interface Table {
+  /** The number of entities. */
+  size: number;
   /**
-   * @internal The slots of the entities as of the last commit (so, in a
-   * transaction, when it began), ascending: ranked update sections (§5.4)
-   * name entities by their index in it.
+   * The slots of the entities as of the last commit (so, in a transaction,
+   * when it began), ascending: ranked update sections (§5.4) name entities
+   * by their index in it.
    */
-  held: number[] = [];
-  /** Per class: a flag per leaf whose changes are reported as events. */
-  private watch = new Map<StructType, Uint8Array>();
-  // One-entry cache of watch.
-  private lastC: StructType | undefined;
-  private lastW: Uint8Array | undefined;
-
-  // Numeric writes: each write to a record not created in this transaction
-  // logs the slot's old value (record in savedRecs, slot index and old
-  // value in saved); a rollback restores them newest first. The log is
-  // cleared by count, so its arrays keep their size from tick to tick.
-  private serial = 1;
-  private savedRecs: Rec[] = [];
-  private nSaved = 0;
-  private saved = new Uint32Array(768);
-  private undo: (() => void)[] = [];
-  private fillable = new Set<number>();
-  /** The slots this transaction created or destroyed an entity in. */
-  private moved: number[] = [];
-  events: TxEvent[] = [];
-
+  held: number[];
+  /** The slots whose entity a fill may set values of (§5.1, §5.8). */
+  fillable: Set<number>;
+  /** The events of the transaction, in the order its changes were applied. */
+  events: TxEvent[];
   /** The entity in slot, or undefined. */
-  atSlot(slot: number): Entity | undefined {
-    return this.dir[slot >>> 10]?.[slot & 1023];
-  }
-
+  atSlot(slot: number): Entity | undefined;
   /** The entity with network ID id (generation included), or undefined. */
-  entity(id: number): Entity | undefined {
-    const e = this.atSlot(id & 0xffffff);
-    return e && e.id === id >>> 0 ? e : undefined;
-  }
-
-  private put(slot: number, e: Entity | undefined): void {
-    (this.dir[slot >>> 10] ??= [])[slot & 1023] = e;
-    this.size += e ? 1 : -1;
-  }
-
+  entity(id: number): Entity | undefined;
   /** Every entity, in ascending slot order (outside a transaction). */
-  entities(): Entity[] {
-    return this.held.map((s) => this.atSlot(s)!);
-  }
-
+  entities(): Entity[];
   /** Watches leaf of class c for events. */
-  watchLeaf(c: StructType, leaf: number): void {
-    let w = this.watch.get(c);
-    if (!w) this.watch.set(c, (w = new Uint8Array(c.leaves.length)));
-    w[leaf] = 1;
-    this.lastC = undefined;
-  }
-
+  watchLeaf(c: StructType, leaf: number): void;
   /** Starts a transaction. */
-  begin(): this {
-    this.serial++;
-    this.nSaved = this.undo.length = this.moved.length = 0;
-    this.fillable.clear();
-    this.events = [];
-    return this;
-  }
-
-  /** Whether events about leaf of r's class are wanted. */
-  private wants(r: Rec, leaf: number): boolean {
-    if (r.type !== this.lastC) this.lastW = this.watch.get((this.lastC = r.type));
-    return this.lastW?.[leaf] === 1;
-  }
-
-  /** Whether a fill may set values of the entity in slot (§5.1, §5.8). */
-  isFillable(slot: number): boolean {
-    return this.fillable.has(slot);
-  }
-
-  /** Lets a fill set values of the entity in slot. */
-  markFillable(slot: number): void {
-    this.fillable.add(slot);
-  }
-
+  begin(): Table;
   /** Creates an entity. */
-  create(cls: StructType, id: number, classId: number, bands: Uint8Array, nbands: number): Entity {
-    const slot = id & 0xffffff;
-    if (this.atSlot(slot)) fail("exists", "slot " + slot);
-    const e = new Entity(cls, id, classId, bands, nbands);
-    e.txnMark = this.serial; // nothing to restore: a rollback removes it
-    this.put(slot, e);
-    this.fillable.add(slot);
-    this.moved.push(slot);
-    this.undo.push(() => this.put(slot, undefined));
-    this.events.push({ k: Ev.Create, e, a: [e] });
-    return e;
-  }
-
+  create(cls: StructType, id: number, classId: number, bands: Uint8Array, nbands: number): Entity;
   /** Destroys the entity in slot. */
-  destroySlot(slot: number): void {
-    const e = this.atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
-    this.put(slot, undefined);
-    this.moved.push(slot);
-    this.set(e, "alive", false);
-    this.undo.push(() => this.put(slot, e));
-    this.events.push({ k: Ev.Destroy, e, a: [e] });
-  }
-
-  /** Sets o[k] to v, logging the old value for a rollback; returns it. */
-  private set<T, K extends keyof T>(o: T, k: K, v: T[K]): T[K] {
-    const old = o[k];
-    o[k] = v;
-    this.undo.push(() => (o[k] = old));
-    return old;
-  }
-
+  destroySlot(slot: number): void;
   /** Records that this client owns e, or no longer does. */
-  setOwned(e: Entity, owned: boolean): void {
-    if (e.owned !== owned) this.events.push({ k: Ev.Owned, e, a: [e, (this.set(e, "owned", owned), owned)] });
-  }
-
+  setOwned(e: Entity, owned: boolean): void;
   /** Sets e's level of detail. */
-  setLevel(e: Entity, level: number): void {
-    if (e.level !== level) this.events.push({ k: Ev.Level, e, a: [e, this.set(e, "level", level), level] });
-  }
-
-  /** Sets numeric slot `slot` (leaf `leaf`) of entity e to S = (lo, hi): the hot path of updates. */
-  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number): void {
-    const a = e.num;
-    const i = slot << 1;
-    const olo = a[i]!;
-    const ohi = a[i + 1]!;
-    if (olo === lo && ohi === hi) return;
-    if (e.txnMark !== this.serial) this.save(e, i, olo, ohi);
-    a[i] = lo;
-    a[i + 1] = hi;
-    if (this.wants(e, leaf)) this.numEvent(e, leaf, e, olo, ohi, lo, hi);
-  }
-
-  /** Sets numeric slot `slot` (item leaf `leaf`) of bag item r, the item under key k of e's bag at leaf bagLeaf. */
-  setItemNum(e: Entity, leaf: number, slot: number, lo: number, hi: number, r: Rec, k: Key, bagLeaf: number): void {
-    const a = r.num;
-    const i = slot << 1;
-    const olo = a[i]!;
-    const ohi = a[i + 1]!;
-    if (olo === lo && ohi === hi) return;
-    if (r.txnMark !== this.serial) this.save(r, i, olo, ohi);
-    a[i] = lo;
-    a[i + 1] = hi;
-    if (this.wants(e, bagLeaf)) this.numEvent(e, leaf, r, olo, ohi, lo, hi, k, bagLeaf);
-  }
-
-  private numEvent(e: Entity, leaf: number, r: Rec, olo: number, ohi: number, lo: number, hi: number, k?: Key, bagLeaf = -1): void {
-    const p = numPlan(r.type.leaves[leaf]!.field.type);
-    this.fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
-  }
-
-  /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
-  private fieldEvent(e: Entity, leaf: number, old: unknown, now: unknown, r: Rec, k: Key | undefined, bagLeaf: number): void {
-    if (r === e) this.events.push({ k: Ev.Field + leaf, e, a: [e, old, now] });
-    else this.item(e, bagLeaf, 2, k!, old, now, leaf);
-  }
-
-  /** Logs the old value (lo, hi) of r's numeric slot at num[i] for a rollback. */
-  private save(r: Rec, i: number, lo: number, hi: number): void {
-    const n = this.nSaved++;
-    let s = this.saved;
-    if (3 * n + 3 > s.length) (this.saved = new Uint32Array(2 * s.length)).set(s), (s = this.saved);
-    s[3 * n] = i;
-    s[3 * n + 1] = lo;
-    s[3 * n + 2] = hi;
-    this.savedRecs[n] = r;
-  }
-
+  setLevel(e: Entity, level: number): void;
+  /**
+   * Sets numeric slot `slot` (leaf `leaf`) of record r to S = (lo, hi): of
+   * entity e (the hot path of updates), or of bag item r, the item under
+   * key k of e's bag at leaf bagLeaf.
+   */
+  setNum(e: Entity, leaf: number, slot: number, lo: number, hi: number, r?: Rec, k?: Key, bagLeaf?: number): void;
   /**
    * Sets string, bytes or container slot `slot` of r, as setNum does. A
    * container replaces the old one: an entity's reports the difference as
    * item events, an item's one event without values.
    */
-  setObj(e: Entity, leaf: number, slot: number, v: unknown, r: Rec = e, k?: Key, bagLeaf = -1): void {
-    const old = r.obj[slot];
-    const scalar = typeof v === "string" || v instanceof Uint8Array;
-    if (scalar && equal(old, v)) return;
-    this.set(r.obj, slot, v);
-    if (!this.wants(e, r === e ? leaf : bagLeaf)) return;
-    if (scalar || r !== e) this.fieldEvent(e, leaf, scalar ? old : undefined, scalar ? v : undefined, r, k, bagLeaf);
-    else if (old instanceof ListC) {
-      // The difference between two lists: elements changed, removed from the end, added.
-      const n = (v as ListC).items;
-      const o = old.items;
-      const c = Math.min(o.length, n.length);
-      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) this.item(e, leaf, 2, i, o[i], n[i]);
-      for (let i = o.length; i-- > c; ) this.item(e, leaf, 1, i, o[i], undefined);
-      for (let i = c; i < n.length; i++) this.item(e, leaf, 0, i, undefined, n[i]);
-    } else {
-      const m = v as MapC;
-      for (const k of (old as MapC).keys()) {
-        const ov = (old as MapC).m.get(k);
-        if (!m.m.has(k)) this.item(e, leaf, 1, k, ov, undefined);
-        else if (!equal(ov, m.m.get(k))) this.item(e, leaf, 2, k, ov, m.m.get(k));
-      }
-      for (const k of m.keys()) if (!(old as MapC).m.has(k)) this.item(e, leaf, 0, k, undefined, m.m.get(k));
-    }
-  }
+  setObj(e: Entity, leaf: number, slot: number, v: unknown, r?: Rec, k?: Key, bagLeaf?: number): void;
+  /**
+   * A list operation on l, a list leaf of e: insert v at i (op 0), remove
+   * the element at i (1), set it to v (2), or remove every element (3).
+   */
+  listOp(e: Entity, leaf: number, l: ListC, op: number, i: number, v?: Elem): void;
+  /** Puts an entry of a map or an item of a bag (v), or deletes it (v undefined). */
+  mapOp(e: Entity, leaf: number, m: MapC, k: Key, v?: Elem): void;
+  /**
+   * Sets the leaves of e that pick selects to their zero values and makes
+   * e fillable (an ownership or level change, §5.1, §5.8).
+   */
+  zeroLeaves(e: Entity, pick: (l: Leaf) => boolean): void;
+  /** Keeps every change; the events stay in events. */
+  commit(): void;
+  /** Undoes every change, newest first. */
+  rollback(): void;
+}
+
+/** A new, empty table. */
+export function table(): Table {
+  // Slots in pages of 1024: slots go up to 2^24.
+  const pages: (Entity | undefined)[][] = [];
+  /** Per class: a flag per leaf whose changes are reported as events. */
+  const watch = new Map<StructType, Uint8Array>();
+  // One-entry cache of watch.
+  let lastC: StructType | undefined;
+  let lastW: Uint8Array | undefined;
+
+  // Numeric writes: each write to a record not created in this transaction
+  // logs the slot's old value (record in savedRecs, slot index and old
+  // value in saved); a rollback restores them newest first. The log is
+  // cleared by count, so its arrays keep their size from tick to tick.
+  let serial = 1;
+  const savedRecs: Rec[] = [];
+  let nSaved = 0;
+  let saved = new Uint32Array(768);
+  const undo: (() => void)[] = [];
+  /** The slots this transaction created or destroyed an entity in. */
+  const moved: number[] = [];
+
+  const atSlot = (slot: number): Entity | undefined => pages[slot >>> 10]?.[slot & 1023];
+
+  const put = (slot: number, e?: Entity): void => {
+    (pages[slot >>> 10] ??= [])[slot & 1023] = e;
+    t.size += e ? 1 : -1;
+  };
+
+  /** Whether events about leaf of r's class are wanted. */
+  const wants = (r: Rec, leaf: number): boolean => {
+    if (r.type !== lastC) lastW = watch.get((lastC = r.type));
+    return lastW?.[leaf] === 1;
+  };
+
+  /** Sets o[k] to v, logging the old value for a rollback; returns it. */
+  const assign = <T, K extends keyof T>(o: T, k: K, v: T[K]): T[K] => {
+    const old = o[k];
+    o[k] = v;
+    undo.push(() => (o[k] = old));
+    return old;
+  };
+
+  const event = (k: number, e: Entity, ...a: unknown[]): void => void t.events.push({ k, e, a: [e, ...a] });
+
+  /** A field event, or an item field's ("changed", with the item's leaf) when r is not e. */
+  const fieldEvent = (e: Entity, leaf: number, old: unknown, now: unknown, r: Rec, k: Key | undefined, bagLeaf: number): void =>
+    r === e ? event(Ev.Field + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k!, old, now, leaf);
 
   /**
    * An item event (of ITEM_KINDS[kind]) of a list, map or bag leaf of e:
    * list and map values converted (§4.1); for a bag, itemLeaf is the item's
    * leaf whose value changed, or −1 for a whole item.
    */
-  private item(e: Entity, leaf: number, kind: number, key: Key, o: unknown, n: unknown, itemLeaf = -1): void {
-    if (!this.wants(e, leaf)) return;
-    const t = e.type.leaves[leaf]!.field.type;
+  const itemEvent = (e: Entity, leaf: number, kind: number, key: Key, o: unknown, n?: unknown, itemLeaf = -1): void => {
+    if (!wants(e, leaf)) return;
+    const ty = e.type.leaves[leaf]!.field.type;
     const ev: Record<string, unknown> = { kind: ITEM_KINDS[kind] };
-    if (t.kind === Kind.List) ev.index = key;
+    if (ty.kind === Kind.List) ev.index = key;
     else ev.key = key;
-    if (t.kind === Kind.Bag) ev.itemLeaf = itemLeaf;
-    const conv = (v: unknown): unknown => (t.kind === Kind.Bag ? v : elemValue(t.elem!, v as Elem));
+    if (ty.kind === Kind.Bag) ev.itemLeaf = itemLeaf;
+    const conv = (v: unknown): unknown => (ty.kind === Kind.Bag ? v : elemValue(ty.elem!, v as Elem));
     if (o !== undefined) ev.old = conv(o);
     if (n !== undefined) ev.new = conv(n);
-    this.events.push({ k: Ev.Field + leaf, e, a: [e, ev] });
-  }
+    event(Ev.Field + leaf, e, ev);
+  };
 
-  listInsert(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
-    if (i > l.items.length) fail("index", `insert at ${i} of ${l.items.length}`);
-    l.items.splice(i, 0, v);
-    this.undo.push(() => l.items.splice(i, 1));
-    this.item(e, leaf, 0, i, undefined, v);
-  }
-
-  listRemove(e: Entity, leaf: number, l: ListC, i: number): void {
-    if (i >= l.items.length) fail("index", `remove ${i} of ${l.items.length}`);
-    const old = l.items.splice(i, 1)[0]!;
-    this.undo.push(() => l.items.splice(i, 0, old));
-    this.item(e, leaf, 1, i, old, undefined);
-  }
-
-  listSet(e: Entity, leaf: number, l: ListC, i: number, v: Elem): void {
-    if (i >= l.items.length) fail("index", `set ${i} of ${l.items.length}`);
-    this.item(e, leaf, 2, i, this.set(l.items, i, v), v);
-  }
-
-  listClear(e: Entity, leaf: number, l: ListC): void {
-    const old = this.set(l, "items", []);
-    for (let i = old.length - 1; i >= 0; i--) this.item(e, leaf, 1, i, old[i], undefined);
-  }
-
-  /** Puts an entry of a map, or an item of a bag. */
-  mapPut(e: Entity, leaf: number, m: MapC, k: Key, v: Elem): void {
-    const existed = m.m.has(k);
-    const old = m.m.get(k);
-    m.m.set(k, v);
-    this.undo.push(() => (existed ? m.m.set(k, old!) : m.m.delete(k)));
-    this.item(e, leaf, existed ? 2 : 0, k, old, v);
-  }
-
-  /** Deletes an entry of a map, or an item of a bag. */
-  mapDelete(e: Entity, leaf: number, m: MapC, k: Key): void {
-    const old = m.m.get(k);
-    if (!m.m.delete(k)) fail("no-key", "delete of " + k);
-    this.undo.push(() => m.m.set(k, old!));
-    this.item(e, leaf, 1, k, old, undefined);
-  }
-
-  /**
-   * Sets the given leaves of e to their zero values and makes e fillable
-   * (an ownership or level change, §5.1, §5.8).
-   */
-  zeroLeaves(e: Entity, leaves: number[]): void {
-    for (const li of leaves) {
-      const l = e.type.leaves[li]!;
-      const cur = e.obj[l.obj] as { length?: number; size?: number };
-      if (l.num >= 0) this.setNum(e, li, l.num, 0, 0);
-      // An empty container stays: a new one would report nothing but cost an undo.
-      else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) this.setObj(e, li, l.obj, zeroObj(l.field.type));
-    }
-    this.fillable.add(e.slot);
-  }
-
-  /** Keeps every change; the events stay in events, in the order the changes were applied. */
-  commit(): void {
-    // held, merged with the slots moved: each is in it if and only if it holds an entity now.
-    if (this.moved.length) {
-      const held = this.held;
-      const out: number[] = [];
-      let i = 0;
-      for (const m of this.moved.sort((a, b) => a - b)) {
-        while (held[i]! < m) out.push(held[i++]!);
-        if (held[i] === m) i++;
-        if (this.atSlot(m) && out[out.length - 1] !== m) out.push(m);
+  const setNum = (e: Entity, leaf: number, slot: number, lo: number, hi: number, r: Rec = e, k?: Key, bagLeaf = -1): void => {
+    const a = r.num;
+    const i = slot << 1;
+    const olo = a[i]!;
+    const ohi = a[i + 1]!;
+    if (olo === lo && ohi === hi) return;
+    if (r.txnMark !== serial) {
+      // Logs the old value for a rollback.
+      const n = nSaved++;
+      if (3 * n + 3 > saved.length) {
+        const s = saved;
+        (saved = new Uint32Array(2 * s.length)).set(s);
       }
-      this.held = out.concat(held.slice(i));
+      saved[3 * n] = i;
+      saved[3 * n + 1] = olo;
+      saved[3 * n + 2] = ohi;
+      savedRecs[n] = r;
     }
-    this.nSaved = this.undo.length = 0;
-  }
+    a[i] = lo;
+    a[i + 1] = hi;
+    if (wants(e, r === e ? leaf : bagLeaf)) {
+      const p = numPlan(r.type.leaves[leaf]!.field.type);
+      fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+    }
+  };
 
-  /** Undoes every change, newest first. */
-  rollback(): void {
-    // Numeric slots never move, so they are restored apart from the rest.
-    const s = this.saved;
-    for (let j = this.nSaved - 1; j >= 0; j--) {
-      const a = this.savedRecs[j]!.num;
-      const i = s[3 * j]!;
-      a[i] = s[3 * j + 1]!;
-      a[i + 1] = s[3 * j + 2]!;
+  const setObj = (e: Entity, leaf: number, slot: number, v: unknown, r: Rec = e, k?: Key, bagLeaf = -1): void => {
+    const old = r.obj[slot];
+    const scalar = typeof v === "string" || v instanceof Uint8Array;
+    if (scalar && equal(old, v)) return;
+    assign(r.obj, slot, v);
+    if (!wants(e, r === e ? leaf : bagLeaf)) return;
+    if (scalar || r !== e) fieldEvent(e, leaf, scalar ? old : undefined, scalar ? v : undefined, r, k, bagLeaf);
+    else if (old instanceof ListC) {
+      // The difference between two lists: elements changed, removed from the end, added.
+      const n = (v as ListC).items;
+      const o = old.items;
+      const c = Math.min(o.length, n.length);
+      for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) itemEvent(e, leaf, 2, i, o[i], n[i]);
+      for (let i = o.length; i-- > c; ) itemEvent(e, leaf, 1, i, o[i]);
+      for (let i = c; i < n.length; i++) itemEvent(e, leaf, 0, i, undefined, n[i]);
+    } else {
+      const m = v as MapC;
+      for (const k of (old as MapC).keys()) {
+        const ov = (old as MapC).m.get(k);
+        if (!m.m.has(k)) itemEvent(e, leaf, 1, k, ov);
+        else if (!equal(ov, m.m.get(k))) itemEvent(e, leaf, 2, k, ov, m.m.get(k));
+      }
+      for (const k of m.keys()) if (!(old as MapC).m.has(k)) itemEvent(e, leaf, 0, k, undefined, m.m.get(k));
     }
-    for (let j = this.undo.length - 1; j >= 0; j--) this.undo[j]!();
-    this.begin();
-  }
+  };
+
+  const t: Table = {
+    size: 0,
+    held: [],
+    fillable: new Set(),
+    events: [],
+    atSlot,
+    setNum,
+    setObj,
+
+    entity(id) {
+      const e = atSlot(id & 0xffffff);
+      return e && e.id === id >>> 0 ? e : undefined;
+    },
+
+    entities: () => t.held.map((s) => atSlot(s)!),
+
+    watchLeaf(c, leaf) {
+      let w = watch.get(c);
+      if (!w) watch.set(c, (w = new Uint8Array(c.leaves.length)));
+      w[leaf] = 1;
+      lastC = undefined;
+    },
+
+    begin() {
+      serial++;
+      nSaved = undo.length = moved.length = 0;
+      t.fillable.clear();
+      t.events = [];
+      return t;
+    },
+
+    create(cls, id, classId, bands, nbands) {
+      const slot = id & 0xffffff;
+      if (atSlot(slot)) fail("exists", "slot " + slot);
+      const e = new Entity(cls, id, classId, bands, nbands);
+      e.txnMark = serial; // nothing to restore: a rollback removes it
+      put(slot, e);
+      t.fillable.add(slot);
+      moved.push(slot);
+      undo.push(() => put(slot));
+      event(Ev.Create, e);
+      return e;
+    },
+
+    destroySlot(slot) {
+      const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
+      put(slot);
+      moved.push(slot);
+      assign(e, "alive", false);
+      undo.push(() => put(slot, e));
+      event(Ev.Destroy, e);
+    },
+
+    setOwned(e, owned) {
+      if (e.owned !== owned) event(Ev.Owned, e, (assign(e, "owned", owned), owned));
+    },
+
+    setLevel(e, level) {
+      if (e.level !== level) event(Ev.Level, e, assign(e, "level", level), level);
+    },
+
+    listOp(e, leaf, l, op, i, v) {
+      const a = l.items;
+      if (op > 2) {
+        assign(l, "items", []);
+        for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
+        return;
+      }
+      if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
+      const old = op ? a[i] : undefined;
+      if (op > 1) assign(a, i, v!);
+      else {
+        op ? a.splice(i, 1) : a.splice(i, 0, v!);
+        undo.push(() => (op ? a.splice(i, 0, old!) : a.splice(i, 1)));
+      }
+      itemEvent(e, leaf, op, i, old, op === 1 ? undefined : v);
+    },
+
+    mapOp(e, leaf, m, k, v) {
+      const had = m.m.has(k);
+      const old = m.m.get(k);
+      if (v === undefined) {
+        if (!had) fail("no-key", "delete of " + k);
+        m.m.delete(k);
+      } else m.m.set(k, v);
+      undo.push(() => (had ? m.m.set(k, old!) : m.m.delete(k)));
+      itemEvent(e, leaf, v === undefined ? 1 : had ? 2 : 0, k, old, v);
+    },
+
+    zeroLeaves(e, pick) {
+      for (const l of e.type.leaves) {
+        if (!pick(l)) continue;
+        const cur = e.obj[l.obj] as { length?: number; size?: number };
+        if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
+        // An empty container stays: a new one would report nothing but cost an undo.
+        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
+      }
+      t.fillable.add(e.slot);
+    },
+
+    commit() {
+      // held, merged with the slots moved: each is in it if and only if it holds an entity now.
+      if (moved.length) {
+        const held = t.held;
+        const out: number[] = [];
+        let i = 0;
+        for (const m of moved.sort((a, b) => a - b)) {
+          while (held[i]! < m) out.push(held[i++]!);
+          if (held[i] === m) i++;
+          if (atSlot(m) && out[out.length - 1] !== m) out.push(m);
+        }
+        t.held = out.concat(held.slice(i));
+      }
+      nSaved = undo.length = 0;
+    },
+
+    rollback() {
+      // Numeric slots never move, so they are restored apart from the rest.
+      for (let j = nSaved - 1; j >= 0; j--) {
+        const a = savedRecs[j]!.num;
+        const i = saved[3 * j]!;
+        a[i] = saved[3 * j + 1]!;
+        a[i + 1] = saved[3 * j + 2]!;
+      }
+      for (let j = undo.length - 1; j >= 0; j--) undo[j]!();
+      t.begin();
+    },
+  };
+  return t;
 }

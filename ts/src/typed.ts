@@ -197,7 +197,7 @@ function typed(ev: object, f: (v: any) => unknown): any {
 /** Converts untyped events into typed ones for generated callbacks: struct elements become views. */
 export const listEvent = <T>(ev: ListEvent, conv: (v: any) => T, structs: boolean): TypedListEvent<T> => (structs ? typed(ev, conv) : ev) as any;
 
-export const mapEvent = <K, V>(ev: MapEvent, conv: (v: any) => V, structs: boolean): TypedMapEvent<K, V> => (structs ? typed(ev, conv) : ev) as any;
+export const mapEvent: <K, V>(ev: MapEvent, conv: (v: any) => V, structs: boolean) => TypedMapEvent<K, V> = listEvent as any;
 
 export const bagEvent = <K, V>(ev: BagEvent, conv: (r: Rec) => V): TypedBagEvent<K, V> => typed(ev, (v) => (v instanceof Rec ? conv(v) : v));
 
