@@ -265,8 +265,7 @@ type Assembler struct {
 	// Segments of the tick.
 	Held *Held
 
-	ranked bool     // this call's update sections are ranked
-	upd    []uint64 // rankUpdates: the update entries
+	ranked bool // this call's update sections are ranked
 
 	ents     []asmEntry
 	groups   []asmGroup
@@ -530,6 +529,7 @@ func (a *Assembler) rankAndSort() []asmEntry {
 		a.rank[g] = uint64(r) << 32
 	}
 	ents := a.ents
+	a.rankUpdates(ents)
 	for i := range ents {
 		ents[i].ord |= a.rank[ents[i].group]
 	}
@@ -554,69 +554,54 @@ func (a *Assembler) rankAndSort() []asmEntry {
 			n++
 		}
 	}
-	ents = ents[:n]
-	a.rankUpdates(ents)
-	return ents
+	return ents[:n]
 }
 
 // rankUpdates decides whether this call's update sections are ranked, and
-// if so puts each update entry's rank where its slot was: ranks ascend
-// with slots, so the entries stay in order, and the ID blocks, planned and
-// written from what the entries hold, carry ranks. Sections stay by slot
-// if some update names an entity Held does not have, which would be a
-// caller bug.
-//
-// The update entries of every group, sorted by slot, are merged with
-// Held's slots in one pass: a scan whose branch mostly goes the same way,
-// where a binary search per entry mispredicts half its branches and a
-// scan per group passes over Held once per group.
+// if so puts each update entry's rank where its slot was, before the
+// entries are sorted: ranks ascend with slots, so the entries sort as
+// they would by slot, and the ID blocks, planned and written from what
+// the entries hold, carry ranks. Sections stay by slot if some update
+// names an entity Held does not have, which would be a caller bug.
 func (a *Assembler) rankUpdates(ents []asmEntry) {
 	a.ranked = false
 	h := a.Held
 	if h == nil || !h.valid {
 		return
 	}
-	upd := a.upd[:0] // slot << 32 | index in ents
 	lastG, isUpd := int32(-1), false
 	for i := range ents {
-		if g := ents[i].group; g != lastG {
-			lastG, isUpd = g, a.groups[g].key>>32 == secUpdate
+		x := &ents[i]
+		if x.group != lastG {
+			lastG, isUpd = x.group, a.groups[x.group].key>>32 == secUpdate
 		}
-		if isUpd {
-			upd = append(upd, uint64(uint32(ents[i].ord))<<32|uint64(i))
+		if !isUpd {
+			continue
 		}
-	}
-	a.upd = upd
-	if len(upd) == 0 {
-		return
-	}
-	if len(upd) <= 16 {
-		for i := 1; i < len(upd); i++ {
-			x, j := upd[i], i
-			for ; j > 0 && upd[j-1] > x; j-- {
-				upd[j] = upd[j-1]
-			}
-			upd[j] = x
+		slot := uint32(x.ord)
+		if int(slot/64) >= len(h.words) {
+			a.unrank(ents[:i])
+			return
 		}
-	} else {
-		slices.Sort(upd)
-	}
-	held, r := h.slots, 0
-	for j, u := range upd {
-		slot := uint32(u >> 32)
-		for r < len(held) && held[r] < slot {
-			r++
+		r, ok := h.rank(slot)
+		if !ok {
+			a.unrank(ents[:i])
+			return
 		}
-		if r == len(held) || held[r] != slot {
-			return // not held: every section by slot
-		}
-		upd[j] = uint64(r)<<32 | u&(1<<32-1)
-	}
-	for _, u := range upd {
-		x := &ents[uint32(u)]
-		x.ord = x.ord&^(1<<32-1) | u>>32
+		x.ord = uint64(r)
 	}
 	a.ranked = true
+}
+
+// unrank puts back the slots of the update entries of ents that
+// rankUpdates ranked.
+func (a *Assembler) unrank(ents []asmEntry) {
+	for i := range ents {
+		x := &ents[i]
+		if g := &a.groups[x.group]; g.key>>32 == secUpdate {
+			x.ord = uint64(g.b.pieces[x.piece].id.Slot())
+		}
+	}
 }
 
 // A segPlan follows the size of the segment being planned as entities are
@@ -878,7 +863,7 @@ func (a *Assembler) settle(n int) {
 	if cap(a.ents) <= 4*a.peak+256 {
 		return
 	}
-	a.ents, a.byRank, a.rank, a.gapv, a.gapk, a.upd = nil, nil, nil, nil, nil, nil
+	a.ents, a.byRank, a.rank, a.gapv, a.gapk = nil, nil, nil, nil, nil
 	a.w = wire.Writer{}
 }
 
