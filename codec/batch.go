@@ -208,7 +208,10 @@ func (enc *Encoder) build(b *Batch, part Part) {
 				values: int32(enc.values - values), group: int32(gi), id: it.id}
 		}
 	}
-	b.bits = w.Finish()
+	// Eight zero bytes past the last piece: the Assembler loads a
+	// piece's last bits 8 bytes at a time, which is faster with 8 bytes
+	// to load.
+	b.bits = append(w.Finish(), 0, 0, 0, 0, 0, 0, 0, 0)
 	enc.settle(len(items))
 }
 
@@ -271,10 +274,11 @@ type Assembler struct {
 	groups   []asmGroup
 	batches  []asmBatch // the first nbatches are those of this assembly
 	nbatches int
-	lastB    int      // index in batches of the batch added last, or −1
-	destroys int32    // the group of the destroys + 1, or 0
-	byRank   []int32  // groups by rank
-	rank     []uint64 // per group: its rank << 32
+	lastB    int       // index in batches of the batch added last, or −1
+	last     *asmBatch // that batch, or nil
+	destroys int32     // the group of the destroys + 1, or 0
+	byRank   []int32   // groups by rank
+	rank     []uint64  // per group: its rank << 32
 	plan     segPlan
 	w        wire.Writer
 	gaps     kStats
@@ -342,7 +346,10 @@ func (a *Assembler) Add(b *Batch, piece int32) {
 		a.Destroy(p.id)
 		return
 	}
-	ab := a.batch(b)
+	ab := a.last
+	if ab == nil || ab.b != b {
+		ab = a.batch(b)
+	}
 	ag := ab.of[p.group] - 1
 	if ag < 0 {
 		ag = int32(len(a.groups))
@@ -357,18 +364,13 @@ func (a *Assembler) Add(b *Batch, piece int32) {
 }
 
 // batch returns the asmBatch of b, adding it to the assembly if new, and
-// leaves its index in a.lastB.
+// leaves it in a.last and its index in a.lastB. (Add calls it when b is
+// not the batch added last.)
 func (a *Assembler) batch(b *Batch) *asmBatch {
-	if a.nbatches == 0 {
-		a.lastB = -1
-	}
-	if a.lastB >= 0 && a.batches[a.lastB].b == b {
-		return &a.batches[a.lastB]
-	}
 	for i := range a.nbatches {
 		if a.batches[i].b == b {
-			a.lastB = i
-			return &a.batches[i]
+			a.lastB, a.last = i, &a.batches[i]
+			return a.last
 		}
 	}
 	if a.nbatches == len(a.batches) {
@@ -388,7 +390,7 @@ func (a *Assembler) batch(b *Batch) *asmBatch {
 		ab.of = fit(ab.of, len(b.groups))
 		clear(ab.of[n:])
 	}
-	a.lastB = a.nbatches
+	a.lastB, a.last = a.nbatches, ab
 	a.nbatches++
 	return ab
 }
@@ -417,7 +419,7 @@ func (a *Assembler) Reset() {
 	for i := range a.nbatches {
 		a.batches[i].b = nil
 	}
-	a.ents, a.groups, a.nbatches, a.lastB, a.destroys = a.ents[:0], a.groups[:0], 0, -1, 0
+	a.ents, a.groups, a.nbatches, a.lastB, a.last, a.destroys = a.ents[:0], a.groups[:0], 0, -1, nil, 0
 	a.bound, a.values = 0, 0
 	// Room for a client's usual tick from the start: its largest then
 	// seldom makes them grow.
@@ -801,6 +803,10 @@ func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
 	return append(segs, append(make([]byte, 0, len(out)), out...))
 }
 
+// shortRun is the most entries of a group whose IDs writeGroup writes
+// with a U call each rather than with UEach.
+const shortRun = 8
+
 // writeGroup writes the entries of group g as Encoder.writeGroup (or, for
 // the destroys, Encoder.writeIDs) does.
 func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
@@ -814,21 +820,36 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 		}
 	}
 	// The ID block, as Encoder.writeIDs writes it.
-	a.gapv = fit(a.gapv[:0], len(ents))
 	a.gaps.reset()
 	prev := int64(-1)
 	for i := range ents {
 		slot := int64(uint32(ents[i].ord))
-		gap := uint64(slot - prev - 1)
-		a.gapv[i] = gap
-		a.gaps.add(gap)
+		a.gaps.add(uint64(slot - prev - 1))
 		prev = slot
 	}
 	k := a.gaps.best(len(ents))
 	w.U(uint64(len(ents)), 3)
 	w.Bits(uint64(k), 6)
-	a.gapk = fill(a.gapk, len(ents), uint8(k))
-	w.UEach(a.gapv, a.gapk)
+	if len(ents) <= shortRun {
+		// A client's few entities of a group: a U call each costs less
+		// than filling UEach's arrays.
+		prev = -1
+		for i := range ents {
+			slot := int64(uint32(ents[i].ord))
+			w.U(uint64(slot-prev-1), k)
+			prev = slot
+		}
+	} else {
+		a.gapv = fit(a.gapv[:0], len(ents))
+		prev = -1
+		for i := range ents {
+			slot := int64(uint32(ents[i].ord))
+			a.gapv[i] = uint64(slot - prev - 1)
+			prev = slot
+		}
+		a.gapk = fill(a.gapk, len(ents), uint8(k))
+		w.UEach(a.gapv, a.gapk)
+	}
 	if h := a.Held; h != nil && (b == nil || g.key>>32 == secCreate) {
 		for i := range ents {
 			h.note(uint32(ents[i].ord), b != nil)

@@ -219,8 +219,27 @@ func (w *Writer) raw(p []byte) {
 // Append copies the first nbits bits of src, a stream produced by another
 // Writer, onto this one. The bits of src after them are ignored.
 func (w *Writer) Append(src []byte, nbits int) {
+	// Fewer than 64 bits with 8 bytes to load, as an encoded entity's
+	// values mostly are: one field, by hand, as in U.
+	if uint(nbits) < 64 && len(src) >= 8 {
+		n := uint(nbits)
+		v := binary.LittleEndian.Uint64(src) & (1<<n - 1)
+		if w.n+n < 64 {
+			w.acc |= v << (w.n & 63)
+			w.n += n
+			return
+		}
+		w.spill(v, n)
+		return
+	}
+	w.appendLong(src, nbits)
+}
+
+// appendLong is Append for 64 bits or more, or a src shorter than 8
+// bytes.
+func (w *Writer) appendLong(src []byte, nbits int) {
 	for nbits >= 64 {
-		w.Bits(binary.LittleEndian.Uint64(src), 64)
+		w.spill(binary.LittleEndian.Uint64(src), 64) // 64 bits never fit
 		src, nbits = src[8:], nbits-64
 	}
 	if nbits > 0 {
