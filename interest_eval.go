@@ -910,6 +910,29 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func(*state.Entity) bool) [][]byte {
 	v := &c.view
 	a := &s.asm
+	if s.bands == 0 && keep == nil {
+		// Every entity's one piece of each batch: no bands to pick (nor
+		// any raised), no entity to leave out.
+		full, delta, set := &s.pairFull[part], &s.pairDelta[part], &s.pairSet[part]
+		for _, e := range v.enter {
+			a.Add(full, full.Piece(int(s.ients[e.ID().Slot()].enterAt)))
+		}
+		if part.Vis() != codec.PartOwner || v.ownUpd {
+			for _, u := range v.upd {
+				a.Add(delta, delta.Piece(int(u.i)))
+			}
+		}
+		for _, r := range v.sets {
+			a.Add(set, set.Piece(int(s.setAt[r.e.ID()])))
+		}
+		if part == codec.PartAll {
+			for _, e := range v.leave {
+				a.Destroy(e.ID())
+			}
+		}
+		maxBytes, maxValues := s.segLimits()
+		return a.Segments(segs, s.cfg.SegmentEntities, maxBytes, maxValues)
+	}
 	// add adds e's pieces of batches bs (by part) for bands lo..hi,
 	// piece i of each; every band if there are none.
 	add := func(bs *[codec.NumParts]codec.Batch, i int, lo, hi uint8) {
