@@ -581,7 +581,7 @@ func (a *Assembler) rankUpdates(ents []asmEntry) {
 			continue
 		}
 		slot := uint32(x.ord)
-		if int(slot/64) >= len(h.words) {
+		if int(slot/64) >= h.used {
 			a.unrank(ents[:i])
 			return
 		}

@@ -23,7 +23,8 @@ import (
 // invalid. Keeping a Held allocates nothing in steady state.
 type Held struct {
 	words []uint64 // bit s%64 of word s/64: slot s was held when the tick began
-	ranks []uint32 // ranks[i]: the slots held in words[:i]
+	used  int      // the words that may have bits set: those after are 0
+	ranks []uint32 // ranks[i]: the slots held in words[:i], for i < used
 	n     int      // the slots held
 	moved []uint32 // slot<<1 | 1 for a create, slot<<1 for a destroy, as written
 	valid bool
@@ -45,9 +46,11 @@ func (h *Held) Reset(slots []uint32, span int) {
 		span = max(span, int(s)+1)
 	}
 	h.fit(max(2*((span+63)/64), minHeldWords))
-	clear(h.words)
+	clear(h.words[:h.used])
+	h.used = 0
 	for _, s := range slots {
 		h.words[s/64] |= 1 << (s % 64)
+		h.used = max(h.used, int(s/64)+1)
 	}
 	h.count(0)
 	if cap(h.moved) < 16 {
@@ -69,13 +72,13 @@ func (h *Held) fit(n int) {
 	h.words, h.ranks = words, ranks
 }
 
-// count recounts the ranks of the words from the i-th on.
+// count recounts the ranks of the words in use from the i-th on.
 func (h *Held) count(i int) {
 	r := uint32(0)
 	if i > 0 {
 		r = h.ranks[i-1] + uint32(bits.OnesCount64(h.words[i-1]))
 	}
-	ranks := h.ranks[:len(h.words)]
+	ranks := h.ranks[:h.used]
 	for j := i; j < len(ranks); j++ {
 		ranks[j] = r
 		r += uint32(bits.OnesCount64(h.words[j]))
@@ -107,14 +110,14 @@ func (h *Held) Rank(slot uint32) (int, bool) {
 	if !h.valid {
 		return 0, false
 	}
-	if int(slot/64) >= len(h.words) {
+	if int(slot/64) >= h.used {
 		return h.n, false
 	}
 	r, ok := h.rank(slot)
 	return int(r), ok
 }
 
-// rank is Rank for a valid h and a slot within the bitmap.
+// rank is Rank for a valid h and a slot in a word in use.
 func (h *Held) rank(slot uint32) (uint32, bool) {
 	w, bit := h.words[slot/64], uint64(1)<<(slot%64)
 	return h.ranks[slot/64] + uint32(bits.OnesCount64(w&(bit-1))), w&bit != 0
@@ -143,10 +146,10 @@ func (h *Held) Commit() {
 	// Destroys before creates: of a slot both destroyed and created in
 	// the tick (reused, which servers avoid), the create decides.
 	// Ranks are recounted from the lowest word changed, and from the
-	// end of the bitmap if it grows: the words added have none yet.
-	low := len(h.words)
+	// end of the words in use if more come in use: they have none yet.
+	low := h.used
 	for _, m := range h.moved {
-		if s := m >> 1; m&1 == 0 && int(s/64) < len(h.words) {
+		if s := m >> 1; m&1 == 0 && int(s/64) < h.used {
 			h.words[s/64] &^= 1 << (s % 64)
 			low = min(low, int(s/64))
 		}
@@ -156,6 +159,7 @@ func (h *Held) Commit() {
 			h.fit(2 * (int(s)/64 + 1))
 			h.words[s/64] |= 1 << (s % 64)
 			low = min(low, int(s/64))
+			h.used = max(h.used, int(s/64)+1)
 		}
 	}
 	h.count(low)

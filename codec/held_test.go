@@ -13,8 +13,8 @@ import (
 // TestHeldRank checks a Held against a naive model, a set of slots: after
 // a Reset and after each Commit of random creates and destroys (slots
 // reused within a tick among them, and creates far above what Reset
-// sized), every slot's rank is the number of slots held below it, found
-// only if held, and Len is the set's size.
+// sized), and after a second Reset, every slot's rank is the number of
+// slots held below it, found only if held, and Len is the set's size.
 func TestHeldRank(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		// Mostly a small range, so that slots collide; sometimes far
@@ -81,6 +81,13 @@ func TestHeldRank(t *testing.T) {
 			}
 			check("commit")
 		}
+		// A Reset forgets what was held.
+		clear(model)
+		for _, s := range rapid.SliceOf(slot).Draw(t, "reset again") {
+			model[s] = true
+		}
+		h.Reset(slices.Collect(maps.Keys(model)), 0)
+		check("reset again")
 		h.Invalidate()
 		if h.Valid() || h.Len() != 0 {
 			t.Fatalf("invalidated: valid %v, Len %d", h.Valid(), h.Len())
