@@ -340,27 +340,40 @@ func (a *Assembler) Add(b *Batch, piece int32) {
 	if piece < 0 {
 		return
 	}
+	// The common case inline: a piece of the batch and of a group added
+	// before. The others, and destroys, in calls.
 	p := &b.pieces[piece]
-	g := &b.groups[p.group]
-	if g.sec == secDestroy {
-		a.Destroy(p.id)
-		return
-	}
 	ab := a.last
 	if ab == nil || ab.b != b {
 		ab = a.batch(b)
 	}
 	ag := ab.of[p.group] - 1
 	if ag < 0 {
-		ag = int32(len(a.groups))
-		a.groups = append(a.groups, asmGroup{key: uint64(g.sec)<<32 | uint64(g.class),
-			grp: uint64(a.lastB)<<32 | uint64(p.group), b: b, group: p.group})
-		ab.of[p.group] = ag + 1
-		a.bound += groupBound + max(g.treeN, g.rtreeN)
+		if ag = a.group(ab, p); ag < 0 {
+			return
+		}
 	}
 	a.ents = append(a.ents, asmEntry{ord: uint64(p.id.Slot()), piece: piece, group: ag})
 	a.bound += entryBound + p.n
 	a.values += int(p.values)
+}
+
+// group adds the group of piece p of the batch ab, a.last, to the
+// assembly, and returns its Assembler group; or, for a destroy, adds it
+// to the Assembler's own and returns −1.
+func (a *Assembler) group(ab *asmBatch, p *piece) int32 {
+	i := p.group
+	g := &ab.b.groups[i]
+	if g.sec == secDestroy {
+		a.Destroy(p.id)
+		return -1
+	}
+	ag := int32(len(a.groups))
+	a.groups = append(a.groups, asmGroup{key: uint64(g.sec)<<32 | uint64(g.class),
+		grp: uint64(a.lastB)<<32 | uint64(i), b: ab.b, group: i})
+	ab.of[i] = ag + 1
+	a.bound += groupBound + max(g.treeN, g.rtreeN)
+	return ag
 }
 
 // batch returns the asmBatch of b, adding it to the assembly if new, and
@@ -531,24 +544,31 @@ func (a *Assembler) rankAndSort() []asmEntry {
 		a.rank[g] = uint64(r) << 32
 	}
 	ents := a.ents
-	a.rankUpdates(ents)
-	for i := range ents {
-		ents[i].ord |= a.rank[ents[i].group]
+	if !a.rankUpdates(ents) {
+		for i := range ents {
+			ents[i].ord |= a.rank[ents[i].group]
+		}
 	}
+	// Repeats are the same piece added twice, or a slot destroyed twice.
+	repeats := true
 	if len(ents) <= 16 {
 		// A client's few entities: an insertion sort, without the
-		// indirect calls of SortFunc.
+		// indirect calls of SortFunc, which notes repeats.
+		repeats = false
 		for i := 1; i < len(ents); i++ {
 			x, j := ents[i], i
 			for ; j > 0 && ents[j-1].ord > x.ord; j-- {
 				ents[j] = ents[j-1]
 			}
 			ents[j] = x
+			repeats = repeats || j > 0 && ents[j-1].ord == x.ord
 		}
 	} else {
 		slices.SortFunc(ents, func(x, y asmEntry) int { return cmp.Compare(x.ord, y.ord) })
 	}
-	// Drop repeats: the same piece added twice, or a slot destroyed twice.
+	if !repeats {
+		return ents
+	}
 	n := 1
 	for i := 1; i < len(ents); i++ {
 		if ents[i].ord != ents[n-1].ord {
@@ -560,48 +580,60 @@ func (a *Assembler) rankAndSort() []asmEntry {
 }
 
 // rankUpdates decides whether this call's update sections are ranked, and
-// if so puts each update entry's rank where its slot was, before the
-// entries are sorted: ranks ascend with slots, so the entries sort as
-// they would by slot, and the ID blocks, planned and written from what
-// the entries hold, carry ranks. Sections stay by slot if some update
-// names an entity Held does not have, which would be a caller bug.
-func (a *Assembler) rankUpdates(ents []asmEntry) {
+// if so puts each update entry's rank where its slot was, and each
+// entry's group rank above, as rankAndSort does: ranks ascend with slots,
+// so the entries sort as they would by slot, and the ID blocks, planned
+// and written from what the entries hold, carry ranks. It reports whether
+// it did. Sections stay by slot if some update names an entity Held does
+// not have, which would be a caller bug.
+func (a *Assembler) rankUpdates(ents []asmEntry) bool {
 	a.ranked = false
 	h := a.Held
 	if h == nil || !h.valid {
-		return
+		return false
 	}
-	lastG, isUpd := int32(-1), false
+	// Update groups are marked in their rank's low half, which holds
+	// nothing else.
+	const upd = 1 << 31
+	for g := range a.groups {
+		if a.groups[g].key>>32 == secUpdate {
+			a.rank[g] |= upd
+		}
+	}
 	for i := range ents {
 		x := &ents[i]
-		if x.group != lastG {
-			lastG, isUpd = x.group, a.groups[x.group].key>>32 == secUpdate
+		r := a.rank[x.group]
+		if r&upd != 0 {
+			slot := uint32(x.ord)
+			var rank uint32
+			ok := int(slot/64) < h.used
+			if ok {
+				rank, ok = h.rank(slot)
+			}
+			if !ok {
+				a.unrank(ents[:i])
+				for g := range a.rank {
+					a.rank[g] &^= upd
+				}
+				return false
+			}
+			x.ord = uint64(rank)
 		}
-		if !isUpd {
-			continue
-		}
-		slot := uint32(x.ord)
-		if int(slot/64) >= h.used {
-			a.unrank(ents[:i])
-			return
-		}
-		r, ok := h.rank(slot)
-		if !ok {
-			a.unrank(ents[:i])
-			return
-		}
-		x.ord = uint64(r)
+		x.ord |= r &^ upd
 	}
 	a.ranked = true
+	return true
 }
 
-// unrank puts back the slots of the update entries of ents that
-// rankUpdates ranked.
+// unrank puts back the slots of entries of ents that rankUpdates ranked,
+// without group ranks.
 func (a *Assembler) unrank(ents []asmEntry) {
 	for i := range ents {
 		x := &ents[i]
 		if g := &a.groups[x.group]; g.key>>32 == secUpdate {
 			x.ord = uint64(g.b.pieces[x.piece].id.Slot())
+		} else {
+			x.ord = uint64(uint32(x.ord))
 		}
 	}
 }
