@@ -281,6 +281,8 @@ type Assembler struct {
 	rank     []uint64  // per group: its rank << 32
 	plan     segPlan
 	w        wire.Writer
+	wbuf     []byte  // w's buffer, for the next segment
+	runs     []int32 // write's: where each group's entries end
 	gaps     kStats
 	gapv     []uint64
 	gapk     []uint8
@@ -793,16 +795,26 @@ func (p *segPlan) add(g *asmGroup, x *asmEntry, vbits, values int) {
 // slice.
 func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
 	w := &a.w
-	w.Reset(w.Finish())
+	w.Reset(a.wbuf)
+	// The runs of entries of one group, then the sections: the runs of
+	// groups with the same key.
+	runs := fit(a.runs[:0], len(a.groups))[:0] // a run per group at most
 	for i := 0; i < len(ents); {
-		// A section is the run of entries of groups with the same key; a
-		// group the run of the same group.
-		key := a.groups[ents[i].group].key
-		j, groups := i+1, 1
-		for ; j < len(ents) && a.groups[ents[j].group].key == key; j++ {
-			if ents[j].group != ents[j-1].group {
-				groups++
-			}
+		j := i + 1
+		for j < len(ents) && ents[j].group == ents[i].group {
+			j++
+		}
+		runs = append(runs, int32(j))
+		i = j
+	}
+	a.runs = runs
+	start := 0 // of the section's first run
+	for r := 0; r < len(runs); {
+		key := a.groups[ents[start].group].key
+		s, end := r+1, int(runs[r])
+		for s < len(runs) && a.groups[ents[end].group].key == key {
+			end = int(runs[s])
+			s++
 		}
 		sec := uint8(key >> 32)
 		if sec == secUpdate && a.ranked {
@@ -812,23 +824,19 @@ func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
 		}
 		if sec != secDestroy {
 			w.U(uint64(uint32(key)), 4)
-			w.U(uint64(groups), 0)
+			w.U(uint64(s-r), 0)
 		}
-		for g := i; g < j; {
-			h := g + 1
-			for h < j && ents[h].group == ents[g].group {
-				h++
-			}
-			a.writeGroup(w, ents[g:h], &a.groups[ents[g].group])
-			g = h
+		for ; r < s; r++ {
+			a.writeGroup(w, ents[start:runs[r]], &a.groups[ents[start].group])
+			start = int(runs[r])
 		}
-		i = j
 	}
 	w.Bits(secEnd, 3)
 	if checkPlans && (w.BitLen() != p.exact() || w.BitLen() > a.bound+3) {
 		a.mispredicted++
 	}
 	out := w.Finish()
+	a.wbuf = out
 	if a.Arena != nil {
 		return append(segs, a.Arena.Copy(out))
 	}
@@ -916,8 +924,8 @@ func (a *Assembler) settle(n int) {
 	if cap(a.ents) <= 4*a.peak+256 {
 		return
 	}
-	a.ents, a.byRank, a.rank, a.gapv, a.gapk = nil, nil, nil, nil, nil
-	a.w = wire.Writer{}
+	a.ents, a.byRank, a.rank, a.gapv, a.gapk, a.runs = nil, nil, nil, nil, nil, nil
+	a.w, a.wbuf = wire.Writer{}, nil
 }
 
 // bitLen returns the bit length of u.

@@ -270,15 +270,11 @@ func (w *Writer) grow(n int) {
 // returns the stream. The Writer may be reused after Reset.
 func (w *Writer) Finish() []byte {
 	w.grow(8)
-	for w.n > 0 {
-		w.buf = append(w.buf, byte(w.acc))
-		w.acc >>= 8
-		if w.n < 8 {
-			w.n = 0
-		} else {
-			w.n -= 8
-		}
-	}
-	w.acc = 0
+	// All 8 bytes of the accumulator at once: it has no bits above the
+	// pending ones, so the bytes past them are zero padding.
+	l := len(w.buf)
+	binary.LittleEndian.PutUint64(w.buf[l:l+8], w.acc)
+	w.buf = w.buf[:l+int(w.n+7)/8]
+	w.acc, w.n = 0, 0
 	return w.buf
 }
