@@ -860,14 +860,19 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 		}
 	}
 	// The ID block, as Encoder.writeIDs writes it.
-	a.gaps.reset()
+	var k uint
 	prev := int64(-1)
-	for i := range ents {
-		slot := int64(uint32(ents[i].ord))
-		a.gaps.add(uint64(slot - prev - 1))
-		prev = slot
+	if len(ents) <= shortRun {
+		k = shortK(ents)
+	} else {
+		a.gaps.reset()
+		for i := range ents {
+			slot := int64(uint32(ents[i].ord))
+			a.gaps.add(uint64(slot - prev - 1))
+			prev = slot
+		}
+		k = a.gaps.best(len(ents))
 	}
-	k := a.gaps.best(len(ents))
 	w.U(uint64(len(ents)), 3)
 	w.Bits(uint64(k), 6)
 	if len(ents) <= shortRun {
@@ -914,6 +919,42 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 		p := &b.pieces[ents[i].piece]
 		w.Append(b.bits[p.off:], p.n)
 	}
+}
+
+// shortK returns the k kStats.best chooses for the ID gaps of a short run
+// of entries, with less work: the gaps of 32-bit slots or ranks have at
+// most 32 bits, so a histogram of bytes with a mask of the bit lengths
+// present stands in for kStats' 65 counters, which best scans.
+func shortK(ents []asmEntry) uint {
+	var hist [64]uint8
+	var mask, sum uint64
+	prev := int64(-1)
+	for i := range ents {
+		slot := int64(uint32(ents[i].ord))
+		b := uint(bits.Len64(uint64(slot-prev-1))) & 63 // ≤ 32
+		hist[b]++
+		mask |= 1 << b
+		sum += uint64(b)
+		prev = slot
+	}
+	// As kStats.bestCost: the total is (k+1)·N≤k + 2·S>k − k·N>k, which
+	// is convex in k, over k from one below the shortest bit length.
+	n := uint64(len(ents))
+	lo, hi := uint(bits.TrailingZeros64(mask)), uint(bits.Len64(mask))-1
+	nGT, sGT := n, sum
+	best, bestCost := uint(0), ^uint64(0)
+	for k := max(lo, 1) - 1; k <= hi; k++ {
+		c := uint64(hist[k&63])
+		nGT -= c
+		sGT -= c * uint64(k)
+		cost := (uint64(k)+1)*(n-nGT) + 2*sGT - uint64(k)*nGT
+		if cost < bestCost {
+			best, bestCost = k, cost
+		} else if cost > bestCost {
+			break
+		}
+	}
+	return best
 }
 
 // settle lets the Assembler's buffers shrink again after a call much
