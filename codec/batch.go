@@ -46,8 +46,9 @@ type Batch struct {
 	of     []int32      // per change or entity of the build: its piece, or −1
 	bits   []byte       // every tree and every piece's values, each from a byte boundary
 	w      wire.Writer
-	peak   int // decaying high-water mark of pieces per build (see settle)
-	maxN   int // the most bits of a piece of this build
+	marks  []int // build's: where each piece of a group starts and ends, in bits
+	peak   int   // decaying high-water mark of pieces per build (see settle)
+	maxN   int   // the most bits of a piece of this build
 }
 
 // A batchGroup is a group of a Batch: a section, a class and a leaf set,
@@ -193,6 +194,18 @@ func (enc *Encoder) build(b *Batch, part Part) {
 		}
 		b.groups = append(b.groups, g)
 		np := len(plans)
+		if allU && np > 0 {
+			// The common case: every entity's values are exactly codes,
+			// written in one call, each entity from a byte boundary.
+			marks := fit(b.marks[:0], 2*len(order))[:0] // room for every mark
+			b.marks = w.UEachRuns(enc.codes[:np*len(order)], enc.codeKs[:np*len(order)], np, marks)
+			for e, o := range order {
+				start, n := b.marks[2*e], b.marks[2*e+1]-b.marks[2*e]
+				b.maxN = max(b.maxN, n)
+				b.pieces[uint32(o)] = piece{off: start / 8, n: n, group: int32(gi), id: items[uint32(o)].id}
+			}
+			continue
+		}
 		for e, o := range order {
 			it := &items[uint32(o)]
 			alignByte(w)
@@ -230,7 +243,7 @@ func alignByte(w *wire.Writer) {
 func (b *Batch) settle(n int) {
 	b.peak = max(n, b.peak-b.peak/8)
 	if cap(b.pieces) > 4*b.peak+256 {
-		b.pieces, b.of, b.groups, b.bits = nil, nil, nil, nil
+		b.pieces, b.of, b.groups, b.bits, b.marks = nil, nil, nil, nil, nil
 		b.w = wire.Writer{}
 	}
 }
