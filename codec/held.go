@@ -52,7 +52,7 @@ func (h *Held) Reset(slots []uint32, span int) {
 		h.words[s/64] |= 1 << (s % 64)
 		h.used = max(h.used, int(s/64)+1)
 	}
-	h.count(0)
+	h.count(0, h.used)
 	if cap(h.moved) < 16 {
 		h.moved = make([]uint32, 0, 16)
 	}
@@ -72,18 +72,31 @@ func (h *Held) fit(n int) {
 	h.words, h.ranks = words, ranks
 }
 
-// count recounts the ranks of the words in use from the i-th on.
-func (h *Held) count(i int) {
+// count recounts the ranks of the words in use from the i-th on, given
+// that the words after the hi-th have not changed: their ranks only
+// shift by what the words before them gained or lost.
+func (h *Held) count(i, hi int) {
 	r := uint32(0)
 	if i > 0 {
 		r = h.ranks[i-1] + uint32(bits.OnesCount64(h.words[i-1]))
 	}
 	ranks := h.ranks[:h.used]
-	for j := i; j < len(ranks); j++ {
+	j := i
+	for ; j <= hi && j < len(ranks); j++ {
 		ranks[j] = r
 		r += uint32(bits.OnesCount64(h.words[j]))
 	}
-	h.n = int(r)
+	if j == len(ranks) {
+		h.n = int(r)
+		return
+	}
+	// Unsigned, wrapping: the shift may be negative.
+	if d := r - ranks[j]; d != 0 {
+		for ; j < len(ranks); j++ {
+			ranks[j] += d
+		}
+		h.n += int(int32(d))
+	}
 }
 
 // Invalidate makes h invalid until the next Reset.
@@ -145,23 +158,24 @@ func (h *Held) Commit() {
 	}
 	// Destroys before creates: of a slot both destroyed and created in
 	// the tick (reused, which servers avoid), the create decides.
-	// Ranks are recounted from the lowest word changed, and from the
-	// end of the words in use if more come in use: they have none yet.
-	low := h.used
+	// Ranks are recounted over the words changed, from the lowest to the
+	// highest, which includes any that come in use (they have none yet),
+	// and shifted after them.
+	low, hi := h.used, -1
 	for _, m := range h.moved {
 		if s := m >> 1; m&1 == 0 && int(s/64) < h.used {
 			h.words[s/64] &^= 1 << (s % 64)
-			low = min(low, int(s/64))
+			low, hi = min(low, int(s/64)), max(hi, int(s/64))
 		}
 	}
 	for _, m := range h.moved {
 		if s := m >> 1; m&1 != 0 {
 			h.fit(2 * (int(s)/64 + 1))
 			h.words[s/64] |= 1 << (s % 64)
-			low = min(low, int(s/64))
+			low, hi = min(low, int(s/64)), max(hi, int(s/64))
 			h.used = max(h.used, int(s/64)+1)
 		}
 	}
-	h.count(low)
+	h.count(low, hi)
 	h.moved = h.moved[:0]
 }
