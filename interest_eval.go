@@ -953,13 +953,23 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 		}
 	}
 	// The owner partition's changes are of the entities c owns: none of
-	// them changed, none to look for.
-	for _, u := range v.upd {
-		if part.Vis() == codec.PartOwner && !v.ownUpd {
-			break
-		}
-		if e := s.pairCS.Changes[u.i].Entity; keep == nil || keep(e) {
-			add(&s.pairDelta, int(u.i), 0, u.level)
+	// them changed, none to look for. The changes are most of what c
+	// gets: add, by hand.
+	if part.Vis() != codec.PartOwner || v.ownUpd {
+		bs := &s.pairDelta
+		for _, u := range v.upd {
+			if keep != nil && !keep(s.pairCS.Changes[u.i].Entity) {
+				continue
+			}
+			if s.bands == 0 {
+				a.Add(&bs[part], bs[part].Piece(int(u.i)))
+				continue
+			}
+			for b := uint8(0); b <= u.level; b++ {
+				if p := part.Band(int(b)); s.parts[p] {
+					a.Add(&bs[p], bs[p].Piece(int(u.i)))
+				}
+			}
 		}
 	}
 	for _, r := range v.raised {
