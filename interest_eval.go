@@ -910,6 +910,29 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func(*state.Entity) bool) [][]byte {
 	v := &c.view
 	a := &s.asm
+	if s.bands == 0 && keep == nil {
+		// Every entity's one piece of each batch: no bands to pick (nor
+		// any raised), no entity to leave out.
+		full, delta, set := &s.pairFull[part], &s.pairDelta[part], &s.pairSet[part]
+		for _, e := range v.enter {
+			a.Add(full, full.Piece(int(s.ients[e.ID().Slot()].enterAt)))
+		}
+		if part.Vis() != codec.PartOwner || v.ownUpd {
+			for _, u := range v.upd {
+				a.Add(delta, delta.Piece(int(u.i)))
+			}
+		}
+		for _, r := range v.sets {
+			a.Add(set, set.Piece(int(s.setAt[r.e.ID()])))
+		}
+		if part == codec.PartAll {
+			for _, e := range v.leave {
+				a.Destroy(e.ID())
+			}
+		}
+		maxBytes, maxValues := s.segLimits()
+		return a.Segments(segs, s.cfg.SegmentEntities, maxBytes, maxValues)
+	}
 	// add adds e's pieces of batches bs (by part) for bands lo..hi,
 	// piece i of each; every band if there are none.
 	add := func(bs *[codec.NumParts]codec.Batch, i int, lo, hi uint8) {
@@ -930,13 +953,23 @@ func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func
 		}
 	}
 	// The owner partition's changes are of the entities c owns: none of
-	// them changed, none to look for.
-	for _, u := range v.upd {
-		if part.Vis() == codec.PartOwner && !v.ownUpd {
-			break
-		}
-		if e := s.pairCS.Changes[u.i].Entity; keep == nil || keep(e) {
-			add(&s.pairDelta, int(u.i), 0, u.level)
+	// them changed, none to look for. The changes are most of what c
+	// gets: add, by hand.
+	if part.Vis() != codec.PartOwner || v.ownUpd {
+		bs := &s.pairDelta
+		for _, u := range v.upd {
+			if keep != nil && !keep(s.pairCS.Changes[u.i].Entity) {
+				continue
+			}
+			if s.bands == 0 {
+				a.Add(&bs[part], bs[part].Piece(int(u.i)))
+				continue
+			}
+			for b := uint8(0); b <= u.level; b++ {
+				if p := part.Band(int(b)); s.parts[p] {
+					a.Add(&bs[p], bs[p].Piece(int(u.i)))
+				}
+			}
 		}
 	}
 	for _, r := range v.raised {

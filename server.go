@@ -995,7 +995,7 @@ func (s *Server) sendFull(c *Conn) {
 		for _, p := range c.view.pairs {
 			s.heldBuf = append(s.heldBuf, p.id.Slot())
 		}
-		c.held.Reset(s.heldBuf)
+		c.held.Reset(s.heldBuf, len(s.ients))
 	}
 	c.levels = c.levels[:0]
 	for _, id := range c.view.held {

@@ -66,9 +66,22 @@ func (a *Arena) Chunks() int { return a.made }
 
 // Copy returns a copy of p carved from the arena.
 func (a *Arena) Copy(p []byte) []byte {
-	s := a.Alloc(len(p))
-	copy(s, p)
-	return s
+	chunk := a.Chunk
+	if chunk <= 0 {
+		chunk = 64 << 10
+	}
+	if len(p) > chunk/4 {
+		s := make([]byte, len(p))
+		copy(s, p)
+		return s
+	}
+	// As Alloc, without clearing what the copy overwrites.
+	if len(a.buf)+len(p) > cap(a.buf) {
+		a.next(chunk)
+	}
+	n := len(a.buf)
+	a.buf = append(a.buf, p...)
+	return a.buf[n:len(a.buf):len(a.buf)]
 }
 
 // EndGen ends the current generation of slices. free declares that no

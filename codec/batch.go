@@ -46,8 +46,9 @@ type Batch struct {
 	of     []int32      // per change or entity of the build: its piece, or −1
 	bits   []byte       // every tree and every piece's values, each from a byte boundary
 	w      wire.Writer
-	peak   int // decaying high-water mark of pieces per build (see settle)
-	maxN   int // the most bits of a piece of this build
+	marks  []int // build's: where each piece of a group starts and ends, in bits
+	peak   int   // decaying high-water mark of pieces per build (see settle)
+	maxN   int   // the most bits of a piece of this build
 }
 
 // A batchGroup is a group of a Batch: a section, a class and a leaf set,
@@ -193,6 +194,18 @@ func (enc *Encoder) build(b *Batch, part Part) {
 		}
 		b.groups = append(b.groups, g)
 		np := len(plans)
+		if allU && np > 0 {
+			// The common case: every entity's values are exactly codes,
+			// written in one call, each entity from a byte boundary.
+			marks := fit(b.marks[:0], 2*len(order))[:0] // room for every mark
+			b.marks = w.UEachRuns(enc.codes[:np*len(order)], enc.codeKs[:np*len(order)], np, marks)
+			for e, o := range order {
+				start, n := b.marks[2*e], b.marks[2*e+1]-b.marks[2*e]
+				b.maxN = max(b.maxN, n)
+				b.pieces[uint32(o)] = piece{off: start / 8, n: n, group: int32(gi), id: items[uint32(o)].id}
+			}
+			continue
+		}
 		for e, o := range order {
 			it := &items[uint32(o)]
 			alignByte(w)
@@ -208,7 +221,10 @@ func (enc *Encoder) build(b *Batch, part Part) {
 				values: int32(enc.values - values), group: int32(gi), id: it.id}
 		}
 	}
-	b.bits = w.Finish()
+	// Eight zero bytes past the last piece: the Assembler loads a
+	// piece's last bits 8 bytes at a time, which is faster with 8 bytes
+	// to load.
+	b.bits = append(w.Finish(), 0, 0, 0, 0, 0, 0, 0, 0)
 	enc.settle(len(items))
 }
 
@@ -227,7 +243,7 @@ func alignByte(w *wire.Writer) {
 func (b *Batch) settle(n int) {
 	b.peak = max(n, b.peak-b.peak/8)
 	if cap(b.pieces) > 4*b.peak+256 {
-		b.pieces, b.of, b.groups, b.bits = nil, nil, nil, nil
+		b.pieces, b.of, b.groups, b.bits, b.marks = nil, nil, nil, nil, nil
 		b.w = wire.Writer{}
 	}
 }
@@ -265,19 +281,21 @@ type Assembler struct {
 	// Segments of the tick.
 	Held *Held
 
-	ranked bool     // this call's update sections are ranked
-	upd    []uint64 // rankUpdates: the update entries
+	ranked bool // this call's update sections are ranked
 
 	ents     []asmEntry
 	groups   []asmGroup
 	batches  []asmBatch // the first nbatches are those of this assembly
 	nbatches int
-	lastB    int      // index in batches of the batch added last, or −1
-	destroys int32    // the group of the destroys + 1, or 0
-	byRank   []int32  // groups by rank
-	rank     []uint64 // per group: its rank << 32
+	lastB    int       // index in batches of the batch added last, or −1
+	last     *asmBatch // that batch, or nil
+	destroys int32     // the group of the destroys + 1, or 0
+	byRank   []int32   // groups by rank
+	rank     []uint64  // per group: its rank << 32
 	plan     segPlan
 	w        wire.Writer
+	wbuf     []byte  // w's buffer, for the next segment
+	runs     []int32 // write's: where each group's entries end
 	gaps     kStats
 	gapv     []uint64
 	gapk     []uint8
@@ -337,39 +355,50 @@ func (a *Assembler) Add(b *Batch, piece int32) {
 	if piece < 0 {
 		return
 	}
+	// The common case inline: a piece of the batch and of a group added
+	// before. The others, and destroys, in calls.
 	p := &b.pieces[piece]
-	g := &b.groups[p.group]
-	if g.sec == secDestroy {
-		a.Destroy(p.id)
-		return
+	ab := a.last
+	if ab == nil || ab.b != b {
+		ab = a.batch(b)
 	}
-	ab := a.batch(b)
 	ag := ab.of[p.group] - 1
 	if ag < 0 {
-		ag = int32(len(a.groups))
-		a.groups = append(a.groups, asmGroup{key: uint64(g.sec)<<32 | uint64(g.class),
-			grp: uint64(a.lastB)<<32 | uint64(p.group), b: b, group: p.group})
-		ab.of[p.group] = ag + 1
-		a.bound += groupBound + max(g.treeN, g.rtreeN)
+		if ag = a.group(ab, p); ag < 0 {
+			return
+		}
 	}
 	a.ents = append(a.ents, asmEntry{ord: uint64(p.id.Slot()), piece: piece, group: ag})
 	a.bound += entryBound + p.n
 	a.values += int(p.values)
 }
 
+// group adds the group of piece p of the batch ab, a.last, to the
+// assembly, and returns its Assembler group; or, for a destroy, adds it
+// to the Assembler's own and returns −1.
+func (a *Assembler) group(ab *asmBatch, p *piece) int32 {
+	i := p.group
+	g := &ab.b.groups[i]
+	if g.sec == secDestroy {
+		a.Destroy(p.id)
+		return -1
+	}
+	ag := int32(len(a.groups))
+	a.groups = append(a.groups, asmGroup{key: uint64(g.sec)<<32 | uint64(g.class),
+		grp: uint64(a.lastB)<<32 | uint64(i), b: ab.b, group: i})
+	ab.of[i] = ag + 1
+	a.bound += groupBound + max(g.treeN, g.rtreeN)
+	return ag
+}
+
 // batch returns the asmBatch of b, adding it to the assembly if new, and
-// leaves its index in a.lastB.
+// leaves it in a.last and its index in a.lastB. (Add calls it when b is
+// not the batch added last.)
 func (a *Assembler) batch(b *Batch) *asmBatch {
-	if a.nbatches == 0 {
-		a.lastB = -1
-	}
-	if a.lastB >= 0 && a.batches[a.lastB].b == b {
-		return &a.batches[a.lastB]
-	}
 	for i := range a.nbatches {
 		if a.batches[i].b == b {
-			a.lastB = i
-			return &a.batches[i]
+			a.lastB, a.last = i, &a.batches[i]
+			return a.last
 		}
 	}
 	if a.nbatches == len(a.batches) {
@@ -389,7 +418,7 @@ func (a *Assembler) batch(b *Batch) *asmBatch {
 		ab.of = fit(ab.of, len(b.groups))
 		clear(ab.of[n:])
 	}
-	a.lastB = a.nbatches
+	a.lastB, a.last = a.nbatches, ab
 	a.nbatches++
 	return ab
 }
@@ -418,7 +447,7 @@ func (a *Assembler) Reset() {
 	for i := range a.nbatches {
 		a.batches[i].b = nil
 	}
-	a.ents, a.groups, a.nbatches, a.lastB, a.destroys = a.ents[:0], a.groups[:0], 0, -1, 0
+	a.ents, a.groups, a.nbatches, a.lastB, a.last, a.destroys = a.ents[:0], a.groups[:0], 0, -1, nil, 0
 	a.bound, a.values = 0, 0
 	// Room for a client's usual tick from the start: its largest then
 	// seldom makes them grow.
@@ -530,23 +559,31 @@ func (a *Assembler) rankAndSort() []asmEntry {
 		a.rank[g] = uint64(r) << 32
 	}
 	ents := a.ents
-	for i := range ents {
-		ents[i].ord |= a.rank[ents[i].group]
+	if !a.rankUpdates(ents) {
+		for i := range ents {
+			ents[i].ord |= a.rank[ents[i].group]
+		}
 	}
+	// Repeats are the same piece added twice, or a slot destroyed twice.
+	repeats := true
 	if len(ents) <= 16 {
 		// A client's few entities: an insertion sort, without the
-		// indirect calls of SortFunc.
+		// indirect calls of SortFunc, which notes repeats.
+		repeats = false
 		for i := 1; i < len(ents); i++ {
 			x, j := ents[i], i
 			for ; j > 0 && ents[j-1].ord > x.ord; j-- {
 				ents[j] = ents[j-1]
 			}
 			ents[j] = x
+			repeats = repeats || j > 0 && ents[j-1].ord == x.ord
 		}
 	} else {
 		slices.SortFunc(ents, func(x, y asmEntry) int { return cmp.Compare(x.ord, y.ord) })
 	}
-	// Drop repeats: the same piece added twice, or a slot destroyed twice.
+	if !repeats {
+		return ents
+	}
 	n := 1
 	for i := 1; i < len(ents); i++ {
 		if ents[i].ord != ents[n-1].ord {
@@ -554,69 +591,66 @@ func (a *Assembler) rankAndSort() []asmEntry {
 			n++
 		}
 	}
-	ents = ents[:n]
-	a.rankUpdates(ents)
-	return ents
+	return ents[:n]
 }
 
 // rankUpdates decides whether this call's update sections are ranked, and
-// if so puts each update entry's rank where its slot was: ranks ascend
-// with slots, so the entries stay in order, and the ID blocks, planned and
-// written from what the entries hold, carry ranks. Sections stay by slot
-// if some update names an entity Held does not have, which would be a
-// caller bug.
-//
-// The update entries of every group, sorted by slot, are merged with
-// Held's slots in one pass: a scan whose branch mostly goes the same way,
-// where a binary search per entry mispredicts half its branches and a
-// scan per group passes over Held once per group.
-func (a *Assembler) rankUpdates(ents []asmEntry) {
+// if so puts each update entry's rank where its slot was, and each
+// entry's group rank above, as rankAndSort does: ranks ascend with slots,
+// so the entries sort as they would by slot, and the ID blocks, planned
+// and written from what the entries hold, carry ranks. It reports whether
+// it did. Sections stay by slot if some update names an entity Held does
+// not have, which would be a caller bug.
+func (a *Assembler) rankUpdates(ents []asmEntry) bool {
 	a.ranked = false
 	h := a.Held
 	if h == nil || !h.valid {
-		return
+		return false
 	}
-	upd := a.upd[:0] // slot << 32 | index in ents
-	lastG, isUpd := int32(-1), false
+	// Update groups are marked in their rank's low half, which holds
+	// nothing else.
+	const upd = 1 << 31
+	for g := range a.groups {
+		if a.groups[g].key>>32 == secUpdate {
+			a.rank[g] |= upd
+		}
+	}
 	for i := range ents {
-		if g := ents[i].group; g != lastG {
-			lastG, isUpd = g, a.groups[g].key>>32 == secUpdate
-		}
-		if isUpd {
-			upd = append(upd, uint64(uint32(ents[i].ord))<<32|uint64(i))
-		}
-	}
-	a.upd = upd
-	if len(upd) == 0 {
-		return
-	}
-	if len(upd) <= 16 {
-		for i := 1; i < len(upd); i++ {
-			x, j := upd[i], i
-			for ; j > 0 && upd[j-1] > x; j-- {
-				upd[j] = upd[j-1]
+		x := &ents[i]
+		r := a.rank[x.group]
+		if r&upd != 0 {
+			slot := uint32(x.ord)
+			var rank uint32
+			ok := int(slot/64) < h.used
+			if ok {
+				rank, ok = h.rank(slot)
 			}
-			upd[j] = x
+			if !ok {
+				a.unrank(ents[:i])
+				for g := range a.rank {
+					a.rank[g] &^= upd
+				}
+				return false
+			}
+			x.ord = uint64(rank)
 		}
-	} else {
-		slices.Sort(upd)
-	}
-	held, r := h.slots, 0
-	for j, u := range upd {
-		slot := uint32(u >> 32)
-		for r < len(held) && held[r] < slot {
-			r++
-		}
-		if r == len(held) || held[r] != slot {
-			return // not held: every section by slot
-		}
-		upd[j] = uint64(r)<<32 | u&(1<<32-1)
-	}
-	for _, u := range upd {
-		x := &ents[uint32(u)]
-		x.ord = x.ord&^(1<<32-1) | u>>32
+		x.ord |= r &^ upd
 	}
 	a.ranked = true
+	return true
+}
+
+// unrank puts back the slots of entries of ents that rankUpdates ranked,
+// without group ranks.
+func (a *Assembler) unrank(ents []asmEntry) {
+	for i := range ents {
+		x := &ents[i]
+		if g := &a.groups[x.group]; g.key>>32 == secUpdate {
+			x.ord = uint64(g.b.pieces[x.piece].id.Slot())
+		} else {
+			x.ord = uint64(uint32(x.ord))
+		}
+	}
 }
 
 // A segPlan follows the size of the segment being planned as entities are
@@ -774,16 +808,26 @@ func (p *segPlan) add(g *asmGroup, x *asmEntry, vbits, values int) {
 // slice.
 func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
 	w := &a.w
-	w.Reset(w.Finish())
+	w.Reset(a.wbuf)
+	// The runs of entries of one group, then the sections: the runs of
+	// groups with the same key.
+	runs := fit(a.runs[:0], len(a.groups))[:0] // a run per group at most
 	for i := 0; i < len(ents); {
-		// A section is the run of entries of groups with the same key; a
-		// group the run of the same group.
-		key := a.groups[ents[i].group].key
-		j, groups := i+1, 1
-		for ; j < len(ents) && a.groups[ents[j].group].key == key; j++ {
-			if ents[j].group != ents[j-1].group {
-				groups++
-			}
+		j := i + 1
+		for j < len(ents) && ents[j].group == ents[i].group {
+			j++
+		}
+		runs = append(runs, int32(j))
+		i = j
+	}
+	a.runs = runs
+	start := 0 // of the section's first run
+	for r := 0; r < len(runs); {
+		key := a.groups[ents[start].group].key
+		s, end := r+1, int(runs[r])
+		for s < len(runs) && a.groups[ents[end].group].key == key {
+			end = int(runs[s])
+			s++
 		}
 		sec := uint8(key >> 32)
 		if sec == secUpdate && a.ranked {
@@ -793,28 +837,28 @@ func (a *Assembler) write(segs [][]byte, ents []asmEntry, p *segPlan) [][]byte {
 		}
 		if sec != secDestroy {
 			w.U(uint64(uint32(key)), 4)
-			w.U(uint64(groups), 0)
+			w.U(uint64(s-r), 0)
 		}
-		for g := i; g < j; {
-			h := g + 1
-			for h < j && ents[h].group == ents[g].group {
-				h++
-			}
-			a.writeGroup(w, ents[g:h], &a.groups[ents[g].group])
-			g = h
+		for ; r < s; r++ {
+			a.writeGroup(w, ents[start:runs[r]], &a.groups[ents[start].group])
+			start = int(runs[r])
 		}
-		i = j
 	}
 	w.Bits(secEnd, 3)
 	if checkPlans && (w.BitLen() != p.exact() || w.BitLen() > a.bound+3) {
 		a.mispredicted++
 	}
 	out := w.Finish()
+	a.wbuf = out
 	if a.Arena != nil {
 		return append(segs, a.Arena.Copy(out))
 	}
 	return append(segs, append(make([]byte, 0, len(out)), out...))
 }
+
+// shortRun is the most entries of a group whose IDs writeGroup writes
+// with a U call each rather than with UEach.
+const shortRun = 8
 
 // writeGroup writes the entries of group g as Encoder.writeGroup (or, for
 // the destroys, Encoder.writeIDs) does.
@@ -829,21 +873,41 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 		}
 	}
 	// The ID block, as Encoder.writeIDs writes it.
-	a.gapv = fit(a.gapv[:0], len(ents))
-	a.gaps.reset()
+	var k uint
 	prev := int64(-1)
-	for i := range ents {
-		slot := int64(uint32(ents[i].ord))
-		gap := uint64(slot - prev - 1)
-		a.gapv[i] = gap
-		a.gaps.add(gap)
-		prev = slot
+	if len(ents) <= shortRun {
+		k = shortK(ents)
+	} else {
+		a.gaps.reset()
+		for i := range ents {
+			slot := int64(uint32(ents[i].ord))
+			a.gaps.add(uint64(slot - prev - 1))
+			prev = slot
+		}
+		k = a.gaps.best(len(ents))
 	}
-	k := a.gaps.best(len(ents))
 	w.U(uint64(len(ents)), 3)
 	w.Bits(uint64(k), 6)
-	a.gapk = fill(a.gapk, len(ents), uint8(k))
-	w.UEach(a.gapv, a.gapk)
+	if len(ents) <= shortRun {
+		// A client's few entities of a group: a U call each costs less
+		// than filling UEach's arrays.
+		prev = -1
+		for i := range ents {
+			slot := int64(uint32(ents[i].ord))
+			w.U(uint64(slot-prev-1), k)
+			prev = slot
+		}
+	} else {
+		a.gapv = fit(a.gapv[:0], len(ents))
+		prev = -1
+		for i := range ents {
+			slot := int64(uint32(ents[i].ord))
+			a.gapv[i] = uint64(slot - prev - 1)
+			prev = slot
+		}
+		a.gapk = fill(a.gapk, len(ents), uint8(k))
+		w.UEach(a.gapv, a.gapk)
+	}
 	if h := a.Held; h != nil && (b == nil || g.key>>32 == secCreate) {
 		for i := range ents {
 			h.note(uint32(ents[i].ord), b != nil)
@@ -870,6 +934,42 @@ func (a *Assembler) writeGroup(w *wire.Writer, ents []asmEntry, g *asmGroup) {
 	}
 }
 
+// shortK returns the k kStats.best chooses for the ID gaps of a short run
+// of entries, with less work: the gaps of 32-bit slots or ranks have at
+// most 32 bits, so a histogram of bytes with a mask of the bit lengths
+// present stands in for kStats' 65 counters, which best scans.
+func shortK(ents []asmEntry) uint {
+	var hist [64]uint8
+	var mask, sum uint64
+	prev := int64(-1)
+	for i := range ents {
+		slot := int64(uint32(ents[i].ord))
+		b := uint(bits.Len64(uint64(slot-prev-1))) & 63 // ≤ 32
+		hist[b]++
+		mask |= 1 << b
+		sum += uint64(b)
+		prev = slot
+	}
+	// As kStats.bestCost: the total is (k+1)·N≤k + 2·S>k − k·N>k, which
+	// is convex in k, over k from one below the shortest bit length.
+	n := uint64(len(ents))
+	lo, hi := uint(bits.TrailingZeros64(mask)), uint(bits.Len64(mask))-1
+	nGT, sGT := n, sum
+	best, bestCost := uint(0), ^uint64(0)
+	for k := max(lo, 1) - 1; k <= hi; k++ {
+		c := uint64(hist[k&63])
+		nGT -= c
+		sGT -= c * uint64(k)
+		cost := (uint64(k)+1)*(n-nGT) + 2*sGT - uint64(k)*nGT
+		if cost < bestCost {
+			best, bestCost = k, cost
+		} else if cost > bestCost {
+			break
+		}
+	}
+	return best
+}
+
 // settle lets the Assembler's buffers shrink again after a call much
 // larger than the usual (a full state), as Encoder.settle does. n is the
 // number of entries of the last call.
@@ -878,8 +978,8 @@ func (a *Assembler) settle(n int) {
 	if cap(a.ents) <= 4*a.peak+256 {
 		return
 	}
-	a.ents, a.byRank, a.rank, a.gapv, a.gapk, a.upd = nil, nil, nil, nil, nil, nil
-	a.w = wire.Writer{}
+	a.ents, a.byRank, a.rank, a.gapv, a.gapk, a.runs = nil, nil, nil, nil, nil, nil
+	a.w, a.wbuf = wire.Writer{}, nil
 }
 
 // bitLen returns the bit length of u.

@@ -253,7 +253,7 @@ func TestAssembleViews(t *testing.T) {
 			if i > 0 {
 				// Viewers but the first are sent ranked updates.
 				v.held = new(codec.Held)
-				v.held.Reset(nil)
+				v.held.Reset(nil, 0)
 			}
 			for _, c := range w.srv.Classes {
 				v.tab.WatchAll(c)
@@ -682,7 +682,7 @@ func BenchmarkAssembleRanked(b *testing.B) {
 				slots = append(slots, s%1000+1)
 			}
 		}
-		helds[c].Reset(slots)
+		helds[c].Reset(slots, 1000)
 	}
 	segs := make([][]byte, 0, 4)
 	size := 0
@@ -752,7 +752,7 @@ func TestAssembleRankedFallback(t *testing.T) {
 		slots = append(slots, x.cs.Changes[i].Entity.ID().Slot())
 	}
 	var h codec.Held
-	h.Reset(slots)
+	h.Reset(slots, 0)
 	ranked := assemble(&h)
 	if ranked[0]&7 != 6 || bySlot[0]&7 != 2 {
 		t.Fatalf("section tags %d and %d, want 6 ranked and 2 by slot", ranked[0]&7, bySlot[0]&7)
@@ -760,7 +760,7 @@ func TestAssembleRankedFallback(t *testing.T) {
 	if len(ranked) >= len(bySlot) {
 		t.Errorf("ranked segment of %d bytes, by slot %d", len(ranked), len(bySlot))
 	}
-	h.Reset(slots[1:]) // the first updated entity is not held
+	h.Reset(slots[1:], 0) // the first updated entity is not held
 	if got := assemble(&h); !bytes.Equal(got, bySlot) {
 		t.Fatalf("with an entity not held:\n%x\nwant the segment by slot\n%x", got, bySlot)
 	}

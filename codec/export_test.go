@@ -28,3 +28,7 @@ func BatchValues(b *Batch) int {
 	}
 	return n
 }
+
+// NoteHeld records in h a create (created) or destroy of slot, as an
+// Assembler does when it writes one.
+func NoteHeld(h *Held, slot uint32, created bool) { h.note(slot, created) }

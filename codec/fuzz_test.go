@@ -160,7 +160,7 @@ func fzNewStream(t testing.TB) *fzStream {
 	for _, e := range ents {
 		slots = append(slots, e.ID().Slot())
 	}
-	held.Reset(slots)
+	held.Reset(slots, 0)
 	asm := codec.Assembler{Held: &held}
 	var ranked [][]byte
 	var batch codec.Batch

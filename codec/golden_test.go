@@ -1104,7 +1104,7 @@ func scenarioRanked(t *testing.T) *gvWorld {
 		asm         codec.Assembler
 		held        codec.Held
 	)
-	held.Reset(nil)
+	held.Reset(nil, 0)
 	view := map[state.ID]bool{}
 	// tick commits the tick and records the client's segments, given
 	// which entities it sees from now on; maxEntities splits them.

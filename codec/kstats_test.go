@@ -51,3 +51,28 @@ func TestKStatsBestIsArgmin(t *testing.T) {
 		}
 	}
 }
+
+// TestShortKIsBest checks shortK, the Assembler's k for a short run's ID
+// gaps, against kStats.best over the same gaps.
+func TestShortKIsBest(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for iter := 0; iter < 20000; iter++ {
+		ents := make([]asmEntry, 1+r.IntN(shortRun))
+		var s kStats
+		s.reset()
+		slot := int64(-1)
+		width := 1 + r.UintN(32)
+		for i := range ents {
+			gap := r.Uint64() >> (64 - r.UintN(width+1))
+			if slot+1+int64(gap) > 1<<32-1 {
+				gap = 0
+			}
+			slot += 1 + int64(gap)
+			ents[i].ord = uint64(r.UintN(8))<<32 | uint64(slot)
+			s.add(gap)
+		}
+		if got, want := shortK(ents), s.best(len(ents)); got != want {
+			t.Fatalf("iteration %d: shortK = %d, kStats.best %d (entries %v)", iter, got, want, ents)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/replicago/replica/wire"
@@ -77,4 +78,55 @@ func benchCodes() ([]uint64, []uint8) {
 		ks[i] = []uint8{24, 24, 22}[i%3]
 	}
 	return codes, ks
+}
+
+// TestUEachRunsEqualsU checks that UEachRuns writes exactly what U calls
+// write with the stream padded to a byte boundary before each run, and
+// marks where each run starts and ends, from every starting bit offset,
+// with codes longer than 56 bits among them (which the fast loop hands
+// to U) or not.
+func TestUEachRunsEqualsU(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for iter := 0; iter < 3000; iter++ {
+		per := 1 + r.IntN(5)
+		codes := make([]uint64, per*r.IntN(40)) // over 64 at times: several uRuns calls
+		long := r.IntN(3) == 0
+		ks := make([]uint8, len(codes))
+		for i := range codes {
+			if long {
+				codes[i] = r.Uint64() >> r.UintN(65)
+				ks[i] = uint8(r.UintN(wire.MaxK + 1))
+			} else {
+				codes[i] = r.Uint64() >> (40 + r.UintN(25))
+				ks[i] = uint8(r.UintN(24))
+			}
+		}
+		lead, x := r.UintN(64), r.Uint64()
+		var a, b wire.Writer
+		a.Bits(x, lead)
+		b.Bits(x, lead)
+		var want []int
+		for i, u := range codes {
+			if i%per == 0 {
+				if m := a.BitLen() % 8; m != 0 {
+					a.Bits(0, uint(8-m))
+				}
+				want = append(want, a.BitLen())
+			}
+			a.U(u, uint(ks[i]))
+			if i%per == per-1 {
+				want = append(want, a.BitLen())
+			}
+		}
+		marks := b.UEachRuns(codes, ks, per, []int{-1})
+		if !slices.Equal(marks[1:], want) || marks[0] != -1 {
+			t.Fatalf("iteration %d: marks %v, want %v after -1", iter, marks, want)
+		}
+		if a.BitLen() != b.BitLen() {
+			t.Fatalf("iteration %d: UEachRuns wrote %d bits, U %d", iter, b.BitLen(), a.BitLen())
+		}
+		if got, want := b.Finish(), a.Finish(); !bytes.Equal(got, want) {
+			t.Fatalf("iteration %d: UEachRuns wrote %x, U %x", iter, got, want)
+		}
+	}
 }

@@ -98,6 +98,83 @@ func (w *Writer) UEach(codes []uint64, ks []uint8) {
 	}
 }
 
+// UEachRuns writes the codes as UEach does, in runs of per codes, each
+// run from a byte boundary: before each, the stream is padded with zero
+// bits to one, as Bits(0, 8−BitLen()%8) would. It appends to marks the
+// bit offsets (BitLen) at which each run starts and ends, two per run,
+// and returns marks. per must be positive and divide len(codes), and ks
+// be as long as codes.
+func (w *Writer) UEachRuns(codes []uint64, ks []uint8, per int, marks []int) []int {
+	ks = ks[:len(codes)]
+	for len(codes) > 0 {
+		// A few runs at a time, so that the room uRuns makes for the
+		// worst case stays small: the buffer grows with what is written.
+		m := len(codes)
+		if m > 64 {
+			m = max(per, 64-64%per)
+		}
+		var n int
+		n, marks = w.uRuns(codes[:m], ks[:m], per, marks)
+		if n == m {
+			codes, ks = codes[m:], ks[m:]
+			continue
+		}
+		// A code longer than 56 bits stopped the run, after its
+		// start was marked: the rest of it, then the next runs.
+		run := n - n%per
+		for i := n; i < run+per; i++ {
+			w.U(codes[i], uint(ks[i]))
+		}
+		marks = append(marks, w.BitLen())
+		codes, ks = codes[run+per:], ks[run+per:]
+	}
+	return marks
+}
+
+// uRuns is UEachRuns for the codes up to the first one longer than 56
+// bits, as packU does: it returns how many codes it wrote, having marked
+// the start of the run of the code that stopped it, if one did.
+func (w *Writer) uRuns(codes []uint64, ks []uint8, per int, marks []int) (int, []int) {
+	// Each code completes at most 7 bytes and each run pads at most 1;
+	// the last store writes 8 more.
+	w.grow(7*len(codes) + len(codes)/per + 16)
+	base := len(w.buf)
+	out := w.buf[base:cap(w.buf)]
+	// Complete the bytes already pending so that fewer than 8 bits are.
+	binary.LittleEndian.PutUint64(out, w.acc)
+	pos := int(w.n >> 3)
+	acc := w.acc >> (w.n &^ 7 & 63)
+	used := w.n & 7
+	ks = ks[:len(codes)]
+	n := 0
+	for r := 0; r < len(codes); r += per {
+		if used > 0 {
+			// The pending bits are stored already, with zeros after
+			// them: the padding.
+			pos, acc, used = pos+1, 0, 0
+		}
+		marks = append(marks, 8*(base+pos))
+		end := min(r+per, len(codes))
+		for i := r; i < end; i++ {
+			v, total := uCode(codes[i], uint(ks[i]))
+			if total > 56 {
+				w.buf, w.acc, w.n = w.buf[:base+pos], acc, used
+				return i, marks
+			}
+			acc |= v << (used & 63) // used < 8
+			binary.LittleEndian.PutUint64(out[pos:pos+8:pos+8], acc)
+			used += total // < 64
+			pos += int(used >> 3)
+			acc >>= used &^ 7 & 63
+			used &= 7
+		}
+		n = end
+		marks = append(marks, 8*(base+pos)+int(used))
+	}
+	w.buf, w.acc, w.n = w.buf[:base+pos], acc, used
+	return n, marks
+}
+
 // uRun is UEach for the codes up to the first one longer than 56 bits. It
 // returns how many codes it wrote.
 func (w *Writer) uRun(codes []uint64, ks []uint8) int {
@@ -219,8 +296,27 @@ func (w *Writer) raw(p []byte) {
 // Append copies the first nbits bits of src, a stream produced by another
 // Writer, onto this one. The bits of src after them are ignored.
 func (w *Writer) Append(src []byte, nbits int) {
+	// Fewer than 64 bits with 8 bytes to load, as an encoded entity's
+	// values mostly are: one field, by hand, as in U.
+	if uint(nbits) < 64 && len(src) >= 8 {
+		n := uint(nbits)
+		v := binary.LittleEndian.Uint64(src) & (1<<n - 1)
+		if w.n+n < 64 {
+			w.acc |= v << (w.n & 63)
+			w.n += n
+			return
+		}
+		w.spill(v, n)
+		return
+	}
+	w.appendLong(src, nbits)
+}
+
+// appendLong is Append for 64 bits or more, or a src shorter than 8
+// bytes.
+func (w *Writer) appendLong(src []byte, nbits int) {
 	for nbits >= 64 {
-		w.Bits(binary.LittleEndian.Uint64(src), 64)
+		w.spill(binary.LittleEndian.Uint64(src), 64) // 64 bits never fit
 		src, nbits = src[8:], nbits-64
 	}
 	if nbits > 0 {
@@ -251,15 +347,11 @@ func (w *Writer) grow(n int) {
 // returns the stream. The Writer may be reused after Reset.
 func (w *Writer) Finish() []byte {
 	w.grow(8)
-	for w.n > 0 {
-		w.buf = append(w.buf, byte(w.acc))
-		w.acc >>= 8
-		if w.n < 8 {
-			w.n = 0
-		} else {
-			w.n -= 8
-		}
-	}
-	w.acc = 0
+	// All 8 bytes of the accumulator at once: it has no bits above the
+	// pending ones, so the bytes past them are zero padding.
+	l := len(w.buf)
+	binary.LittleEndian.PutUint64(w.buf[l:l+8], w.acc)
+	w.buf = w.buf[:l+int(w.n+7)/8]
+	w.acc, w.n = 0, 0
 	return w.buf
 }

@@ -91,7 +91,7 @@ type world struct {
 
 func run(t *rapid.T, srv, alt *schema.Schema, procs []*tsnode.Proc) {
 	w := &world{srv: srv, alt: alt, tr: state.NewTracker(srv), owned: map[state.ID]bool{}, told: map[state.ID]bool{}, late: procs[2]}
-	w.held.Reset(nil)
+	w.held.Reset(nil, 0)
 	desc := srv.AppendDescriptor(nil)
 	remote, err := schema.DecodeDescriptor(desc)
 	if err != nil {
