@@ -25,16 +25,26 @@ import (
 // store per changed leaf.
 
 // A history is the last tick that changed each leaf of each entity, by
-// slot.
+// slot. Each entity's is a record in one flat array of words, pointer-free
+// (nothing for the garbage collector to scan): its ID, the tick that
+// created it, then by leaf the last tick that changed it. A change stores
+// into its entity's record alone, and a record of up to six leaves fills
+// one 64-byte line at most: in a large world, where each change's entity
+// is anywhere, one cache miss per change.
 type history struct {
-	ents []histEnt
+	off   []int32   // by slot: the offset of its record in words, 0 if none
+	words []uint64  // the records; words[0:histAlign] is none's
+	free  [][]int32 // by log₂ of capacity: records of slots reused by a larger class
 }
 
-type histEnt struct {
-	id   state.ID
-	born uint64   // the tick that created it
-	at   []uint64 // by leaf: the last tick that changed it, 0 if none since born
-}
+// A record is laid out as: the entity's ID in the low 32 bits of its first
+// word, log₂ of its capacity in words above; the tick that created it (0
+// if unknown: every leaf counts as changed); a tick per leaf, 0 if none
+// since it was created.
+const (
+	histHead  = 2
+	histAlign = 8 // words: a record of up to 8 words lies within one line
+)
 
 // record notes the changes of the tick of cs.
 func (h *history) record(cs *state.Changeset, tick uint64) {
@@ -44,33 +54,82 @@ func (h *history) record(cs *state.Changeset, tick uint64) {
 		}
 		e := ch.Entity
 		slot := int(e.ID().Slot())
-		if slot >= len(h.ents) {
-			h.ents = slices.Grow(h.ents, slot+1-len(h.ents))[:slot+1]
+		if slot >= len(h.off) {
+			h.off = slices.Grow(h.off, slot+1-len(h.off))[:slot+1]
 		}
-		he := &h.ents[slot]
-		if ch.Created || he.id != e.ID() {
-			n := e.Class().Leaves
-			he.id, he.born = e.ID(), tick
-			he.at = slices.Grow(he.at[:0], n)[:n]
-			clear(he.at)
-			if !ch.Created {
-				he.born = 0 // unknown: every leaf counts as changed
-			}
+		o := int(h.off[slot])
+		if ch.Created || o == 0 || uint32(h.words[o]) != uint32(e.ID()) {
+			h.reset(slot, e, tick, ch.Created)
 			continue
 		}
+		at := h.words[o+histHead : o+histHead+e.Class().Leaves]
 		for i, w := range ch.DirtySet() {
 			for ; w != 0; w &= w - 1 {
-				he.at[i<<6|bits.TrailingZeros64(w)] = tick
+				at[i<<6|bits.TrailingZeros64(w)] = tick
 			}
 		}
 	}
+}
+
+// reset gives slot a record for e, with no leaf changed since tick, when e
+// was created (created), or since it is not known when.
+func (h *history) reset(slot int, e *state.Entity, tick uint64, created bool) {
+	n := histHead + e.Class().Leaves
+	k := bits.Len(uint(n - 1)) // the capacity: 2^k words
+	o := int(h.off[slot])
+	if o == 0 || int(h.words[o]>>32) < k {
+		if o != 0 {
+			old := int(h.words[o] >> 32)
+			h.free[old] = append(h.free[old], int32(o))
+		}
+		o = h.alloc(k)
+		h.off[slot] = int32(o)
+	}
+	if !created {
+		tick = 0
+	}
+	c := h.words[o] >> 32 // k, or more for a record a larger class left
+	rec := h.words[o : o+1<<c]
+	clear(rec)
+	rec[0], rec[1] = uint64(uint32(e.ID()))|c<<32, tick
+}
+
+// alloc returns the offset of a free record of capacity 2^k words, its
+// first word holding k, and the rest of the record clear or not.
+func (h *history) alloc(k int) int {
+	for len(h.free) <= k {
+		h.free = append(h.free, nil)
+	}
+	if f := h.free[k]; len(f) > 0 {
+		h.free[k] = f[:len(f)-1]
+		return int(f[len(f)-1])
+	}
+	if h.words == nil {
+		// A large first array: its start, page-aligned, aligns the
+		// records with cache lines.
+		h.words = make([]uint64, histAlign, 4<<10)
+	}
+	size := 1 << k
+	o := len(h.words)
+	if a := min(size, histAlign); o%a != 0 {
+		o += a - o%a
+	}
+	h.words = slices.Grow(h.words, o+size-len(h.words))[:o+size]
+	h.words[o] = uint64(k) << 32
+	return o
+}
+
+// ticks returns the tick of each leaf of e's record.
+func (h *history) ticks(e *state.Entity) []uint64 {
+	o := int(h.off[e.ID().Slot()])
+	return h.words[o+histHead : o+histHead+e.Class().Leaves]
 }
 
 // changedSince returns the leaves of e changed after tick t, a bit per
 // leaf, in a new slice. e must be known, born by t (bornAfter).
 func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
 	m := make([]uint64, (e.Class().Leaves+63)/64)
-	for i, at := range h.ents[e.ID().Slot()].at {
+	for i, at := range h.ticks(e) {
 		if at > t {
 			m[i>>6] |= 1 << (i & 63)
 		}
@@ -82,7 +141,12 @@ func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
 // does not know when.
 func (h *history) bornAfter(e *state.Entity, t uint64) bool {
 	slot := int(e.ID().Slot())
-	return slot >= len(h.ents) || h.ents[slot].id != e.ID() || h.ents[slot].born == 0 || h.ents[slot].born > t
+	if slot >= len(h.off) || h.off[slot] == 0 {
+		return true
+	}
+	o := int(h.off[slot])
+	born := h.words[o+1]
+	return uint32(h.words[o]) != uint32(e.ID()) || born == 0 || born > t
 }
 
 // A resumable is a session a client may resume: open, or gone at most
