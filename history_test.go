@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
@@ -29,6 +30,9 @@ func TestHistory(t *testing.T) {
 	type model struct {
 		born uint64
 		at   []uint64
+	}
+	if n := unsafe.Sizeof(histLine{}); n != 64 {
+		t.Errorf("a history line takes %d bytes, not a cache line's 64", n)
 	}
 	var h history
 	live := map[*state.Entity]*model{}
@@ -73,30 +77,33 @@ func TestHistory(t *testing.T) {
 			}
 		}
 	}
-	// The records, in use or free, lie apart within the array and make up
-	// all of it but the alignment's padding: none is lost.
+	// The records of leaves past the lines', in use or free, lie apart
+	// within their array and make up all of it: none is lost.
 	type span struct{ lo, hi int }
 	var spans []span
-	add := func(o int) { spans = append(spans, span{o, o + 1<<(h.words[o]>>32)}) }
-	for _, o := range h.off {
-		if o != 0 {
-			add(int(o))
+	add := func(o int32) { spans = append(spans, span{int(o), int(o) + 1<<h.more[o]}) }
+	for i := range h.lines {
+		if o := h.lines[i].more; o != 0 {
+			add(o)
 		}
 	}
 	for _, f := range h.free {
 		for _, o := range f {
-			add(int(o))
+			add(o)
 		}
 	}
 	slices.SortFunc(spans, func(a, b span) int { return a.lo - b.lo })
-	used := histAlign
+	used := 1
 	for i, sp := range spans {
-		if i > 0 && sp.lo < spans[i-1].hi || sp.lo < histAlign || sp.hi > len(h.words) {
-			t.Fatalf("record [%d, %d) overlaps another or lies outside the %d words", sp.lo, sp.hi, len(h.words))
+		if i > 0 && sp.lo < spans[i-1].hi || sp.lo < 1 || sp.hi > len(h.more) {
+			t.Fatalf("record [%d, %d) overlaps another or lies outside the %d words", sp.lo, sp.hi, len(h.more))
 		}
 		used += sp.hi - sp.lo
 	}
-	if pad := len(h.words) - used; pad > len(spans)*histAlign {
-		t.Errorf("%d words of %d in no record; %d records, %d slots", pad, len(h.words), len(spans), len(h.off))
+	if used != len(h.more) {
+		t.Errorf("%d words of %d in no record; %d records, %d slots", len(h.more)-used, len(h.more), len(spans), len(h.lines))
+	}
+	if len(spans) == 0 {
+		t.Error("no record of leaves past the lines': the test tests less than it should")
 	}
 }

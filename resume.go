@@ -25,26 +25,29 @@ import (
 // store per changed leaf.
 
 // A history is the last tick that changed each leaf of each entity, by
-// slot. Each entity's is a record in one flat array of words, pointer-free
-// (nothing for the garbage collector to scan): its ID, the tick that
-// created it, then by leaf the last tick that changed it. A change stores
-// into its entity's record alone, and a record of up to six leaves fills
-// one 64-byte line at most: in a large world, where each change's entity
-// is anywhere, one cache miss per change.
+// slot: a line of 64 bytes per slot, pointer-free (nothing for the garbage
+// collector to scan), with the entity's ID, the tick that created it and
+// the ticks of its first histInline leaves; those of the leaves past them,
+// if any, in a record of their own in a second array. A change stores
+// into its entity's line, found by slot alone, and into that record only
+// for a leaf past the line's: in a large world, where each change's
+// entity is anywhere, one cache miss per change, for a class whose often
+// changed leaves come first.
 type history struct {
-	off   []int32   // by slot: the offset of its record in words, 0 if none
-	words []uint64  // the records; words[0:histAlign] is none's
-	free  [][]int32 // by log₂ of capacity: records of slots reused by a larger class
+	lines []histLine
+	more  []uint64  // records: log₂ of the capacity in words, then a tick per leaf; more[0] is none's
+	free  [][]int32 // by log₂ of capacity: records no line uses
 }
 
-// A record is laid out as: the entity's ID in the low 32 bits of its first
-// word, log₂ of its capacity in words above; the tick that created it (0
-// if unknown: every leaf counts as changed); a tick per leaf, 0 if none
-// since it was created.
-const (
-	histHead  = 2
-	histAlign = 8 // words: a record of up to 8 words lies within one line
-)
+// histInline is the number of leaves whose ticks a history line holds.
+const histInline = 6
+
+type histLine struct {
+	id   state.ID
+	more int32  // the record of the ticks of leaves histInline on, or 0
+	born uint64 // the tick that created the entity, 0 if unknown: every leaf counts as changed
+	at   [histInline]uint64
+}
 
 // record notes the changes of the tick of cs.
 func (h *history) record(cs *state.Changeset, tick uint64) {
@@ -54,83 +57,107 @@ func (h *history) record(cs *state.Changeset, tick uint64) {
 		}
 		e := ch.Entity
 		slot := int(e.ID().Slot())
-		if slot >= len(h.off) {
-			h.off = slices.Grow(h.off, slot+1-len(h.off))[:slot+1]
+		if slot >= len(h.lines) {
+			h.grow(slot)
 		}
-		o := int(h.off[slot])
-		if ch.Created || o == 0 || uint32(h.words[o]) != uint32(e.ID()) {
-			h.reset(slot, e, tick, ch.Created)
+		ln := &h.lines[slot]
+		if ch.Created || ln.id != e.ID() {
+			h.reset(ln, e, tick, ch.Created)
 			continue
 		}
-		at := h.words[o+histHead : o+histHead+e.Class().Leaves]
 		for i, w := range ch.DirtySet() {
 			for ; w != 0; w &= w - 1 {
-				at[i<<6|bits.TrailingZeros64(w)] = tick
+				if j := i<<6 | bits.TrailingZeros64(w); j < histInline {
+					ln.at[j] = tick
+				} else {
+					h.more[int(ln.more)+1+j-histInline] = tick
+				}
 			}
 		}
 	}
 }
 
-// reset gives slot a record for e, with no leaf changed since tick, when e
-// was created (created), or since it is not known when.
-func (h *history) reset(slot int, e *state.Entity, tick uint64, created bool) {
-	n := histHead + e.Class().Leaves
-	k := bits.Len(uint(n - 1)) // the capacity: 2^k words
-	o := int(h.off[slot])
-	if o == 0 || int(h.words[o]>>32) < k {
-		if o != 0 {
-			old := int(h.words[o] >> 32)
-			h.free[old] = append(h.free[old], int32(o))
-		}
-		o = h.alloc(k)
-		h.off[slot] = int32(o)
+// grow makes room for slot's line.
+func (h *history) grow(slot int) {
+	if h.lines == nil {
+		// A first array of 64 KiB or more: allocated apart, it starts
+		// on a page, so that each line is a cache line.
+		h.lines = make([]histLine, 0, max(slot+1, 1<<10))
 	}
+	h.lines = slices.Grow(h.lines, slot+1-len(h.lines))[:slot+1]
+}
+
+// reset gives ln to e, with no leaf changed since tick, when e was created
+// (created), or since it is not known when.
+func (h *history) reset(ln *histLine, e *state.Entity, tick uint64, created bool) {
 	if !created {
 		tick = 0
 	}
-	c := h.words[o] >> 32 // k, or more for a record a larger class left
-	rec := h.words[o : o+1<<c]
-	clear(rec)
-	rec[0], rec[1] = uint64(uint32(e.ID()))|c<<32, tick
+	more := ln.more
+	if n := e.Class().Leaves - histInline; n <= 0 {
+		h.release(more)
+		more = 0
+	} else if more == 0 || 1<<h.more[more] < 1+n {
+		h.release(more)
+		more = h.alloc(bits.Len(uint(n))) // 1 + n words or more
+	} else {
+		clear(h.more[more+1 : int(more)+1<<h.more[more]])
+	}
+	*ln = histLine{id: e.ID(), more: more, born: tick}
 }
 
-// alloc returns the offset of a free record of capacity 2^k words, its
-// first word holding k, and the rest of the record clear or not.
-func (h *history) alloc(k int) int {
+// alloc returns a record of capacity 2^k words, clear.
+func (h *history) alloc(k int) int32 {
 	for len(h.free) <= k {
 		h.free = append(h.free, nil)
 	}
 	if f := h.free[k]; len(f) > 0 {
 		h.free[k] = f[:len(f)-1]
-		return int(f[len(f)-1])
+		o := f[len(f)-1]
+		clear(h.more[o+1 : int(o)+1<<k])
+		return o
 	}
-	if h.words == nil {
-		// A large first array: its start, page-aligned, aligns the
-		// records with cache lines.
-		h.words = make([]uint64, histAlign, 4<<10)
+	if h.more == nil {
+		h.more = make([]uint64, 1, 1<<10)
 	}
-	size := 1 << k
-	o := len(h.words)
-	if a := min(size, histAlign); o%a != 0 {
-		o += a - o%a
-	}
-	h.words = slices.Grow(h.words, o+size-len(h.words))[:o+size]
-	h.words[o] = uint64(k) << 32
-	return o
+	o := len(h.more)
+	h.more = slices.Grow(h.more, 1<<k)[:o+1<<k]
+	h.more[o] = uint64(k)
+	return int32(o)
 }
 
-// ticks returns the tick of each leaf of e's record.
-func (h *history) ticks(e *state.Entity) []uint64 {
-	o := int(h.off[e.ID().Slot()])
-	return h.words[o+histHead : o+histHead+e.Class().Leaves]
+// release puts record o, if any, on its free list.
+func (h *history) release(o int32) {
+	if o != 0 {
+		k := h.more[o]
+		h.free[k] = append(h.free[k], o)
+	}
+}
+
+// tick returns the last tick that changed leaf i of the entity of line ln.
+func (h *history) tick(ln *histLine, i int) uint64 {
+	if i < histInline {
+		return ln.at[i]
+	}
+	return h.more[int(ln.more)+1+i-histInline]
+}
+
+// peek reads slot's line, if any: see Server.warm.
+func (h *history) peek(slot int) uintptr {
+	if slot < len(h.lines) {
+		return uintptr(h.lines[slot].id)
+	}
+	return 0
 }
 
 // changedSince returns the leaves of e changed after tick t, a bit per
 // leaf, in a new slice. e must be known, born by t (bornAfter).
 func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
-	m := make([]uint64, (e.Class().Leaves+63)/64)
-	for i, at := range h.ticks(e) {
-		if at > t {
+	n := e.Class().Leaves
+	m := make([]uint64, (n+63)/64)
+	ln := &h.lines[e.ID().Slot()]
+	for i := range n {
+		if h.tick(ln, i) > t {
 			m[i>>6] |= 1 << (i & 63)
 		}
 	}
@@ -141,12 +168,7 @@ func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
 // does not know when.
 func (h *history) bornAfter(e *state.Entity, t uint64) bool {
 	slot := int(e.ID().Slot())
-	if slot >= len(h.off) || h.off[slot] == 0 {
-		return true
-	}
-	o := int(h.off[slot])
-	born := h.words[o+1]
-	return uint32(h.words[o]) != uint32(e.ID()) || born == 0 || born > t
+	return slot >= len(h.lines) || h.lines[slot].id != e.ID() || h.lines[slot].born == 0 || h.lines[slot].born > t
 }
 
 // A resumable is a session a client may resume: open, or gone at most
