@@ -1062,21 +1062,34 @@ func (s *Server) removePair(ie *ient, i int) {
 	v.pairs = s.pairSlab.shrink(v.pairs)
 }
 
-// warm reads, ahead of updateInterest, what it reads of each changed
-// entity: its interest record, its observers, its grid entry. The changes
+// warm reads, ahead of the tick's work on its changes (the history,
+// updateInterest), what that work reads of each changed entity: its
+// interest record, its observers, its grid entry, its history. The changes
 // touch entities anywhere in the world, and in a large one each touch
-// misses the CPU's caches; read in a loop of their own, where nothing
-// waits for what was read, the misses overlap instead of coming one after
-// the other.
+// misses the CPU's caches (and its TLB); read in loops of their own, where
+// nothing waits for what was read, the misses overlap instead of coming one
+// after the other. Two loops: the records first, each found from the
+// change alone, then what they point to, found from the records the first
+// loop brought in, so that no miss waits for another.
 func (s *Server) warm(cs *state.Changeset) {
 	var sum uintptr
+	hist := s.resumes()
+	for _, ch := range cs.Changes {
+		slot := int(ch.Entity.ID().Slot())
+		if slot < len(s.ients) {
+			ie := &s.ients[slot]
+			sum += uintptr(ie.cidx) + uintptr(len(ie.obs))
+		}
+		if hist {
+			sum += s.hist.peek(slot)
+		}
+	}
 	for _, ch := range cs.Changes {
 		slot := int(ch.Entity.ID().Slot())
 		if slot >= len(s.ients) {
 			continue
 		}
 		ie := &s.ients[slot]
-		sum += uintptr(ie.cidx) + uintptr(len(ie.obs))
 		if len(ie.obs) > 0 {
 			sum += uintptr(ie.obs[0].at)
 		}

@@ -24,7 +24,6 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	}
 	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
 	s.pairCS.Changes = s.pairCS.Changes[:0]
-	s.warm(cs)
 	for _, ch := range cs.Changes {
 		e := ch.Entity
 		switch {

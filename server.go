@@ -631,6 +631,7 @@ func (s *Server) Tick() {
 	s.tick++
 	s.tickNow.Store(s.tick)
 	s.persistTick(cs)
+	s.warm(cs)
 	if s.resumes() {
 		s.hist.record(cs, s.tick)
 		s.expireTickets()
