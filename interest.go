@@ -1064,13 +1064,14 @@ func (s *Server) removePair(ie *ient, i int) {
 
 // warm reads, ahead of the tick's work on its changes (the history,
 // updateInterest), what that work reads of each changed entity: its
-// interest record, its observers, its grid entry, its history. The changes
-// touch entities anywhere in the world, and in a large one each touch
-// misses the CPU's caches (and its TLB); read in loops of their own, where
-// nothing waits for what was read, the misses overlap instead of coming one
-// after the other. Two loops: the records first, each found from the
-// change alone, then what they point to, found from the records the first
-// loop brought in, so that no miss waits for another.
+// interest record, its history, its observers, its grid entry. The
+// changes touch entities anywhere in the world, and in a large one each
+// touch misses the CPU's caches (and its TLB); read in loops of their own,
+// where nothing waits for what was read, the misses overlap instead of
+// coming one after the other. Each loop reads what the one before brought
+// in and what it finds from there, so that no miss waits for another: the
+// records and history lines, found from the changes alone; then the
+// observers and the grid cells; then the entries in the cells' lists.
 func (s *Server) warm(cs *state.Changeset) {
 	var sum uintptr
 	hist := s.resumes()
@@ -1084,6 +1085,7 @@ func (s *Server) warm(cs *state.Changeset) {
 			sum += s.hist.peek(slot)
 		}
 	}
+	entries := s.warmEnts[:0]
 	for _, ch := range cs.Changes {
 		slot := int(ch.Entity.ID().Slot())
 		if slot >= len(s.ients) {
@@ -1095,9 +1097,13 @@ func (s *Server) warm(cs *state.Changeset) {
 		}
 		if ie.placed && !ie.wide {
 			if ce := ie.space.cells.get(ie.cell); ce != nil && int(ie.cidx) < len(ce.ents) {
-				sum += uintptr(ce.ents[ie.cidx].id)
+				entries = append(entries, &ce.ents[ie.cidx])
 			}
 		}
 	}
-	s.warmSum = sum
+	for _, e := range entries {
+		sum += uintptr(e.id)
+	}
+	clear(entries) // they point into the grid's arrays, which move
+	s.warmEnts, s.warmSum = entries[:0], sum
 }

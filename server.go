@@ -346,7 +346,8 @@ type Server struct {
 	lvlSlab   slab[uint8]
 	levelSlab slab[session.Level]
 
-	warmSum uintptr // what warm read, kept so that the reads stay
+	warmEnts []*cellEnt // warm's scratch
+	warmSum  uintptr    // what warm read, kept so that the reads stay
 
 	// The arena's reuse (lag.go).
 	held     bool             // a transport holds messages of earlier ticks
