@@ -34,7 +34,18 @@ func TestHistory(t *testing.T) {
 	if n := unsafe.Sizeof(histLine{}); n != 64 {
 		t.Errorf("a history line takes %d bytes, not a cache line's 64", n)
 	}
+	if n := unsafe.Sizeof(ient{}); n%64 != 0 {
+		t.Errorf("an interest record takes %d bytes, not a multiple of a cache line's 64", n)
+	}
 	var h history
+	var lines []histLine // by slot, as in the interest records
+	line := func(e *state.Entity) *histLine {
+		slot := int(e.ID().Slot())
+		for len(lines) <= slot {
+			lines = append(lines, histLine{})
+		}
+		return &lines[slot]
+	}
 	live := map[*state.Entity]*model{}
 	r := rand.New(rand.NewPCG(5, 6))
 	for tick := uint64(1); tick <= 300; tick++ {
@@ -60,16 +71,20 @@ func TestHistory(t *testing.T) {
 				}
 			}
 		}
-		h.record(tr.Commit(), tick)
+		for _, ch := range tr.Commit().Changes {
+			if !ch.Destroyed {
+				h.note(line(ch.Entity), ch, tick)
+			}
+		}
 		for e, m := range live {
 			since := r.Uint64N(tick + 1)
-			if got, want := h.bornAfter(e, since), m.born > since; got != want {
+			if got, want := bornAfter(line(e), e, since), m.born > since; got != want {
 				t.Fatalf("tick %d: entity %v bornAfter(%d) = %v, want %v", tick, e.ID(), since, got, want)
 			}
 			if m.born > since {
 				continue
 			}
-			got := h.changedSince(e, since)
+			got := h.changedSince(line(e), e, since)
 			for i, at := range m.at {
 				if want := at > since; got[i>>6]&(1<<(i&63)) != 0 != want {
 					t.Fatalf("tick %d: entity %v leaf %d changed since %d: %v, want %v", tick, e.ID(), i, since, !want, want)
@@ -82,8 +97,8 @@ func TestHistory(t *testing.T) {
 	type span struct{ lo, hi int }
 	var spans []span
 	add := func(o int32) { spans = append(spans, span{int(o), int(o) + 1<<h.more[o]}) }
-	for i := range h.lines {
-		if o := h.lines[i].more; o != 0 {
+	for i := range lines {
+		if o := lines[i].more; o != 0 {
 			add(o)
 		}
 	}
@@ -101,7 +116,7 @@ func TestHistory(t *testing.T) {
 		used += sp.hi - sp.lo
 	}
 	if used != len(h.more) {
-		t.Errorf("%d words of %d in no record; %d records, %d slots", len(h.more)-used, len(h.more), len(spans), len(h.lines))
+		t.Errorf("%d words of %d in no record; %d records, %d slots", len(h.more)-used, len(h.more), len(spans), len(lines))
 	}
 	if len(spans) == 0 {
 		t.Error("no record of leaves past the lines': the test tests less than it should")

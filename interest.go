@@ -122,8 +122,9 @@ func (sp *Space) Len() int { return len(sp.members) }
 // ient is the interest state of one entity, by slot. Its fields are laid
 // out by use, in three 64-byte lines: what every change of the entity
 // reads, then what evaluating its pairs reads, then the rest, so that a
-// move in a large world costs two cache lines of it. (A field added here
-// should keep the size a multiple of 64.)
+// move in a large world costs two cache lines of it; a fourth holds the
+// slot's history. (A field added here should keep the size a multiple of
+// 64.)
 type ient struct {
 	// What a change reads.
 	id       state.ID
@@ -152,7 +153,13 @@ type ient struct {
 	arrived uint64  // the tick it moved into its room (Space.movedIn)
 	left    uint64  // the tick it moved out of a room (Space.movedOut)
 	entered uint64  // the tick it last entered some client's pairs
-	prio    float64 // its priority for budgets (SetPriority); 0 for 1. To 192 bytes: in Server.ients, every record starts a line
+	prio    float64 // its priority for budgets (SetPriority); 0 for 1
+
+	// Not interest state: the slot's history line, for resumes
+	// (resume.go), kept here so that a change's history and interest
+	// state share a memory page. To 256 bytes: in Server.ients, every
+	// record starts a line.
+	hist histLine
 }
 
 // view is a connection's interest state. Its first fields are what
@@ -552,13 +559,17 @@ func (s *Server) ientOf(e *state.Entity) (*ient, error) {
 }
 
 func (s *Server) newIent(e *state.Entity) *ient {
-	slot := int(e.ID().Slot())
+	ie := s.ientAt(int(e.ID().Slot()))
+	*ie = ient{id: e.ID(), e: e, midx: -1, obs: ie.obs[:0], follow: ie.follow[:0], groups: ie.groups[:0], hist: ie.hist}
+	return ie
+}
+
+// ientAt returns the record of slot, making room for it.
+func (s *Server) ientAt(slot int) *ient {
 	for len(s.ients) <= slot {
 		s.ients = append(s.ients, ient{})
 	}
-	ie := &s.ients[slot]
-	*ie = ient{id: e.ID(), e: e, midx: -1, obs: ie.obs[:0], follow: ie.follow[:0], groups: ie.groups[:0]}
-	return ie
+	return &s.ients[slot]
 }
 
 func (s *Server) markEnt(ie *ient) {
@@ -1080,9 +1091,9 @@ func (s *Server) warm(cs *state.Changeset) {
 		if slot < len(s.ients) {
 			ie := &s.ients[slot]
 			sum += uintptr(ie.cidx) + uintptr(len(ie.obs))
-		}
-		if hist {
-			sum += s.hist.peek(slot)
+			if hist {
+				sum += uintptr(ie.hist.id)
+			}
 		}
 	}
 	entries := s.warmEnts[:0]

@@ -184,7 +184,7 @@ func (s *Server) drop(ie *ient) {
 	}
 	s.leaveSpace(ie, false)
 	followers := ie.follow
-	*ie = ient{obs: ie.obs, follow: ie.follow[:0], groups: ie.groups[:0]}
+	*ie = ient{obs: ie.obs, follow: ie.follow[:0], groups: ie.groups[:0], hist: ie.hist}
 	for _, c := range followers {
 		c.view.follow = 0
 		s.refollow(c)

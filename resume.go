@@ -25,18 +25,18 @@ import (
 // store per changed leaf.
 
 // A history is the last tick that changed each leaf of each entity, by
-// slot: a line of 64 bytes per slot, pointer-free (nothing for the garbage
-// collector to scan), with the entity's ID, the tick that created it and
-// the ticks of its first histInline leaves; those of the leaves past them,
-// if any, in a record of their own in a second array. A change stores
-// into its entity's line, found by slot alone, and into that record only
-// for a leaf past the line's: in a large world, where each change's
-// entity is anywhere, one cache miss per change, for a class whose often
-// changed leaves come first.
+// slot. Each slot's is a 64-byte line, pointer-free, with the entity's ID,
+// the tick that created it and the ticks of its first histInline leaves;
+// those of the leaves past them, if any, are in a record of their own in
+// the history's array. The lines lie in the slots' interest records
+// (ient.hist), beside what a change of the entity reads for interest: in a
+// large world, where each change's entity is anywhere, a change's history
+// costs a line of a memory page its interest state brings in anyway, not
+// a page of its own; and a class whose often changed leaves come first
+// touches nothing else.
 type history struct {
-	lines []histLine
-	more  []uint64  // records: log₂ of the capacity in words, then a tick per leaf; more[0] is none's
-	free  [][]int32 // by log₂ of capacity: records no line uses
+	more []uint64  // records: log₂ of the capacity in words, then a tick per leaf; more[0] is none's
+	free [][]int32 // by log₂ of capacity: records no line uses
 }
 
 // histInline is the number of leaves whose ticks a history line holds.
@@ -49,42 +49,31 @@ type histLine struct {
 	at   [histInline]uint64
 }
 
-// record notes the changes of the tick of cs.
-func (h *history) record(cs *state.Changeset, tick uint64) {
+// recordHistory notes the changes of the tick of cs in the history.
+func (s *Server) recordHistory(cs *state.Changeset) {
 	for _, ch := range cs.Changes {
-		if ch.Destroyed {
-			continue
-		}
-		e := ch.Entity
-		slot := int(e.ID().Slot())
-		if slot >= len(h.lines) {
-			h.grow(slot)
-		}
-		ln := &h.lines[slot]
-		if ch.Created || ln.id != e.ID() {
-			h.reset(ln, e, tick, ch.Created)
-			continue
-		}
-		for i, w := range ch.DirtySet() {
-			for ; w != 0; w &= w - 1 {
-				if j := i<<6 | bits.TrailingZeros64(w); j < histInline {
-					ln.at[j] = tick
-				} else {
-					h.more[int(ln.more)+1+j-histInline] = tick
-				}
-			}
+		if !ch.Destroyed {
+			s.hist.note(&s.ientAt(int(ch.Entity.ID().Slot())).hist, ch, s.tick)
 		}
 	}
 }
 
-// grow makes room for slot's line.
-func (h *history) grow(slot int) {
-	if h.lines == nil {
-		// A first array of 64 KiB or more: allocated apart, it starts
-		// on a page, so that each line is a cache line.
-		h.lines = make([]histLine, 0, max(slot+1, 1<<10))
+// note records in ln, its entity's line, the change ch of tick.
+func (h *history) note(ln *histLine, ch *state.Change, tick uint64) {
+	e := ch.Entity
+	if ch.Created || ln.id != e.ID() {
+		h.reset(ln, e, tick, ch.Created)
+		return
 	}
-	h.lines = slices.Grow(h.lines, slot+1-len(h.lines))[:slot+1]
+	for i, w := range ch.DirtySet() {
+		for ; w != 0; w &= w - 1 {
+			if j := i<<6 | bits.TrailingZeros64(w); j < histInline {
+				ln.at[j] = tick
+			} else {
+				h.more[int(ln.more)+1+j-histInline] = tick
+			}
+		}
+	}
 }
 
 // reset gives ln to e, with no leaf changed since tick, when e was created
@@ -142,20 +131,12 @@ func (h *history) tick(ln *histLine, i int) uint64 {
 	return h.more[int(ln.more)+1+i-histInline]
 }
 
-// peek reads slot's line, if any: see Server.warm.
-func (h *history) peek(slot int) uintptr {
-	if slot < len(h.lines) {
-		return uintptr(h.lines[slot].id)
-	}
-	return 0
-}
-
-// changedSince returns the leaves of e changed after tick t, a bit per
-// leaf, in a new slice. e must be known, born by t (bornAfter).
-func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
+// changedSince returns the leaves of e, whose line is ln, changed after
+// tick t, a bit per leaf, in a new slice. e must be known, born by t
+// (bornAfter).
+func (h *history) changedSince(ln *histLine, e *state.Entity, t uint64) []uint64 {
 	n := e.Class().Leaves
 	m := make([]uint64, (n+63)/64)
-	ln := &h.lines[e.ID().Slot()]
 	for i := range n {
 		if h.tick(ln, i) > t {
 			m[i>>6] |= 1 << (i & 63)
@@ -164,11 +145,18 @@ func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
 	return m
 }
 
-// bornAfter reports whether e was created after tick t, or the history
-// does not know when.
-func (h *history) bornAfter(e *state.Entity, t uint64) bool {
-	slot := int(e.ID().Slot())
-	return slot >= len(h.lines) || h.lines[slot].id != e.ID() || h.lines[slot].born == 0 || h.lines[slot].born > t
+// bornAfter reports whether e, whose slot's line is ln (nil if none), was
+// created after tick t, or the history does not know when.
+func bornAfter(ln *histLine, e *state.Entity, t uint64) bool {
+	return ln == nil || ln.id != e.ID() || ln.born == 0 || ln.born > t
+}
+
+// histOf returns the history line of e's slot, or nil.
+func (s *Server) histOf(e *state.Entity) *histLine {
+	if slot := int(e.ID().Slot()); slot < len(s.ients) {
+		return &s.ients[slot].hist
+	}
+	return nil
 }
 
 // A resumable is a session a client may resume: open, or gone at most
@@ -390,7 +378,7 @@ func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
 			j++
 		default:
 			h, n := held[i], now[j]
-			if state.ID(h.ID) != n.e.ID() || s.hist.bornAfter(n.e, r.Tick) {
+			if state.ID(h.ID) != n.e.ID() || bornAfter(s.histOf(n.e), n.e, r.Tick) {
 				// Another entity in the slot the client holds: the
 				// destroy goes in a segment before the create.
 				destroys = append(destroys, codec.Patch{Op: codec.PatchDestroy, ID: state.ID(h.ID)})
@@ -467,7 +455,7 @@ func (s *Server) keepUp(n seen, h session.Held, t uint64, whole func(state.ID) b
 	case !n.owned && h.Owned:
 		info.Lost = append(info.Lost, uint32(e.ID()))
 	}
-	changed := s.hist.changedSince(e, t)
+	changed := s.hist.changedSince(s.histOf(e), e, t)
 	if whole(e.ID()) {
 		changed = s.bandMask(e, codec.PartAll, 0, top(e)) // every leaf
 		for k, w := range s.bandMask(e, n.vis(), 0, top(e)) {

@@ -634,7 +634,7 @@ func (s *Server) Tick() {
 	s.persistTick(cs)
 	s.warm(cs)
 	if s.resumes() {
-		s.hist.record(cs, s.tick)
+		s.recordHistory(cs)
 		s.expireTickets()
 	}
 	if errs, n := s.tr.TakeRefusals(); n > 0 {
