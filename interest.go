@@ -719,7 +719,9 @@ func (s *Server) unplace(ie *ient) {
 	ie.placed, ie.wide = false, false
 }
 
-// moveCell moves placed ie to (x, y) in its space's grid or wide list.
+// moveCell moves placed ie to (x, y) in its space's grid or wide list. A
+// move to another cell of the grid is only noted, for settleCells: until
+// then ie.cell and ie.cidx name its entry in the cell it leaves.
 func (s *Server) moveCell(ie *ient, x, y float64) {
 	sp := ie.space
 	ie.x, ie.y = x, y
@@ -727,18 +729,65 @@ func (s *Server) moveCell(ie *ient, x, y float64) {
 		sp.wide[ie.cidx].x, sp.wide[ie.cidx].y = x, y
 		return
 	}
-	if k := sp.key(x, y); k != ie.cell {
-		e := sp.cells.get(ie.cell).ents[ie.cidx]
-		if moved, ok := sp.cells.removeEnt(ie.cell, ie.cidx); ok {
-			s.ients[moved.Slot()].cidx = ie.cidx
-		}
-		e.x, e.y = x, y
-		ie.cell = k
-		ie.cidx = sp.cells.addEnt(k, e)
+	if sp.key(x, y) != ie.cell {
+		s.crossing = append(s.crossing, ie.id)
 		return
 	}
 	e := &sp.cells.get(ie.cell).ents[ie.cidx]
 	e.x, e.y = x, y
+}
+
+// settleCells makes the moves to other cells that moveCell noted. Each
+// writes lines of the grid that the tick has not read, anywhere in a large
+// world: the entry of the cell it leaves that takes its place there (the
+// last) and that entry's record, and the next free entry of the cell it
+// enters. Those are read first, in loops of their own, so that their
+// misses overlap (see warm), then the moves are made.
+func (s *Server) settleCells() {
+	if len(s.crossing) == 0 {
+		return
+	}
+	var sum uintptr
+	lasts := s.warmEnts[:0]
+	for _, id := range s.crossing {
+		ie := s.ientByID(id)
+		if ie == nil || !ie.placed || ie.wide {
+			continue
+		}
+		sp := ie.space
+		if ce := sp.cells.get(ie.cell); ce != nil && len(ce.ents) > 0 {
+			lasts = append(lasts, &ce.ents[len(ce.ents)-1])
+		}
+		if ce := sp.cells.get(sp.key(ie.x, ie.y)); ce != nil && len(ce.ents) < cap(ce.ents) {
+			lasts = append(lasts, &ce.ents[:len(ce.ents)+1][len(ce.ents)])
+		}
+	}
+	for _, e := range lasts {
+		if slot := int(e.id.Slot()); slot < len(s.ients) {
+			sum += uintptr(s.ients[slot].cidx)
+		}
+	}
+	clear(lasts)
+	s.warmEnts, s.warmSum = lasts[:0], s.warmSum+sum
+	for _, id := range s.crossing {
+		ie := s.ientByID(id)
+		if ie == nil || !ie.placed || ie.wide {
+			continue
+		}
+		sp := ie.space
+		k := sp.key(ie.x, ie.y)
+		if k == ie.cell { // back within the tick (moveCell updated its entry), or noted twice
+			continue
+		}
+		e := sp.cells.get(ie.cell).ents[ie.cidx]
+		if moved, ok := sp.cells.removeEnt(ie.cell, ie.cidx); ok {
+			s.ients[moved.Slot()].cidx = ie.cidx
+		}
+		e.x, e.y = ie.x, ie.y
+		ie.cell = k
+		ie.cidx = sp.cells.addEnt(k, e)
+	}
+	s.crossing = s.crossing[:0]
 }
 
 func (sp *Space) key(x, y float64) cellKey {

@@ -77,6 +77,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 			}
 		}
 	}
+	s.settleCells()
 	// Evaluate what changed. Entities first: their evaluation may add
 	// pairs that the views' evaluation then keeps. An entity's evaluation
 	// settles its pairs with every client, from the positions of the end

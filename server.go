@@ -346,7 +346,8 @@ type Server struct {
 	lvlSlab   slab[uint8]
 	levelSlab slab[session.Level]
 
-	warmEnts []*cellEnt // warm's scratch
+	warmEnts []*cellEnt // warm's and settleCells' scratch
+	crossing []state.ID // placed entities moved to another cell this tick (moveCell)
 	warmSum  uintptr    // what warm read, kept so that the reads stay
 
 	// The arena's reuse (lag.go).
