@@ -35,7 +35,7 @@ func (s *Server) InterestStats() InterestStats {
 			4*(cap(v.relevel)+cap(v.held)) + cap(v.enterL) + int(unsafe.Sizeof(raise{}))*(cap(v.raised)+cap(v.sets)) +
 			int(unsafe.Sizeof(session.Level{}))*cap(c.levels)
 	}
-	st.Bytes += len(s.ients)*int(unsafe.Sizeof(ient{})) + s.obsSlab.bytes() + s.pairSlab.bytes() +
+	st.Bytes += len(s.ients)*int(unsafe.Sizeof(ient{})-unsafe.Sizeof(histLine{})) + s.obsSlab.bytes() + s.pairSlab.bytes() +
 		int(unsafe.Sizeof(pairUpd{}))*cap(s.updBuf) + s.entSlab.bytes() + s.idSlab.bytes() + s.raiseSlab.bytes() + s.lvlSlab.bytes() + s.levelSlab.bytes()
 	for i := range s.ients {
 		ie := &s.ients[i]

@@ -122,8 +122,9 @@ func (sp *Space) Len() int { return len(sp.members) }
 // ient is the interest state of one entity, by slot. Its fields are laid
 // out by use, in three 64-byte lines: what every change of the entity
 // reads, then what evaluating its pairs reads, then the rest, so that a
-// move in a large world costs two cache lines of it. (A field added here
-// should keep the size a multiple of 64.)
+// move in a large world costs two cache lines of it; a fourth holds the
+// slot's history. (A field added here should keep the size a multiple of
+// 64.)
 type ient struct {
 	// What a change reads.
 	id       state.ID
@@ -152,7 +153,13 @@ type ient struct {
 	arrived uint64  // the tick it moved into its room (Space.movedIn)
 	left    uint64  // the tick it moved out of a room (Space.movedOut)
 	entered uint64  // the tick it last entered some client's pairs
-	prio    float64 // its priority for budgets (SetPriority); 0 for 1. To 192 bytes: in Server.ients, every record starts a line
+	prio    float64 // its priority for budgets (SetPriority); 0 for 1
+
+	// Not interest state: the slot's history line, for resumes
+	// (resume.go), kept here so that a change's history and interest
+	// state share a memory page. To 256 bytes: in Server.ients, every
+	// record starts a line.
+	hist histLine
 }
 
 // view is a connection's interest state. Its first fields are what
@@ -552,13 +559,17 @@ func (s *Server) ientOf(e *state.Entity) (*ient, error) {
 }
 
 func (s *Server) newIent(e *state.Entity) *ient {
-	slot := int(e.ID().Slot())
+	ie := s.ientAt(int(e.ID().Slot()))
+	*ie = ient{id: e.ID(), e: e, midx: -1, obs: ie.obs[:0], follow: ie.follow[:0], groups: ie.groups[:0], hist: ie.hist}
+	return ie
+}
+
+// ientAt returns the record of slot, making room for it.
+func (s *Server) ientAt(slot int) *ient {
 	for len(s.ients) <= slot {
 		s.ients = append(s.ients, ient{})
 	}
-	ie := &s.ients[slot]
-	*ie = ient{id: e.ID(), e: e, midx: -1, obs: ie.obs[:0], follow: ie.follow[:0], groups: ie.groups[:0]}
-	return ie
+	return &s.ients[slot]
 }
 
 func (s *Server) markEnt(ie *ient) {
@@ -708,7 +719,9 @@ func (s *Server) unplace(ie *ient) {
 	ie.placed, ie.wide = false, false
 }
 
-// moveCell moves placed ie to (x, y) in its space's grid or wide list.
+// moveCell moves placed ie to (x, y) in its space's grid or wide list. A
+// move to another cell of the grid is only noted, for settleCells: until
+// then ie.cell and ie.cidx name its entry in the cell it leaves.
 func (s *Server) moveCell(ie *ient, x, y float64) {
 	sp := ie.space
 	ie.x, ie.y = x, y
@@ -716,18 +729,65 @@ func (s *Server) moveCell(ie *ient, x, y float64) {
 		sp.wide[ie.cidx].x, sp.wide[ie.cidx].y = x, y
 		return
 	}
-	if k := sp.key(x, y); k != ie.cell {
-		e := sp.cells.get(ie.cell).ents[ie.cidx]
-		if moved, ok := sp.cells.removeEnt(ie.cell, ie.cidx); ok {
-			s.ients[moved.Slot()].cidx = ie.cidx
-		}
-		e.x, e.y = x, y
-		ie.cell = k
-		ie.cidx = sp.cells.addEnt(k, e)
+	if sp.key(x, y) != ie.cell {
+		s.crossing = append(s.crossing, ie.id)
 		return
 	}
 	e := &sp.cells.get(ie.cell).ents[ie.cidx]
 	e.x, e.y = x, y
+}
+
+// settleCells makes the moves to other cells that moveCell noted. Each
+// writes lines of the grid that the tick has not read, anywhere in a large
+// world: the entry of the cell it leaves that takes its place there (the
+// last) and that entry's record, and the next free entry of the cell it
+// enters. Those are read first, in loops of their own, so that their
+// misses overlap (see warm), then the moves are made.
+func (s *Server) settleCells() {
+	if len(s.crossing) == 0 {
+		return
+	}
+	var sum uintptr
+	lasts := s.warmEnts[:0]
+	for _, id := range s.crossing {
+		ie := s.ientByID(id)
+		if ie == nil || !ie.placed || ie.wide {
+			continue
+		}
+		sp := ie.space
+		if ce := sp.cells.get(ie.cell); ce != nil && len(ce.ents) > 0 {
+			lasts = append(lasts, &ce.ents[len(ce.ents)-1])
+		}
+		if ce := sp.cells.get(sp.key(ie.x, ie.y)); ce != nil && len(ce.ents) < cap(ce.ents) {
+			lasts = append(lasts, &ce.ents[:len(ce.ents)+1][len(ce.ents)])
+		}
+	}
+	for _, e := range lasts {
+		if slot := int(e.id.Slot()); slot < len(s.ients) {
+			sum += uintptr(s.ients[slot].cidx)
+		}
+	}
+	clear(lasts)
+	s.warmEnts, s.warmSum = lasts[:0], s.warmSum+sum
+	for _, id := range s.crossing {
+		ie := s.ientByID(id)
+		if ie == nil || !ie.placed || ie.wide {
+			continue
+		}
+		sp := ie.space
+		k := sp.key(ie.x, ie.y)
+		if k == ie.cell { // back within the tick (moveCell updated its entry), or noted twice
+			continue
+		}
+		e := sp.cells.get(ie.cell).ents[ie.cidx]
+		if moved, ok := sp.cells.removeEnt(ie.cell, ie.cidx); ok {
+			s.ients[moved.Slot()].cidx = ie.cidx
+		}
+		e.x, e.y = ie.x, ie.y
+		ie.cell = k
+		ie.cidx = sp.cells.addEnt(k, e)
+	}
+	s.crossing = s.crossing[:0]
 }
 
 func (sp *Space) key(x, y float64) cellKey {
@@ -1062,29 +1122,48 @@ func (s *Server) removePair(ie *ient, i int) {
 	v.pairs = s.pairSlab.shrink(v.pairs)
 }
 
-// warm reads, ahead of updateInterest, what it reads of each changed
-// entity: its interest record, its observers, its grid entry. The changes
-// touch entities anywhere in the world, and in a large one each touch
-// misses the CPU's caches; read in a loop of their own, where nothing
-// waits for what was read, the misses overlap instead of coming one after
-// the other.
+// warm reads, ahead of the tick's work on its changes (the history,
+// updateInterest), what that work reads of each changed entity: its
+// interest record, its history, its observers, its grid entry. The
+// changes touch entities anywhere in the world, and in a large one each
+// touch misses the CPU's caches (and its TLB); read in loops of their own,
+// where nothing waits for what was read, the misses overlap instead of
+// coming one after the other. Each loop reads what the one before brought
+// in and what it finds from there, so that no miss waits for another: the
+// records and history lines, found from the changes alone; then the
+// observers and the grid cells; then the entries in the cells' lists.
 func (s *Server) warm(cs *state.Changeset) {
 	var sum uintptr
+	hist := s.resumes()
+	for _, ch := range cs.Changes {
+		slot := int(ch.Entity.ID().Slot())
+		if slot < len(s.ients) {
+			ie := &s.ients[slot]
+			sum += uintptr(ie.cidx) + uintptr(len(ie.obs))
+			if hist {
+				sum += uintptr(ie.hist.id)
+			}
+		}
+	}
+	entries := s.warmEnts[:0]
 	for _, ch := range cs.Changes {
 		slot := int(ch.Entity.ID().Slot())
 		if slot >= len(s.ients) {
 			continue
 		}
 		ie := &s.ients[slot]
-		sum += uintptr(ie.cidx) + uintptr(len(ie.obs))
 		if len(ie.obs) > 0 {
 			sum += uintptr(ie.obs[0].at)
 		}
 		if ie.placed && !ie.wide {
 			if ce := ie.space.cells.get(ie.cell); ce != nil && int(ie.cidx) < len(ce.ents) {
-				sum += uintptr(ce.ents[ie.cidx].id)
+				entries = append(entries, &ce.ents[ie.cidx])
 			}
 		}
 	}
-	s.warmSum = sum
+	for _, e := range entries {
+		sum += uintptr(e.id)
+	}
+	clear(entries) // they point into the grid's arrays, which move
+	s.warmEnts, s.warmSum = entries[:0], sum
 }

@@ -24,7 +24,6 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	}
 	s.pairCS.Schema, s.pairCS.Tick = cs.Schema, cs.Tick
 	s.pairCS.Changes = s.pairCS.Changes[:0]
-	s.warm(cs)
 	for _, ch := range cs.Changes {
 		e := ch.Entity
 		switch {
@@ -78,6 +77,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 			}
 		}
 	}
+	s.settleCells()
 	// Evaluate what changed. Entities first: their evaluation may add
 	// pairs that the views' evaluation then keeps. An entity's evaluation
 	// settles its pairs with every client, from the positions of the end
@@ -185,7 +185,7 @@ func (s *Server) drop(ie *ient) {
 	}
 	s.leaveSpace(ie, false)
 	followers := ie.follow
-	*ie = ient{obs: ie.obs, follow: ie.follow[:0], groups: ie.groups[:0]}
+	*ie = ient{obs: ie.obs, follow: ie.follow[:0], groups: ie.groups[:0], hist: ie.hist}
 	for _, c := range followers {
 		c.view.follow = 0
 		s.refollow(c)

@@ -25,64 +25,138 @@ import (
 // store per changed leaf.
 
 // A history is the last tick that changed each leaf of each entity, by
-// slot.
+// slot. Each slot's is a 64-byte line, pointer-free, with the entity's ID,
+// the tick that created it and the ticks of its first histInline leaves;
+// those of the leaves past them, if any, are in a record of their own in
+// the history's array. The lines lie in the slots' interest records
+// (ient.hist), beside what a change of the entity reads for interest: in a
+// large world, where each change's entity is anywhere, a change's history
+// costs a line of a memory page its interest state brings in anyway, not
+// a page of its own; and a class whose often changed leaves come first
+// touches nothing else.
 type history struct {
-	ents []histEnt
+	more []uint64  // records: log₂ of the capacity in words, then a tick per leaf; more[0] is none's
+	free [][]int32 // by log₂ of capacity: records no line uses
 }
 
-type histEnt struct {
+// histInline is the number of leaves whose ticks a history line holds.
+const histInline = 6
+
+type histLine struct {
 	id   state.ID
-	born uint64   // the tick that created it
-	at   []uint64 // by leaf: the last tick that changed it, 0 if none since born
+	more int32  // the record of the ticks of leaves histInline on, or 0
+	born uint64 // the tick that created the entity, 0 if unknown: every leaf counts as changed
+	at   [histInline]uint64
 }
 
-// record notes the changes of the tick of cs.
-func (h *history) record(cs *state.Changeset, tick uint64) {
+// recordHistory notes the changes of the tick of cs in the history.
+func (s *Server) recordHistory(cs *state.Changeset) {
 	for _, ch := range cs.Changes {
-		if ch.Destroyed {
-			continue
+		if !ch.Destroyed {
+			s.hist.note(&s.ientAt(int(ch.Entity.ID().Slot())).hist, ch, s.tick)
 		}
-		e := ch.Entity
-		slot := int(e.ID().Slot())
-		if slot >= len(h.ents) {
-			h.ents = slices.Grow(h.ents, slot+1-len(h.ents))[:slot+1]
-		}
-		he := &h.ents[slot]
-		if ch.Created || he.id != e.ID() {
-			n := e.Class().Leaves
-			he.id, he.born = e.ID(), tick
-			he.at = slices.Grow(he.at[:0], n)[:n]
-			clear(he.at)
-			if !ch.Created {
-				he.born = 0 // unknown: every leaf counts as changed
-			}
-			continue
-		}
-		for i, w := range ch.DirtySet() {
-			for ; w != 0; w &= w - 1 {
-				he.at[i<<6|bits.TrailingZeros64(w)] = tick
+	}
+}
+
+// note records in ln, its entity's line, the change ch of tick.
+func (h *history) note(ln *histLine, ch *state.Change, tick uint64) {
+	e := ch.Entity
+	if ch.Created || ln.id != e.ID() {
+		h.reset(ln, e, tick, ch.Created)
+		return
+	}
+	for i, w := range ch.DirtySet() {
+		for ; w != 0; w &= w - 1 {
+			if j := i<<6 | bits.TrailingZeros64(w); j < histInline {
+				ln.at[j] = tick
+			} else {
+				h.more[int(ln.more)+1+j-histInline] = tick
 			}
 		}
 	}
 }
 
-// changedSince returns the leaves of e changed after tick t, a bit per
-// leaf, in a new slice. e must be known, born by t (bornAfter).
-func (h *history) changedSince(e *state.Entity, t uint64) []uint64 {
-	m := make([]uint64, (e.Class().Leaves+63)/64)
-	for i, at := range h.ents[e.ID().Slot()].at {
-		if at > t {
+// reset gives ln to e, with no leaf changed since tick, when e was created
+// (created), or since it is not known when.
+func (h *history) reset(ln *histLine, e *state.Entity, tick uint64, created bool) {
+	if !created {
+		tick = 0
+	}
+	more := ln.more
+	if n := e.Class().Leaves - histInline; n <= 0 {
+		h.release(more)
+		more = 0
+	} else if more == 0 || 1<<h.more[more] < 1+n {
+		h.release(more)
+		more = h.alloc(bits.Len(uint(n))) // 1 + n words or more
+	} else {
+		clear(h.more[more+1 : int(more)+1<<h.more[more]])
+	}
+	*ln = histLine{id: e.ID(), more: more, born: tick}
+}
+
+// alloc returns a record of capacity 2^k words, clear.
+func (h *history) alloc(k int) int32 {
+	for len(h.free) <= k {
+		h.free = append(h.free, nil)
+	}
+	if f := h.free[k]; len(f) > 0 {
+		h.free[k] = f[:len(f)-1]
+		o := f[len(f)-1]
+		clear(h.more[o+1 : int(o)+1<<k])
+		return o
+	}
+	if h.more == nil {
+		h.more = make([]uint64, 1, 1<<10)
+	}
+	o := len(h.more)
+	h.more = slices.Grow(h.more, 1<<k)[:o+1<<k]
+	h.more[o] = uint64(k)
+	return int32(o)
+}
+
+// release puts record o, if any, on its free list.
+func (h *history) release(o int32) {
+	if o != 0 {
+		k := h.more[o]
+		h.free[k] = append(h.free[k], o)
+	}
+}
+
+// tick returns the last tick that changed leaf i of the entity of line ln.
+func (h *history) tick(ln *histLine, i int) uint64 {
+	if i < histInline {
+		return ln.at[i]
+	}
+	return h.more[int(ln.more)+1+i-histInline]
+}
+
+// changedSince returns the leaves of e, whose line is ln, changed after
+// tick t, a bit per leaf, in a new slice. e must be known, born by t
+// (bornAfter).
+func (h *history) changedSince(ln *histLine, e *state.Entity, t uint64) []uint64 {
+	n := e.Class().Leaves
+	m := make([]uint64, (n+63)/64)
+	for i := range n {
+		if h.tick(ln, i) > t {
 			m[i>>6] |= 1 << (i & 63)
 		}
 	}
 	return m
 }
 
-// bornAfter reports whether e was created after tick t, or the history
-// does not know when.
-func (h *history) bornAfter(e *state.Entity, t uint64) bool {
-	slot := int(e.ID().Slot())
-	return slot >= len(h.ents) || h.ents[slot].id != e.ID() || h.ents[slot].born == 0 || h.ents[slot].born > t
+// bornAfter reports whether e, whose slot's line is ln (nil if none), was
+// created after tick t, or the history does not know when.
+func bornAfter(ln *histLine, e *state.Entity, t uint64) bool {
+	return ln == nil || ln.id != e.ID() || ln.born == 0 || ln.born > t
+}
+
+// histOf returns the history line of e's slot, or nil.
+func (s *Server) histOf(e *state.Entity) *histLine {
+	if slot := int(e.ID().Slot()); slot < len(s.ients) {
+		return &s.ients[slot].hist
+	}
+	return nil
 }
 
 // A resumable is a session a client may resume: open, or gone at most
@@ -304,7 +378,7 @@ func (s *Server) catchUp(c *Conn, r *session.Resume, full [][]byte) bool {
 			j++
 		default:
 			h, n := held[i], now[j]
-			if state.ID(h.ID) != n.e.ID() || s.hist.bornAfter(n.e, r.Tick) {
+			if state.ID(h.ID) != n.e.ID() || bornAfter(s.histOf(n.e), n.e, r.Tick) {
 				// Another entity in the slot the client holds: the
 				// destroy goes in a segment before the create.
 				destroys = append(destroys, codec.Patch{Op: codec.PatchDestroy, ID: state.ID(h.ID)})
@@ -381,7 +455,7 @@ func (s *Server) keepUp(n seen, h session.Held, t uint64, whole func(state.ID) b
 	case !n.owned && h.Owned:
 		info.Lost = append(info.Lost, uint32(e.ID()))
 	}
-	changed := s.hist.changedSince(e, t)
+	changed := s.hist.changedSince(s.histOf(e), e, t)
 	if whole(e.ID()) {
 		changed = s.bandMask(e, codec.PartAll, 0, top(e)) // every leaf
 		for k, w := range s.bandMask(e, n.vis(), 0, top(e)) {

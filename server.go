@@ -346,7 +346,9 @@ type Server struct {
 	lvlSlab   slab[uint8]
 	levelSlab slab[session.Level]
 
-	warmSum uintptr // what warm read, kept so that the reads stay
+	warmEnts []*cellEnt // warm's and settleCells' scratch
+	crossing []state.ID // placed entities moved to another cell this tick (moveCell)
+	warmSum  uintptr    // what warm read, kept so that the reads stay
 
 	// The arena's reuse (lag.go).
 	held     bool             // a transport holds messages of earlier ticks
@@ -631,8 +633,9 @@ func (s *Server) Tick() {
 	s.tick++
 	s.tickNow.Store(s.tick)
 	s.persistTick(cs)
+	s.warm(cs)
 	if s.resumes() {
-		s.hist.record(cs, s.tick)
+		s.recordHistory(cs)
 		s.expireTickets()
 	}
 	if errs, n := s.tr.TakeRefusals(); n > 0 {
