@@ -38,34 +38,34 @@ var STRBUF = new Uint8Array(64);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   g = new Uint8Array(8);
-  N = new Uint8Array(64);
+  I = new Uint8Array(64);
   /** Next bit to read. */
   d = 0;
   /** Number of bits of input. */
-  w = 0;
+  u = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   // The last byte string read: its length, and its copy when it was not aligned.
   n = 0;
-  aa = STRBUF;
+  X = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.N.length < b.length + 8) this.N = new Uint8Array(Math.max(b.length + 8, this.N.length * 2));
-    const s = this.g = this.N;
+    if (this.I.length < b.length + 8) this.I = new Uint8Array(Math.max(b.length + 8, this.I.length * 2));
+    const s = this.g = this.I;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.d = this.b = 0;
-    this.w = b.length * 8;
+    this.u = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
-  k(msg) {
+  i(msg) {
     throw new ReplicaDecodeError("malformed", msg, this.d);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  ba() {
+  Y() {
     const b = this.g;
     const p = this.d;
     const i = p >>> 3;
@@ -75,35 +75,35 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  s(n) {
-    if ((this.d += n) > this.w) {
-      this.d = this.w;
+  q(n) {
+    if ((this.d += n) > this.u) {
+      this.d = this.u;
       throw new ReplicaDecodeError("truncated", "ends early", this.d);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.ba();
-    this.s(n);
+    const w = this.Y();
+    this.q(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  u() {
+  s() {
     return this.a(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  l(n) {
+  j(n) {
     const lo = this.a(Math.min(n, 32));
     this.b = n > 32 ? this.a(n - 32) : 0;
     return lo;
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.ba();
+    const w = this.Y();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.s(k + 1);
+        this.q(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -111,48 +111,48 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.s(ones + b);
+        this.q(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.Ka(k);
+    return this.wa(k);
   }
-  Ka(k) {
-    if (k > 63 || k < 0) this.k("k " + k);
+  wa(k) {
+    if (k > 63 || k < 0) this.i("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.d >= this.w) this.s(1);
-      const w = this.ba();
+      if (this.d >= this.u) this.q(1);
+      const w = this.Y();
       const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        this.s(maxOnes - ones);
+        this.q(maxOnes - ones);
         ones = maxOnes;
       } else if (t === 32) {
-        this.s(32);
+        this.q(32);
         ones += 32;
         continue;
       } else {
-        this.s(t + 1);
+        this.q(t + 1);
         ones += t;
       }
       break;
     }
-    if (ones === 0) return this.l(k);
+    if (ones === 0) return this.j(k);
     const b = k + ones;
-    let lo = this.l(b - 1);
+    let lo = this.j(b - 1);
     if (b - 1 < 32) lo += 2 ** (b - 1);
     else this.b = (this.b | 1 << b - 33) >>> 0;
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
-  o(k = 0) {
+  k(k = 0) {
     const v = this.c(k);
-    return this.b ? this.k("over 32 bits") : v;
+    return this.b ? this.i("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  O(k) {
+  J(k) {
     return big(this.c(k), this.b);
   }
   /**
@@ -163,7 +163,7 @@ var BitReader = class {
     const start = this.d;
     const n = this.c(k);
     if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.w - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.u - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /**
@@ -171,63 +171,39 @@ var BitReader = class {
    * returns its first byte's offset in buf when it is aligned, else −1
    * after copying it into out when that is long enough, or a new array.
    */
-  ra(max, out2) {
+  ia(max, out2) {
     const n = this.n = this.h(4, max, 8, "length");
     const i = this.d >>> 3;
     if (!(this.d & 7)) {
-      this.s(n * 8);
+      this.q(n * 8);
       return i;
     }
-    const b = this.aa = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+    const b = this.X = out2 && n <= out2.length ? out2 : new Uint8Array(n);
     for (let j = 0; j < n; j++) b[j] = this.a(8);
     return -1;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  p(max) {
-    const i = this.ra(max);
-    return i < 0 ? this.aa : this.g.slice(i, i + this.n);
+  l(max) {
+    const i = this.ia(max);
+    return i < 0 ? this.X : this.g.slice(i, i + this.n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const i = this.ra(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.aa, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
+    const i = this.ia(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.X, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  j() {
-    const rem = this.w - this.d;
-    if (rem >= 8 || this.a(rem) !== 0) this.k("trailing data");
+  p() {
+    const rem = this.u - this.d;
+    if (rem >= 8 || this.a(rem) !== 0) this.i("trailing data");
   }
 };
 var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
 
 // ts/src/schema.ts
-var Kind2 = {
-  Invalid: 0 /* Invalid */,
-  Bool: 1 /* Bool */,
-  Int8: 2 /* Int8 */,
-  Int16: 3 /* Int16 */,
-  Int32: 4 /* Int32 */,
-  Int64: 5 /* Int64 */,
-  Uint8: 6 /* Uint8 */,
-  Uint16: 7 /* Uint16 */,
-  Uint32: 8 /* Uint32 */,
-  Uint64: 9 /* Uint64 */,
-  Float32: 10 /* Float32 */,
-  Float64: 11 /* Float64 */,
-  String: 12 /* String */,
-  Bytes: 13 /* Bytes */,
-  Ref: 14 /* Ref */,
-  Nested: 15 /* Nested */,
-  List: 16 /* List */,
-  Map: 17 /* Map */,
-  Bag: 18 /* Bag */
-};
-var Vis2 = {
-  Server: 0 /* Server */,
-  Owner: 1 /* Owner */,
-  Others: 2 /* Others */,
-  All: 3 /* All */
-};
+var named = (names) => Object.fromEntries(names.split(" ").map((n, i) => [n, i]));
+var Kind2 = named("Invalid Bool Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64 Float32 Float64 String Bytes Ref Nested List Map Bag");
+var Vis = named("Server Owner Others All");
 var isNumeric = (k) => k >= 1 /* Bool */ && k <= 11 /* Float64 */ || k === 14 /* Ref */;
 var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
 var isContainer = (k) => k >= 16 /* List */;
@@ -246,24 +222,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  x = 0;
+  v = 0;
   /** @internal Object slots of a record of the struct. */
-  H = 0;
+  E = 0;
   /** @internal The types of the object slots, in order. */
-  P = [];
+  K = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  Q;
+  L;
   /** @internal Fields by ID. */
-  sa = /* @__PURE__ */ new Map();
+  ja = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  R = 0;
+  M = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  S = 0;
+  N = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.sa.get(id);
+    return this.ja.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -276,26 +252,26 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.R === 1) bad(s.name + " contains itself");
-  if (s.R) return;
-  s.R = 1;
+  if (s.M === 1) bad(s.name + " contains itself");
+  if (s.M) return;
+  s.M = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.sa.set(f.id, f);
+    s.ja.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ta = s.leaves.length;
-    let sub = [{ index: 0, field: f, T: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.ka = s.leaves.length;
+    let sub = [{ index: 0, field: f, O: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.S += st.S;
-    } else s.S++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.S : 1) > 1 << 20) bad("too many fields");
+      s.N += st.N;
+    } else s.N++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.N : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -303,33 +279,33 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        T: nested ? f.id + "," + l.T : "" + f.id,
+        O: nested ? f.id + "," + l.O : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.x : numeric ? s.x : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.H : numeric ? -1 : s.H
+        num: nested ? l.num < 0 ? -1 : l.num + s.v : numeric ? s.v : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.E : numeric ? -1 : s.E
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === 15 /* Nested */) s.P.push(...st.P);
-    else if (!numeric) s.P.push(t);
+    if (t.kind === 15 /* Nested */) s.K.push(...st.K);
+    else if (!numeric) s.K.push(t);
     if (t.kind === 15 /* Nested */) {
-      s.x += st.x;
-      s.H += st.H;
-    } else if (numeric) s.x++;
-    else s.H++;
+      s.v += st.v;
+      s.E += st.E;
+    } else if (numeric) s.v++;
+    else s.E++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.R = 2;
+  s.M = 2;
 }
 var Schema = class {
   classes;
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  i;
+  o;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -397,14 +373,14 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, y: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, La: +(k === 1 /* Bool */), D: W, U: W, V: signed, t: signed, Ma: W === 64, quant: q });
+    plans.set(t, p = { kind: k, w: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, xa: +(k === 1 /* Bool */), D: W, P: W, Q: signed, r: signed, ya: W === 64, quant: q });
   }
   return p;
 }
 var out = { e: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.U < 64 && (hi !== 0 || lo > MASK[p.U])) return false;
-  if (p.V) unzigzag64(lo, hi);
+  if (p.P < 64 && (hi !== 0 || lo > MASK[p.P])) return false;
+  if (p.Q) unzigzag64(lo, hi);
   else {
     out.e = lo;
     out.b = hi;
@@ -427,8 +403,8 @@ function decodeDelta(p, olo, ohi, lo, hi) {
     if (hi !== 0 || lo > MASK[D]) return false;
     const sh = 32 - D;
     const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.e = (p.t ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.t && out.e >>> 31 ? 4294967295 : 0;
+    out.e = (p.r ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.r && out.e >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
@@ -438,9 +414,9 @@ function decodeDelta(p, olo, ohi, lo, hi) {
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.Ma) return p.t ? lo | 0 : lo;
+  if (!p.ya) return p.r ? lo | 0 : lo;
   const v = big(lo, hi);
-  return p.t ? BigInt.asIntN(64, v) : v;
+  return p.r ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -473,7 +449,7 @@ function decodeDescriptor(b) {
   const r = new BitReader(b);
   try {
     const s = read(r);
-    s.i = b;
+    s.o = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
@@ -484,13 +460,13 @@ function decodeDescriptor(b) {
 var bad2 = (msg) => fail("descriptor", msg);
 var f64 = (r) => f64FromBits(r.a(32), r.a(32));
 function read(r) {
-  const v = r.o(0);
+  const v = r.k(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
   const n = r.h(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.o(2)] ?? bad2("struct index");
+  const index = () => structs[r.k(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.p(256);
+    const b = r.l(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
@@ -526,17 +502,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.Q] = name();
+    [st.name, st.L] = name();
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, Q: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.u(), band: r.o(0), ta: 0 };
+      const f = { id: prev, name: nm, L: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.s(), band: r.k(0), ka: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, Q: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, L: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -544,8 +520,8 @@ function read(r) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.o(4);
-    const nb = r.o(0);
+    c.classId = r.k(4);
+    const nb = r.k(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64(r);
@@ -554,7 +530,7 @@ function read(r) {
     }
     classes.push(c);
   }
-  r.j();
+  r.p();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -582,8 +558,8 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.x * 2);
-    this.obj = type.P.map(zeroObj);
+    this.num = new Uint32Array(type.v * 2);
+    this.obj = type.K.map(zeroObj);
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
@@ -591,7 +567,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  ua = 0;
+  la = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -687,7 +663,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.I = bands;
+    this.F = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -714,7 +690,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.I[l.index] ?? 0) <= this.level;
+    return !!l && (this.F[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -744,7 +720,7 @@ function table() {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.W.push({ f: k, Na: e, Oa: [e, ...a] });
+  const event = (k, e, ...a) => void t.R.push({ f: k, za: e, Aa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -764,7 +740,7 @@ function table() {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.ua !== serial) {
+    if (r.la !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -808,43 +784,43 @@ function table() {
   };
   const t = {
     size: 0,
-    z: [],
-    A: /* @__PURE__ */ new Set(),
-    W: [],
-    Pa: atSlot,
-    J: setNum,
-    ca: setObj,
+    x: [],
+    y: /* @__PURE__ */ new Set(),
+    R: [],
+    Ba: atSlot,
+    G: setNum,
+    Z: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.z.map((s) => atSlot(s)),
-    Qa(c, leaf) {
+    entities: () => t.x.map((s) => atSlot(s)),
+    Ca(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    da() {
+    _() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.A.clear();
-      t.W = [];
+      t.y.clear();
+      t.R = [];
       return t;
     },
-    Ra(cls, id, classId, bands, nbands) {
+    Da(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "slot " + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.ua = serial;
+      e.la = serial;
       put(slot, e);
-      t.A.add(slot);
+      t.y.add(slot);
       moved.push(slot);
       undo.push(() => put(slot));
       event(0 /* Create */, e);
       return e;
     },
-    va(slot) {
+    ma(slot) {
       const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
       put(slot);
       moved.push(slot);
@@ -852,13 +828,13 @@ function table() {
       undo.push(() => put(slot, e));
       event(1 /* Destroy */, e);
     },
-    ea(e, owned) {
+    $(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    wa(e, level) {
+    na(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Sa(e, leaf, l, op, i, v) {
+    Ea(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
@@ -874,7 +850,7 @@ function table() {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    xa(e, leaf, m, k, v) {
+    oa(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -884,18 +860,18 @@ function table() {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    fa(e, pick) {
+    aa(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.A.add(e.slot);
+      t.y.add(e.slot);
     },
-    ya() {
+    pa() {
       if (moved.length) {
-        const held = t.z;
+        const held = t.x;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -903,11 +879,11 @@ function table() {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.z = out2.concat(held.slice(i));
+        t.x = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    Ta() {
+    Fa() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -915,7 +891,7 @@ function table() {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.da();
+      t._();
     }
   };
   return t;
@@ -954,11 +930,11 @@ function withDefaults(l = {}) {
 }
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  J(_e, _l, slot, lo, hi, r) {
+  G(_e, _l, slot, lo, hi, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi;
   },
-  ca(_e, _l, slot, v, r) {
+  Z(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -979,11 +955,11 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.T, l.index]));
-      inner.set(ls, m = { za: new Int32Array(rs.leaves.length), I: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.O, l.index]));
+      inner.set(ls, m = { qa: new Int32Array(rs.leaves.length), F: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.za[l.index] = byPath.get(l.T) ?? -1;
-        if (j >= 0) m.I[j] = l.band;
+        const j = m.qa[l.index] = byPath.get(l.O) ?? -1;
+        if (j >= 0) m.F[j] = l.band;
       }
     }
     return m;
@@ -996,14 +972,14 @@ function decoder(local, remote = local, limits = {}) {
       for (let tag; (tag = r.a(3)) !== SEC_END; ) {
         if (tag === SEC_DESTROY) {
           readIDs();
-          for (let i = 0; i < nids; i++) tab.va(ids[i]);
+          for (let i = 0; i < nids; i++) tab.ma(ids[i]);
           continue;
         }
-        if (tag > SEC_RANKED) r.k("section " + tag);
-        const rc = remote.class(r.o(4)) ?? fail("unknown", "class");
+        if (tag > SEC_RANKED) r.i("section " + tag);
+        const rc = remote.class(r.k(4)) ?? fail("unknown", "class");
         for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
       }
-      r.j();
+      r.p();
     } catch (e) {
       if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
       throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.d) : e;
@@ -1015,7 +991,7 @@ function decoder(local, remote = local, limits = {}) {
     const k = r.a(6);
     for (let i = 0, slot = -1; i < n; i++) {
       slot += 1 + r.c(k);
-      if (r.b !== 0 || slot >= 1 << 24) r.k("slot out of range");
+      if (r.b !== 0 || slot >= 1 << 24) r.i("slot out of range");
       ids[i] = slot;
     }
     nids = n;
@@ -1029,21 +1005,21 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.z[ids[i]] ?? fail("rank", "rank " + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.x[ids[i]] ?? fail("rank", "rank " + ids[i]);
     } else if (tag === SEC_CREATE) {
       const k = r.a(6);
       for (let i = 0; i < n; i++) {
         const g = r.c(k);
-        if (r.b !== 0 || g > 255) r.k("generation " + g);
+        if (r.b !== 0 || g > 255) r.i("generation " + g);
         gens[i] = g;
       }
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.Ra(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.I, rc.nbands);
-      else if (!(e = tab.Pa(slot)) || tag === SEC_FILL && !tab.A.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
-      if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
+      if (tag === SEC_CREATE) e = tab.Da(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.F, rc.nbands);
+      else if (!(e = tab.Ba(slot)) || tag === SEC_FILL && !tab.y.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
+      if (e.classId !== rc.classId) r.i(`slot ${slot} of class ${e.classId}`);
       values(tab, e, e, 0, delta, 0);
     }
   }
@@ -1057,86 +1033,86 @@ function decoder(local, remote = local, limits = {}) {
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.ta;
+      const leaf = base + f.ka;
       if (t.kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.za[leaf];
+      const local2 = map.qa[leaf];
       const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { v: local2, ga: -1, K: P_STR, f: 0, ha: t, Aa: ll && ll.field.type, B: null, ia: 0, X: 0, t: false };
+      const s = { t: local2, ba: -1, H: P_STR, f: 0, ca: t, ra: ll && ll.field.type, z: null, da: 0, S: 0, r: false };
       if (isNumeric(t.kind)) {
-        const p = s.B = numPlan(t);
-        const raw = delta ? p.La : p.y;
-        s.K = P_RAW;
+        const p = s.z = numPlan(t);
+        const raw = delta ? p.xa : p.w;
+        s.H = P_RAW;
         s.f = raw;
         if (raw === 0) {
           s.f = r.a(6);
-          s.K = P_U;
+          s.H = P_U;
           if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
-            s.K = P_DELTA;
-            s.ia = MASK[p.D];
-            s.X = 32 - p.D;
-            s.t = p.t;
+            s.H = P_DELTA;
+            s.da = MASK[p.D];
+            s.S = 32 - p.D;
+            s.r = p.r;
           }
         }
-        if (ll) s.ga = ll.num;
+        if (ll) s.ba = ll.num;
       } else {
-        if (isContainer(t.kind)) s.K = P_CONT;
-        if (ll) s.ga = ll.obj;
+        if (isContainer(t.kind)) s.H = P_CONT;
+        if (ll) s.ba = ll.obj;
       }
       steps.push(s);
     }
   }
   function readNum(p, k, delta, olo = 0, ohi = 0) {
     const lo = r.c(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) r.k("value out of range");
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) r.i("value out of range");
   }
   function values(tab, e, rec2, from, delta, depth, k, bagLeaf) {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.ga;
+      const slot = s.ba;
       const j = slot << 1;
-      switch (s.K) {
+      switch (s.H) {
         case P_DELTA: {
           const lo = r.c(s.f);
-          if (r.b !== 0 || lo > s.ia) r.k("delta out of range");
+          if (r.b !== 0 || lo > s.da) r.i("delta out of range");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.t) {
-            v = v << s.X >> s.X;
-            tab.J(e, s.v, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.J(e, s.v, slot, s.X === 0 ? v >>> 0 : v & s.ia, 0, rec2, k, bagLeaf);
+          if (s.r) {
+            v = v << s.S >> s.S;
+            tab.G(e, s.t, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.G(e, s.t, slot, s.S === 0 ? v >>> 0 : v & s.da, 0, rec2, k, bagLeaf);
           break;
         }
         case P_RAW: {
-          const lo = r.l(s.f);
-          if (slot >= 0) tab.J(e, s.v, slot, lo, r.b, rec2, k, bagLeaf);
+          const lo = r.j(s.f);
+          if (slot >= 0) tab.G(e, s.t, slot, lo, r.b, rec2, k, bagLeaf);
           break;
         }
         case P_U:
-          if (slot < 0) readNum(s.B, s.f, delta);
+          if (slot < 0) readNum(s.z, s.f, delta);
           else {
-            readNum(s.B, s.f, delta, a[j], a[j + 1]);
-            tab.J(e, s.v, slot, out.e, out.b, rec2, k, bagLeaf);
+            readNum(s.z, s.f, delta, a[j], a[j + 1]);
+            tab.G(e, s.t, slot, out.e, out.b, rec2, k, bagLeaf);
           }
           break;
         case P_STR: {
-          const v = readStr(s.ha);
-          if (slot >= 0) tab.ca(e, s.v, slot, v, rec2, k, bagLeaf);
+          const v = readStr(s.ca);
+          if (slot >= 0) tab.Z(e, s.t, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
-          if (!delta || r.u()) {
-            const c = readContainer(s.ha, s.Aa, depth + 1);
-            if (slot >= 0) tab.ca(e, s.v, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.ha, s.Aa, s.v, slot);
+          if (!delta || r.s()) {
+            const c = readContainer(s.ca, s.ra, depth + 1);
+            if (slot >= 0) tab.Z(e, s.t, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.ca, s.ra, s.t, slot);
       }
     }
   }
   function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.p(lim.maxStringBytes) : r.string(lim.maxStringBytes);
+    return t.kind === 13 /* Bytes */ ? r.l(lim.maxStringBytes) : r.string(lim.maxStringBytes);
   }
   function countValues(n) {
     if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
@@ -1144,8 +1120,8 @@ function decoder(local, remote = local, limits = {}) {
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.y) {
-        out.e = r.l(p.y);
+      if (p.w) {
+        out.e = r.j(p.w);
         out.b = r.b;
       } else readNum(p, k, false);
       return toElem(p, out.e, out.b);
@@ -1154,10 +1130,10 @@ function decoder(local, remote = local, limits = {}) {
     return readStr(t);
   }
   function readK(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).y !== 0 ? 0 : r.a(6);
+    return n === 0 || !isNumeric(t.kind) || numPlan(t).w !== 0 ? 0 : r.a(6);
   }
   function readKey(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.p(lim.maxStringBytes));
+    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.l(lim.maxStringBytes));
     return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   function readContainer(t, lt, depth) {
@@ -1180,7 +1156,7 @@ function decoder(local, remote = local, limits = {}) {
     let prevBytes = null;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) r.k("keys out of order");
+      if (i > 0 && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) r.i("keys out of order");
       prev = key;
       prevBytes = keyBytes;
       m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(t.elem, lt && lt.elem, vk, depth));
@@ -1211,7 +1187,7 @@ function decoder(local, remote = local, limits = {}) {
       const k = readK(t.elem, n);
       for (let i = 0; i < n; i++) {
         const op = r.a(3);
-        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.k("list operation " + op);
+        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.i("list operation " + op);
         let idx = 0;
         if (op !== OP_PUSH && op !== OP_CLEAR) {
           const u = r.c(4);
@@ -1226,7 +1202,7 @@ function decoder(local, remote = local, limits = {}) {
         } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
         if (!list) continue;
         if (op <= OP_INSERT) full(list.items.length);
-        tab.Sa(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
+        tab.Ea(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
       }
       return;
     }
@@ -1241,12 +1217,12 @@ function decoder(local, remote = local, limits = {}) {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (pass === 0) {
-          if (m) tab.xa(e, local2, m, key);
+          if (m) tab.oa(e, local2, m, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
           if (m) {
             full(m.m.size);
-            tab.xa(e, local2, m, key, v);
+            tab.oa(e, local2, m, key, v);
           }
         } else if (m) {
           const item = m.m.get(key) ?? fail("no-key", "update of " + key);
@@ -1261,10 +1237,10 @@ function decoder(local, remote = local, limits = {}) {
     nValues = 0;
     steps.length = 0;
     const rec2 = readRecord(rs, ls, 0);
-    r.j();
+    r.p();
     return rec2;
   }
-  return { Ba: lim, apply, Ua: decodeRecord };
+  return { sa: lim, apply, Ga: decodeRecord };
 }
 var keyTypes = [];
 function compareBytes(a, b) {
@@ -1283,37 +1259,37 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  C;
-  E = table();
+  A;
+  B = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  Y = /* @__PURE__ */ new Map();
+  T = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  Z = false;
+  U = false;
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.C = decoder(local, this.remote, opts.limits);
+    this.A = decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.C.Ba;
+    return this.A.sa;
   }
   /** Number of entities. */
   get size() {
-    return this.E.size;
+    return this.B.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.E.entity(id);
+    return this.B.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.E.entities();
+    return this.B.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1331,16 +1307,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.Z) misuse("applyTick from a callback");
-    const tab = this.E.da();
+    if (this.U) misuse("applyTick from a callback");
+    const tab = this.B._();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.fa(e, (l) => l.vis === 1 /* Owner */);
-        tab.ea(e, false);
+        tab.aa(e, (l) => l.vis === 1 /* Owner */);
+        tab.$(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1348,8 +1324,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.fa(e, (l) => l.vis === 2 /* Others */);
-          tab.ea(e, true);
+          tab.aa(e, (l) => l.vis === 2 /* Others */);
+          tab.$(e, true);
         }
       }
       const later = [];
@@ -1360,29 +1336,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.fa(e, (l) => e.I[l.index] > lc.level);
-        } else if (lc.level > e.level) tab.A.add(e.slot);
-        if (e) tab.wa(e, lc.level);
+          tab.aa(e, (l) => e.F[l.index] > lc.level);
+        } else if (lc.level > e.level) tab.y.add(e.slot);
+        if (e) tab.na(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.C.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.A.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.A.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.ea(e, true);
+        if (!e || !tab.y.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.$(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.wa(e, level(e, lc.level));
+        tab.na(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.Ta();
+      tab.Fa();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.ya();
+    tab.pa();
     this.ticksApplied++;
-    this.Ca(tab.W);
+    this.ta(tab.R);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1390,14 +1366,14 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.Z) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.C.Ba);
-    const tab = this.E.da();
-    for (const e of this.entities()) tab.va(e.slot);
-    tab.ya();
-    this.C = dec;
+    if (this.U) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.A.sa);
+    const tab = this.B._();
+    for (const e of this.entities()) tab.ma(e.slot);
+    tab.pa();
+    this.A = dec;
     this.remote = remote;
-    this.Ca(tab.W);
+    this.ta(tab.R);
   }
   // ---- Callbacks ----
   /**
@@ -1411,16 +1387,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.E.Qa(cls, l.index);
+      this.B.Ca(cls, l.index);
       i += l.index;
     }
-    let lists = this.Y.get(cls);
-    if (!lists) this.Y.set(cls, lists = []);
-    const cb = { Va: this.ticksApplied + 1, ja: false, Wa: fn };
+    let lists = this.T.get(cls);
+    if (!lists) this.T.set(cls, lists = []);
+    const cb = { Ha: this.ticksApplied + 1, ea: false, Ia: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.ja) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.ja = true;
+      if (!cb.ea) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.ea = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1461,19 +1437,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  Ca(events) {
-    if (!this.Y.size) return;
-    this.Z = true;
+  ta(events) {
+    if (!this.T.size) return;
+    this.U = true;
     try {
-      for (const { f: k, Na: e, Oa: a } of events) {
-        const list = this.Y.get(e.type)?.[k];
+      for (const { f: k, za: e, Aa: a } of events) {
+        const list = this.T.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.Va <= this.ticksApplied && !cb.ja) cb.Wa(...a);
+        for (const cb of list) if (cb.Ha <= this.ticksApplied && !cb.ea) cb.Ia(...a);
       }
     } finally {
-      this.Z = false;
+      this.U = false;
     }
   }
 };
@@ -1486,23 +1462,9 @@ var MAX_LIMIT = 2 ** 31 - 1;
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);
 
 // ts/src/connection.ts
-var CloseCode2 = {
-  Normal: 0 /* Normal */,
-  GoingAway: 1 /* GoingAway */,
-  ProtocolError: 2 /* ProtocolError */,
-  MessageTooLarge: 3 /* MessageTooLarge */,
-  SlowConsumer: 4 /* SlowConsumer */,
-  IdleTimeout: 5 /* IdleTimeout */,
-  HandshakeTimeout: 6 /* HandshakeTimeout */,
-  AuthFailed: 7 /* AuthFailed */,
-  Incompatible: 8 /* Incompatible */,
-  PolicyViolation: 9 /* PolicyViolation */,
-  Internal: 10 /* Internal */,
-  Network: 11 /* Network */,
-  ServerBusy: 12 /* ServerBusy */,
-  Replaced: 13 /* Replaced */,
-  Duplicate: 14 /* Duplicate */
-};
+var CloseCode2 = named(
+  "Normal GoingAway ProtocolError MessageTooLarge SlowConsumer IdleTimeout HandshakeTimeout AuthFailed Incompatible PolicyViolation Internal Network ServerBusy Replaced Duplicate"
+);
 
 // internal/tsnode/canon.ts
 var hex2 = (b) => {

@@ -9,37 +9,15 @@
 import { fail } from "./errors.js";
 import { Kind as K, Vis as V } from "./enums.js";
 
+/** An object of the enum E's names, given space-separated in order, each mapped to its number (from 0). */
+export const named = <E>(names: string): { readonly [N in keyof E]: E[N] } => Object.fromEntries(names.split(" ").map((n, i) => [n, i])) as never;
+
 /** Value kinds (§3.2), by name; the numbers are part of the format. */
-export const Kind = {
-  Invalid: K.Invalid,
-  Bool: K.Bool,
-  Int8: K.Int8,
-  Int16: K.Int16,
-  Int32: K.Int32,
-  Int64: K.Int64,
-  Uint8: K.Uint8,
-  Uint16: K.Uint16,
-  Uint32: K.Uint32,
-  Uint64: K.Uint64,
-  Float32: K.Float32,
-  Float64: K.Float64,
-  String: K.String,
-  Bytes: K.Bytes,
-  Ref: K.Ref,
-  Nested: K.Nested,
-  List: K.List,
-  Map: K.Map,
-  Bag: K.Bag,
-} as const satisfies { readonly [N in keyof typeof K]: K };
+export const Kind = named<typeof K>("Invalid Bool Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64 Float32 Float64 String Bytes Ref Nested List Map Bag");
 export type Kind = K;
 
 /** Visibility bits (§3.4), by name. */
-export const Vis = {
-  Server: V.Server,
-  Owner: V.Owner,
-  Others: V.Others,
-  All: V.All,
-} as const satisfies { readonly [N in keyof typeof V]: V };
+export const Vis = named<typeof V>("Server Owner Others All");
 export type Vis = V;
 
 export const isNumeric = (k: number): boolean => (k >= K.Bool && k <= K.Float64) || k === K.Ref;
