@@ -38,34 +38,34 @@ var STRBUF = new Uint8Array(64);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   g = new Uint8Array(8);
-  I = new Uint8Array(64);
+  E = new Uint8Array(64);
   /** Next bit to read. */
   d = 0;
   /** Number of bits of input. */
-  u = 0;
+  s = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   // The last byte string read: its length, and its copy when it was not aligned.
   n = 0;
-  X = STRBUF;
+  W = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.I.length < b.length + 8) this.I = new Uint8Array(Math.max(b.length + 8, this.I.length * 2));
-    const s = this.g = this.I;
+    if (this.E.length < b.length + 8) this.E = new Uint8Array(Math.max(b.length + 8, this.E.length * 2));
+    const s = this.g = this.E;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.d = this.b = 0;
-    this.u = b.length * 8;
+    this.s = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
-  i(msg) {
+  F(msg) {
     throw new ReplicaDecodeError("malformed", msg, this.d);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  Y() {
+  X() {
     const b = this.g;
     const p = this.d;
     const i = p >>> 3;
@@ -75,35 +75,35 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  q(n) {
-    if ((this.d += n) > this.u) {
-      this.d = this.u;
+  p(n) {
+    if ((this.d += n) > this.s) {
+      this.d = this.s;
       throw new ReplicaDecodeError("truncated", "ends early", this.d);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.Y();
-    this.q(n);
+    const w = this.X();
+    this.p(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  s() {
+  r() {
     return this.a(1) === 1;
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  j(n) {
+  i(n) {
     const lo = this.a(Math.min(n, 32));
     this.b = n > 32 ? this.a(n - 32) : 0;
     return lo;
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.Y();
+    const w = this.X();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.q(k + 1);
+        this.p(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -111,48 +111,48 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.q(ones + b);
+        this.p(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.wa(k);
+    return this.xa(k);
   }
-  wa(k) {
-    if (k > 63 || k < 0) this.i("k " + k);
+  xa(k) {
+    if (k > 63 || k < 0) this.F("k " + k);
     const maxOnes = 64 - k;
     let ones = 0;
     while (ones < maxOnes) {
-      if (this.d >= this.u) this.q(1);
-      const w = this.Y();
+      if (this.d >= this.s) this.p(1);
+      const w = this.X();
       const t = w === 4294967295 ? 32 : ctz(~w);
       if (ones + t >= maxOnes) {
-        this.q(maxOnes - ones);
+        this.p(maxOnes - ones);
         ones = maxOnes;
       } else if (t === 32) {
-        this.q(32);
+        this.p(32);
         ones += 32;
         continue;
       } else {
-        this.q(t + 1);
+        this.p(t + 1);
         ones += t;
       }
       break;
     }
-    if (ones === 0) return this.j(k);
+    if (ones === 0) return this.i(k);
     const b = k + ones;
-    let lo = this.j(b - 1);
+    let lo = this.i(b - 1);
     if (b - 1 < 32) lo += 2 ** (b - 1);
     else this.b = (this.b | 1 << b - 33) >>> 0;
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
-  k(k = 0) {
+  j(k = 0) {
     const v = this.c(k);
-    return this.b ? this.i("over 32 bits") : v;
+    return this.b ? this.F("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  J(k) {
+  G(k) {
     return big(this.c(k), this.b);
   }
   /**
@@ -163,7 +163,7 @@ var BitReader = class {
     const start = this.d;
     const n = this.c(k);
     if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.u - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.s - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /**
@@ -171,31 +171,31 @@ var BitReader = class {
    * returns its first byte's offset in buf when it is aligned, else −1
    * after copying it into out when that is long enough, or a new array.
    */
-  ia(max, out2) {
+  ha(max, out2) {
     const n = this.n = this.h(4, max, 8, "length");
     const i = this.d >>> 3;
     if (!(this.d & 7)) {
-      this.q(n * 8);
+      this.p(n * 8);
       return i;
     }
-    const b = this.X = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+    const b = this.W = out2 && n <= out2.length ? out2 : new Uint8Array(n);
     for (let j = 0; j < n; j++) b[j] = this.a(8);
     return -1;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  l(max) {
-    const i = this.ia(max);
-    return i < 0 ? this.X : this.g.slice(i, i + this.n);
+  k(max) {
+    const i = this.ha(max);
+    return i < 0 ? this.W : this.g.slice(i, i + this.n);
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const i = this.ia(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.X, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
+    const i = this.ha(max, STRBUF);
+    return i < 0 ? decodeUTF8(this.W, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  p() {
-    const rem = this.u - this.d;
-    if (rem >= 8 || this.a(rem) !== 0) this.i("trailing data");
+  o() {
+    const rem = this.s - this.d;
+    if (rem >= 8 || this.a(rem) !== 0) this.F("trailing data");
   }
 };
 var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
@@ -222,24 +222,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  v = 0;
+  t = 0;
   /** @internal Object slots of a record of the struct. */
-  E = 0;
+  A = 0;
   /** @internal The types of the object slots, in order. */
-  K = [];
+  H = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  L;
+  I;
   /** @internal Fields by ID. */
-  ja = /* @__PURE__ */ new Map();
+  ia = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  M = 0;
+  J = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  N = 0;
+  K = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.ja.get(id);
+    return this.ia.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -252,26 +252,26 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.M === 1) bad(s.name + " contains itself");
-  if (s.M) return;
-  s.M = 1;
+  if (s.J === 1) bad(s.name + " contains itself");
+  if (s.J) return;
+  s.J = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ja.set(f.id, f);
+    s.ia.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ka = s.leaves.length;
-    let sub = [{ index: 0, field: f, O: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.ja = s.leaves.length;
+    let sub = [{ index: 0, field: f, L: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.N += st.N;
-    } else s.N++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.N : 1) > 1 << 20) bad("too many fields");
+      s.K += st.K;
+    } else s.K++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.K : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -279,33 +279,33 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        O: nested ? f.id + "," + l.O : "" + f.id,
+        L: nested ? f.id + "," + l.L : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.v : numeric ? s.v : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.E : numeric ? -1 : s.E
+        num: nested ? l.num < 0 ? -1 : l.num + s.t : numeric ? s.t : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.A : numeric ? -1 : s.A
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === 15 /* Nested */) s.K.push(...st.K);
-    else if (!numeric) s.K.push(t);
+    if (t.kind === 15 /* Nested */) s.H.push(...st.H);
+    else if (!numeric) s.H.push(t);
     if (t.kind === 15 /* Nested */) {
-      s.v += st.v;
-      s.E += st.E;
-    } else if (numeric) s.v++;
-    else s.E++;
+      s.t += st.t;
+      s.A += st.A;
+    } else if (numeric) s.t++;
+    else s.A++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.M = 2;
+  s.J = 2;
 }
 var Schema = class {
   classes;
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  o;
+  l;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -373,14 +373,14 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, w: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, xa: +(k === 1 /* Bool */), D: W, P: W, Q: signed, r: signed, ya: W === 64, quant: q });
+    plans.set(t, p = { kind: k, u: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, ya: +(k === 1 /* Bool */), D: W, M: W, N: signed, q: signed, za: W === 64, quant: q });
   }
   return p;
 }
 var out = { e: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.P < 64 && (hi !== 0 || lo > MASK[p.P])) return false;
-  if (p.Q) unzigzag64(lo, hi);
+  if (p.M < 64 && (hi !== 0 || lo > MASK[p.M])) return false;
+  if (p.N) unzigzag64(lo, hi);
   else {
     out.e = lo;
     out.b = hi;
@@ -403,8 +403,8 @@ function decodeDelta(p, olo, ohi, lo, hi) {
     if (hi !== 0 || lo > MASK[D]) return false;
     const sh = 32 - D;
     const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.e = (p.r ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.r && out.e >>> 31 ? 4294967295 : 0;
+    out.e = (p.q ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.q && out.e >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
@@ -414,9 +414,9 @@ function decodeDelta(p, olo, ohi, lo, hi) {
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.ya) return p.r ? lo | 0 : lo;
+  if (!p.za) return p.q ? lo | 0 : lo;
   const v = big(lo, hi);
-  return p.r ? BigInt.asIntN(64, v) : v;
+  return p.q ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -449,7 +449,7 @@ function decodeDescriptor(b) {
   const r = new BitReader(b);
   try {
     const s = read(r);
-    s.o = b;
+    s.l = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
@@ -460,13 +460,13 @@ function decodeDescriptor(b) {
 var bad2 = (msg) => fail("descriptor", msg);
 var f64 = (r) => f64FromBits(r.a(32), r.a(32));
 function read(r) {
-  const v = r.k(0);
+  const v = r.j(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
   const n = r.h(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.k(2)] ?? bad2("struct index");
+  const index = () => structs[r.j(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.l(256);
+    const b = r.k(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
@@ -502,17 +502,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.L] = name();
+    [st.name, st.I] = name();
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, L: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.s(), band: r.k(0), ka: 0 };
+      const f = { id: prev, name: nm, I: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.r(), band: r.j(0), ja: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, L: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, I: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -520,8 +520,8 @@ function read(r) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.k(4);
-    const nb = r.k(0);
+    c.classId = r.j(4);
+    const nb = r.j(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64(r);
@@ -530,7 +530,7 @@ function read(r) {
     }
     classes.push(c);
   }
-  r.p();
+  r.o();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -558,8 +558,8 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.v * 2);
-    this.obj = type.K.map(zeroObj);
+    this.num = new Uint32Array(type.t * 2);
+    this.obj = type.H.map(zeroObj);
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
@@ -567,7 +567,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  la = 0;
+  ka = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -663,7 +663,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.F = bands;
+    this.B = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -690,7 +690,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.F[l.index] ?? 0) <= this.level;
+    return !!l && (this.B[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -720,7 +720,7 @@ function table() {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.R.push({ f: k, za: e, Aa: [e, ...a] });
+  const event = (k, e, ...a) => void t.O.push({ f: k, Aa: e, Ba: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -740,7 +740,7 @@ function table() {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.la !== serial) {
+    if (r.ka !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -784,43 +784,43 @@ function table() {
   };
   const t = {
     size: 0,
-    x: [],
-    y: /* @__PURE__ */ new Set(),
-    R: [],
-    Ba: atSlot,
-    G: setNum,
-    Z: setObj,
+    v: [],
+    w: /* @__PURE__ */ new Set(),
+    O: [],
+    Ca: atSlot,
+    la: setNum,
+    ma: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.x.map((s) => atSlot(s)),
-    Ca(c, leaf) {
+    entities: () => t.v.map((s) => atSlot(s)),
+    Da(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    _() {
+    Y() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.y.clear();
-      t.R = [];
+      t.w.clear();
+      t.O = [];
       return t;
     },
-    Da(cls, id, classId, bands, nbands) {
+    Ea(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "slot " + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.la = serial;
+      e.ka = serial;
       put(slot, e);
-      t.y.add(slot);
+      t.w.add(slot);
       moved.push(slot);
       undo.push(() => put(slot));
       event(0 /* Create */, e);
       return e;
     },
-    ma(slot) {
+    na(slot) {
       const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
       put(slot);
       moved.push(slot);
@@ -828,13 +828,13 @@ function table() {
       undo.push(() => put(slot, e));
       event(1 /* Destroy */, e);
     },
-    $(e, owned) {
+    Z(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    na(e, level) {
+    oa(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Ea(e, leaf, l, op, i, v) {
+    Fa(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
@@ -850,7 +850,7 @@ function table() {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    oa(e, leaf, m, k, v) {
+    pa(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -860,18 +860,18 @@ function table() {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    aa(e, pick) {
+    _(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.y.add(e.slot);
+      t.w.add(e.slot);
     },
-    pa() {
+    qa() {
       if (moved.length) {
-        const held = t.x;
+        const held = t.v;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -879,11 +879,11 @@ function table() {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.x = out2.concat(held.slice(i));
+        t.v = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    Fa() {
+    Ga() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -891,29 +891,13 @@ function table() {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t._();
+      t.Y();
     }
   };
   return t;
 }
 
 // ts/src/decoder.ts
-var SEC_END = 0;
-var SEC_CREATE = 1;
-var SEC_UPDATE = 2;
-var SEC_DESTROY = 3;
-var SEC_FILL = 4;
-var SEC_RANKED = 6;
-var OP_PUSH = 0;
-var OP_INSERT = 1;
-var OP_SET = 3;
-var OP_CLEAR = 4;
-var OP_PATCH = 5;
-var P_RAW = 1;
-var P_DELTA = 2;
-var P_U = 3;
-var P_STR = 4;
-var P_CONT = 5;
 var DEFAULT_LIMITS = Object.freeze({
   maxSegmentBytes: 4 << 20,
   maxStringBytes: 64 << 10,
@@ -930,16 +914,17 @@ function withDefaults(l = {}) {
 }
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  G(_e, _l, slot, lo, hi, r) {
+  la(_e, _l, slot, lo, hi, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi;
   },
-  Z(_e, _l, slot, v, r) {
+  ma(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
 function decoder(local, remote = local, limits = {}) {
   const lim = withDefaults(limits);
+  const { maxStringBytes, maxContainerLen: max } = lim;
   checkCompatible(local, remote);
   const r = new BitReader();
   const maps = /* @__PURE__ */ new Map();
@@ -949,223 +934,189 @@ function decoder(local, remote = local, limits = {}) {
   const gens = [];
   let nEntities = 0;
   let nValues = 0;
-  let keyBytes = null;
+  let keyBytes;
+  const malformed = (what) => r.F("" + what);
+  const u32 = (k, m = 2 ** 32) => {
+    const v = r.c(k);
+    return r.b || v > m ? malformed("value " + v) : v;
+  };
   function mapping(rs, ls) {
     let inner = maps.get(rs);
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.O, l.index]));
-      inner.set(ls, m = { qa: new Int32Array(rs.leaves.length), F: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.L, l.index]));
+      inner.set(ls, m = { ra: new Int32Array(rs.leaves.length), B: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.qa[l.index] = byPath.get(l.O) ?? -1;
-        if (j >= 0) m.F[j] = l.band;
+        const j = m.ra[l.index] = byPath.get(l.L) ?? -1;
+        if (j >= 0) m.B[j] = l.band;
       }
     }
     return m;
   }
-  function apply(tab, seg) {
-    if (seg.length > lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
-    r.reset(seg);
-    nEntities = nValues = 0;
-    try {
-      for (let tag; (tag = r.a(3)) !== SEC_END; ) {
-        if (tag === SEC_DESTROY) {
-          readIDs();
-          for (let i = 0; i < nids; i++) tab.ma(ids[i]);
-          continue;
-        }
-        if (tag > SEC_RANKED) r.i("section " + tag);
-        const rc = remote.class(r.k(4)) ?? fail("unknown", "class");
-        for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
-      }
-      r.p();
-    } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
-      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.d) : e;
-    }
-  }
   function readIDs() {
-    const n = r.h(3, lim.maxEntities - nEntities, 1, "entities");
+    const n = nids = r.h(3, lim.maxEntities - nEntities, 1, "entities");
     nEntities += n;
     const k = r.a(6);
-    for (let i = 0, slot = -1; i < n; i++) {
-      slot += 1 + r.c(k);
-      if (r.b !== 0 || slot >= 1 << 24) r.i("slot out of range");
-      ids[i] = slot;
-    }
-    nids = n;
+    for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + u32(k, 16777215 - 1 - slot);
   }
   function group(tab, tag, rc) {
     const lc = local.class(rc.classId) ?? rc;
     const map = mapping(rc, lc);
-    const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
+    const delta = tag === 2 /* Update */ || tag === 6 /* Ranked */;
     steps.length = 0;
-    readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    readTree(rc, 0, delta, 0, tag === 6 /* Ranked */ ? 0 : 2, map, lc);
     readIDs();
     const n = nids;
-    if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.x[ids[i]] ?? fail("rank", "rank " + ids[i]);
-    } else if (tag === SEC_CREATE) {
+    if (tag === 6 /* Ranked */) {
+      for (let i = 0; i < n; i++) ids[i] = tab.v[ids[i]] ?? fail("rank", "" + ids[i]);
+    } else if (tag === 1 /* Create */) {
       const k = r.a(6);
-      for (let i = 0; i < n; i++) {
-        const g = r.c(k);
-        if (r.b !== 0 || g > 255) r.i("generation " + g);
-        gens[i] = g;
-      }
+      for (let i = 0; i < n; i++) gens[i] = u32(k, 255);
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.Da(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.F, rc.nbands);
-      else if (!(e = tab.Ba(slot)) || tag === SEC_FILL && !tab.y.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
-      if (e.classId !== rc.classId) r.i(`slot ${slot} of class ${e.classId}`);
+      if (tag === 1 /* Create */) e = tab.Ea(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.B : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.Ca(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
+      if (e.classId !== rc.classId) malformed("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
   }
   function deeper(depth) {
-    if (depth >= lim.maxDepth) fail("limit", "nesting deeper than " + lim.maxDepth);
+    if (depth >= lim.maxDepth) fail("limit", "depth");
   }
   function readTree(st, base, delta, depth, gapK, map, ls) {
     deeper(depth);
     for (let n = r.h(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
-      id += 1 + r.c(gapK) + r.b * 4294967296;
+      id += 1 + r.c(gapK) + r.b * 2 ** 32;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.ka;
-      if (t.kind === 15 /* Nested */) {
+      const kind = t.kind;
+      const leaf = base + f.ja;
+      if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.qa[leaf];
-      const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { t: local2, ba: -1, H: P_STR, f: 0, ca: t, ra: ll && ll.field.type, z: null, da: 0, S: 0, r: false };
-      if (isNumeric(t.kind)) {
-        const p = s.z = numPlan(t);
-        const raw = delta ? p.xa : p.w;
-        s.H = P_RAW;
-        s.f = raw;
-        if (raw === 0) {
+      const to = map.ra[leaf];
+      const ll = to < 0 ? null : ls.leaves[to];
+      const p = numPlan(t);
+      const s = { $: to, aa: -1, C: 4 /* Str */, f: 0, ba: t, sa: ll && ll.field.type, P: p, ca: 0, Q: 0, q: false };
+      if (isNumeric(kind)) {
+        s.C = 1 /* Raw */;
+        if (!(s.f = delta ? p.ya : p.u)) {
           s.f = r.a(6);
-          s.H = P_U;
-          if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
-            s.H = P_DELTA;
-            s.da = MASK[p.D];
-            s.S = 32 - p.D;
-            s.r = p.r;
+          s.C = 3 /* U */;
+          if (delta && p.D <= 32 && kind !== 14 /* Ref */) {
+            s.C = 2 /* Delta */;
+            s.ca = MASK[p.D];
+            s.Q = 32 - p.D;
+            s.q = p.q;
           }
         }
-        if (ll) s.ba = ll.num;
+        if (ll) s.aa = ll.num;
       } else {
-        if (isContainer(t.kind)) s.H = P_CONT;
-        if (ll) s.ba = ll.obj;
+        if (isContainer(kind)) s.C = 5 /* Cont */;
+        if (ll) s.aa = ll.obj;
       }
       steps.push(s);
     }
   }
   function readNum(p, k, delta, olo = 0, ohi = 0) {
     const lo = r.c(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) r.i("value out of range");
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) malformed("value " + lo);
   }
   function values(tab, e, rec2, from, delta, depth, k, bagLeaf) {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.ba;
+      const slot = s.aa;
       const j = slot << 1;
-      switch (s.H) {
-        case P_DELTA: {
-          const lo = r.c(s.f);
-          if (r.b !== 0 || lo > s.da) r.i("delta out of range");
-          if (slot < 0) break;
-          let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.r) {
-            v = v << s.S >> s.S;
-            tab.G(e, s.t, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.G(e, s.t, slot, s.S === 0 ? v >>> 0 : v & s.da, 0, rec2, k, bagLeaf);
-          break;
-        }
-        case P_RAW: {
-          const lo = r.j(s.f);
-          if (slot >= 0) tab.G(e, s.t, slot, lo, r.b, rec2, k, bagLeaf);
-          break;
-        }
-        case P_U:
-          if (slot < 0) readNum(s.z, s.f, delta);
-          else {
-            readNum(s.z, s.f, delta, a[j], a[j + 1]);
-            tab.G(e, s.t, slot, out.e, out.b, rec2, k, bagLeaf);
-          }
-          break;
-        case P_STR: {
-          const v = readStr(s.ca);
-          if (slot >= 0) tab.Z(e, s.t, slot, v, rec2, k, bagLeaf);
-          break;
-        }
-        default:
-          if (!delta || r.s()) {
-            const c = readContainer(s.ca, s.ra, depth + 1);
-            if (slot >= 0) tab.Z(e, s.t, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.ca, s.ra, s.t, slot);
+      const how = s.C;
+      let lo;
+      let hi = 0;
+      if (how === 2 /* Delta */) {
+        lo = u32(s.f, s.ca);
+        if (slot < 0) continue;
+        lo = a[j] + (lo >>> 1 ^ -(lo & 1));
+        if (s.q) {
+          lo = lo << s.Q >> s.Q;
+          hi = lo < 0 ? 4294967295 : 0;
+        } else if (s.Q) lo &= s.ca;
+        lo >>>= 0;
+      } else if (how === 1 /* Raw */) {
+        lo = r.i(s.f);
+        hi = r.b;
+      } else if (how === 3 /* U */) {
+        readNum(s.P, s.f, delta, a[j], a[j + 1]);
+        lo = out.e;
+        hi = out.b;
+      } else {
+        const v = how === 4 /* Str */ ? readStr(s.ba) : !delta || r.r() ? readContainer(s.ba, s.sa, depth + 1) : containerOps(tab, e, s.ba, s.sa, s.$, slot);
+        if (slot >= 0 && v !== void 0) tab.ma(e, s.$, slot, v, rec2, k, bagLeaf);
+        continue;
       }
+      if (slot >= 0) tab.la(e, s.$, slot, lo, hi, rec2, k, bagLeaf);
     }
   }
   function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.l(lim.maxStringBytes) : r.string(lim.maxStringBytes);
+    return t.kind === 13 /* Bytes */ ? r.k(maxStringBytes) : r.string(maxStringBytes);
   }
-  function countValues(n) {
-    if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
+  function count(k, minBits) {
+    const n = r.h(k, max, minBits, "length");
+    if ((nValues += n) > lim.maxValues) fail("limit", "values");
+    return n;
   }
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.w) {
-        out.e = r.j(p.w);
+      if (p.u) {
+        out.e = r.i(p.u);
         out.b = r.b;
       } else readNum(p, k, false);
       return toElem(p, out.e, out.b);
     }
-    if (t.kind === 15 /* Nested */) return readRecord(t.struct, lt && lt.struct, depth + 1);
-    return readStr(t);
+    return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   }
   function readK(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).w !== 0 ? 0 : r.a(6);
+    return n && isNumeric(t.kind) && !numPlan(t).u ? r.a(6) : 0;
   }
   function readKey(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.l(lim.maxStringBytes));
-    return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
+    return key === 12 /* String */ ? decodeUTF8(keyBytes = r.k(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   function readContainer(t, lt, depth) {
     deeper(depth);
     const ct = lt ?? t;
-    const n = r.h(4, lim.maxContainerLen, 1, "length");
-    countValues(n);
+    const n = count(4, 1);
+    const el = t.elem;
+    const lel = lt && lt.elem;
     if (t.kind === 16 /* List */) {
-      const k = readK(t.elem, n);
+      const k = readK(el, n);
       const items = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = readElem(t.elem, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(el, lel, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === 18 /* Bag */;
     const str = t.key === 12 /* String */;
-    const kk = n > 0 && !str ? r.a(6) : 0;
-    const vk = bag ? 0 : readK(t.elem, n);
+    const kk = readKK(t, n);
+    const vk = bag ? 0 : readK(el, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
-    let prevBytes = null;
+    let prevBytes;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) r.i("keys out of order");
+      if (i && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) malformed("key order");
       prev = key;
       prevBytes = keyBytes;
-      m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(t.elem, lt && lt.elem, vk, depth));
+      m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
   }
+  const readKK = (t, n) => n && t.key !== 12 /* String */ ? r.a(6) : 0;
   function readRecord(rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) {
     deeper(depth);
-    countValues(1);
+    if (++nValues > lim.maxValues) fail("limit", "values");
     const lst = ls ?? rs;
     const rec2 = into ?? new Rec(lst);
     const start = steps.length;
@@ -1175,72 +1126,86 @@ function decoder(local, remote = local, limits = {}) {
     return rec2;
   }
   function containerOps(tab, e, t, lt, local2, slot) {
-    const max = lim.maxContainerLen;
     const full = (size) => {
-      if (size >= max) fail("limit", "container over " + max);
+      if (size >= max) fail("limit", "length");
     };
-    const c = local2 >= 0 ? e.obj[slot] : null;
+    const c = local2 < 0 ? null : e.obj[slot];
+    const el = t.elem;
+    const lel = lt && lt.elem;
     if (t.kind === 16 /* List */) {
-      const list = c;
-      const n = r.h(2, max, 3, "list operations");
-      countValues(n);
-      const k = readK(t.elem, n);
+      const n = count(2, 3);
+      const k = readK(el, n);
       for (let i = 0; i < n; i++) {
         const op = r.a(3);
-        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.i("list operation " + op);
-        let idx = 0;
-        if (op !== OP_PUSH && op !== OP_CLEAR) {
-          const u = r.c(4);
-          idx = r.b !== 0 ? max + 1 : Math.min(u, max + 1);
-        }
+        if (op > 5 /* Patch */ || op === 5 /* Patch */ && el.kind !== 15 /* Nested */) malformed("list operation " + op);
+        const idx = op === 0 /* Push */ || op === 4 /* Clear */ ? 0 : Math.min(r.c(4), max + 1) + (r.b && max + 1);
+        const items = c && c.items;
         let v;
-        if (op === OP_PATCH) {
-          const rs = t.elem.struct;
-          const ls2 = lt ? lt.elem.struct : rs;
-          if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
-          v = readRecord(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
-        } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
-        if (!list) continue;
-        if (op <= OP_INSERT) full(list.items.length);
-        tab.Ea(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
+        if (op === 5 /* Patch */) {
+          const rs = el.struct;
+          const ls2 = lel ? lel.struct : rs;
+          if (items && idx >= items.length) fail("index", idx + " of " + items.length);
+          v = readRecord(rs, ls2, 2, items ? clone(items[idx]) : new Rec(ls2));
+        } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
+        if (!items) continue;
+        if (op <= 1 /* Insert */) full(items.length);
+        tab.Fa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
     const bag = t.kind === 18 /* Bag */;
-    const m = c;
     const ls = lt && lt.struct;
-    for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
-      const n = r.h(2, max, 1, "keys");
-      countValues(n);
-      const kk = n > 0 && t.key !== 12 /* String */ ? r.a(6) : 0;
-      const vk = pass === 1 && !bag ? readK(t.elem, n) : 0;
+    for (let pass = 0; pass < 2 + +bag; pass++) {
+      const n = count(2, 1);
+      const kk = readKK(t, n);
+      const vk = pass === 1 && !bag ? readK(el, n) : 0;
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
-        if (pass === 0) {
-          if (m) tab.oa(e, local2, m, key);
+        if (!pass) {
+          if (c) tab.pa(e, local2, c, key);
         } else if (pass === 1) {
-          const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
-          if (m) {
-            full(m.m.size);
-            tab.oa(e, local2, m, key, v);
+          const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
+          if (c) {
+            full(c.m.size);
+            tab.pa(e, local2, c, key, v);
           }
-        } else if (m) {
-          const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct, ls, 2, item, tab, e, key, local2);
-        } else readRecord(t.struct, null, 2);
+        } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
+        else readRecord(t.struct, null, 2);
       }
     }
   }
-  function decodeRecord(rs, ls, data) {
-    if (data.length > lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
-    r.reset(data);
-    nValues = 0;
-    steps.length = 0;
-    const rec2 = readRecord(rs, ls, 0);
-    r.p();
-    return rec2;
-  }
-  return { sa: lim, apply, Ga: decodeRecord };
+  return {
+    ta: lim,
+    apply(tab, seg) {
+      if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
+      r.reset(seg);
+      nEntities = nValues = 0;
+      try {
+        for (let tag; (tag = r.a(3)) !== 0 /* End */; ) {
+          if (tag === 3 /* Destroy */) {
+            readIDs();
+            for (let i = 0; i < nids; i++) tab.na(ids[i]);
+            continue;
+          }
+          if (tag > 6 /* Ranked */) malformed("section " + tag);
+          const rc = remote.class(r.j(4)) ?? fail("unknown", "class");
+          for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
+        }
+        r.o();
+      } catch (e) {
+        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
+        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", r.d) : e;
+      }
+    },
+    Ha(rs, ls, data) {
+      if (data.length > lim.maxSegmentBytes) fail("limit", "record");
+      r.reset(data);
+      nValues = steps.length = 0;
+      const rec2 = readRecord(rs, ls, 0);
+      r.o();
+      return rec2;
+    }
+  };
 }
 var keyTypes = [];
 function compareBytes(a, b) {
@@ -1259,37 +1224,37 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  A;
-  B = table();
+  x;
+  y = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  T = /* @__PURE__ */ new Map();
+  R = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  U = false;
+  S = false;
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.A = decoder(local, this.remote, opts.limits);
+    this.x = decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.A.sa;
+    return this.x.ta;
   }
   /** Number of entities. */
   get size() {
-    return this.B.size;
+    return this.y.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.B.entity(id);
+    return this.y.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.B.entities();
+    return this.y.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1307,16 +1272,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.U) misuse("applyTick from a callback");
-    const tab = this.B._();
+    if (this.S) misuse("applyTick from a callback");
+    const tab = this.y.Y();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.aa(e, (l) => l.vis === 1 /* Owner */);
-        tab.$(e, false);
+        tab._(e, (l) => l.vis === 1 /* Owner */);
+        tab.Z(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1324,8 +1289,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab.aa(e, (l) => l.vis === 2 /* Others */);
-          tab.$(e, true);
+          tab._(e, (l) => l.vis === 2 /* Others */);
+          tab.Z(e, true);
         }
       }
       const later = [];
@@ -1336,29 +1301,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab.aa(e, (l) => e.F[l.index] > lc.level);
-        } else if (lc.level > e.level) tab.y.add(e.slot);
-        if (e) tab.na(e, lc.level);
+          tab._(e, (l) => e.B[l.index] > lc.level);
+        } else if (lc.level > e.level) tab.w.add(e.slot);
+        if (e) tab.oa(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.A.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.x.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.y.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.$(e, true);
+        if (!e || !tab.w.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.Z(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.na(e, level(e, lc.level));
+        tab.oa(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.Fa();
+      tab.Ga();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.pa();
+    tab.qa();
     this.ticksApplied++;
-    this.ta(tab.R);
+    this.ua(tab.O);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1366,14 +1331,14 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.U) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.A.sa);
-    const tab = this.B._();
-    for (const e of this.entities()) tab.ma(e.slot);
-    tab.pa();
-    this.A = dec;
+    if (this.S) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.x.ta);
+    const tab = this.y.Y();
+    for (const e of this.entities()) tab.na(e.slot);
+    tab.qa();
+    this.x = dec;
     this.remote = remote;
-    this.ta(tab.R);
+    this.ua(tab.O);
   }
   // ---- Callbacks ----
   /**
@@ -1387,16 +1352,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.B.Ca(cls, l.index);
+      this.y.Da(cls, l.index);
       i += l.index;
     }
-    let lists = this.T.get(cls);
-    if (!lists) this.T.set(cls, lists = []);
-    const cb = { Ha: this.ticksApplied + 1, ea: false, Ia: fn };
+    let lists = this.R.get(cls);
+    if (!lists) this.R.set(cls, lists = []);
+    const cb = { Ia: this.ticksApplied + 1, da: false, Ja: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.ea) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.ea = true;
+      if (!cb.da) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.da = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1437,19 +1402,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  ta(events) {
-    if (!this.T.size) return;
-    this.U = true;
+  ua(events) {
+    if (!this.R.size) return;
+    this.S = true;
     try {
-      for (const { f: k, za: e, Aa: a } of events) {
-        const list = this.T.get(e.type)?.[k];
+      for (const { f: k, Aa: e, Ba: a } of events) {
+        const list = this.R.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.Ha <= this.ticksApplied && !cb.ea) cb.Ia(...a);
+        for (const cb of list) if (cb.Ia <= this.ticksApplied && !cb.da) cb.Ja(...a);
       }
     } finally {
-      this.U = false;
+      this.S = false;
     }
   }
 };
