@@ -23,51 +23,42 @@ var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
 var MASK32 = Int32Array.from(MASK);
 var ctz = (x) => 31 - Math.clz32(x & -x);
 var utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
-function decodeUTF8(b, start = 0, end = b.length) {
-  let s = "";
-  for (let i = start; i < end && end - start <= 64; i++) {
-    if (b[i] > 127) break;
-    s += String.fromCharCode(b[i]);
-    if (i === end - 1) return s;
-  }
-  return start === end ? "" : utf8.decode(b.subarray(start, end));
+function decodeUTF8(b, start, end) {
+  b = b.subarray(start, end);
+  return b.length < 65 && b.every((x) => x < 128) ? String.fromCharCode(...b) : utf8.decode(b);
 }
 var utf8enc = new TextEncoder();
 var encodeUTF8 = (s) => utf8enc.encode(s);
-var STRBUF = new Uint8Array(64);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   g = new Uint8Array(8);
-  E = new Uint8Array(64);
+  C = new Uint8Array(64);
   /** Next bit to read. */
-  d = 0;
+  e = 0;
   /** Number of bits of input. */
-  s = 0;
+  y = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
-  // The last byte string read: its length, and its copy when it was not aligned.
-  n = 0;
-  W = STRBUF;
   constructor(b) {
     if (b) this.reset(b);
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.E.length < b.length + 8) this.E = new Uint8Array(Math.max(b.length + 8, this.E.length * 2));
-    const s = this.g = this.E;
+    if (this.C.length < b.length + 8) this.C = new Uint8Array(Math.max(b.length + 8, this.C.length * 2));
+    const s = this.g = this.C;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
-    this.d = this.b = 0;
-    this.s = b.length * 8;
+    this.e = this.b = 0;
+    this.y = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
-  F(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.d);
+  V(msg) {
+    throw new ReplicaDecodeError("malformed", msg, this.e);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  X() {
+  fa() {
     const b = this.g;
-    const p = this.d;
+    const p = this.e;
     const i = p >>> 3;
     const sh = p & 7;
     let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
@@ -75,35 +66,35 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  p(n) {
-    if ((this.d += n) > this.s) {
-      this.d = this.s;
-      throw new ReplicaDecodeError("truncated", "ends early", this.d);
+  E(n) {
+    if ((this.e += n) > this.y) {
+      this.e = this.y;
+      throw new ReplicaDecodeError("truncated", "ends early", this.e);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.X();
-    this.p(n);
+    const w = this.fa();
+    this.E(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
-  r() {
-    return this.a(1) === 1;
+  q() {
+    return !!this.a(1);
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  i(n) {
+  o(n) {
     const lo = this.a(Math.min(n, 32));
     this.b = n > 32 ? this.a(n - 32) : 0;
     return lo;
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.X();
+    const w = this.fa();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.p(k + 1);
+        this.E(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -111,48 +102,32 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.p(ones + b);
+        this.E(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.xa(k);
+    return this.wa(k);
   }
-  xa(k) {
-    if (k > 63 || k < 0) this.F("k " + k);
-    const maxOnes = 64 - k;
+  // Codes the fast path does not take: more than 32 bits with the ones, or
+  // k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
+  wa(k) {
     let ones = 0;
-    while (ones < maxOnes) {
-      if (this.d >= this.s) this.p(1);
-      const w = this.X();
-      const t = w === 4294967295 ? 32 : ctz(~w);
-      if (ones + t >= maxOnes) {
-        this.p(maxOnes - ones);
-        ones = maxOnes;
-      } else if (t === 32) {
-        this.p(32);
-        ones += 32;
-        continue;
-      } else {
-        this.p(t + 1);
-        ones += t;
-      }
-      break;
-    }
-    if (ones === 0) return this.i(k);
-    const b = k + ones;
-    let lo = this.i(b - 1);
-    if (b - 1 < 32) lo += 2 ** (b - 1);
-    else this.b = (this.b | 1 << b - 33) >>> 0;
+    while (ones < 64 - k && this.a(1)) ones++;
+    const b = k + ones - 1;
+    const lo = this.o(ones ? b : k);
+    if (!ones) return lo;
+    if (b < 32) return lo + 2 ** b;
+    this.b = (this.b | 1 << b - 32) >>> 0;
     return lo;
   }
   /** Reads a U(k) value that must fit 32 bits. */
-  j(k = 0) {
+  i(k = 0) {
     const v = this.c(k);
-    return this.b ? this.F("over 32 bits") : v;
+    return this.b ? this.V("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  G(k) {
+  F(k) {
     return big(this.c(k), this.b);
   }
   /**
@@ -160,42 +135,32 @@ var BitReader = class {
    * assuming each counted item takes at least minBits bits.
    */
   h(k, max, minBits, what) {
-    const start = this.d;
+    const start = this.e;
     const n = this.c(k);
-    if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.s - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (this.b || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
+    if (n * minBits > this.y - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
-  /**
-   * Reads the length of a byte string of at most max bytes (§1.4), and
-   * returns its first byte's offset in buf when it is aligned, else −1
-   * after copying it into out when that is long enough, or a new array.
-   */
-  ha(max, out2) {
-    const n = this.n = this.h(4, max, 8, "length");
-    const i = this.d >>> 3;
-    if (!(this.d & 7)) {
-      this.p(n * 8);
-      return i;
-    }
-    const b = this.W = out2 && n <= out2.length ? out2 : new Uint8Array(n);
-    for (let j = 0; j < n; j++) b[j] = this.a(8);
-    return -1;
+  /** Reads a length-prefixed byte string of at most max bytes (§1.4): a view of the input when aligned, else a copy. */
+  ga(max) {
+    const n = this.h(4, max, 8, "length");
+    const i = this.e >>> 3;
+    if (this.e & 7) return Uint8Array.from({ length: n }, () => this.a(8));
+    this.E(n * 8);
+    return this.g.subarray(i, i + n);
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  k(max) {
-    const i = this.ha(max);
-    return i < 0 ? this.W : this.g.slice(i, i + this.n);
+  j(max) {
+    return this.ga(max).slice();
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    const i = this.ha(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.W, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
+    return decodeUTF8(this.ga(max));
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  o() {
-    const rem = this.s - this.d;
-    if (rem >= 8 || this.a(rem) !== 0) this.F("trailing data");
+  l() {
+    const rem = this.y - this.e;
+    if (rem >= 8 || this.a(rem) !== 0) this.V("trailing data");
   }
 };
 var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
@@ -222,24 +187,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  t = 0;
+  r = 0;
   /** @internal Object slots of a record of the struct. */
-  A = 0;
+  z = 0;
   /** @internal The types of the object slots, in order. */
-  H = [];
+  G = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  I;
+  H;
   /** @internal Fields by ID. */
-  ia = /* @__PURE__ */ new Map();
+  ha = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  J = 0;
+  I = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  K = 0;
+  J = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.ia.get(id);
+    return this.ha.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -252,26 +217,26 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.J === 1) bad(s.name + " contains itself");
-  if (s.J) return;
-  s.J = 1;
+  if (s.I === 1) bad(s.name + " contains itself");
+  if (s.I) return;
+  s.I = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ia.set(f.id, f);
+    s.ha.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ja = s.leaves.length;
-    let sub = [{ index: 0, field: f, L: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.ia = s.leaves.length;
+    let sub = [{ index: 0, field: f, K: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.K += st.K;
-    } else s.K++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.K : 1) > 1 << 20) bad("too many fields");
+      s.J += st.J;
+    } else s.J++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.J : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -279,33 +244,33 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        L: nested ? f.id + "," + l.L : "" + f.id,
+        K: nested ? f.id + "," + l.K : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.t : numeric ? s.t : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.A : numeric ? -1 : s.A
+        num: nested ? l.num < 0 ? -1 : l.num + s.r : numeric ? s.r : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.z : numeric ? -1 : s.z
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === 15 /* Nested */) s.H.push(...st.H);
-    else if (!numeric) s.H.push(t);
+    if (t.kind === 15 /* Nested */) s.G.push(...st.G);
+    else if (!numeric) s.G.push(t);
     if (t.kind === 15 /* Nested */) {
-      s.t += st.t;
-      s.A += st.A;
-    } else if (numeric) s.t++;
-    else s.A++;
+      s.r += st.r;
+      s.z += st.z;
+    } else if (numeric) s.r++;
+    else s.z++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.J = 2;
+  s.I = 2;
 }
 var Schema = class {
   classes;
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  l;
+  k;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -373,28 +338,28 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, u: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, ya: +(k === 1 /* Bool */), D: W, M: W, N: signed, q: signed, za: W === 64, quant: q });
+    plans.set(t, p = { kind: k, s: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, xa: +(k === 1 /* Bool */), D: W, L: W, M: signed, p: signed, ya: W === 64, quant: q });
   }
   return p;
 }
-var out = { e: 0, b: 0 };
+var out = { d: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.M < 64 && (hi !== 0 || lo > MASK[p.M])) return false;
-  if (p.N) unzigzag64(lo, hi);
+  if (p.L < 64 && (hi !== 0 || lo > MASK[p.L])) return false;
+  if (p.M) unzigzag64(lo, hi);
   else {
-    out.e = lo;
+    out.d = lo;
     out.b = hi;
   }
   return true;
 }
 function unzigzag64(lo, hi) {
   const neg = -(lo & 1);
-  out.e = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
+  out.d = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
   out.b = (hi >>> 1 ^ neg) >>> 0;
 }
 function decodeDelta(p, olo, ohi, lo, hi) {
   if (p.kind === 14 /* Ref */) {
-    out.e = lo;
+    out.d = lo;
     out.b = 0;
     return hi === 0;
   }
@@ -403,20 +368,20 @@ function decodeDelta(p, olo, ohi, lo, hi) {
     if (hi !== 0 || lo > MASK[D]) return false;
     const sh = 32 - D;
     const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.e = (p.q ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.q && out.e >>> 31 ? 4294967295 : 0;
+    out.d = (p.p ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
+    out.b = p.p && out.d >>> 31 ? 4294967295 : 0;
     return true;
   }
   unzigzag64(lo, hi);
-  const s = olo + out.e;
+  const s = olo + out.d;
   out.b = ohi + out.b + +(s > 4294967295) >>> 0;
-  out.e = s >>> 0;
+  out.d = s >>> 0;
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.za) return p.q ? lo | 0 : lo;
+  if (!p.ya) return p.p ? lo | 0 : lo;
   const v = big(lo, hi);
-  return p.q ? BigInt.asIntN(64, v) : v;
+  return p.p ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -449,24 +414,24 @@ function decodeDescriptor(b) {
   const r = new BitReader(b);
   try {
     const s = read(r);
-    s.l = b;
+    s.k = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.d;
+    if (e.bit < 0) e.bit = r.e;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 }
 var bad2 = (msg) => fail("descriptor", msg);
 var f64 = (r) => f64FromBits(r.a(32), r.a(32));
 function read(r) {
-  const v = r.j(0);
+  const v = r.i(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
   const n = r.h(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.j(2)] ?? bad2("struct index");
+  const index = () => structs[r.i(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.k(256);
+    const b = r.j(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
@@ -502,17 +467,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.I] = name();
+    [st.name, st.H] = name();
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, I: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.r(), band: r.j(0), ja: 0 };
+      const f = { id: prev, name: nm, H: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.q(), band: r.i(0), ia: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, I: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, H: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -520,8 +485,8 @@ function read(r) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.j(4);
-    const nb = r.j(0);
+    c.classId = r.i(4);
+    const nb = r.i(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64(r);
@@ -530,7 +495,7 @@ function read(r) {
     }
     classes.push(c);
   }
-  r.o();
+  r.l();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -558,8 +523,8 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.t * 2);
-    this.obj = type.H.map(zeroObj);
+    this.num = new Uint32Array(type.r * 2);
+    this.obj = type.G.map(zeroObj);
   }
   type;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
@@ -567,7 +532,7 @@ var Rec = class {
   /** String (string), Uint8Array (bytes) and container slots. */
   obj;
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  ka = 0;
+  ja = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -663,7 +628,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.B = bands;
+    this.A = bands;
     this.nbands = nbands;
     this.level = nbands;
   }
@@ -690,7 +655,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.B[l.index] ?? 0) <= this.level;
+    return !!l && (this.A[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -720,7 +685,7 @@ function table() {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.O.push({ f: k, Aa: e, Ba: [e, ...a] });
+  const event = (k, e, ...a) => void t.N.push({ f: k, za: e, Aa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -740,7 +705,7 @@ function table() {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.ka !== serial) {
+    if (r.ja !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -784,43 +749,43 @@ function table() {
   };
   const t = {
     size: 0,
-    v: [],
-    w: /* @__PURE__ */ new Set(),
-    O: [],
-    Ca: atSlot,
-    la: setNum,
-    ma: setObj,
+    t: [],
+    u: /* @__PURE__ */ new Set(),
+    N: [],
+    Ba: atSlot,
+    ka: setNum,
+    la: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.v.map((s) => atSlot(s)),
-    Da(c, leaf) {
+    entities: () => t.t.map((s) => atSlot(s)),
+    Ca(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    Y() {
+    W() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.w.clear();
-      t.O = [];
+      t.u.clear();
+      t.N = [];
       return t;
     },
-    Ea(cls, id, classId, bands, nbands) {
+    Da(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "slot " + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.ka = serial;
+      e.ja = serial;
       put(slot, e);
-      t.w.add(slot);
+      t.u.add(slot);
       moved.push(slot);
       undo.push(() => put(slot));
       event(0 /* Create */, e);
       return e;
     },
-    na(slot) {
+    ma(slot) {
       const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
       put(slot);
       moved.push(slot);
@@ -828,13 +793,13 @@ function table() {
       undo.push(() => put(slot, e));
       event(1 /* Destroy */, e);
     },
-    Z(e, owned) {
+    X(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    oa(e, level) {
+    na(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Fa(e, leaf, l, op, i, v) {
+    Ea(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
@@ -850,7 +815,7 @@ function table() {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    pa(e, leaf, m, k, v) {
+    oa(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -860,18 +825,18 @@ function table() {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    _(e, pick) {
+    Y(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.w.add(e.slot);
+      t.u.add(e.slot);
     },
-    qa() {
+    pa() {
       if (moved.length) {
-        const held = t.v;
+        const held = t.t;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -879,11 +844,11 @@ function table() {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.v = out2.concat(held.slice(i));
+        t.t = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    Ga() {
+    Fa() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -891,7 +856,7 @@ function table() {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.Y();
+      t.W();
     }
   };
   return t;
@@ -914,11 +879,11 @@ function withDefaults(l = {}) {
 }
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  la(_e, _l, slot, lo, hi, r) {
+  ka(_e, _l, slot, lo, hi, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi;
   },
-  ma(_e, _l, slot, v, r) {
+  la(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -935,7 +900,7 @@ function decoder(local, remote = local, limits = {}) {
   let nEntities = 0;
   let nValues = 0;
   let keyBytes;
-  const malformed = (what) => r.F("" + what);
+  const malformed = (what) => r.V("" + what);
   const u32 = (k, m = 2 ** 32) => {
     const v = r.c(k);
     return r.b || v > m ? malformed("value " + v) : v;
@@ -945,11 +910,11 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.L, l.index]));
-      inner.set(ls, m = { ra: new Int32Array(rs.leaves.length), B: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.K, l.index]));
+      inner.set(ls, m = { qa: new Int32Array(rs.leaves.length), A: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ra[l.index] = byPath.get(l.L) ?? -1;
-        if (j >= 0) m.B[j] = l.band;
+        const j = m.qa[l.index] = byPath.get(l.K) ?? -1;
+        if (j >= 0) m.A[j] = l.band;
       }
     }
     return m;
@@ -969,7 +934,7 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.v[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.t[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = r.a(6);
       for (let i = 0; i < n; i++) gens[i] = u32(k, 255);
@@ -977,8 +942,8 @@ function decoder(local, remote = local, limits = {}) {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.Ea(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.B : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.Ca(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.Da(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.A : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.Ba(slot)) || tag === 4 /* Fill */ && !tab.u.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) malformed("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -994,31 +959,31 @@ function decoder(local, remote = local, limits = {}) {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ja;
+      const leaf = base + f.ia;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.ra[leaf];
+      const to = map.qa[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
-      const s = { $: to, aa: -1, C: 4 /* Str */, f: 0, ba: t, sa: ll && ll.field.type, P: p, ca: 0, Q: 0, q: false };
+      const s = { Z: to, _: -1, B: 4 /* Str */, f: 0, $: t, ra: ll && ll.field.type, O: p, aa: 0, P: 0, p: false };
       if (isNumeric(kind)) {
-        s.C = 1 /* Raw */;
-        if (!(s.f = delta ? p.ya : p.u)) {
+        s.B = 1 /* Raw */;
+        if (!(s.f = delta ? p.xa : p.s)) {
           s.f = r.a(6);
-          s.C = 3 /* U */;
+          s.B = 3 /* U */;
           if (delta && p.D <= 32 && kind !== 14 /* Ref */) {
-            s.C = 2 /* Delta */;
-            s.ca = MASK[p.D];
-            s.Q = 32 - p.D;
-            s.q = p.q;
+            s.B = 2 /* Delta */;
+            s.aa = MASK[p.D];
+            s.P = 32 - p.D;
+            s.p = p.p;
           }
         }
-        if (ll) s.aa = ll.num;
+        if (ll) s._ = ll.num;
       } else {
-        if (isContainer(kind)) s.C = 5 /* Cont */;
-        if (ll) s.aa = ll.obj;
+        if (isContainer(kind)) s.B = 5 /* Cont */;
+        if (ll) s._ = ll.obj;
       }
       steps.push(s);
     }
@@ -1031,37 +996,37 @@ function decoder(local, remote = local, limits = {}) {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.aa;
+      const slot = s._;
       const j = slot << 1;
-      const how = s.C;
+      const how = s.B;
       let lo;
       let hi = 0;
       if (how === 2 /* Delta */) {
-        lo = u32(s.f, s.ca);
+        lo = u32(s.f, s.aa);
         if (slot < 0) continue;
         lo = a[j] + (lo >>> 1 ^ -(lo & 1));
-        if (s.q) {
-          lo = lo << s.Q >> s.Q;
+        if (s.p) {
+          lo = lo << s.P >> s.P;
           hi = lo < 0 ? 4294967295 : 0;
-        } else if (s.Q) lo &= s.ca;
+        } else if (s.P) lo &= s.aa;
         lo >>>= 0;
       } else if (how === 1 /* Raw */) {
-        lo = r.i(s.f);
+        lo = r.o(s.f);
         hi = r.b;
       } else if (how === 3 /* U */) {
-        readNum(s.P, s.f, delta, a[j], a[j + 1]);
-        lo = out.e;
+        readNum(s.O, s.f, delta, a[j], a[j + 1]);
+        lo = out.d;
         hi = out.b;
       } else {
-        const v = how === 4 /* Str */ ? readStr(s.ba) : !delta || r.r() ? readContainer(s.ba, s.sa, depth + 1) : containerOps(tab, e, s.ba, s.sa, s.$, slot);
-        if (slot >= 0 && v !== void 0) tab.ma(e, s.$, slot, v, rec2, k, bagLeaf);
+        const v = how === 4 /* Str */ ? readStr(s.$) : !delta || r.q() ? readContainer(s.$, s.ra, depth + 1) : containerOps(tab, e, s.$, s.ra, s.Z, slot);
+        if (slot >= 0 && v !== void 0) tab.la(e, s.Z, slot, v, rec2, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab.la(e, s.$, slot, lo, hi, rec2, k, bagLeaf);
+      if (slot >= 0) tab.ka(e, s.Z, slot, lo, hi, rec2, k, bagLeaf);
     }
   }
   function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.k(maxStringBytes) : r.string(maxStringBytes);
+    return t.kind === 13 /* Bytes */ ? r.j(maxStringBytes) : r.string(maxStringBytes);
   }
   function count(k, minBits) {
     const n = r.h(k, max, minBits, "length");
@@ -1071,19 +1036,19 @@ function decoder(local, remote = local, limits = {}) {
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.u) {
-        out.e = r.i(p.u);
+      if (p.s) {
+        out.d = r.o(p.s);
         out.b = r.b;
       } else readNum(p, k, false);
-      return toElem(p, out.e, out.b);
+      return toElem(p, out.d, out.b);
     }
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   }
   function readK(t, n) {
-    return n && isNumeric(t.kind) && !numPlan(t).u ? r.a(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).s ? r.a(6) : 0;
   }
   function readKey(key, k) {
-    return key === 12 /* String */ ? decodeUTF8(keyBytes = r.k(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
+    return key === 12 /* String */ ? decodeUTF8(keyBytes = r.j(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   function readContainer(t, lt, depth) {
     deeper(depth);
@@ -1149,7 +1114,7 @@ function decoder(local, remote = local, limits = {}) {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.Fa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Ea(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1162,12 +1127,12 @@ function decoder(local, remote = local, limits = {}) {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.pa(e, local2, c, key);
+          if (c) tab.oa(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.m.size);
-            tab.pa(e, local2, c, key, v);
+            tab.oa(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1175,7 +1140,7 @@ function decoder(local, remote = local, limits = {}) {
     }
   }
   return {
-    ta: lim,
+    sa: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       r.reset(seg);
@@ -1184,25 +1149,25 @@ function decoder(local, remote = local, limits = {}) {
         for (let tag; (tag = r.a(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.na(ids[i]);
+            for (let i = 0; i < nids; i++) tab.ma(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) malformed("section " + tag);
-          const rc = remote.class(r.j(4)) ?? fail("unknown", "class");
+          const rc = remote.class(r.i(4)) ?? fail("unknown", "class");
           for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
         }
-        r.o();
+        r.l();
       } catch (e) {
-        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
-        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", r.d) : e;
+        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.e;
+        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", r.e) : e;
       }
     },
-    Ha(rs, ls, data) {
+    Ga(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       r.reset(data);
       nValues = steps.length = 0;
       const rec2 = readRecord(rs, ls, 0);
-      r.o();
+      r.l();
       return rec2;
     }
   };
@@ -1224,37 +1189,37 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  x;
-  y = table();
+  v;
+  w = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  R = /* @__PURE__ */ new Map();
+  Q = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  S = false;
+  R = false;
   constructor(local, opts = {}) {
     this.local = local;
     this.remote = opts.remote ?? local;
-    this.x = decoder(local, this.remote, opts.limits);
+    this.v = decoder(local, this.remote, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.x.ta;
+    return this.v.sa;
   }
   /** Number of entities. */
   get size() {
-    return this.y.size;
+    return this.w.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.y.entity(id);
+    return this.w.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.y.entities();
+    return this.w.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1272,16 +1237,16 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    if (this.S) misuse("applyTick from a callback");
-    const tab = this.y.Y();
+    if (this.R) misuse("applyTick from a callback");
+    const tab = this.w.W();
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
     try {
       for (const id of changes.lost ?? []) {
         const e = tab.entity(id);
         if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab._(e, (l) => l.vis === 1 /* Owner */);
-        tab.Z(e, false);
+        tab.Y(e, (l) => l.vis === 1 /* Owner */);
+        tab.X(e, false);
       }
       const created = [];
       for (const id of changes.gained ?? []) {
@@ -1289,8 +1254,8 @@ var Replica = class {
         if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
         if (!e) created.push(id >>> 0);
         else {
-          tab._(e, (l) => l.vis === 2 /* Others */);
-          tab.Z(e, true);
+          tab.Y(e, (l) => l.vis === 2 /* Others */);
+          tab.X(e, true);
         }
       }
       const later = [];
@@ -1301,29 +1266,29 @@ var Replica = class {
         const e = tab.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          tab._(e, (l) => e.B[l.index] > lc.level);
-        } else if (lc.level > e.level) tab.w.add(e.slot);
-        if (e) tab.oa(e, lc.level);
+          tab.Y(e, (l) => e.A[l.index] > lc.level);
+        } else if (lc.level > e.level) tab.u.add(e.slot);
+        if (e) tab.na(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.x.apply(tab, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.v.apply(tab, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = tab.entity(id);
-        if (!e || !tab.w.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.Z(e, true);
+        if (!e || !tab.u.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+        tab.X(e, true);
       }
       for (const lc of later) {
         const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.oa(e, level(e, lc.level));
+        tab.na(e, level(e, lc.level));
       }
     } catch (e) {
-      tab.Ga();
+      tab.Fa();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    tab.qa();
+    tab.pa();
     this.ticksApplied++;
-    this.ua(tab.O);
+    this.ta(tab.N);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1331,14 +1296,14 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    if (this.S) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.x.ta);
-    const tab = this.y.Y();
-    for (const e of this.entities()) tab.na(e.slot);
-    tab.qa();
-    this.x = dec;
+    if (this.R) misuse("reset from a callback");
+    const dec = decoder(this.local, remote, this.v.sa);
+    const tab = this.w.W();
+    for (const e of this.entities()) tab.ma(e.slot);
+    tab.pa();
+    this.v = dec;
     this.remote = remote;
-    this.ua(tab.O);
+    this.ta(tab.N);
   }
   // ---- Callbacks ----
   /**
@@ -1352,16 +1317,16 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.y.Da(cls, l.index);
+      this.w.Ca(cls, l.index);
       i += l.index;
     }
-    let lists = this.R.get(cls);
-    if (!lists) this.R.set(cls, lists = []);
-    const cb = { Ia: this.ticksApplied + 1, da: false, Ja: fn };
+    let lists = this.Q.get(cls);
+    if (!lists) this.Q.set(cls, lists = []);
+    const cb = { Ha: this.ticksApplied + 1, ba: false, Ia: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.da) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.da = true;
+      if (!cb.ba) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.ba = true;
     };
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
@@ -1402,19 +1367,19 @@ var Replica = class {
   onBag(c, leaf, fn) {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
-  ua(events) {
-    if (!this.R.size) return;
-    this.S = true;
+  ta(events) {
+    if (!this.Q.size) return;
+    this.R = true;
     try {
-      for (const { f: k, Aa: e, Ba: a } of events) {
-        const list = this.R.get(e.type)?.[k];
+      for (const { f: k, za: e, Aa: a } of events) {
+        const list = this.Q.get(e.type)?.[k];
         if (!list?.length) continue;
         const ev = a[1];
         if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.Ia <= this.ticksApplied && !cb.da) cb.Ja(...a);
+        for (const cb of list) if (cb.Ha <= this.ticksApplied && !cb.ba) cb.Ia(...a);
       }
     } finally {
-      this.S = false;
+      this.R = false;
     }
   }
 };

@@ -22,25 +22,18 @@ const ctz = (x: number): number => 31 - Math.clz32(x & -x);
 const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
- * Decodes UTF-8 bytes to a string; invalid sequences become U+FFFD
- * (docs/protocol.md OQ 10). Short ASCII takes a fast path.
+ * Decodes UTF-8 bytes (b[start, end)) to a string; invalid sequences become
+ * U+FFFD (docs/protocol.md OQ 10). Short ASCII takes a fast path.
  */
-export function decodeUTF8(b: Uint8Array, start = 0, end = b.length): string {
-  let s = "";
-  for (let i = start; i < end && end - start <= 64; i++) {
-    if (b[i]! > 127) break;
-    s += String.fromCharCode(b[i]!);
-    if (i === end - 1) return s;
-  }
-  return start === end ? "" : utf8.decode(b.subarray(start, end));
+export function decodeUTF8(b: Uint8Array, start?: number, end?: number): string {
+  b = b.subarray(start, end);
+  return b.length < 65 && b.every((x) => x < 128) ? String.fromCharCode(...b) : utf8.decode(b);
 }
 
 const utf8enc = new TextEncoder();
 
 /** Encodes a string as UTF-8. */
 export const encodeUTF8 = (s: string): Uint8Array => utf8enc.encode(s);
-
-const STRBUF = new Uint8Array(64);
 
 /** Reads a bit stream. Every failure throws a {@link ReplicaDecodeError}. */
 export class BitReader {
@@ -53,9 +46,6 @@ export class BitReader {
   len = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   hi = 0;
-  // The last byte string read: its length, and its copy when it was not aligned.
-  private n = 0;
-  private copy: Uint8Array = STRBUF;
 
   constructor(b?: Uint8Array) {
     if (b) this.reset(b);
@@ -105,7 +95,7 @@ export class BitReader {
 
   /** Reads one bit as a boolean. */
   bool(): boolean {
-    return this.bits(1) === 1;
+    return !!this.bits(1);
   }
 
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
@@ -137,32 +127,17 @@ export class BitReader {
     return this.uSlow(k);
   }
 
+  // Codes the fast path does not take: more than 32 bits with the ones, or
+  // k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
   private uSlow(k: number): number {
-    if (k > 63 || k < 0) this.malformed("k " + k);
-    const maxOnes = 64 - k;
     let ones = 0;
-    while (ones < maxOnes) {
-      if (this.pos >= this.len) this.skip(1);
-      const w = this.peek32();
-      const t = w === 0xffffffff ? 32 : ctz(~w);
-      if (ones + t >= maxOnes) {
-        this.skip(maxOnes - ones);
-        ones = maxOnes;
-      } else if (t === 32) {
-        this.skip(32);
-        ones += 32;
-        continue;
-      } else {
-        this.skip(t + 1); // the ones and the 0 terminator
-        ones += t;
-      }
-      break;
-    }
-    if (ones === 0) return this.bitsWide(k);
-    const b = k + ones; // 1..64
-    let lo = this.bitsWide(b - 1);
-    if (b - 1 < 32) lo += 2 ** (b - 1);
-    else this.hi = (this.hi | (1 << (b - 33))) >>> 0;
+    while (ones < 64 - k && this.bits(1)) ones++;
+    // b value bits under an implicit leading 1 at bit b, or k bits.
+    const b = k + ones - 1;
+    const lo = this.bitsWide(ones ? b : k);
+    if (!ones) return lo;
+    if (b < 32) return lo + 2 ** b;
+    this.hi = (this.hi | (1 << (b - 32))) >>> 0;
     return lo;
   }
 
@@ -184,38 +159,28 @@ export class BitReader {
   count(k: number, max: number, minBits: number, what: string): number {
     const start = this.pos;
     const n = this.u(k);
-    if (this.hi !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.hi ? "≥ 2^32" : n} > ${max}`, start);
+    if (this.hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
     if (n * minBits > this.len - this.pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
 
-  /**
-   * Reads the length of a byte string of at most max bytes (§1.4), and
-   * returns its first byte's offset in buf when it is aligned, else −1
-   * after copying it into out when that is long enough, or a new array.
-   */
-  private str(max: number, out?: Uint8Array): number {
-    const n = (this.n = this.count(4, max, 8, "length"));
+  /** Reads a length-prefixed byte string of at most max bytes (§1.4): a view of the input when aligned, else a copy. */
+  private str(max: number): Uint8Array {
+    const n = this.count(4, max, 8, "length");
     const i = this.pos >>> 3;
-    if (!(this.pos & 7)) {
-      this.skip(n * 8);
-      return i;
-    }
-    const b = (this.copy = out && n <= out.length ? out : new Uint8Array(n));
-    for (let j = 0; j < n; j++) b[j] = this.bits(8);
-    return -1;
+    if (this.pos & 7) return Uint8Array.from({ length: n }, () => this.bits(8));
+    this.skip(n * 8);
+    return this.buf.subarray(i, i + n);
   }
 
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   bytes(max: number): Uint8Array {
-    const i = this.str(max);
-    return i < 0 ? this.copy : this.buf.slice(i, i + this.n);
+    return this.str(max).slice();
   }
 
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max: number): string {
-    const i = this.str(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.copy, 0, this.n) : decodeUTF8(this.buf, i, i + this.n);
+    return decodeUTF8(this.str(max));
   }
 
   /** Requires that only zero padding (fewer than 8 bits) is left. */
@@ -256,22 +221,17 @@ export class BitWriter {
   /** Writes the U(k) code of the value with halves lo, hi (§1.2); lo may be any integer below 2^53 when hi is 0. */
   u(lo: number, k: number, hi = 0): void {
     if (lo > 0xffffffff) {
-      hi = Math.floor(lo / 4294967296);
-      lo %= 4294967296;
+      hi = Math.floor(lo / 2 ** 32);
+      lo %= 2 ** 32;
     }
-    lo >>>= 0;
     hi >>>= 0;
     const b = hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
-    if (b <= k) {
-      this.bits(0, 1);
-      return this.bitsWide(lo, hi, k);
-    }
-    this.bits(-1, b - k); // b − k ones
-    if (b < 64) this.bits(0, 1);
-    // The low b − 1 bits, the top one implied.
-    if (b > 32) hi -= 2 ** (b - 33);
-    else lo -= 2 ** (b - 1);
-    this.bitsWide(lo, hi, b - 1);
+    // b − k ones and a 0 (none after 64 − k ones), then the low b − 1 bits
+    // (the top one implied); or a 0 and k bits.
+    const ones = b > k ? b - k : 0;
+    this.bits(-1, ones);
+    if (ones < 64 - k) this.bits(0, 1);
+    this.bitsWide(lo, hi, ones ? b - 1 : k);
   }
 
   /** Writes the U(k) code of a BigInt in 0..2^64−1. */
