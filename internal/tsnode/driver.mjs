@@ -163,6 +163,11 @@ var BitReader = class {
     if (rem >= 8 || this.a(rem) !== 0) this.V("trailing data");
   }
 };
+function compareBytes(a, b) {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
 var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
 
 // ts/src/schema.ts
@@ -525,14 +530,8 @@ var Rec = class {
     this.type = type;
     this.num = new Uint32Array(type.r * 2);
     this.obj = type.G.map(zeroObj);
+    this.ja = 0;
   }
-  type;
-  /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
-  num;
-  /** String (string), Uint8Array (bytes) and container slots. */
-  obj;
-  /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  ja = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -561,31 +560,13 @@ function clone(v) {
   return v;
 }
 var all = (x, y) => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
-function equal(a, b) {
-  if (a === b) return true;
-  if (a instanceof Uint8Array && b instanceof Uint8Array) return all(a, b);
-  if (a instanceof Rec && b instanceof Rec) return a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj);
-  if (a instanceof ListC && b instanceof ListC) return all(a.items, b.items);
-  return a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k)));
-}
-function compareKeys(a, b) {
-  if (typeof a === "string" && a !== b) {
-    for (let i = 0; ; i++) {
-      const x = a.codePointAt(i) ?? -1;
-      const y = b.codePointAt(i) ?? -1;
-      if (x !== y) return x - y;
-      if (x > 65535) i++;
-    }
-  }
-  return a < b ? -1 : a > b ? 1 : 0;
-}
+var equal = (a, b) => a === b || (a instanceof Uint8Array && b instanceof Uint8Array ? all(a, b) : a instanceof Rec && b instanceof Rec ? a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj) : a instanceof ListC && b instanceof ListC ? all(a.items, b.items) : a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k))));
+var compareKeys = (a, b) => typeof a === "string" ? compareBytes(encodeUTF8(a), encodeUTF8(b)) : a < b ? -1 : +(a > b);
 var ListC = class {
   constructor(type, items) {
     this.type = type;
     this.items = items;
   }
-  type;
-  items;
   get length() {
     return this.items.length;
   }
@@ -599,8 +580,6 @@ var MapC = class {
     this.type = type;
     this.m = m;
   }
-  type;
-  m;
   get size() {
     return this.m.size;
   }
@@ -629,19 +608,10 @@ var Entity = class extends Rec {
     this.id = id;
     this.classId = classId;
     this.A = bands;
-    this.nbands = nbands;
-    this.level = nbands;
+    this.level = this.nbands = nbands;
+    this.owned = false;
+    this.alive = true;
   }
-  id;
-  classId;
-  bands;
-  nbands;
-  /** Whether this client owns the entity (§10.2). */
-  owned = false;
-  /** Level of detail (§5.8), 0..nbands of the class. */
-  level;
-  /** False once a tick destroyed it. */
-  alive = true;
   get slot() {
     return this.id & 16777215;
   }
@@ -690,11 +660,10 @@ function table() {
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
     const ty = e.type.leaves[leaf].field.type;
-    const ev = { kind: ITEM_KINDS[kind] };
-    if (ty.kind === 16 /* List */) ev.index = key;
-    else ev.key = key;
-    if (ty.kind === 18 /* Bag */) ev.itemLeaf = itemLeaf;
-    const conv = (v) => ty.kind === 18 /* Bag */ ? v : elemValue(ty.elem, v);
+    const bag = ty.kind === 18 /* Bag */;
+    const ev = { kind: ITEM_KINDS[kind], [ty.kind === 16 /* List */ ? "index" : "key"]: key };
+    if (bag) ev.itemLeaf = itemLeaf;
+    const conv = (v) => bag ? v : elemValue(ty.elem, v);
     if (o !== void 0) ev.old = conv(o);
     if (n !== void 0) ev.new = conv(n);
     event(4 /* Field */ + leaf, e, ev);
@@ -775,7 +744,7 @@ function table() {
     },
     Da(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
-      if (atSlot(slot)) fail("exists", "slot " + slot);
+      if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
       e.ja = serial;
       put(slot, e);
@@ -786,7 +755,7 @@ function table() {
       return e;
     },
     ma(slot) {
-      const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
+      const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put(slot);
       moved.push(slot);
       assign(e, "alive", false);
@@ -806,7 +775,7 @@ function table() {
         for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
         return;
       }
-      if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
+      if (i > a.length - +!!op) fail("index", i + " of " + a.length);
       const old = op ? a[i] : void 0;
       if (op > 1) assign(a, i, v);
       else {
@@ -819,7 +788,7 @@ function table() {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
-        if (!had) fail("no-key", "delete of " + k);
+        if (!had) fail("no-key", "" + k);
         m.m.delete(k);
       } else m.m.set(k, v);
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
@@ -1173,11 +1142,6 @@ function decoder(local, remote = local, limits = {}) {
   };
 }
 var keyTypes = [];
-function compareBytes(a, b) {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
-  return a.length - b.length;
-}
 
 // ts/src/replica.ts
 var hex = (id) => "0x" + (id >>> 0).toString(16);

@@ -282,5 +282,12 @@ export function cat(a: ArrayLike<number>, b: Uint8Array): Uint8Array {
   return out;
 }
 
+/** Compares byte strings bytewise (a shorter prefix first). */
+export function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
 /** The unsigned 64-bit integer of halves lo, hi. */
 export const big = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);

@@ -9,7 +9,7 @@
  * all go through it.
  */
 
-import { BitReader, MASK, decodeUTF8 } from "./bits.js";
+import { BitReader, MASK, compareBytes, decodeUTF8 } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { checkCompatible, isContainer, isNumeric, NO_QUANT, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
@@ -491,9 +491,3 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
 
 /** The types of map and bag keys, by kind. */
 const keyTypes: Type[] = [];
-
-function compareBytes(a: Uint8Array, b: Uint8Array): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
-  return a.length - b.length;
-}
