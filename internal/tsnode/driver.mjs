@@ -32,11 +32,11 @@ var encodeUTF8 = (s) => utf8enc.encode(s);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   g = new Uint8Array(8);
-  C = new Uint8Array(64);
+  B = new Uint8Array(64);
   /** Next bit to read. */
   e = 0;
   /** Number of bits of input. */
-  y = 0;
+  w = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   constructor(b) {
@@ -44,19 +44,19 @@ var BitReader = class {
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.C.length < b.length + 8) this.C = new Uint8Array(Math.max(b.length + 8, this.C.length * 2));
-    const s = this.g = this.C;
+    if (this.B.length < b.length + 8) this.B = new Uint8Array(Math.max(b.length + 8, this.B.length * 2));
+    const s = this.g = this.B;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.e = this.b = 0;
-    this.y = b.length * 8;
+    this.w = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
-  V(msg) {
+  R(msg) {
     throw new ReplicaDecodeError("malformed", msg, this.e);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  fa() {
+  ba() {
     const b = this.g;
     const p = this.e;
     const i = p >>> 3;
@@ -66,17 +66,17 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  E(n) {
-    if ((this.e += n) > this.y) {
-      this.e = this.y;
+  C(n) {
+    if ((this.e += n) > this.w) {
+      this.e = this.w;
       throw new ReplicaDecodeError("truncated", "ends early", this.e);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.fa();
-    this.E(n);
+    const w = this.ba();
+    this.C(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
@@ -91,10 +91,10 @@ var BitReader = class {
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.fa();
+    const w = this.ba();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.E(k + 1);
+        this.C(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -102,16 +102,16 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.E(ones + b);
+        this.C(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.wa(k);
+    return this.sa(k);
   }
   // Codes the fast path does not take: more than 32 bits with the ones, or
   // k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
-  wa(k) {
+  sa(k) {
     let ones = 0;
     while (ones < 64 - k && this.a(1)) ones++;
     const b = k + ones - 1;
@@ -124,10 +124,10 @@ var BitReader = class {
   /** Reads a U(k) value that must fit 32 bits. */
   i(k = 0) {
     const v = this.c(k);
-    return this.b ? this.V("over 32 bits") : v;
+    return this.b ? this.R("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
-  F(k) {
+  E(k) {
     return big(this.c(k), this.b);
   }
   /**
@@ -138,29 +138,29 @@ var BitReader = class {
     const start = this.e;
     const n = this.c(k);
     if (this.b || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
-    if (n * minBits > this.y - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.w - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4): a view of the input when aligned, else a copy. */
-  ga(max) {
+  ca(max) {
     const n = this.h(4, max, 8, "length");
     const i = this.e >>> 3;
     if (this.e & 7) return Uint8Array.from({ length: n }, () => this.a(8));
-    this.E(n * 8);
+    this.C(n * 8);
     return this.g.subarray(i, i + n);
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   j(max) {
-    return this.ga(max).slice();
+    return this.ca(max).slice();
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    return decodeUTF8(this.ga(max));
+    return decodeUTF8(this.ca(max));
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   l() {
-    const rem = this.y - this.e;
-    if (rem >= 8 || this.a(rem) !== 0) this.V("trailing data");
+    const rem = this.w - this.e;
+    if (rem >= 8 || this.a(rem) !== 0) this.R("trailing data");
   }
 };
 function compareBytes(a, b) {
@@ -194,22 +194,22 @@ var StructType = class {
   /** @internal Numeric slots of a record of the struct. */
   r = 0;
   /** @internal Object slots of a record of the struct. */
-  z = 0;
+  x = 0;
   /** @internal The types of the object slots, in order. */
-  G = [];
+  F = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  H;
+  G;
   /** @internal Fields by ID. */
-  ha = /* @__PURE__ */ new Map();
+  da = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  I = 0;
+  H = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  J = 0;
+  I = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.ha.get(id);
+    return this.da.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -222,26 +222,26 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.I === 1) bad(s.name + " contains itself");
-  if (s.I) return;
-  s.I = 1;
+  if (s.H === 1) bad(s.name + " contains itself");
+  if (s.H) return;
+  s.H = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ha.set(f.id, f);
+    s.da.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ia = s.leaves.length;
-    let sub = [{ index: 0, field: f, K: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
+    f.ea = s.leaves.length;
+    let sub = [{ index: 0, field: f, J: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
       sub = st.leaves;
-      s.J += st.J;
-    } else s.J++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.J : 1) > 1 << 20) bad("too many fields");
+      s.I += st.I;
+    } else s.I++;
+    if ((budget += t.kind === 15 /* Nested */ ? st.I : 1) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
     for (const l of sub) {
@@ -249,28 +249,28 @@ function layout(s, pending) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        K: nested ? f.id + "," + l.K : "" + f.id,
+        J: nested ? f.id + "," + l.J : "" + f.id,
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
         num: nested ? l.num < 0 ? -1 : l.num + s.r : numeric ? s.r : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.z : numeric ? -1 : s.z
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.x : numeric ? -1 : s.x
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === 15 /* Nested */) s.G.push(...st.G);
-    else if (!numeric) s.G.push(t);
+    if (t.kind === 15 /* Nested */) s.F.push(...st.F);
+    else if (!numeric) s.F.push(t);
     if (t.kind === 15 /* Nested */) {
       s.r += st.r;
-      s.z += st.z;
+      s.x += st.x;
     } else if (numeric) s.r++;
-    else s.z++;
+    else s.x++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.I = 2;
+  s.H = 2;
 }
 var Schema = class {
   classes;
@@ -343,14 +343,14 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
     const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, s: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, xa: +(k === 1 /* Bool */), D: W, L: W, M: signed, p: signed, ya: W === 64, quant: q });
+    plans.set(t, p = { kind: k, s: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, ta: +(k === 1 /* Bool */), D: W, K: W, L: signed, p: signed, ua: W === 64, quant: q });
   }
   return p;
 }
 var out = { d: 0, b: 0 };
 function decodeFull(p, lo, hi) {
-  if (p.L < 64 && (hi !== 0 || lo > MASK[p.L])) return false;
-  if (p.M) unzigzag64(lo, hi);
+  if (p.K < 64 && (hi !== 0 || lo > MASK[p.K])) return false;
+  if (p.L) unzigzag64(lo, hi);
   else {
     out.d = lo;
     out.b = hi;
@@ -384,7 +384,7 @@ function decodeDelta(p, olo, ohi, lo, hi) {
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.ya) return p.p ? lo | 0 : lo;
+  if (!p.ua) return p.p ? lo | 0 : lo;
   const v = big(lo, hi);
   return p.p ? BigInt.asIntN(64, v) : v;
 }
@@ -472,17 +472,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.H] = name();
+    [st.name, st.G] = name();
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, H: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.q(), band: r.i(0), ia: 0 };
+      const f = { id: prev, name: nm, G: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.q(), band: r.i(0), ea: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, H: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, G: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -529,8 +529,8 @@ var Rec = class {
   constructor(type) {
     this.type = type;
     this.num = new Uint32Array(type.r * 2);
-    this.obj = type.G.map(zeroObj);
-    this.ja = 0;
+    this.obj = type.F.map(zeroObj);
+    this.fa = 0;
   }
   /** A deep copy. */
   clone() {
@@ -607,7 +607,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.A = bands;
+    this.y = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -625,7 +625,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.A[l.index] ?? 0) <= this.level;
+    return !!l && (this.y[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -655,7 +655,7 @@ function table() {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.N.push({ f: k, za: e, Aa: [e, ...a] });
+  const event = (k, e, ...a) => void t.M.push({ f: k, va: e, wa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -674,7 +674,7 @@ function table() {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.ja !== serial) {
+    if (r.fa !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -720,33 +720,33 @@ function table() {
     size: 0,
     t: [],
     u: /* @__PURE__ */ new Set(),
-    N: [],
-    Ba: atSlot,
-    ka: setNum,
-    la: setObj,
+    M: [],
+    xa: atSlot,
+    ga: setNum,
+    ha: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
     entities: () => t.t.map((s) => atSlot(s)),
-    Ca(c, leaf) {
+    ya(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    W() {
+    ia() {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.u.clear();
-      t.N = [];
+      t.M = [];
       return t;
     },
-    Da(cls, id, classId, bands, nbands) {
+    za(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.ja = serial;
+      e.fa = serial;
       put(slot, e);
       t.u.add(slot);
       moved.push(slot);
@@ -754,7 +754,7 @@ function table() {
       event(0 /* Create */, e);
       return e;
     },
-    ma(slot) {
+    ja(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put(slot);
       moved.push(slot);
@@ -762,13 +762,13 @@ function table() {
       undo.push(() => put(slot, e));
       event(1 /* Destroy */, e);
     },
-    X(e, owned) {
+    S(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    na(e, level) {
+    ka(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Ea(e, leaf, l, op, i, v) {
+    Aa(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
@@ -784,7 +784,7 @@ function table() {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    oa(e, leaf, m, k, v) {
+    la(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -794,7 +794,7 @@ function table() {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    Y(e, pick) {
+    T(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
@@ -803,7 +803,7 @@ function table() {
       }
       t.u.add(e.slot);
     },
-    pa() {
+    ma() {
       if (moved.length) {
         const held = t.t;
         const out2 = [];
@@ -817,7 +817,7 @@ function table() {
       }
       nSaved = undo.length = 0;
     },
-    Fa() {
+    Ba() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -825,7 +825,7 @@ function table() {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.W();
+      t.ia();
     }
   };
   return t;
@@ -848,11 +848,11 @@ function withDefaults(l = {}) {
 }
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  ka(_e, _l, slot, lo, hi, r) {
+  ga(_e, _l, slot, lo, hi, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi;
   },
-  la(_e, _l, slot, v, r) {
+  ha(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -869,7 +869,7 @@ function decoder(local, remote = local, limits = {}) {
   let nEntities = 0;
   let nValues = 0;
   let keyBytes;
-  const malformed = (what) => r.V("" + what);
+  const malformed = (what) => r.R("" + what);
   const u32 = (k, m = 2 ** 32) => {
     const v = r.c(k);
     return r.b || v > m ? malformed("value " + v) : v;
@@ -879,11 +879,11 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.K, l.index]));
-      inner.set(ls, m = { qa: new Int32Array(rs.leaves.length), A: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.J, l.index]));
+      inner.set(ls, m = { na: new Int32Array(rs.leaves.length), y: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.qa[l.index] = byPath.get(l.K) ?? -1;
-        if (j >= 0) m.A[j] = l.band;
+        const j = m.na[l.index] = byPath.get(l.J) ?? -1;
+        if (j >= 0) m.y[j] = l.band;
       }
     }
     return m;
@@ -911,8 +911,8 @@ function decoder(local, remote = local, limits = {}) {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.Da(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.A : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.Ba(slot)) || tag === 4 /* Fill */ && !tab.u.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.y : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.xa(slot)) || tag === 4 /* Fill */ && !tab.u.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) malformed("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -928,31 +928,31 @@ function decoder(local, remote = local, limits = {}) {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ia;
+      const leaf = base + f.ea;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.qa[leaf];
+      const to = map.na[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
-      const s = { Z: to, _: -1, B: 4 /* Str */, f: 0, $: t, ra: ll && ll.field.type, O: p, aa: 0, P: 0, p: false };
+      const s = { V: to, W: -1, z: 4 /* Str */, f: 0, X: t, oa: ll && ll.field.type, N: p, Y: 0, O: 0, p: false };
       if (isNumeric(kind)) {
-        s.B = 1 /* Raw */;
-        if (!(s.f = delta ? p.xa : p.s)) {
+        s.z = 1 /* Raw */;
+        if (!(s.f = delta ? p.ta : p.s)) {
           s.f = r.a(6);
-          s.B = 3 /* U */;
+          s.z = 3 /* U */;
           if (delta && p.D <= 32 && kind !== 14 /* Ref */) {
-            s.B = 2 /* Delta */;
-            s.aa = MASK[p.D];
-            s.P = 32 - p.D;
+            s.z = 2 /* Delta */;
+            s.Y = MASK[p.D];
+            s.O = 32 - p.D;
             s.p = p.p;
           }
         }
-        if (ll) s._ = ll.num;
+        if (ll) s.W = ll.num;
       } else {
-        if (isContainer(kind)) s.B = 5 /* Cont */;
-        if (ll) s._ = ll.obj;
+        if (isContainer(kind)) s.z = 5 /* Cont */;
+        if (ll) s.W = ll.obj;
       }
       steps.push(s);
     }
@@ -965,33 +965,33 @@ function decoder(local, remote = local, limits = {}) {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s._;
+      const slot = s.W;
       const j = slot << 1;
-      const how = s.B;
+      const how = s.z;
       let lo;
       let hi = 0;
       if (how === 2 /* Delta */) {
-        lo = u32(s.f, s.aa);
+        lo = u32(s.f, s.Y);
         if (slot < 0) continue;
         lo = a[j] + (lo >>> 1 ^ -(lo & 1));
         if (s.p) {
-          lo = lo << s.P >> s.P;
+          lo = lo << s.O >> s.O;
           hi = lo < 0 ? 4294967295 : 0;
-        } else if (s.P) lo &= s.aa;
+        } else if (s.O) lo &= s.Y;
         lo >>>= 0;
       } else if (how === 1 /* Raw */) {
         lo = r.o(s.f);
         hi = r.b;
       } else if (how === 3 /* U */) {
-        readNum(s.O, s.f, delta, a[j], a[j + 1]);
+        readNum(s.N, s.f, delta, a[j], a[j + 1]);
         lo = out.d;
         hi = out.b;
       } else {
-        const v = how === 4 /* Str */ ? readStr(s.$) : !delta || r.q() ? readContainer(s.$, s.ra, depth + 1) : containerOps(tab, e, s.$, s.ra, s.Z, slot);
-        if (slot >= 0 && v !== void 0) tab.la(e, s.Z, slot, v, rec2, k, bagLeaf);
+        const v = how === 4 /* Str */ ? readStr(s.X) : !delta || r.q() ? readContainer(s.X, s.oa, depth + 1) : containerOps(tab, e, s.X, s.oa, s.V, slot);
+        if (slot >= 0 && v !== void 0) tab.ha(e, s.V, slot, v, rec2, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab.ka(e, s.Z, slot, lo, hi, rec2, k, bagLeaf);
+      if (slot >= 0) tab.ga(e, s.V, slot, lo, hi, rec2, k, bagLeaf);
     }
   }
   function readStr(t) {
@@ -1083,7 +1083,7 @@ function decoder(local, remote = local, limits = {}) {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.Ea(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Aa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1096,12 +1096,12 @@ function decoder(local, remote = local, limits = {}) {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.oa(e, local2, c, key);
+          if (c) tab.la(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.m.size);
-            tab.oa(e, local2, c, key, v);
+            tab.la(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1109,7 +1109,7 @@ function decoder(local, remote = local, limits = {}) {
     }
   }
   return {
-    sa: lim,
+    pa: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       r.reset(seg);
@@ -1118,7 +1118,7 @@ function decoder(local, remote = local, limits = {}) {
         for (let tag; (tag = r.a(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.ma(ids[i]);
+            for (let i = 0; i < nids; i++) tab.ja(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) malformed("section " + tag);
@@ -1131,7 +1131,7 @@ function decoder(local, remote = local, limits = {}) {
         throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", r.e) : e;
       }
     },
-    Ga(rs, ls, data) {
+    Ca(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       r.reset(data);
       nValues = steps.length = 0;
@@ -1149,41 +1149,135 @@ var misuse = (msg) => {
   throw new Error("replica: " + msg);
 };
 var Replica = class {
-  local;
-  /** The sender's schema. */
-  remote;
-  /** @internal The decoder (also of RPC arguments). */
-  v;
-  w = table();
-  /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  Q = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  R = false;
+  // The replica's own state is locals of the constructor, which its
+  // methods close over.
   constructor(local, opts = {}) {
+    const rep2 = this;
+    const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    this.remote = opts.remote ?? local;
-    this.v = decoder(local, this.remote, opts.limits);
+    rep2.A = decoder(local, remote, opts.limits);
+    const tab = rep2.Da = table();
+    const cbs = /* @__PURE__ */ new Map();
+    let dispatching = false;
+    const begin = (what) => dispatching ? misuse(what + " from a callback") : tab.ia();
+    const dispatch = (events) => {
+      if (!cbs.size) return;
+      dispatching = true;
+      try {
+        for (const { f: k, va: e, wa: a } of events) {
+          const list = cbs.get(e.type)?.[k];
+          const ev = a[1];
+          if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
+          for (const cb of list ?? []) if (cb.Ea <= rep2.ticksApplied && !cb.Z) cb.Fa(...a);
+        }
+      } finally {
+        dispatching = false;
+      }
+    };
+    const add = (c, i, fn, leaf, want = 0) => {
+      const cls = local.find(c) ?? rep2.remote.find(c) ?? misuse("no class " + (c.name ?? c));
+      if (leaf !== void 0) {
+        const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
+        const k = l.field.type.kind;
+        if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
+        tab.ya(cls, l.index);
+        i += l.index;
+      }
+      let lists = cbs.get(cls);
+      if (!lists) cbs.set(cls, lists = []);
+      const cb = { Ea: rep2.ticksApplied + 1, Z: false, Fa: fn };
+      lists[i] = [...lists[i] ?? [], cb];
+      return () => {
+        if (!cb.Z) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.Z = true;
+      };
+    };
+    rep2.entity = tab.entity;
+    rep2.entities = tab.entities;
+    rep2.onCreate = (c, fn) => add(c, 0 /* Create */, fn);
+    rep2.onDestroy = (c, fn) => add(c, 1 /* Destroy */, fn);
+    rep2.onOwnership = (c, fn) => add(c, 2 /* Owned */, fn);
+    rep2.onLevel = (c, fn) => add(c, 3 /* Level */, fn);
+    rep2.onField = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf);
+    rep2.onList = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 16 /* List */);
+    rep2.onMap = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
+    rep2.onBag = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
+    rep2.applyTick = (segments, changes = {}) => {
+      const t = begin("applyTick");
+      let seg = -1;
+      const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
+      try {
+        for (const id of changes.lost ?? []) {
+          const e = t.entity(id);
+          if (!e?.owned) fail("ownership", "lost " + hex(id));
+          t.T(e, (l) => l.vis === 1 /* Owner */);
+          t.S(e, false);
+        }
+        const created = [];
+        for (const id of changes.gained ?? []) {
+          const e = t.entity(id);
+          if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
+          if (!e) created.push(id >>> 0);
+          else {
+            t.T(e, (l) => l.vis === 2 /* Others */);
+            t.S(e, true);
+          }
+        }
+        const later = [];
+        const seen = /* @__PURE__ */ new Set();
+        for (const lc of changes.levels ?? []) {
+          const id = lc.id >>> 0;
+          if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
+          const e = t.entity(id);
+          if (!e) later.push(lc);
+          else if (level(e, lc.level) < e.level) {
+            t.T(e, (l) => e.y[l.index] > lc.level);
+          } else if (lc.level > e.level) t.u.add(e.slot);
+          if (e) t.ka(e, lc.level);
+        }
+        for (seg = 0; seg < segments.length; seg++) rep2.A.apply(t, segments[seg]);
+        seg = -1;
+        for (const id of created) {
+          const e = t.entity(id);
+          if (!e || !t.u.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+          t.S(e, true);
+        }
+        for (const lc of later) {
+          const e = t.entity(lc.id) ?? fail("level", hex(lc.id) + " not received");
+          t.ka(e, level(e, lc.level));
+        }
+      } catch (e) {
+        t.Ba();
+        if (e instanceof ReplicaDecodeError) e.segment = seg;
+        throw e;
+      }
+      t.ma();
+      rep2.ticksApplied++;
+      dispatch(t.M);
+    };
+    rep2.reset = (remote2 = rep2.remote) => {
+      const t = begin("reset");
+      const dec = decoder(local, remote2, rep2.A.pa);
+      for (const e of t.entities()) t.ja(e.slot);
+      t.ma();
+      rep2.A = dec;
+      rep2.remote = remote2;
+      dispatch(t.M);
+    };
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.v.sa;
+    return this.A.pa;
   }
   /** Number of entities. */
   get size() {
-    return this.w.size;
-  }
-  /** The entity with network ID id, or undefined. */
-  entity(id) {
-    return this.w.entity(id);
-  }
-  /** Every entity, in ascending slot order. */
-  entities() {
-    return this.w.entities();
+    return this.Da.size;
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1192,159 +1286,6 @@ var Replica = class {
   /** Applies one tick without ownership or level changes. */
   apply(...segments) {
     this.applyTick(segments);
-  }
-  /**
-   * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
-   * changes, then its segments in order, in one transaction. Either all of
-   * it applies and the callbacks run, or none of it: a ReplicaDecodeError
-   * is thrown (its `segment` is the index of the bad segment, −1 for the
-   * TICK's lists) and the replica is exactly as it was.
-   */
-  applyTick(segments, changes = {}) {
-    if (this.R) misuse("applyTick from a callback");
-    const tab = this.w.W();
-    let seg = -1;
-    const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
-    try {
-      for (const id of changes.lost ?? []) {
-        const e = tab.entity(id);
-        if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.Y(e, (l) => l.vis === 1 /* Owner */);
-        tab.X(e, false);
-      }
-      const created = [];
-      for (const id of changes.gained ?? []) {
-        const e = tab.entity(id);
-        if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
-        if (!e) created.push(id >>> 0);
-        else {
-          tab.Y(e, (l) => l.vis === 2 /* Others */);
-          tab.X(e, true);
-        }
-      }
-      const later = [];
-      const seen = /* @__PURE__ */ new Set();
-      for (const lc of changes.levels ?? []) {
-        const id = lc.id >>> 0;
-        if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
-        const e = tab.entity(id);
-        if (!e) later.push(lc);
-        else if (level(e, lc.level) < e.level) {
-          tab.Y(e, (l) => e.A[l.index] > lc.level);
-        } else if (lc.level > e.level) tab.u.add(e.slot);
-        if (e) tab.na(e, lc.level);
-      }
-      for (seg = 0; seg < segments.length; seg++) this.v.apply(tab, segments[seg]);
-      seg = -1;
-      for (const id of created) {
-        const e = tab.entity(id);
-        if (!e || !tab.u.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.X(e, true);
-      }
-      for (const lc of later) {
-        const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.na(e, level(e, lc.level));
-      }
-    } catch (e) {
-      tab.Fa();
-      if (e instanceof ReplicaDecodeError) e.segment = seg;
-      throw e;
-    }
-    tab.pa();
-    this.ticksApplied++;
-    this.ta(tab.N);
-  }
-  /**
-   * Empties the replica for a new session whose sender speaks remote
-   * (default: the current remote schema): every entity is destroyed, with
-   * onDestroy callbacks. Callbacks stay registered.
-   */
-  reset(remote = this.remote) {
-    if (this.R) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.v.sa);
-    const tab = this.w.W();
-    for (const e of this.entities()) tab.ma(e.slot);
-    tab.pa();
-    this.v = dec;
-    this.remote = remote;
-    this.ta(tab.N);
-  }
-  // ---- Callbacks ----
-  /**
-   * Adds fn to the callbacks of class c at list i, or of its leaf (a dotted
-   * path or a leaf index) when leaf is given, which must be a container of
-   * kind want, or not a container when want is 0.
-   */
-  add(c, i, fn, leaf, want = 0) {
-    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
-    if (leaf !== void 0) {
-      const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
-      const k = l.field.type.kind;
-      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.w.Ca(cls, l.index);
-      i += l.index;
-    }
-    let lists = this.Q.get(cls);
-    if (!lists) this.Q.set(cls, lists = []);
-    const cb = { Ha: this.ticksApplied + 1, ba: false, Ia: fn };
-    lists[i] = [...lists[i] ?? [], cb];
-    return () => {
-      if (!cb.ba) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.ba = true;
-    };
-  }
-  /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
-  onCreate(c, fn) {
-    return this.add(c, 0 /* Create */, fn);
-  }
-  /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
-  onDestroy(c, fn) {
-    return this.add(c, 1 /* Destroy */, fn);
-  }
-  /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
-  onOwnership(c, fn) {
-    return this.add(c, 2 /* Owned */, fn);
-  }
-  /**
-   * Runs fn when the level of detail an entity of class c is held at
-   * changes (§5.8), as the Go client's OnLevel. old and now are levels as
-   * Entity.level holds them: 0..nbands, nbands meaning every band. fn sees
-   * the entity with the whole tick applied: the fields of the bands it left
-   * are zero, those of the bands it entered filled in.
-   */
-  onLevel(c, fn) {
-    return this.add(c, 3 /* Level */, fn);
-  }
-  /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
-  onField(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf);
-  }
-  /** Runs fn for each change to a list leaf. */
-  onList(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 16 /* List */);
-  }
-  /** Runs fn for each change to a map leaf. */
-  onMap(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
-  }
-  /** Runs fn for each change to a bag leaf, item field changes included. */
-  onBag(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
-  }
-  ta(events) {
-    if (!this.Q.size) return;
-    this.R = true;
-    try {
-      for (const { f: k, za: e, Aa: a } of events) {
-        const list = this.Q.get(e.type)?.[k];
-        if (!list?.length) continue;
-        const ev = a[1];
-        if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.Ha <= this.ticksApplied && !cb.ba) cb.Ia(...a);
-      }
-    } finally {
-      this.R = false;
-    }
   }
 };
 
