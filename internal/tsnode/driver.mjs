@@ -160,7 +160,7 @@ var BitReader = class {
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   l() {
     const rem = this.w - this.e;
-    if (rem >= 8 || this.a(rem) !== 0) this.R("trailing data");
+    if (rem >= 8 || this.a(rem) !== 0) this.R("trailing");
   }
 };
 function compareBytes(a, b) {
@@ -257,7 +257,7 @@ function layout(s, pending) {
         obj: nested ? l.obj < 0 ? -1 : l.obj + s.x : numeric ? -1 : s.x
       });
     }
-    if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
+    if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
     if (t.kind === 15 /* Nested */) s.F.push(...st.F);
     else if (!numeric) s.F.push(t);
     if (t.kind === 15 /* Nested */) {
@@ -457,7 +457,7 @@ function read(r) {
           q.nbits = r.a(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
-          bad2(`quantization ${q.step} ${q.min} ${q.nbits}`);
+          bad2("quantization");
         }
       }
     } else if (kind === 15 /* Nested */) t.struct = index();
@@ -520,7 +520,7 @@ function read(r) {
   let i = 0;
   let ok = classes.every((c, j) => !j || c.classId > classes[j - 1].classId);
   for (const st of order) ok &&= st === structs[i++];
-  if (!ok || i < n) bad2("not in canonical form");
+  if (!ok || i < n) bad2("not canonical");
   return new Schema(classes);
 }
 

@@ -186,7 +186,7 @@ export class BitReader {
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   finish(): void {
     const rem = this.len - this.pos;
-    if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing data");
+    if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing");
   }
 }
 

@@ -371,9 +371,9 @@ export class Connection {
   }
 }
 
-const misuse = (msg: string): never => {
+function misuse(msg: string): never {
   throw new Error("connection: " + msg);
-};
+}
 
 /**
  * Opens a channel with the transport opts ask for: WebTransport first in
@@ -389,7 +389,7 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
   let err: Error | undefined;
   if (mode === "webtransport" || (mode === "auto" && WT && url)) {
     try {
-      if (!WT || !url) throw new Error("connection: no WebTransport or webTransportUrl");
+      if (!WT || !url) misuse("no WebTransport");
       const h = opts.certificateHashes;
       return await openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
     } catch (e) {
@@ -397,7 +397,7 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
       err = e as Error;
     }
   }
-  if (!WS || !opts.url) throw err ?? new Error("connection: no WebSocket or url");
+  if (!WS || !opts.url) throw err ?? misuse("no WebSocket");
   return openWebSocket(opts.url, WS);
 }
 
@@ -407,7 +407,7 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
  */
 function handshake(opts: ConnectOptions, token: Uint8Array, limits = opts.limits, resume?: ResumeRequest): Promise<Session> {
   const descriptor = opts.schema.descriptor;
-  if (!descriptor) throw new Error("connection: the schema was not decoded from a descriptor");
+  if (!descriptor) misuse("schema not decoded from a descriptor");
   const hello = encodeHello({ descriptor, token, limits, resume: resume?.block });
   return new Promise<Session>((resolve, reject) => {
     let ch: Channel | undefined;
@@ -416,24 +416,24 @@ function handshake(opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       if (done) return;
       done = true;
       clearTimeout(timer);
-      ch?.close(code, code === C.Normal ? "handshake failed" : err.message);
+      ch?.close(code, code ? err.message : "handshake failed");
       reject(err);
     };
-    const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "handshake timeout")), opts.handshakeTimeoutMs ?? 5000);
+    const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "timeout")), opts.handshakeTimeoutMs ?? 5000);
     openChannel(opts, limits).then((c) => {
       // A channel that opens after the timeout is closed at once.
       if (done) return c.close(C.Normal, "handshake failed");
       ch = c;
       // The close carries the REFUSE's code and reason, should the REFUSE itself be lost.
-      c.onclose = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed during the handshake"));
+      c.onclose = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed"));
       c.onmessage = (data) => {
         try {
           const m = parseMessage(toBytes(data) ?? fail("session", "text message"));
           if (m.type === MsgType.Refuse) return end(new RefusedError(m.code, m.message));
-          if (m.type !== MsgType.Welcome) fail("session", "expected WELCOME, got type " + m.type);
-          if (m.version !== PROTOCOL_VERSION) fail("session", `server speaks protocol ${m.version}, this client ${PROTOCOL_VERSION}`);
+          if (m.type !== MsgType.Welcome) fail("session", "type " + m.type);
+          if (m.version !== PROTOCOL_VERSION) fail("session", "protocol " + m.version);
           if (m.resumed && !(resume && equal(m.descriptor, resume.descriptor))) {
-            return end(new ReplicaDecodeError("session", "WELCOME " + (resume ? "resumed with another descriptor" : "resumed a session the client did not ask to resume")), C.ProtocolError);
+            return end(new ReplicaDecodeError("session", resume ? "resumed with another descriptor" : "resumed, did not ask to resume"), C.ProtocolError);
           }
           const s: Session = { ch: c, welcome: m, remote: decodeDescriptor(m.descriptor), early: [] };
           done = true;

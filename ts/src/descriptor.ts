@@ -73,7 +73,7 @@ function read(r: BitReader): Schema {
           q.nbits = r.bits(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || (q.nbits > 0 && q.nbits <= 32)))) {
-          bad(`quantization ${q.step} ${q.min} ${q.nbits}`);
+          bad("quantization");
         }
       }
     } else if (kind === Kind.Nested) t.struct = index();
@@ -148,7 +148,7 @@ function read(r: BitReader): Schema {
   let i = 0;
   let ok = classes.every((c, j) => !j || c.classId > classes[j - 1]!.classId);
   for (const st of order) ok &&= st === structs[i++];
-  if (!ok || i < n) bad("not in canonical form");
+  if (!ok || i < n) bad("not canonical");
   return new Schema(classes);
 }
 

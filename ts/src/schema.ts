@@ -181,7 +181,7 @@ function layout(s: StructType, pending: StructType[]): void {
         obj: nested ? (l.obj < 0 ? -1 : l.obj + s.objSlots) : numeric ? -1 : s.objSlots,
       });
     }
-    if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
+    if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
     if (t.kind === K.Nested) s.objTypes.push(...st!.objTypes);
     else if (!numeric) s.objTypes.push(t);
     if (t.kind === K.Nested) {

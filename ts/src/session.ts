@@ -202,17 +202,17 @@ export const encodeRPC = (entity: number, rpc: number, args: Uint8Array): Uint8A
 
 /** Decodes an RPC message; args aliases msg. */
 export function parseRPC(msg: Uint8Array): RPC {
-  if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC message");
+  if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC");
   let id = 0;
   let i = 5;
   for (let shift = 0; ; shift += 7) {
     const b = msg[i++];
-    if (b === undefined || shift > 28) bad("bad RPC ID");
+    if (b === undefined || shift > 28) bad("RPC ID");
     if (b === 0 && shift) bad("RPC ID not minimal");
     id += (b! & 127) * 2 ** shift;
     if (b! < 128) break;
   }
-  if (id === 0 || id > 0xffffffff) bad("RPC ID out of range");
+  if (id === 0 || id > 0xffffffff) bad("RPC ID range");
   return { type: M.RPC, entity: (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0, rpc: id, args: msg.subarray(i) };
 }
 
@@ -225,7 +225,7 @@ export function parseRPC(msg: Uint8Array): RPC {
 export function parseMessage(msg: Uint8Array): Message {
   const t = msg[0];
   if (t === M.RPC) return parseRPC(msg);
-  if (!t || t === M.Hello || t > M.Resync) bad(t === undefined ? "empty message" : `${t === M.Hello ? "unexpected" : "unknown"} type ${t}`);
+  if (!t || t === M.Hello || t > M.Resync) bad(t === undefined ? "empty" : "unknown type " + t);
   return readBody(msg, (r): Message => {
     switch (t) {
       case M.Welcome:
@@ -247,8 +247,8 @@ export function parseMessage(msg: Uint8Array): Message {
       case M.Tick: {
         const tick = r.uBig(8);
         const segments = r.count(1, 16, 0, "segments");
-        const [gained, lost] = [0, 0].map(() => Array.from({ length: r.count(3, 1 << 20, 32, "owned entities") }, () => r.bits(32)));
-        const levels = Array.from({ length: r.count(3, 1 << 20, 33, "level changes") }, () => {
+        const [gained, lost] = [0, 0].map(() => Array.from({ length: r.count(3, 1 << 20, 32, "ids") }, () => r.bits(32)));
+        const levels = Array.from({ length: r.count(3, 1 << 20, 33, "levels") }, () => {
           const id = r.bits(32);
           const level = r.u32(0);
           return level > MAX_LEVEL ? bad(`level ${level} > ${MAX_LEVEL}`, r.pos) : { id, level };

@@ -103,7 +103,7 @@ export function openWebSocket(url: string, WS: WebSocketConstructor): Promise<Ch
     ws.onclose = (ev) => {
       // The §10.1 close code of the WebSocket status, or −1.
       const code = ev.code >= 4000 && ev.code <= 4998 ? ev.code - 4000 : -1;
-      if (!open) return reject(openError(code, ev.reason || "WebSocket closed before it opened"));
+      if (!open) return reject(openError(code, ev.reason || "closed before open"));
       const h = ch.onclose;
       ch.onmessage = ch.onclose = null;
       h?.(code, ev.reason);
@@ -135,13 +135,13 @@ export class FrameReader {
       let n = 0;
       let i = off;
       for (let mul = 1; ; mul *= 128) {
-        if (i - off === 8) fail("session", "frame length too long");
+        if (i - off === 8) fail("session", "frame too long");
         else if (i === b.length) n = -1;
         else n += (b[i]! & 127) * mul;
         if (n < 0 || b[i++]! < 128) break;
       }
       if (n < 0) break;
-      if (b[i - 1] === 0 && i - off > 1) fail("session", "frame length not minimal");
+      if (b[i - 1] === 0 && i - off > 1) fail("session", "frame not minimal");
       if (n > this.max) fail("limit", `message of ${n} bytes > ${this.max}`);
       if (b.length - i < n) break;
       out.push(b.subarray(i, (off = i + n)));
@@ -233,7 +233,7 @@ export async function openWebTransport(url: string, WT: WebTransportConstructor,
     // flush timeout, quicconn.FlushTimeout, 2 s) is gone.
     writer.close().catch(() => {});
     let timer;
-    const c = await Promise.race([closed, new Promise<{ code: number; reason: string }>((res) => (timer = setTimeout(res, 4000, { code: -1, reason: "the server ended the stream but did not close" })))]);
+    const c = await Promise.race([closed, new Promise<{ code: number; reason: string }>((res) => (timer = setTimeout(res, 4000, { code: -1, reason: "no close" })))]);
     clearTimeout(timer);
     if (!closing) end(c.code < 0 ? NETWORK_ERROR : c.code, c.reason);
   })();
