@@ -32,11 +32,11 @@ var encodeUTF8 = (s) => utf8enc.encode(s);
 var BitReader = class {
   /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
   g = new Uint8Array(8);
-  B = new Uint8Array(64);
+  C = new Uint8Array(64);
   /** Next bit to read. */
-  e = 0;
+  d = 0;
   /** Number of bits of input. */
-  w = 0;
+  x = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   constructor(b) {
@@ -44,21 +44,21 @@ var BitReader = class {
   }
   /** Starts reading b from its first bit. */
   reset(b) {
-    if (this.B.length < b.length + 8) this.B = new Uint8Array(Math.max(b.length + 8, this.B.length * 2));
-    const s = this.g = this.B;
+    if (this.C.length < b.length + 8) this.C = new Uint8Array(Math.max(b.length + 8, this.C.length * 2));
+    const s = this.g = this.C;
     s.set(b);
     s.fill(0, b.length, b.length + 8);
-    this.e = this.b = 0;
-    this.w = b.length * 8;
+    this.d = this.b = 0;
+    this.x = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
-  R(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.e);
+  P(msg) {
+    throw new ReplicaDecodeError("malformed", msg, this.d);
   }
   /** The 32 bits from the current position (zeros past the end), unsigned. */
-  ba() {
+  $() {
     const b = this.g;
-    const p = this.e;
+    const p = this.d;
     const i = p >>> 3;
     const sh = p & 7;
     let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
@@ -66,17 +66,17 @@ var BitReader = class {
     return w >>> 0;
   }
   /** Advances by n bits, failing if that passes the end. */
-  C(n) {
-    if ((this.e += n) > this.w) {
-      this.e = this.w;
-      throw new ReplicaDecodeError("truncated", "ends early", this.e);
+  D(n) {
+    if ((this.d += n) > this.x) {
+      this.d = this.x;
+      throw new ReplicaDecodeError("truncated", "ends early", this.d);
     }
   }
   /** Reads n ≤ 32 bits, unsigned. */
   a(n) {
     if (n === 0) return 0;
-    const w = this.ba();
-    this.C(n);
+    const w = this.$();
+    this.D(n);
     return n === 32 ? w : (w & MASK32[n]) >>> 0;
   }
   /** Reads one bit as a boolean. */
@@ -84,17 +84,17 @@ var BitReader = class {
     return !!this.a(1);
   }
   /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  o(n) {
+  p(n) {
     const lo = this.a(Math.min(n, 32));
     this.b = n > 32 ? this.a(n - 32) : 0;
     return lo;
   }
   /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
   c(k) {
-    const w = this.ba();
+    const w = this.$();
     if ((w & 1) === 0) {
       if (k <= 31) {
-        this.C(k + 1);
+        this.D(k + 1);
         this.b = 0;
         return (w >>> 1 & MASK32[k]) >>> 0;
       }
@@ -102,20 +102,20 @@ var BitReader = class {
       const ones = ctz(~w);
       const b = k + ones;
       if (ones + b <= 32 && b <= 32) {
-        this.C(ones + b);
+        this.D(ones + b);
         this.b = 0;
         return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
       }
     }
-    return this.sa(k);
+    return this.qa(k);
   }
   // Codes the fast path does not take: more than 32 bits with the ones, or
   // k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
-  sa(k) {
+  qa(k) {
     let ones = 0;
     while (ones < 64 - k && this.a(1)) ones++;
     const b = k + ones - 1;
-    const lo = this.o(ones ? b : k);
+    const lo = this.p(ones ? b : k);
     if (!ones) return lo;
     if (b < 32) return lo + 2 ** b;
     this.b = (this.b | 1 << b - 32) >>> 0;
@@ -124,7 +124,7 @@ var BitReader = class {
   /** Reads a U(k) value that must fit 32 bits. */
   i(k = 0) {
     const v = this.c(k);
-    return this.b ? this.R("over 32 bits") : v;
+    return this.b ? this.P("over 32 bits") : v;
   }
   /** Reads a U(k) value as a BigInt. */
   E(k) {
@@ -135,32 +135,32 @@ var BitReader = class {
    * assuming each counted item takes at least minBits bits.
    */
   h(k, max, minBits, what) {
-    const start = this.e;
+    const start = this.d;
     const n = this.c(k);
     if (this.b || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
-    if (n * minBits > this.w - this.e) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.x - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4): a view of the input when aligned, else a copy. */
-  ca(max) {
+  aa(max) {
     const n = this.h(4, max, 8, "length");
-    const i = this.e >>> 3;
-    if (this.e & 7) return Uint8Array.from({ length: n }, () => this.a(8));
-    this.C(n * 8);
+    const i = this.d >>> 3;
+    if (this.d & 7) return Uint8Array.from({ length: n }, () => this.a(8));
+    this.D(n * 8);
     return this.g.subarray(i, i + n);
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
   j(max) {
-    return this.ca(max).slice();
+    return this.aa(max).slice();
   }
   /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
   string(max) {
-    return decodeUTF8(this.ca(max));
+    return decodeUTF8(this.aa(max));
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
-  l() {
-    const rem = this.w - this.e;
-    if (rem >= 8 || this.a(rem) !== 0) this.R("trailing");
+  o() {
+    const rem = this.x - this.d;
+    if (rem >= 8 || this.a(rem) !== 0) this.P("trailing");
   }
 };
 function compareBytes(a, b) {
@@ -192,15 +192,15 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  r = 0;
+  s = 0;
   /** @internal Object slots of a record of the struct. */
-  x = 0;
+  y = 0;
   /** @internal The types of the object slots, in order. */
   F = [];
   /** @internal The name's bytes as the descriptor carried them. */
   G;
   /** @internal Fields by ID. */
-  da = /* @__PURE__ */ new Map();
+  ba = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   H = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
@@ -209,7 +209,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.da.get(id);
+    return this.ba.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -227,14 +227,14 @@ function layout(s, pending) {
   s.H = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.da.set(f.id, f);
+    s.ba.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ea = s.leaves.length;
+    f.ca = s.leaves.length;
     let sub = [{ index: 0, field: f, J: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
     if (t.kind === 15 /* Nested */) {
       layout(st, pending);
@@ -253,18 +253,18 @@ function layout(s, pending) {
         name: nested ? f.name + "." + l.name : f.name,
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.r : numeric ? s.r : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.x : numeric ? -1 : s.x
+        num: nested ? l.num < 0 ? -1 : l.num + s.s : numeric ? s.s : -1,
+        obj: nested ? l.obj < 0 ? -1 : l.obj + s.y : numeric ? -1 : s.y
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
     if (t.kind === 15 /* Nested */) s.F.push(...st.F);
     else if (!numeric) s.F.push(t);
     if (t.kind === 15 /* Nested */) {
-      s.r += st.r;
-      s.x += st.x;
-    } else if (numeric) s.r++;
-    else s.x++;
+      s.s += st.s;
+      s.y += st.y;
+    } else if (numeric) s.s++;
+    else s.y++;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
@@ -340,53 +340,45 @@ function numPlan(t) {
   if (!p) {
     const k = t.kind;
     const q = t.quant;
+    const m = q.mode;
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
-    const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
-    const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, s: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, ta: +(k === 1 /* Bool */), D: W, K: W, L: signed, p: signed, ua: W === 64, quant: q });
+    const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
+    const bool = +(k === 1 /* Bool */);
+    plans.set(t, p = { kind: k, t: bool || (float && m !== 1 ? W : 0), ra: bool, r: W, l: isSigned(k) || float && m === 1, sa: W === 64, quant: q });
   }
   return p;
 }
-var out = { d: 0, b: 0 };
+var out = { e: 0, b: 0 };
+function unzigzag64(lo, hi) {
+  const neg = -(lo & 1);
+  out.e = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
+  out.b = (hi >>> 1 ^ neg) >>> 0;
+}
 function decodeFull(p, lo, hi) {
-  if (p.K < 64 && (hi !== 0 || lo > MASK[p.K])) return false;
-  if (p.L) unzigzag64(lo, hi);
+  if (p.r < 64 && (hi || lo > MASK[p.r])) return false;
+  if (p.l) unzigzag64(lo, hi);
   else {
-    out.d = lo;
+    out.e = lo;
     out.b = hi;
   }
   return true;
 }
-function unzigzag64(lo, hi) {
-  const neg = -(lo & 1);
-  out.d = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
-  out.b = (hi >>> 1 ^ neg) >>> 0;
-}
 function decodeDelta(p, olo, ohi, lo, hi) {
   if (p.kind === 14 /* Ref */) {
-    out.d = lo;
+    out.e = lo;
     out.b = 0;
-    return hi === 0;
-  }
-  const D = p.D;
-  if (D <= 32) {
-    if (hi !== 0 || lo > MASK[D]) return false;
-    const sh = 32 - D;
-    const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.d = (p.p ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.p && out.d >>> 31 ? 4294967295 : 0;
-    return true;
+    return !hi;
   }
   unzigzag64(lo, hi);
-  const s = olo + out.d;
+  const s = olo + out.e;
   out.b = ohi + out.b + +(s > 4294967295) >>> 0;
-  out.d = s >>> 0;
+  out.e = s >>> 0;
   return true;
 }
 function toElem(p, lo, hi) {
-  if (!p.ua) return p.p ? lo | 0 : lo;
+  if (!p.sa) return p.l ? lo | 0 : lo;
   const v = big(lo, hi);
-  return p.p ? BigInt.asIntN(64, v) : v;
+  return p.l ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -423,7 +415,7 @@ function decodeDescriptor(b) {
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.e;
+    if (e.bit < 0) e.bit = r.d;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 }
@@ -476,7 +468,7 @@ function read(r) {
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, G: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.q(), band: r.i(0), ea: 0 };
+      const f = { id: prev, name: nm, G: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.q(), band: r.i(0), ca: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
@@ -500,7 +492,7 @@ function read(r) {
     }
     classes.push(c);
   }
-  r.l();
+  r.o();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -528,9 +520,9 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.r * 2);
+    this.num = new Uint32Array(type.s * 2);
     this.obj = type.F.map(zeroObj);
-    this.fa = 0;
+    this.da = 0;
   }
   /** A deep copy. */
   clone() {
@@ -607,7 +599,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.y = bands;
+    this.z = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -625,7 +617,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.y[l.index] ?? 0) <= this.level;
+    return !!l && (this.z[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -655,7 +647,7 @@ function table() {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.M.push({ f: k, va: e, wa: [e, ...a] });
+  const event = (k, e, ...a) => void t.K.push({ f: k, ta: e, ua: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -674,7 +666,7 @@ function table() {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi) return;
-    if (r.fa !== serial) {
+    if (r.da !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -718,43 +710,43 @@ function table() {
   };
   const t = {
     size: 0,
-    t: [],
-    u: /* @__PURE__ */ new Set(),
-    M: [],
-    xa: atSlot,
-    ga: setNum,
-    ha: setObj,
+    u: [],
+    v: /* @__PURE__ */ new Set(),
+    K: [],
+    va: atSlot,
+    ea: setNum,
+    fa: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.t.map((s) => atSlot(s)),
-    ya(c, leaf) {
+    entities: () => t.u.map((s) => atSlot(s)),
+    wa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    ia() {
+    ga() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.u.clear();
-      t.M = [];
+      t.v.clear();
+      t.K = [];
       return t;
     },
-    za(cls, id, classId, bands, nbands) {
+    xa(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.fa = serial;
+      e.da = serial;
       put(slot, e);
-      t.u.add(slot);
+      t.v.add(slot);
       moved.push(slot);
       undo.push(() => put(slot));
       event(0 /* Create */, e);
       return e;
     },
-    ja(slot) {
+    ha(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put(slot);
       moved.push(slot);
@@ -762,13 +754,13 @@ function table() {
       undo.push(() => put(slot, e));
       event(1 /* Destroy */, e);
     },
-    S(e, owned) {
+    Q(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    ka(e, level) {
+    ia(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Aa(e, leaf, l, op, i, v) {
+    ya(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
@@ -784,7 +776,7 @@ function table() {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    la(e, leaf, m, k, v) {
+    ja(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -794,18 +786,18 @@ function table() {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    T(e, pick) {
+    R(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.u.add(e.slot);
+      t.v.add(e.slot);
     },
-    ma() {
+    ka() {
       if (moved.length) {
-        const held = t.t;
+        const held = t.u;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -813,11 +805,11 @@ function table() {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.t = out2.concat(held.slice(i));
+        t.u = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    Ba() {
+    za() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -825,7 +817,7 @@ function table() {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.ia();
+      t.ga();
     }
   };
   return t;
@@ -848,11 +840,11 @@ function withDefaults(l = {}) {
 }
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  ga(_e, _l, slot, lo, hi, r) {
+  ea(_e, _l, slot, lo, hi, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi;
   },
-  ha(_e, _l, slot, v, r) {
+  fa(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -869,7 +861,7 @@ function decoder(local, remote = local, limits = {}) {
   let nEntities = 0;
   let nValues = 0;
   let keyBytes;
-  const malformed = (what) => r.R("" + what);
+  const malformed = (what) => r.P("" + what);
   const u32 = (k, m = 2 ** 32) => {
     const v = r.c(k);
     return r.b || v > m ? malformed("value " + v) : v;
@@ -880,10 +872,10 @@ function decoder(local, remote = local, limits = {}) {
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map(ls.leaves.map((l) => [l.J, l.index]));
-      inner.set(ls, m = { na: new Int32Array(rs.leaves.length), y: new Uint8Array(ls.leaves.length) });
+      inner.set(ls, m = { la: new Int32Array(rs.leaves.length), z: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.na[l.index] = byPath.get(l.J) ?? -1;
-        if (j >= 0) m.y[j] = l.band;
+        const j = m.la[l.index] = byPath.get(l.J) ?? -1;
+        if (j >= 0) m.z[j] = l.band;
       }
     }
     return m;
@@ -903,7 +895,7 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.t[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.u[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = r.a(6);
       for (let i = 0; i < n; i++) gens[i] = u32(k, 255);
@@ -911,8 +903,8 @@ function decoder(local, remote = local, limits = {}) {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.y : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.xa(slot)) || tag === 4 /* Fill */ && !tab.u.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.xa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.z : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.va(slot)) || tag === 4 /* Fill */ && !tab.v.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) malformed("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -928,31 +920,31 @@ function decoder(local, remote = local, limits = {}) {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ea;
+      const leaf = base + f.ca;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.na[leaf];
+      const to = map.la[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
-      const s = { V: to, W: -1, z: 4 /* Str */, f: 0, X: t, oa: ll && ll.field.type, N: p, Y: 0, O: 0, p: false };
+      const s = { S: to, T: -1, A: 4 /* Str */, f: 0, V: t, ma: ll && ll.field.type, L: p, W: 0, M: 0, l: false };
       if (isNumeric(kind)) {
-        s.z = 1 /* Raw */;
-        if (!(s.f = delta ? p.ta : p.s)) {
+        s.A = 1 /* Raw */;
+        if (!(s.f = delta ? p.ra : p.t)) {
           s.f = r.a(6);
-          s.z = 3 /* U */;
-          if (delta && p.D <= 32 && kind !== 14 /* Ref */) {
-            s.z = 2 /* Delta */;
-            s.Y = MASK[p.D];
-            s.O = 32 - p.D;
-            s.p = p.p;
+          s.A = 3 /* U */;
+          if (delta && p.r <= 32 && kind !== 14 /* Ref */) {
+            s.A = 2 /* Delta */;
+            s.W = MASK[p.r];
+            s.M = 32 - p.r;
+            s.l = p.l;
           }
         }
-        if (ll) s.W = ll.num;
+        if (ll) s.T = ll.num;
       } else {
-        if (isContainer(kind)) s.z = 5 /* Cont */;
-        if (ll) s.W = ll.obj;
+        if (isContainer(kind)) s.A = 5 /* Cont */;
+        if (ll) s.T = ll.obj;
       }
       steps.push(s);
     }
@@ -965,33 +957,33 @@ function decoder(local, remote = local, limits = {}) {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.W;
+      const slot = s.T;
       const j = slot << 1;
-      const how = s.z;
+      const how = s.A;
       let lo;
       let hi = 0;
       if (how === 2 /* Delta */) {
-        lo = u32(s.f, s.Y);
+        lo = u32(s.f, s.W);
         if (slot < 0) continue;
         lo = a[j] + (lo >>> 1 ^ -(lo & 1));
-        if (s.p) {
-          lo = lo << s.O >> s.O;
+        if (s.l) {
+          lo = lo << s.M >> s.M;
           hi = lo < 0 ? 4294967295 : 0;
-        } else if (s.O) lo &= s.Y;
+        } else if (s.M) lo &= s.W;
         lo >>>= 0;
       } else if (how === 1 /* Raw */) {
-        lo = r.o(s.f);
+        lo = r.p(s.f);
         hi = r.b;
       } else if (how === 3 /* U */) {
-        readNum(s.N, s.f, delta, a[j], a[j + 1]);
-        lo = out.d;
+        readNum(s.L, s.f, delta, a[j], a[j + 1]);
+        lo = out.e;
         hi = out.b;
       } else {
-        const v = how === 4 /* Str */ ? readStr(s.X) : !delta || r.q() ? readContainer(s.X, s.oa, depth + 1) : containerOps(tab, e, s.X, s.oa, s.V, slot);
-        if (slot >= 0 && v !== void 0) tab.ha(e, s.V, slot, v, rec2, k, bagLeaf);
+        const v = how === 4 /* Str */ ? readStr(s.V) : !delta || r.q() ? readContainer(s.V, s.ma, depth + 1) : containerOps(tab, e, s.V, s.ma, s.S, slot);
+        if (slot >= 0 && v !== void 0) tab.fa(e, s.S, slot, v, rec2, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab.ga(e, s.V, slot, lo, hi, rec2, k, bagLeaf);
+      if (slot >= 0) tab.ea(e, s.S, slot, lo, hi, rec2, k, bagLeaf);
     }
   }
   function readStr(t) {
@@ -1005,16 +997,16 @@ function decoder(local, remote = local, limits = {}) {
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.s) {
-        out.d = r.o(p.s);
+      if (p.t) {
+        out.e = r.p(p.t);
         out.b = r.b;
       } else readNum(p, k, false);
-      return toElem(p, out.d, out.b);
+      return toElem(p, out.e, out.b);
     }
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   }
   function readK(t, n) {
-    return n && isNumeric(t.kind) && !numPlan(t).s ? r.a(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).t ? r.a(6) : 0;
   }
   function readKey(key, k) {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = r.j(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
@@ -1083,7 +1075,7 @@ function decoder(local, remote = local, limits = {}) {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.Aa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.ya(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1096,12 +1088,12 @@ function decoder(local, remote = local, limits = {}) {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.la(e, local2, c, key);
+          if (c) tab.ja(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.m.size);
-            tab.la(e, local2, c, key, v);
+            tab.ja(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1109,7 +1101,7 @@ function decoder(local, remote = local, limits = {}) {
     }
   }
   return {
-    pa: lim,
+    na: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       r.reset(seg);
@@ -1118,25 +1110,25 @@ function decoder(local, remote = local, limits = {}) {
         for (let tag; (tag = r.a(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.ja(ids[i]);
+            for (let i = 0; i < nids; i++) tab.ha(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) malformed("section " + tag);
           const rc = remote.class(r.i(4)) ?? fail("unknown", "class");
           for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
         }
-        r.l();
+        r.o();
       } catch (e) {
-        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.e;
-        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", r.e) : e;
+        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
+        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", r.d) : e;
       }
     },
-    Ca(rs, ls, data) {
+    Aa(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       r.reset(data);
       nValues = steps.length = 0;
       const rec2 = readRecord(rs, ls, 0);
-      r.l();
+      r.o();
       return rec2;
     }
   };
@@ -1161,20 +1153,20 @@ var Replica = class {
     const rep2 = this;
     const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    rep2.A = decoder(local, remote, opts.limits);
-    const tab = rep2.Da = table();
+    rep2.B = decoder(local, remote, opts.limits);
+    const tab = rep2.Ba = table();
     const cbs = /* @__PURE__ */ new Map();
     let dispatching = false;
-    const begin = (what) => dispatching ? misuse(what + " from a callback") : tab.ia();
+    const begin = (what) => dispatching ? misuse(what + " from a callback") : tab.ga();
     const dispatch = (events) => {
       if (!cbs.size) return;
       dispatching = true;
       try {
-        for (const { f: k, va: e, wa: a } of events) {
+        for (const { f: k, ta: e, ua: a } of events) {
           const list = cbs.get(e.type)?.[k];
           const ev = a[1];
           if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-          for (const cb of list ?? []) if (cb.Ea <= rep2.ticksApplied && !cb.Z) cb.Fa(...a);
+          for (const cb of list ?? []) if (cb.Ca <= rep2.ticksApplied && !cb.X) cb.Da(...a);
         }
       } finally {
         dispatching = false;
@@ -1186,16 +1178,16 @@ var Replica = class {
         const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
         const k = l.field.type.kind;
         if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-        tab.ya(cls, l.index);
+        tab.wa(cls, l.index);
         i += l.index;
       }
       let lists = cbs.get(cls);
       if (!lists) cbs.set(cls, lists = []);
-      const cb = { Ea: rep2.ticksApplied + 1, Z: false, Fa: fn };
+      const cb = { Ca: rep2.ticksApplied + 1, X: false, Da: fn };
       lists[i] = [...lists[i] ?? [], cb];
       return () => {
-        if (!cb.Z) lists[i] = lists[i].filter((x) => x !== cb);
-        cb.Z = true;
+        if (!cb.X) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.X = true;
       };
     };
     rep2.entity = tab.entity;
@@ -1216,8 +1208,8 @@ var Replica = class {
         for (const id of changes.lost ?? []) {
           const e = t.entity(id);
           if (!e?.owned) fail("ownership", "lost " + hex(id));
-          t.T(e, (l) => l.vis === 1 /* Owner */);
-          t.S(e, false);
+          t.R(e, (l) => l.vis === 1 /* Owner */);
+          t.Q(e, false);
         }
         const created = [];
         for (const id of changes.gained ?? []) {
@@ -1225,8 +1217,8 @@ var Replica = class {
           if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
           if (!e) created.push(id >>> 0);
           else {
-            t.T(e, (l) => l.vis === 2 /* Others */);
-            t.S(e, true);
+            t.R(e, (l) => l.vis === 2 /* Others */);
+            t.Q(e, true);
           }
         }
         const later = [];
@@ -1237,47 +1229,47 @@ var Replica = class {
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
-            t.T(e, (l) => e.y[l.index] > lc.level);
-          } else if (lc.level > e.level) t.u.add(e.slot);
-          if (e) t.ka(e, lc.level);
+            t.R(e, (l) => e.z[l.index] > lc.level);
+          } else if (lc.level > e.level) t.v.add(e.slot);
+          if (e) t.ia(e, lc.level);
         }
-        for (seg = 0; seg < segments.length; seg++) rep2.A.apply(t, segments[seg]);
+        for (seg = 0; seg < segments.length; seg++) rep2.B.apply(t, segments[seg]);
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
-          if (!e || !t.u.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-          t.S(e, true);
+          if (!e || !t.v.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+          t.Q(e, true);
         }
         for (const lc of later) {
           const e = t.entity(lc.id) ?? fail("level", hex(lc.id) + " not received");
-          t.ka(e, level(e, lc.level));
+          t.ia(e, level(e, lc.level));
         }
       } catch (e) {
-        t.Ba();
+        t.za();
         if (e instanceof ReplicaDecodeError) e.segment = seg;
         throw e;
       }
-      t.ma();
+      t.ka();
       rep2.ticksApplied++;
-      dispatch(t.M);
+      dispatch(t.K);
     };
     rep2.reset = (remote2 = rep2.remote) => {
       const t = begin("reset");
-      const dec = decoder(local, remote2, rep2.A.pa);
-      for (const e of t.entities()) t.ja(e.slot);
-      t.ma();
-      rep2.A = dec;
+      const dec = decoder(local, remote2, rep2.B.na);
+      for (const e of t.entities()) t.ha(e.slot);
+      t.ka();
+      rep2.B = dec;
       rep2.remote = remote2;
-      dispatch(t.M);
+      dispatch(t.K);
     };
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.A.pa;
+    return this.B.na;
   }
   /** Number of entities. */
   get size() {
-    return this.Da.size;
+    return this.Ba.size;
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {

@@ -247,10 +247,10 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
         if (!(s.k = delta ? p.deltaRaw : p.fullRaw)) {
           s.k = r.bits(6);
           s.how = P.U;
-          if (delta && p.D <= 32 && kind !== Kind.Ref) {
+          if (delta && p.W <= 32 && kind !== Kind.Ref) {
             s.how = P.Delta;
-            s.mask = MASK[p.D]!;
-            s.sh = 32 - p.D;
+            s.mask = MASK[p.W]!;
+            s.sh = 32 - p.W;
             s.signed = p.signed;
           }
         }

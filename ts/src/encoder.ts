@@ -39,8 +39,8 @@ export function toStored(t: Type, v: unknown): void {
   } else {
     const n = typeof v === "bigint" ? v : Number.isInteger(Number(v ?? 0)) ? BigInt(Number(v ?? 0)) : undefined;
     const p = numPlan(t);
-    const top = 1n << BigInt(p.W - +p.zigzag);
-    if (n === undefined || n >= top || n < (p.zigzag ? -top : 0n)) throw new RangeError(`${v} is not an integer of ${p.W} bits`);
+    const top = 1n << BigInt(p.W - +p.signed);
+    if (n === undefined || n >= top || n < (p.signed ? -top : 0n)) throw new RangeError(`${v} is not an integer of ${p.W} bits`);
     split(n);
   }
 }
@@ -58,7 +58,7 @@ function code(t: Type, v: unknown): Code {
   const p = numPlan(t);
   let { lo, hi } = out;
   if (p.fullRaw) return { lo, hi, k: -1, n: p.fullRaw };
-  if (p.zigzag) {
+  if (p.signed) {
     // zigzag on 64 bits: (v << 1) ^ (v >> 63)
     const neg = hi >> 31;
     hi = (((hi << 1) | (lo >>> 31)) ^ neg) >>> 0;

@@ -128,26 +128,24 @@ export class FrameReader {
   constructor(readonly max: number) {}
 
   push(chunk: Uint8Array): Uint8Array[] {
-    const b = this.buf.length ? cat(this.buf, chunk) : chunk;
+    let b = this.buf.length ? cat(this.buf, chunk) : chunk;
     const out: Uint8Array[] = [];
-    let off = 0;
-    for (;;) {
-      let n = 0;
-      let i = off;
-      for (let mul = 1; ; mul *= 128) {
-        if (i - off === 8) fail("session", "frame too long");
-        else if (i === b.length) n = -1;
-        else n += (b[i]! & 127) * mul;
-        if (n < 0 || b[i++]! < 128) break;
-      }
+    for (let n = 0, i = 0, x; ; n = i = 0) {
+      do {
+        if (i > 7) fail("session", "frame too long");
+        // The length is incomplete: its bytes wait for the next chunk.
+        if (i === b.length) n = -1;
+        else n += ((x = b[i]!) & 127) * 128 ** i++;
+      } while (n >= 0 && x! > 127);
       if (n < 0) break;
-      if (b[i - 1] === 0 && i - off > 1) fail("session", "frame not minimal");
+      if (!x! && i > 1) fail("session", "frame not minimal");
       if (n > this.max) fail("limit", `message of ${n} bytes > ${this.max}`);
       if (b.length - i < n) break;
-      out.push(b.subarray(i, (off = i + n)));
+      out.push(b.subarray(i, i + n));
+      b = b.subarray(i + n);
     }
     // Keep the tail; copy it so the chunk's buffer is not held.
-    this.buf = b.slice(off);
+    this.buf = b.slice();
     return out;
   }
 }

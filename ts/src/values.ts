@@ -20,13 +20,12 @@ export interface NumPlan {
   fullRaw: number;
   /** Raw bits in delta mode (bool: 1), or 0 if U(k). */
   deltaRaw: number;
-  /** Delta width D (§4.3). */
-  D: number;
-  /** Full-mode range width W (values must fit W bits). */
+  /** The full-mode range width W (values must fit W bits), which is the delta width D (§4.3). */
   W: number;
-  /** The full-mode code is zigzagged (signed kinds, unbounded quantization). */
-  zigzag: boolean;
-  /** S is signed: sign-extended from D bits after a delta (signed kinds, unbounded quantization). */
+  /**
+   * S is signed: the full-mode code is zigzagged, and S sign-extended from
+   * D bits after a delta (signed kinds, unbounded quantization).
+   */
   signed: boolean;
   /** S may need more than 32 bits: elements are BigInts. */
   wide: boolean;
@@ -41,11 +40,12 @@ export function numPlan(t: Type): NumPlan {
   if (!p) {
     const k = t.kind;
     const q = t.quant;
+    const m = q.mode;
     const float = k === Kind.Float32 || k === Kind.Float64;
     // Bounded quantization: nbits; unbounded: a zigzagged int64; none: the kind's width.
-    const W = float && q.mode ? (q.mode === 2 ? q.nbits : 64) : kindWidth(k);
-    const signed = isSigned(k) || (float && q.mode === 1);
-    plans.set(t, (p = { kind: k, fullRaw: k === Kind.Bool ? 1 : float && q.mode !== 1 ? W : 0, deltaRaw: +(k === Kind.Bool), D: W, W, zigzag: signed, signed, wide: W === 64, quant: q }));
+    const W = float && m ? (m > 1 ? q.nbits : 64) : kindWidth(k);
+    const bool = +(k === Kind.Bool);
+    plans.set(t, (p = { kind: k, fullRaw: bool || (float && m !== 1 ? W : 0), deltaRaw: bool, W, signed: isSigned(k) || (float && m === 1), wide: W === 64, quant: q }));
   }
   return p;
 }
@@ -56,20 +56,6 @@ export function numPlan(t: Type): NumPlan {
  */
 export const out = { lo: 0, hi: 0 };
 
-/**
- * Decodes a full-mode U(k) code (lo, hi) of plan p into out (§4.3).
- * Returns false when the value is out of range for the kind.
- */
-export function decodeFull(p: NumPlan, lo: number, hi: number): boolean {
-  if (p.W < 64 && (hi !== 0 || lo > MASK[p.W]!)) return false;
-  if (p.zigzag) unzigzag64(lo, hi);
-  else {
-    out.lo = lo;
-    out.hi = hi;
-  }
-  return true;
-}
-
 /** out = unzigzag(lo, hi) on 64 bits, as halves. */
 function unzigzag64(lo: number, hi: number): void {
   const neg = -(lo & 1);
@@ -78,25 +64,30 @@ function unzigzag64(lo: number, hi: number): void {
 }
 
 /**
+ * Decodes a full-mode U(k) code (lo, hi) of plan p into out (§4.3).
+ * Returns false when the value is out of range for the kind.
+ */
+export function decodeFull(p: NumPlan, lo: number, hi: number): boolean {
+  if (p.W < 64 && (hi || lo > MASK[p.W]!)) return false;
+  if (p.signed) unzigzag64(lo, hi);
+  else {
+    out.lo = lo;
+    out.hi = hi;
+  }
+  return true;
+}
+
+/**
  * Applies a delta-mode U(k) code (lo, hi) of plan p to the stored value
- * (olo, ohi), into out. Returns false when the code is not a canonical
- * delta (§4.3) or, for refs, the value does not fit 32 bits.
+ * (olo, ohi), into out: a ref's (a new value, which must fit 32 bits), or
+ * a 64-bit number's (the decoder adds deltas of D ≤ 32 itself). Returns
+ * false when the value does not fit.
  */
 export function decodeDelta(p: NumPlan, olo: number, ohi: number, lo: number, hi: number): boolean {
   if (p.kind === Kind.Ref) {
     out.lo = lo;
     out.hi = 0;
-    return hi === 0;
-  }
-  const D = p.D;
-  if (D <= 32) {
-    if (hi !== 0 || lo > MASK[D]!) return false;
-    const sh = 32 - D;
-    const v = olo + ((lo >>> 1) ^ -(lo & 1));
-    // Wrapped to D bits: sign-extended for signed kinds.
-    out.lo = (p.signed ? (v << sh) >> sh : sh ? v & MASK[D]! : v) >>> 0;
-    out.hi = p.signed && out.lo >>> 31 ? 0xffffffff : 0;
-    return true;
+    return !hi;
   }
   unzigzag64(lo, hi);
   const s = olo + out.lo;
