@@ -67,7 +67,10 @@ function code(t: Type, v: unknown): Code {
   return { lo, hi, k: Math.min(hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo), 63), n: 0 };
 }
 
-const put = (w: BitWriter, c: Code, k: number): void => (c.k < 0 ? w.bitsWide(c.lo, c.hi, c.n) : w.u(c.lo, k, c.hi));
+// The writer of the record being encoded (encodeRecord is not reentrant).
+let w: BitWriter;
+
+const put = (c: Code, k: number): void => (c.k < 0 ? w.bitsWide(c.lo, c.hi, c.n) : w.u(c.lo, k, c.hi));
 
 const bytesOf = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : encodeUTF8(String(v ?? "")));
 
@@ -76,45 +79,41 @@ const entries = (v: unknown): [unknown, unknown][] => (v instanceof Map ? [...v]
 
 /** Whether v is the zero value of type t (a nested struct: every field zero). */
 function zero(t: Type, v: any): boolean {
+  const k = t.kind;
   if (v == null) return true;
-  if (t.kind === Kind.Nested) return t.struct!.fields.every((f) => f.deprecated || zero(f.type, v[f.name]));
-  if (isNumeric(t.kind)) {
+  if (k === Kind.Nested) return t.struct!.fields.every((f) => f.deprecated || zero(f.type, v[f.name]));
+  if (isNumeric(k)) {
     const c = code(t, v);
     return !c.lo && !c.hi;
   }
-  return (t.kind === Kind.List ? v : t.kind <= Kind.Bytes ? bytesOf(v) : entries(v)).length === 0;
+  return !(k === Kind.List ? v : k <= Kind.Bytes ? bytesOf(v) : entries(v)).length;
 }
 
 /**
  * Writes the shared k of values of type t (§6.1) when they are U(k)-coded
  * numbers, and returns a function that writes value i.
  */
-function elems(w: BitWriter, t: Type, vals: unknown[]): (i: number) => void {
-  if (!isNumeric(t.kind)) return (i) => value(w, t, vals[i]);
+function elems(t: Type, vals: unknown[]): (i: number) => void {
+  if (!isNumeric(t.kind)) return (i) => value(t, vals[i]);
   const cs = vals.map((v) => code(t, v));
   const k = Math.max(0, ...cs.map((c) => c.k));
   if (cs[0] && cs[0].k >= 0) w.bits(k, 6);
-  return (i) => put(w, cs[i]!, k);
+  return (i) => put(cs[i]!, k);
 }
 
 /** Writes a value that is not a number of a record: a string, bytes, a container or a struct element. */
-function value(w: BitWriter, t: Type, v: any): void {
-  if (t.kind === Kind.Nested) return record(w, t.struct!, v);
-  if (t.kind <= Kind.Bytes) return w.bytes(bytesOf(v));
-  if (t.kind === Kind.List) {
-    const a: unknown[] = v ?? [];
-    w.u(a.length, 4);
-    const e = elems(w, t.elem!, a);
-    return a.forEach((_, i) => e(i));
-  }
-  // Keys as the decoder holds them, ascending (§6.1); then the keys' shared k, the values', and each key and value.
-  const es = entries(v)
-    .map(([k, x]) => [t.key === Kind.String ? String(k) : BigInt(k as number), x] as const)
-    .sort((a, b) => compareKeys(a[0], b[0]));
+function value(t: Type, v: any): void {
+  const k = t.kind;
+  if (k === Kind.Nested) return record(t.struct!, v);
+  if (k <= Kind.Bytes) return w.bytes(bytesOf(v));
+  // Lists; maps and bags with their keys as the decoder holds them,
+  // ascending (§6.1): the keys' shared k, the values', and each key and value.
+  const list = k === Kind.List;
+  const es = list ? ((v ?? []) as unknown[]).map((x) => [0, x] as const) : entries(v).map(([key, x]) => [t.key === Kind.String ? String(key) : BigInt(key as number), x] as const).sort((a, b) => compareKeys(a[0], b[0]));
   w.u(es.length, 4);
   if (!es.length) return;
-  const ek = elems(w, { kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, es.map((e) => e[0]));
-  const ev = t.kind === Kind.Bag ? (i: number) => record(w, t.struct!, es[i]![1]) : elems(w, t.elem!, es.map((e) => e[1]));
+  const ek = list ? () => {} : elems({ kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, es.map((e) => e[0]));
+  const ev = k === Kind.Bag ? (i: number) => record(t.struct!, es[i]![1]) : elems(t.elem!, es.map((e) => e[1]));
   es.forEach((_, i) => (ek(i), ev(i)));
 }
 
@@ -123,7 +122,7 @@ function value(w: BitWriter, t: Type, v: any): void {
  * number with k = its code's bit length; the values go to later, to be
  * written after the whole tree.
  */
-function tree(w: BitWriter, st: StructType, v: any, later: (() => void)[]): void {
+function tree(st: StructType, v: any, later: (() => void)[]): void {
   const fs = st.fields.filter((f) => !f.deprecated && !zero(f.type, v[f.name]));
   w.u(fs.length, 2);
   let prev = 0;
@@ -132,18 +131,18 @@ function tree(w: BitWriter, st: StructType, v: any, later: (() => void)[]): void
     const t = f.type;
     w.u(f.id - prev - 1, 2);
     prev = f.id;
-    if (t.kind === Kind.Nested) tree(w, t.struct!, x, later);
+    if (t.kind === Kind.Nested) tree(t.struct!, x, later);
     else if (isNumeric(t.kind)) {
       const c = code(t, x);
       if (c.k >= 0) w.bits(c.k, 6);
-      later.push(() => put(w, c, c.k));
-    } else later.push(() => value(w, t, x));
+      later.push(() => put(c, c.k));
+    } else later.push(() => value(t, x));
   }
 }
 
-function record(w: BitWriter, st: StructType, v: any): void {
+function record(st: StructType, v: any): void {
   const later: (() => void)[] = [];
-  tree(w, st, v ?? {}, later);
+  tree(st, v ?? {}, later);
   later.forEach((f) => f());
 }
 
@@ -155,7 +154,7 @@ function record(w: BitWriter, st: StructType, v: any): void {
  * nested structs, arrays for lists, Map or object for maps and bags.
  */
 export function encodeRecord(st: StructType, v: Record<string, unknown>): Uint8Array {
-  const w = new BitWriter();
-  record(w, st, v);
+  w = new BitWriter();
+  record(st, v);
   return w.finish();
 }
