@@ -36,7 +36,7 @@ var BitReader = class {
   /** Next bit to read. */
   d = 0;
   /** Number of bits of input. */
-  x = 0;
+  w = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   b = 0;
   constructor(b) {
@@ -49,7 +49,7 @@ var BitReader = class {
     s.set(b);
     s.fill(0, b.length, b.length + 8);
     this.d = this.b = 0;
-    this.x = b.length * 8;
+    this.w = b.length * 8;
   }
   /** Throws a malformed-input error at the current position. */
   P(msg) {
@@ -67,8 +67,8 @@ var BitReader = class {
   }
   /** Advances by n bits, failing if that passes the end. */
   D(n) {
-    if ((this.d += n) > this.x) {
-      this.d = this.x;
+    if ((this.d += n) > this.w) {
+      this.d = this.w;
       throw new ReplicaDecodeError("truncated", "ends early", this.d);
     }
   }
@@ -138,7 +138,7 @@ var BitReader = class {
     const start = this.d;
     const n = this.c(k);
     if (this.b || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
-    if (n * minBits > this.x - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+    if (n * minBits > this.w - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
     return n;
   }
   /** Reads a length-prefixed byte string of at most max bytes (§1.4): a view of the input when aligned, else a copy. */
@@ -159,7 +159,7 @@ var BitReader = class {
   }
   /** Requires that only zero padding (fewer than 8 bits) is left. */
   o() {
-    const rem = this.x - this.d;
+    const rem = this.w - this.d;
     if (rem >= 8 || this.a(rem) !== 0) this.P("trailing");
   }
 };
@@ -192,19 +192,19 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  s = 0;
+  x = 0;
   /** @internal Object slots of a record of the struct. */
-  y = 0;
+  F = 0;
   /** @internal The types of the object slots, in order. */
-  F = [];
+  G = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  G;
+  H;
   /** @internal Fields by ID. */
   ba = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  H = 0;
-  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   I = 0;
+  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
+  J = 0;
   get nbands() {
     return this.distances.length;
   }
@@ -222,9 +222,9 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.H === 1) bad(s.name + " contains itself");
-  if (s.H) return;
-  s.H = 1;
+  if (s.I === 1) bad(s.name + " contains itself");
+  if (s.I) return;
+  s.I = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
     s.ba.set(f.id, f);
@@ -235,42 +235,33 @@ function layout(s, pending) {
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
     f.ca = s.leaves.length;
-    let sub = [{ index: 0, field: f, J: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
-    if (t.kind === 15 /* Nested */) {
-      layout(st, pending);
-      sub = st.leaves;
-      s.I += st.I;
-    } else s.I++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.I : 1) > 1 << 20) bad("too many fields");
-    if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
-    for (const l of sub) {
-      const nested = l.field !== f;
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, y: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], x: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
+    s.J += sub.J;
+    if ((budget += sub.J) > 1 << 20) bad("too many fields");
+    if (f.deprecated) continue;
+    for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        J: nested ? f.id + "," + l.J : "" + f.id,
-        name: nested ? f.name + "." + l.name : f.name,
+        y: f.id + (l.y && "," + l.y),
+        name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.s : numeric ? s.s : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.y : numeric ? -1 : s.y
+        num: l.num < 0 ? -1 : l.num + s.x,
+        obj: l.obj < 0 ? -1 : l.obj + s.F
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    if (t.kind === 15 /* Nested */) s.F.push(...st.F);
-    else if (!numeric) s.F.push(t);
-    if (t.kind === 15 /* Nested */) {
-      s.s += st.s;
-      s.y += st.y;
-    } else if (numeric) s.s++;
-    else s.y++;
+    s.G.push(...sub.G);
+    s.x += sub.x;
+    s.F += sub.F;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.H = 2;
+  s.I = 2;
 }
 var Schema = class {
   classes;
@@ -306,13 +297,11 @@ function checkCompatible(local, remote) {
   const seen = /* @__PURE__ */ new Set();
   const ids = /* @__PURE__ */ new Map();
   const id = (s) => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
+  const sig = ({ kind, key, quant: q }) => [kind, key, q.mode, q.step, q.min, q.nbits];
   const type = (l, r, where) => {
     if (!l || !r) return;
-    const a = l.quant;
-    const b = r.quant;
-    if (l.kind !== r.kind || l.key !== r.key || a.mode !== b.mode || !Object.is(a.step, b.step) || !Object.is(a.min, b.min) || a.nbits !== b.nbits) {
-      fail("incompatible", where);
-    }
+    const b = sig(r);
+    if (sig(l).some((x, i) => !Object.is(x, b[i]))) fail("incompatible", where);
     struct(l.struct, r.struct, where);
     type(l.elem, r.elem, where);
   };
@@ -344,7 +333,7 @@ function numPlan(t) {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, t: bool || (float && m !== 1 ? W : 0), ra: bool, r: W, l: isSigned(k) || float && m === 1, sa: W === 64, quant: q });
+    plans.set(t, p = { kind: k, s: bool || (float && m !== 1 ? W : 0), ra: bool, r: W, l: isSigned(k) || float && m === 1, sa: W === 64, quant: q });
   }
   return p;
 }
@@ -464,17 +453,17 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.G] = name();
+    [st.name, st.H] = name();
     for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, G: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.q(), band: r.i(0), ca: 0 };
+      const f = { id: prev, name: nm, H: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.q(), band: r.i(0), ca: 0 };
       st.fields.push(f);
     }
     for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, G: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, H: nb, dir: r.a(1), args: index() });
     }
   }
   const classes = [];
@@ -520,8 +509,8 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.s * 2);
-    this.obj = type.F.map(zeroObj);
+    this.num = new Uint32Array(type.x * 2);
+    this.obj = type.G.map(zeroObj);
     this.da = 0;
   }
   /** A deep copy. */
@@ -710,8 +699,8 @@ function table() {
   };
   const t = {
     size: 0,
-    u: [],
-    v: /* @__PURE__ */ new Set(),
+    t: [],
+    u: /* @__PURE__ */ new Set(),
     K: [],
     va: atSlot,
     ea: setNum,
@@ -720,7 +709,7 @@ function table() {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.u.map((s) => atSlot(s)),
+    entities: () => t.t.map((s) => atSlot(s)),
     wa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
@@ -730,7 +719,7 @@ function table() {
     ga() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.v.clear();
+      t.u.clear();
       t.K = [];
       return t;
     },
@@ -740,7 +729,7 @@ function table() {
       const e = new Entity(cls, id, classId, bands, nbands);
       e.da = serial;
       put(slot, e);
-      t.v.add(slot);
+      t.u.add(slot);
       moved.push(slot);
       undo.push(() => put(slot));
       event(0 /* Create */, e);
@@ -793,11 +782,11 @@ function table() {
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.v.add(e.slot);
+      t.u.add(e.slot);
     },
     ka() {
       if (moved.length) {
-        const held = t.u;
+        const held = t.t;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -805,7 +794,7 @@ function table() {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.u = out2.concat(held.slice(i));
+        t.t = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
@@ -871,10 +860,10 @@ function decoder(local, remote = local, limits = {}) {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.J, l.index]));
+      const byPath = new Map(ls.leaves.map((l) => [l.y, l.index]));
       inner.set(ls, m = { la: new Int32Array(rs.leaves.length), z: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.la[l.index] = byPath.get(l.J) ?? -1;
+        const j = m.la[l.index] = byPath.get(l.y) ?? -1;
         if (j >= 0) m.z[j] = l.band;
       }
     }
@@ -895,7 +884,7 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.u[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.t[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = r.a(6);
       for (let i = 0; i < n; i++) gens[i] = u32(k, 255);
@@ -904,7 +893,7 @@ function decoder(local, remote = local, limits = {}) {
       const slot = ids[i];
       let e;
       if (tag === 1 /* Create */) e = tab.xa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.z : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.va(slot)) || tag === 4 /* Fill */ && !tab.v.has(slot)) fail("not-found", "slot " + slot);
+      else if (!(e = tab.va(slot)) || tag === 4 /* Fill */ && !tab.u.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) malformed("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -931,7 +920,7 @@ function decoder(local, remote = local, limits = {}) {
       const s = { S: to, T: -1, A: 4 /* Str */, f: 0, V: t, ma: ll && ll.field.type, L: p, W: 0, M: 0, l: false };
       if (isNumeric(kind)) {
         s.A = 1 /* Raw */;
-        if (!(s.f = delta ? p.ra : p.t)) {
+        if (!(s.f = delta ? p.ra : p.s)) {
           s.f = r.a(6);
           s.A = 3 /* U */;
           if (delta && p.r <= 32 && kind !== 14 /* Ref */) {
@@ -997,8 +986,8 @@ function decoder(local, remote = local, limits = {}) {
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.t) {
-        out.e = r.p(p.t);
+      if (p.s) {
+        out.e = r.p(p.s);
         out.b = r.b;
       } else readNum(p, k, false);
       return toElem(p, out.e, out.b);
@@ -1006,7 +995,7 @@ function decoder(local, remote = local, limits = {}) {
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   }
   function readK(t, n) {
-    return n && isNumeric(t.kind) && !numPlan(t).t ? r.a(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).s ? r.a(6) : 0;
   }
   function readKey(key, k) {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = r.j(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
@@ -1230,14 +1219,14 @@ var Replica = class {
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
             t.R(e, (l) => e.z[l.index] > lc.level);
-          } else if (lc.level > e.level) t.v.add(e.slot);
+          } else if (lc.level > e.level) t.u.add(e.slot);
           if (e) t.ia(e, lc.level);
         }
         for (seg = 0; seg < segments.length; seg++) rep2.B.apply(t, segments[seg]);
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
-          if (!e || !t.v.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+          if (!e || !t.u.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
           t.Q(e, true);
         }
         for (const lc of later) {

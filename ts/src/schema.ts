@@ -159,36 +159,31 @@ function layout(s: StructType, pending: StructType[]): void {
     if (t.kind === K.Bag) pending.push(st!);
     if (e) pending.push(e);
     f.leaf = s.leaves.length;
-    let sub: Leaf[] = [{ index: 0, field: f, path: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
-    if (t.kind === K.Nested) {
-      layout(st!, pending);
-      sub = st!.leaves;
-      s.all += st!.all;
-    } else s.all++;
-    if ((budget += t.kind === K.Nested ? st!.all : 1) > 1 << 20) bad("too many fields");
-    if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
-    for (const l of sub) {
-      const nested = l.field !== f;
+    // What the field adds: a nested struct's leaves and slots, or one leaf of its own.
+    const sub =
+      t.kind === K.Nested
+        ? (layout(st!, pending), st!)
+        : { leaves: [{ field: f, path: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], numSlots: +numeric, objSlots: +!numeric, objTypes: numeric ? [] : [t], all: 1 };
+    s.all += sub.all;
+    if ((budget += sub.all) > 1 << 20) bad("too many fields");
+    if (f.deprecated) continue;
+    for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        path: nested ? f.id + "," + l.path : "" + f.id,
-        name: nested ? f.name + "." + l.name : f.name,
+        path: f.id + (l.path && "," + l.path),
+        name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? (l.num < 0 ? -1 : l.num + s.numSlots) : numeric ? s.numSlots : -1,
-        obj: nested ? (l.obj < 0 ? -1 : l.obj + s.objSlots) : numeric ? -1 : s.objSlots,
+        num: l.num < 0 ? -1 : l.num + s.numSlots,
+        obj: l.obj < 0 ? -1 : l.obj + s.objSlots,
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    if (t.kind === K.Nested) s.objTypes.push(...st!.objTypes);
-    else if (!numeric) s.objTypes.push(t);
-    if (t.kind === K.Nested) {
-      s.numSlots += st!.numSlots;
-      s.objSlots += st!.objSlots;
-    } else if (numeric) s.numSlots++;
-    else s.objSlots++;
+    s.objTypes.push(...sub.objTypes);
+    s.numSlots += sub.numSlots;
+    s.objSlots += sub.objSlots;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
@@ -243,13 +238,12 @@ export function checkCompatible(local: Schema, remote: Schema): void {
   const seen = new Set<string>();
   const ids = new Map<StructType, number>();
   const id = (s: StructType): number => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
+  // A type's kind, key kind and quantization, which two versions must share.
+  const sig = ({ kind, key, quant: q }: Type): unknown[] => [kind, key, q.mode, q.step, q.min, q.nbits];
   const type = (l: Type | null, r: Type | null, where: string): void => {
     if (!l || !r) return;
-    const a = l.quant;
-    const b = r.quant;
-    if (l.kind !== r.kind || l.key !== r.key || a.mode !== b.mode || !Object.is(a.step, b.step) || !Object.is(a.min, b.min) || a.nbits !== b.nbits) {
-      fail("incompatible", where);
-    }
+    const b = sig(r);
+    if (sig(l).some((x, i) => !Object.is(x, b[i]))) fail("incompatible", where);
     struct(l.struct, r.struct, where);
     type(l.elem, r.elem, where);
   };
