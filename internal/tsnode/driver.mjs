@@ -23,152 +23,130 @@ var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
 var MASK32 = Int32Array.from(MASK);
 var ctz = (x) => 31 - Math.clz32(x & -x);
 var utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
-function decodeUTF8(b, start, end) {
-  b = b.subarray(start, end);
-  return b.length < 65 && b.every((x) => x < 128) ? String.fromCharCode(...b) : utf8.decode(b);
+function decodeUTF8(b, start = 0, end = b.length) {
+  let s = "";
+  for (let i = start; i < end && end - start < 65; i++) {
+    if (b[i] > 127) break;
+    s += String.fromCharCode(b[i]);
+    if (i === end - 1) return s;
+  }
+  return start === end ? "" : utf8.decode(b.subarray(start, end));
 }
 var utf8enc = new TextEncoder();
 var encodeUTF8 = (s) => utf8enc.encode(s);
-var BitReader = class {
-  /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
-  g = new Uint8Array(8);
-  C = new Uint8Array(64);
-  /** Next bit to read. */
-  d = 0;
-  /** Number of bits of input. */
-  w = 0;
-  /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
-  b = 0;
-  constructor(b) {
-    if (b) this.reset(b);
+var buf = new Uint8Array(64);
+var pos = 0;
+var len = 0;
+var hi = 0;
+function load(b, at = 0) {
+  const n = b.length;
+  if (buf.length < n + 8) buf = new Uint8Array(Math.max(n + 8, buf.length * 2));
+  buf.set(b);
+  buf.fill(0, n, n + 8);
+  pos = at;
+  hi = 0;
+  len = n * 8;
+}
+function malformed(msg) {
+  throw new ReplicaDecodeError("malformed", msg, pos);
+}
+function peek32() {
+  const i = pos >>> 3;
+  const sh = pos & 7;
+  let w = (buf[i] | buf[i + 1] << 8 | buf[i + 2] << 16 | buf[i + 3] << 24) >>> sh;
+  if (sh) w |= buf[i + 4] << 32 - sh;
+  return w >>> 0;
+}
+function skip(n) {
+  if ((pos += n) > len) {
+    pos = len;
+    throw new ReplicaDecodeError("truncated", "ends early", pos);
   }
-  /** Starts reading b from its first bit. */
-  reset(b) {
-    if (this.C.length < b.length + 8) this.C = new Uint8Array(Math.max(b.length + 8, this.C.length * 2));
-    const s = this.g = this.C;
-    s.set(b);
-    s.fill(0, b.length, b.length + 8);
-    this.d = this.b = 0;
-    this.w = b.length * 8;
-  }
-  /** Throws a malformed-input error at the current position. */
-  P(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.d);
-  }
-  /** The 32 bits from the current position (zeros past the end), unsigned. */
-  $() {
-    const b = this.g;
-    const p = this.d;
-    const i = p >>> 3;
-    const sh = p & 7;
-    let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
-    if (sh !== 0) w |= b[i + 4] << 32 - sh;
-    return w >>> 0;
-  }
-  /** Advances by n bits, failing if that passes the end. */
-  D(n) {
-    if ((this.d += n) > this.w) {
-      this.d = this.w;
-      throw new ReplicaDecodeError("truncated", "ends early", this.d);
+}
+function bits(n) {
+  if (!n) return 0;
+  const w = peek32();
+  skip(n);
+  return n === 32 ? w : (w & MASK32[n]) >>> 0;
+}
+var bool = () => !!bits(1);
+function bitsWide(n) {
+  const lo = bits(Math.min(n, 32));
+  hi = n > 32 ? bits(n - 32) : 0;
+  return lo;
+}
+function u(k) {
+  const w = peek32();
+  if (!(w & 1)) {
+    if (k < 32) {
+      skip(k + 1);
+      hi = 0;
+      return (w >>> 1 & MASK32[k]) >>> 0;
+    }
+  } else if (w !== 4294967295) {
+    const ones = ctz(~w);
+    const b = k + ones;
+    if (ones + b <= 32 && b <= 32) {
+      skip(ones + b);
+      hi = 0;
+      return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
     }
   }
-  /** Reads n ≤ 32 bits, unsigned. */
-  a(n) {
-    if (n === 0) return 0;
-    const w = this.$();
-    this.D(n);
-    return n === 32 ? w : (w & MASK32[n]) >>> 0;
+  return uSlow(k);
+}
+function uSlow(k) {
+  let ones = 0;
+  while (ones < 64 - k && bits(1)) ones++;
+  const b = k + ones - 1;
+  const lo = bitsWide(ones ? b : k);
+  if (!ones) return lo;
+  if (b < 32) return lo + 2 ** b;
+  hi = (hi | 1 << b - 32) >>> 0;
+  return lo;
+}
+function u32(k = 0) {
+  const v = u(k);
+  return hi ? malformed("over 32 bits") : v;
+}
+function count(k, max, minBits, what) {
+  const start = pos;
+  const n = u(k);
+  if (hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
+  if (n * minBits > len - pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+  return n;
+}
+var STRBUF = new Uint8Array(64);
+var strLen = 0;
+var strCopy;
+function str(max, out2) {
+  const n = strLen = count(4, max, 8, "length");
+  const i = pos >>> 3;
+  if (!(pos & 7)) {
+    skip(n * 8);
+    return i;
   }
-  /** Reads one bit as a boolean. */
-  q() {
-    return !!this.a(1);
-  }
-  /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  p(n) {
-    const lo = this.a(Math.min(n, 32));
-    this.b = n > 32 ? this.a(n - 32) : 0;
-    return lo;
-  }
-  /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
-  c(k) {
-    const w = this.$();
-    if ((w & 1) === 0) {
-      if (k <= 31) {
-        this.D(k + 1);
-        this.b = 0;
-        return (w >>> 1 & MASK32[k]) >>> 0;
-      }
-    } else if (w !== 4294967295) {
-      const ones = ctz(~w);
-      const b = k + ones;
-      if (ones + b <= 32 && b <= 32) {
-        this.D(ones + b);
-        this.b = 0;
-        return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
-      }
-    }
-    return this.qa(k);
-  }
-  // Codes the fast path does not take: more than 32 bits with the ones, or
-  // k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
-  qa(k) {
-    let ones = 0;
-    while (ones < 64 - k && this.a(1)) ones++;
-    const b = k + ones - 1;
-    const lo = this.p(ones ? b : k);
-    if (!ones) return lo;
-    if (b < 32) return lo + 2 ** b;
-    this.b = (this.b | 1 << b - 32) >>> 0;
-    return lo;
-  }
-  /** Reads a U(k) value that must fit 32 bits. */
-  i(k = 0) {
-    const v = this.c(k);
-    return this.b ? this.P("over 32 bits") : v;
-  }
-  /** Reads a U(k) value as a BigInt. */
-  E(k) {
-    return big(this.c(k), this.b);
-  }
-  /**
-   * Reads a U(k) count and checks it against max and against the bits left,
-   * assuming each counted item takes at least minBits bits.
-   */
-  h(k, max, minBits, what) {
-    const start = this.d;
-    const n = this.c(k);
-    if (this.b || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
-    if (n * minBits > this.w - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
-    return n;
-  }
-  /** Reads a length-prefixed byte string of at most max bytes (§1.4): a view of the input when aligned, else a copy. */
-  aa(max) {
-    const n = this.h(4, max, 8, "length");
-    const i = this.d >>> 3;
-    if (this.d & 7) return Uint8Array.from({ length: n }, () => this.a(8));
-    this.D(n * 8);
-    return this.g.subarray(i, i + n);
-  }
-  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  j(max) {
-    return this.aa(max).slice();
-  }
-  /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
-  string(max) {
-    return decodeUTF8(this.aa(max));
-  }
-  /** Requires that only zero padding (fewer than 8 bits) is left. */
-  o() {
-    const rem = this.w - this.d;
-    if (rem >= 8 || this.a(rem) !== 0) this.P("trailing");
-  }
-};
+  strCopy = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+  for (let j = 0; j < n; j++) strCopy[j] = bits(8);
+  return -1;
+}
+function bytes(max) {
+  const i = str(max);
+  return i < 0 ? strCopy : buf.slice(i, i + strLen);
+}
+function string(max) {
+  const i = str(max, STRBUF);
+  return i < 0 ? decodeUTF8(strCopy, 0, strLen) : decodeUTF8(buf, i, i + strLen);
+}
+function finish() {
+  const rem = len - pos;
+  if (rem > 7 || bits(rem)) malformed("trailing");
+}
 function compareBytes(a, b) {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
   return a.length - b.length;
 }
-var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
+var big = (lo, hi2) => BigInt(hi2) << 32n | BigInt(lo);
 
 // ts/src/schema.ts
 var named = (names) => Object.fromEntries(names.split(" ").map((n, i) => [n, i]));
@@ -192,24 +170,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  x = 0;
+  u = 0;
   /** @internal Object slots of a record of the struct. */
-  F = 0;
+  B = 0;
   /** @internal The types of the object slots, in order. */
-  G = [];
+  C = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  H;
+  D;
   /** @internal Fields by ID. */
-  ba = /* @__PURE__ */ new Map();
+  X = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  I = 0;
+  E = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  J = 0;
+  F = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.ba.get(id);
+    return this.X.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -222,51 +200,51 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 function layout(s, pending) {
-  if (s.I === 1) bad(s.name + " contains itself");
-  if (s.I) return;
-  s.I = 1;
+  if (s.E === 1) bad(s.name + " contains itself");
+  if (s.E) return;
+  s.E = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ba.set(f.id, f);
+    s.X.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ca = s.leaves.length;
+    f.Y = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, y: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], x: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
-    s.J += sub.J;
-    if ((budget += sub.J) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, v: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], u: +numeric, B: +!numeric, C: numeric ? [] : [t], F: 1 };
+    s.F += sub.F;
+    if ((budget += sub.F) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        y: f.id + (l.y && "," + l.y),
+        v: f.id + (l.v && "," + l.v),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: l.num < 0 ? -1 : l.num + s.x,
-        obj: l.obj < 0 ? -1 : l.obj + s.F
+        num: l.num < 0 ? -1 : l.num + s.u,
+        obj: l.obj < 0 ? -1 : l.obj + s.B
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.G.push(...sub.G);
-    s.x += sub.x;
-    s.F += sub.F;
+    s.C.push(...sub.C);
+    s.u += sub.u;
+    s.B += sub.B;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.I = 2;
+  s.E = 2;
 }
 var Schema = class {
   classes;
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  k;
+  h;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -332,42 +310,42 @@ function numPlan(t) {
     const m = q.mode;
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
-    const bool = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, s: bool || (float && m !== 1 ? W : 0), ra: bool, r: W, l: isSigned(k) || float && m === 1, sa: W === 64, quant: q });
+    const bool2 = +(k === 1 /* Bool */);
+    plans.set(t, p = { kind: k, p: bool2 || (float && m !== 1 ? W : 0), la: bool2, l: W, i: isSigned(k) || float && m === 1, ma: W === 64, quant: q });
   }
   return p;
 }
-var out = { e: 0, b: 0 };
-function unzigzag64(lo, hi) {
+var out = { e: 0, c: 0 };
+function unzigzag64(lo, hi2) {
   const neg = -(lo & 1);
-  out.e = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
-  out.b = (hi >>> 1 ^ neg) >>> 0;
+  out.e = ((lo >>> 1 | (hi2 & 1) << 31) ^ neg) >>> 0;
+  out.c = (hi2 >>> 1 ^ neg) >>> 0;
 }
-function decodeFull(p, lo, hi) {
-  if (p.r < 64 && (hi || lo > MASK[p.r])) return false;
-  if (p.l) unzigzag64(lo, hi);
+function decodeFull(p, lo, hi2) {
+  if (p.l < 64 && (hi2 || lo > MASK[p.l])) return false;
+  if (p.i) unzigzag64(lo, hi2);
   else {
     out.e = lo;
-    out.b = hi;
+    out.c = hi2;
   }
   return true;
 }
-function decodeDelta(p, olo, ohi, lo, hi) {
+function decodeDelta(p, olo, ohi, lo, hi2) {
   if (p.kind === 14 /* Ref */) {
     out.e = lo;
-    out.b = 0;
-    return !hi;
+    out.c = 0;
+    return !hi2;
   }
-  unzigzag64(lo, hi);
+  unzigzag64(lo, hi2);
   const s = olo + out.e;
-  out.b = ohi + out.b + +(s > 4294967295) >>> 0;
+  out.c = ohi + out.c + +(s > 4294967295) >>> 0;
   out.e = s >>> 0;
   return true;
 }
-function toElem(p, lo, hi) {
-  if (!p.sa) return p.l ? lo | 0 : lo;
-  const v = big(lo, hi);
-  return p.l ? BigInt.asIntN(64, v) : v;
+function toElem(p, lo, hi2) {
+  if (!p.ma) return p.i ? lo | 0 : lo;
+  const v = big(lo, hi2);
+  return p.i ? BigInt.asIntN(64, v) : v;
 }
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -377,65 +355,65 @@ function f32FromBits(lo) {
   F32_U32[0] = lo;
   return F32[0];
 }
-function f64FromBits(lo, hi) {
+function f64FromBits(lo, hi2) {
   F64_U32[0] = lo;
-  F64_U32[1] = hi;
+  F64_U32[1] = hi2;
   return F64[0];
 }
-function dequantize(p, lo, hi) {
+function dequantize(p, lo, hi2) {
   const q = p.quant;
-  return q.mode === 2 ? q.min + lo * q.step : ((hi | 0) * 4294967296 + lo) * q.step;
+  return q.mode === 2 ? q.min + lo * q.step : ((hi2 | 0) * 4294967296 + lo) * q.step;
 }
-function numValue(p, lo, hi) {
+function numValue(p, lo, hi2) {
   const k = p.kind;
   if (k === 1 /* Bool */) return lo !== 0;
-  if (k === 10 /* Float32 */) return p.quant.mode ? Math.fround(dequantize(p, lo, hi)) : f32FromBits(lo);
-  if (k === 11 /* Float64 */) return p.quant.mode ? dequantize(p, lo, hi) : f64FromBits(lo, hi);
-  return toElem(p, lo, hi);
+  if (k === 10 /* Float32 */) return p.quant.mode ? Math.fround(dequantize(p, lo, hi2)) : f32FromBits(lo);
+  if (k === 11 /* Float64 */) return p.quant.mode ? dequantize(p, lo, hi2) : f64FromBits(lo, hi2);
+  return toElem(p, lo, hi2);
 }
 
 // ts/src/descriptor.ts
 var DESCRIPTOR_VERSION = 2;
 function decodeDescriptor(b) {
-  const r = new BitReader(b);
+  load(b);
   try {
-    const s = read(r);
-    s.k = b;
+    const s = read();
+    s.h = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.d;
+    if (e.bit < 0) e.bit = pos;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 }
 var bad2 = (msg) => fail("descriptor", msg);
-var f64 = (r) => f64FromBits(r.a(32), r.a(32));
-function read(r) {
-  const v = r.i(0);
+var f64 = () => f64FromBits(bits(32), bits(32));
+function read() {
+  const v = u32(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
-  const n = r.h(2, 4096, 9, "structs");
+  const n = count(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.i(2)] ?? bad2("struct index");
+  const index = () => structs[u32(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.j(256);
+    const b = bytes(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
-    const v2 = prev + 1 + r.c(2) + r.b * 2 ** 32;
+    const v2 = prev + 1 + u(2) + hi * 2 ** 32;
     return v2 > 4294967295 ? bad2("ID " + v2) : v2;
   };
   const type = (depth) => {
     if (depth > 4) bad2("type nested too deeply");
-    const kind = r.a(5);
+    const kind = bits(5);
     const t = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
     if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
-      const mode = r.a(2);
+      const mode = bits(2);
       if (mode === 3) bad2("quantization mode 3");
       if (mode) {
-        const q = t.quant = { mode, step: f64(r), min: 0, nbits: 0 };
+        const q = t.quant = { mode, step: f64(), min: 0, nbits: 0 };
         if (mode === 2) {
-          q.min = f64(r);
-          q.nbits = r.a(6);
+          q.min = f64();
+          q.nbits = bits(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
           bad2("quantization");
@@ -443,7 +421,7 @@ function read(r) {
       }
     } else if (kind === 15 /* Nested */) t.struct = index();
     else if (kind >= 16 /* List */ && kind <= 18 /* Bag */) {
-      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = r.a(5);
+      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = bits(5);
       if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad2("key kind " + key);
       if (kind === 18 /* Bag */) t.struct = index();
       else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad2("element kind " + t.elem.kind);
@@ -453,35 +431,35 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.H] = name();
-    for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
+    [st.name, st.D] = name();
+    for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, H: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.q(), band: r.i(0), ca: 0 };
+      const f = { id: prev, name: nm, D: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), Y: 0 };
       st.fields.push(f);
     }
-    for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
+    for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, H: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, D: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
-  for (let i2 = r.h(2, n, 2, "classes"); i2 > 0; i2--) {
+  for (let i2 = count(2, n, 2, "classes"); i2 > 0; i2--) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.i(4);
-    const nb = r.i(0);
+    c.classId = u32(4);
+    const nb = u32(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
-      const d = f64(r);
+      const d = f64();
       if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad2(`${c.name}: band ${b + 1} distance ${d}`);
       c.distances.push(d);
     }
     classes.push(c);
   }
-  r.o();
+  finish();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -509,9 +487,9 @@ function read(r) {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.x * 2);
-    this.obj = type.G.map(zeroObj);
-    this.da = 0;
+    this.num = new Uint32Array(type.u * 2);
+    this.obj = type.C.map(zeroObj);
+    this.Z = 0;
   }
   /** A deep copy. */
   clone() {
@@ -577,8 +555,8 @@ var BagC = class extends MapC {
 function elemValue(t, v) {
   if (!isNumeric(t.kind)) return v;
   if (typeof v === "bigint") {
-    const u = BigInt.asUintN(64, v);
-    return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
+    const u2 = BigInt.asUintN(64, v);
+    return numValue(numPlan(t), Number(u2 & 0xffffffffn), Number(u2 >> 32n));
   }
   return numValue(numPlan(t), v >>> 0, v < 0 ? 4294967295 : 0);
 }
@@ -588,7 +566,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.z = bands;
+    this.w = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -606,7 +584,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.z[l.index] ?? 0) <= this.level;
+    return !!l && (this.w[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -636,7 +614,7 @@ function table() {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.K.push({ f: k, ta: e, ua: [e, ...a] });
+  const event = (k, e, ...a) => void t.G.push({ f: k, na: e, oa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -649,13 +627,13 @@ function table() {
     if (n !== void 0) ev.new = conv(n);
     event(4 /* Field */ + leaf, e, ev);
   };
-  const setNum = (e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) => {
+  const setNum = (e, leaf, slot, lo, hi2, r = e, k, bagLeaf = -1) => {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
-    if (olo === lo && ohi === hi) return;
-    if (r.da !== serial) {
+    if (olo === lo && ohi === hi2) return;
+    if (r.Z !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -667,10 +645,10 @@ function table() {
       savedRecs[n] = r;
     }
     a[i] = lo;
-    a[i + 1] = hi;
+    a[i + 1] = hi2;
     if (wants(e, r === e ? leaf : bagLeaf)) {
       const p = numPlan(r.type.leaves[leaf].field.type);
-      fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+      fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi2), r, k, bagLeaf);
     }
   };
   const setObj = (e, leaf, slot, v, r = e, k, bagLeaf = -1) => {
@@ -699,43 +677,43 @@ function table() {
   };
   const t = {
     size: 0,
-    t: [],
-    u: /* @__PURE__ */ new Set(),
-    K: [],
-    va: atSlot,
-    ea: setNum,
-    fa: setObj,
+    q: [],
+    r: /* @__PURE__ */ new Set(),
+    G: [],
+    pa: atSlot,
+    _: setNum,
+    $: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.t.map((s) => atSlot(s)),
-    wa(c, leaf) {
+    entities: () => t.q.map((s) => atSlot(s)),
+    qa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    ga() {
+    aa() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.u.clear();
-      t.K = [];
+      t.r.clear();
+      t.G = [];
       return t;
     },
-    xa(cls, id, classId, bands, nbands) {
+    ra(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.da = serial;
+      e.Z = serial;
       put(slot, e);
-      t.u.add(slot);
+      t.r.add(slot);
       moved.push(slot);
       undo.push(() => put(slot));
       event(0 /* Create */, e);
       return e;
     },
-    ha(slot) {
+    ba(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put(slot);
       moved.push(slot);
@@ -743,13 +721,13 @@ function table() {
       undo.push(() => put(slot, e));
       event(1 /* Destroy */, e);
     },
-    Q(e, owned) {
+    L(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    ia(e, level) {
+    ca(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    ya(e, leaf, l, op, i, v) {
+    sa(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
@@ -765,7 +743,7 @@ function table() {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    ja(e, leaf, m, k, v) {
+    da(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -775,18 +753,18 @@ function table() {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    R(e, pick) {
+    M(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.u.add(e.slot);
+      t.r.add(e.slot);
     },
-    ka() {
+    ea() {
       if (moved.length) {
-        const held = t.t;
+        const held = t.q;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -794,11 +772,11 @@ function table() {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.t = out2.concat(held.slice(i));
+        t.q = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    za() {
+    ta() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -806,7 +784,7 @@ function table() {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.ga();
+      t.aa();
     }
   };
   return t;
@@ -829,11 +807,11 @@ function withDefaults(l = {}) {
 }
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  ea(_e, _l, slot, lo, hi, r) {
+  _(_e, _l, slot, lo, hi2, r) {
     r.num[slot << 1] = lo;
-    r.num[(slot << 1) + 1] = hi;
+    r.num[(slot << 1) + 1] = hi2;
   },
-  fa(_e, _l, slot, v, r) {
+  $(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -841,7 +819,6 @@ function decoder(local, remote = local, limits = {}) {
   const lim = withDefaults(limits);
   const { maxStringBytes, maxContainerLen: max } = lim;
   checkCompatible(local, remote);
-  const r = new BitReader();
   const maps = /* @__PURE__ */ new Map();
   const steps = [];
   const ids = [];
@@ -850,30 +827,30 @@ function decoder(local, remote = local, limits = {}) {
   let nEntities = 0;
   let nValues = 0;
   let keyBytes;
-  const malformed = (what) => r.P("" + what);
-  const u32 = (k, m = 2 ** 32) => {
-    const v = r.c(k);
-    return r.b || v > m ? malformed("value " + v) : v;
+  const bad4 = (what) => malformed("" + what);
+  const bounded = (k, m = 2 ** 32) => {
+    const v = u(k);
+    return hi || v > m ? bad4("value " + v) : v;
   };
   function mapping(rs, ls) {
     let inner = maps.get(rs);
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.y, l.index]));
-      inner.set(ls, m = { la: new Int32Array(rs.leaves.length), z: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.v, l.index]));
+      inner.set(ls, m = { fa: new Int32Array(rs.leaves.length), w: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.la[l.index] = byPath.get(l.y) ?? -1;
-        if (j >= 0) m.z[j] = l.band;
+        const j = m.fa[l.index] = byPath.get(l.v) ?? -1;
+        if (j >= 0) m.w[j] = l.band;
       }
     }
     return m;
   }
   function readIDs() {
-    const n = nids = r.h(3, lim.maxEntities - nEntities, 1, "entities");
+    const n = nids = count(3, lim.maxEntities - nEntities, 1, "entities");
     nEntities += n;
-    const k = r.a(6);
-    for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + u32(k, 16777215 - 1 - slot);
+    const k = bits(6);
+    for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + bounded(k, 16777215 - 1 - slot);
   }
   function group(tab, tag, rc) {
     const lc = local.class(rc.classId) ?? rc;
@@ -884,17 +861,17 @@ function decoder(local, remote = local, limits = {}) {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.t[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.q[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
-      const k = r.a(6);
-      for (let i = 0; i < n; i++) gens[i] = u32(k, 255);
+      const k = bits(6);
+      for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.xa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.z : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.va(slot)) || tag === 4 /* Fill */ && !tab.u.has(slot)) fail("not-found", "slot " + slot);
-      if (e.classId !== rc.classId) malformed("class of " + slot);
+      if (tag === 1 /* Create */) e = tab.ra(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.w : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.pa(slot)) || tag === 4 /* Fill */ && !tab.r.has(slot)) fail("not-found", "slot " + slot);
+      if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
   }
@@ -903,107 +880,107 @@ function decoder(local, remote = local, limits = {}) {
   }
   function readTree(st, base, delta, depth, gapK, map, ls) {
     deeper(depth);
-    for (let n = r.h(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
-      id += 1 + r.c(gapK) + r.b * 2 ** 32;
+    for (let n = count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+      id += 1 + u(gapK) + hi * 2 ** 32;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ca;
+      const leaf = base + f.Y;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.la[leaf];
+      const to = map.fa[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
-      const s = { S: to, T: -1, A: 4 /* Str */, f: 0, V: t, ma: ll && ll.field.type, L: p, W: 0, M: 0, l: false };
+      const s = { N: to, O: -1, x: 4 /* Str */, f: 0, P: t, ga: ll && ll.field.type, H: p, Q: 0, I: 0, i: false };
       if (isNumeric(kind)) {
-        s.A = 1 /* Raw */;
-        if (!(s.f = delta ? p.ra : p.s)) {
-          s.f = r.a(6);
-          s.A = 3 /* U */;
-          if (delta && p.r <= 32 && kind !== 14 /* Ref */) {
-            s.A = 2 /* Delta */;
-            s.W = MASK[p.r];
-            s.M = 32 - p.r;
-            s.l = p.l;
+        s.x = 1 /* Raw */;
+        if (!(s.f = delta ? p.la : p.p)) {
+          s.f = bits(6);
+          s.x = 3 /* U */;
+          if (delta && p.l <= 32 && kind !== 14 /* Ref */) {
+            s.x = 2 /* Delta */;
+            s.Q = MASK[p.l];
+            s.I = 32 - p.l;
+            s.i = p.i;
           }
         }
-        if (ll) s.T = ll.num;
+        if (ll) s.O = ll.num;
       } else {
-        if (isContainer(kind)) s.A = 5 /* Cont */;
-        if (ll) s.T = ll.obj;
+        if (isContainer(kind)) s.x = 5 /* Cont */;
+        if (ll) s.O = ll.obj;
       }
       steps.push(s);
     }
   }
   function readNum(p, k, delta, olo = 0, ohi = 0) {
-    const lo = r.c(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) malformed("value " + lo);
+    const lo = u(k);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad4("value " + lo);
   }
   function values(tab, e, rec2, from, delta, depth, k, bagLeaf) {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.T;
+      const slot = s.O;
       const j = slot << 1;
-      const how = s.A;
+      const how = s.x;
       let lo;
-      let hi = 0;
+      let h = 0;
       if (how === 2 /* Delta */) {
-        lo = u32(s.f, s.W);
+        lo = bounded(s.f, s.Q);
         if (slot < 0) continue;
         lo = a[j] + (lo >>> 1 ^ -(lo & 1));
-        if (s.l) {
-          lo = lo << s.M >> s.M;
-          hi = lo < 0 ? 4294967295 : 0;
-        } else if (s.M) lo &= s.W;
+        if (s.i) {
+          lo = lo << s.I >> s.I;
+          h = lo < 0 ? 4294967295 : 0;
+        } else if (s.I) lo &= s.Q;
         lo >>>= 0;
       } else if (how === 1 /* Raw */) {
-        lo = r.p(s.f);
-        hi = r.b;
+        lo = bitsWide(s.f);
+        h = hi;
       } else if (how === 3 /* U */) {
-        readNum(s.L, s.f, delta, a[j], a[j + 1]);
+        readNum(s.H, s.f, delta, a[j], a[j + 1]);
         lo = out.e;
-        hi = out.b;
+        h = out.c;
       } else {
-        const v = how === 4 /* Str */ ? readStr(s.V) : !delta || r.q() ? readContainer(s.V, s.ma, depth + 1) : containerOps(tab, e, s.V, s.ma, s.S, slot);
-        if (slot >= 0 && v !== void 0) tab.fa(e, s.S, slot, v, rec2, k, bagLeaf);
+        const v = how === 4 /* Str */ ? readStr(s.P) : !delta || bool() ? readContainer(s.P, s.ga, depth + 1) : containerOps(tab, e, s.P, s.ga, s.N, slot);
+        if (slot >= 0 && v !== void 0) tab.$(e, s.N, slot, v, rec2, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab.ea(e, s.S, slot, lo, hi, rec2, k, bagLeaf);
+      if (slot >= 0) tab._(e, s.N, slot, lo, h, rec2, k, bagLeaf);
     }
   }
   function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.j(maxStringBytes) : r.string(maxStringBytes);
+    return t.kind === 13 /* Bytes */ ? bytes(maxStringBytes) : string(maxStringBytes);
   }
-  function count(k, minBits) {
-    const n = r.h(k, max, minBits, "length");
+  function countValues(k, minBits) {
+    const n = count(k, max, minBits, "length");
     if ((nValues += n) > lim.maxValues) fail("limit", "values");
     return n;
   }
   function readElem(t, lt, k, depth) {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.s) {
-        out.e = r.p(p.s);
-        out.b = r.b;
+      if (p.p) {
+        out.e = bitsWide(p.p);
+        out.c = hi;
       } else readNum(p, k, false);
-      return toElem(p, out.e, out.b);
+      return toElem(p, out.e, out.c);
     }
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   }
   function readK(t, n) {
-    return n && isNumeric(t.kind) && !numPlan(t).s ? r.a(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).p ? bits(6) : 0;
   }
   function readKey(key, k) {
-    return key === 12 /* String */ ? decodeUTF8(keyBytes = r.j(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
+    return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
   }
   function readContainer(t, lt, depth) {
     deeper(depth);
     const ct = lt ?? t;
-    const n = count(4, 1);
+    const n = countValues(4, 1);
     const el = t.elem;
     const lel = lt && lt.elem;
     if (t.kind === 16 /* List */) {
@@ -1013,7 +990,7 @@ function decoder(local, remote = local, limits = {}) {
       return new ListC(ct, items);
     }
     const bag = t.kind === 18 /* Bag */;
-    const str = t.key === 12 /* String */;
+    const str2 = t.key === 12 /* String */;
     const kk = readKK(t, n);
     const vk = bag ? 0 : readK(el, n);
     const m = /* @__PURE__ */ new Map();
@@ -1021,14 +998,14 @@ function decoder(local, remote = local, limits = {}) {
     let prevBytes;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      if (i && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) malformed("key order");
+      if (i && !(str2 ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) bad4("key order");
       prev = key;
       prevBytes = keyBytes;
       m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
   }
-  const readKK = (t, n) => n && t.key !== 12 /* String */ ? r.a(6) : 0;
+  const readKK = (t, n) => n && t.key !== 12 /* String */ ? bits(6) : 0;
   function readRecord(rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) {
     deeper(depth);
     if (++nValues > lim.maxValues) fail("limit", "values");
@@ -1048,12 +1025,12 @@ function decoder(local, remote = local, limits = {}) {
     const el = t.elem;
     const lel = lt && lt.elem;
     if (t.kind === 16 /* List */) {
-      const n = count(2, 3);
+      const n = countValues(2, 3);
       const k = readK(el, n);
       for (let i = 0; i < n; i++) {
-        const op = r.a(3);
-        if (op > 5 /* Patch */ || op === 5 /* Patch */ && el.kind !== 15 /* Nested */) malformed("list operation " + op);
-        const idx = op === 0 /* Push */ || op === 4 /* Clear */ ? 0 : Math.min(r.c(4), max + 1) + (r.b && max + 1);
+        const op = bits(3);
+        if (op > 5 /* Patch */ || op === 5 /* Patch */ && el.kind !== 15 /* Nested */) bad4("list operation " + op);
+        const idx = op === 0 /* Push */ || op === 4 /* Clear */ ? 0 : Math.min(u(4), max + 1) + (hi && max + 1);
         const items = c && c.items;
         let v;
         if (op === 5 /* Patch */) {
@@ -1064,25 +1041,25 @@ function decoder(local, remote = local, limits = {}) {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.ya(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.sa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
     const bag = t.kind === 18 /* Bag */;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < 2 + +bag; pass++) {
-      const n = count(2, 1);
+      const n = countValues(2, 1);
       const kk = readKK(t, n);
       const vk = pass === 1 && !bag ? readK(el, n) : 0;
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.ja(e, local2, c, key);
+          if (c) tab.da(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.m.size);
-            tab.ja(e, local2, c, key, v);
+            tab.da(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1090,34 +1067,34 @@ function decoder(local, remote = local, limits = {}) {
     }
   }
   return {
-    na: lim,
+    ha: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
-      r.reset(seg);
+      load(seg);
       nEntities = nValues = 0;
       try {
-        for (let tag; (tag = r.a(3)) !== 0 /* End */; ) {
+        for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.ha(ids[i]);
+            for (let i = 0; i < nids; i++) tab.ba(ids[i]);
             continue;
           }
-          if (tag > 6 /* Ranked */) malformed("section " + tag);
-          const rc = remote.class(r.i(4)) ?? fail("unknown", "class");
-          for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
+          if (tag > 6 /* Ranked */) bad4("section " + tag);
+          const rc = remote.class(u32(4)) ?? fail("unknown", "class");
+          for (let g = count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
         }
-        r.o();
+        finish();
       } catch (e) {
-        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
-        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", r.d) : e;
+        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = pos;
+        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
       }
     },
-    Aa(rs, ls, data) {
+    ua(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
-      r.reset(data);
+      load(data);
       nValues = steps.length = 0;
       const rec2 = readRecord(rs, ls, 0);
-      r.o();
+      finish();
       return rec2;
     }
   };
@@ -1142,20 +1119,20 @@ var Replica = class {
     const rep2 = this;
     const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    rep2.B = decoder(local, remote, opts.limits);
-    const tab = rep2.Ba = table();
+    rep2.y = decoder(local, remote, opts.limits);
+    const tab = rep2.va = table();
     const cbs = /* @__PURE__ */ new Map();
     let dispatching = false;
-    const begin = (what) => dispatching ? misuse(what + " from a callback") : tab.ga();
+    const begin = (what) => dispatching ? misuse(what + " from a callback") : tab.aa();
     const dispatch = (events) => {
       if (!cbs.size) return;
       dispatching = true;
       try {
-        for (const { f: k, ta: e, ua: a } of events) {
+        for (const { f: k, na: e, oa: a } of events) {
           const list = cbs.get(e.type)?.[k];
           const ev = a[1];
           if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-          for (const cb of list ?? []) if (cb.Ca <= rep2.ticksApplied && !cb.X) cb.Da(...a);
+          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.R) cb.xa(...a);
         }
       } finally {
         dispatching = false;
@@ -1167,16 +1144,16 @@ var Replica = class {
         const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
         const k = l.field.type.kind;
         if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-        tab.wa(cls, l.index);
+        tab.qa(cls, l.index);
         i += l.index;
       }
       let lists = cbs.get(cls);
       if (!lists) cbs.set(cls, lists = []);
-      const cb = { Ca: rep2.ticksApplied + 1, X: false, Da: fn };
+      const cb = { wa: rep2.ticksApplied + 1, R: false, xa: fn };
       lists[i] = [...lists[i] ?? [], cb];
       return () => {
-        if (!cb.X) lists[i] = lists[i].filter((x) => x !== cb);
-        cb.X = true;
+        if (!cb.R) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.R = true;
       };
     };
     rep2.entity = tab.entity;
@@ -1197,8 +1174,8 @@ var Replica = class {
         for (const id of changes.lost ?? []) {
           const e = t.entity(id);
           if (!e?.owned) fail("ownership", "lost " + hex(id));
-          t.R(e, (l) => l.vis === 1 /* Owner */);
-          t.Q(e, false);
+          t.M(e, (l) => l.vis === 1 /* Owner */);
+          t.L(e, false);
         }
         const created = [];
         for (const id of changes.gained ?? []) {
@@ -1206,8 +1183,8 @@ var Replica = class {
           if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
           if (!e) created.push(id >>> 0);
           else {
-            t.R(e, (l) => l.vis === 2 /* Others */);
-            t.Q(e, true);
+            t.M(e, (l) => l.vis === 2 /* Others */);
+            t.L(e, true);
           }
         }
         const later = [];
@@ -1218,47 +1195,47 @@ var Replica = class {
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
-            t.R(e, (l) => e.z[l.index] > lc.level);
-          } else if (lc.level > e.level) t.u.add(e.slot);
-          if (e) t.ia(e, lc.level);
+            t.M(e, (l) => e.w[l.index] > lc.level);
+          } else if (lc.level > e.level) t.r.add(e.slot);
+          if (e) t.ca(e, lc.level);
         }
-        for (seg = 0; seg < segments.length; seg++) rep2.B.apply(t, segments[seg]);
+        for (seg = 0; seg < segments.length; seg++) rep2.y.apply(t, segments[seg]);
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
-          if (!e || !t.u.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-          t.Q(e, true);
+          if (!e || !t.r.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+          t.L(e, true);
         }
         for (const lc of later) {
           const e = t.entity(lc.id) ?? fail("level", hex(lc.id) + " not received");
-          t.ia(e, level(e, lc.level));
+          t.ca(e, level(e, lc.level));
         }
       } catch (e) {
-        t.za();
+        t.ta();
         if (e instanceof ReplicaDecodeError) e.segment = seg;
         throw e;
       }
-      t.ka();
+      t.ea();
       rep2.ticksApplied++;
-      dispatch(t.K);
+      dispatch(t.G);
     };
     rep2.reset = (remote2 = rep2.remote) => {
       const t = begin("reset");
-      const dec = decoder(local, remote2, rep2.B.na);
-      for (const e of t.entities()) t.ha(e.slot);
-      t.ka();
-      rep2.B = dec;
+      const dec = decoder(local, remote2, rep2.y.ha);
+      for (const e of t.entities()) t.ba(e.slot);
+      t.ea();
+      rep2.y = dec;
       rep2.remote = remote2;
-      dispatch(t.K);
+      dispatch(t.G);
     };
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.B.na;
+    return this.y.ha;
   }
   /** Number of entities. */
   get size() {
-    return this.Ba.size;
+    return this.va.size;
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1288,20 +1265,20 @@ var hex2 = (b) => {
   for (const x of b) s += (x < 16 ? "0" : "") + x.toString(16);
   return s;
 };
-function s64(lo, hi) {
-  return hi === 0 ? lo.toString(16) : hi.toString(16) + lo.toString(16).padStart(8, "0");
+function s64(lo, hi2) {
+  return hi2 === 0 ? lo.toString(16) : hi2.toString(16) + lo.toString(16).padStart(8, "0");
 }
 function fromElemHalves(v) {
   if (typeof v === "number") return [v >>> 0, v < 0 ? 4294967295 : 0];
-  const u = BigInt.asUintN(64, v);
-  return [Number(u & 0xffffffffn), Number(u >> 32n)];
+  const u2 = BigInt.asUintN(64, v);
+  return [Number(u2 & 0xffffffffn), Number(u2 >> 32n)];
 }
 function elem(v) {
   if (v instanceof Rec) return rec(v);
   if (typeof v === "string") return "s" + hex2(encodeUTF8(v));
   if (v instanceof Uint8Array) return "b" + hex2(v);
-  const [lo, hi] = fromElemHalves(v);
-  return s64(lo, hi);
+  const [lo, hi2] = fromElemHalves(v);
+  return s64(lo, hi2);
 }
 function rec(r) {
   const parts = [];
@@ -1326,7 +1303,7 @@ function dump(ents) {
 
 // internal/tsnode/driver.ts
 var rep;
-var buf = new Uint8Array(0);
+var buf2 = new Uint8Array(0);
 function send(status, body) {
   const out2 = new Uint8Array(5 + body.length);
   new DataView(out2.buffer).setUint32(0, 1 + body.length, true);
@@ -1338,7 +1315,7 @@ function handle(p) {
   const dv = new DataView(p.buffer, p.byteOffset, p.byteLength);
   const op = String.fromCharCode(p[0]);
   let at = 1;
-  const u32 = () => {
+  const u322 = () => {
     const v = dv.getUint32(at, true);
     at += 4;
     return v;
@@ -1350,7 +1327,7 @@ function handle(p) {
   };
   switch (op) {
     case "I": {
-      const n = u32();
+      const n = u322();
       const local = decodeDescriptor(p.subarray(at, at + n));
       const rest = p.subarray(at + n);
       rep = new Replica(local, rest.length > 0 ? { remote: decodeDescriptor(rest) } : {});
@@ -1361,17 +1338,17 @@ function handle(p) {
       const gained = [];
       const lost = [];
       const levels = [];
-      for (let n = u16(); n > 0; n--) gained.push(u32());
-      for (let n = u16(); n > 0; n--) lost.push(u32());
+      for (let n = u16(); n > 0; n--) gained.push(u322());
+      for (let n = u16(); n > 0; n--) lost.push(u322());
       for (let n = u16(); n > 0; n--) {
-        const id = u32();
+        const id = u322();
         levels.push({ id, level: p[at++] });
       }
       const segs = [];
       for (let n = u16(); n > 0; n--) {
-        const len = u32();
-        segs.push(p.subarray(at, at + len));
-        at += len;
+        const len2 = u322();
+        segs.push(p.subarray(at, at + len2));
+        at += len2;
       }
       const t0 = process.hrtime.bigint();
       rep.applyTick(segs, { gained, lost, levels });
@@ -1390,19 +1367,19 @@ function handle(p) {
   throw new Error(`unknown op ${op}`);
 }
 process.stdin.on("data", (chunk) => {
-  if (buf.length === 0) buf = chunk;
+  if (buf2.length === 0) buf2 = chunk;
   else {
-    const b = new Uint8Array(buf.length + chunk.length);
-    b.set(buf);
-    b.set(chunk, buf.length);
-    buf = b;
+    const b = new Uint8Array(buf2.length + chunk.length);
+    b.set(buf2);
+    b.set(chunk, buf2.length);
+    buf2 = b;
   }
   for (; ; ) {
-    if (buf.length < 4) return;
-    const n = new DataView(buf.buffer, buf.byteOffset).getUint32(0, true);
-    if (buf.length < 4 + n) return;
-    const p = buf.subarray(4, 4 + n);
-    buf = buf.subarray(4 + n);
+    if (buf2.length < 4) return;
+    const n = new DataView(buf2.buffer, buf2.byteOffset).getUint32(0, true);
+    if (buf2.length < 4 + n) return;
+    const p = buf2.subarray(4, 4 + n);
+    buf2 = buf2.subarray(4 + n);
     try {
       handle(p);
     } catch (e) {

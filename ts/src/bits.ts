@@ -25,9 +25,14 @@ const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
  * Decodes UTF-8 bytes (b[start, end)) to a string; invalid sequences become
  * U+FFFD (docs/protocol.md OQ 10). Short ASCII takes a fast path.
  */
-export function decodeUTF8(b: Uint8Array, start?: number, end?: number): string {
-  b = b.subarray(start, end);
-  return b.length < 65 && b.every((x) => x < 128) ? String.fromCharCode(...b) : utf8.decode(b);
+export function decodeUTF8(b: Uint8Array, start = 0, end = b.length): string {
+  let s = "";
+  for (let i = start; i < end && end - start < 65; i++) {
+    if (b[i]! > 127) break;
+    s += String.fromCharCode(b[i]!);
+    if (i === end - 1) return s;
+  }
+  return start === end ? "" : utf8.decode(b.subarray(start, end));
 }
 
 const utf8enc = new TextEncoder();
@@ -35,11 +40,176 @@ const utf8enc = new TextEncoder();
 /** Encodes a string as UTF-8. */
 export const encodeUTF8 = (s: string): Uint8Array => utf8enc.encode(s);
 
-/** Reads a bit stream. Every failure throws a {@link ReplicaDecodeError}. */
+// The bit stream being read. There is one: every decoder reads its input
+// to the end (or to an error) before another starts, and none is
+// reentered (callbacks run after a tick is decoded). Module variables
+// rather than an object's properties: the bundle then reads them as
+// locals, with short names. Every failure throws a ReplicaDecodeError.
+
+/** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
+let buf = new Uint8Array(64);
+/** The next bit to read. */
+export let pos = 0;
+/** The number of bits of input. */
+export let len = 0;
+/** The high 32 bits of the last value read by {@link u} or {@link bitsWide}. */
+export let hi = 0;
+
+/** Starts reading b at bit at. */
+export function load(b: Uint8Array, at = 0): void {
+  const n = b.length;
+  if (buf.length < n + 8) buf = new Uint8Array(Math.max(n + 8, buf.length * 2));
+  buf.set(b);
+  buf.fill(0, n, n + 8);
+  pos = at;
+  hi = 0;
+  len = n * 8;
+}
+
+/** Throws a malformed-input error at the current position. */
+export function malformed(msg: string): never {
+  throw new ReplicaDecodeError("malformed", msg, pos);
+}
+
+/** The 32 bits from the current position (zeros past the end), unsigned. */
+function peek32(): number {
+  const i = pos >>> 3;
+  const sh = pos & 7;
+  let w = (buf[i]! | (buf[i + 1]! << 8) | (buf[i + 2]! << 16) | (buf[i + 3]! << 24)) >>> sh;
+  if (sh) w |= buf[i + 4]! << (32 - sh);
+  return w >>> 0;
+}
+
+/** Advances by n bits, failing if that passes the end. */
+function skip(n: number): void {
+  if ((pos += n) > len) {
+    pos = len;
+    throw new ReplicaDecodeError("truncated", "ends early", pos);
+  }
+}
+
+/** Reads n ≤ 32 bits, unsigned. */
+export function bits(n: number): number {
+  if (!n) return 0;
+  const w = peek32();
+  skip(n);
+  return n === 32 ? w : (w & MASK32[n]!) >>> 0;
+}
+
+/** Reads one bit as a boolean. */
+export const bool = (): boolean => !!bits(1);
+
+/** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
+export function bitsWide(n: number): number {
+  const lo = bits(Math.min(n, 32));
+  hi = n > 32 ? bits(n - 32) : 0;
+  return lo;
+}
+
+/** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
+export function u(k: number): number {
+  const w = peek32();
+  if (!(w & 1)) {
+    if (k < 32) {
+      skip(k + 1);
+      hi = 0;
+      return ((w >>> 1) & MASK32[k]!) >>> 0;
+    }
+  } else if (w !== 0xffffffff) {
+    const ones = ctz(~w);
+    const b = k + ones;
+    if (ones + b <= 32 && b <= 32) {
+      skip(ones + b);
+      hi = 0;
+      // b − 1 value bits under an implicit leading 1: an OR, in 32-bit ints.
+      return (((w >>> (ones + 1)) & MASK32[b - 1]!) | (1 << (b - 1))) >>> 0;
+    }
+  }
+  return uSlow(k);
+}
+
+// Codes the fast path does not take: more than 32 bits with the ones, or
+// k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
+function uSlow(k: number): number {
+  let ones = 0;
+  while (ones < 64 - k && bits(1)) ones++;
+  // b value bits under an implicit leading 1 at bit b, or k bits.
+  const b = k + ones - 1;
+  const lo = bitsWide(ones ? b : k);
+  if (!ones) return lo;
+  if (b < 32) return lo + 2 ** b;
+  hi = (hi | (1 << (b - 32))) >>> 0;
+  return lo;
+}
+
+/** Reads a U(k) value that must fit 32 bits. */
+export function u32(k = 0): number {
+  const v = u(k);
+  return hi ? malformed("over 32 bits") : v;
+}
+
+/** Reads a U(k) value as a BigInt. */
+export const uBig = (k: number): bigint => big(u(k), hi);
+
+/**
+ * Reads a U(k) count and checks it against max and against the bits left,
+ * assuming each counted item takes at least minBits bits.
+ */
+export function count(k: number, max: number, minBits: number, what: string): number {
+  const start = pos;
+  const n = u(k);
+  if (hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
+  if (n * minBits > len - pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+  return n;
+}
+
+// The last byte string read: its length, and its copy when it was not
+// aligned (a string's in STRBUF when it fits).
+const STRBUF = new Uint8Array(64);
+let strLen = 0;
+let strCopy: Uint8Array;
+
+/**
+ * Reads the length of a byte string of at most max bytes (§1.4), and
+ * returns its first byte's offset in buf when it is aligned, else −1
+ * after copying it into strCopy: out when it fits, else a new array.
+ */
+function str(max: number, out?: Uint8Array): number {
+  const n = (strLen = count(4, max, 8, "length"));
+  const i = pos >>> 3;
+  if (!(pos & 7)) {
+    skip(n * 8);
+    return i;
+  }
+  strCopy = out && n <= out.length ? out : new Uint8Array(n);
+  for (let j = 0; j < n; j++) strCopy[j] = bits(8);
+  return -1;
+}
+
+/** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
+export function bytes(max: number): Uint8Array {
+  const i = str(max);
+  return i < 0 ? strCopy : buf.slice(i, i + strLen);
+}
+
+/** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
+export function string(max: number): string {
+  const i = str(max, STRBUF);
+  return i < 0 ? decodeUTF8(strCopy, 0, strLen) : decodeUTF8(buf, i, i + strLen);
+}
+
+/** Requires that only zero padding (fewer than 8 bits) is left. */
+export function finish(): void {
+  const rem = len - pos;
+  if (rem > 7 || bits(rem)) malformed("trailing");
+}
+
+/**
+ * A reader of its own bit stream, for tests and tools: each call reads
+ * with the module's reader from where the last one stopped.
+ */
 export class BitReader {
-  /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
-  private buf = new Uint8Array(8);
-  private scratch = new Uint8Array(64);
+  private b: Uint8Array = new Uint8Array(0);
   /** Next bit to read. */
   pos = 0;
   /** Number of bits of input. */
@@ -53,141 +223,33 @@ export class BitReader {
 
   /** Starts reading b from its first bit. */
   reset(b: Uint8Array): void {
-    if (this.scratch.length < b.length + 8) this.scratch = new Uint8Array(Math.max(b.length + 8, this.scratch.length * 2));
-    const s = (this.buf = this.scratch);
-    s.set(b);
-    s.fill(0, b.length, b.length + 8);
+    this.b = b;
     this.pos = this.hi = 0;
     this.len = b.length * 8;
   }
 
-  /** Throws a malformed-input error at the current position. */
-  malformed(msg: string): never {
-    throw new ReplicaDecodeError("malformed", msg, this.pos);
-  }
-
-  /** The 32 bits from the current position (zeros past the end), unsigned. */
-  peek32(): number {
-    const b = this.buf;
-    const p = this.pos;
-    const i = p >>> 3;
-    const sh = p & 7;
-    let w = (b[i]! | (b[i + 1]! << 8) | (b[i + 2]! << 16) | (b[i + 3]! << 24)) >>> sh;
-    if (sh !== 0) w |= b[i + 4]! << (32 - sh);
-    return w >>> 0;
-  }
-
-  /** Advances by n bits, failing if that passes the end. */
-  skip(n: number): void {
-    if ((this.pos += n) > this.len) {
-      this.pos = this.len;
-      throw new ReplicaDecodeError("truncated", "ends early", this.pos);
+  private run<T>(f: () => T): T {
+    load(this.b, this.pos);
+    hi = this.hi;
+    try {
+      return f();
+    } finally {
+      this.pos = pos;
+      this.hi = hi;
     }
   }
 
-  /** Reads n ≤ 32 bits, unsigned. */
-  bits(n: number): number {
-    if (n === 0) return 0;
-    const w = this.peek32();
-    this.skip(n);
-    return n === 32 ? w : (w & MASK32[n]!) >>> 0;
-  }
-
-  /** Reads one bit as a boolean. */
-  bool(): boolean {
-    return !!this.bits(1);
-  }
-
-  /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  bitsWide(n: number): number {
-    const lo = this.bits(Math.min(n, 32));
-    this.hi = n > 32 ? this.bits(n - 32) : 0;
-    return lo;
-  }
-
-  /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
-  u(k: number): number {
-    const w = this.peek32();
-    if ((w & 1) === 0) {
-      if (k <= 31) {
-        this.skip(k + 1);
-        this.hi = 0;
-        return ((w >>> 1) & MASK32[k]!) >>> 0;
-      }
-    } else if (w !== 0xffffffff) {
-      const ones = ctz(~w);
-      const b = k + ones;
-      if (ones + b <= 32 && b <= 32) {
-        this.skip(ones + b);
-        this.hi = 0;
-        // b − 1 value bits under an implicit leading 1: an OR, in 32-bit ints.
-        return (((w >>> (ones + 1)) & MASK32[b - 1]!) | (1 << (b - 1))) >>> 0;
-      }
-    }
-    return this.uSlow(k);
-  }
-
-  // Codes the fast path does not take: more than 32 bits with the ones, or
-  // k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
-  private uSlow(k: number): number {
-    let ones = 0;
-    while (ones < 64 - k && this.bits(1)) ones++;
-    // b value bits under an implicit leading 1 at bit b, or k bits.
-    const b = k + ones - 1;
-    const lo = this.bitsWide(ones ? b : k);
-    if (!ones) return lo;
-    if (b < 32) return lo + 2 ** b;
-    this.hi = (this.hi | (1 << (b - 32))) >>> 0;
-    return lo;
-  }
-
-  /** Reads a U(k) value that must fit 32 bits. */
-  u32(k = 0): number {
-    const v = this.u(k);
-    return this.hi ? this.malformed("over 32 bits") : v;
-  }
-
-  /** Reads a U(k) value as a BigInt. */
-  uBig(k: number): bigint {
-    return big(this.u(k), this.hi);
-  }
-
-  /**
-   * Reads a U(k) count and checks it against max and against the bits left,
-   * assuming each counted item takes at least minBits bits.
-   */
-  count(k: number, max: number, minBits: number, what: string): number {
-    const start = this.pos;
-    const n = this.u(k);
-    if (this.hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
-    if (n * minBits > this.len - this.pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
-    return n;
-  }
-
-  /** Reads a length-prefixed byte string of at most max bytes (§1.4): a view of the input when aligned, else a copy. */
-  private str(max: number): Uint8Array {
-    const n = this.count(4, max, 8, "length");
-    const i = this.pos >>> 3;
-    if (this.pos & 7) return Uint8Array.from({ length: n }, () => this.bits(8));
-    this.skip(n * 8);
-    return this.buf.subarray(i, i + n);
-  }
-
-  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  bytes(max: number): Uint8Array {
-    return this.str(max).slice();
-  }
-
-  /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
-  string(max: number): string {
-    return decodeUTF8(this.str(max));
-  }
-
-  /** Requires that only zero padding (fewer than 8 bits) is left. */
-  finish(): void {
-    const rem = this.len - this.pos;
-    if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing");
-  }
+  bits = (n: number): number => this.run(() => bits(n));
+  bool = (): boolean => this.run(bool);
+  bitsWide = (n: number): number => this.run(() => bitsWide(n));
+  u = (k: number): number => this.run(() => u(k));
+  u32 = (k?: number): number => this.run(() => u32(k));
+  uBig = (k: number): bigint => this.run(() => uBig(k));
+  count = (k: number, max: number, minBits: number, what: string): number => this.run(() => count(k, max, minBits, what));
+  bytes = (max: number): Uint8Array => this.run(() => bytes(max));
+  string = (max: number): string => this.run(() => string(max));
+  finish = (): void => this.run(finish);
+  malformed = (msg: string): never => this.run(() => malformed(msg));
 }
 
 /**

@@ -9,7 +9,7 @@
  * all go through it.
  */
 
-import { BitReader, MASK, compareBytes, decodeUTF8 } from "./bits.js";
+import { MASK, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { checkCompatible, isContainer, isNumeric, NO_QUANT, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
@@ -147,7 +147,6 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
   const lim = withDefaults(limits);
   const { maxStringBytes, maxContainerLen: max } = lim;
   checkCompatible(local, remote);
-  const r = new BitReader();
   const maps = new Map<StructType, Map<StructType, Mapping>>();
   const steps: Step[] = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
@@ -159,11 +158,11 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
   let nValues = 0;
   let keyBytes: Uint8Array;
 
-  const malformed = (what: unknown): never => r.malformed("" + what);
-  /** r.u(k), which must fit 32 bits and be at most m. */
-  const u32 = (k: number, m = 2 ** 32): number => {
-    const v = r.u(k);
-    return r.hi || v > m ? malformed("value " + v) : v;
+  const bad = (what: unknown): never => malformed("" + what);
+  /** u(k), which must fit 32 bits and be at most m. */
+  const bounded = (k: number, m = 2 ** 32): number => {
+    const v = u(k);
+    return hi || v > m ? bad("value " + v) : v;
   };
 
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
@@ -184,10 +183,10 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
 
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
   function readIDs(): void {
-    const n = (nids = r.count(3, lim.maxEntities - nEntities, 1, "entities"));
+    const n = (nids = count(3, lim.maxEntities - nEntities, 1, "entities"));
     nEntities += n;
-    const k = r.bits(6);
-    for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + u32(k, 0xffffff - 1 - slot);
+    const k = bits(6);
+    for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + bounded(k, 0xffffff - 1 - slot);
   }
 
   function group(tab: Table, tag: number, rc: StructType): void {
@@ -202,15 +201,15 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       // Ranks among the entities held when the tick began (§5.4).
       for (let i = 0; i < n; i++) ids[i] = tab.held[ids[i]!] ?? fail("rank", "" + ids[i]);
     } else if (tag === Sec.Create) {
-      const k = r.bits(6);
-      for (let i = 0; i < n; i++) gens[i] = u32(k, 255);
+      const k = bits(6);
+      for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i]!;
       let e: Entity | undefined;
       if (tag === Sec.Create) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands ? map.bands : ZERO_BANDS, rc.nbands);
       else if (!(e = tab.atSlot(slot)) || (tag === Sec.Fill && !tab.fillable.has(slot))) fail("not-found", "slot " + slot);
-      if (e!.classId !== rc.classId) malformed("class of " + slot);
+      if (e!.classId !== rc.classId) bad("class of " + slot);
       values(tab, e!, e!, 0, delta, 0);
     }
   }
@@ -227,8 +226,8 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
    */
   function readTree(st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void {
     deeper(depth);
-    for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
-      id += 1 + r.u(gapK) + r.hi * 2 ** 32;
+    for (let n = count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+      id += 1 + u(gapK) + hi * 2 ** 32;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f!.type;
@@ -245,7 +244,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       if (isNumeric(kind)) {
         s.how = P.Raw;
         if (!(s.k = delta ? p.deltaRaw : p.fullRaw)) {
-          s.k = r.bits(6);
+          s.k = bits(6);
           s.how = P.U;
           if (delta && p.W <= 32 && kind !== Kind.Ref) {
             s.how = P.Delta;
@@ -265,8 +264,8 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
 
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
   function readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
-    const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) malformed("value " + lo);
+    const lo = u(k);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad("value " + lo);
   }
 
   /**
@@ -282,41 +281,41 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       const j = slot << 1;
       const how = s.how;
       let lo;
-      let hi = 0;
+      let h = 0;
       if (how === P.Delta) {
         // D ≤ 32: plain number arithmetic (§4.3).
-        lo = u32(s.k, s.mask);
+        lo = bounded(s.k, s.mask);
         if (slot < 0) continue;
         lo = a[j]! + ((lo >>> 1) ^ -(lo & 1));
         if (s.signed) {
           lo = (lo << s.sh) >> s.sh;
-          hi = lo < 0 ? 0xffffffff : 0;
+          h = lo < 0 ? 0xffffffff : 0;
         } else if (s.sh) lo &= s.mask;
         lo >>>= 0;
       } else if (how === P.Raw) {
-        lo = r.bitsWide(s.k);
-        hi = r.hi;
+        lo = bitsWide(s.k);
+        h = hi;
       } else if (how === P.U) {
         readNum(s.plan, s.k, delta, a[j], a[j + 1]);
         lo = out.lo;
-        hi = out.hi;
+        h = out.hi;
       } else {
         const v =
-          how === P.Str ? readStr(s.t) : !delta || r.bool() ? readContainer(s.t, s.lt, depth + 1) : containerOps(tab, e, s.t, s.lt, s.to, slot);
+          how === P.Str ? readStr(s.t) : !delta || bool() ? readContainer(s.t, s.lt, depth + 1) : containerOps(tab, e, s.t, s.lt, s.to, slot);
         if (slot >= 0 && v !== undefined) tab.setObj(e, s.to, slot, v, rec, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab.setNum(e, s.to, slot, lo, hi, rec, k, bagLeaf);
+      if (slot >= 0) tab.setNum(e, s.to, slot, lo, h, rec, k, bagLeaf);
     }
   }
 
   function readStr(t: Type): string | Uint8Array {
-    return t.kind === Kind.Bytes ? r.bytes(maxStringBytes) : r.string(maxStringBytes);
+    return t.kind === Kind.Bytes ? bytes(maxStringBytes) : string(maxStringBytes);
   }
 
   /** Reads a count of values (a container's length, its operations or keys), at least minBits each. */
-  function count(k: number, minBits: number): number {
-    const n = r.count(k, max, minBits, "length");
+  function countValues(k: number, minBits: number): number {
+    const n = count(k, max, minBits, "length");
     if ((nValues += n) > lim.maxValues) fail("limit", "values");
     return n;
   }
@@ -326,8 +325,8 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.fullRaw) {
-        out.lo = r.bitsWide(p.fullRaw);
-        out.hi = r.hi;
+        out.lo = bitsWide(p.fullRaw);
+        out.hi = hi;
       } else readNum(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
@@ -336,13 +335,13 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
 
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
   function readK(t: Type, n: number): number {
-    return n && isNumeric(t.kind) && !numPlan(t).fullRaw ? r.bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).fullRaw ? bits(6) : 0;
   }
 
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
   function readKey(key: number, k: number): Key {
     return key === Kind.String
-      ? decodeUTF8((keyBytes = r.bytes(maxStringBytes)))
+      ? decodeUTF8((keyBytes = bytes(maxStringBytes)))
       : (readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint);
   }
 
@@ -350,7 +349,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
   function readContainer(t: Type, lt: Type | null, depth: number): ListC | MapC | BagC {
     deeper(depth);
     const ct = lt ?? t;
-    const n = count(4, 1);
+    const n = countValues(4, 1);
     const el = t.elem!;
     const lel = lt && lt.elem;
     if (t.kind === Kind.List) {
@@ -369,7 +368,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
       // Keys strictly ascending (§6.1): strings bytewise.
-      if (i && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev! < key)) malformed("key order");
+      if (i && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev! < key)) bad("key order");
       prev = key;
       prevBytes = keyBytes;
       m.set(key, bag ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
@@ -378,7 +377,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
   }
 
   /** Reads the shared k of n keys of map or bag type t. */
-  const readKK = (t: Type, n: number): number => (n && t.key !== Kind.String ? r.bits(6) : 0);
+  const readKK = (t: Type, n: number): number => (n && t.key !== Kind.String ? bits(6) : 0);
 
   /**
    * Reads a standalone struct value of remote type rs into a record of
@@ -407,12 +406,12 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
     const el = t.elem!;
     const lel = lt && lt.elem;
     if (t.kind === Kind.List) {
-      const n = count(2, 3);
+      const n = countValues(2, 3);
       const k = readK(el, n);
       for (let i = 0; i < n; i++) {
-        const op = r.bits(3);
-        if (op > Op.Patch || (op === Op.Patch && el.kind !== Kind.Nested)) malformed("list operation " + op);
-        const idx = op === Op.Push || op === Op.Clear ? 0 : Math.min(r.u(4), max + 1) + (r.hi && max + 1);
+        const op = bits(3);
+        if (op > Op.Patch || (op === Op.Patch && el.kind !== Kind.Nested)) bad("list operation " + op);
+        const idx = op === Op.Push || op === Op.Clear ? 0 : Math.min(u(4), max + 1) + (hi && max + 1);
         const items = c && c.items;
         let v: Elem | undefined;
         if (op === Op.Patch) {
@@ -433,7 +432,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
     const bag = t.kind === Kind.Bag;
     const ls = lt && lt.struct;
     for (let pass = 0; pass < 2 + +bag; pass++) {
-      const n = count(2, 1);
+      const n = countValues(2, 1);
       const kk = readKK(t, n);
       const vk = pass === 1 && !bag ? readK(el, n) : 0;
       for (let i = 0; i < n; i++) {
@@ -457,33 +456,33 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
 
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
-      r.reset(seg);
+      load(seg);
       nEntities = nValues = 0;
       try {
-        for (let tag; (tag = r.bits(3)) !== Sec.End; ) {
+        for (let tag; (tag = bits(3)) !== Sec.End; ) {
           if (tag === Sec.Destroy) {
             readIDs();
             for (let i = 0; i < nids; i++) tab.destroySlot(ids[i]!);
             continue;
           }
-          if (tag > Sec.Ranked) malformed("section " + tag);
-          const rc = remote.class(r.u32(4)) ?? fail("unknown", "class");
-          for (let g = r.count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
+          if (tag > Sec.Ranked) bad("section " + tag);
+          const rc = remote.class(u32(4)) ?? fail("unknown", "class");
+          for (let g = count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
         }
-        r.finish();
+        finish();
       } catch (e) {
-        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
+        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = pos;
         // A maxDepth set beyond what the JS stack holds: still a typed rejection.
-        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", r.pos) : e;
+        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
       }
     },
 
     decodeRecord(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
-      r.reset(data);
+      load(data);
       nValues = steps.length = 0;
       const rec = readRecord(rs, ls, 0);
-      r.finish();
+      finish();
       return rec;
     },
   };

@@ -6,7 +6,7 @@
  * others encoded) is in ./peer.ts, for tests and tools.
  */
 
-import { BitReader, BitWriter, big, cat, leb128 } from "./bits.js";
+import { BitWriter, big, cat, leb128, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
@@ -128,7 +128,7 @@ export function write64(w: BitWriter, v: bigint): void {
 }
 
 /** Reads a 64-bit field as an unsigned BigInt. */
-export const read64 = (r: BitReader): bigint => big(r.bitsWide(64), r.hi);
+export const read64 = (): bigint => big(bitsWide(64), hi);
 
 export const bad = (msg: string, bit?: number): never => fail("session", msg, bit);
 
@@ -137,12 +137,11 @@ export const bad = (msg: string, bit?: number): never => fail("session", msg, bi
  * that only zero padding is left. Every failure is a ReplicaDecodeError
  * with code "session" that names the message type.
  */
-export function readBody<T>(msg: Uint8Array, read: (r: BitReader) => T): T {
-  const r = new BitReader(msg);
-  r.pos = 8;
+export function readBody<T>(msg: Uint8Array, read: () => T): T {
+  load(msg, 8);
   try {
-    const m = read(r);
-    r.finish();
+    const m = read();
+    finish();
     return m;
   } catch (e) {
     throw e instanceof ReplicaDecodeError && e.code !== "session" ? new ReplicaDecodeError("session", `type ${msg[0]}: ${e.message}`, e.bit) : e;
@@ -226,39 +225,39 @@ export function parseMessage(msg: Uint8Array): Message {
   const t = msg[0];
   if (t === M.RPC) return parseRPC(msg);
   if (!t || t === M.Hello || t > M.Resync) bad(t === undefined ? "empty" : "unknown type " + t);
-  return readBody(msg, (r): Message => {
+  return readBody(msg, (): Message => {
     switch (t) {
       case M.Welcome:
         return {
           type: t,
-          version: r.u32(),
-          descriptor: r.bytes(MAX_DESCRIPTOR),
-          session: r.uBig(8),
-          userId: r.string(MAX_TEXT),
-          tickRate: r.u32(4),
-          ticket: [read64(r), read64(r)],
-          resumed: r.bool(),
+          version: u32(),
+          descriptor: bytes(MAX_DESCRIPTOR),
+          session: uBig(8),
+          userId: string(MAX_TEXT),
+          tickRate: u32(4),
+          ticket: [read64(), read64()],
+          resumed: bool(),
         };
       case M.Refuse: {
-        const code = r.u32(4);
-        if (code > 0xffff) bad("close code " + code, r.pos);
-        return { type: t, code, message: r.string(MAX_TEXT) };
+        const code = u32(4);
+        if (code > 0xffff) bad("close code " + code, pos);
+        return { type: t, code, message: string(MAX_TEXT) };
       }
       case M.Tick: {
-        const tick = r.uBig(8);
-        const segments = r.count(1, 16, 0, "segments");
-        const [gained, lost] = [0, 0].map(() => Array.from({ length: r.count(3, 1 << 20, 32, "ids") }, () => r.bits(32)));
-        const levels = Array.from({ length: r.count(3, 1 << 20, 33, "levels") }, () => {
-          const id = r.bits(32);
-          const level = r.u32(0);
-          return level > MAX_LEVEL ? bad(`level ${level} > ${MAX_LEVEL}`, r.pos) : { id, level };
+        const tick = uBig(8);
+        const segments = count(1, 16, 0, "segments");
+        const [gained, lost] = [0, 0].map(() => Array.from({ length: count(3, 1 << 20, 32, "ids") }, () => bits(32)));
+        const levels = Array.from({ length: count(3, 1 << 20, 33, "levels") }, () => {
+          const id = bits(32);
+          const level = u32(0);
+          return level > MAX_LEVEL ? bad(`level ${level} > ${MAX_LEVEL}`, pos) : { id, level };
         });
         return { type: t, tick, segments, gained: gained!, lost: lost!, levels };
       }
       case M.Resync:
         return { type: t };
       default:
-        return { type: t as M.Ping | M.Pong, nonce: read64(r) };
+        return { type: t as M.Ping | M.Pong, nonce: read64() };
     }
   });
 }
