@@ -23,7 +23,7 @@ var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
 var MASK32 = Int32Array.from(MASK);
 var ctz = (x) => 31 - Math.clz32(x & -x);
 var utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
-function decodeUTF8(b, start = 0, end = b.length) {
+var decodeUTF8 = (b, start = 0, end = b.length) => {
   let s = "";
   for (let i = start; i < end && end - start < 65; i++) {
     if (b[i] > 127) break;
@@ -31,14 +31,14 @@ function decodeUTF8(b, start = 0, end = b.length) {
     if (i === end - 1) return s;
   }
   return start === end ? "" : utf8.decode(b.subarray(start, end));
-}
+};
 var utf8enc = new TextEncoder();
 var encodeUTF8 = (s) => utf8enc.encode(s);
 var buf = new Uint8Array(64);
 var pos = 0;
 var len = 0;
 var hi = 0;
-function load(b, at = 0) {
+var load = (b, at = 0) => {
   const n = b.length;
   if (buf.length < n + 8) buf = new Uint8Array(Math.max(n + 8, buf.length * 2));
   buf.set(b);
@@ -46,36 +46,36 @@ function load(b, at = 0) {
   pos = at;
   hi = 0;
   len = n * 8;
-}
-function malformed(msg) {
+};
+var malformed = (msg) => {
   throw new ReplicaDecodeError("malformed", msg, pos);
-}
-function peek32() {
+};
+var peek32 = () => {
   const i = pos >>> 3;
   const sh = pos & 7;
   let w = (buf[i] | buf[i + 1] << 8 | buf[i + 2] << 16 | buf[i + 3] << 24) >>> sh;
   if (sh) w |= buf[i + 4] << 32 - sh;
   return w >>> 0;
-}
-function skip(n) {
+};
+var skip = (n) => {
   if ((pos += n) > len) {
     pos = len;
     throw new ReplicaDecodeError("truncated", "ends early", pos);
   }
-}
-function bits(n) {
+};
+var bits = (n) => {
   if (!n) return 0;
   const w = peek32();
   skip(n);
   return n === 32 ? w : (w & MASK32[n]) >>> 0;
-}
+};
 var bool = () => !!bits(1);
-function bitsWide(n) {
+var bitsWide = (n) => {
   const lo = bits(Math.min(n, 32));
   hi = n > 32 ? bits(n - 32) : 0;
   return lo;
-}
-function u(k) {
+};
+var u = (k) => {
   const w = peek32();
   if (!(w & 1)) {
     if (k < 32) {
@@ -93,8 +93,8 @@ function u(k) {
     }
   }
   return uSlow(k);
-}
-function uSlow(k) {
+};
+var uSlow = (k) => {
   let ones = 0;
   while (ones < 64 - k && bits(1)) ones++;
   const b = k + ones - 1;
@@ -103,22 +103,22 @@ function uSlow(k) {
   if (b < 32) return lo + 2 ** b;
   hi = (hi | 1 << b - 32) >>> 0;
   return lo;
-}
-function u32(k = 0) {
+};
+var u32 = (k = 0) => {
   const v = u(k);
   return hi ? malformed("over 32 bits") : v;
-}
-function count(k, max, minBits, what) {
+};
+var count = (k, max, minBits, what) => {
   const start = pos;
   const n = u(k);
   if (hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
   if (n * minBits > len - pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
   return n;
-}
+};
 var STRBUF = new Uint8Array(64);
 var strLen = 0;
 var strCopy;
-function str(max, out2) {
+var str = (max, out2) => {
   const n = strLen = count(4, max, 8, "length");
   const i = pos >>> 3;
   if (!(pos & 7)) {
@@ -128,24 +128,24 @@ function str(max, out2) {
   strCopy = out2 && n <= out2.length ? out2 : new Uint8Array(n);
   for (let j = 0; j < n; j++) strCopy[j] = bits(8);
   return -1;
-}
-function bytes(max) {
+};
+var bytes = (max) => {
   const i = str(max);
   return i < 0 ? strCopy : buf.slice(i, i + strLen);
-}
-function string(max) {
+};
+var string = (max) => {
   const i = str(max, STRBUF);
   return i < 0 ? decodeUTF8(strCopy, 0, strLen) : decodeUTF8(buf, i, i + strLen);
-}
-function finish() {
+};
+var finish = () => {
   const rem = len - pos;
   if (rem > 7 || bits(rem)) malformed("trailing");
-}
-function compareBytes(a, b) {
+};
+var compareBytes = (a, b) => {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
   return a.length - b.length;
-}
+};
 var big = (lo, hi2) => BigInt(hi2) << 32n | BigInt(lo);
 
 // ts/src/schema.ts
@@ -199,7 +199,7 @@ var StructType = class {
 };
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
-function layout(s, pending) {
+var layout = (s, pending) => {
   if (s.E === 1) bad(s.name + " contains itself");
   if (s.E) return;
   s.E = 1;
@@ -240,7 +240,7 @@ function layout(s, pending) {
     pending.push(r.args);
   }
   s.E = 2;
-}
+};
 var Schema = class {
   classes;
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
@@ -271,7 +271,7 @@ var Schema = class {
     return this.classes.find((x) => x === c || x.name === c || x.classId === c);
   }
 };
-function checkCompatible(local, remote) {
+var checkCompatible = (local, remote) => {
   const seen = /* @__PURE__ */ new Set();
   const ids = /* @__PURE__ */ new Map();
   const id = (s) => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
@@ -298,11 +298,11 @@ function checkCompatible(local, remote) {
     }
   };
   if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId) ?? null, rc, rc.name);
-}
+};
 
 // ts/src/values.ts
 var plans = /* @__PURE__ */ new WeakMap();
-function numPlan(t) {
+var numPlan = (t) => {
   let p = plans.get(t);
   if (!p) {
     const k = t.kind;
@@ -314,14 +314,14 @@ function numPlan(t) {
     plans.set(t, p = { kind: k, p: bool2 || (float && m !== 1 ? W : 0), la: bool2, l: W, i: isSigned(k) || float && m === 1, ma: W === 64, quant: q });
   }
   return p;
-}
+};
 var out = { e: 0, c: 0 };
-function unzigzag64(lo, hi2) {
+var unzigzag64 = (lo, hi2) => {
   const neg = -(lo & 1);
   out.e = ((lo >>> 1 | (hi2 & 1) << 31) ^ neg) >>> 0;
   out.c = (hi2 >>> 1 ^ neg) >>> 0;
-}
-function decodeFull(p, lo, hi2) {
+};
+var decodeFull = (p, lo, hi2) => {
   if (p.l < 64 && (hi2 || lo > MASK[p.l])) return false;
   if (p.i) unzigzag64(lo, hi2);
   else {
@@ -329,8 +329,8 @@ function decodeFull(p, lo, hi2) {
     out.c = hi2;
   }
   return true;
-}
-function decodeDelta(p, olo, ohi, lo, hi2) {
+};
+var decodeDelta = (p, olo, ohi, lo, hi2) => {
   if (p.kind === 14 /* Ref */) {
     out.e = lo;
     out.c = 0;
@@ -341,40 +341,40 @@ function decodeDelta(p, olo, ohi, lo, hi2) {
   out.c = ohi + out.c + +(s > 4294967295) >>> 0;
   out.e = s >>> 0;
   return true;
-}
-function toElem(p, lo, hi2) {
+};
+var toElem = (p, lo, hi2) => {
   if (!p.ma) return p.i ? lo | 0 : lo;
   const v = big(lo, hi2);
   return p.i ? BigInt.asIntN(64, v) : v;
-}
+};
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
 var F64 = new Float64Array(1);
 var F64_U32 = new Uint32Array(F64.buffer);
-function f32FromBits(lo) {
+var f32FromBits = (lo) => {
   F32_U32[0] = lo;
   return F32[0];
-}
-function f64FromBits(lo, hi2) {
+};
+var f64FromBits = (lo, hi2) => {
   F64_U32[0] = lo;
   F64_U32[1] = hi2;
   return F64[0];
-}
-function dequantize(p, lo, hi2) {
+};
+var dequantize = (p, lo, hi2) => {
   const q = p.quant;
   return q.mode === 2 ? q.min + lo * q.step : ((hi2 | 0) * 4294967296 + lo) * q.step;
-}
-function numValue(p, lo, hi2) {
+};
+var numValue = (p, lo, hi2) => {
   const k = p.kind;
   if (k === 1 /* Bool */) return lo !== 0;
   if (k === 10 /* Float32 */) return p.quant.mode ? Math.fround(dequantize(p, lo, hi2)) : f32FromBits(lo);
   if (k === 11 /* Float64 */) return p.quant.mode ? dequantize(p, lo, hi2) : f64FromBits(lo, hi2);
   return toElem(p, lo, hi2);
-}
+};
 
 // ts/src/descriptor.ts
 var DESCRIPTOR_VERSION = 2;
-function decodeDescriptor(b) {
+var decodeDescriptor = (b) => {
   load(b);
   try {
     const s = read();
@@ -385,10 +385,10 @@ function decodeDescriptor(b) {
     if (e.bit < 0) e.bit = pos;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
-}
+};
 var bad2 = (msg) => fail("descriptor", msg);
 var f64 = () => f64FromBits(bits(32), bits(32));
-function read() {
+var read = () => {
   const v = u32(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
   const n = count(2, 4096, 9, "structs");
@@ -481,7 +481,7 @@ function read() {
   for (const st of order) ok &&= st === structs[i++];
   if (!ok || i < n) bad2("not canonical");
   return new Schema(classes);
-}
+};
 
 // ts/src/state.ts
 var Rec = class {
@@ -552,14 +552,14 @@ var MapC = class {
 };
 var BagC = class extends MapC {
 };
-function elemValue(t, v) {
+var elemValue = (t, v) => {
   if (!isNumeric(t.kind)) return v;
   if (typeof v === "bigint") {
     const u2 = BigInt.asUintN(64, v);
     return numValue(numPlan(t), Number(u2 & 0xffffffffn), Number(u2 >> 32n));
   }
   return numValue(numPlan(t), v >>> 0, v < 0 ? 4294967295 : 0);
-}
+};
 var makeId = (slot, gen) => (gen << 24 | slot) >>> 0;
 var Entity = class extends Rec {
   constructor(cls, id, classId, bands, nbands) {
@@ -588,7 +588,7 @@ var Entity = class extends Rec {
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
-function table() {
+var table = () => {
   const pages = [];
   const watch = /* @__PURE__ */ new Map();
   let lastC;
@@ -788,7 +788,7 @@ function table() {
     }
   };
   return t;
-}
+};
 
 // ts/src/decoder.ts
 var DEFAULT_LIMITS = Object.freeze({
@@ -800,11 +800,11 @@ var DEFAULT_LIMITS = Object.freeze({
   maxValues: 1 << 20
 });
 var LIMIT_ORDER = Object.keys(DEFAULT_LIMITS);
-function withDefaults(l = {}) {
+var withDefaults = (l = {}) => {
   const r = { ...DEFAULT_LIMITS };
   for (const k of LIMIT_ORDER) if (l[k] > 0) r[k] = l[k];
   return r;
-}
+};
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
   _(_e, _l, slot, lo, hi2, r) {
@@ -815,7 +815,7 @@ var DIRECT = {
     r.obj[slot] = v;
   }
 };
-function decoder(local, remote = local, limits = {}) {
+var decoder = (local, remote = local, limits = {}) => {
   const lim = withDefaults(limits);
   const { maxStringBytes, maxContainerLen: max } = lim;
   checkCompatible(local, remote);
@@ -832,7 +832,7 @@ function decoder(local, remote = local, limits = {}) {
     const v = u(k);
     return hi || v > m ? bad4("value " + v) : v;
   };
-  function mapping(rs, ls) {
+  const mapping = (rs, ls) => {
     let inner = maps.get(rs);
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
@@ -845,14 +845,14 @@ function decoder(local, remote = local, limits = {}) {
       }
     }
     return m;
-  }
-  function readIDs() {
+  };
+  const readIDs = () => {
     const n = nids = count(3, lim.maxEntities - nEntities, 1, "entities");
     nEntities += n;
     const k = bits(6);
     for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + bounded(k, 16777215 - 1 - slot);
-  }
-  function group(tab, tag, rc) {
+  };
+  const group = (tab, tag, rc) => {
     const lc = local.class(rc.classId) ?? rc;
     const map = mapping(rc, lc);
     const delta = tag === 2 /* Update */ || tag === 6 /* Ranked */;
@@ -874,11 +874,11 @@ function decoder(local, remote = local, limits = {}) {
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
-  }
-  function deeper(depth) {
+  };
+  const deeper = (depth) => {
     if (depth >= lim.maxDepth) fail("limit", "depth");
-  }
-  function readTree(st, base, delta, depth, gapK, map, ls) {
+  };
+  const readTree = (st, base, delta, depth, gapK, map, ls) => {
     deeper(depth);
     for (let n = count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + u(gapK) + hi * 2 ** 32;
@@ -914,12 +914,12 @@ function decoder(local, remote = local, limits = {}) {
       }
       steps.push(s);
     }
-  }
-  function readNum(p, k, delta, olo = 0, ohi = 0) {
+  };
+  const readNum = (p, k, delta, olo = 0, ohi = 0) => {
     const lo = u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad4("value " + lo);
-  }
-  function values(tab, e, rec2, from, delta, depth, k, bagLeaf) {
+  };
+  const values = (tab, e, rec2, from, delta, depth, k, bagLeaf) => {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
@@ -951,16 +951,16 @@ function decoder(local, remote = local, limits = {}) {
       }
       if (slot >= 0) tab._(e, s.N, slot, lo, h, rec2, k, bagLeaf);
     }
-  }
-  function readStr(t) {
+  };
+  const readStr = (t) => {
     return t.kind === 13 /* Bytes */ ? bytes(maxStringBytes) : string(maxStringBytes);
-  }
-  function countValues(k, minBits) {
+  };
+  const countValues = (k, minBits) => {
     const n = count(k, max, minBits, "length");
     if ((nValues += n) > lim.maxValues) fail("limit", "values");
     return n;
-  }
-  function readElem(t, lt, k, depth) {
+  };
+  const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.p) {
@@ -970,14 +970,14 @@ function decoder(local, remote = local, limits = {}) {
       return toElem(p, out.e, out.c);
     }
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
-  }
-  function readK(t, n) {
+  };
+  const readK = (t, n) => {
     return n && isNumeric(t.kind) && !numPlan(t).p ? bits(6) : 0;
-  }
-  function readKey(key, k) {
+  };
+  const readKey = (key, k) => {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
-  }
-  function readContainer(t, lt, depth) {
+  };
+  const readContainer = (t, lt, depth) => {
     deeper(depth);
     const ct = lt ?? t;
     const n = countValues(4, 1);
@@ -1004,9 +1004,9 @@ function decoder(local, remote = local, limits = {}) {
       m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
-  }
+  };
   const readKK = (t, n) => n && t.key !== 12 /* String */ ? bits(6) : 0;
-  function readRecord(rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) {
+  const readRecord = (rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) => {
     deeper(depth);
     if (++nValues > lim.maxValues) fail("limit", "values");
     const lst = ls ?? rs;
@@ -1016,8 +1016,8 @@ function decoder(local, remote = local, limits = {}) {
     values(tab, e, rec2, start, false, depth, k, bagLeaf);
     steps.length = start;
     return rec2;
-  }
-  function containerOps(tab, e, t, lt, local2, slot) {
+  };
+  const containerOps = (tab, e, t, lt, local2, slot) => {
     const full = (size) => {
       if (size >= max) fail("limit", "length");
     };
@@ -1065,7 +1065,7 @@ function decoder(local, remote = local, limits = {}) {
         else readRecord(t.struct, null, 2);
       }
     }
-  }
+  };
   return {
     ha: lim,
     apply(tab, seg) {
@@ -1098,7 +1098,7 @@ function decoder(local, remote = local, limits = {}) {
       return rec2;
     }
   };
-}
+};
 var keyTypes = [];
 
 // ts/src/replica.ts

@@ -25,7 +25,7 @@ const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
  * Decodes UTF-8 bytes (b[start, end)) to a string; invalid sequences become
  * U+FFFD (docs/protocol.md OQ 10). Short ASCII takes a fast path.
  */
-export function decodeUTF8(b: Uint8Array, start = 0, end = b.length): string {
+export const decodeUTF8 = (b: Uint8Array, start = 0, end = b.length): string => {
   let s = "";
   for (let i = start; i < end && end - start < 65; i++) {
     if (b[i]! > 127) break;
@@ -33,7 +33,7 @@ export function decodeUTF8(b: Uint8Array, start = 0, end = b.length): string {
     if (i === end - 1) return s;
   }
   return start === end ? "" : utf8.decode(b.subarray(start, end));
-}
+};
 
 const utf8enc = new TextEncoder();
 
@@ -56,7 +56,7 @@ export let len = 0;
 export let hi = 0;
 
 /** Starts reading b at bit at. */
-export function load(b: Uint8Array, at = 0): void {
+export const load = (b: Uint8Array, at = 0): void => {
   const n = b.length;
   if (buf.length < n + 8) buf = new Uint8Array(Math.max(n + 8, buf.length * 2));
   buf.set(b);
@@ -64,50 +64,50 @@ export function load(b: Uint8Array, at = 0): void {
   pos = at;
   hi = 0;
   len = n * 8;
-}
+};
 
 /** Throws a malformed-input error at the current position. */
-export function malformed(msg: string): never {
+export const malformed = (msg: string): never => {
   throw new ReplicaDecodeError("malformed", msg, pos);
-}
+};
 
 /** The 32 bits from the current position (zeros past the end), unsigned. */
-function peek32(): number {
+const peek32 = (): number => {
   const i = pos >>> 3;
   const sh = pos & 7;
   let w = (buf[i]! | (buf[i + 1]! << 8) | (buf[i + 2]! << 16) | (buf[i + 3]! << 24)) >>> sh;
   if (sh) w |= buf[i + 4]! << (32 - sh);
   return w >>> 0;
-}
+};
 
 /** Advances by n bits, failing if that passes the end. */
-function skip(n: number): void {
+const skip = (n: number): void => {
   if ((pos += n) > len) {
     pos = len;
     throw new ReplicaDecodeError("truncated", "ends early", pos);
   }
-}
+};
 
 /** Reads n ≤ 32 bits, unsigned. */
-export function bits(n: number): number {
+export const bits = (n: number): number => {
   if (!n) return 0;
   const w = peek32();
   skip(n);
   return n === 32 ? w : (w & MASK32[n]!) >>> 0;
-}
+};
 
 /** Reads one bit as a boolean. */
 export const bool = (): boolean => !!bits(1);
 
 /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-export function bitsWide(n: number): number {
+export const bitsWide = (n: number): number => {
   const lo = bits(Math.min(n, 32));
   hi = n > 32 ? bits(n - 32) : 0;
   return lo;
-}
+};
 
 /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
-export function u(k: number): number {
+export const u = (k: number): number => {
   const w = peek32();
   if (!(w & 1)) {
     if (k < 32) {
@@ -126,11 +126,11 @@ export function u(k: number): number {
     }
   }
   return uSlow(k);
-}
+};
 
 // Codes the fast path does not take: more than 32 bits with the ones, or
 // k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
-function uSlow(k: number): number {
+const uSlow = (k: number): number => {
   let ones = 0;
   while (ones < 64 - k && bits(1)) ones++;
   // b value bits under an implicit leading 1 at bit b, or k bits.
@@ -140,13 +140,13 @@ function uSlow(k: number): number {
   if (b < 32) return lo + 2 ** b;
   hi = (hi | (1 << (b - 32))) >>> 0;
   return lo;
-}
+};
 
 /** Reads a U(k) value that must fit 32 bits. */
-export function u32(k = 0): number {
+export const u32 = (k = 0): number => {
   const v = u(k);
   return hi ? malformed("over 32 bits") : v;
-}
+};
 
 /** Reads a U(k) value as a BigInt. */
 export const uBig = (k: number): bigint => big(u(k), hi);
@@ -155,13 +155,13 @@ export const uBig = (k: number): bigint => big(u(k), hi);
  * Reads a U(k) count and checks it against max and against the bits left,
  * assuming each counted item takes at least minBits bits.
  */
-export function count(k: number, max: number, minBits: number, what: string): number {
+export const count = (k: number, max: number, minBits: number, what: string): number => {
   const start = pos;
   const n = u(k);
   if (hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
   if (n * minBits > len - pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
   return n;
-}
+};
 
 // The last byte string read: its length, and its copy when it was not
 // aligned (a string's in STRBUF when it fits).
@@ -174,7 +174,7 @@ let strCopy: Uint8Array;
  * returns its first byte's offset in buf when it is aligned, else −1
  * after copying it into strCopy: out when it fits, else a new array.
  */
-function str(max: number, out?: Uint8Array): number {
+const str = (max: number, out?: Uint8Array): number => {
   const n = (strLen = count(4, max, 8, "length"));
   const i = pos >>> 3;
   if (!(pos & 7)) {
@@ -184,25 +184,25 @@ function str(max: number, out?: Uint8Array): number {
   strCopy = out && n <= out.length ? out : new Uint8Array(n);
   for (let j = 0; j < n; j++) strCopy[j] = bits(8);
   return -1;
-}
+};
 
 /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-export function bytes(max: number): Uint8Array {
+export const bytes = (max: number): Uint8Array => {
   const i = str(max);
   return i < 0 ? strCopy : buf.slice(i, i + strLen);
-}
+};
 
 /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
-export function string(max: number): string {
+export const string = (max: number): string => {
   const i = str(max, STRBUF);
   return i < 0 ? decodeUTF8(strCopy, 0, strLen) : decodeUTF8(buf, i, i + strLen);
-}
+};
 
 /** Requires that only zero padding (fewer than 8 bits) is left. */
-export function finish(): void {
+export const finish = (): void => {
   const rem = len - pos;
   if (rem > 7 || bits(rem)) malformed("trailing");
-}
+};
 
 /**
  * A reader of its own bit stream, for tests and tools: each call reads
@@ -319,37 +319,37 @@ export class BitWriter {
 }
 
 /** zigzag on 64 bits as BigInt. */
-export function zigzagBig(v: bigint): bigint {
+export const zigzagBig = (v: bigint): bigint => {
   v = BigInt.asIntN(64, v);
   return BigInt.asUintN(64, (v << 1n) ^ (v >> 63n));
-}
+};
 
 /** unzigzag on 64 bits as BigInt. */
-export function unzigzagBig(u: bigint): bigint {
+export const unzigzagBig = (u: bigint): bigint => {
   return BigInt.asIntN(64, (u >> 1n) ^ -(u & 1n));
-}
+};
 
 /** Appends n as an unsigned LEB128 varint to out; returns out. */
-export function leb128(out: number[], n: number): number[] {
+export const leb128 = (out: number[], n: number): number[] => {
   for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
   out.push(n);
   return out;
-}
+};
 
 /** The bytes of a followed by those of b. */
-export function cat(a: ArrayLike<number>, b: Uint8Array): Uint8Array {
+export const cat = (a: ArrayLike<number>, b: Uint8Array): Uint8Array => {
   const out = new Uint8Array(a.length + b.length);
   out.set(a);
   out.set(b, a.length);
   return out;
-}
+};
 
 /** Compares byte strings bytewise (a shorter prefix first). */
-export function compareBytes(a: Uint8Array, b: Uint8Array): number {
+export const compareBytes = (a: Uint8Array, b: Uint8Array): number => {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
   return a.length - b.length;
-}
+};
 
 /** The unsigned 64-bit integer of halves lo, hi. */
 export const big = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);

@@ -405,7 +405,7 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
  * Opens a channel and runs the client side of the handshake (§10.3),
  * asking to resume when resume is given (§10.5).
  */
-function handshake(opts: ConnectOptions, token: Uint8Array, limits = opts.limits, resume?: ResumeRequest): Promise<Session> {
+const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits, resume?: ResumeRequest): Promise<Session> => {
   const descriptor = opts.schema.descriptor;
   if (!descriptor) misuse("schema not decoded from a descriptor");
   const hello = encodeHello({ descriptor, token, limits, resume: resume?.block });
@@ -448,4 +448,4 @@ function handshake(opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       c.send(hello);
     }, end);
   });
-}
+};

@@ -76,11 +76,11 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
 export const LIMIT_ORDER = Object.keys(DEFAULT_LIMITS) as readonly (keyof Limits)[];
 
 /** l with every zero or absent field set to its default. */
-export function withDefaults(l: Partial<Limits> = {}): Limits {
+export const withDefaults = (l: Partial<Limits> = {}): Limits => {
   const r = { ...DEFAULT_LIMITS };
   for (const k of LIMIT_ORDER) if (l[k]! > 0) r[k] = l[k]!;
   return r;
-}
+};
 
 /** One leaf of a field tree, resolved for reading. */
 interface Step {
@@ -143,7 +143,7 @@ export interface Decoder {
  * throws an "incompatible" ReplicaDecodeError when remote's data cannot be
  * decoded into local (§8).
  */
-export function decoder(local: Schema, remote: Schema = local, limits: Partial<Limits> = {}): Decoder {
+export const decoder = (local: Schema, remote: Schema = local, limits: Partial<Limits> = {}): Decoder => {
   const lim = withDefaults(limits);
   const { maxStringBytes, maxContainerLen: max } = lim;
   checkCompatible(local, remote);
@@ -166,7 +166,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
   };
 
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  function mapping(rs: StructType, ls: StructType): Mapping {
+  const mapping = (rs: StructType, ls: StructType): Mapping => {
     let inner = maps.get(rs);
     if (!inner) maps.set(rs, (inner = new Map()));
     let m = inner.get(ls);
@@ -179,17 +179,17 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       }
     }
     return m;
-  }
+  };
 
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  function readIDs(): void {
+  const readIDs = (): void => {
     const n = (nids = count(3, lim.maxEntities - nEntities, 1, "entities"));
     nEntities += n;
     const k = bits(6);
     for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + bounded(k, 0xffffff - 1 - slot);
-  }
+  };
 
-  function group(tab: Table, tag: number, rc: StructType): void {
+  const group = (tab: Table, tag: number, rc: StructType): void => {
     const lc = local.class(rc.classId) ?? rc;
     const map = mapping(rc, lc);
     const delta = tag === Sec.Update || tag === Sec.Ranked;
@@ -212,11 +212,11 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       if (e!.classId !== rc.classId) bad("class of " + slot);
       values(tab, e!, e!, 0, delta, 0);
     }
-  }
+  };
 
-  function deeper(depth: number): void {
+  const deeper = (depth: number): void => {
     if (depth >= lim.maxDepth) fail("limit", "depth");
-  }
+  };
 
   /**
    * Reads a field tree of remote struct st (§5.5) into steps, resolved
@@ -224,7 +224,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  function readTree(st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void {
+  const readTree = (st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void => {
     deeper(depth);
     for (let n = count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
       id += 1 + u(gapK) + hi * 2 ** 32;
@@ -260,20 +260,20 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       }
       steps.push(s);
     }
-  }
+  };
 
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  function readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
+  const readNum = (p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void => {
     const lo = u(k);
     if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad("value " + lo);
-  }
+  };
 
   /**
    * Reads the values of steps[from, …) into rec: an entity's (rec is e), a
    * bag item's (rec, under key k of e's bag at leaf bagLeaf) through tab's
    * transaction, or a new record's (tab is DIRECT). depth is rec's.
    */
-  function values(tab: Table, e: Entity, rec: Rec, from: number, delta: boolean, depth: number, k?: Key, bagLeaf?: number): void {
+  const values = (tab: Table, e: Entity, rec: Rec, from: number, delta: boolean, depth: number, k?: Key, bagLeaf?: number): void => {
     const a = rec.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i]!;
@@ -307,21 +307,21 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       }
       if (slot >= 0) tab.setNum(e, s.to, slot, lo, h, rec, k, bagLeaf);
     }
-  }
+  };
 
-  function readStr(t: Type): string | Uint8Array {
+  const readStr = (t: Type): string | Uint8Array => {
     return t.kind === Kind.Bytes ? bytes(maxStringBytes) : string(maxStringBytes);
-  }
+  };
 
   /** Reads a count of values (a container's length, its operations or keys), at least minBits each. */
-  function countValues(k: number, minBits: number): number {
+  const countValues = (k: number, minBits: number): number => {
     const n = count(k, max, minBits, "length");
     if ((nValues += n) > lim.maxValues) fail("limit", "values");
     return n;
-  }
+  };
 
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  function readElem(t: Type, lt: Type | null, k: number, depth: number): Elem {
+  const readElem = (t: Type, lt: Type | null, k: number, depth: number): Elem => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.fullRaw) {
@@ -331,22 +331,22 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       return toElem(p, out.lo, out.hi);
     }
     return t.kind === Kind.Nested ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readStr(t);
-  }
+  };
 
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  function readK(t: Type, n: number): number {
+  const readK = (t: Type, n: number): number => {
     return n && isNumeric(t.kind) && !numPlan(t).fullRaw ? bits(6) : 0;
-  }
+  };
 
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  function readKey(key: number, k: number): Key {
+  const readKey = (key: number, k: number): Key => {
     return key === Kind.String
       ? decodeUTF8((keyBytes = bytes(maxStringBytes)))
       : (readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint);
-  }
+  };
 
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  function readContainer(t: Type, lt: Type | null, depth: number): ListC | MapC | BagC {
+  const readContainer = (t: Type, lt: Type | null, depth: number): ListC | MapC | BagC => {
     deeper(depth);
     const ct = lt ?? t;
     const n = countValues(4, 1);
@@ -374,7 +374,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       m.set(key, bag ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
-  }
+  };
 
   /** Reads the shared k of n keys of map or bag type t. */
   const readKK = (t: Type, n: number): number => (n && t.key !== Kind.String ? bits(6) : 0);
@@ -385,7 +385,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
    * under key k of e's bag at leaf bagLeaf) is written through tab's
    * transaction.
    */
-  function readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, tab = DIRECT, e?: Entity, k?: Key, bagLeaf?: number): Rec {
+  const readRecord = (rs: StructType, ls: StructType | null, depth: number, into?: Rec, tab = DIRECT, e?: Entity, k?: Key, bagLeaf?: number): Rec => {
     deeper(depth);
     if (++nValues > lim.maxValues) fail("limit", "values");
     const lst = ls ?? rs;
@@ -395,10 +395,10 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
     values(tab, e!, rec, start, false, depth, k, bagLeaf);
     steps.length = start;
     return rec;
-  }
+  };
 
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  function containerOps(tab: Table, e: Entity, t: Type, lt: Type | null, local: number, slot: number): undefined {
+  const containerOps = (tab: Table, e: Entity, t: Type, lt: Type | null, local: number, slot: number): undefined => {
     const full = (size: number): void => {
       if (size >= max) fail("limit", "length");
     };
@@ -449,7 +449,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
         else readRecord(t.struct!, null, 2);
       }
     }
-  }
+  };
 
   return {
     lim,
@@ -486,7 +486,7 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       return rec;
     },
   };
-}
+};
 
 /** The types of map and bag keys, by kind. */
 const keyTypes: Type[] = [];

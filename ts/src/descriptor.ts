@@ -23,7 +23,7 @@ export const DESCRIPTOR_VERSION = 2;
  * ReplicaDecodeError with code "descriptor". Only the canonical encoding
  * is accepted (§3.1).
  */
-export function decodeDescriptor(b: Uint8Array): Schema {
+export const decodeDescriptor = (b: Uint8Array): Schema => {
   load(b);
   try {
     const s = read();
@@ -34,13 +34,13 @@ export function decodeDescriptor(b: Uint8Array): Schema {
     if (e.bit < 0) e.bit = pos;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
-}
+};
 
 const bad = (msg: string): never => fail("descriptor", msg);
 
 const f64 = (): number => f64FromBits(bits(32), bits(32));
 
-function read(): Schema {
+const read = (): Schema => {
   const v = u32(0);
   if (v !== DESCRIPTOR_VERSION) bad(`version ${v}, want 2`);
   // The fewest bits an item takes, to check a count against the bits left
@@ -150,19 +150,19 @@ function read(): Schema {
   for (const st of order) ok &&= st === structs[i++];
   if (!ok || i < n) bad("not canonical");
   return new Schema(classes);
-}
+};
 
-function writeFloat(w: BitWriter, x: number): void {
+const writeFloat = (w: BitWriter, x: number): void => {
   f64Bits(x);
   w.bits(out.lo, 32);
   w.bits(out.hi, 32);
-}
+};
 
 /**
  * Encodes a schema as a descriptor (§3.1): the canonical form, structs in
  * depth-first pre-order from the classes in ascending class-ID order.
  */
-export function writeDescriptor(s: Schema): Uint8Array {
+export const writeDescriptor = (s: Schema): Uint8Array => {
   const structs: StructType[] = [];
   const index = new Map<StructType, number>();
   const visit = (st: StructType | null): void => {
@@ -238,4 +238,4 @@ export function writeDescriptor(s: Schema): Uint8Array {
     for (const d of c.distances) writeFloat(w, d);
   }
   return w.finish();
-}
+};

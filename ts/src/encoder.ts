@@ -14,14 +14,14 @@ import { Kind } from "./enums.js";
 const roundHalfAway = (x: number): number => (x < 0 ? -Math.round(-x) : Math.round(x));
 
 /** Sets out to the 64-bit two's complement of integer b. */
-function split(b: bigint): void {
+const split = (b: bigint): void => {
   const u = BigInt.asUintN(64, b);
   out.lo = Number(u & 0xffffffffn);
   out.hi = Number(u >> 32n);
-}
+};
 
 /** The stored representation S (§4.1) of JS value v for numeric type t, into out; a RangeError if v does not fit. */
-export function toStored(t: Type, v: unknown): void {
+export const toStored = (t: Type, v: unknown): void => {
   const k = t.kind;
   const q = t.quant;
   out.hi = 0;
@@ -43,7 +43,7 @@ export function toStored(t: Type, v: unknown): void {
     if (n === undefined || n >= top || n < (p.signed ? -top : 0n)) throw new RangeError(`${v} is not an integer of ${p.W} bits`);
     split(n);
   }
-}
+};
 
 /** A number's full-mode code (§4.3): raw bits (k −1, n the width), or a U(k) code with k its bit length. */
 interface Code {
@@ -53,7 +53,7 @@ interface Code {
   n: number;
 }
 
-function code(t: Type, v: unknown): Code {
+const code = (t: Type, v: unknown): Code => {
   toStored(t, v);
   const p = numPlan(t);
   let { lo, hi } = out;
@@ -65,7 +65,7 @@ function code(t: Type, v: unknown): Code {
     lo = ((lo << 1) ^ neg) >>> 0;
   }
   return { lo, hi, k: Math.min(hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo), 63), n: 0 };
-}
+};
 
 // The writer of the record being encoded (encodeRecord is not reentrant).
 let w: BitWriter;
@@ -78,7 +78,7 @@ const bytesOf = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : encod
 const entries = (v: unknown): [unknown, unknown][] => (v instanceof Map ? [...v] : v && typeof v === "object" ? Object.entries(v) : []);
 
 /** Whether v is the zero value of type t (a nested struct: every field zero). */
-function zero(t: Type, v: any): boolean {
+const zero = (t: Type, v: any): boolean => {
   const k = t.kind;
   if (v == null) return true;
   if (k === Kind.Nested) return t.struct!.fields.every((f) => f.deprecated || zero(f.type, v[f.name]));
@@ -87,22 +87,22 @@ function zero(t: Type, v: any): boolean {
     return !c.lo && !c.hi;
   }
   return !(k === Kind.List ? v : k <= Kind.Bytes ? bytesOf(v) : entries(v)).length;
-}
+};
 
 /**
  * Writes the shared k of values of type t (§6.1) when they are U(k)-coded
  * numbers, and returns a function that writes value i.
  */
-function elems(t: Type, vals: unknown[]): (i: number) => void {
+const elems = (t: Type, vals: unknown[]): (i: number) => void => {
   if (!isNumeric(t.kind)) return (i) => value(t, vals[i]);
   const cs = vals.map((v) => code(t, v));
   const k = Math.max(0, ...cs.map((c) => c.k));
   if (cs[0] && cs[0].k >= 0) w.bits(k, 6);
   return (i) => put(cs[i]!, k);
-}
+};
 
 /** Writes a value that is not a number of a record: a string, bytes, a container or a struct element. */
-function value(t: Type, v: any): void {
+const value = (t: Type, v: any): void => {
   const k = t.kind;
   if (k === Kind.Nested) return record(t.struct!, v);
   if (k <= Kind.Bytes) return w.bytes(bytesOf(v));
@@ -115,14 +115,14 @@ function value(t: Type, v: any): void {
   const ek = list ? () => {} : elems({ kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, es.map((e) => e[0]));
   const ev = k === Kind.Bag ? (i: number) => record(t.struct!, es[i]![1]) : elems(t.elem!, es.map((e) => e[1]));
   es.forEach((_, i) => (ek(i), ev(i)));
-}
+};
 
 /**
  * Writes the field tree of st's non-zero leaves (§5.5), each U(k)-coded
  * number with k = its code's bit length; the values go to later, to be
  * written after the whole tree.
  */
-function tree(st: StructType, v: any, later: (() => void)[]): void {
+const tree = (st: StructType, v: any, later: (() => void)[]): void => {
   const fs = st.fields.filter((f) => !f.deprecated && !zero(f.type, v[f.name]));
   w.u(fs.length, 2);
   let prev = 0;
@@ -138,13 +138,13 @@ function tree(st: StructType, v: any, later: (() => void)[]): void {
       later.push(() => put(c, c.k));
     } else later.push(() => value(t, x));
   }
-}
+};
 
-function record(st: StructType, v: any): void {
+const record = (st: StructType, v: any): void => {
   const later: (() => void)[] = [];
   tree(st, v ?? {}, later);
   later.forEach((f) => f());
-}
+};
 
 /**
  * Encodes a standalone record of struct st (§6.1): the tree of its
@@ -153,8 +153,8 @@ function record(st: StructType, v: any): void {
  * 64-bit integers), booleans, strings, Uint8Array for bytes, objects for
  * nested structs, arrays for lists, Map or object for maps and bags.
  */
-export function encodeRecord(st: StructType, v: Record<string, unknown>): Uint8Array {
+export const encodeRecord = (st: StructType, v: Record<string, unknown>): Uint8Array => {
   w = new BitWriter();
   record(st, v);
   return w.finish();
-}
+};

@@ -144,7 +144,7 @@ const bad = (msg: string): never => fail("descriptor", msg);
 let budget = 0;
 
 /** Lays out struct s; the structs it holds by reference (elements, items, arguments) go to pending. */
-function layout(s: StructType, pending: StructType[]): void {
+const layout = (s: StructType, pending: StructType[]): void => {
   if (s.state === 1) bad(s.name + " contains itself");
   if (s.state) return;
   s.state = 1;
@@ -190,7 +190,7 @@ function layout(s: StructType, pending: StructType[]): void {
     pending.push(r.args);
   }
   s.state = 2;
-}
+};
 
 /** A set of entity classes, laid out. */
 export class Schema {
@@ -233,7 +233,7 @@ export class Schema {
  * local (§8): every field both have, matched by class ID and field ID path,
  * has the same type. Throws a ReplicaDecodeError with code "incompatible".
  */
-export function checkCompatible(local: Schema, remote: Schema): void {
+export const checkCompatible = (local: Schema, remote: Schema): void => {
   // Each pair of structs is checked once.
   const seen = new Set<string>();
   const ids = new Map<StructType, number>();
@@ -262,4 +262,4 @@ export function checkCompatible(local: Schema, remote: Schema): void {
     }
   };
   if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId) ?? null, rc, rc.name);
-}
+};

@@ -115,17 +115,17 @@ export interface Resync {
 export type Message = Welcome | Refuse | Tick | Ping | Pong | RPC | Resync;
 
 /** A writer of a message: its type byte, then its bit stream (§10.2). */
-export function writer(t: M): BitWriter {
+export const writer = (t: M): BitWriter => {
   const w = new BitWriter();
   w.bits(t, 8);
   return w;
-}
+};
 
 /** Writes a 64-bit field. */
-export function write64(w: BitWriter, v: bigint): void {
+export const write64 = (w: BitWriter, v: bigint): void => {
   const u = BigInt.asUintN(64, v);
   w.bitsWide(Number(u & 0xffffffffn), Number(u >> 32n), 64);
-}
+};
 
 /** Reads a 64-bit field as an unsigned BigInt. */
 export const read64 = (): bigint => big(bitsWide(64), hi);
@@ -154,7 +154,7 @@ export function readBody<T>(msg: Uint8Array, read: () => T): T {
  * §10.5's rules (more than MAX_RESUME entities, slots not ascending or out
  * of range, a level above 4) throws a RangeError.
  */
-export function encodeHello(m: { version?: number; descriptor: Uint8Array; token?: Uint8Array; limits?: Partial<Limits>; resume?: Resume }): Uint8Array {
+export const encodeHello = (m: { version?: number; descriptor: Uint8Array; token?: Uint8Array; limits?: Partial<Limits>; resume?: Resume }): Uint8Array => {
   const w = writer(M.Hello);
   w.u(m.version ?? PROTOCOL_VERSION, 0);
   w.bytes(m.descriptor);
@@ -184,13 +184,13 @@ export function encodeHello(m: { version?: number; descriptor: Uint8Array; token
     }
   }
   return w.finish();
-}
+};
 
-function nonceMsg(t: M, nonce: bigint): Uint8Array {
+const nonceMsg = (t: M, nonce: bigint): Uint8Array => {
   const w = writer(t);
   write64(w, nonce);
   return w.finish();
-}
+};
 
 export const encodePing = (nonce: bigint): Uint8Array => nonceMsg(M.Ping, nonce);
 export const encodePong = (nonce: bigint): Uint8Array => nonceMsg(M.Pong, nonce);
@@ -200,7 +200,7 @@ export const encodeRPC = (entity: number, rpc: number, args: Uint8Array): Uint8A
   cat(leb128([M.RPC, entity & 255, (entity >>> 8) & 255, (entity >>> 16) & 255, entity >>> 24], rpc >>> 0), args);
 
 /** Decodes an RPC message; args aliases msg. */
-export function parseRPC(msg: Uint8Array): RPC {
+export const parseRPC = (msg: Uint8Array): RPC => {
   if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC");
   let id = 0;
   let i = 5;
@@ -213,7 +213,7 @@ export function parseRPC(msg: Uint8Array): RPC {
   }
   if (id === 0 || id > 0xffffffff) bad("RPC ID range");
   return { type: M.RPC, entity: (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0, rpc: id, args: msg.subarray(i) };
-}
+};
 
 /**
  * Decodes a message a client receives (not a segment). Every failure is a
@@ -221,7 +221,7 @@ export function parseRPC(msg: Uint8Array): RPC {
  * server receives (./peer.ts decodes it). Byte arrays are copies, except
  * an RPC's args.
  */
-export function parseMessage(msg: Uint8Array): Message {
+export const parseMessage = (msg: Uint8Array): Message => {
   const t = msg[0];
   if (t === M.RPC) return parseRPC(msg);
   if (!t || t === M.Hello || t > M.Resync) bad(t === undefined ? "empty" : "unknown type " + t);
@@ -260,4 +260,4 @@ export function parseMessage(msg: Uint8Array): Message {
         return { type: t as M.Ping | M.Pong, nonce: read64() };
     }
   });
-}
+};

@@ -137,14 +137,14 @@ export interface BagC {
 }
 
 /** The JS value of an element of type t: numbers per §4.1, others as stored. */
-export function elemValue(t: Type, v: Elem): unknown {
+export const elemValue = (t: Type, v: Elem): unknown => {
   if (!isNumeric(t.kind)) return v;
   if (typeof v === "bigint") {
     const u = BigInt.asUintN(64, v);
     return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
   }
   return numValue(numPlan(t), (v as number) >>> 0, (v as number) < 0 ? 0xffffffff : 0);
-}
+};
 
 /** Builds a network ID from a slot and a generation (§5.4). */
 export const makeId = (slot: number, gen: number): number => ((gen << 24) | slot) >>> 0;
@@ -278,7 +278,7 @@ export interface Table {
 }
 
 /** A new, empty table. */
-export function table(): Table {
+export const table = (): Table => {
   // Slots in pages of 1024: slots go up to 2^24.
   const pages: (Entity | undefined)[][] = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
@@ -524,4 +524,4 @@ export function table(): Table {
     },
   };
   return t;
-}
+};

@@ -75,7 +75,7 @@ const openError = (code: number, reason: string): Error =>
   code > 0 ? new RefusedError(code, reason) : new ClosedError(code < 0 ? NETWORK_ERROR : code, reason);
 
 /** Opens a WebSocket to url; resolves once it is open. */
-export function openWebSocket(url: string, WS: WebSocketConstructor): Promise<Channel> {
+export const openWebSocket = (url: string, WS: WebSocketConstructor): Promise<Channel> => {
   return new Promise((resolve, reject) => {
     const ws = new WS(url);
     ws.binaryType = "arraybuffer";
@@ -109,7 +109,7 @@ export function openWebSocket(url: string, WS: WebSocketConstructor): Promise<Ch
       h?.(code, ev.reason);
     };
   });
-}
+};
 
 /** The framing preamble: "rpl" and framing version 1. */
 export const PREAMBLE = Uint8Array.of(0x72, 0x70, 0x6c, 0x01);
