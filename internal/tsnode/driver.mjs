@@ -2,17 +2,14 @@
 
 // ts/src/errors.ts
 var ReplicaDecodeError = class extends Error {
+  /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
+  segment;
   constructor(code, message, bit = -1) {
-    super(`${code}: ${message}`);
+    super(code + ": " + message);
+    this.name = "ReplicaDecodeError";
     this.code = code;
     this.bit = bit;
   }
-  code;
-  name = "ReplicaDecodeError";
-  /** Bit offset in the message where decoding stopped, when known. */
-  bit;
-  /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
-  segment;
 };
 function fail(code, message, bit) {
   throw new ReplicaDecodeError(code, message, bit);
