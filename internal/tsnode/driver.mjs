@@ -138,6 +138,7 @@ var finish = () => {
   const rem = len - pos;
   if (rem > 7 || bits(rem)) malformed("trailing");
 };
+var wbuf = new Uint8Array(64);
 var compareBytes = (a, b) => {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
@@ -167,24 +168,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  u = 0;
+  s = 0;
   /** @internal Object slots of a record of the struct. */
-  B = 0;
+  x = 0;
   /** @internal The types of the object slots, in order. */
-  C = [];
+  y = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  D;
+  z;
   /** @internal Fields by ID. */
-  X = /* @__PURE__ */ new Map();
+  V = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  E = 0;
+  A = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  F = 0;
+  B = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.X.get(id);
+    return this.V.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -197,46 +198,46 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.E === 1) bad(s.name + " contains itself");
-  if (s.E) return;
-  s.E = 1;
+  if (s.A === 1) bad(s.name + " contains itself");
+  if (s.A) return;
+  s.A = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.X.set(f.id, f);
+    s.V.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.Y = s.leaves.length;
+    f.W = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, v: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], u: +numeric, B: +!numeric, C: numeric ? [] : [t], F: 1 };
-    s.F += sub.F;
-    if ((budget += sub.F) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, t: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], s: +numeric, x: +!numeric, y: numeric ? [] : [t], B: 1 };
+    s.B += sub.B;
+    if ((budget += sub.B) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        v: f.id + (l.v && "," + l.v),
+        t: f.id + (l.t && "," + l.t),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: l.num < 0 ? -1 : l.num + s.u,
-        obj: l.obj < 0 ? -1 : l.obj + s.B
+        num: l.num < 0 ? -1 : l.num + s.s,
+        obj: l.obj < 0 ? -1 : l.obj + s.x
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.C.push(...sub.C);
-    s.u += sub.u;
-    s.B += sub.B;
+    s.y.push(...sub.y);
+    s.s += sub.s;
+    s.x += sub.x;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.E = 2;
+  s.A = 2;
 };
 var Schema = class {
   classes;
@@ -308,35 +309,35 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, p: bool2 || (float && m !== 1 ? W : 0), la: bool2, l: W, i: isSigned(k) || float && m === 1, ma: W === 64, quant: q });
+    plans.set(t, p = { kind: k, o: bool2 || (float && m !== 1 ? W : 0), la: bool2, j: W, i: isSigned(k) || float && m === 1, ma: W === 64, quant: q });
   }
   return p;
 };
-var out = { e: 0, c: 0 };
+var out = { c: 0, a: 0 };
 var unzigzag64 = (lo, hi2) => {
   const neg = -(lo & 1);
-  out.e = ((lo >>> 1 | (hi2 & 1) << 31) ^ neg) >>> 0;
-  out.c = (hi2 >>> 1 ^ neg) >>> 0;
+  out.c = ((lo >>> 1 | (hi2 & 1) << 31) ^ neg) >>> 0;
+  out.a = (hi2 >>> 1 ^ neg) >>> 0;
 };
 var decodeFull = (p, lo, hi2) => {
-  if (p.l < 64 && (hi2 || lo > MASK[p.l])) return false;
+  if (p.j < 64 && (hi2 || lo > MASK[p.j])) return false;
   if (p.i) unzigzag64(lo, hi2);
   else {
-    out.e = lo;
-    out.c = hi2;
+    out.c = lo;
+    out.a = hi2;
   }
   return true;
 };
 var decodeDelta = (p, olo, ohi, lo, hi2) => {
   if (p.kind === 14 /* Ref */) {
-    out.e = lo;
-    out.c = 0;
+    out.c = lo;
+    out.a = 0;
     return !hi2;
   }
   unzigzag64(lo, hi2);
-  const s = olo + out.e;
-  out.c = ohi + out.c + +(s > 4294967295) >>> 0;
-  out.e = s >>> 0;
+  const s = olo + out.c;
+  out.a = ohi + out.a + +(s > 4294967295) >>> 0;
+  out.c = s >>> 0;
   return true;
 };
 var toElem = (p, lo, hi2) => {
@@ -428,17 +429,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.D] = name();
+    [st.name, st.z] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, D: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), Y: 0 };
+      const f = { id: prev, name: nm, z: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), W: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, D: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, z: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -484,9 +485,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.u * 2);
-    this.obj = type.C.map(zeroObj);
-    this.Z = 0;
+    this.num = new Uint32Array(type.s * 2);
+    this.obj = type.y.map(zeroObj);
+    this.X = 0;
   }
   /** A deep copy. */
   clone() {
@@ -563,7 +564,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.w = bands;
+    this.u = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -581,7 +582,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.w[l.index] ?? 0) <= this.level;
+    return !!l && (this.u[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -597,7 +598,7 @@ var table = () => {
   const undo = [];
   const moved = [];
   const atSlot = (slot) => pages[slot >>> 10]?.[slot & 1023];
-  const put = (slot, e) => {
+  const put2 = (slot, e) => {
     (pages[slot >>> 10] ??= [])[slot & 1023] = e;
     t.size += e ? 1 : -1;
   };
@@ -611,7 +612,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.G.push({ f: k, na: e, oa: [e, ...a] });
+  const event = (k, e, ...a) => void t.C.push({ f: k, na: e, oa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -630,7 +631,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.Z !== serial) {
+    if (r.X !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -674,54 +675,54 @@ var table = () => {
   };
   const t = {
     size: 0,
-    q: [],
-    r: /* @__PURE__ */ new Set(),
-    G: [],
+    p: [],
+    q: /* @__PURE__ */ new Set(),
+    C: [],
     pa: atSlot,
-    _: setNum,
-    $: setObj,
+    Y: setNum,
+    Z: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.q.map((s) => atSlot(s)),
+    entities: () => t.p.map((s) => atSlot(s)),
     qa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    aa() {
+    _() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.r.clear();
-      t.G = [];
+      t.q.clear();
+      t.C = [];
       return t;
     },
     ra(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.Z = serial;
-      put(slot, e);
-      t.r.add(slot);
+      e.X = serial;
+      put2(slot, e);
+      t.q.add(slot);
       moved.push(slot);
-      undo.push(() => put(slot));
+      undo.push(() => put2(slot));
       event(0 /* Create */, e);
       return e;
     },
-    ba(slot) {
+    $(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
-      put(slot);
+      put2(slot);
       moved.push(slot);
       assign(e, "alive", false);
-      undo.push(() => put(slot, e));
+      undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    L(e, owned) {
+    H(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    ca(e, level) {
+    aa(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
     sa(e, leaf, l, op, i, v) {
@@ -740,7 +741,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    da(e, leaf, m, k, v) {
+    ba(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -750,18 +751,18 @@ var table = () => {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    M(e, pick) {
+    I(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.r.add(e.slot);
+      t.q.add(e.slot);
     },
-    ea() {
+    ca() {
       if (moved.length) {
-        const held = t.q;
+        const held = t.p;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -769,7 +770,7 @@ var table = () => {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.q = out2.concat(held.slice(i));
+        t.p = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
@@ -781,7 +782,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.aa();
+      t._();
     }
   };
   return t;
@@ -804,11 +805,11 @@ var withDefaults = (l = {}) => {
 };
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  _(_e, _l, slot, lo, hi2, r) {
+  Y(_e, _l, slot, lo, hi2, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi2;
   },
-  $(_e, _l, slot, v, r) {
+  Z(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -834,11 +835,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.v, l.index]));
-      inner.set(ls, m = { fa: new Int32Array(rs.leaves.length), w: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.t, l.index]));
+      inner.set(ls, m = { da: new Int32Array(rs.leaves.length), u: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.fa[l.index] = byPath.get(l.v) ?? -1;
-        if (j >= 0) m.w[j] = l.band;
+        const j = m.da[l.index] = byPath.get(l.t) ?? -1;
+        if (j >= 0) m.u[j] = l.band;
       }
     }
     return m;
@@ -858,7 +859,7 @@ var decoder = (local, remote = local, limits = {}) => {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.q[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.p[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = bits(6);
       for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
@@ -866,8 +867,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.ra(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.w : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.pa(slot)) || tag === 4 /* Fill */ && !tab.r.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.ra(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.u : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.pa(slot)) || tag === 4 /* Fill */ && !tab.q.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -883,31 +884,31 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.Y;
+      const leaf = base + f.W;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.fa[leaf];
+      const to = map.da[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
-      const s = { N: to, O: -1, x: 4 /* Str */, f: 0, P: t, ga: ll && ll.field.type, H: p, Q: 0, I: 0, i: false };
+      const s = { J: to, K: -1, v: 4 /* Str */, f: 0, L: t, ea: ll && ll.field.type, D: p, M: 0, E: 0, i: false };
       if (isNumeric(kind)) {
-        s.x = 1 /* Raw */;
-        if (!(s.f = delta ? p.la : p.p)) {
+        s.v = 1 /* Raw */;
+        if (!(s.f = delta ? p.la : p.o)) {
           s.f = bits(6);
-          s.x = 3 /* U */;
-          if (delta && p.l <= 32 && kind !== 14 /* Ref */) {
-            s.x = 2 /* Delta */;
-            s.Q = MASK[p.l];
-            s.I = 32 - p.l;
+          s.v = 3 /* U */;
+          if (delta && p.j <= 32 && kind !== 14 /* Ref */) {
+            s.v = 2 /* Delta */;
+            s.M = MASK[p.j];
+            s.E = 32 - p.j;
             s.i = p.i;
           }
         }
-        if (ll) s.O = ll.num;
+        if (ll) s.K = ll.num;
       } else {
-        if (isContainer(kind)) s.x = 5 /* Cont */;
-        if (ll) s.O = ll.obj;
+        if (isContainer(kind)) s.v = 5 /* Cont */;
+        if (ll) s.K = ll.obj;
       }
       steps.push(s);
     }
@@ -920,33 +921,33 @@ var decoder = (local, remote = local, limits = {}) => {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.O;
+      const slot = s.K;
       const j = slot << 1;
-      const how = s.x;
+      const how = s.v;
       let lo;
       let h = 0;
       if (how === 2 /* Delta */) {
-        lo = bounded(s.f, s.Q);
+        lo = bounded(s.f, s.M);
         if (slot < 0) continue;
         lo = a[j] + (lo >>> 1 ^ -(lo & 1));
         if (s.i) {
-          lo = lo << s.I >> s.I;
+          lo = lo << s.E >> s.E;
           h = lo < 0 ? 4294967295 : 0;
-        } else if (s.I) lo &= s.Q;
+        } else if (s.E) lo &= s.M;
         lo >>>= 0;
       } else if (how === 1 /* Raw */) {
         lo = bitsWide(s.f);
         h = hi;
       } else if (how === 3 /* U */) {
-        readNum(s.H, s.f, delta, a[j], a[j + 1]);
-        lo = out.e;
-        h = out.c;
+        readNum(s.D, s.f, delta, a[j], a[j + 1]);
+        lo = out.c;
+        h = out.a;
       } else {
-        const v = how === 4 /* Str */ ? readStr(s.P) : !delta || bool() ? readContainer(s.P, s.ga, depth + 1) : containerOps(tab, e, s.P, s.ga, s.N, slot);
-        if (slot >= 0 && v !== void 0) tab.$(e, s.N, slot, v, rec2, k, bagLeaf);
+        const v = how === 4 /* Str */ ? readStr(s.L) : !delta || bool() ? readContainer(s.L, s.ea, depth + 1) : containerOps(tab, e, s.L, s.ea, s.J, slot);
+        if (slot >= 0 && v !== void 0) tab.Z(e, s.J, slot, v, rec2, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab._(e, s.N, slot, lo, h, rec2, k, bagLeaf);
+      if (slot >= 0) tab.Y(e, s.J, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -960,16 +961,16 @@ var decoder = (local, remote = local, limits = {}) => {
   const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.p) {
-        out.e = bitsWide(p.p);
-        out.c = hi;
+      if (p.o) {
+        out.c = bitsWide(p.o);
+        out.a = hi;
       } else readNum(p, k, false);
-      return toElem(p, out.e, out.c);
+      return toElem(p, out.c, out.a);
     }
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   };
   const readK = (t, n) => {
-    return n && isNumeric(t.kind) && !numPlan(t).p ? bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).o ? bits(6) : 0;
   };
   const readKey = (key, k) => {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
@@ -1051,12 +1052,12 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.da(e, local2, c, key);
+          if (c) tab.ba(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.m.size);
-            tab.da(e, local2, c, key, v);
+            tab.ba(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1064,7 +1065,7 @@ var decoder = (local, remote = local, limits = {}) => {
     }
   };
   return {
-    ha: lim,
+    fa: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1073,7 +1074,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.ba(ids[i]);
+            for (let i = 0; i < nids; i++) tab.$(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad4("section " + tag);
@@ -1116,11 +1117,11 @@ var Replica = class {
     const rep2 = this;
     const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    rep2.y = decoder(local, remote, opts.limits);
+    rep2.w = decoder(local, remote, opts.limits);
     const tab = rep2.va = table();
     const cbs = /* @__PURE__ */ new Map();
     let dispatching = false;
-    const begin = (what) => dispatching ? misuse(what + " from a callback") : tab.aa();
+    const begin2 = (what) => dispatching ? misuse(what + " from a callback") : tab._();
     const dispatch = (events) => {
       if (!cbs.size) return;
       dispatching = true;
@@ -1129,7 +1130,7 @@ var Replica = class {
           const list = cbs.get(e.type)?.[k];
           const ev = a[1];
           if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.R) cb.xa(...a);
+          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.N) cb.xa(...a);
         }
       } finally {
         dispatching = false;
@@ -1146,11 +1147,11 @@ var Replica = class {
       }
       let lists = cbs.get(cls);
       if (!lists) cbs.set(cls, lists = []);
-      const cb = { wa: rep2.ticksApplied + 1, R: false, xa: fn };
+      const cb = { wa: rep2.ticksApplied + 1, N: false, xa: fn };
       lists[i] = [...lists[i] ?? [], cb];
       return () => {
-        if (!cb.R) lists[i] = lists[i].filter((x) => x !== cb);
-        cb.R = true;
+        if (!cb.N) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.N = true;
       };
     };
     rep2.entity = tab.entity;
@@ -1164,15 +1165,15 @@ var Replica = class {
     rep2.onMap = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
     rep2.onBag = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
     rep2.applyTick = (segments, changes = {}) => {
-      const t = begin("applyTick");
+      const t = begin2("applyTick");
       let seg = -1;
       const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
       try {
         for (const id of changes.lost ?? []) {
           const e = t.entity(id);
           if (!e?.owned) fail("ownership", "lost " + hex(id));
-          t.M(e, (l) => l.vis === 1 /* Owner */);
-          t.L(e, false);
+          t.I(e, (l) => l.vis === 1 /* Owner */);
+          t.H(e, false);
         }
         const created = [];
         for (const id of changes.gained ?? []) {
@@ -1180,8 +1181,8 @@ var Replica = class {
           if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
           if (!e) created.push(id >>> 0);
           else {
-            t.M(e, (l) => l.vis === 2 /* Others */);
-            t.L(e, true);
+            t.I(e, (l) => l.vis === 2 /* Others */);
+            t.H(e, true);
           }
         }
         const later = [];
@@ -1192,43 +1193,43 @@ var Replica = class {
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
-            t.M(e, (l) => e.w[l.index] > lc.level);
-          } else if (lc.level > e.level) t.r.add(e.slot);
-          if (e) t.ca(e, lc.level);
+            t.I(e, (l) => e.u[l.index] > lc.level);
+          } else if (lc.level > e.level) t.q.add(e.slot);
+          if (e) t.aa(e, lc.level);
         }
-        for (seg = 0; seg < segments.length; seg++) rep2.y.apply(t, segments[seg]);
+        for (seg = 0; seg < segments.length; seg++) rep2.w.apply(t, segments[seg]);
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
-          if (!e || !t.r.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-          t.L(e, true);
+          if (!e || !t.q.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+          t.H(e, true);
         }
         for (const lc of later) {
           const e = t.entity(lc.id) ?? fail("level", hex(lc.id) + " not received");
-          t.ca(e, level(e, lc.level));
+          t.aa(e, level(e, lc.level));
         }
       } catch (e) {
         t.ta();
         if (e instanceof ReplicaDecodeError) e.segment = seg;
         throw e;
       }
-      t.ea();
+      t.ca();
       rep2.ticksApplied++;
-      dispatch(t.G);
+      dispatch(t.C);
     };
     rep2.reset = (remote2 = rep2.remote) => {
-      const t = begin("reset");
-      const dec = decoder(local, remote2, rep2.y.ha);
-      for (const e of t.entities()) t.ba(e.slot);
-      t.ea();
-      rep2.y = dec;
+      const t = begin2("reset");
+      const dec = decoder(local, remote2, rep2.w.fa);
+      for (const e of t.entities()) t.$(e.slot);
+      t.ca();
+      rep2.w = dec;
       rep2.remote = remote2;
-      dispatch(t.G);
+      dispatch(t.C);
     };
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.y.ha;
+    return this.w.fa;
   }
   /** Number of entities. */
   get size() {

@@ -252,70 +252,92 @@ export class BitReader {
   malformed = (msg: string): never => this.run(() => malformed(msg));
 }
 
+// The bit stream being written, as the one read above: one at a time. It
+// carries HELLOs and RPC arguments, not ticks: a bit at a time.
+let wbuf: Uint8Array = new Uint8Array(64);
+let wpos = 0;
+
+/** Starts writing a new stream. */
+export const begin = (): void => {
+  wbuf = new Uint8Array(64);
+  wpos = 0;
+};
+
+/** Writes the low n ≤ 32 bits of v (n up to 64 for v = −1: all ones). */
+export const put = (v: number, n: number): void => {
+  for (let i = 0; i < n; i++, wpos++) {
+    const j = wpos >>> 3;
+    if (j === wbuf.length) wbuf = cat(wbuf, new Uint8Array(j));
+    wbuf[j]! |= ((v >>> i) & 1) << (wpos & 7);
+  }
+};
+
+/** Writes n ≤ 64 bits of the value with halves lo, hi. */
+export const putWide = (lo: number, hi: number, n: number): void => {
+  put(lo, Math.min(n, 32));
+  put(hi, n - 32);
+};
+
+export const putBool = (b: boolean): void => put(+b, 1);
+
+/** Writes the U(k) code of the value with halves lo, hi (§1.2); lo may be any integer below 2^53 when hi is 0. */
+export const putU = (lo: number, k: number, hi = 0): void => {
+  if (lo > 0xffffffff) {
+    hi = Math.floor(lo / 2 ** 32);
+    lo %= 2 ** 32;
+  }
+  hi >>>= 0;
+  const b = hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
+  // b − k ones and a 0 (none after 64 − k ones), then the low b − 1 bits
+  // (the top one implied); or a 0 and k bits.
+  const ones = b > k ? b - k : 0;
+  put(-1, ones);
+  if (ones < 64 - k) put(0, 1);
+  putWide(lo, hi, ones ? b - 1 : k);
+};
+
+/** Writes the U(k) code of a BigInt in 0..2^64−1. */
+export const putBig = (v: bigint, k: number): void => putU(Number(v & 0xffffffffn), k, Number((v >> 32n) & 0xffffffffn));
+
+/** Writes a length-prefixed byte string. */
+export const putBytes = (b: Uint8Array): void => {
+  putU(b.length, 4);
+  for (const x of b) put(x, 8);
+};
+
+/** Writes a string as UTF-8 bytes. */
+export const putString = (s: string): void => putBytes(encodeUTF8(s));
+
+/** Returns the bytes written, padded with zero bits to a byte boundary. */
+export const written = (): Uint8Array => wbuf.slice(0, (wpos + 7) >>> 3);
+
 /**
- * Writes a bit stream (the inverse of {@link BitReader}). It writes HELLOs
- * and RPC arguments, not ticks: a bit at a time.
+ * A writer of its own bit stream, for tests and tools (the inverse of
+ * {@link BitReader}): each call writes with the module's writer after
+ * what the last one wrote.
  */
 export class BitWriter {
   private buf: Uint8Array = new Uint8Array(64);
   /** Bits written. */
   pos = 0;
 
-  /** Writes the low n ≤ 32 bits of v (n up to 64 for v = −1: all ones). */
-  bits(v: number, n: number): void {
-    for (let i = 0; i < n; i++, this.pos++) {
-      const j = this.pos >>> 3;
-      if (j === this.buf.length) this.buf = cat(this.buf, new Uint8Array(j));
-      this.buf[j]! |= ((v >>> i) & 1) << (this.pos & 7);
+  private run<T>(f: () => T): T {
+    [wbuf, wpos] = [this.buf, this.pos];
+    try {
+      return f();
+    } finally {
+      [this.buf, this.pos] = [wbuf, wpos];
     }
   }
 
-  /** Writes n ≤ 64 bits of the value with halves lo, hi. */
-  bitsWide(lo: number, hi: number, n: number): void {
-    this.bits(lo, Math.min(n, 32));
-    this.bits(hi, n - 32);
-  }
-
-  bool(b: boolean): void {
-    this.bits(+b, 1);
-  }
-
-  /** Writes the U(k) code of the value with halves lo, hi (§1.2); lo may be any integer below 2^53 when hi is 0. */
-  u(lo: number, k: number, hi = 0): void {
-    if (lo > 0xffffffff) {
-      hi = Math.floor(lo / 2 ** 32);
-      lo %= 2 ** 32;
-    }
-    hi >>>= 0;
-    const b = hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
-    // b − k ones and a 0 (none after 64 − k ones), then the low b − 1 bits
-    // (the top one implied); or a 0 and k bits.
-    const ones = b > k ? b - k : 0;
-    this.bits(-1, ones);
-    if (ones < 64 - k) this.bits(0, 1);
-    this.bitsWide(lo, hi, ones ? b - 1 : k);
-  }
-
-  /** Writes the U(k) code of a BigInt in 0..2^64−1. */
-  uBig(v: bigint, k: number): void {
-    this.u(Number(v & 0xffffffffn), k, Number((v >> 32n) & 0xffffffffn));
-  }
-
-  /** Writes a length-prefixed byte string. */
-  bytes(b: Uint8Array): void {
-    this.u(b.length, 4);
-    for (const x of b) this.bits(x, 8);
-  }
-
-  /** Writes a string as UTF-8 bytes. */
-  string(s: string): void {
-    this.bytes(encodeUTF8(s));
-  }
-
-  /** Returns the bytes written, padded with zero bits to a byte boundary. */
-  finish(): Uint8Array {
-    return this.buf.slice(0, (this.pos + 7) >>> 3);
-  }
+  bits = (v: number, n: number): void => this.run(() => put(v, n));
+  bitsWide = (lo: number, hi: number, n: number): void => this.run(() => putWide(lo, hi, n));
+  bool = (b: boolean): void => this.run(() => putBool(b));
+  u = (lo: number, k: number, hi?: number): void => this.run(() => putU(lo, k, hi));
+  uBig = (v: bigint, k: number): void => this.run(() => putBig(v, k));
+  bytes = (b: Uint8Array): void => this.run(() => putBytes(b));
+  string = (s: string): void => this.run(() => putString(s));
+  finish = (): Uint8Array => this.run(written);
 }
 
 /** zigzag on 64 bits as BigInt. */

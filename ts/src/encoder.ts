@@ -4,7 +4,7 @@
  * values keyed by field name; absent fields are zero.
  */
 
-import { BitWriter, encodeUTF8 } from "./bits.js";
+import { begin, encodeUTF8, put, putBytes, putU, putWide, written } from "./bits.js";
 import { NO_QUANT, isNumeric, type StructType, type Type } from "./schema.js";
 import { compareKeys } from "./state.js";
 import { f32Bits, f64Bits, numPlan, out } from "./values.js";
@@ -67,10 +67,7 @@ const code = (t: Type, v: unknown): Code => {
   return { lo, hi, k: Math.min(hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo), 63), n: 0 };
 };
 
-// The writer of the record being encoded (encodeRecord is not reentrant).
-let w: BitWriter;
-
-const put = (c: Code, k: number): void => (c.k < 0 ? w.bitsWide(c.lo, c.hi, c.n) : w.u(c.lo, k, c.hi));
+const putCode = (c: Code, k: number): void => (c.k < 0 ? putWide(c.lo, c.hi, c.n) : putU(c.lo, k, c.hi));
 
 const bytesOf = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : encodeUTF8(String(v ?? "")));
 
@@ -97,20 +94,20 @@ const elems = (t: Type, vals: unknown[]): (i: number) => void => {
   if (!isNumeric(t.kind)) return (i) => value(t, vals[i]);
   const cs = vals.map((v) => code(t, v));
   const k = Math.max(0, ...cs.map((c) => c.k));
-  if (cs[0] && cs[0].k >= 0) w.bits(k, 6);
-  return (i) => put(cs[i]!, k);
+  if (cs[0] && cs[0].k >= 0) put(k, 6);
+  return (i) => putCode(cs[i]!, k);
 };
 
 /** Writes a value that is not a number of a record: a string, bytes, a container or a struct element. */
 const value = (t: Type, v: any): void => {
   const k = t.kind;
   if (k === Kind.Nested) return record(t.struct!, v);
-  if (k <= Kind.Bytes) return w.bytes(bytesOf(v));
+  if (k <= Kind.Bytes) return putBytes(bytesOf(v));
   // Lists; maps and bags with their keys as the decoder holds them,
   // ascending (§6.1): the keys' shared k, the values', and each key and value.
   const list = k === Kind.List;
   const es = list ? ((v ?? []) as unknown[]).map((x) => [0, x] as const) : entries(v).map(([key, x]) => [t.key === Kind.String ? String(key) : BigInt(key as number), x] as const).sort((a, b) => compareKeys(a[0], b[0]));
-  w.u(es.length, 4);
+  putU(es.length, 4);
   if (!es.length) return;
   const ek = list ? () => {} : elems({ kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, es.map((e) => e[0]));
   const ev = k === Kind.Bag ? (i: number) => record(t.struct!, es[i]![1]) : elems(t.elem!, es.map((e) => e[1]));
@@ -124,18 +121,18 @@ const value = (t: Type, v: any): void => {
  */
 const tree = (st: StructType, v: any, later: (() => void)[]): void => {
   const fs = st.fields.filter((f) => !f.deprecated && !zero(f.type, v[f.name]));
-  w.u(fs.length, 2);
+  putU(fs.length, 2);
   let prev = 0;
   for (const f of fs) {
     const x = v[f.name];
     const t = f.type;
-    w.u(f.id - prev - 1, 2);
+    putU(f.id - prev - 1, 2);
     prev = f.id;
     if (t.kind === Kind.Nested) tree(t.struct!, x, later);
     else if (isNumeric(t.kind)) {
       const c = code(t, x);
-      if (c.k >= 0) w.bits(c.k, 6);
-      later.push(() => put(c, c.k));
+      if (c.k >= 0) put(c.k, 6);
+      later.push(() => putCode(c, c.k));
     } else later.push(() => value(t, x));
   }
 };
@@ -154,7 +151,7 @@ const record = (st: StructType, v: any): void => {
  * nested structs, arrays for lists, Map or object for maps and bags.
  */
 export const encodeRecord = (st: StructType, v: Record<string, unknown>): Uint8Array => {
-  w = new BitWriter();
+  begin();
   record(st, v);
-  return w.finish();
+  return written();
 };

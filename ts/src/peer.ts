@@ -6,6 +6,7 @@
 
 import { LIMIT_ORDER, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
+import { put, putBig, putBool, putBytes, putString, putU, written } from "./bits.js";
 import { bits, bool, bytes, count, hi, load, pos, u, u32, uBig } from "./bits.js";
 
 /** Message types (§10.2): the first byte of every message but a segment. */
@@ -74,42 +75,42 @@ export function parseAny(msg: Uint8Array): Message | Hello {
 
 /** Encodes a WELCOME; no ticket is [0n, 0n]. */
 export function encodeWelcome(m: Omit<Welcome, "type" | "ticket" | "resumed"> & Partial<Pick<Welcome, "ticket" | "resumed">>): Uint8Array {
-  const w = writer(MsgType.Welcome);
-  w.u(m.version, 0);
-  w.bytes(m.descriptor);
-  w.uBig(m.session, 8);
-  w.string(m.userId);
-  w.u(m.tickRate, 4);
-  write64(w, m.ticket?.[0] ?? 0n);
-  write64(w, m.ticket?.[1] ?? 0n);
-  w.bool(m.resumed ?? false);
-  return w.finish();
+  writer(MsgType.Welcome);
+  putU(m.version, 0);
+  putBytes(m.descriptor);
+  putBig(m.session, 8);
+  putString(m.userId);
+  putU(m.tickRate, 4);
+  write64(m.ticket?.[0] ?? 0n);
+  write64(m.ticket?.[1] ?? 0n);
+  putBool(m.resumed ?? false);
+  return written();
 }
 
 /** Encodes a REFUSE. */
 export function encodeRefuse(m: Omit<Refuse, "type">): Uint8Array {
-  const w = writer(MsgType.Refuse);
-  w.u(m.code, 4);
-  w.string(m.message);
-  return w.finish();
+  writer(MsgType.Refuse);
+  putU(m.code, 4);
+  putString(m.message);
+  return written();
 }
 
 /** Encodes a TICK. */
 export function encodeTick(m: Omit<Tick, "type" | "gained" | "lost" | "levels"> & Partial<Pick<Tick, "gained" | "lost" | "levels">>): Uint8Array {
-  const w = writer(MsgType.Tick);
-  w.uBig(m.tick, 8);
-  w.u(m.segments, 1);
+  writer(MsgType.Tick);
+  putBig(m.tick, 8);
+  putU(m.segments, 1);
   for (const ids of [m.gained ?? [], m.lost ?? []]) {
-    w.u(ids.length, 3);
-    for (const id of ids) w.bits(id, 32);
+    putU(ids.length, 3);
+    for (const id of ids) put(id, 32);
   }
   const levels = m.levels ?? [];
-  w.u(levels.length, 3);
+  putU(levels.length, 3);
   for (const l of levels) {
-    w.bits(l.id, 32);
-    w.u(l.level, 0);
+    put(l.id, 32);
+    putU(l.level, 0);
   }
-  return w.finish();
+  return written();
 }
 
 export const encodeResync = (): Uint8Array => Uint8Array.of(MsgType.Resync);

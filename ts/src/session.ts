@@ -6,7 +6,7 @@
  * others encoded) is in ./peer.ts, for tests and tools.
  */
 
-import { BitWriter, big, cat, leb128, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
+import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
@@ -115,16 +115,15 @@ export interface Resync {
 export type Message = Welcome | Refuse | Tick | Ping | Pong | RPC | Resync;
 
 /** A writer of a message: its type byte, then its bit stream (§10.2). */
-export const writer = (t: M): BitWriter => {
-  const w = new BitWriter();
-  w.bits(t, 8);
-  return w;
+export const writer = (t: M): void => {
+  begin();
+  put(t, 8);
 };
 
 /** Writes a 64-bit field. */
-export const write64 = (w: BitWriter, v: bigint): void => {
+export const write64 = (v: bigint): void => {
   const u = BigInt.asUintN(64, v);
-  w.bitsWide(Number(u & 0xffffffffn), Number(u >> 32n), 64);
+  putWide(Number(u & 0xffffffffn), Number(u >> 32n), 64);
 };
 
 /** Reads a 64-bit field as an unsigned BigInt. */
@@ -155,41 +154,41 @@ export function readBody<T>(msg: Uint8Array, read: () => T): T {
  * of range, a level above 4) throws a RangeError.
  */
 export const encodeHello = (m: { version?: number; descriptor: Uint8Array; token?: Uint8Array; limits?: Partial<Limits>; resume?: Resume }): Uint8Array => {
-  const w = writer(M.Hello);
-  w.u(m.version ?? PROTOCOL_VERSION, 0);
-  w.bytes(m.descriptor);
-  w.bytes(m.token ?? new Uint8Array(0));
+  writer(M.Hello);
+  putU(m.version ?? PROTOCOL_VERSION, 0);
+  putBytes(m.descriptor);
+  putBytes(m.token ?? new Uint8Array(0));
   const l = withDefaults(m.limits);
-  for (const k of LIMIT_ORDER) w.u(Math.min(l[k], MAX_LIMIT), 8);
+  for (const k of LIMIT_ORDER) putU(Math.min(l[k], MAX_LIMIT), 8);
   const res = m.resume;
-  w.bool(!!res);
+  putBool(!!res);
   if (res) {
     const held = res.held;
     const wrong = (what: unknown): never => {
       throw new RangeError("resume: " + what);
     };
     if (held.length > MAX_RESUME) wrong(held.length + " entities");
-    write64(w, res.ticket[0]);
-    write64(w, res.ticket[1]);
-    w.uBig(res.tick, 8);
-    w.u(held.length, 3);
+    write64(res.ticket[0]);
+    write64(res.ticket[1]);
+    putBig(res.tick, 8);
+    putU(held.length, 3);
     let prev = -1;
     for (const e of held) {
       if (e.slot <= prev || e.slot >= 1 << 24 || e.level > MAX_LEVEL) wrong(`slot ${e.slot}, level ${e.level}`);
-      w.u(e.slot - prev - 1, 2);
+      putU(e.slot - prev - 1, 2);
       prev = e.slot;
-      w.bits(e.generation, 8);
-      w.u(e.level, 0);
-      w.bool(e.owned);
+      put(e.generation, 8);
+      putU(e.level, 0);
+      putBool(e.owned);
     }
   }
-  return w.finish();
+  return written();
 };
 
 const nonceMsg = (t: M, nonce: bigint): Uint8Array => {
-  const w = writer(t);
-  write64(w, nonce);
-  return w.finish();
+  writer(t);
+  write64(nonce);
+  return written();
 };
 
 export const encodePing = (nonce: bigint): Uint8Array => nonceMsg(M.Ping, nonce);
