@@ -1100,7 +1100,6 @@ var decoder = (local, remote = local, limits = {}) => {
 var keyTypes = [];
 
 // ts/src/replica.ts
-var hex = (id) => "0x" + (id >>> 0).toString(16);
 var misuse = (msg) => {
   throw new Error("replica: " + msg);
 };
@@ -1171,14 +1170,14 @@ var Replica = class {
       try {
         for (const id of changes.lost ?? []) {
           const e = t.entity(id);
-          if (!e?.owned) fail("ownership", "lost " + hex(id));
+          if (!e?.owned) fail("ownership", "lost " + id);
           t.I(e, (l) => l.vis === 1 /* Owner */);
           t.H(e, false);
         }
         const created = [];
         for (const id of changes.gained ?? []) {
           const e = t.entity(id);
-          if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
+          if (e?.owned) fail("ownership", "gained " + id + " twice");
           if (!e) created.push(id >>> 0);
           else {
             t.I(e, (l) => l.vis === 2 /* Others */);
@@ -1189,7 +1188,7 @@ var Replica = class {
         const seen = /* @__PURE__ */ new Set();
         for (const lc of changes.levels ?? []) {
           const id = lc.id >>> 0;
-          if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
+          if (seen.size === seen.add(id).size) fail("level", id + " twice");
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
@@ -1201,11 +1200,11 @@ var Replica = class {
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
-          if (!e || !t.q.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+          if (!e || !t.q.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
           t.H(e, true);
         }
         for (const lc of later) {
-          const e = t.entity(lc.id) ?? fail("level", hex(lc.id) + " not received");
+          const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
           t.aa(e, level(e, lc.level));
         }
       } catch (e) {
@@ -1258,7 +1257,7 @@ var CloseCode2 = named(
 );
 
 // internal/tsnode/canon.ts
-var hex2 = (b) => {
+var hex = (b) => {
   let s = "";
   for (const x of b) s += (x < 16 ? "0" : "") + x.toString(16);
   return s;
@@ -1273,8 +1272,8 @@ function fromElemHalves(v) {
 }
 function elem(v) {
   if (v instanceof Rec) return rec(v);
-  if (typeof v === "string") return "s" + hex2(encodeUTF8(v));
-  if (v instanceof Uint8Array) return "b" + hex2(v);
+  if (typeof v === "string") return "s" + hex(encodeUTF8(v));
+  if (v instanceof Uint8Array) return "b" + hex(v);
   const [lo, hi2] = fromElemHalves(v);
   return s64(lo, hi2);
 }

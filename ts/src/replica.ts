@@ -73,8 +73,6 @@ interface Callback {
   fn: (...args: any[]) => void;
 }
 
-const hex = (id: number): string => "0x" + (id >>> 0).toString(16);
-
 const misuse = (msg: string): never => {
   throw new Error("replica: " + msg);
 };
@@ -208,14 +206,14 @@ export class Replica {
       try {
         for (const id of changes.lost ?? []) {
           const e = t.entity(id);
-          if (!e?.owned) fail("ownership", "lost " + hex(id));
+          if (!e?.owned) fail("ownership", "lost " + id);
           t.zeroLeaves(e!, (l) => l.vis === Vis.Owner);
           t.setOwned(e!, false);
         }
         const created: number[] = [];
         for (const id of changes.gained ?? []) {
           const e = t.entity(id);
-          if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
+          if (e?.owned) fail("ownership", "gained " + id + " twice");
           if (!e) created.push(id >>> 0);
           else {
             t.zeroLeaves(e, (l) => l.vis === Vis.Others);
@@ -226,7 +224,7 @@ export class Replica {
         const seen = new Set<number>();
         for (const lc of changes.levels ?? []) {
           const id = lc.id >>> 0;
-          if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
+          if (seen.size === seen.add(id).size) fail("level", id + " twice");
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
@@ -238,11 +236,11 @@ export class Replica {
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
-          if (!e || !t.fillable.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
+          if (!e || !t.fillable.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
           t.setOwned(e!, true);
         }
         for (const lc of later) {
-          const e = t.entity(lc.id) ?? fail("level", hex(lc.id) + " not received");
+          const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
           t.setLevel(e, level(e, lc.level));
         }
       } catch (e) {

@@ -22,7 +22,7 @@ export interface LeafRef {
 }
 
 const generated = (msg: string): never => {
-  throw new Error(`replica: generated code: ${msg}; regenerate it`);
+  throw new Error(`replica: generated code: ${msg}: regenerate it`);
 };
 
 /** Decodes the base64 descriptor a generated module embeds. */
@@ -47,7 +47,7 @@ export const structNamed = (structs: Map<string, StructType>, name: string): Str
 /** Leaf i of s, checked against the generated code's expectation of its dotted name. */
 export const leafRef = (s: StructType, i: number, name: string): LeafRef => {
   const l = s.leaves[i];
-  if (l?.name !== name) generated(`leaf ${i} of ${s.name} is ${l?.name}, want ${name}`);
+  if (l?.name !== name) generated(`${s.name} leaf ${i}: want ${name}`);
   return { num: l!.num, obj: l!.obj, plan: l!.num >= 0 ? numPlan(l!.field.type) : null };
 };
 
@@ -58,7 +58,7 @@ export const leafRef = (s: StructType, i: number, name: string): LeafRef => {
  */
 export const nestedAt = (s: StructType, i: number, name: string): LeafRef => {
   const l = s.leaves[i];
-  if (i > s.leaves.length || (l && !l.name.startsWith(name + "."))) generated(`leaf ${i} of ${s.name} is ${l?.name}, want ${name}.…`);
+  if (i > s.leaves.length || (l && !l.name.startsWith(name + "."))) generated(`${s.name} leaf ${i}: want ${name}.`);
   const num = s.leaves.slice(0, i).filter((x) => x.num >= 0).length;
   return { num, obj: i - num, plan: null };
 };
