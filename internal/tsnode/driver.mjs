@@ -170,22 +170,22 @@ var StructType = class {
   /** @internal Numeric slots of a record of the struct. */
   s = 0;
   /** @internal Object slots of a record of the struct. */
-  x = 0;
+  w = 0;
   /** @internal The types of the object slots, in order. */
-  y = [];
+  x = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  z;
+  y;
   /** @internal Fields by ID. */
-  V = /* @__PURE__ */ new Map();
+  R = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  A = 0;
+  z = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  B = 0;
+  A = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.V.get(id);
+    return this.R.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -198,23 +198,23 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.A === 1) bad(s.name + " contains itself");
-  if (s.A) return;
-  s.A = 1;
+  if (s.z === 1) bad(s.name + " contains itself");
+  if (s.z) return;
+  s.z = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.V.set(f.id, f);
+    s.R.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.W = s.leaves.length;
+    f.S = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, t: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], s: +numeric, x: +!numeric, y: numeric ? [] : [t], B: 1 };
-    s.B += sub.B;
-    if ((budget += sub.B) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, t: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], s: +numeric, w: +!numeric, x: numeric ? [] : [t], A: 1 };
+    s.A += sub.A;
+    if ((budget += sub.A) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
@@ -225,19 +225,19 @@ var layout = (s, pending) => {
         vis: l.vis & f.vis,
         band: f.band,
         num: l.num < 0 ? -1 : l.num + s.s,
-        obj: l.obj < 0 ? -1 : l.obj + s.x
+        obj: l.obj < 0 ? -1 : l.obj + s.w
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.y.push(...sub.y);
+    s.x.push(...sub.x);
     s.s += sub.s;
-    s.x += sub.x;
+    s.w += sub.w;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.A = 2;
+  s.z = 2;
 };
 var Schema = class {
   classes;
@@ -309,7 +309,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, o: bool2 || (float && m !== 1 ? W : 0), la: bool2, j: W, i: isSigned(k) || float && m === 1, ma: W === 64, quant: q });
+    plans.set(t, p = { kind: k, o: bool2 || (float && m !== 1 ? W : 0), ja: bool2, j: W, i: isSigned(k) || float && m === 1, ka: W === 64, quant: q });
   }
   return p;
 };
@@ -341,7 +341,7 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.ma) return p.i ? lo | 0 : lo;
+  if (!p.ka) return p.i ? lo | 0 : lo;
   const v = big(lo, hi2);
   return p.i ? BigInt.asIntN(64, v) : v;
 };
@@ -429,17 +429,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.z] = name();
+    [st.name, st.y] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, z: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), W: 0 };
+      const f = { id: prev, name: nm, y: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), S: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, z: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, y: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -486,8 +486,8 @@ var Rec = class {
   constructor(type) {
     this.type = type;
     this.num = new Uint32Array(type.s * 2);
-    this.obj = type.y.map(zeroObj);
-    this.X = 0;
+    this.obj = type.x.map(zeroObj);
+    this.T = 0;
   }
   /** A deep copy. */
   clone() {
@@ -612,7 +612,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.C.push({ f: k, na: e, oa: [e, ...a] });
+  const event = (k, e, ...a) => void t.B.push({ f: k, la: e, ma: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -631,7 +631,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.X !== serial) {
+    if (r.T !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -677,33 +677,33 @@ var table = () => {
     size: 0,
     p: [],
     q: /* @__PURE__ */ new Set(),
-    C: [],
-    pa: atSlot,
-    Y: setNum,
-    Z: setObj,
+    B: [],
+    na: atSlot,
+    V: setNum,
+    W: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
     entities: () => t.p.map((s) => atSlot(s)),
-    qa(c, leaf) {
+    oa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    _() {
+    X() {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.q.clear();
-      t.C = [];
+      t.B = [];
       return t;
     },
-    ra(cls, id, classId, bands, nbands) {
+    pa(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.X = serial;
+      e.T = serial;
       put2(slot, e);
       t.q.add(slot);
       moved.push(slot);
@@ -711,7 +711,7 @@ var table = () => {
       event(0 /* Create */, e);
       return e;
     },
-    $(slot) {
+    Y(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -719,13 +719,13 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    H(e, owned) {
+    F(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    aa(e, level) {
+    Z(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    sa(e, leaf, l, op, i, v) {
+    qa(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
@@ -741,7 +741,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    ba(e, leaf, m, k, v) {
+    _(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -751,7 +751,7 @@ var table = () => {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    I(e, pick) {
+    G(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
@@ -760,7 +760,7 @@ var table = () => {
       }
       t.q.add(e.slot);
     },
-    ca() {
+    $() {
       if (moved.length) {
         const held = t.p;
         const out2 = [];
@@ -774,7 +774,7 @@ var table = () => {
       }
       nSaved = undo.length = 0;
     },
-    ta() {
+    ra() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -782,7 +782,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t._();
+      t.X();
     }
   };
   return t;
@@ -805,11 +805,11 @@ var withDefaults = (l = {}) => {
 };
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  Y(_e, _l, slot, lo, hi2, r) {
+  V(_e, _l, slot, lo, hi2, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi2;
   },
-  Z(_e, _l, slot, v, r) {
+  W(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -836,9 +836,9 @@ var decoder = (local, remote = local, limits = {}) => {
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map(ls.leaves.map((l) => [l.t, l.index]));
-      inner.set(ls, m = { da: new Int32Array(rs.leaves.length), u: new Uint8Array(ls.leaves.length) });
+      inner.set(ls, m = { aa: new Int32Array(rs.leaves.length), u: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.da[l.index] = byPath.get(l.t) ?? -1;
+        const j = m.aa[l.index] = byPath.get(l.t) ?? -1;
         if (j >= 0) m.u[j] = l.band;
       }
     }
@@ -867,8 +867,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.ra(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.u : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.pa(slot)) || tag === 4 /* Fill */ && !tab.q.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.pa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.u : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.na(slot)) || tag === 4 /* Fill */ && !tab.q.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -884,33 +884,18 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.W;
+      const leaf = base + f.S;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.da[leaf];
+      const to = map.aa[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
-      const s = { J: to, K: -1, v: 4 /* Str */, f: 0, L: t, ea: ll && ll.field.type, D: p, M: 0, E: 0, i: false };
-      if (isNumeric(kind)) {
-        s.v = 1 /* Raw */;
-        if (!(s.f = delta ? p.la : p.o)) {
-          s.f = bits(6);
-          s.v = 3 /* U */;
-          if (delta && p.j <= 32 && kind !== 14 /* Ref */) {
-            s.v = 2 /* Delta */;
-            s.M = MASK[p.j];
-            s.E = 32 - p.j;
-            s.i = p.i;
-          }
-        }
-        if (ll) s.K = ll.num;
-      } else {
-        if (isContainer(kind)) s.v = 5 /* Cont */;
-        if (ll) s.K = ll.obj;
-      }
-      steps.push(s);
+      const numeric = isNumeric(kind);
+      let k = numeric ? delta ? p.ja : p.o : 0;
+      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.j <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
+      steps.push({ H: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, I: t, ba: ll && ll.field.type, C: p, ca: MASK[p.j] ?? 0, J: 32 - p.j, i: p.i });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -921,33 +906,33 @@ var decoder = (local, remote = local, limits = {}) => {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.K;
+      const slot = s.sa;
       const j = slot << 1;
-      const how = s.v;
+      const how = s.ta;
       let lo;
       let h = 0;
       if (how === 2 /* Delta */) {
-        lo = bounded(s.f, s.M);
+        lo = bounded(s.f, s.ca);
         if (slot < 0) continue;
         lo = a[j] + (lo >>> 1 ^ -(lo & 1));
         if (s.i) {
-          lo = lo << s.E >> s.E;
+          lo = lo << s.J >> s.J;
           h = lo < 0 ? 4294967295 : 0;
-        } else if (s.E) lo &= s.M;
+        } else if (s.J) lo &= s.ca;
         lo >>>= 0;
       } else if (how === 1 /* Raw */) {
         lo = bitsWide(s.f);
         h = hi;
       } else if (how === 3 /* U */) {
-        readNum(s.D, s.f, delta, a[j], a[j + 1]);
+        readNum(s.C, s.f, delta, a[j], a[j + 1]);
         lo = out.c;
         h = out.a;
       } else {
-        const v = how === 4 /* Str */ ? readStr(s.L) : !delta || bool() ? readContainer(s.L, s.ea, depth + 1) : containerOps(tab, e, s.L, s.ea, s.J, slot);
-        if (slot >= 0 && v !== void 0) tab.Z(e, s.J, slot, v, rec2, k, bagLeaf);
+        const v = how === 4 /* Str */ ? readStr(s.I) : !delta || bool() ? readContainer(s.I, s.ba, depth + 1) : containerOps(tab, e, s.I, s.ba, s.H, slot);
+        if (slot >= 0 && v !== void 0) tab.W(e, s.H, slot, v, rec2, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab.Y(e, s.J, slot, lo, h, rec2, k, bagLeaf);
+      if (slot >= 0) tab.V(e, s.H, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -1039,7 +1024,7 @@ var decoder = (local, remote = local, limits = {}) => {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.sa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.qa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1052,12 +1037,12 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.ba(e, local2, c, key);
+          if (c) tab._(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.m.size);
-            tab.ba(e, local2, c, key, v);
+            tab._(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1065,7 +1050,7 @@ var decoder = (local, remote = local, limits = {}) => {
     }
   };
   return {
-    fa: lim,
+    da: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1074,7 +1059,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.$(ids[i]);
+            for (let i = 0; i < nids; i++) tab.Y(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad4("section " + tag);
@@ -1116,20 +1101,20 @@ var Replica = class {
     const rep2 = this;
     const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    rep2.w = decoder(local, remote, opts.limits);
+    rep2.v = decoder(local, remote, opts.limits);
     const tab = rep2.va = table();
     const cbs = /* @__PURE__ */ new Map();
     let dispatching = false;
-    const begin2 = (what) => dispatching ? misuse(what + " from a callback") : tab._();
+    const begin2 = (what) => dispatching ? misuse(what + " from a callback") : tab.X();
     const dispatch = (events) => {
       if (!cbs.size) return;
       dispatching = true;
       try {
-        for (const { f: k, na: e, oa: a } of events) {
+        for (const { f: k, la: e, ma: a } of events) {
           const list = cbs.get(e.type)?.[k];
           const ev = a[1];
           if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.N) cb.xa(...a);
+          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.K) cb.xa(...a);
         }
       } finally {
         dispatching = false;
@@ -1141,16 +1126,16 @@ var Replica = class {
         const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
         const k = l.field.type.kind;
         if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-        tab.qa(cls, l.index);
+        tab.oa(cls, l.index);
         i += l.index;
       }
       let lists = cbs.get(cls);
       if (!lists) cbs.set(cls, lists = []);
-      const cb = { wa: rep2.ticksApplied + 1, N: false, xa: fn };
+      const cb = { wa: rep2.ticksApplied + 1, K: false, xa: fn };
       lists[i] = [...lists[i] ?? [], cb];
       return () => {
-        if (!cb.N) lists[i] = lists[i].filter((x) => x !== cb);
-        cb.N = true;
+        if (!cb.K) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.K = true;
       };
     };
     rep2.entity = tab.entity;
@@ -1171,8 +1156,8 @@ var Replica = class {
         for (const id of changes.lost ?? []) {
           const e = t.entity(id);
           if (!e?.owned) fail("ownership", "lost " + id);
-          t.I(e, (l) => l.vis === 1 /* Owner */);
-          t.H(e, false);
+          t.G(e, (l) => l.vis === 1 /* Owner */);
+          t.F(e, false);
         }
         const created = [];
         for (const id of changes.gained ?? []) {
@@ -1180,8 +1165,8 @@ var Replica = class {
           if (e?.owned) fail("ownership", "gained " + id + " twice");
           if (!e) created.push(id >>> 0);
           else {
-            t.I(e, (l) => l.vis === 2 /* Others */);
-            t.H(e, true);
+            t.G(e, (l) => l.vis === 2 /* Others */);
+            t.F(e, true);
           }
         }
         const later = [];
@@ -1192,43 +1177,43 @@ var Replica = class {
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
-            t.I(e, (l) => e.u[l.index] > lc.level);
+            t.G(e, (l) => e.u[l.index] > lc.level);
           } else if (lc.level > e.level) t.q.add(e.slot);
-          if (e) t.aa(e, lc.level);
+          if (e) t.Z(e, lc.level);
         }
-        for (seg = 0; seg < segments.length; seg++) rep2.w.apply(t, segments[seg]);
+        for (seg = 0; seg < segments.length; seg++) rep2.v.apply(t, segments[seg]);
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
           if (!e || !t.q.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-          t.H(e, true);
+          t.F(e, true);
         }
         for (const lc of later) {
           const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
-          t.aa(e, level(e, lc.level));
+          t.Z(e, level(e, lc.level));
         }
       } catch (e) {
-        t.ta();
+        t.ra();
         if (e instanceof ReplicaDecodeError) e.segment = seg;
         throw e;
       }
-      t.ca();
+      t.$();
       rep2.ticksApplied++;
-      dispatch(t.C);
+      dispatch(t.B);
     };
     rep2.reset = (remote2 = rep2.remote) => {
       const t = begin2("reset");
-      const dec = decoder(local, remote2, rep2.w.fa);
-      for (const e of t.entities()) t.$(e.slot);
-      t.ca();
-      rep2.w = dec;
+      const dec = decoder(local, remote2, rep2.v.da);
+      for (const e of t.entities()) t.Y(e.slot);
+      t.$();
+      rep2.v = dec;
       rep2.remote = remote2;
-      dispatch(t.C);
+      dispatch(t.B);
     };
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.w.fa;
+    return this.v.da;
   }
   /** Number of entities. */
   get size() {

@@ -240,25 +240,11 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       const to = map.toLocal[leaf]!;
       const ll = to < 0 ? null : ls.leaves[to]!;
       const p = numPlan(t);
-      const s: Step = { to, sl: -1, how: P.Str, k: 0, t, lt: ll && ll.field.type, plan: p, mask: 0, sh: 0, signed: false };
-      if (isNumeric(kind)) {
-        s.how = P.Raw;
-        if (!(s.k = delta ? p.deltaRaw : p.fullRaw)) {
-          s.k = bits(6);
-          s.how = P.U;
-          if (delta && p.W <= 32 && kind !== Kind.Ref) {
-            s.how = P.Delta;
-            s.mask = MASK[p.W]!;
-            s.sh = 32 - p.W;
-            s.signed = p.signed;
-          }
-        }
-        if (ll) s.sl = ll.num;
-      } else {
-        if (isContainer(kind)) s.how = P.Cont;
-        if (ll) s.sl = ll.obj;
-      }
-      steps.push(s);
+      const numeric = isNumeric(kind);
+      let k = numeric ? (delta ? p.deltaRaw : p.fullRaw) : 0;
+      const how = !numeric ? (isContainer(kind) ? P.Cont : P.Str) : k ? P.Raw : ((k = bits(6)), delta && p.W <= 32 && kind !== Kind.Ref ? P.Delta : P.U);
+      // mask, sh and signed serve P.Delta; they are numbers for every step, as the hot loop reads them.
+      steps.push({ to, sl: ll ? (numeric ? ll.num : ll.obj) : -1, how, k, t, lt: ll && ll.field.type, plan: p, mask: MASK[p.W] ?? 0, sh: 32 - p.W, signed: p.signed });
     }
   };
 
