@@ -176,7 +176,7 @@ var StructType = class {
   /** @internal The name's bytes as the descriptor carried them. */
   y;
   /** @internal Fields by ID. */
-  R = /* @__PURE__ */ new Map();
+  P = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   z = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
@@ -185,7 +185,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.R.get(id);
+    return this.P.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -203,14 +203,14 @@ var layout = (s, pending) => {
   s.z = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.R.set(f.id, f);
+    s.P.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.S = s.leaves.length;
+    f.Q = s.leaves.length;
     const numeric = isNumeric(t.kind);
     const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, t: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], s: +numeric, w: +!numeric, x: numeric ? [] : [t], A: 1 };
     s.A += sub.A;
@@ -433,7 +433,7 @@ var read = () => {
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, y: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), S: 0 };
+      const f = { id: prev, name: nm, y: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), Q: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
@@ -487,7 +487,7 @@ var Rec = class {
     this.type = type;
     this.num = new Uint32Array(type.s * 2);
     this.obj = type.x.map(zeroObj);
-    this.T = 0;
+    this.R = 0;
   }
   /** A deep copy. */
   clone() {
@@ -631,7 +631,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.T !== serial) {
+    if (r.R !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -679,8 +679,8 @@ var table = () => {
     q: /* @__PURE__ */ new Set(),
     B: [],
     na: atSlot,
-    V: setNum,
-    W: setObj,
+    S: setNum,
+    T: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
@@ -692,7 +692,7 @@ var table = () => {
       w[leaf] = 1;
       lastC = void 0;
     },
-    X() {
+    V() {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.q.clear();
@@ -703,7 +703,7 @@ var table = () => {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.T = serial;
+      e.R = serial;
       put2(slot, e);
       t.q.add(slot);
       moved.push(slot);
@@ -711,7 +711,7 @@ var table = () => {
       event(0 /* Create */, e);
       return e;
     },
-    Y(slot) {
+    W(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -719,10 +719,10 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    F(e, owned) {
+    X(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    Z(e, level) {
+    Y(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
     qa(e, leaf, l, op, i, v) {
@@ -741,7 +741,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    _(e, leaf, m, k, v) {
+    Z(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -751,7 +751,7 @@ var table = () => {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    G(e, pick) {
+    _(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
@@ -782,7 +782,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.X();
+      t.V();
     }
   };
   return t;
@@ -805,11 +805,11 @@ var withDefaults = (l = {}) => {
 };
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  V(_e, _l, slot, lo, hi2, r) {
+  S(_e, _l, slot, lo, hi2, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi2;
   },
-  W(_e, _l, slot, v, r) {
+  T(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -884,7 +884,7 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.S;
+      const leaf = base + f.Q;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
@@ -895,7 +895,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.ja : p.o : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.j <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ H: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, I: t, ba: ll && ll.field.type, C: p, ca: MASK[p.j] ?? 0, J: 32 - p.j, i: p.i });
+      steps.push({ F: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, G: t, ba: ll && ll.field.type, C: p, ca: MASK[p.j] ?? 0, H: 32 - p.j, i: p.i });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -916,9 +916,9 @@ var decoder = (local, remote = local, limits = {}) => {
         if (slot < 0) continue;
         lo = a[j] + (lo >>> 1 ^ -(lo & 1));
         if (s.i) {
-          lo = lo << s.J >> s.J;
+          lo = lo << s.H >> s.H;
           h = lo < 0 ? 4294967295 : 0;
-        } else if (s.J) lo &= s.ca;
+        } else if (s.H) lo &= s.ca;
         lo >>>= 0;
       } else if (how === 1 /* Raw */) {
         lo = bitsWide(s.f);
@@ -928,11 +928,11 @@ var decoder = (local, remote = local, limits = {}) => {
         lo = out.c;
         h = out.a;
       } else {
-        const v = how === 4 /* Str */ ? readStr(s.I) : !delta || bool() ? readContainer(s.I, s.ba, depth + 1) : containerOps(tab, e, s.I, s.ba, s.H, slot);
-        if (slot >= 0 && v !== void 0) tab.W(e, s.H, slot, v, rec2, k, bagLeaf);
+        const v = how === 4 /* Str */ ? readStr(s.G) : !delta || bool() ? readContainer(s.G, s.ba, depth + 1) : containerOps(tab, e, s.G, s.ba, s.F, slot);
+        if (slot >= 0 && v !== void 0) tab.T(e, s.F, slot, v, rec2, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab.V(e, s.H, slot, lo, h, rec2, k, bagLeaf);
+      if (slot >= 0) tab.S(e, s.F, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -1037,12 +1037,12 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab._(e, local2, c, key);
+          if (c) tab.Z(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.m.size);
-            tab._(e, local2, c, key, v);
+            tab.Z(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1059,7 +1059,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.Y(ids[i]);
+            for (let i = 0; i < nids; i++) tab.W(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad4("section " + tag);
@@ -1105,7 +1105,7 @@ var Replica = class {
     const tab = rep2.va = table();
     const cbs = /* @__PURE__ */ new Map();
     let dispatching = false;
-    const begin2 = (what) => dispatching ? misuse(what + " from a callback") : tab.X();
+    const begin2 = (what) => dispatching ? misuse(what + " from a callback") : tab.V();
     const dispatch = (events) => {
       if (!cbs.size) return;
       dispatching = true;
@@ -1114,7 +1114,7 @@ var Replica = class {
           const list = cbs.get(e.type)?.[k];
           const ev = a[1];
           if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.K) cb.xa(...a);
+          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.I) cb.xa(...a);
         }
       } finally {
         dispatching = false;
@@ -1131,11 +1131,11 @@ var Replica = class {
       }
       let lists = cbs.get(cls);
       if (!lists) cbs.set(cls, lists = []);
-      const cb = { wa: rep2.ticksApplied + 1, K: false, xa: fn };
+      const cb = { wa: rep2.ticksApplied + 1, I: false, xa: fn };
       lists[i] = [...lists[i] ?? [], cb];
       return () => {
-        if (!cb.K) lists[i] = lists[i].filter((x) => x !== cb);
-        cb.K = true;
+        if (!cb.I) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.I = true;
       };
     };
     rep2.entity = tab.entity;
@@ -1153,22 +1153,18 @@ var Replica = class {
       let seg = -1;
       const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
       try {
-        for (const id of changes.lost ?? []) {
-          const e = t.entity(id);
-          if (!e?.owned) fail("ownership", "lost " + id);
-          t.G(e, (l) => l.vis === 1 /* Owner */);
-          t.F(e, false);
-        }
         const created = [];
-        for (const id of changes.gained ?? []) {
-          const e = t.entity(id);
-          if (e?.owned) fail("ownership", "gained " + id + " twice");
-          if (!e) created.push(id >>> 0);
-          else {
-            t.G(e, (l) => l.vis === 2 /* Others */);
-            t.F(e, true);
+        [changes.lost, changes.gained].forEach((ids = [], own) => {
+          for (const id of ids) {
+            const e = t.entity(id);
+            if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
+            if (!e) created.push(id >>> 0);
+            else {
+              t._(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+              t.X(e, !!own);
+            }
           }
-        }
+        });
         const later = [];
         const seen = /* @__PURE__ */ new Set();
         for (const lc of changes.levels ?? []) {
@@ -1177,20 +1173,20 @@ var Replica = class {
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
-            t.G(e, (l) => e.u[l.index] > lc.level);
+            t._(e, (l) => e.u[l.index] > lc.level);
           } else if (lc.level > e.level) t.q.add(e.slot);
-          if (e) t.Z(e, lc.level);
+          if (e) t.Y(e, lc.level);
         }
         for (seg = 0; seg < segments.length; seg++) rep2.v.apply(t, segments[seg]);
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
           if (!e || !t.q.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-          t.F(e, true);
+          t.X(e, true);
         }
         for (const lc of later) {
           const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
-          t.Z(e, level(e, lc.level));
+          t.Y(e, level(e, lc.level));
         }
       } catch (e) {
         t.ra();
@@ -1204,7 +1200,7 @@ var Replica = class {
     rep2.reset = (remote2 = rep2.remote) => {
       const t = begin2("reset");
       const dec = decoder(local, remote2, rep2.v.da);
-      for (const e of t.entities()) t.Y(e.slot);
+      for (const e of t.entities()) t.W(e.slot);
       t.$();
       rep2.v = dec;
       rep2.remote = remote2;

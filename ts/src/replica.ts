@@ -204,22 +204,20 @@ export class Replica {
       let seg = -1;
       const level = (e: Entity, l: number): number => (l > e.nbands ? fail("level", l + " > " + e.nbands) : l);
       try {
-        for (const id of changes.lost ?? []) {
-          const e = t.entity(id);
-          if (!e?.owned) fail("ownership", "lost " + id);
-          t.zeroLeaves(e!, (l) => l.vis === Vis.Owner);
-          t.setOwned(e!, false);
-        }
+        // Lost entities must be owned, gained ones not; a gained one that is
+        // not held yet must be created by the tick's segments.
         const created: number[] = [];
-        for (const id of changes.gained ?? []) {
-          const e = t.entity(id);
-          if (e?.owned) fail("ownership", "gained " + id + " twice");
-          if (!e) created.push(id >>> 0);
-          else {
-            t.zeroLeaves(e, (l) => l.vis === Vis.Others);
-            t.setOwned(e, true);
+        [changes.lost, changes.gained].forEach((ids = [], own) => {
+          for (const id of ids) {
+            const e = t.entity(id);
+            if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
+            if (!e) created.push(id >>> 0);
+            else {
+              t.zeroLeaves(e, (l) => l.vis === (own ? Vis.Others : Vis.Owner));
+              t.setOwned(e, !!own);
+            }
           }
-        }
+        });
         const later: LevelChange[] = [];
         const seen = new Set<number>();
         for (const lc of changes.levels ?? []) {
