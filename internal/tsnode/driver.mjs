@@ -168,19 +168,19 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  s = 0;
+  r = 0;
   /** @internal Object slots of a record of the struct. */
-  w = 0;
+  v = 0;
   /** @internal The types of the object slots, in order. */
-  x = [];
+  w = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  y;
+  x;
   /** @internal Fields by ID. */
   P = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  z = 0;
+  y = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  A = 0;
+  z = 0;
   get nbands() {
     return this.distances.length;
   }
@@ -198,9 +198,9 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.z === 1) bad(s.name + " contains itself");
-  if (s.z) return;
-  s.z = 1;
+  if (s.y === 1) bad(s.name + " contains itself");
+  if (s.y) return;
+  s.y = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
     s.P.set(f.id, f);
@@ -212,32 +212,32 @@ var layout = (s, pending) => {
     if (e) pending.push(e);
     f.Q = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, t: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], s: +numeric, w: +!numeric, x: numeric ? [] : [t], A: 1 };
-    s.A += sub.A;
-    if ((budget += sub.A) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, s: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], r: +numeric, v: +!numeric, w: numeric ? [] : [t], z: 1 };
+    s.z += sub.z;
+    if ((budget += sub.z) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        t: f.id + (l.t && "," + l.t),
+        s: f.id + (l.s && "," + l.s),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: l.num < 0 ? -1 : l.num + s.s,
-        obj: l.obj < 0 ? -1 : l.obj + s.w
+        num: l.num < 0 ? -1 : l.num + s.r,
+        obj: l.obj < 0 ? -1 : l.obj + s.v
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.x.push(...sub.x);
-    s.s += sub.s;
-    s.w += sub.w;
+    s.w.push(...sub.w);
+    s.r += sub.r;
+    s.v += sub.v;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.z = 2;
+  s.y = 2;
 };
 var Schema = class {
   classes;
@@ -429,17 +429,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.y] = name();
+    [st.name, st.x] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, y: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), Q: 0 };
+      const f = { id: prev, name: nm, x: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), Q: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, y: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, x: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -485,8 +485,8 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.s * 2);
-    this.obj = type.x.map(zeroObj);
+    this.num = new Uint32Array(type.r * 2);
+    this.obj = type.w.map(zeroObj);
     this.R = 0;
   }
   /** A deep copy. */
@@ -564,7 +564,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.u = bands;
+    this.t = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -582,7 +582,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.u[l.index] ?? 0) <= this.level;
+    return !!l && (this.t[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -612,7 +612,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.B.push({ f: k, la: e, ma: [e, ...a] });
+  const event = (k, e, ...a) => void t.A.push({ f: k, la: e, ma: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -677,7 +677,7 @@ var table = () => {
     size: 0,
     p: [],
     q: /* @__PURE__ */ new Set(),
-    B: [],
+    A: [],
     na: atSlot,
     S: setNum,
     T: setObj,
@@ -696,7 +696,7 @@ var table = () => {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.q.clear();
-      t.B = [];
+      t.A = [];
       return t;
     },
     pa(cls, id, classId, bands, nbands) {
@@ -835,11 +835,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.t, l.index]));
-      inner.set(ls, m = { aa: new Int32Array(rs.leaves.length), u: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.s, l.index]));
+      inner.set(ls, m = { aa: new Int32Array(rs.leaves.length), t: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.aa[l.index] = byPath.get(l.t) ?? -1;
-        if (j >= 0) m.u[j] = l.band;
+        const j = m.aa[l.index] = byPath.get(l.s) ?? -1;
+        if (j >= 0) m.t[j] = l.band;
       }
     }
     return m;
@@ -867,7 +867,7 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.pa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.u : ZERO_BANDS, rc.nbands);
+      if (tag === 1 /* Create */) e = tab.pa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.t : ZERO_BANDS, rc.nbands);
       else if (!(e = tab.na(slot)) || tag === 4 /* Fill */ && !tab.q.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
@@ -895,7 +895,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.ja : p.o : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.j <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ F: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, G: t, ba: ll && ll.field.type, C: p, ca: MASK[p.j] ?? 0, H: 32 - p.j, i: p.i });
+      steps.push({ E: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, F: t, ba: ll && ll.field.type, B: p, ca: MASK[p.j] ?? 0, G: 32 - p.j, i: p.i });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -916,23 +916,23 @@ var decoder = (local, remote = local, limits = {}) => {
         if (slot < 0) continue;
         lo = a[j] + (lo >>> 1 ^ -(lo & 1));
         if (s.i) {
-          lo = lo << s.H >> s.H;
+          lo = lo << s.G >> s.G;
           h = lo < 0 ? 4294967295 : 0;
-        } else if (s.H) lo &= s.ca;
+        } else if (s.G) lo &= s.ca;
         lo >>>= 0;
       } else if (how === 1 /* Raw */) {
         lo = bitsWide(s.f);
         h = hi;
       } else if (how === 3 /* U */) {
-        readNum(s.C, s.f, delta, a[j], a[j + 1]);
+        readNum(s.B, s.f, delta, a[j], a[j + 1]);
         lo = out.c;
         h = out.a;
       } else {
-        const v = how === 4 /* Str */ ? readStr(s.G) : !delta || bool() ? readContainer(s.G, s.ba, depth + 1) : containerOps(tab, e, s.G, s.ba, s.F, slot);
-        if (slot >= 0 && v !== void 0) tab.T(e, s.F, slot, v, rec2, k, bagLeaf);
+        const v = how === 4 /* Str */ ? readStr(s.F) : !delta || bool() ? readContainer(s.F, s.ba, depth + 1) : containerOps(tab, e, s.F, s.ba, s.E, slot);
+        if (slot >= 0 && v !== void 0) tab.T(e, s.E, slot, v, rec2, k, bagLeaf);
         continue;
       }
-      if (slot >= 0) tab.S(e, s.F, slot, lo, h, rec2, k, bagLeaf);
+      if (slot >= 0) tab.S(e, s.E, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -1101,7 +1101,7 @@ var Replica = class {
     const rep2 = this;
     const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    rep2.v = decoder(local, remote, opts.limits);
+    rep2.u = decoder(local, remote, opts.limits);
     const tab = rep2.va = table();
     const cbs = /* @__PURE__ */ new Map();
     let dispatching = false;
@@ -1114,7 +1114,7 @@ var Replica = class {
           const list = cbs.get(e.type)?.[k];
           const ev = a[1];
           if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.I) cb.xa(...a);
+          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.H) cb.xa(...a);
         }
       } finally {
         dispatching = false;
@@ -1131,11 +1131,11 @@ var Replica = class {
       }
       let lists = cbs.get(cls);
       if (!lists) cbs.set(cls, lists = []);
-      const cb = { wa: rep2.ticksApplied + 1, I: false, xa: fn };
+      const cb = { wa: rep2.ticksApplied + 1, H: false, xa: fn };
       lists[i] = [...lists[i] ?? [], cb];
       return () => {
-        if (!cb.I) lists[i] = lists[i].filter((x) => x !== cb);
-        cb.I = true;
+        if (!cb.H) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.H = true;
       };
     };
     rep2.entity = tab.entity;
@@ -1173,11 +1173,11 @@ var Replica = class {
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
-            t._(e, (l) => e.u[l.index] > lc.level);
+            t._(e, (l) => e.t[l.index] > lc.level);
           } else if (lc.level > e.level) t.q.add(e.slot);
           if (e) t.Y(e, lc.level);
         }
-        for (seg = 0; seg < segments.length; seg++) rep2.v.apply(t, segments[seg]);
+        for (seg = 0; seg < segments.length; seg++) rep2.u.apply(t, segments[seg]);
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
@@ -1195,21 +1195,21 @@ var Replica = class {
       }
       t.$();
       rep2.ticksApplied++;
-      dispatch(t.B);
+      dispatch(t.A);
     };
     rep2.reset = (remote2 = rep2.remote) => {
       const t = begin2("reset");
-      const dec = decoder(local, remote2, rep2.v.da);
+      const dec = decoder(local, remote2, rep2.u.da);
       for (const e of t.entities()) t.W(e.slot);
       t.$();
-      rep2.v = dec;
+      rep2.u = dec;
       rep2.remote = remote2;
-      dispatch(t.B);
+      dispatch(t.A);
     };
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.v.da;
+    return this.u.da;
   }
   /** Number of entities. */
   get size() {

@@ -95,25 +95,31 @@ export class StructView {
   }
 }
 
-/** A read-only list whose elements are converted on access. */
-export class TypedList<T> implements Iterable<T> {
-  private readonly conv: (v: Elem) => T;
-  constructor(
-    readonly raw: ListC,
-    conv: (v: Elem) => T,
-  ) {
+/** What a typed list and a typed map share: the container and the converter of its values. */
+class Typed<C, T> {
+  declare readonly raw: C;
+  private declare readonly conv: (v: Elem) => T;
+  constructor(raw: C, conv: (v: Elem) => T) {
+    this.raw = raw;
     this.conv = conv;
   }
+  /** @internal v converted, or undefined. */
+  cv(v: Elem | undefined): T | undefined {
+    return v === undefined ? v : this.conv(v);
+  }
+}
+
+/** A read-only list whose elements are converted on access. */
+export class TypedList<T> extends Typed<ListC, T> implements Iterable<T> {
   get length(): number {
     return this.raw.items.length;
   }
   /** Element i, or undefined past the end. */
   at(i: number): T | undefined {
-    const v = this.raw.items[i];
-    return v === undefined ? undefined : this.conv(v);
+    return this.cv(this.raw.items[i]);
   }
   toArray(): T[] {
-    return this.raw.items.map(this.conv);
+    return this.raw.items.map((v) => this.cv(v)!);
   }
   [Symbol.iterator](): Iterator<T> {
     return this.toArray()[Symbol.iterator]();
@@ -121,14 +127,7 @@ export class TypedList<T> implements Iterable<T> {
 }
 
 /** A read-only map whose values are converted on access; keys iterate in ascending order. */
-export class TypedMap<K extends Key, V> implements Iterable<[K, V]> {
-  private readonly conv: (v: Elem) => V;
-  constructor(
-    readonly raw: MapC | BagC,
-    conv: (v: Elem) => V,
-  ) {
-    this.conv = conv;
-  }
+export class TypedMap<K extends Key, V> extends Typed<MapC | BagC, V> implements Iterable<[K, V]> {
   get size(): number {
     return this.raw.m.size;
   }
@@ -136,8 +135,7 @@ export class TypedMap<K extends Key, V> implements Iterable<[K, V]> {
     return this.raw.m.has(k);
   }
   get(k: K): V | undefined {
-    const v = this.raw.m.get(k);
-    return v === undefined ? undefined : this.conv(v);
+    return this.cv(this.raw.m.get(k));
   }
   /** Keys in ascending order. */
   keys(): K[] {
