@@ -159,27 +159,24 @@ export class FrameReader {
  */
 export async function openWebTransport(url: string, WT: WebTransportConstructor, hashes: Uint8Array[] = [], maxMessageBytes = 1 << 20): Promise<Channel> {
   const why = (e: unknown): string => "WebTransport: " + ((e as Error)?.message ?? e);
-  let wt: WebTransportLike;
-  try {
-    wt = new WT(url, hashes.length ? { serverCertificateHashes: hashes.map((value) => ({ algorithm: "sha-256", value })) } : {});
-  } catch (e) {
-    throw openError(-1, why(e));
-  }
-  const closed = wt.closed.then(
-    (info) => ({ code: info.closeCode ?? -1, reason: info.reason ?? "" }),
-    (e: unknown) => ({ code: -1, reason: why(e) }),
-  );
+  let wt: WebTransportLike | undefined;
+  let closed!: Promise<{ code: number; reason: string }>;
   let stream;
   try {
+    wt = new WT(url, hashes.length ? { serverCertificateHashes: hashes.map((value) => ({ algorithm: "sha-256", value })) } : {});
+    closed = wt.closed.then(
+      (info) => ({ code: info.closeCode ?? -1, reason: info.reason ?? "" }),
+      (e: unknown) => ({ code: -1, reason: why(e) }),
+    );
     await wt.ready;
     stream = await wt.createBidirectionalStream();
   } catch (e) {
     try {
-      wt.close();
+      wt?.close();
     } catch {
       // not open
     }
-    throw openError((await Promise.race([closed, { code: -1 }])).code, why(e));
+    throw openError(wt ? (await Promise.race([closed, { code: -1 }])).code : -1, why(e));
   }
   const writer = stream.writable.getWriter();
   const reader = stream.readable.getReader();
