@@ -168,24 +168,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  r = 0;
+  s = 0;
   /** @internal Object slots of a record of the struct. */
-  v = 0;
+  x = 0;
   /** @internal The types of the object slots, in order. */
-  w = [];
+  y = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  x;
+  z;
   /** @internal Fields by ID. */
-  P = /* @__PURE__ */ new Map();
+  R = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  y = 0;
+  A = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  z = 0;
+  B = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.P.get(id);
+    return this.R.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -198,46 +198,46 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.y === 1) bad(s.name + " contains itself");
-  if (s.y) return;
-  s.y = 1;
+  if (s.A === 1) bad(s.name + " contains itself");
+  if (s.A) return;
+  s.A = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.P.set(f.id, f);
+    s.R.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.Q = s.leaves.length;
+    f.S = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, s: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], r: +numeric, v: +!numeric, w: numeric ? [] : [t], z: 1 };
-    s.z += sub.z;
-    if ((budget += sub.z) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, t: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], s: +numeric, x: +!numeric, y: numeric ? [] : [t], B: 1 };
+    s.B += sub.B;
+    if ((budget += sub.B) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        s: f.id + (l.s && "," + l.s),
+        t: f.id + (l.t && "," + l.t),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: l.num < 0 ? -1 : l.num + s.r,
-        obj: l.obj < 0 ? -1 : l.obj + s.v
+        num: l.num < 0 ? -1 : l.num + s.s,
+        obj: l.obj < 0 ? -1 : l.obj + s.x
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.w.push(...sub.w);
-    s.r += sub.r;
-    s.v += sub.v;
+    s.y.push(...sub.y);
+    s.s += sub.s;
+    s.x += sub.x;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.y = 2;
+  s.A = 2;
 };
 var Schema = class {
   classes;
@@ -309,7 +309,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, o: bool2 || (float && m !== 1 ? W : 0), ja: bool2, j: W, i: isSigned(k) || float && m === 1, ka: W === 64, quant: q });
+    plans.set(t, p = { kind: k, p: bool2 || (float && m !== 1 ? W : 0), ja: bool2, j: W, i: isSigned(k) || float && m === 1, ka: W === 64, quant: q });
   }
   return p;
 };
@@ -429,17 +429,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.x] = name();
+    [st.name, st.z] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, x: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), Q: 0 };
+      const f = { id: prev, name: nm, z: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), S: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, x: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, z: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -485,9 +485,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.r * 2);
-    this.obj = type.w.map(zeroObj);
-    this.R = 0;
+    this.num = new Uint32Array(type.s * 2);
+    this.obj = type.y.map(zeroObj);
+    this.T = 0;
   }
   /** A deep copy. */
   clone() {
@@ -564,7 +564,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.t = bands;
+    this.u = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -582,7 +582,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.t[l.index] ?? 0) <= this.level;
+    return !!l && (this.u[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -612,7 +612,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.A.push({ f: k, la: e, ma: [e, ...a] });
+  const event = (k, e, ...a) => void t.C.push({ f: k, la: e, ma: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -631,7 +631,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.R !== serial) {
+    if (r.T !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -675,17 +675,17 @@ var table = () => {
   };
   const t = {
     size: 0,
-    p: [],
-    q: /* @__PURE__ */ new Set(),
-    A: [],
+    q: [],
+    r: /* @__PURE__ */ new Set(),
+    C: [],
     na: atSlot,
-    S: setNum,
-    T: setObj,
+    v: setNum,
+    G: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.p.map((s) => atSlot(s)),
+    entities: () => t.q.map((s) => atSlot(s)),
     oa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
@@ -695,17 +695,17 @@ var table = () => {
     V() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.q.clear();
-      t.A = [];
+      t.r.clear();
+      t.C = [];
       return t;
     },
     pa(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.R = serial;
+      e.T = serial;
       put2(slot, e);
-      t.q.add(slot);
+      t.r.add(slot);
       moved.push(slot);
       undo.push(() => put2(slot));
       event(0 /* Create */, e);
@@ -758,11 +758,11 @@ var table = () => {
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.q.add(e.slot);
+      t.r.add(e.slot);
     },
     $() {
       if (moved.length) {
-        const held = t.p;
+        const held = t.q;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -770,7 +770,7 @@ var table = () => {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.p = out2.concat(held.slice(i));
+        t.q = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
@@ -805,11 +805,11 @@ var withDefaults = (l = {}) => {
 };
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  S(_e, _l, slot, lo, hi2, r) {
+  v(_e, _l, slot, lo, hi2, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi2;
   },
-  T(_e, _l, slot, v, r) {
+  G(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -835,11 +835,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.s, l.index]));
-      inner.set(ls, m = { aa: new Int32Array(rs.leaves.length), t: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.t, l.index]));
+      inner.set(ls, m = { aa: new Int32Array(rs.leaves.length), u: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.aa[l.index] = byPath.get(l.s) ?? -1;
-        if (j >= 0) m.t[j] = l.band;
+        const j = m.aa[l.index] = byPath.get(l.t) ?? -1;
+        if (j >= 0) m.u[j] = l.band;
       }
     }
     return m;
@@ -859,7 +859,7 @@ var decoder = (local, remote = local, limits = {}) => {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.p[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.q[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = bits(6);
       for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
@@ -867,8 +867,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.pa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.t : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.na(slot)) || tag === 4 /* Fill */ && !tab.q.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.pa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.u : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.na(slot)) || tag === 4 /* Fill */ && !tab.r.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -884,7 +884,7 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.Q;
+      const leaf = base + f.S;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
@@ -893,9 +893,9 @@ var decoder = (local, remote = local, limits = {}) => {
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.ja : p.o : 0;
+      let k = numeric ? delta ? p.ja : p.p : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.j <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ E: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, F: t, ba: ll && ll.field.type, B: p, ca: MASK[p.j] ?? 0, G: 32 - p.j, i: p.i });
+      steps.push({ k: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, H: t, ba: ll && ll.field.type, D: p, ca: MASK[p.j] ?? 0, I: 32 - p.j, i: p.i });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -908,31 +908,38 @@ var decoder = (local, remote = local, limits = {}) => {
       const s = steps[i];
       const slot = s.sa;
       const j = slot << 1;
-      const how = s.ta;
-      let lo;
-      let h = 0;
-      if (how === 2 /* Delta */) {
-        lo = bounded(s.f, s.ca);
-        if (slot < 0) continue;
-        lo = a[j] + (lo >>> 1 ^ -(lo & 1));
-        if (s.i) {
-          lo = lo << s.G >> s.G;
-          h = lo < 0 ? 4294967295 : 0;
-        } else if (s.G) lo &= s.ca;
-        lo >>>= 0;
-      } else if (how === 1 /* Raw */) {
-        lo = bitsWide(s.f);
-        h = hi;
-      } else if (how === 3 /* U */) {
-        readNum(s.B, s.f, delta, a[j], a[j + 1]);
-        lo = out.c;
-        h = out.a;
-      } else {
-        const v = how === 4 /* Str */ ? readStr(s.F) : !delta || bool() ? readContainer(s.F, s.ba, depth + 1) : containerOps(tab, e, s.F, s.ba, s.E, slot);
-        if (slot >= 0 && v !== void 0) tab.T(e, s.E, slot, v, rec2, k, bagLeaf);
-        continue;
+      switch (s.ta) {
+        case 2 /* Delta */: {
+          const lo = u(s.f);
+          if (hi !== 0 || lo > s.ca) bad4("delta");
+          if (slot < 0) break;
+          let v = a[j] + (lo >>> 1 ^ -(lo & 1));
+          if (s.i) {
+            v = v << s.I >> s.I;
+            tab.v(e, s.k, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.v(e, s.k, slot, s.I === 0 ? v >>> 0 : v & s.ca, 0, rec2, k, bagLeaf);
+          break;
+        }
+        case 1 /* Raw */: {
+          const lo = bitsWide(s.f);
+          if (slot >= 0) tab.v(e, s.k, slot, lo, hi, rec2, k, bagLeaf);
+          break;
+        }
+        case 3 /* U */:
+          readNum(s.D, s.f, delta, a[j], a[j + 1]);
+          if (slot >= 0) tab.v(e, s.k, slot, out.c, out.a, rec2, k, bagLeaf);
+          break;
+        case 4 /* Str */: {
+          const v = readStr(s.H);
+          if (slot >= 0) tab.G(e, s.k, slot, v, rec2, k, bagLeaf);
+          break;
+        }
+        default:
+          if (!delta || bool()) {
+            const c = readContainer(s.H, s.ba, depth + 1);
+            if (slot >= 0) tab.G(e, s.k, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.H, s.ba, s.k, slot);
       }
-      if (slot >= 0) tab.S(e, s.E, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -946,8 +953,8 @@ var decoder = (local, remote = local, limits = {}) => {
   const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.o) {
-        out.c = bitsWide(p.o);
+      if (p.p) {
+        out.c = bitsWide(p.p);
         out.a = hi;
       } else readNum(p, k, false);
       return toElem(p, out.c, out.a);
@@ -955,7 +962,7 @@ var decoder = (local, remote = local, limits = {}) => {
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   };
   const readK = (t, n) => {
-    return n && isNumeric(t.kind) && !numPlan(t).o ? bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).p ? bits(6) : 0;
   };
   const readKey = (key, k) => {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
@@ -1101,7 +1108,7 @@ var Replica = class {
     const rep2 = this;
     const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    rep2.u = decoder(local, remote, opts.limits);
+    rep2.w = decoder(local, remote, opts.limits);
     const tab = rep2.va = table();
     const cbs = /* @__PURE__ */ new Map();
     let dispatching = false;
@@ -1114,7 +1121,7 @@ var Replica = class {
           const list = cbs.get(e.type)?.[k];
           const ev = a[1];
           if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.H) cb.xa(...a);
+          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.J) cb.xa(...a);
         }
       } finally {
         dispatching = false;
@@ -1131,11 +1138,11 @@ var Replica = class {
       }
       let lists = cbs.get(cls);
       if (!lists) cbs.set(cls, lists = []);
-      const cb = { wa: rep2.ticksApplied + 1, H: false, xa: fn };
+      const cb = { wa: rep2.ticksApplied + 1, J: false, xa: fn };
       lists[i] = [...lists[i] ?? [], cb];
       return () => {
-        if (!cb.H) lists[i] = lists[i].filter((x) => x !== cb);
-        cb.H = true;
+        if (!cb.J) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.J = true;
       };
     };
     rep2.entity = tab.entity;
@@ -1173,15 +1180,15 @@ var Replica = class {
           const e = t.entity(id);
           if (!e) later.push(lc);
           else if (level(e, lc.level) < e.level) {
-            t._(e, (l) => e.t[l.index] > lc.level);
-          } else if (lc.level > e.level) t.q.add(e.slot);
+            t._(e, (l) => e.u[l.index] > lc.level);
+          } else if (lc.level > e.level) t.r.add(e.slot);
           if (e) t.Y(e, lc.level);
         }
-        for (seg = 0; seg < segments.length; seg++) rep2.u.apply(t, segments[seg]);
+        for (seg = 0; seg < segments.length; seg++) rep2.w.apply(t, segments[seg]);
         seg = -1;
         for (const id of created) {
           const e = t.entity(id);
-          if (!e || !t.q.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+          if (!e || !t.r.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
           t.X(e, true);
         }
         for (const lc of later) {
@@ -1195,21 +1202,21 @@ var Replica = class {
       }
       t.$();
       rep2.ticksApplied++;
-      dispatch(t.A);
+      dispatch(t.C);
     };
     rep2.reset = (remote2 = rep2.remote) => {
       const t = begin2("reset");
-      const dec = decoder(local, remote2, rep2.u.da);
+      const dec = decoder(local, remote2, rep2.w.da);
       for (const e of t.entities()) t.W(e.slot);
       t.$();
-      rep2.u = dec;
+      rep2.w = dec;
       rep2.remote = remote2;
-      dispatch(t.A);
+      dispatch(t.C);
     };
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.u.da;
+    return this.w.da;
   }
   /** Number of entities. */
   get size() {

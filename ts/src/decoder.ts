@@ -265,33 +265,38 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       const s = steps[i]!;
       const slot = s.sl;
       const j = slot << 1;
-      const how = s.how;
-      let lo;
-      let h = 0;
-      if (how === P.Delta) {
-        // D ≤ 32: plain number arithmetic (§4.3).
-        lo = bounded(s.k, s.mask);
-        if (slot < 0) continue;
-        lo = a[j]! + ((lo >>> 1) ^ -(lo & 1));
-        if (s.signed) {
-          lo = (lo << s.sh) >> s.sh;
-          h = lo < 0 ? 0xffffffff : 0;
-        } else if (s.sh) lo &= s.mask;
-        lo >>>= 0;
-      } else if (how === P.Raw) {
-        lo = bitsWide(s.k);
-        h = hi;
-      } else if (how === P.U) {
-        readNum(s.plan, s.k, delta, a[j], a[j + 1]);
-        lo = out.lo;
-        h = out.hi;
-      } else {
-        const v =
-          how === P.Str ? readStr(s.t) : !delta || bool() ? readContainer(s.t, s.lt, depth + 1) : containerOps(tab, e, s.t, s.lt, s.to, slot);
-        if (slot >= 0 && v !== undefined) tab.setObj(e, s.to, slot, v, rec, k, bagLeaf);
-        continue;
+      switch (s.how) {
+        case P.Delta: {
+          const lo = u(s.k);
+          if (hi !== 0 || lo > s.mask) bad("delta");
+          if (slot < 0) break;
+          let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
+          if (s.signed) {
+            v = (v << s.sh) >> s.sh;
+            tab.setNum(e, s.to, slot, v >>> 0, v < 0 ? 0xffffffff : 0, rec, k, bagLeaf);
+          } else tab.setNum(e, s.to, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0, rec, k, bagLeaf);
+          break;
+        }
+        case P.Raw: {
+          const lo = bitsWide(s.k);
+          if (slot >= 0) tab.setNum(e, s.to, slot, lo, hi, rec, k, bagLeaf);
+          break;
+        }
+        case P.U:
+          readNum(s.plan, s.k, delta, a[j], a[j + 1]);
+          if (slot >= 0) tab.setNum(e, s.to, slot, out.lo, out.hi, rec, k, bagLeaf);
+          break;
+        case P.Str: {
+          const v = readStr(s.t);
+          if (slot >= 0) tab.setObj(e, s.to, slot, v, rec, k, bagLeaf);
+          break;
+        }
+        default:
+          if (!delta || bool()) {
+            const c = readContainer(s.t, s.lt, depth + 1);
+            if (slot >= 0) tab.setObj(e, s.to, slot, c, rec, k, bagLeaf);
+          } else containerOps(tab, e, s.t, s.lt, s.to, slot);
       }
-      if (slot >= 0) tab.setNum(e, s.to, slot, lo, h, rec, k, bagLeaf);
     }
   };
 
