@@ -258,11 +258,11 @@ var Schema = class {
   }
   /** The class with the given class ID, or undefined. */
   class(id) {
-    return this.classes.find((c) => c.classId === id);
+    return this.find(id);
   }
   /** The class with the given name, or undefined. */
   classNamed(name) {
-    return this.classes.find((c) => c.name === name);
+    return this.find(name);
   }
   /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
   find(c) {

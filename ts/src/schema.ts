@@ -214,12 +214,12 @@ export class Schema {
 
   /** The class with the given class ID, or undefined. */
   class(id: number): StructType | undefined {
-    return this.classes.find((c) => c.classId === id);
+    return this.find(id);
   }
 
   /** The class with the given name, or undefined. */
   classNamed(name: string): StructType | undefined {
-    return this.classes.find((c) => c.name === name);
+    return this.find(name);
   }
 
   /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
