@@ -2,17 +2,14 @@
 
 // ts/src/errors.ts
 var ReplicaDecodeError = class extends Error {
+  /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
+  segment;
   constructor(code, message, bit = -1) {
-    super(`${code}: ${message}`);
+    super(code + ": " + message);
+    this.name = "ReplicaDecodeError";
     this.code = code;
     this.bit = bit;
   }
-  code;
-  name = "ReplicaDecodeError";
-  /** Bit offset in the message where decoding stopped, when known. */
-  bit;
-  /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
-  segment;
 };
 function fail(code, message, bit) {
   throw new ReplicaDecodeError(code, message, bit);
@@ -23,211 +20,136 @@ var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
 var MASK32 = Int32Array.from(MASK);
 var ctz = (x) => 31 - Math.clz32(x & -x);
 var utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
-function decodeUTF8(b, start = 0, end = b.length) {
+var decodeUTF8 = (b, start = 0, end = b.length) => {
   let s = "";
-  for (let i = start; i < end && end - start <= 64; i++) {
+  for (let i = start; i < end && end - start < 65; i++) {
     if (b[i] > 127) break;
     s += String.fromCharCode(b[i]);
     if (i === end - 1) return s;
   }
   return start === end ? "" : utf8.decode(b.subarray(start, end));
-}
+};
 var utf8enc = new TextEncoder();
 var encodeUTF8 = (s) => utf8enc.encode(s);
-var STRBUF = new Uint8Array(64);
-var BitReader = class {
-  /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
-  g = new Uint8Array(8);
-  N = new Uint8Array(64);
-  /** Next bit to read. */
-  d = 0;
-  /** Number of bits of input. */
-  w = 0;
-  /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
-  b = 0;
-  // The last byte string read: its length, and its copy when it was not aligned.
-  n = 0;
-  aa = STRBUF;
-  constructor(b) {
-    if (b) this.reset(b);
-  }
-  /** Starts reading b from its first bit. */
-  reset(b) {
-    if (this.N.length < b.length + 8) this.N = new Uint8Array(Math.max(b.length + 8, this.N.length * 2));
-    const s = this.g = this.N;
-    s.set(b);
-    s.fill(0, b.length, b.length + 8);
-    this.d = this.b = 0;
-    this.w = b.length * 8;
-  }
-  /** Throws a malformed-input error at the current position. */
-  k(msg) {
-    throw new ReplicaDecodeError("malformed", msg, this.d);
-  }
-  /** The 32 bits from the current position (zeros past the end), unsigned. */
-  ba() {
-    const b = this.g;
-    const p = this.d;
-    const i = p >>> 3;
-    const sh = p & 7;
-    let w = (b[i] | b[i + 1] << 8 | b[i + 2] << 16 | b[i + 3] << 24) >>> sh;
-    if (sh !== 0) w |= b[i + 4] << 32 - sh;
-    return w >>> 0;
-  }
-  /** Advances by n bits, failing if that passes the end. */
-  s(n) {
-    if ((this.d += n) > this.w) {
-      this.d = this.w;
-      throw new ReplicaDecodeError("truncated", "ends early", this.d);
-    }
-  }
-  /** Reads n ≤ 32 bits, unsigned. */
-  a(n) {
-    if (n === 0) return 0;
-    const w = this.ba();
-    this.s(n);
-    return n === 32 ? w : (w & MASK32[n]) >>> 0;
-  }
-  /** Reads one bit as a boolean. */
-  u() {
-    return this.a(1) === 1;
-  }
-  /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  l(n) {
-    const lo = this.a(Math.min(n, 32));
-    this.b = n > 32 ? this.a(n - 32) : 0;
-    return lo;
-  }
-  /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
-  c(k) {
-    const w = this.ba();
-    if ((w & 1) === 0) {
-      if (k <= 31) {
-        this.s(k + 1);
-        this.b = 0;
-        return (w >>> 1 & MASK32[k]) >>> 0;
-      }
-    } else if (w !== 4294967295) {
-      const ones = ctz(~w);
-      const b = k + ones;
-      if (ones + b <= 32 && b <= 32) {
-        this.s(ones + b);
-        this.b = 0;
-        return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
-      }
-    }
-    return this.Ka(k);
-  }
-  Ka(k) {
-    if (k > 63 || k < 0) this.k("k " + k);
-    const maxOnes = 64 - k;
-    let ones = 0;
-    while (ones < maxOnes) {
-      if (this.d >= this.w) this.s(1);
-      const w = this.ba();
-      const t = w === 4294967295 ? 32 : ctz(~w);
-      if (ones + t >= maxOnes) {
-        this.s(maxOnes - ones);
-        ones = maxOnes;
-      } else if (t === 32) {
-        this.s(32);
-        ones += 32;
-        continue;
-      } else {
-        this.s(t + 1);
-        ones += t;
-      }
-      break;
-    }
-    if (ones === 0) return this.l(k);
-    const b = k + ones;
-    let lo = this.l(b - 1);
-    if (b - 1 < 32) lo += 2 ** (b - 1);
-    else this.b = (this.b | 1 << b - 33) >>> 0;
-    return lo;
-  }
-  /** Reads a U(k) value that must fit 32 bits. */
-  o(k = 0) {
-    const v = this.c(k);
-    return this.b ? this.k("over 32 bits") : v;
-  }
-  /** Reads a U(k) value as a BigInt. */
-  O(k) {
-    return big(this.c(k), this.b);
-  }
-  /**
-   * Reads a U(k) count and checks it against max and against the bits left,
-   * assuming each counted item takes at least minBits bits.
-   */
-  h(k, max, minBits, what) {
-    const start = this.d;
-    const n = this.c(k);
-    if (this.b !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.b ? "\u2265 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.w - this.d) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
-    return n;
-  }
-  /**
-   * Reads the length of a byte string of at most max bytes (§1.4), and
-   * returns its first byte's offset in buf when it is aligned, else −1
-   * after copying it into out when that is long enough, or a new array.
-   */
-  ra(max, out2) {
-    const n = this.n = this.h(4, max, 8, "length");
-    const i = this.d >>> 3;
-    if (!(this.d & 7)) {
-      this.s(n * 8);
-      return i;
-    }
-    const b = this.aa = out2 && n <= out2.length ? out2 : new Uint8Array(n);
-    for (let j = 0; j < n; j++) b[j] = this.a(8);
-    return -1;
-  }
-  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  p(max) {
-    const i = this.ra(max);
-    return i < 0 ? this.aa : this.g.slice(i, i + this.n);
-  }
-  /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
-  string(max) {
-    const i = this.ra(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.aa, 0, this.n) : decodeUTF8(this.g, i, i + this.n);
-  }
-  /** Requires that only zero padding (fewer than 8 bits) is left. */
-  j() {
-    const rem = this.w - this.d;
-    if (rem >= 8 || this.a(rem) !== 0) this.k("trailing data");
+var buf = new Uint8Array(64);
+var pos = 0;
+var len = 0;
+var hi = 0;
+var load = (b, at = 0) => {
+  const n = b.length;
+  if (buf.length < n + 8) buf = new Uint8Array(Math.max(n + 8, buf.length * 2));
+  buf.set(b);
+  buf.fill(0, n, n + 8);
+  pos = at;
+  hi = 0;
+  len = n * 8;
+};
+var malformed = (msg) => {
+  throw new ReplicaDecodeError("malformed", msg, pos);
+};
+var peek32 = () => {
+  const i = pos >>> 3;
+  const sh = pos & 7;
+  let w = (buf[i] | buf[i + 1] << 8 | buf[i + 2] << 16 | buf[i + 3] << 24) >>> sh;
+  if (sh) w |= buf[i + 4] << 32 - sh;
+  return w >>> 0;
+};
+var skip = (n) => {
+  if ((pos += n) > len) {
+    pos = len;
+    throw new ReplicaDecodeError("truncated", "ends early", pos);
   }
 };
-var big = (lo, hi) => BigInt(hi) << 32n | BigInt(lo);
+var bits = (n) => {
+  if (!n) return 0;
+  const w = peek32();
+  skip(n);
+  return n === 32 ? w : (w & MASK32[n]) >>> 0;
+};
+var bool = () => !!bits(1);
+var bitsWide = (n) => {
+  const lo = bits(Math.min(n, 32));
+  hi = n > 32 ? bits(n - 32) : 0;
+  return lo;
+};
+var u = (k) => {
+  const w = peek32();
+  if (!(w & 1)) {
+    if (k < 32) {
+      skip(k + 1);
+      hi = 0;
+      return (w >>> 1 & MASK32[k]) >>> 0;
+    }
+  } else if (w !== 4294967295) {
+    const ones = ctz(~w);
+    const b = k + ones;
+    if (ones + b <= 32 && b <= 32) {
+      skip(ones + b);
+      hi = 0;
+      return (w >>> ones + 1 & MASK32[b - 1] | 1 << b - 1) >>> 0;
+    }
+  }
+  return uSlow(k);
+};
+var uSlow = (k) => {
+  let ones = 0;
+  while (ones < 64 - k && bits(1)) ones++;
+  const b = k + ones - 1;
+  const lo = bitsWide(ones ? b : k);
+  if (!ones) return lo;
+  if (b < 32) return lo + 2 ** b;
+  hi = (hi | 1 << b - 32) >>> 0;
+  return lo;
+};
+var u32 = (k = 0) => {
+  const v = u(k);
+  return hi ? malformed("over 32 bits") : v;
+};
+var count = (k, max, minBits, what) => {
+  const start = pos;
+  const n = u(k);
+  if (hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
+  if (n * minBits > len - pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+  return n;
+};
+var STRBUF = new Uint8Array(64);
+var strLen = 0;
+var strCopy;
+var str = (max, out2) => {
+  const n = strLen = count(4, max, 8, "length");
+  const i = pos >>> 3;
+  if (!(pos & 7)) {
+    skip(n * 8);
+    return i;
+  }
+  strCopy = out2 && n <= out2.length ? out2 : new Uint8Array(n);
+  for (let j = 0; j < n; j++) strCopy[j] = bits(8);
+  return -1;
+};
+var bytes = (max) => {
+  const i = str(max);
+  return i < 0 ? strCopy : buf.slice(i, i + strLen);
+};
+var string = (max) => {
+  const i = str(max, STRBUF);
+  return i < 0 ? decodeUTF8(strCopy, 0, strLen) : decodeUTF8(buf, i, i + strLen);
+};
+var finish = () => {
+  const rem = len - pos;
+  if (rem > 7 || bits(rem)) malformed("trailing");
+};
+var wbuf = new Uint8Array(64);
+var compareBytes = (a, b) => {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+};
+var big = (lo, hi2) => BigInt(hi2) << 32n | BigInt(lo);
 
 // ts/src/schema.ts
-var Kind2 = {
-  Invalid: 0 /* Invalid */,
-  Bool: 1 /* Bool */,
-  Int8: 2 /* Int8 */,
-  Int16: 3 /* Int16 */,
-  Int32: 4 /* Int32 */,
-  Int64: 5 /* Int64 */,
-  Uint8: 6 /* Uint8 */,
-  Uint16: 7 /* Uint16 */,
-  Uint32: 8 /* Uint32 */,
-  Uint64: 9 /* Uint64 */,
-  Float32: 10 /* Float32 */,
-  Float64: 11 /* Float64 */,
-  String: 12 /* String */,
-  Bytes: 13 /* Bytes */,
-  Ref: 14 /* Ref */,
-  Nested: 15 /* Nested */,
-  List: 16 /* List */,
-  Map: 17 /* Map */,
-  Bag: 18 /* Bag */
-};
-var Vis2 = {
-  Server: 0 /* Server */,
-  Owner: 1 /* Owner */,
-  Others: 2 /* Others */,
-  All: 3 /* All */
-};
+var named = (names) => Object.fromEntries(names.split(" ").map((n, i) => [n, i]));
+var Kind2 = named("Invalid Bool Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64 Float32 Float64 String Bytes Ref Nested List Map Bag");
+var Vis = named("Server Owner Others All");
 var isNumeric = (k) => k >= 1 /* Bool */ && k <= 11 /* Float64 */ || k === 14 /* Ref */;
 var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
 var isContainer = (k) => k >= 16 /* List */;
@@ -246,24 +168,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  x = 0;
+  s = 0;
   /** @internal Object slots of a record of the struct. */
-  H = 0;
+  x = 0;
   /** @internal The types of the object slots, in order. */
-  P = [];
+  y = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  Q;
+  z;
   /** @internal Fields by ID. */
-  sa = /* @__PURE__ */ new Map();
+  R = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  R = 0;
+  A = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  S = 0;
+  B = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.sa.get(id);
+    return this.R.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -275,61 +197,52 @@ var StructType = class {
 };
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
-function layout(s, pending) {
-  if (s.R === 1) bad(s.name + " contains itself");
-  if (s.R) return;
-  s.R = 1;
+var layout = (s, pending) => {
+  if (s.A === 1) bad(s.name + " contains itself");
+  if (s.A) return;
+  s.A = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.sa.set(f.id, f);
+    s.R.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ta = s.leaves.length;
-    let sub = [{ index: 0, field: f, T: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
-    if (t.kind === 15 /* Nested */) {
-      layout(st, pending);
-      sub = st.leaves;
-      s.S += st.S;
-    } else s.S++;
-    if ((budget += t.kind === 15 /* Nested */ ? st.S : 1) > 1 << 20) bad("too many fields");
-    if (f.deprecated) continue;
+    f.S = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    for (const l of sub) {
-      const nested = l.field !== f;
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, t: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], s: +numeric, x: +!numeric, y: numeric ? [] : [t], B: 1 };
+    s.B += sub.B;
+    if ((budget += sub.B) > 1 << 20) bad("too many fields");
+    if (f.deprecated) continue;
+    for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        T: nested ? f.id + "," + l.T : "" + f.id,
-        name: nested ? f.name + "." + l.name : f.name,
+        t: f.id + (l.t && "," + l.t),
+        name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? l.num < 0 ? -1 : l.num + s.x : numeric ? s.x : -1,
-        obj: nested ? l.obj < 0 ? -1 : l.obj + s.H : numeric ? -1 : s.H
+        num: l.num < 0 ? -1 : l.num + s.s,
+        obj: l.obj < 0 ? -1 : l.obj + s.x
       });
     }
-    if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === 15 /* Nested */) s.P.push(...st.P);
-    else if (!numeric) s.P.push(t);
-    if (t.kind === 15 /* Nested */) {
-      s.x += st.x;
-      s.H += st.H;
-    } else if (numeric) s.x++;
-    else s.H++;
+    if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
+    s.y.push(...sub.y);
+    s.s += sub.s;
+    s.x += sub.x;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.R = 2;
-}
+  s.A = 2;
+};
 var Schema = class {
   classes;
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  i;
+  h;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -345,28 +258,26 @@ var Schema = class {
   }
   /** The class with the given class ID, or undefined. */
   class(id) {
-    return this.classes.find((c) => c.classId === id);
+    return this.find(id);
   }
   /** The class with the given name, or undefined. */
   classNamed(name) {
-    return this.classes.find((c) => c.name === name);
+    return this.find(name);
   }
   /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
   find(c) {
     return this.classes.find((x) => x === c || x.name === c || x.classId === c);
   }
 };
-function checkCompatible(local, remote) {
+var checkCompatible = (local, remote) => {
   const seen = /* @__PURE__ */ new Set();
   const ids = /* @__PURE__ */ new Map();
   const id = (s) => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
+  const sig = ({ kind, key, quant: q }) => [kind, key, q.mode, q.step, q.min, q.nbits];
   const type = (l, r, where) => {
     if (!l || !r) return;
-    const a = l.quant;
-    const b = r.quant;
-    if (l.kind !== r.kind || l.key !== r.key || a.mode !== b.mode || !Object.is(a.step, b.step) || !Object.is(a.min, b.min) || a.nbits !== b.nbits) {
-      fail("incompatible", where);
-    }
+    const b = sig(r);
+    if (sig(l).some((x, i) => !Object.is(x, b[i]))) fail("incompatible", where);
     struct(l.struct, r.struct, where);
     type(l.elem, r.elem, where);
   };
@@ -385,138 +296,130 @@ function checkCompatible(local, remote) {
     }
   };
   if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId) ?? null, rc, rc.name);
-}
+};
 
 // ts/src/values.ts
 var plans = /* @__PURE__ */ new WeakMap();
-function numPlan(t) {
+var numPlan = (t) => {
   let p = plans.get(t);
   if (!p) {
     const k = t.kind;
     const q = t.quant;
+    const m = q.mode;
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
-    const W = float && q.mode ? q.mode === 2 ? q.nbits : 64 : kindWidth(k);
-    const signed = isSigned(k) || float && q.mode === 1;
-    plans.set(t, p = { kind: k, y: k === 1 /* Bool */ ? 1 : float && q.mode !== 1 ? W : 0, La: +(k === 1 /* Bool */), D: W, U: W, V: signed, t: signed, Ma: W === 64, quant: q });
+    const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
+    const bool2 = +(k === 1 /* Bool */);
+    plans.set(t, p = { kind: k, p: bool2 || (float && m !== 1 ? W : 0), ja: bool2, j: W, i: isSigned(k) || float && m === 1, ka: W === 64, quant: q });
   }
   return p;
-}
-var out = { e: 0, b: 0 };
-function decodeFull(p, lo, hi) {
-  if (p.U < 64 && (hi !== 0 || lo > MASK[p.U])) return false;
-  if (p.V) unzigzag64(lo, hi);
-  else {
-    out.e = lo;
-    out.b = hi;
-  }
-  return true;
-}
-function unzigzag64(lo, hi) {
+};
+var out = { c: 0, a: 0 };
+var unzigzag64 = (lo, hi2) => {
   const neg = -(lo & 1);
-  out.e = ((lo >>> 1 | (hi & 1) << 31) ^ neg) >>> 0;
-  out.b = (hi >>> 1 ^ neg) >>> 0;
-}
-function decodeDelta(p, olo, ohi, lo, hi) {
-  if (p.kind === 14 /* Ref */) {
-    out.e = lo;
-    out.b = 0;
-    return hi === 0;
+  out.c = ((lo >>> 1 | (hi2 & 1) << 31) ^ neg) >>> 0;
+  out.a = (hi2 >>> 1 ^ neg) >>> 0;
+};
+var decodeFull = (p, lo, hi2) => {
+  if (p.j < 64 && (hi2 || lo > MASK[p.j])) return false;
+  if (p.i) unzigzag64(lo, hi2);
+  else {
+    out.c = lo;
+    out.a = hi2;
   }
-  const D = p.D;
-  if (D <= 32) {
-    if (hi !== 0 || lo > MASK[D]) return false;
-    const sh = 32 - D;
-    const v = olo + (lo >>> 1 ^ -(lo & 1));
-    out.e = (p.t ? v << sh >> sh : sh ? v & MASK[D] : v) >>> 0;
-    out.b = p.t && out.e >>> 31 ? 4294967295 : 0;
-    return true;
-  }
-  unzigzag64(lo, hi);
-  const s = olo + out.e;
-  out.b = ohi + out.b + +(s > 4294967295) >>> 0;
-  out.e = s >>> 0;
   return true;
-}
-function toElem(p, lo, hi) {
-  if (!p.Ma) return p.t ? lo | 0 : lo;
-  const v = big(lo, hi);
-  return p.t ? BigInt.asIntN(64, v) : v;
-}
+};
+var decodeDelta = (p, olo, ohi, lo, hi2) => {
+  if (p.kind === 14 /* Ref */) {
+    out.c = lo;
+    out.a = 0;
+    return !hi2;
+  }
+  unzigzag64(lo, hi2);
+  const s = olo + out.c;
+  out.a = ohi + out.a + +(s > 4294967295) >>> 0;
+  out.c = s >>> 0;
+  return true;
+};
+var toElem = (p, lo, hi2) => {
+  if (!p.ka) return p.i ? lo | 0 : lo;
+  const v = big(lo, hi2);
+  return p.i ? BigInt.asIntN(64, v) : v;
+};
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
 var F64 = new Float64Array(1);
 var F64_U32 = new Uint32Array(F64.buffer);
-function f32FromBits(lo) {
+var f32FromBits = (lo) => {
   F32_U32[0] = lo;
   return F32[0];
-}
-function f64FromBits(lo, hi) {
+};
+var f64FromBits = (lo, hi2) => {
   F64_U32[0] = lo;
-  F64_U32[1] = hi;
+  F64_U32[1] = hi2;
   return F64[0];
-}
-function dequantize(p, lo, hi) {
+};
+var dequantize = (p, lo, hi2) => {
   const q = p.quant;
-  return q.mode === 2 ? q.min + lo * q.step : ((hi | 0) * 4294967296 + lo) * q.step;
-}
-function numValue(p, lo, hi) {
+  return q.mode === 2 ? q.min + lo * q.step : ((hi2 | 0) * 4294967296 + lo) * q.step;
+};
+var numValue = (p, lo, hi2) => {
   const k = p.kind;
   if (k === 1 /* Bool */) return lo !== 0;
-  if (k === 10 /* Float32 */) return p.quant.mode ? Math.fround(dequantize(p, lo, hi)) : f32FromBits(lo);
-  if (k === 11 /* Float64 */) return p.quant.mode ? dequantize(p, lo, hi) : f64FromBits(lo, hi);
-  return toElem(p, lo, hi);
-}
+  if (k === 10 /* Float32 */) return p.quant.mode ? Math.fround(dequantize(p, lo, hi2)) : f32FromBits(lo);
+  if (k === 11 /* Float64 */) return p.quant.mode ? dequantize(p, lo, hi2) : f64FromBits(lo, hi2);
+  return toElem(p, lo, hi2);
+};
 
 // ts/src/descriptor.ts
 var DESCRIPTOR_VERSION = 2;
-function decodeDescriptor(b) {
-  const r = new BitReader(b);
+var decodeDescriptor = (b) => {
+  load(b);
   try {
-    const s = read(r);
-    s.i = b;
+    const s = read();
+    s.h = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.d;
+    if (e.bit < 0) e.bit = pos;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
-}
+};
 var bad2 = (msg) => fail("descriptor", msg);
-var f64 = (r) => f64FromBits(r.a(32), r.a(32));
-function read(r) {
-  const v = r.o(0);
+var f64 = () => f64FromBits(bits(32), bits(32));
+var read = () => {
+  const v = u32(0);
   if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
-  const n = r.h(2, 4096, 9, "structs");
+  const n = count(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[r.o(2)] ?? bad2("struct index");
+  const index = () => structs[u32(2)] ?? bad2("struct index");
   const name = () => {
-    const b = r.p(256);
+    const b = bytes(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
-    const v2 = prev + 1 + r.c(2) + r.b * 2 ** 32;
+    const v2 = prev + 1 + u(2) + hi * 2 ** 32;
     return v2 > 4294967295 ? bad2("ID " + v2) : v2;
   };
   const type = (depth) => {
     if (depth > 4) bad2("type nested too deeply");
-    const kind = r.a(5);
+    const kind = bits(5);
     const t = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
     if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
-      const mode = r.a(2);
+      const mode = bits(2);
       if (mode === 3) bad2("quantization mode 3");
       if (mode) {
-        const q = t.quant = { mode, step: f64(r), min: 0, nbits: 0 };
+        const q = t.quant = { mode, step: f64(), min: 0, nbits: 0 };
         if (mode === 2) {
-          q.min = f64(r);
-          q.nbits = r.a(6);
+          q.min = f64();
+          q.nbits = bits(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
-          bad2(`quantization ${q.step} ${q.min} ${q.nbits}`);
+          bad2("quantization");
         }
       }
     } else if (kind === 15 /* Nested */) t.struct = index();
     else if (kind >= 16 /* List */ && kind <= 18 /* Bag */) {
-      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = r.a(5);
+      const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = bits(5);
       if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad2("key kind " + key);
       if (kind === 18 /* Bag */) t.struct = index();
       else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad2("element kind " + t.elem.kind);
@@ -526,35 +429,35 @@ function read(r) {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.Q] = name();
-    for (let j = r.h(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
+    [st.name, st.z] = name();
+    for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, Q: nb, type: type(0), vis: r.a(2), life: r.a(2), chan: r.a(1), deprecated: r.u(), band: r.o(0), ta: 0 };
+      const f = { id: prev, name: nm, z: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), S: 0 };
       st.fields.push(f);
     }
-    for (let j = r.h(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
+    for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, Q: nb, dir: r.a(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, z: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
-  for (let i2 = r.h(2, n, 2, "classes"); i2 > 0; i2--) {
+  for (let i2 = count(2, n, 2, "classes"); i2 > 0; i2--) {
     const c = index();
     if (c.isClass) bad2(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.o(4);
-    const nb = r.o(0);
+    c.classId = u32(4);
+    const nb = u32(0);
     if (nb > 4) bad2(nb + " bands");
     for (let b = 0; b < nb; b++) {
-      const d = f64(r);
+      const d = f64();
       if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad2(`${c.name}: band ${b + 1} distance ${d}`);
       c.distances.push(d);
     }
     classes.push(c);
   }
-  r.j();
+  finish();
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
@@ -574,24 +477,18 @@ function read(r) {
   let i = 0;
   let ok = classes.every((c, j) => !j || c.classId > classes[j - 1].classId);
   for (const st of order) ok &&= st === structs[i++];
-  if (!ok || i < n) bad2("not in canonical form");
+  if (!ok || i < n) bad2("not canonical");
   return new Schema(classes);
-}
+};
 
 // ts/src/state.ts
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.x * 2);
-    this.obj = type.P.map(zeroObj);
+    this.num = new Uint32Array(type.s * 2);
+    this.obj = type.y.map(zeroObj);
+    this.T = 0;
   }
-  type;
-  /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
-  num;
-  /** String (string), Uint8Array (bytes) and container slots. */
-  obj;
-  /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  ua = 0;
   /** A deep copy. */
   clone() {
     return clone(this);
@@ -620,31 +517,13 @@ function clone(v) {
   return v;
 }
 var all = (x, y) => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
-function equal(a, b) {
-  if (a === b) return true;
-  if (a instanceof Uint8Array && b instanceof Uint8Array) return all(a, b);
-  if (a instanceof Rec && b instanceof Rec) return a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj);
-  if (a instanceof ListC && b instanceof ListC) return all(a.items, b.items);
-  return a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k)));
-}
-function compareKeys(a, b) {
-  if (typeof a === "string" && a !== b) {
-    for (let i = 0; ; i++) {
-      const x = a.codePointAt(i) ?? -1;
-      const y = b.codePointAt(i) ?? -1;
-      if (x !== y) return x - y;
-      if (x > 65535) i++;
-    }
-  }
-  return a < b ? -1 : a > b ? 1 : 0;
-}
+var equal = (a, b) => a === b || (a instanceof Uint8Array && b instanceof Uint8Array ? all(a, b) : a instanceof Rec && b instanceof Rec ? a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj) : a instanceof ListC && b instanceof ListC ? all(a.items, b.items) : a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k))));
+var compareKeys = (a, b) => typeof a === "string" ? compareBytes(encodeUTF8(a), encodeUTF8(b)) : a < b ? -1 : +(a > b);
 var ListC = class {
   constructor(type, items) {
     this.type = type;
     this.items = items;
   }
-  type;
-  items;
   get length() {
     return this.items.length;
   }
@@ -658,8 +537,6 @@ var MapC = class {
     this.type = type;
     this.m = m;
   }
-  type;
-  m;
   get size() {
     return this.m.size;
   }
@@ -673,34 +550,25 @@ var MapC = class {
 };
 var BagC = class extends MapC {
 };
-function elemValue(t, v) {
+var elemValue = (t, v) => {
   if (!isNumeric(t.kind)) return v;
   if (typeof v === "bigint") {
-    const u = BigInt.asUintN(64, v);
-    return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
+    const u2 = BigInt.asUintN(64, v);
+    return numValue(numPlan(t), Number(u2 & 0xffffffffn), Number(u2 >> 32n));
   }
   return numValue(numPlan(t), v >>> 0, v < 0 ? 4294967295 : 0);
-}
+};
 var makeId = (slot, gen) => (gen << 24 | slot) >>> 0;
 var Entity = class extends Rec {
   constructor(cls, id, classId, bands, nbands) {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.I = bands;
-    this.nbands = nbands;
-    this.level = nbands;
+    this.u = bands;
+    this.level = this.nbands = nbands;
+    this.owned = false;
+    this.alive = true;
   }
-  id;
-  classId;
-  bands;
-  nbands;
-  /** Whether this client owns the entity (§10.2). */
-  owned = false;
-  /** Level of detail (§5.8), 0..nbands of the class. */
-  level;
-  /** False once a tick destroyed it. */
-  alive = true;
   get slot() {
     return this.id & 16777215;
   }
@@ -714,11 +582,11 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.I[l.index] ?? 0) <= this.level;
+    return !!l && (this.u[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
-function table() {
+var table = () => {
   const pages = [];
   const watch = /* @__PURE__ */ new Map();
   let lastC;
@@ -730,7 +598,7 @@ function table() {
   const undo = [];
   const moved = [];
   const atSlot = (slot) => pages[slot >>> 10]?.[slot & 1023];
-  const put = (slot, e) => {
+  const put2 = (slot, e) => {
     (pages[slot >>> 10] ??= [])[slot & 1023] = e;
     t.size += e ? 1 : -1;
   };
@@ -744,27 +612,26 @@ function table() {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.W.push({ f: k, Na: e, Oa: [e, ...a] });
+  const event = (k, e, ...a) => void t.C.push({ f: k, la: e, ma: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
     const ty = e.type.leaves[leaf].field.type;
-    const ev = { kind: ITEM_KINDS[kind] };
-    if (ty.kind === 16 /* List */) ev.index = key;
-    else ev.key = key;
-    if (ty.kind === 18 /* Bag */) ev.itemLeaf = itemLeaf;
-    const conv = (v) => ty.kind === 18 /* Bag */ ? v : elemValue(ty.elem, v);
+    const bag = ty.kind === 18 /* Bag */;
+    const ev = { kind: ITEM_KINDS[kind], [ty.kind === 16 /* List */ ? "index" : "key"]: key };
+    if (bag) ev.itemLeaf = itemLeaf;
+    const conv = (v) => bag ? v : elemValue(ty.elem, v);
     if (o !== void 0) ev.old = conv(o);
     if (n !== void 0) ev.new = conv(n);
     event(4 /* Field */ + leaf, e, ev);
   };
-  const setNum = (e, leaf, slot, lo, hi, r = e, k, bagLeaf = -1) => {
+  const setNum = (e, leaf, slot, lo, hi2, r = e, k, bagLeaf = -1) => {
     const a = r.num;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
-    if (olo === lo && ohi === hi) return;
-    if (r.ua !== serial) {
+    if (olo === lo && ohi === hi2) return;
+    if (r.T !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -776,10 +643,10 @@ function table() {
       savedRecs[n] = r;
     }
     a[i] = lo;
-    a[i + 1] = hi;
+    a[i + 1] = hi2;
     if (wants(e, r === e ? leaf : bagLeaf)) {
       const p = numPlan(r.type.leaves[leaf].field.type);
-      fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
+      fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi2), r, k, bagLeaf);
     }
   };
   const setObj = (e, leaf, slot, v, r = e, k, bagLeaf = -1) => {
@@ -808,64 +675,64 @@ function table() {
   };
   const t = {
     size: 0,
-    z: [],
-    A: /* @__PURE__ */ new Set(),
-    W: [],
-    Pa: atSlot,
-    J: setNum,
-    ca: setObj,
+    q: [],
+    r: /* @__PURE__ */ new Set(),
+    C: [],
+    na: atSlot,
+    v: setNum,
+    G: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.z.map((s) => atSlot(s)),
-    Qa(c, leaf) {
+    entities: () => t.q.map((s) => atSlot(s)),
+    oa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    da() {
+    V() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.A.clear();
-      t.W = [];
+      t.r.clear();
+      t.C = [];
       return t;
     },
-    Ra(cls, id, classId, bands, nbands) {
+    pa(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
-      if (atSlot(slot)) fail("exists", "slot " + slot);
+      if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.ua = serial;
-      put(slot, e);
-      t.A.add(slot);
+      e.T = serial;
+      put2(slot, e);
+      t.r.add(slot);
       moved.push(slot);
-      undo.push(() => put(slot));
+      undo.push(() => put2(slot));
       event(0 /* Create */, e);
       return e;
     },
-    va(slot) {
-      const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
-      put(slot);
+    W(slot) {
+      const e = atSlot(slot) ?? fail("not-found", "" + slot);
+      put2(slot);
       moved.push(slot);
       assign(e, "alive", false);
-      undo.push(() => put(slot, e));
+      undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    ea(e, owned) {
+    X(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    wa(e, level) {
+    Y(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Sa(e, leaf, l, op, i, v) {
+    qa(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
         for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
         return;
       }
-      if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
+      if (i > a.length - +!!op) fail("index", i + " of " + a.length);
       const old = op ? a[i] : void 0;
       if (op > 1) assign(a, i, v);
       else {
@@ -874,28 +741,28 @@ function table() {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    xa(e, leaf, m, k, v) {
+    Z(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
-        if (!had) fail("no-key", "delete of " + k);
+        if (!had) fail("no-key", "" + k);
         m.m.delete(k);
       } else m.m.set(k, v);
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    fa(e, pick) {
+    _(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
       }
-      t.A.add(e.slot);
+      t.r.add(e.slot);
     },
-    ya() {
+    $() {
       if (moved.length) {
-        const held = t.z;
+        const held = t.q;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -903,11 +770,11 @@ function table() {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.z = out2.concat(held.slice(i));
+        t.q = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    Ta() {
+    ra() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -915,29 +782,13 @@ function table() {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.da();
+      t.V();
     }
   };
   return t;
-}
+};
 
 // ts/src/decoder.ts
-var SEC_END = 0;
-var SEC_CREATE = 1;
-var SEC_UPDATE = 2;
-var SEC_DESTROY = 3;
-var SEC_FILL = 4;
-var SEC_RANKED = 6;
-var OP_PUSH = 0;
-var OP_INSERT = 1;
-var OP_SET = 3;
-var OP_CLEAR = 4;
-var OP_PATCH = 5;
-var P_RAW = 1;
-var P_DELTA = 2;
-var P_U = 3;
-var P_STR = 4;
-var P_CONT = 5;
 var DEFAULT_LIMITS = Object.freeze({
   maxSegmentBytes: 4 << 20,
   maxStringBytes: 64 << 10,
@@ -947,25 +798,25 @@ var DEFAULT_LIMITS = Object.freeze({
   maxValues: 1 << 20
 });
 var LIMIT_ORDER = Object.keys(DEFAULT_LIMITS);
-function withDefaults(l = {}) {
+var withDefaults = (l = {}) => {
   const r = { ...DEFAULT_LIMITS };
   for (const k of LIMIT_ORDER) if (l[k] > 0) r[k] = l[k];
   return r;
-}
+};
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  J(_e, _l, slot, lo, hi, r) {
+  v(_e, _l, slot, lo, hi2, r) {
     r.num[slot << 1] = lo;
-    r.num[(slot << 1) + 1] = hi;
+    r.num[(slot << 1) + 1] = hi2;
   },
-  ca(_e, _l, slot, v, r) {
+  G(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
-function decoder(local, remote = local, limits = {}) {
+var decoder = (local, remote = local, limits = {}) => {
   const lim = withDefaults(limits);
+  const { maxStringBytes, maxContainerLen: max } = lim;
   checkCompatible(local, remote);
-  const r = new BitReader();
   const maps = /* @__PURE__ */ new Map();
   const steps = [];
   const ids = [];
@@ -973,223 +824,181 @@ function decoder(local, remote = local, limits = {}) {
   const gens = [];
   let nEntities = 0;
   let nValues = 0;
-  let keyBytes = null;
-  function mapping(rs, ls) {
+  let keyBytes;
+  const bad4 = (what) => malformed("" + what);
+  const bounded = (k, m = 2 ** 32) => {
+    const v = u(k);
+    return hi || v > m ? bad4("value " + v) : v;
+  };
+  const mapping = (rs, ls) => {
     let inner = maps.get(rs);
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.T, l.index]));
-      inner.set(ls, m = { za: new Int32Array(rs.leaves.length), I: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.t, l.index]));
+      inner.set(ls, m = { aa: new Int32Array(rs.leaves.length), u: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.za[l.index] = byPath.get(l.T) ?? -1;
-        if (j >= 0) m.I[j] = l.band;
+        const j = m.aa[l.index] = byPath.get(l.t) ?? -1;
+        if (j >= 0) m.u[j] = l.band;
       }
     }
     return m;
-  }
-  function apply(tab, seg) {
-    if (seg.length > lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
-    r.reset(seg);
-    nEntities = nValues = 0;
-    try {
-      for (let tag; (tag = r.a(3)) !== SEC_END; ) {
-        if (tag === SEC_DESTROY) {
-          readIDs();
-          for (let i = 0; i < nids; i++) tab.va(ids[i]);
-          continue;
-        }
-        if (tag > SEC_RANKED) r.k("section " + tag);
-        const rc = remote.class(r.o(4)) ?? fail("unknown", "class");
-        for (let g = r.h(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
-      }
-      r.j();
-    } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.d;
-      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.d) : e;
-    }
-  }
-  function readIDs() {
-    const n = r.h(3, lim.maxEntities - nEntities, 1, "entities");
+  };
+  const readIDs = () => {
+    const n = nids = count(3, lim.maxEntities - nEntities, 1, "entities");
     nEntities += n;
-    const k = r.a(6);
-    for (let i = 0, slot = -1; i < n; i++) {
-      slot += 1 + r.c(k);
-      if (r.b !== 0 || slot >= 1 << 24) r.k("slot out of range");
-      ids[i] = slot;
-    }
-    nids = n;
-  }
-  function group(tab, tag, rc) {
+    const k = bits(6);
+    for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + bounded(k, 16777215 - 1 - slot);
+  };
+  const group = (tab, tag, rc) => {
     const lc = local.class(rc.classId) ?? rc;
     const map = mapping(rc, lc);
-    const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
+    const delta = tag === 2 /* Update */ || tag === 6 /* Ranked */;
     steps.length = 0;
-    readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    readTree(rc, 0, delta, 0, tag === 6 /* Ranked */ ? 0 : 2, map, lc);
     readIDs();
     const n = nids;
-    if (tag === SEC_RANKED) {
-      for (let i = 0; i < n; i++) ids[i] = tab.z[ids[i]] ?? fail("rank", "rank " + ids[i]);
-    } else if (tag === SEC_CREATE) {
-      const k = r.a(6);
-      for (let i = 0; i < n; i++) {
-        const g = r.c(k);
-        if (r.b !== 0 || g > 255) r.k("generation " + g);
-        gens[i] = g;
-      }
+    if (tag === 6 /* Ranked */) {
+      for (let i = 0; i < n; i++) ids[i] = tab.q[ids[i]] ?? fail("rank", "" + ids[i]);
+    } else if (tag === 1 /* Create */) {
+      const k = bits(6);
+      for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === SEC_CREATE) e = tab.Ra(lc, makeId(slot, gens[i]), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.I, rc.nbands);
-      else if (!(e = tab.Pa(slot)) || tag === SEC_FILL && !tab.A.has(slot)) fail("not-found", `section ${tag}, slot ${slot}`);
-      if (e.classId !== rc.classId) r.k(`slot ${slot} of class ${e.classId}`);
+      if (tag === 1 /* Create */) e = tab.pa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.u : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.na(slot)) || tag === 4 /* Fill */ && !tab.r.has(slot)) fail("not-found", "slot " + slot);
+      if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
-  }
-  function deeper(depth) {
-    if (depth >= lim.maxDepth) fail("limit", "nesting deeper than " + lim.maxDepth);
-  }
-  function readTree(st, base, delta, depth, gapK, map, ls) {
+  };
+  const deeper = (depth) => {
+    if (depth >= lim.maxDepth) fail("limit", "depth");
+  };
+  const readTree = (st, base, delta, depth, gapK, map, ls) => {
     deeper(depth);
-    for (let n = r.h(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
-      id += 1 + r.c(gapK) + r.b * 4294967296;
+    for (let n = count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+      id += 1 + u(gapK) + hi * 2 ** 32;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
-      const leaf = base + f.ta;
-      if (t.kind === 15 /* Nested */) {
+      const kind = t.kind;
+      const leaf = base + f.S;
+      if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local2 = map.za[leaf];
-      const ll = local2 >= 0 ? ls.leaves[local2] : null;
-      const s = { v: local2, ga: -1, K: P_STR, f: 0, ha: t, Aa: ll && ll.field.type, B: null, ia: 0, X: 0, t: false };
-      if (isNumeric(t.kind)) {
-        const p = s.B = numPlan(t);
-        const raw = delta ? p.La : p.y;
-        s.K = P_RAW;
-        s.f = raw;
-        if (raw === 0) {
-          s.f = r.a(6);
-          s.K = P_U;
-          if (delta && p.D <= 32 && t.kind !== 14 /* Ref */) {
-            s.K = P_DELTA;
-            s.ia = MASK[p.D];
-            s.X = 32 - p.D;
-            s.t = p.t;
-          }
-        }
-        if (ll) s.ga = ll.num;
-      } else {
-        if (isContainer(t.kind)) s.K = P_CONT;
-        if (ll) s.ga = ll.obj;
-      }
-      steps.push(s);
+      const to = map.aa[leaf];
+      const ll = to < 0 ? null : ls.leaves[to];
+      const p = numPlan(t);
+      const numeric = isNumeric(kind);
+      let k = numeric ? delta ? p.ja : p.p : 0;
+      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.j <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
+      steps.push({ k: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, H: t, ba: ll && ll.field.type, D: p, ca: MASK[p.j] ?? 0, I: 32 - p.j, i: p.i });
     }
-  }
-  function readNum(p, k, delta, olo = 0, ohi = 0) {
-    const lo = r.c(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.b) : decodeFull(p, lo, r.b))) r.k("value out of range");
-  }
-  function values(tab, e, rec2, from, delta, depth, k, bagLeaf) {
+  };
+  const readNum = (p, k, delta, olo = 0, ohi = 0) => {
+    const lo = u(k);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad4("value " + lo);
+  };
+  const values = (tab, e, rec2, from, delta, depth, k, bagLeaf) => {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.ga;
+      const slot = s.sa;
       const j = slot << 1;
-      switch (s.K) {
-        case P_DELTA: {
-          const lo = r.c(s.f);
-          if (r.b !== 0 || lo > s.ia) r.k("delta out of range");
+      switch (s.ta) {
+        case 2 /* Delta */: {
+          const lo = u(s.f);
+          if (hi !== 0 || lo > s.ca) bad4("delta");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.t) {
-            v = v << s.X >> s.X;
-            tab.J(e, s.v, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.J(e, s.v, slot, s.X === 0 ? v >>> 0 : v & s.ia, 0, rec2, k, bagLeaf);
+          if (s.i) {
+            v = v << s.I >> s.I;
+            tab.v(e, s.k, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.v(e, s.k, slot, s.I === 0 ? v >>> 0 : v & s.ca, 0, rec2, k, bagLeaf);
           break;
         }
-        case P_RAW: {
-          const lo = r.l(s.f);
-          if (slot >= 0) tab.J(e, s.v, slot, lo, r.b, rec2, k, bagLeaf);
+        case 1 /* Raw */: {
+          const lo = bitsWide(s.f);
+          if (slot >= 0) tab.v(e, s.k, slot, lo, hi, rec2, k, bagLeaf);
           break;
         }
-        case P_U:
-          if (slot < 0) readNum(s.B, s.f, delta);
-          else {
-            readNum(s.B, s.f, delta, a[j], a[j + 1]);
-            tab.J(e, s.v, slot, out.e, out.b, rec2, k, bagLeaf);
-          }
+        case 3 /* U */:
+          readNum(s.D, s.f, delta, a[j], a[j + 1]);
+          if (slot >= 0) tab.v(e, s.k, slot, out.c, out.a, rec2, k, bagLeaf);
           break;
-        case P_STR: {
-          const v = readStr(s.ha);
-          if (slot >= 0) tab.ca(e, s.v, slot, v, rec2, k, bagLeaf);
+        case 4 /* Str */: {
+          const v = readStr(s.H);
+          if (slot >= 0) tab.G(e, s.k, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
-          if (!delta || r.u()) {
-            const c = readContainer(s.ha, s.Aa, depth + 1);
-            if (slot >= 0) tab.ca(e, s.v, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.ha, s.Aa, s.v, slot);
+          if (!delta || bool()) {
+            const c = readContainer(s.H, s.ba, depth + 1);
+            if (slot >= 0) tab.G(e, s.k, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.H, s.ba, s.k, slot);
       }
     }
-  }
-  function readStr(t) {
-    return t.kind === 13 /* Bytes */ ? r.p(lim.maxStringBytes) : r.string(lim.maxStringBytes);
-  }
-  function countValues(n) {
-    if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
-  }
-  function readElem(t, lt, k, depth) {
+  };
+  const readStr = (t) => {
+    return t.kind === 13 /* Bytes */ ? bytes(maxStringBytes) : string(maxStringBytes);
+  };
+  const countValues = (k, minBits) => {
+    const n = count(k, max, minBits, "length");
+    if ((nValues += n) > lim.maxValues) fail("limit", "values");
+    return n;
+  };
+  const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.y) {
-        out.e = r.l(p.y);
-        out.b = r.b;
+      if (p.p) {
+        out.c = bitsWide(p.p);
+        out.a = hi;
       } else readNum(p, k, false);
-      return toElem(p, out.e, out.b);
+      return toElem(p, out.c, out.a);
     }
-    if (t.kind === 15 /* Nested */) return readRecord(t.struct, lt && lt.struct, depth + 1);
-    return readStr(t);
-  }
-  function readK(t, n) {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).y !== 0 ? 0 : r.a(6);
-  }
-  function readKey(key, k) {
-    if (key === 12 /* String */) return decodeUTF8(keyBytes = r.p(lim.maxStringBytes));
-    return readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
-  }
-  function readContainer(t, lt, depth) {
+    return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
+  };
+  const readK = (t, n) => {
+    return n && isNumeric(t.kind) && !numPlan(t).p ? bits(6) : 0;
+  };
+  const readKey = (key, k) => {
+    return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
+  };
+  const readContainer = (t, lt, depth) => {
     deeper(depth);
     const ct = lt ?? t;
-    const n = r.h(4, lim.maxContainerLen, 1, "length");
-    countValues(n);
+    const n = countValues(4, 1);
+    const el = t.elem;
+    const lel = lt && lt.elem;
     if (t.kind === 16 /* List */) {
-      const k = readK(t.elem, n);
+      const k = readK(el, n);
       const items = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = readElem(t.elem, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(el, lel, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === 18 /* Bag */;
-    const str = t.key === 12 /* String */;
-    const kk = n > 0 && !str ? r.a(6) : 0;
-    const vk = bag ? 0 : readK(t.elem, n);
+    const str2 = t.key === 12 /* String */;
+    const kk = readKK(t, n);
+    const vk = bag ? 0 : readK(el, n);
     const m = /* @__PURE__ */ new Map();
     let prev;
-    let prevBytes = null;
+    let prevBytes;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      if (i > 0 && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) r.k("keys out of order");
+      if (i && !(str2 ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) bad4("key order");
       prev = key;
       prevBytes = keyBytes;
-      m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(t.elem, lt && lt.elem, vk, depth));
+      m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
-  }
-  function readRecord(rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) {
+  };
+  const readKK = (t, n) => n && t.key !== 12 /* String */ ? bits(6) : 0;
+  const readRecord = (rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) => {
     deeper(depth);
-    countValues(1);
+    if (++nValues > lim.maxValues) fail("limit", "values");
     const lst = ls ?? rs;
     const rec2 = into ?? new Rec(lst);
     const start = steps.length;
@@ -1197,123 +1006,221 @@ function decoder(local, remote = local, limits = {}) {
     values(tab, e, rec2, start, false, depth, k, bagLeaf);
     steps.length = start;
     return rec2;
-  }
-  function containerOps(tab, e, t, lt, local2, slot) {
-    const max = lim.maxContainerLen;
+  };
+  const containerOps = (tab, e, t, lt, local2, slot) => {
     const full = (size) => {
-      if (size >= max) fail("limit", "container over " + max);
+      if (size >= max) fail("limit", "length");
     };
-    const c = local2 >= 0 ? e.obj[slot] : null;
+    const c = local2 < 0 ? null : e.obj[slot];
+    const el = t.elem;
+    const lel = lt && lt.elem;
     if (t.kind === 16 /* List */) {
-      const list = c;
-      const n = r.h(2, max, 3, "list operations");
-      countValues(n);
-      const k = readK(t.elem, n);
+      const n = countValues(2, 3);
+      const k = readK(el, n);
       for (let i = 0; i < n; i++) {
-        const op = r.a(3);
-        if (op > OP_PATCH || op === OP_PATCH && t.elem.kind !== 15 /* Nested */) r.k("list operation " + op);
-        let idx = 0;
-        if (op !== OP_PUSH && op !== OP_CLEAR) {
-          const u = r.c(4);
-          idx = r.b !== 0 ? max + 1 : Math.min(u, max + 1);
-        }
+        const op = bits(3);
+        if (op > 5 /* Patch */ || op === 5 /* Patch */ && el.kind !== 15 /* Nested */) bad4("list operation " + op);
+        const idx = op === 0 /* Push */ || op === 4 /* Clear */ ? 0 : Math.min(u(4), max + 1) + (hi && max + 1);
+        const items = c && c.items;
         let v;
-        if (op === OP_PATCH) {
-          const rs = t.elem.struct;
-          const ls2 = lt ? lt.elem.struct : rs;
-          if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
-          v = readRecord(rs, ls2, 2, list ? clone(list.items[idx]) : new Rec(ls2));
-        } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem, lt && lt.elem, k, 1);
-        if (!list) continue;
-        if (op <= OP_INSERT) full(list.items.length);
-        tab.Sa(e, local2, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
+        if (op === 5 /* Patch */) {
+          const rs = el.struct;
+          const ls2 = lel ? lel.struct : rs;
+          if (items && idx >= items.length) fail("index", idx + " of " + items.length);
+          v = readRecord(rs, ls2, 2, items ? clone(items[idx]) : new Rec(ls2));
+        } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
+        if (!items) continue;
+        if (op <= 1 /* Insert */) full(items.length);
+        tab.qa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
     const bag = t.kind === 18 /* Bag */;
-    const m = c;
     const ls = lt && lt.struct;
-    for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
-      const n = r.h(2, max, 1, "keys");
-      countValues(n);
-      const kk = n > 0 && t.key !== 12 /* String */ ? r.a(6) : 0;
-      const vk = pass === 1 && !bag ? readK(t.elem, n) : 0;
+    for (let pass = 0; pass < 2 + +bag; pass++) {
+      const n = countValues(2, 1);
+      const kk = readKK(t, n);
+      const vk = pass === 1 && !bag ? readK(el, n) : 0;
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
-        if (pass === 0) {
-          if (m) tab.xa(e, local2, m, key);
+        if (!pass) {
+          if (c) tab.Z(e, local2, c, key);
         } else if (pass === 1) {
-          const v = bag ? readRecord(t.struct, ls, 2) : readElem(t.elem, lt && lt.elem, vk, 1);
-          if (m) {
-            full(m.m.size);
-            tab.xa(e, local2, m, key, v);
+          const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
+          if (c) {
+            full(c.m.size);
+            tab.Z(e, local2, c, key, v);
           }
-        } else if (m) {
-          const item = m.m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct, ls, 2, item, tab, e, key, local2);
-        } else readRecord(t.struct, null, 2);
+        } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
+        else readRecord(t.struct, null, 2);
       }
     }
-  }
-  function decodeRecord(rs, ls, data) {
-    if (data.length > lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
-    r.reset(data);
-    nValues = 0;
-    steps.length = 0;
-    const rec2 = readRecord(rs, ls, 0);
-    r.j();
-    return rec2;
-  }
-  return { Ba: lim, apply, Ua: decodeRecord };
-}
+  };
+  return {
+    da: lim,
+    apply(tab, seg) {
+      if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
+      load(seg);
+      nEntities = nValues = 0;
+      try {
+        for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
+          if (tag === 3 /* Destroy */) {
+            readIDs();
+            for (let i = 0; i < nids; i++) tab.W(ids[i]);
+            continue;
+          }
+          if (tag > 6 /* Ranked */) bad4("section " + tag);
+          const rc = remote.class(u32(4)) ?? fail("unknown", "class");
+          for (let g = count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
+        }
+        finish();
+      } catch (e) {
+        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = pos;
+        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
+      }
+    },
+    ua(rs, ls, data) {
+      if (data.length > lim.maxSegmentBytes) fail("limit", "record");
+      load(data);
+      nValues = steps.length = 0;
+      const rec2 = readRecord(rs, ls, 0);
+      finish();
+      return rec2;
+    }
+  };
+};
 var keyTypes = [];
-function compareBytes(a, b) {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
-  return a.length - b.length;
-}
 
 // ts/src/replica.ts
-var hex = (id) => "0x" + (id >>> 0).toString(16);
 var misuse = (msg) => {
   throw new Error("replica: " + msg);
 };
 var Replica = class {
-  local;
-  /** The sender's schema. */
-  remote;
-  /** @internal The decoder (also of RPC arguments). */
-  C;
-  E = table();
-  /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  Y = /* @__PURE__ */ new Map();
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  Z = false;
+  // The replica's own state is locals of the constructor, which its
+  // methods close over.
   constructor(local, opts = {}) {
+    const rep2 = this;
+    const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    this.remote = opts.remote ?? local;
-    this.C = decoder(local, this.remote, opts.limits);
+    rep2.w = decoder(local, remote, opts.limits);
+    const tab = rep2.va = table();
+    const cbs = /* @__PURE__ */ new Map();
+    let dispatching = false;
+    const begin2 = (what) => dispatching ? misuse(what + " from a callback") : tab.V();
+    const dispatch = (events) => {
+      if (!cbs.size) return;
+      dispatching = true;
+      try {
+        for (const { f: k, la: e, ma: a } of events) {
+          const list = cbs.get(e.type)?.[k];
+          const ev = a[1];
+          if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
+          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.J) cb.xa(...a);
+        }
+      } finally {
+        dispatching = false;
+      }
+    };
+    const add = (c, i, fn, leaf, want = 0) => {
+      const cls = local.find(c) ?? rep2.remote.find(c) ?? misuse("no class " + (c.name ?? c));
+      if (leaf !== void 0) {
+        const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
+        const k = l.field.type.kind;
+        if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
+        tab.oa(cls, l.index);
+        i += l.index;
+      }
+      let lists = cbs.get(cls);
+      if (!lists) cbs.set(cls, lists = []);
+      const cb = { wa: rep2.ticksApplied + 1, J: false, xa: fn };
+      lists[i] = [...lists[i] ?? [], cb];
+      return () => {
+        if (!cb.J) lists[i] = lists[i].filter((x) => x !== cb);
+        cb.J = true;
+      };
+    };
+    rep2.entity = tab.entity;
+    rep2.entities = tab.entities;
+    rep2.onCreate = (c, fn) => add(c, 0 /* Create */, fn);
+    rep2.onDestroy = (c, fn) => add(c, 1 /* Destroy */, fn);
+    rep2.onOwnership = (c, fn) => add(c, 2 /* Owned */, fn);
+    rep2.onLevel = (c, fn) => add(c, 3 /* Level */, fn);
+    rep2.onField = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf);
+    rep2.onList = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 16 /* List */);
+    rep2.onMap = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
+    rep2.onBag = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
+    rep2.applyTick = (segments, changes = {}) => {
+      const t = begin2("applyTick");
+      let seg = -1;
+      const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
+      try {
+        const created = [];
+        [changes.lost, changes.gained].forEach((ids = [], own) => {
+          for (const id of ids) {
+            const e = t.entity(id);
+            if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
+            if (!e) created.push(id >>> 0);
+            else {
+              t._(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+              t.X(e, !!own);
+            }
+          }
+        });
+        const later = [];
+        const seen = /* @__PURE__ */ new Set();
+        for (const lc of changes.levels ?? []) {
+          const id = lc.id >>> 0;
+          if (seen.size === seen.add(id).size) fail("level", id + " twice");
+          const e = t.entity(id);
+          if (!e) later.push(lc);
+          else if (level(e, lc.level) < e.level) {
+            t._(e, (l) => e.u[l.index] > lc.level);
+          } else if (lc.level > e.level) t.r.add(e.slot);
+          if (e) t.Y(e, lc.level);
+        }
+        for (seg = 0; seg < segments.length; seg++) rep2.w.apply(t, segments[seg]);
+        seg = -1;
+        for (const id of created) {
+          const e = t.entity(id);
+          if (!e || !t.r.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+          t.X(e, true);
+        }
+        for (const lc of later) {
+          const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
+          t.Y(e, level(e, lc.level));
+        }
+      } catch (e) {
+        t.ra();
+        if (e instanceof ReplicaDecodeError) e.segment = seg;
+        throw e;
+      }
+      t.$();
+      rep2.ticksApplied++;
+      dispatch(t.C);
+    };
+    rep2.reset = (remote2 = rep2.remote) => {
+      const t = begin2("reset");
+      const dec = decoder(local, remote2, rep2.w.da);
+      for (const e of t.entities()) t.W(e.slot);
+      t.$();
+      rep2.w = dec;
+      rep2.remote = remote2;
+      dispatch(t.C);
+    };
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.C.Ba;
+    return this.w.da;
   }
   /** Number of entities. */
   get size() {
-    return this.E.size;
-  }
-  /** The entity with network ID id, or undefined. */
-  entity(id) {
-    return this.E.entity(id);
-  }
-  /** Every entity, in ascending slot order. */
-  entities() {
-    return this.E.entities();
+    return this.va.size;
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1322,159 +1229,6 @@ var Replica = class {
   /** Applies one tick without ownership or level changes. */
   apply(...segments) {
     this.applyTick(segments);
-  }
-  /**
-   * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
-   * changes, then its segments in order, in one transaction. Either all of
-   * it applies and the callbacks run, or none of it: a ReplicaDecodeError
-   * is thrown (its `segment` is the index of the bad segment, −1 for the
-   * TICK's lists) and the replica is exactly as it was.
-   */
-  applyTick(segments, changes = {}) {
-    if (this.Z) misuse("applyTick from a callback");
-    const tab = this.E.da();
-    let seg = -1;
-    const level = (e, l) => l > e.nbands ? fail("level", `level ${l} > ${e.nbands}`) : l;
-    try {
-      for (const id of changes.lost ?? []) {
-        const e = tab.entity(id);
-        if (!e?.owned) fail("ownership", "lost " + hex(id));
-        tab.fa(e, (l) => l.vis === 1 /* Owner */);
-        tab.ea(e, false);
-      }
-      const created = [];
-      for (const id of changes.gained ?? []) {
-        const e = tab.entity(id);
-        if (e?.owned) fail("ownership", "gained " + hex(id) + " twice");
-        if (!e) created.push(id >>> 0);
-        else {
-          tab.fa(e, (l) => l.vis === 2 /* Others */);
-          tab.ea(e, true);
-        }
-      }
-      const later = [];
-      const seen = /* @__PURE__ */ new Set();
-      for (const lc of changes.levels ?? []) {
-        const id = lc.id >>> 0;
-        if (seen.size === seen.add(id).size) fail("level", hex(id) + " twice");
-        const e = tab.entity(id);
-        if (!e) later.push(lc);
-        else if (level(e, lc.level) < e.level) {
-          tab.fa(e, (l) => e.I[l.index] > lc.level);
-        } else if (lc.level > e.level) tab.A.add(e.slot);
-        if (e) tab.wa(e, lc.level);
-      }
-      for (seg = 0; seg < segments.length; seg++) this.C.apply(tab, segments[seg]);
-      seg = -1;
-      for (const id of created) {
-        const e = tab.entity(id);
-        if (!e || !tab.A.has(e.slot) || e.owned) fail("ownership", "gained " + hex(id) + ", not received");
-        tab.ea(e, true);
-      }
-      for (const lc of later) {
-        const e = tab.entity(lc.id) ?? fail("level", "level of " + hex(lc.id) + ", not received");
-        tab.wa(e, level(e, lc.level));
-      }
-    } catch (e) {
-      tab.Ta();
-      if (e instanceof ReplicaDecodeError) e.segment = seg;
-      throw e;
-    }
-    tab.ya();
-    this.ticksApplied++;
-    this.Ca(tab.W);
-  }
-  /**
-   * Empties the replica for a new session whose sender speaks remote
-   * (default: the current remote schema): every entity is destroyed, with
-   * onDestroy callbacks. Callbacks stay registered.
-   */
-  reset(remote = this.remote) {
-    if (this.Z) misuse("reset from a callback");
-    const dec = decoder(this.local, remote, this.C.Ba);
-    const tab = this.E.da();
-    for (const e of this.entities()) tab.va(e.slot);
-    tab.ya();
-    this.C = dec;
-    this.remote = remote;
-    this.Ca(tab.W);
-  }
-  // ---- Callbacks ----
-  /**
-   * Adds fn to the callbacks of class c at list i, or of its leaf (a dotted
-   * path or a leaf index) when leaf is given, which must be a container of
-   * kind want, or not a container when want is 0.
-   */
-  add(c, i, fn, leaf, want = 0) {
-    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse(`no class ${typeof c === "object" ? c.name : c}`);
-    if (leaf !== void 0) {
-      const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
-      const k = l.field.type.kind;
-      if (want ? k !== want : isContainer(k)) misuse(`leaf ${l.name} of ${cls.name}: wrong kind`);
-      this.E.Qa(cls, l.index);
-      i += l.index;
-    }
-    let lists = this.Y.get(cls);
-    if (!lists) this.Y.set(cls, lists = []);
-    const cb = { Va: this.ticksApplied + 1, ja: false, Wa: fn };
-    lists[i] = [...lists[i] ?? [], cb];
-    return () => {
-      if (!cb.ja) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.ja = true;
-    };
-  }
-  /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
-  onCreate(c, fn) {
-    return this.add(c, 0 /* Create */, fn);
-  }
-  /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
-  onDestroy(c, fn) {
-    return this.add(c, 1 /* Destroy */, fn);
-  }
-  /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
-  onOwnership(c, fn) {
-    return this.add(c, 2 /* Owned */, fn);
-  }
-  /**
-   * Runs fn when the level of detail an entity of class c is held at
-   * changes (§5.8), as the Go client's OnLevel. old and now are levels as
-   * Entity.level holds them: 0..nbands, nbands meaning every band. fn sees
-   * the entity with the whole tick applied: the fields of the bands it left
-   * are zero, those of the bands it entered filled in.
-   */
-  onLevel(c, fn) {
-    return this.add(c, 3 /* Level */, fn);
-  }
-  /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
-  onField(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf);
-  }
-  /** Runs fn for each change to a list leaf. */
-  onList(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 16 /* List */);
-  }
-  /** Runs fn for each change to a map leaf. */
-  onMap(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
-  }
-  /** Runs fn for each change to a bag leaf, item field changes included. */
-  onBag(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
-  }
-  Ca(events) {
-    if (!this.Y.size) return;
-    this.Z = true;
-    try {
-      for (const { f: k, Na: e, Oa: a } of events) {
-        const list = this.Y.get(e.type)?.[k];
-        if (!list?.length) continue;
-        const ev = a[1];
-        if (ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list) if (cb.Va <= this.ticksApplied && !cb.ja) cb.Wa(...a);
-      }
-    } finally {
-      this.Z = false;
-    }
   }
 };
 
@@ -1486,44 +1240,30 @@ var MAX_LIMIT = 2 ** 31 - 1;
 var PREAMBLE = Uint8Array.of(114, 112, 108, 1);
 
 // ts/src/connection.ts
-var CloseCode2 = {
-  Normal: 0 /* Normal */,
-  GoingAway: 1 /* GoingAway */,
-  ProtocolError: 2 /* ProtocolError */,
-  MessageTooLarge: 3 /* MessageTooLarge */,
-  SlowConsumer: 4 /* SlowConsumer */,
-  IdleTimeout: 5 /* IdleTimeout */,
-  HandshakeTimeout: 6 /* HandshakeTimeout */,
-  AuthFailed: 7 /* AuthFailed */,
-  Incompatible: 8 /* Incompatible */,
-  PolicyViolation: 9 /* PolicyViolation */,
-  Internal: 10 /* Internal */,
-  Network: 11 /* Network */,
-  ServerBusy: 12 /* ServerBusy */,
-  Replaced: 13 /* Replaced */,
-  Duplicate: 14 /* Duplicate */
-};
+var CloseCode2 = named(
+  "Normal GoingAway ProtocolError MessageTooLarge SlowConsumer IdleTimeout HandshakeTimeout AuthFailed Incompatible PolicyViolation Internal Network ServerBusy Replaced Duplicate"
+);
 
 // internal/tsnode/canon.ts
-var hex2 = (b) => {
+var hex = (b) => {
   let s = "";
   for (const x of b) s += (x < 16 ? "0" : "") + x.toString(16);
   return s;
 };
-function s64(lo, hi) {
-  return hi === 0 ? lo.toString(16) : hi.toString(16) + lo.toString(16).padStart(8, "0");
+function s64(lo, hi2) {
+  return hi2 === 0 ? lo.toString(16) : hi2.toString(16) + lo.toString(16).padStart(8, "0");
 }
 function fromElemHalves(v) {
   if (typeof v === "number") return [v >>> 0, v < 0 ? 4294967295 : 0];
-  const u = BigInt.asUintN(64, v);
-  return [Number(u & 0xffffffffn), Number(u >> 32n)];
+  const u2 = BigInt.asUintN(64, v);
+  return [Number(u2 & 0xffffffffn), Number(u2 >> 32n)];
 }
 function elem(v) {
   if (v instanceof Rec) return rec(v);
-  if (typeof v === "string") return "s" + hex2(encodeUTF8(v));
-  if (v instanceof Uint8Array) return "b" + hex2(v);
-  const [lo, hi] = fromElemHalves(v);
-  return s64(lo, hi);
+  if (typeof v === "string") return "s" + hex(encodeUTF8(v));
+  if (v instanceof Uint8Array) return "b" + hex(v);
+  const [lo, hi2] = fromElemHalves(v);
+  return s64(lo, hi2);
 }
 function rec(r) {
   const parts = [];
@@ -1548,7 +1288,7 @@ function dump(ents) {
 
 // internal/tsnode/driver.ts
 var rep;
-var buf = new Uint8Array(0);
+var buf2 = new Uint8Array(0);
 function send(status, body) {
   const out2 = new Uint8Array(5 + body.length);
   new DataView(out2.buffer).setUint32(0, 1 + body.length, true);
@@ -1560,7 +1300,7 @@ function handle(p) {
   const dv = new DataView(p.buffer, p.byteOffset, p.byteLength);
   const op = String.fromCharCode(p[0]);
   let at = 1;
-  const u32 = () => {
+  const u322 = () => {
     const v = dv.getUint32(at, true);
     at += 4;
     return v;
@@ -1572,7 +1312,7 @@ function handle(p) {
   };
   switch (op) {
     case "I": {
-      const n = u32();
+      const n = u322();
       const local = decodeDescriptor(p.subarray(at, at + n));
       const rest = p.subarray(at + n);
       rep = new Replica(local, rest.length > 0 ? { remote: decodeDescriptor(rest) } : {});
@@ -1583,17 +1323,17 @@ function handle(p) {
       const gained = [];
       const lost = [];
       const levels = [];
-      for (let n = u16(); n > 0; n--) gained.push(u32());
-      for (let n = u16(); n > 0; n--) lost.push(u32());
+      for (let n = u16(); n > 0; n--) gained.push(u322());
+      for (let n = u16(); n > 0; n--) lost.push(u322());
       for (let n = u16(); n > 0; n--) {
-        const id = u32();
+        const id = u322();
         levels.push({ id, level: p[at++] });
       }
       const segs = [];
       for (let n = u16(); n > 0; n--) {
-        const len = u32();
-        segs.push(p.subarray(at, at + len));
-        at += len;
+        const len2 = u322();
+        segs.push(p.subarray(at, at + len2));
+        at += len2;
       }
       const t0 = process.hrtime.bigint();
       rep.applyTick(segs, { gained, lost, levels });
@@ -1612,19 +1352,19 @@ function handle(p) {
   throw new Error(`unknown op ${op}`);
 }
 process.stdin.on("data", (chunk) => {
-  if (buf.length === 0) buf = chunk;
+  if (buf2.length === 0) buf2 = chunk;
   else {
-    const b = new Uint8Array(buf.length + chunk.length);
-    b.set(buf);
-    b.set(chunk, buf.length);
-    buf = b;
+    const b = new Uint8Array(buf2.length + chunk.length);
+    b.set(buf2);
+    b.set(chunk, buf2.length);
+    buf2 = b;
   }
   for (; ; ) {
-    if (buf.length < 4) return;
-    const n = new DataView(buf.buffer, buf.byteOffset).getUint32(0, true);
-    if (buf.length < 4 + n) return;
-    const p = buf.subarray(4, 4 + n);
-    buf = buf.subarray(4 + n);
+    if (buf2.length < 4) return;
+    const n = new DataView(buf2.buffer, buf2.byteOffset).getUint32(0, true);
+    if (buf2.length < 4 + n) return;
+    const p = buf2.subarray(4, 4 + n);
+    buf2 = buf2.subarray(4 + n);
     try {
       handle(p);
     } catch (e) {

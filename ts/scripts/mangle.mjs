@@ -48,6 +48,7 @@ const visitType = (type) => {
   for (const t of checker.getTypeArguments?.(type) ?? []) visitType(t);
   if (type.aliasTypeArguments) for (const t of type.aliasTypeArguments) visitType(t);
   for (const sig of [...type.getCallSignatures(), ...type.getConstructSignatures()]) {
+    if (sig.declaration && hidden(sig.declaration)) continue; // a private constructor
     for (const p of sig.getParameters()) visitType(checker.getTypeOfSymbol(p));
     visitType(sig.getReturnType());
   }

@@ -22,40 +22,200 @@ const ctz = (x: number): number => 31 - Math.clz32(x & -x);
 const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
- * Decodes UTF-8 bytes to a string; invalid sequences become U+FFFD
- * (docs/protocol.md OQ 10). Short ASCII takes a fast path.
+ * Decodes UTF-8 bytes (b[start, end)) to a string; invalid sequences become
+ * U+FFFD (docs/protocol.md OQ 10). Short ASCII takes a fast path.
  */
-export function decodeUTF8(b: Uint8Array, start = 0, end = b.length): string {
+export const decodeUTF8 = (b: Uint8Array, start = 0, end = b.length): string => {
   let s = "";
-  for (let i = start; i < end && end - start <= 64; i++) {
+  for (let i = start; i < end && end - start < 65; i++) {
     if (b[i]! > 127) break;
     s += String.fromCharCode(b[i]!);
     if (i === end - 1) return s;
   }
   return start === end ? "" : utf8.decode(b.subarray(start, end));
-}
+};
 
 const utf8enc = new TextEncoder();
 
 /** Encodes a string as UTF-8. */
 export const encodeUTF8 = (s: string): Uint8Array => utf8enc.encode(s);
 
-const STRBUF = new Uint8Array(64);
+// The bit stream being read. There is one: every decoder reads its input
+// to the end (or to an error) before another starts, and none is
+// reentered (callbacks run after a tick is decoded). Module variables
+// rather than an object's properties: the bundle then reads them as
+// locals, with short names. Every failure throws a ReplicaDecodeError.
 
-/** Reads a bit stream. Every failure throws a {@link ReplicaDecodeError}. */
+/** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
+let buf = new Uint8Array(64);
+/** The next bit to read. */
+export let pos = 0;
+/** The number of bits of input. */
+export let len = 0;
+/** The high 32 bits of the last value read by {@link u} or {@link bitsWide}. */
+export let hi = 0;
+
+/** Starts reading b at bit at. */
+export const load = (b: Uint8Array, at = 0): void => {
+  const n = b.length;
+  if (buf.length < n + 8) buf = new Uint8Array(Math.max(n + 8, buf.length * 2));
+  buf.set(b);
+  buf.fill(0, n, n + 8);
+  pos = at;
+  hi = 0;
+  len = n * 8;
+};
+
+/** Throws a malformed-input error at the current position. */
+export const malformed = (msg: string): never => {
+  throw new ReplicaDecodeError("malformed", msg, pos);
+};
+
+/** The 32 bits from the current position (zeros past the end), unsigned. */
+const peek32 = (): number => {
+  const i = pos >>> 3;
+  const sh = pos & 7;
+  let w = (buf[i]! | (buf[i + 1]! << 8) | (buf[i + 2]! << 16) | (buf[i + 3]! << 24)) >>> sh;
+  if (sh) w |= buf[i + 4]! << (32 - sh);
+  return w >>> 0;
+};
+
+/** Advances by n bits, failing if that passes the end. */
+const skip = (n: number): void => {
+  if ((pos += n) > len) {
+    pos = len;
+    throw new ReplicaDecodeError("truncated", "ends early", pos);
+  }
+};
+
+/** Reads n ≤ 32 bits, unsigned. */
+export const bits = (n: number): number => {
+  if (!n) return 0;
+  const w = peek32();
+  skip(n);
+  return n === 32 ? w : (w & MASK32[n]!) >>> 0;
+};
+
+/** Reads one bit as a boolean. */
+export const bool = (): boolean => !!bits(1);
+
+/** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
+export const bitsWide = (n: number): number => {
+  const lo = bits(Math.min(n, 32));
+  hi = n > 32 ? bits(n - 32) : 0;
+  return lo;
+};
+
+/** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
+export const u = (k: number): number => {
+  const w = peek32();
+  if (!(w & 1)) {
+    if (k < 32) {
+      skip(k + 1);
+      hi = 0;
+      return ((w >>> 1) & MASK32[k]!) >>> 0;
+    }
+  } else if (w !== 0xffffffff) {
+    const ones = ctz(~w);
+    const b = k + ones;
+    if (ones + b <= 32 && b <= 32) {
+      skip(ones + b);
+      hi = 0;
+      // b − 1 value bits under an implicit leading 1: an OR, in 32-bit ints.
+      return (((w >>> (ones + 1)) & MASK32[b - 1]!) | (1 << (b - 1))) >>> 0;
+    }
+  }
+  return uSlow(k);
+};
+
+// Codes the fast path does not take: more than 32 bits with the ones, or
+// k ≥ 32; a bit at a time. (k is at most 63: a bits(6) or a constant.)
+const uSlow = (k: number): number => {
+  let ones = 0;
+  while (ones < 64 - k && bits(1)) ones++;
+  // b value bits under an implicit leading 1 at bit b, or k bits.
+  const b = k + ones - 1;
+  const lo = bitsWide(ones ? b : k);
+  if (!ones) return lo;
+  if (b < 32) return lo + 2 ** b;
+  hi = (hi | (1 << (b - 32))) >>> 0;
+  return lo;
+};
+
+/** Reads a U(k) value that must fit 32 bits. */
+export const u32 = (k = 0): number => {
+  const v = u(k);
+  return hi ? malformed("over 32 bits") : v;
+};
+
+/** Reads a U(k) value as a BigInt. */
+export const uBig = (k: number): bigint => big(u(k), hi);
+
+/**
+ * Reads a U(k) count and checks it against max and against the bits left,
+ * assuming each counted item takes at least minBits bits.
+ */
+export const count = (k: number, max: number, minBits: number, what: string): number => {
+  const start = pos;
+  const n = u(k);
+  if (hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
+  if (n * minBits > len - pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+  return n;
+};
+
+// The last byte string read: its length, and its copy when it was not
+// aligned (a string's in STRBUF when it fits).
+const STRBUF = new Uint8Array(64);
+let strLen = 0;
+let strCopy: Uint8Array;
+
+/**
+ * Reads the length of a byte string of at most max bytes (§1.4), and
+ * returns its first byte's offset in buf when it is aligned, else −1
+ * after copying it into strCopy: out when it fits, else a new array.
+ */
+const str = (max: number, out?: Uint8Array): number => {
+  const n = (strLen = count(4, max, 8, "length"));
+  const i = pos >>> 3;
+  if (!(pos & 7)) {
+    skip(n * 8);
+    return i;
+  }
+  strCopy = out && n <= out.length ? out : new Uint8Array(n);
+  for (let j = 0; j < n; j++) strCopy[j] = bits(8);
+  return -1;
+};
+
+/** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
+export const bytes = (max: number): Uint8Array => {
+  const i = str(max);
+  return i < 0 ? strCopy : buf.slice(i, i + strLen);
+};
+
+/** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
+export const string = (max: number): string => {
+  const i = str(max, STRBUF);
+  return i < 0 ? decodeUTF8(strCopy, 0, strLen) : decodeUTF8(buf, i, i + strLen);
+};
+
+/** Requires that only zero padding (fewer than 8 bits) is left. */
+export const finish = (): void => {
+  const rem = len - pos;
+  if (rem > 7 || bits(rem)) malformed("trailing");
+};
+
+/**
+ * A reader of its own bit stream, for tests and tools: each call reads
+ * with the module's reader from where the last one stopped.
+ */
 export class BitReader {
-  /** The input followed by at least 8 zero bytes, so that reads near the end need no bounds checks. */
-  private buf = new Uint8Array(8);
-  private scratch = new Uint8Array(64);
+  private b: Uint8Array = new Uint8Array(0);
   /** Next bit to read. */
   pos = 0;
   /** Number of bits of input. */
   len = 0;
   /** High 32 bits of the last value read by {@link u} or {@link bitsWide}. */
   hi = 0;
-  // The last byte string read: its length, and its copy when it was not aligned.
-  private n = 0;
-  private copy: Uint8Array = STRBUF;
 
   constructor(b?: Uint8Array) {
     if (b) this.reset(b);
@@ -63,264 +223,155 @@ export class BitReader {
 
   /** Starts reading b from its first bit. */
   reset(b: Uint8Array): void {
-    if (this.scratch.length < b.length + 8) this.scratch = new Uint8Array(Math.max(b.length + 8, this.scratch.length * 2));
-    const s = (this.buf = this.scratch);
-    s.set(b);
-    s.fill(0, b.length, b.length + 8);
+    this.b = b;
     this.pos = this.hi = 0;
     this.len = b.length * 8;
   }
 
-  /** Throws a malformed-input error at the current position. */
-  malformed(msg: string): never {
-    throw new ReplicaDecodeError("malformed", msg, this.pos);
-  }
-
-  /** The 32 bits from the current position (zeros past the end), unsigned. */
-  peek32(): number {
-    const b = this.buf;
-    const p = this.pos;
-    const i = p >>> 3;
-    const sh = p & 7;
-    let w = (b[i]! | (b[i + 1]! << 8) | (b[i + 2]! << 16) | (b[i + 3]! << 24)) >>> sh;
-    if (sh !== 0) w |= b[i + 4]! << (32 - sh);
-    return w >>> 0;
-  }
-
-  /** Advances by n bits, failing if that passes the end. */
-  skip(n: number): void {
-    if ((this.pos += n) > this.len) {
-      this.pos = this.len;
-      throw new ReplicaDecodeError("truncated", "ends early", this.pos);
+  private run<T>(f: () => T): T {
+    load(this.b, this.pos);
+    hi = this.hi;
+    try {
+      return f();
+    } finally {
+      this.pos = pos;
+      this.hi = hi;
     }
   }
 
-  /** Reads n ≤ 32 bits, unsigned. */
-  bits(n: number): number {
-    if (n === 0) return 0;
-    const w = this.peek32();
-    this.skip(n);
-    return n === 32 ? w : (w & MASK32[n]!) >>> 0;
-  }
-
-  /** Reads one bit as a boolean. */
-  bool(): boolean {
-    return this.bits(1) === 1;
-  }
-
-  /** Reads n ≤ 64 bits: returns the low 32, leaves the high 32 in {@link hi}. */
-  bitsWide(n: number): number {
-    const lo = this.bits(Math.min(n, 32));
-    this.hi = n > 32 ? this.bits(n - 32) : 0;
-    return lo;
-  }
-
-  /** Reads a U(k) code (§1.2): returns the low 32 bits, leaves the high 32 in {@link hi}. */
-  u(k: number): number {
-    const w = this.peek32();
-    if ((w & 1) === 0) {
-      if (k <= 31) {
-        this.skip(k + 1);
-        this.hi = 0;
-        return ((w >>> 1) & MASK32[k]!) >>> 0;
-      }
-    } else if (w !== 0xffffffff) {
-      const ones = ctz(~w);
-      const b = k + ones;
-      if (ones + b <= 32 && b <= 32) {
-        this.skip(ones + b);
-        this.hi = 0;
-        // b − 1 value bits under an implicit leading 1: an OR, in 32-bit ints.
-        return (((w >>> (ones + 1)) & MASK32[b - 1]!) | (1 << (b - 1))) >>> 0;
-      }
-    }
-    return this.uSlow(k);
-  }
-
-  private uSlow(k: number): number {
-    if (k > 63 || k < 0) this.malformed("k " + k);
-    const maxOnes = 64 - k;
-    let ones = 0;
-    while (ones < maxOnes) {
-      if (this.pos >= this.len) this.skip(1);
-      const w = this.peek32();
-      const t = w === 0xffffffff ? 32 : ctz(~w);
-      if (ones + t >= maxOnes) {
-        this.skip(maxOnes - ones);
-        ones = maxOnes;
-      } else if (t === 32) {
-        this.skip(32);
-        ones += 32;
-        continue;
-      } else {
-        this.skip(t + 1); // the ones and the 0 terminator
-        ones += t;
-      }
-      break;
-    }
-    if (ones === 0) return this.bitsWide(k);
-    const b = k + ones; // 1..64
-    let lo = this.bitsWide(b - 1);
-    if (b - 1 < 32) lo += 2 ** (b - 1);
-    else this.hi = (this.hi | (1 << (b - 33))) >>> 0;
-    return lo;
-  }
-
-  /** Reads a U(k) value that must fit 32 bits. */
-  u32(k = 0): number {
-    const v = this.u(k);
-    return this.hi ? this.malformed("over 32 bits") : v;
-  }
-
-  /** Reads a U(k) value as a BigInt. */
-  uBig(k: number): bigint {
-    return big(this.u(k), this.hi);
-  }
-
-  /**
-   * Reads a U(k) count and checks it against max and against the bits left,
-   * assuming each counted item takes at least minBits bits.
-   */
-  count(k: number, max: number, minBits: number, what: string): number {
-    const start = this.pos;
-    const n = this.u(k);
-    if (this.hi !== 0 || n > max) throw new ReplicaDecodeError("limit", `${what} ${this.hi ? "≥ 2^32" : n} > ${max}`, start);
-    if (n * minBits > this.len - this.pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
-    return n;
-  }
-
-  /**
-   * Reads the length of a byte string of at most max bytes (§1.4), and
-   * returns its first byte's offset in buf when it is aligned, else −1
-   * after copying it into out when that is long enough, or a new array.
-   */
-  private str(max: number, out?: Uint8Array): number {
-    const n = (this.n = this.count(4, max, 8, "length"));
-    const i = this.pos >>> 3;
-    if (!(this.pos & 7)) {
-      this.skip(n * 8);
-      return i;
-    }
-    const b = (this.copy = out && n <= out.length ? out : new Uint8Array(n));
-    for (let j = 0; j < n; j++) b[j] = this.bits(8);
-    return -1;
-  }
-
-  /** Reads a length-prefixed byte string of at most max bytes (§1.4) into a new array. */
-  bytes(max: number): Uint8Array {
-    const i = this.str(max);
-    return i < 0 ? this.copy : this.buf.slice(i, i + this.n);
-  }
-
-  /** Reads a length-prefixed string of at most max bytes, decoded as UTF-8 (non-fatal). */
-  string(max: number): string {
-    const i = this.str(max, STRBUF);
-    return i < 0 ? decodeUTF8(this.copy, 0, this.n) : decodeUTF8(this.buf, i, i + this.n);
-  }
-
-  /** Requires that only zero padding (fewer than 8 bits) is left. */
-  finish(): void {
-    const rem = this.len - this.pos;
-    if (rem >= 8 || this.bits(rem) !== 0) this.malformed("trailing data");
-  }
+  bits = (n: number): number => this.run(() => bits(n));
+  bool = (): boolean => this.run(bool);
+  bitsWide = (n: number): number => this.run(() => bitsWide(n));
+  u = (k: number): number => this.run(() => u(k));
+  u32 = (k?: number): number => this.run(() => u32(k));
+  uBig = (k: number): bigint => this.run(() => uBig(k));
+  count = (k: number, max: number, minBits: number, what: string): number => this.run(() => count(k, max, minBits, what));
+  bytes = (max: number): Uint8Array => this.run(() => bytes(max));
+  string = (max: number): string => this.run(() => string(max));
+  finish = (): void => this.run(finish);
+  malformed = (msg: string): never => this.run(() => malformed(msg));
 }
 
+// The bit stream being written, as the one read above: one at a time. It
+// carries HELLOs and RPC arguments, not ticks: a bit at a time.
+let wbuf: Uint8Array = new Uint8Array(64);
+let wpos = 0;
+
+/** Starts writing a new stream. */
+export const begin = (): void => {
+  wbuf = new Uint8Array(64);
+  wpos = 0;
+};
+
+/** Writes the low n ≤ 32 bits of v (n up to 64 for v = −1: all ones). */
+export const put = (v: number, n: number): void => {
+  for (let i = 0; i < n; i++, wpos++) {
+    const j = wpos >>> 3;
+    if (j === wbuf.length) wbuf = cat(wbuf, new Uint8Array(j));
+    wbuf[j]! |= ((v >>> i) & 1) << (wpos & 7);
+  }
+};
+
+/** Writes n ≤ 64 bits of the value with halves lo, hi. */
+export const putWide = (lo: number, hi: number, n: number): void => {
+  put(lo, Math.min(n, 32));
+  put(hi, n - 32);
+};
+
+export const putBool = (b: boolean): void => put(+b, 1);
+
+/** Writes the U(k) code of the value with halves lo, hi (§1.2); lo may be any integer below 2^53 when hi is 0. */
+export const putU = (lo: number, k: number, hi = 0): void => {
+  if (lo > 0xffffffff) {
+    hi = Math.floor(lo / 2 ** 32);
+    lo %= 2 ** 32;
+  }
+  hi >>>= 0;
+  const b = hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
+  // b − k ones and a 0 (none after 64 − k ones), then the low b − 1 bits
+  // (the top one implied); or a 0 and k bits.
+  const ones = b > k ? b - k : 0;
+  put(-1, ones);
+  if (ones < 64 - k) put(0, 1);
+  putWide(lo, hi, ones ? b - 1 : k);
+};
+
+/** Writes the U(k) code of a BigInt in 0..2^64−1. */
+export const putBig = (v: bigint, k: number): void => putU(Number(v & 0xffffffffn), k, Number((v >> 32n) & 0xffffffffn));
+
+/** Writes a length-prefixed byte string. */
+export const putBytes = (b: Uint8Array): void => {
+  putU(b.length, 4);
+  for (const x of b) put(x, 8);
+};
+
+/** Writes a string as UTF-8 bytes. */
+export const putString = (s: string): void => putBytes(encodeUTF8(s));
+
+/** Returns the bytes written, padded with zero bits to a byte boundary. */
+export const written = (): Uint8Array => wbuf.slice(0, (wpos + 7) >>> 3);
+
 /**
- * Writes a bit stream (the inverse of {@link BitReader}). It writes HELLOs
- * and RPC arguments, not ticks: a bit at a time.
+ * A writer of its own bit stream, for tests and tools (the inverse of
+ * {@link BitReader}): each call writes with the module's writer after
+ * what the last one wrote.
  */
 export class BitWriter {
   private buf: Uint8Array = new Uint8Array(64);
   /** Bits written. */
   pos = 0;
 
-  /** Writes the low n ≤ 32 bits of v (n up to 64 for v = −1: all ones). */
-  bits(v: number, n: number): void {
-    for (let i = 0; i < n; i++, this.pos++) {
-      const j = this.pos >>> 3;
-      if (j === this.buf.length) this.buf = cat(this.buf, new Uint8Array(j));
-      this.buf[j]! |= ((v >>> i) & 1) << (this.pos & 7);
+  private run<T>(f: () => T): T {
+    [wbuf, wpos] = [this.buf, this.pos];
+    try {
+      return f();
+    } finally {
+      [this.buf, this.pos] = [wbuf, wpos];
     }
   }
 
-  /** Writes n ≤ 64 bits of the value with halves lo, hi. */
-  bitsWide(lo: number, hi: number, n: number): void {
-    this.bits(lo, Math.min(n, 32));
-    this.bits(hi, n - 32);
-  }
-
-  bool(b: boolean): void {
-    this.bits(+b, 1);
-  }
-
-  /** Writes the U(k) code of the value with halves lo, hi (§1.2); lo may be any integer below 2^53 when hi is 0. */
-  u(lo: number, k: number, hi = 0): void {
-    if (lo > 0xffffffff) {
-      hi = Math.floor(lo / 4294967296);
-      lo %= 4294967296;
-    }
-    lo >>>= 0;
-    hi >>>= 0;
-    const b = hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
-    if (b <= k) {
-      this.bits(0, 1);
-      return this.bitsWide(lo, hi, k);
-    }
-    this.bits(-1, b - k); // b − k ones
-    if (b < 64) this.bits(0, 1);
-    // The low b − 1 bits, the top one implied.
-    if (b > 32) hi -= 2 ** (b - 33);
-    else lo -= 2 ** (b - 1);
-    this.bitsWide(lo, hi, b - 1);
-  }
-
-  /** Writes the U(k) code of a BigInt in 0..2^64−1. */
-  uBig(v: bigint, k: number): void {
-    this.u(Number(v & 0xffffffffn), k, Number((v >> 32n) & 0xffffffffn));
-  }
-
-  /** Writes a length-prefixed byte string. */
-  bytes(b: Uint8Array): void {
-    this.u(b.length, 4);
-    for (const x of b) this.bits(x, 8);
-  }
-
-  /** Writes a string as UTF-8 bytes. */
-  string(s: string): void {
-    this.bytes(encodeUTF8(s));
-  }
-
-  /** Returns the bytes written, padded with zero bits to a byte boundary. */
-  finish(): Uint8Array {
-    return this.buf.slice(0, (this.pos + 7) >>> 3);
-  }
+  bits = (v: number, n: number): void => this.run(() => put(v, n));
+  bitsWide = (lo: number, hi: number, n: number): void => this.run(() => putWide(lo, hi, n));
+  bool = (b: boolean): void => this.run(() => putBool(b));
+  u = (lo: number, k: number, hi?: number): void => this.run(() => putU(lo, k, hi));
+  uBig = (v: bigint, k: number): void => this.run(() => putBig(v, k));
+  bytes = (b: Uint8Array): void => this.run(() => putBytes(b));
+  string = (s: string): void => this.run(() => putString(s));
+  finish = (): Uint8Array => this.run(written);
 }
 
 /** zigzag on 64 bits as BigInt. */
-export function zigzagBig(v: bigint): bigint {
+export const zigzagBig = (v: bigint): bigint => {
   v = BigInt.asIntN(64, v);
   return BigInt.asUintN(64, (v << 1n) ^ (v >> 63n));
-}
+};
 
 /** unzigzag on 64 bits as BigInt. */
-export function unzigzagBig(u: bigint): bigint {
+export const unzigzagBig = (u: bigint): bigint => {
   return BigInt.asIntN(64, (u >> 1n) ^ -(u & 1n));
-}
+};
 
 /** Appends n as an unsigned LEB128 varint to out; returns out. */
-export function leb128(out: number[], n: number): number[] {
+export const leb128 = (out: number[], n: number): number[] => {
   for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
   out.push(n);
   return out;
-}
+};
 
 /** The bytes of a followed by those of b. */
-export function cat(a: ArrayLike<number>, b: Uint8Array): Uint8Array {
+export const cat = (a: ArrayLike<number>, b: Uint8Array): Uint8Array => {
   const out = new Uint8Array(a.length + b.length);
   out.set(a);
   out.set(b, a.length);
   return out;
-}
+};
+
+/** Compares byte strings bytewise (a shorter prefix first). */
+export const compareBytes = (a: Uint8Array, b: Uint8Array): number => {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+};
 
 /** The unsigned 64-bit integer of halves lo, hi. */
 export const big = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);

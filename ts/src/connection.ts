@@ -18,31 +18,17 @@ import { decodeDescriptor } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
-import type { Schema, StructType } from "./schema.js";
+import { named, type Schema, type StructType } from "./schema.js";
 import { equal, type Entity, type Rec } from "./state.js";
-import { MAX_RESUME, PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, parseMessage, type Message, type RPC, type Resume, type Ticket, type Tick, type Welcome } from "./session.js";
+import { MAX_RESUME, PROTOCOL_VERSION, bad, encodeHello, encodePing, encodePong, encodeRPC, parseMessage, type Message, type Resume, type Ticket, type Tick, type Welcome } from "./session.js";
 import { CloseCode as C, MsgType } from "./enums.js";
 
 export { ClosedError, RefusedError } from "./errors.js";
 
 /** Close codes (§10.1); on WebSocket the status is 4000 + code. */
-export const CloseCode = {
-  Normal: C.Normal,
-  GoingAway: C.GoingAway,
-  ProtocolError: C.ProtocolError,
-  MessageTooLarge: C.MessageTooLarge,
-  SlowConsumer: C.SlowConsumer,
-  IdleTimeout: C.IdleTimeout,
-  HandshakeTimeout: C.HandshakeTimeout,
-  AuthFailed: C.AuthFailed,
-  Incompatible: C.Incompatible,
-  PolicyViolation: C.PolicyViolation,
-  Internal: C.Internal,
-  Network: C.Network,
-  ServerBusy: C.ServerBusy,
-  Replaced: C.Replaced,
-  Duplicate: C.Duplicate,
-} as const satisfies { readonly [N in keyof typeof C]: C };
+export const CloseCode = named<typeof C>(
+  "Normal GoingAway ProtocolError MessageTooLarge SlowConsumer IdleTimeout HandshakeTimeout AuthFailed Incompatible PolicyViolation Internal Network ServerBusy Replaced Duplicate",
+);
 export type CloseCode = C;
 
 /**
@@ -116,22 +102,6 @@ interface ResumeRequest {
 
 /** A session with a replica server. */
 export class Connection {
-  private ch!: Channel;
-  /** The last WELCOME's descriptor. */
-  private descriptor!: Uint8Array;
-  /** The ticket reconnect offers the server (§10.5): the last WELCOME's, or none after a rejected tick. */
-  private ticket = NO_TICKET;
-  /** A tick of this session's state was applied: the replica can resume. */
-  private applied = false;
-  private pending: Tick | null = null;
-  private segs: Uint8Array[] = [];
-  private resync = false;
-  private nonce = 0n;
-  private pingTimer: ReturnType<typeof setInterval> | undefined;
-  private idleTimer: ReturnType<typeof setTimeout> | undefined;
-  private handlers = new Map<string, ((e: Entity, args: Rec) => void)[]>();
-  private closed: ClosedError | undefined;
-  private closeWaiters: ((e: ClosedError) => void)[] = [];
   /**
    * The number of the last tick applied (0n before the first). A resumed
    * session (§10.5) keeps it until its catch-up tick applies.
@@ -157,14 +127,229 @@ export class Connection {
   tickRate = 0;
   /** The transport of the current session. */
   transport: Channel["kind"] = "websocket";
+  readonly replica: Replica;
 
-  private readonly opts: ConnectOptions;
+  /** Resolves when the connection closes. */
+  declare done: () => Promise<ClosedError>;
+  /**
+   * Registers h for server→client RPC rpc (its ID) on entities of class
+   * (a class, its name or ID). Returns a function that unregisters it.
+   */
+  declare handleRPC: (cls: StructType | string | number, rpc: number, h: (e: Entity, args: Rec) => void) => () => void;
+  /**
+   * Calls client→server RPC rpc (its ID or name) on entity e, which this
+   * client owns, with the arguments given by field name (see
+   * encodeRecord). The server runs it at its next tick.
+   */
+  declare callRPC: (e: Entity | number, rpc: number | string, args?: Record<string, unknown>) => void;
+  /**
+   * Calls client→server RPC rpc on entity (which this client owns), with
+   * the argument record already encoded (§6.1 record(T)).
+   */
+  declare sendRPC: (entity: number, rpc: number, args: Uint8Array) => void;
+  /** Sends raw bytes (tests and tools). */
+  declare sendRaw: (b: Uint8Array) => void;
+  /** Leaves the session with the given close code (§10.1); default 0, "client left". */
+  declare close: (code?: number, reason?: string) => void;
+  /**
+   * Closes the session if it is open and starts a new one with the same
+   * server, keeping the replica and its callbacks.
+   *
+   * When the last WELCOME carried a resume ticket, a tick of its session
+   * was applied and the replica holds at most 8,192 entities, the HELLO
+   * asks to resume (§10.5), declaring the last tick applied and what the
+   * replica holds (Entity.level, nbands meaning every band). If the server resumes,
+   * the replica is kept and the first tick catches it up, its callbacks
+   * reporting only what changed meanwhile; a resumed WELCOME whose
+   * descriptor differs from the last one closes with code 2 and rejects.
+   * Otherwise the replica is reset and the first tick is the full state.
+   * After a rejected tick there is no ticket: the next session starts over.
+   */
+  declare reconnect: () => Promise<void>;
 
-  private constructor(
-    opts: ConnectOptions,
-    readonly replica: Replica,
-  ) {
-    this.opts = opts;
+  // The connection's own state is locals of the constructor, which its
+  // methods close over.
+  private constructor(o: ConnectOptions, rep: Replica, first: Session) {
+    this.replica = rep;
+    const c = this;
+    const idle = o.idleTimeoutMs ?? 15000;
+    let ch: Channel;
+    /** The last WELCOME's descriptor. */
+    let descriptor: Uint8Array;
+    /** The ticket reconnect offers the server (§10.5): the last WELCOME's, or none after a rejected tick. */
+    let ticket = NO_TICKET;
+    /** A tick of this session's state was applied: the replica can resume. */
+    let applied = false;
+    let pending: Tick | null;
+    let segs: Uint8Array[] = [];
+    let resync: boolean;
+    let nonce = 0n;
+    let pingTimer: ReturnType<typeof setInterval> | undefined;
+    let idleTimer: ReturnType<typeof setTimeout> | undefined;
+    const handlers = new Map<string, ((e: Entity, args: Rec) => void)[]>();
+    let closed: ClosedError | undefined;
+    let closeWaiters: ((e: ClosedError) => void)[] = [];
+
+    const touch = (): void => {
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(() => close(C.IdleTimeout, "idle"), idle);
+    };
+    const send = (b: Uint8Array): void => void (closed || ch.send(b));
+    const fail = (err: Error): void => {
+      c.onError?.(err);
+      close(C.ProtocolError, err instanceof ReplicaDecodeError && err.code !== "session" ? "bad tick" : err.message);
+    };
+    const finish = (code: number, reason: string): void => {
+      if (closed) return;
+      clearInterval(pingTimer);
+      clearTimeout(idleTimer);
+      closed = new ClosedError(code, reason);
+      c.onClose?.(closed);
+      for (const w of closeWaiters) w(closed);
+      closeWaiters = [];
+    };
+    const close = (c.close = (code = C.Normal, reason = "client left") => {
+      if (closed) return;
+      ch.close(code, reason);
+      finish(code, reason);
+    });
+
+    const applyPending = (): void => {
+      const t = pending!;
+      const before = rep.ticksApplied;
+      const t0 = performance.now();
+      pending = null;
+      try {
+        if (resync) {
+          resync = false;
+          rep.reset();
+        }
+        rep.applyTick(segs, t);
+      } catch (e) {
+        if (rep.ticksApplied === before) {
+          // Rejected: the replica keeps the last good state; a new session is
+          // needed (§10.4), with the full state: resuming would declare the
+          // replica the server's ticks no longer fit.
+          ticket = NO_TICKET;
+          return fail(e as Error);
+        }
+        // Applied, but a callback threw: report it and go on.
+        c.onError?.(e as Error);
+      }
+      c.lastApplyMs = performance.now() - t0;
+      c.lastTick = t.tick;
+      applied = true;
+      c.onTick?.(t.tick);
+    };
+
+    const receive = (b: Uint8Array): void => {
+      if (pending) {
+        if (segs.push(b) === pending.segments) applyPending();
+        return;
+      }
+      let m: Message;
+      try {
+        m = parseMessage(b);
+      } catch (e) {
+        return fail(e as Error);
+      }
+      const type = m.type;
+      if (type === MsgType.Tick) {
+        pending = m;
+        segs = [];
+        if (!m.segments) applyPending();
+      } else if (type === MsgType.Ping) send(encodePong(m.nonce));
+      // The next tick is the full state: the replica is reset just before it applies.
+      else if (type === MsgType.Resync) resync = true;
+      else if (type === MsgType.RPC) {
+        const e = rep.entity(m.entity);
+        const hs = e && handlers.get(e.classId + "/" + m.rpc);
+        if (!hs?.length) return; // destroyed since, or not handled: dropped
+        const local = o.schema.class(e!.classId)?.rpc(m.rpc);
+        const remote = rep.remote.class(e!.classId)?.rpc(m.rpc);
+        let args: Rec;
+        try {
+          if (!local || remote?.dir !== 1) bad("RPC " + m.rpc);
+          args = rep.decoder.decodeRecord(remote!.args, local!.args, m.args);
+        } catch (err) {
+          return fail(err as Error);
+        }
+        for (const h of hs) h(e!, args);
+      } else if (type !== MsgType.Pong) fail(new ReplicaDecodeError("session", "type " + type));
+    };
+
+    const start = (s: Session): void => {
+      const sc = (ch = s.ch);
+      const w = s.welcome;
+      descriptor = w.descriptor;
+      ticket = w.ticket;
+      c.userId = w.userId;
+      c.sessionId = w.session;
+      c.resumed = w.resumed;
+      c.tickRate = w.tickRate;
+      c.transport = sc.kind;
+      pending = null;
+      resync = false;
+      closed = undefined;
+      const onmessage = (data: unknown): void => {
+        if (sc !== ch) return;
+        touch();
+        const b = toBytes(data);
+        if (!b) return fail(new ReplicaDecodeError("session", "text message"));
+        c.bytesReceived += b.length;
+        receive(b);
+      };
+      const onclose = (code: number, reason: string): void => void (sc === ch && finish(code, reason));
+      touch();
+      pingTimer = setInterval(() => send(encodePing(++nonce)), Math.max(1, Math.floor(idle / 3)));
+      const go = (): void => {
+        if (sc !== ch || closed) return;
+        sc.onmessage = onmessage;
+        sc.onclose = onclose;
+        s.early.forEach(onmessage);
+        if (s.earlyClose) onclose(...s.earlyClose);
+      };
+      // Messages that came with the WELCOME (and those that follow them) wait
+      // for a later task: connect and reconnect resolve first, and the code
+      // that awaits them registers its callbacks before the first tick applies.
+      if (s.early.length || s.earlyClose) setTimeout(go);
+      else go();
+    };
+
+    c.done = () => new Promise((res) => (closed ? res(closed) : closeWaiters.push(res)));
+    c.handleRPC = (cls, rpc, h) => {
+      const k = (typeof cls === "object" ? cls : (o.schema.find(cls) ?? misuse("no class " + cls))).classId + "/" + rpc;
+      handlers.set(k, [...(handlers.get(k) ?? []), h]);
+      return () => handlers.set(k, handlers.get(k)!.filter((x) => x !== h));
+    };
+    c.callRPC = (e, rpc, args = {}) => {
+      const ent = typeof e === "number" ? rep.entity(e) : e;
+      const r = ent && o.schema.class(ent.classId)?.rpcs.find((x) => x.id === rpc || x.name === rpc);
+      if (!r || r.dir) misuse(`no client RPC ${rpc} on ${ent?.id ?? e}`);
+      send(encodeRPC(ent!.id, r!.id, encodeRecord(r!.args, args)));
+    };
+    c.sendRPC = (entity, rpc, args) => send(encodeRPC(entity, rpc, args));
+    c.sendRaw = send;
+    c.reconnect = async () => {
+      close(C.Normal, "reconnecting");
+      const token = tokenBytes(o.refresh ? await o.refresh() : o.token);
+      const resume = (ticket[0] || ticket[1]) && applied && rep.size <= MAX_RESUME ? { block: { ticket, tick: c.lastTick, held: rep.entities() }, descriptor } : undefined;
+      let s: Session;
+      try {
+        s = await handshake(o, token, rep.limits, resume);
+      } catch (e) {
+        // A server that resumes with another schema is not offered the session again.
+        if (e instanceof ReplicaDecodeError) ticket = NO_TICKET;
+        throw e;
+      }
+      if (!s.welcome.resumed) {
+        rep.reset(s.remote);
+        c.lastTick = 0n;
+        applied = false;
+      }
+      start(s);
+    };
+    start(first);
   }
 
   /**
@@ -182,229 +367,12 @@ export class Connection {
       s.ch.close(C.Incompatible, "incompatible schema");
       throw e;
     }
-    const c = new Connection(opts, rep);
-    c.start(s);
-    return c;
+    return new Connection(opts, rep, s);
   }
+}
 
-  /** Resolves when the connection closes. */
-  done(): Promise<ClosedError> {
-    return new Promise((res) => (this.closed ? res(this.closed) : this.closeWaiters.push(res)));
-  }
-
-  private start(s: Session): void {
-    const ch = (this.ch = s.ch);
-    const w = s.welcome;
-    this.descriptor = w.descriptor;
-    this.ticket = w.ticket;
-    this.userId = w.userId;
-    this.sessionId = w.session;
-    this.resumed = w.resumed;
-    this.tickRate = w.tickRate;
-    this.transport = ch.kind;
-    this.pending = null;
-    this.resync = false;
-    this.closed = undefined;
-    const idle = this.opts.idleTimeoutMs ?? 15000;
-    const onmessage = (data: unknown): void => {
-      if (ch !== this.ch) return;
-      this.touch(idle);
-      const b = toBytes(data);
-      if (!b) return this.fail(new ReplicaDecodeError("session", "text message"));
-      this.bytesReceived += b.length;
-      this.receive(b);
-    };
-    const onclose = (code: number, reason: string): void => {
-      if (ch === this.ch) this.finish(code, reason);
-    };
-    this.touch(idle);
-    this.pingTimer = setInterval(() => this.send(encodePing(++this.nonce)), Math.max(1, Math.floor(idle / 3)));
-    const go = (): void => {
-      if (ch !== this.ch || this.closed) return;
-      ch.onmessage = onmessage;
-      ch.onclose = onclose;
-      for (const data of s.early) onmessage(data);
-      if (s.earlyClose) onclose(...s.earlyClose);
-    };
-    // Messages that came with the WELCOME (and those that follow them) wait
-    // for a later task: connect and reconnect resolve first, and the code
-    // that awaits them registers its callbacks before the first tick applies.
-    if (s.early.length || s.earlyClose) setTimeout(go);
-    else go();
-  }
-
-  private touch(idle: number): void {
-    clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => this.close(C.IdleTimeout, "nothing received from the server"), idle);
-  }
-
-  private send(b: Uint8Array): void {
-    if (!this.closed) this.ch.send(b);
-  }
-
-  private fail(err: Error): void {
-    this.onError?.(err);
-    this.close(C.ProtocolError, err instanceof ReplicaDecodeError && err.code !== "session" ? "bad tick" : err.message);
-  }
-
-  private receive(b: Uint8Array): void {
-    const t = this.pending;
-    if (t) {
-      if (this.segs.push(b) === t.segments) this.applyPending();
-      return;
-    }
-    let m: Message;
-    try {
-      m = parseMessage(b);
-    } catch (e) {
-      return this.fail(e as Error);
-    }
-    if (m.type === MsgType.Tick) {
-      this.pending = m;
-      this.segs = [];
-      if (!m.segments) this.applyPending();
-    } else if (m.type === MsgType.Ping) this.send(encodePong(m.nonce));
-    // The next tick is the full state: the replica is reset just before it applies.
-    else if (m.type === MsgType.Resync) this.resync = true;
-    else if (m.type === MsgType.RPC) this.runRPC(m);
-    else if (m.type !== MsgType.Pong) this.fail(new ReplicaDecodeError("session", "unexpected message type " + m.type));
-  }
-
-  private applyPending(): void {
-    const t = this.pending!;
-    const rep = this.replica;
-    const before = rep.ticksApplied;
-    const t0 = performance.now();
-    this.pending = null;
-    try {
-      if (this.resync) {
-        this.resync = false;
-        rep.reset();
-      }
-      rep.applyTick(this.segs, t);
-    } catch (e) {
-      if (rep.ticksApplied === before) {
-        // Rejected: the replica keeps the last good state; a new session is
-        // needed (§10.4), with the full state: resuming would declare the
-        // replica the server's ticks no longer fit.
-        this.ticket = NO_TICKET;
-        return this.fail(e as Error);
-      }
-      // Applied, but a callback threw: report it and go on.
-      this.onError?.(e as Error);
-    }
-    this.lastApplyMs = performance.now() - t0;
-    this.lastTick = t.tick;
-    this.applied = true;
-    this.onTick?.(t.tick);
-  }
-
-  /**
-   * Registers h for server→client RPC rpc (its ID) on entities of class
-   * (a class, its name or ID). Returns a function that unregisters it.
-   */
-  handleRPC(cls: StructType | string | number, rpc: number, h: (e: Entity, args: Rec) => void): () => void {
-    const c = typeof cls === "object" ? cls : this.opts.schema.find(cls);
-    if (!c) throw new Error("connection: no class " + cls);
-    const key = c.classId + "/" + rpc;
-    const hs = this.handlers;
-    hs.set(key, [...(hs.get(key) ?? []), h]);
-    return () => hs.set(key, hs.get(key)!.filter((x) => x !== h));
-  }
-
-  private runRPC(m: RPC): void {
-    const e = this.replica.entity(m.entity);
-    const hs = e && this.handlers.get(e.classId + "/" + m.rpc);
-    if (!hs?.length) return; // destroyed since, or not handled: dropped
-    const local = this.opts.schema.class(e!.classId)?.rpc(m.rpc);
-    const remote = this.replica.remote.class(e!.classId)?.rpc(m.rpc);
-    let args: Rec;
-    try {
-      if (!local || remote?.dir !== 1) fail("session", `unknown RPC ${m.rpc} of class ${e!.classId}`);
-      args = this.replica.decoder.decodeRecord(remote!.args, local!.args, m.args);
-    } catch (err) {
-      return this.fail(err as Error);
-    }
-    for (const h of hs) h(e!, args);
-  }
-
-  /**
-   * Calls client→server RPC rpc (its ID or name) on entity e, which this
-   * client owns, with the arguments given by field name (see
-   * encodeRecord). The server runs it at its next tick.
-   */
-  callRPC(e: Entity | number, rpc: number | string, args: Record<string, unknown> = {}): void {
-    const ent = typeof e === "number" ? this.replica.entity(e) : e;
-    const r = ent && this.opts.schema.class(ent.classId)?.rpcs.find((x) => x.id === rpc || x.name === rpc);
-    if (!r || r.dir) throw new Error(`connection: no client RPC ${rpc} on entity ${ent?.id ?? e}`);
-    this.send(encodeRPC(ent!.id, r.id, encodeRecord(r.args, args)));
-  }
-
-  /**
-   * Calls client→server RPC rpc on entity (which this client owns), with
-   * the argument record already encoded (§6.1 record(T)).
-   */
-  sendRPC(entity: number, rpc: number, args: Uint8Array): void {
-    this.send(encodeRPC(entity, rpc, args));
-  }
-
-  /** Sends raw bytes (tests and tools). */
-  sendRaw(b: Uint8Array): void {
-    this.send(b);
-  }
-
-  /** Leaves the session with the given close code (§10.1). */
-  close(code: number = C.Normal, reason = "client left"): void {
-    if (this.closed) return;
-    this.ch.close(code, reason);
-    this.finish(code, reason);
-  }
-
-  private finish(code: number, reason: string): void {
-    if (this.closed) return;
-    clearInterval(this.pingTimer);
-    clearTimeout(this.idleTimer);
-    this.closed = new ClosedError(code, reason);
-    this.onClose?.(this.closed);
-    for (const w of this.closeWaiters.splice(0)) w(this.closed);
-  }
-
-  /**
-   * Closes the session if it is open and starts a new one with the same
-   * server, keeping the replica and its callbacks.
-   *
-   * When the last WELCOME carried a resume ticket, a tick of its session
-   * was applied and the replica holds at most 8,192 entities, the HELLO
-   * asks to resume (§10.5), declaring the last tick applied and what the
-   * replica holds (Entity.level, nbands meaning every band). If the server resumes,
-   * the replica is kept and the first tick catches it up, its callbacks
-   * reporting only what changed meanwhile; a resumed WELCOME whose
-   * descriptor differs from the last one closes with code 2 and rejects.
-   * Otherwise the replica is reset and the first tick is the full state.
-   * After a rejected tick there is no ticket: the next session starts over.
-   */
-  async reconnect(): Promise<void> {
-    this.close(C.Normal, "reconnecting");
-    const o = this.opts;
-    const rep = this.replica;
-    const token = tokenBytes(o.refresh ? await o.refresh() : o.token);
-    const t = this.ticket;
-    const resume = (t[0] || t[1]) && this.applied && rep.size <= MAX_RESUME ? { block: { ticket: t, tick: this.lastTick, held: rep.entities() }, descriptor: this.descriptor } : undefined;
-    let s: Session;
-    try {
-      s = await handshake(o, token, rep.limits, resume);
-    } catch (e) {
-      // A server that resumes with another schema is not offered the session again.
-      if (e instanceof ReplicaDecodeError) this.ticket = NO_TICKET;
-      throw e;
-    }
-    if (!s.welcome.resumed) {
-      rep.reset(s.remote);
-      this.lastTick = 0n;
-      this.applied = false;
-    }
-    this.start(s);
-  }
+function misuse(msg: string): never {
+  throw new Error("connection: " + msg);
 }
 
 /**
@@ -421,7 +389,7 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
   let err: Error | undefined;
   if (mode === "webtransport" || (mode === "auto" && WT && url)) {
     try {
-      if (!WT || !url) throw new Error("connection: no WebTransport or webTransportUrl");
+      if (!WT || !url) misuse("no WebTransport");
       const h = opts.certificateHashes;
       return await openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
     } catch (e) {
@@ -429,7 +397,7 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
       err = e as Error;
     }
   }
-  if (!WS || !opts.url) throw err ?? new Error("connection: no WebSocket or url");
+  if (!WS || !opts.url) throw err ?? misuse("no WebSocket");
   return openWebSocket(opts.url, WS);
 }
 
@@ -437,9 +405,9 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
  * Opens a channel and runs the client side of the handshake (§10.3),
  * asking to resume when resume is given (§10.5).
  */
-function handshake(opts: ConnectOptions, token: Uint8Array, limits = opts.limits, resume?: ResumeRequest): Promise<Session> {
+const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits, resume?: ResumeRequest): Promise<Session> => {
   const descriptor = opts.schema.descriptor;
-  if (!descriptor) throw new Error("connection: the schema was not decoded from a descriptor");
+  if (!descriptor) misuse("schema not decoded from a descriptor");
   const hello = encodeHello({ descriptor, token, limits, resume: resume?.block });
   return new Promise<Session>((resolve, reject) => {
     let ch: Channel | undefined;
@@ -448,24 +416,24 @@ function handshake(opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       if (done) return;
       done = true;
       clearTimeout(timer);
-      ch?.close(code, code === C.Normal ? "handshake failed" : err.message);
+      ch?.close(code, code ? err.message : "handshake failed");
       reject(err);
     };
-    const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "handshake timeout")), opts.handshakeTimeoutMs ?? 5000);
+    const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "timeout")), opts.handshakeTimeoutMs ?? 5000);
     openChannel(opts, limits).then((c) => {
       // A channel that opens after the timeout is closed at once.
       if (done) return c.close(C.Normal, "handshake failed");
       ch = c;
       // The close carries the REFUSE's code and reason, should the REFUSE itself be lost.
-      c.onclose = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed during the handshake"));
+      c.onclose = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed"));
       c.onmessage = (data) => {
         try {
           const m = parseMessage(toBytes(data) ?? fail("session", "text message"));
           if (m.type === MsgType.Refuse) return end(new RefusedError(m.code, m.message));
-          if (m.type !== MsgType.Welcome) fail("session", "expected WELCOME, got type " + m.type);
-          if (m.version !== PROTOCOL_VERSION) fail("session", `server speaks protocol ${m.version}, this client ${PROTOCOL_VERSION}`);
+          if (m.type !== MsgType.Welcome) fail("session", "type " + m.type);
+          if (m.version !== PROTOCOL_VERSION) fail("session", "protocol " + m.version);
           if (m.resumed && !(resume && equal(m.descriptor, resume.descriptor))) {
-            return end(new ReplicaDecodeError("session", "WELCOME " + (resume ? "resumed with another descriptor" : "resumed a session the client did not ask to resume")), C.ProtocolError);
+            return end(new ReplicaDecodeError("session", resume ? "resumed with another descriptor" : "resumed, did not ask to resume"), C.ProtocolError);
           }
           const s: Session = { ch: c, welcome: m, remote: decodeDescriptor(m.descriptor), early: [] };
           done = true;
@@ -480,4 +448,4 @@ function handshake(opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       c.send(hello);
     }, end);
   });
-}
+};

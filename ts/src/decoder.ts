@@ -9,43 +9,49 @@
  * all go through it.
  */
 
-import { BitReader, MASK, decodeUTF8 } from "./bits.js";
+import { MASK, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { checkCompatible, isContainer, isNumeric, NO_QUANT, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
 import { Kind } from "./enums.js";
 
-// The decoder's numbers are constants of this module, not imports: an
-// imported binding is a load and a check in every use where modules are
-// not bundled (Node, vitest), and these are used per value.
+// The decoder's numbers: enums of this module, which esbuild inlines (an
+// imported binding would be a load and a check per use where modules are
+// not bundled, in Node and vitest).
 
-// Section tags (§5.2).
-const SEC_END = 0;
-const SEC_CREATE = 1;
-const SEC_UPDATE = 2;
-const SEC_DESTROY = 3;
-const SEC_FILL = 4;
-/** An update naming entities by rank among those held when the tick began (§5.4). */
-const SEC_RANKED = 6;
+/** Section tags (§5.2); Ranked: an update naming entities by rank among those held when the tick began (§5.4). */
+const enum Sec {
+  End = 0,
+  Create = 1,
+  Update = 2,
+  Destroy = 3,
+  Fill = 4,
+  Ranked = 6,
+}
 
-// List operation codes (§6.2).
-const OP_PUSH = 0;
-const OP_INSERT = 1;
-const OP_REMOVE = 2;
-const OP_SET = 3;
-const OP_CLEAR = 4;
-const OP_PATCH = 5;
+/** List operation codes (§6.2). */
+const enum Op {
+  Push = 0,
+  Insert = 1,
+  Remove = 2,
+  Set = 3,
+  Clear = 4,
+  Patch = 5,
+}
 
-// How a step's value is read.
-/** Raw bits. */
-const P_RAW = 1;
-/** A U(k) delta of a number whose delta width is at most 32 (not a ref). */
-const P_DELTA = 2;
-/** A U(k) full value, a wide delta, or a ref's delta. */
-const P_U = 3;
-const P_STR = 4;
-const P_CONT = 5;
+/**
+ * How a step's value is read: raw bits; a U(k) delta of a number whose
+ * delta width is at most 32 (not a ref); a U(k) full value, a wide delta or
+ * a ref's delta; a string or bytes; a container.
+ */
+const enum P {
+  Raw = 1,
+  Delta = 2,
+  U = 3,
+  Str = 4,
+  Cont = 5,
+}
 
 /** Decoder limits (§7.1). A zero or absent field selects the default. */
 export interface Limits {
@@ -70,11 +76,11 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
 export const LIMIT_ORDER = Object.keys(DEFAULT_LIMITS) as readonly (keyof Limits)[];
 
 /** l with every zero or absent field set to its default. */
-export function withDefaults(l: Partial<Limits> = {}): Limits {
+export const withDefaults = (l: Partial<Limits> = {}): Limits => {
   const r = { ...DEFAULT_LIMITS };
   for (const k of LIMIT_ORDER) if (l[k]! > 0) r[k] = l[k]!;
   return r;
-}
+};
 
 /** One leaf of a field tree, resolved for reading. */
 interface Step {
@@ -82,15 +88,15 @@ interface Step {
   to: number;
   /** The local numeric or object slot, or −1. */
   sl: number;
-  /** P_RAW, P_DELTA, P_U, P_STR or P_CONT. */
-  how: number;
-  /** U(k)'s k, or the raw width for P_RAW. */
+  /** How the value is read. */
+  how: P;
+  /** U(k)'s k, or the raw width for P.Raw. */
   k: number;
   /** The remote type, and the local one (null when skipped). */
   t: Type;
   lt: Type | null;
-  plan: NumPlan | null;
-  // P_DELTA: the largest code, 32 − D, and whether S is signed.
+  plan: NumPlan;
+  // P.Delta: the largest code, 32 − D, and whether S is signed.
   mask: number;
   sh: number;
   signed: boolean;
@@ -137,10 +143,10 @@ export interface Decoder {
  * throws an "incompatible" ReplicaDecodeError when remote's data cannot be
  * decoded into local (§8).
  */
-export function decoder(local: Schema, remote: Schema = local, limits: Partial<Limits> = {}): Decoder {
+export const decoder = (local: Schema, remote: Schema = local, limits: Partial<Limits> = {}): Decoder => {
   const lim = withDefaults(limits);
+  const { maxStringBytes, maxContainerLen: max } = lim;
   checkCompatible(local, remote);
-  const r = new BitReader();
   const maps = new Map<StructType, Map<StructType, Mapping>>();
   const steps: Step[] = [];
   // The slots of the last ID block: ids[0, nids) (cleared by count, so that
@@ -150,10 +156,17 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
   const gens: number[] = [];
   let nEntities = 0;
   let nValues = 0;
-  let keyBytes: Uint8Array | null = null;
+  let keyBytes: Uint8Array;
+
+  const bad = (what: unknown): never => malformed("" + what);
+  /** u(k), which must fit 32 bits and be at most m. */
+  const bounded = (k: number, m = 2 ** 32): number => {
+    const v = u(k);
+    return hi || v > m ? bad("value " + v) : v;
+  };
 
   /** Leaf mapping of remote struct rs onto local struct ls (§8), by field ID path. */
-  function mapping(rs: StructType, ls: StructType): Mapping {
+  const mapping = (rs: StructType, ls: StructType): Mapping => {
     let inner = maps.get(rs);
     if (!inner) maps.set(rs, (inner = new Map()));
     let m = inner.get(ls);
@@ -166,81 +179,44 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
       }
     }
     return m;
-  }
-
-  /**
-   * Decodes one segment into tab's transaction. On error (a
-   * ReplicaDecodeError) the transaction holds a partial tick: the caller
-   * rolls it back.
-   */
-  function apply(tab: Table, seg: Uint8Array): void {
-    if (seg.length > lim.maxSegmentBytes) fail("limit", `segment of ${seg.length} bytes`, 0);
-    r.reset(seg);
-    nEntities = nValues = 0;
-    try {
-      for (let tag; (tag = r.bits(3)) !== SEC_END; ) {
-        if (tag === SEC_DESTROY) {
-          readIDs();
-          for (let i = 0; i < nids; i++) tab.destroySlot(ids[i]!);
-          continue;
-        }
-        if (tag > SEC_RANKED) r.malformed("section " + tag);
-        const rc = remote.class(r.u32(4)) ?? fail("unknown", "class");
-        for (let g = r.count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
-      }
-      r.finish();
-    } catch (e) {
-      if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = r.pos;
-      // A maxDepth set beyond what the JS stack holds: still a typed rejection.
-      throw e instanceof RangeError ? new ReplicaDecodeError("limit", "nesting deeper than the stack allows", r.pos) : e;
-    }
-  }
+  };
 
   /** Reads an entity ID block (§5.4) into ids[0, nids). */
-  function readIDs(): void {
-    const n = r.count(3, lim.maxEntities - nEntities, 1, "entities");
+  const readIDs = (): void => {
+    const n = (nids = count(3, lim.maxEntities - nEntities, 1, "entities"));
     nEntities += n;
-    const k = r.bits(6);
-    for (let i = 0, slot = -1; i < n; i++) {
-      slot += 1 + r.u(k);
-      if (r.hi !== 0 || slot >= 1 << 24) r.malformed("slot out of range");
-      ids[i] = slot;
-    }
-    nids = n;
-  }
+    const k = bits(6);
+    for (let i = 0, slot = -1; i < n; i++) ids[i] = slot += 1 + bounded(k, 0xffffff - 1 - slot);
+  };
 
-  function group(tab: Table, tag: number, rc: StructType): void {
+  const group = (tab: Table, tag: number, rc: StructType): void => {
     const lc = local.class(rc.classId) ?? rc;
     const map = mapping(rc, lc);
-    const delta = tag === SEC_UPDATE || tag === SEC_RANKED;
+    const delta = tag === Sec.Update || tag === Sec.Ranked;
     steps.length = 0;
-    readTree(rc, 0, delta, 0, tag === SEC_RANKED ? 0 : 2, map, lc);
+    readTree(rc, 0, delta, 0, tag === Sec.Ranked ? 0 : 2, map, lc);
     readIDs();
     const n = nids;
-    if (tag === SEC_RANKED) {
+    if (tag === Sec.Ranked) {
       // Ranks among the entities held when the tick began (§5.4).
-      for (let i = 0; i < n; i++) ids[i] = tab.held[ids[i]!] ?? fail("rank", "rank " + ids[i]);
-    } else if (tag === SEC_CREATE) {
-      const k = r.bits(6);
-      for (let i = 0; i < n; i++) {
-        const g = r.u(k);
-        if (r.hi !== 0 || g > 255) r.malformed("generation " + g);
-        gens[i] = g;
-      }
+      for (let i = 0; i < n; i++) ids[i] = tab.held[ids[i]!] ?? fail("rank", "" + ids[i]);
+    } else if (tag === Sec.Create) {
+      const k = bits(6);
+      for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
     }
     for (let i = 0; i < n; i++) {
       const slot = ids[i]!;
       let e: Entity | undefined;
-      if (tag === SEC_CREATE) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands === 0 ? ZERO_BANDS : map.bands, rc.nbands);
-      else if (!(e = tab.atSlot(slot)) || (tag === SEC_FILL && !tab.fillable.has(slot))) fail("not-found", `section ${tag}, slot ${slot}`);
-      if (e!.classId !== rc.classId) r.malformed(`slot ${slot} of class ${e!.classId}`);
+      if (tag === Sec.Create) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands ? map.bands : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.atSlot(slot)) || (tag === Sec.Fill && !tab.fillable.has(slot))) fail("not-found", "slot " + slot);
+      if (e!.classId !== rc.classId) bad("class of " + slot);
       values(tab, e!, e!, 0, delta, 0);
     }
-  }
+  };
 
-  function deeper(depth: number): void {
-    if (depth >= lim.maxDepth) fail("limit", "nesting deeper than " + lim.maxDepth);
-  }
+  const deeper = (depth: number): void => {
+    if (depth >= lim.maxDepth) fail("limit", "depth");
+  };
 
   /**
    * Reads a field tree of remote struct st (§5.5) into steps, resolved
@@ -248,67 +224,51 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
    * first leaf; field-ID gaps are U(gapK) codes: U(2), but U(0) in ranked
    * update sections.
    */
-  function readTree(st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void {
+  const readTree = (st: StructType, base: number, delta: boolean, depth: number, gapK: number, map: Mapping, ls: StructType): void => {
     deeper(depth);
-    for (let n = r.count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
-      id += 1 + r.u(gapK) + r.hi * 4294967296;
+    for (let n = count(2, st.fields.length, 2, "fields"), id = 0; n > 0; n--) {
+      id += 1 + u(gapK) + hi * 2 ** 32;
       const f = st.field(id);
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f!.type;
+      const kind = t.kind;
       const leaf = base + f!.leaf;
-      if (t.kind === Kind.Nested) {
+      if (kind === Kind.Nested) {
         readTree(t.struct!, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const local = map.toLocal[leaf]!;
-      const ll = local >= 0 ? ls.leaves[local]! : null;
-      const s: Step = { to: local, sl: -1, how: P_STR, k: 0, t, lt: ll && ll.field.type, plan: null, mask: 0, sh: 0, signed: false };
-      if (isNumeric(t.kind)) {
-        const p = (s.plan = numPlan(t));
-        const raw = delta ? p.deltaRaw : p.fullRaw;
-        s.how = P_RAW;
-        s.k = raw;
-        if (raw === 0) {
-          s.k = r.bits(6);
-          s.how = P_U;
-          if (delta && p.D <= 32 && t.kind !== Kind.Ref) {
-            s.how = P_DELTA;
-            s.mask = MASK[p.D]!;
-            s.sh = 32 - p.D;
-            s.signed = p.signed;
-          }
-        }
-        if (ll) s.sl = ll.num;
-      } else {
-        if (isContainer(t.kind)) s.how = P_CONT;
-        if (ll) s.sl = ll.obj;
-      }
-      steps.push(s);
+      const to = map.toLocal[leaf]!;
+      const ll = to < 0 ? null : ls.leaves[to]!;
+      const p = numPlan(t);
+      const numeric = isNumeric(kind);
+      let k = numeric ? (delta ? p.deltaRaw : p.fullRaw) : 0;
+      const how = !numeric ? (isContainer(kind) ? P.Cont : P.Str) : k ? P.Raw : ((k = bits(6)), delta && p.W <= 32 && kind !== Kind.Ref ? P.Delta : P.U);
+      // mask, sh and signed serve P.Delta; they are numbers for every step, as the hot loop reads them.
+      steps.push({ to, sl: ll ? (numeric ? ll.num : ll.obj) : -1, how, k, t, lt: ll && ll.field.type, plan: p, mask: MASK[p.W] ?? 0, sh: 32 - p.W, signed: p.signed });
     }
-  }
+  };
 
   /** Reads into out a number of plan p: a full value, or a delta to (olo, ohi). */
-  function readNum(p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void {
-    const lo = r.u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, r.hi) : decodeFull(p, lo, r.hi))) r.malformed("value out of range");
-  }
+  const readNum = (p: NumPlan, k: number, delta: boolean, olo = 0, ohi = 0): void => {
+    const lo = u(k);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad("value " + lo);
+  };
 
   /**
    * Reads the values of steps[from, …) into rec: an entity's (rec is e), a
    * bag item's (rec, under key k of e's bag at leaf bagLeaf) through tab's
    * transaction, or a new record's (tab is DIRECT). depth is rec's.
    */
-  function values(tab: Table, e: Entity, rec: Rec, from: number, delta: boolean, depth: number, k?: Key, bagLeaf?: number): void {
+  const values = (tab: Table, e: Entity, rec: Rec, from: number, delta: boolean, depth: number, k?: Key, bagLeaf?: number): void => {
     const a = rec.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i]!;
       const slot = s.sl;
       const j = slot << 1;
       switch (s.how) {
-        case P_DELTA: {
-          // D ≤ 32: plain number arithmetic (§4.3).
-          const lo = r.u(s.k);
-          if (r.hi !== 0 || lo > s.mask) r.malformed("delta out of range");
+        case P.Delta: {
+          const lo = u(s.k);
+          if (hi !== 0 || lo > s.mask) bad("delta");
           if (slot < 0) break;
           let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
           if (s.signed) {
@@ -317,94 +277,98 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
           } else tab.setNum(e, s.to, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0, rec, k, bagLeaf);
           break;
         }
-        case P_RAW: {
-          const lo = r.bitsWide(s.k);
-          if (slot >= 0) tab.setNum(e, s.to, slot, lo, r.hi, rec, k, bagLeaf);
+        case P.Raw: {
+          const lo = bitsWide(s.k);
+          if (slot >= 0) tab.setNum(e, s.to, slot, lo, hi, rec, k, bagLeaf);
           break;
         }
-        case P_U:
-          if (slot < 0) readNum(s.plan!, s.k, delta);
-          else {
-            readNum(s.plan!, s.k, delta, a[j], a[j + 1]);
-            tab.setNum(e, s.to, slot, out.lo, out.hi, rec, k, bagLeaf);
-          }
+        case P.U:
+          readNum(s.plan, s.k, delta, a[j], a[j + 1]);
+          if (slot >= 0) tab.setNum(e, s.to, slot, out.lo, out.hi, rec, k, bagLeaf);
           break;
-        case P_STR: {
+        case P.Str: {
           const v = readStr(s.t);
           if (slot >= 0) tab.setObj(e, s.to, slot, v, rec, k, bagLeaf);
           break;
         }
         default:
-          if (!delta || r.bool()) {
+          if (!delta || bool()) {
             const c = readContainer(s.t, s.lt, depth + 1);
             if (slot >= 0) tab.setObj(e, s.to, slot, c, rec, k, bagLeaf);
           } else containerOps(tab, e, s.t, s.lt, s.to, slot);
       }
     }
-  }
+  };
 
-  function readStr(t: Type): string | Uint8Array {
-    return t.kind === Kind.Bytes ? r.bytes(lim.maxStringBytes) : r.string(lim.maxStringBytes);
-  }
+  const readStr = (t: Type): string | Uint8Array => {
+    return t.kind === Kind.Bytes ? bytes(maxStringBytes) : string(maxStringBytes);
+  };
 
-  function countValues(n: number): void {
-    if ((nValues += n) > lim.maxValues) fail("limit", `over ${lim.maxValues} values`);
-  }
+  /** Reads a count of values (a container's length, its operations or keys), at least minBits each. */
+  const countValues = (k: number, minBits: number): number => {
+    const n = count(k, max, minBits, "length");
+    if ((nValues += n) > lim.maxValues) fail("limit", "values");
+    return n;
+  };
 
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
-  function readElem(t: Type, lt: Type | null, k: number, depth: number): Elem {
+  const readElem = (t: Type, lt: Type | null, k: number, depth: number): Elem => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
       if (p.fullRaw) {
-        out.lo = r.bitsWide(p.fullRaw);
-        out.hi = r.hi;
+        out.lo = bitsWide(p.fullRaw);
+        out.hi = hi;
       } else readNum(p, k, false);
       return toElem(p, out.lo, out.hi);
     }
-    if (t.kind === Kind.Nested) return readRecord(t.struct!, lt && lt.struct, depth + 1);
-    return readStr(t);
-  }
+    return t.kind === Kind.Nested ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readStr(t);
+  };
 
   /** Reads the shared k of a sequence of n elements of type t, if any (§6.1). */
-  function readK(t: Type, n: number): number {
-    return n === 0 || !isNumeric(t.kind) || numPlan(t).fullRaw !== 0 ? 0 : r.bits(6);
-  }
+  const readK = (t: Type, n: number): number => {
+    return n && isNumeric(t.kind) && !numPlan(t).fullRaw ? bits(6) : 0;
+  };
 
   /** Reads a key of kind key (§6.1). For string keys, the bytes are left in keyBytes. */
-  function readKey(key: number, k: number): Key {
-    if (key === Kind.String) return decodeUTF8((keyBytes = r.bytes(lim.maxStringBytes)));
-    return readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint;
-  }
+  const readKey = (key: number, k: number): Key => {
+    return key === Kind.String
+      ? decodeUTF8((keyBytes = bytes(maxStringBytes)))
+      : (readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint);
+  };
 
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */
-  function readContainer(t: Type, lt: Type | null, depth: number): ListC | MapC | BagC {
+  const readContainer = (t: Type, lt: Type | null, depth: number): ListC | MapC | BagC => {
     deeper(depth);
     const ct = lt ?? t;
-    const n = r.count(4, lim.maxContainerLen, 1, "length");
-    countValues(n);
+    const n = countValues(4, 1);
+    const el = t.elem!;
+    const lel = lt && lt.elem;
     if (t.kind === Kind.List) {
-      const k = readK(t.elem!, n);
+      const k = readK(el, n);
       const items: Elem[] = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = readElem(t.elem!, lt && lt.elem, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(el, lel, k, depth);
       return new ListC(ct, items);
     }
     const bag = t.kind === Kind.Bag;
     const str = t.key === Kind.String;
-    const kk = n > 0 && !str ? r.bits(6) : 0;
-    const vk = bag ? 0 : readK(t.elem!, n);
+    const kk = readKK(t, n);
+    const vk = bag ? 0 : readK(el, n);
     const m = new Map<Key, Elem>();
     let prev: Key | undefined;
-    let prevBytes: Uint8Array | null = null;
+    let prevBytes!: Uint8Array;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
       // Keys strictly ascending (§6.1): strings bytewise.
-      if (i > 0 && !(str ? compareBytes(prevBytes!, keyBytes!) < 0 : prev! < key)) r.malformed("keys out of order");
+      if (i && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev! < key)) bad("key order");
       prev = key;
       prevBytes = keyBytes;
-      m.set(key, bag ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readElem(t.elem!, lt && lt.elem, vk, depth));
+      m.set(key, bag ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
     }
     return new (bag ? BagC : MapC)(ct, m);
-  }
+  };
+
+  /** Reads the shared k of n keys of map or bag type t. */
+  const readKK = (t: Type, n: number): number => (n && t.key !== Kind.String ? bits(6) : 0);
 
   /**
    * Reads a standalone struct value of remote type rs into a record of
@@ -412,9 +376,9 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
    * under key k of e's bag at leaf bagLeaf) is written through tab's
    * transaction.
    */
-  function readRecord(rs: StructType, ls: StructType | null, depth: number, into?: Rec, tab = DIRECT, e?: Entity, k?: Key, bagLeaf?: number): Rec {
+  const readRecord = (rs: StructType, ls: StructType | null, depth: number, into?: Rec, tab = DIRECT, e?: Entity, k?: Key, bagLeaf?: number): Rec => {
     deeper(depth);
-    countValues(1);
+    if (++nValues > lim.maxValues) fail("limit", "values");
     const lst = ls ?? rs;
     const rec = into ?? new Rec(lst);
     const start = steps.length;
@@ -422,92 +386,98 @@ export function decoder(local: Schema, remote: Schema = local, limits: Partial<L
     values(tab, e!, rec, start, false, depth, k, bagLeaf);
     steps.length = start;
     return rec;
-  }
+  };
 
   /** Reads and applies the operations on one container of e (§6.2); local is −1 when it is skipped. */
-  function containerOps(tab: Table, e: Entity, t: Type, lt: Type | null, local: number, slot: number): void {
-    const max = lim.maxContainerLen;
+  const containerOps = (tab: Table, e: Entity, t: Type, lt: Type | null, local: number, slot: number): undefined => {
     const full = (size: number): void => {
-      if (size >= max) fail("limit", "container over " + max);
+      if (size >= max) fail("limit", "length");
     };
-    const c = local >= 0 ? (e.obj[slot] as ListC | MapC) : null;
+    const c = local < 0 ? null : (e.obj[slot] as ListC & MapC);
+    const el = t.elem!;
+    const lel = lt && lt.elem;
     if (t.kind === Kind.List) {
-      const list = c as ListC | null;
-      const n = r.count(2, max, 3, "list operations");
-      countValues(n);
-      const k = readK(t.elem!, n);
+      const n = countValues(2, 3);
+      const k = readK(el, n);
       for (let i = 0; i < n; i++) {
-        const op = r.bits(3);
-        if (op > OP_PATCH || (op === OP_PATCH && t.elem!.kind !== Kind.Nested)) r.malformed("list operation " + op);
-        let idx = 0;
-        if (op !== OP_PUSH && op !== OP_CLEAR) {
-          const u = r.u(4);
-          idx = r.hi !== 0 ? max + 1 : Math.min(u, max + 1);
-        }
+        const op = bits(3);
+        if (op > Op.Patch || (op === Op.Patch && el.kind !== Kind.Nested)) bad("list operation " + op);
+        const idx = op === Op.Push || op === Op.Clear ? 0 : Math.min(u(4), max + 1) + (hi && max + 1);
+        const items = c && c.items;
         let v: Elem | undefined;
-        if (op === OP_PATCH) {
+        if (op === Op.Patch) {
           // A patch of struct element idx: applied to a copy, which replaces it.
-          const rs = t.elem!.struct!;
-          const ls = lt ? lt.elem!.struct! : rs;
-          if (list && idx >= list.items.length) fail("index", `patch of ${idx} of ${list.items.length}`);
-          v = readRecord(rs, ls, 2, list ? clone(list.items[idx] as Rec) : new Rec(ls));
-        } else if (op <= OP_INSERT || op === OP_SET) v = readElem(t.elem!, lt && lt.elem, k, 1);
-        if (!list) continue;
-        if (op <= OP_INSERT) full(list.items.length);
+          const rs = el.struct!;
+          const ls = lel ? lel.struct! : rs;
+          if (items && idx >= items.length) fail("index", idx + " of " + items.length);
+          v = readRecord(rs, ls, 2, items ? clone(items[idx] as Rec) : new Rec(ls));
+        } else if (op <= Op.Insert || op === Op.Set) v = readElem(el, lel, k, 1);
+        if (!items) continue;
+        if (op <= Op.Insert) full(items.length);
         // Table.listOp's codes: insert, remove, set (a patch too), clear.
-        tab.listOp(e, local, list, op <= OP_INSERT ? 0 : op === OP_PATCH ? 2 : op - 1, op === OP_PUSH ? list.items.length : idx, v);
+        tab.listOp(e, local, c, op <= Op.Insert ? 0 : op === Op.Patch ? 2 : op - 1, op === Op.Push ? items.length : idx, v);
       }
       return;
     }
     // Maps: removed keys, then put entries; bags: removed keys, put items, item updates.
     const bag = t.kind === Kind.Bag;
-    const m = c as MapC | null;
     const ls = lt && lt.struct;
-    for (let pass = 0; pass < (bag ? 3 : 2); pass++) {
-      const n = r.count(2, max, 1, "keys");
-      countValues(n);
-      const kk = n > 0 && t.key !== Kind.String ? r.bits(6) : 0;
-      const vk = pass === 1 && !bag ? readK(t.elem!, n) : 0;
+    for (let pass = 0; pass < 2 + +bag; pass++) {
+      const n = countValues(2, 1);
+      const kk = readKK(t, n);
+      const vk = pass === 1 && !bag ? readK(el, n) : 0;
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
-        if (pass === 0) {
-          if (m) tab.mapOp(e, local, m, key);
+        if (!pass) {
+          if (c) tab.mapOp(e, local, c, key);
         } else if (pass === 1) {
-          const v = bag ? readRecord(t.struct!, ls, 2) : readElem(t.elem!, lt && lt.elem, vk, 1);
-          if (m) {
-            full(m.m.size);
-            tab.mapOp(e, local, m, key, v);
+          const v = bag ? readRecord(t.struct!, ls, 2) : readElem(el, lel, vk, 1);
+          if (c) {
+            full(c.m.size);
+            tab.mapOp(e, local, c, key, v);
           }
-        } else if (m) {
-          const item = (m as BagC).m.get(key) ?? fail("no-key", "update of " + key);
-          readRecord(t.struct!, ls, 2, item, tab, e, key, local);
-        } else readRecord(t.struct!, null, 2);
+        } else if (c) readRecord(t.struct!, ls, 2, (c as BagC).m.get(key) ?? fail("no-key", "" + key), tab, e, key, local);
+        else readRecord(t.struct!, null, 2);
       }
     }
-  }
+  };
 
-  /**
-   * Decodes a standalone record (an RPC's arguments, §10.2) of remote
-   * struct rs into a new record of local struct ls.
-   */
-  function decodeRecord(rs: StructType, ls: StructType, data: Uint8Array): Rec {
-    if (data.length > lim.maxSegmentBytes) fail("limit", `record of ${data.length} bytes`);
-    r.reset(data);
-    nValues = 0;
-    steps.length = 0;
-    const rec = readRecord(rs, ls, 0);
-    r.finish();
-    return rec;
-  }
+  return {
+    lim,
 
-  return { lim, apply, decodeRecord };
-}
+    apply(tab, seg) {
+      if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
+      load(seg);
+      nEntities = nValues = 0;
+      try {
+        for (let tag; (tag = bits(3)) !== Sec.End; ) {
+          if (tag === Sec.Destroy) {
+            readIDs();
+            for (let i = 0; i < nids; i++) tab.destroySlot(ids[i]!);
+            continue;
+          }
+          if (tag > Sec.Ranked) bad("section " + tag);
+          const rc = remote.class(u32(4)) ?? fail("unknown", "class");
+          for (let g = count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
+        }
+        finish();
+      } catch (e) {
+        if (e instanceof ReplicaDecodeError && e.bit < 0) e.bit = pos;
+        // A maxDepth set beyond what the JS stack holds: still a typed rejection.
+        throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
+      }
+    },
+
+    decodeRecord(rs, ls, data) {
+      if (data.length > lim.maxSegmentBytes) fail("limit", "record");
+      load(data);
+      nValues = steps.length = 0;
+      const rec = readRecord(rs, ls, 0);
+      finish();
+      return rec;
+    },
+  };
+};
 
 /** The types of map and bag keys, by kind. */
 const keyTypes: Type[] = [];
-
-function compareBytes(a: Uint8Array, b: Uint8Array): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
-  return a.length - b.length;
-}

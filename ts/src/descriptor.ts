@@ -8,7 +8,7 @@
  * canonical order here, once everything is read.
  */
 
-import { BitReader, BitWriter, decodeUTF8, encodeUTF8 } from "./bits.js";
+import { BitWriter, decodeUTF8, encodeUTF8, bits, bool, bytes, count, finish, hi, load, pos, u, u32 } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { NO_QUANT, Schema, StructType, type Field, type Quant, type Type } from "./schema.js";
 import { f64FromBits, f64Bits, out } from "./values.js";
@@ -23,62 +23,62 @@ export const DESCRIPTOR_VERSION = 2;
  * ReplicaDecodeError with code "descriptor". Only the canonical encoding
  * is accepted (§3.1).
  */
-export function decodeDescriptor(b: Uint8Array): Schema {
-  const r = new BitReader(b);
+export const decodeDescriptor = (b: Uint8Array): Schema => {
+  load(b);
   try {
-    const s = read(r);
+    const s = read();
     s.descriptor = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
-    if (e.bit < 0) e.bit = r.pos;
+    if (e.bit < 0) e.bit = pos;
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
-}
+};
 
 const bad = (msg: string): never => fail("descriptor", msg);
 
-const f64 = (r: BitReader): number => f64FromBits(r.bits(32), r.bits(32));
+const f64 = (): number => f64FromBits(bits(32), bits(32));
 
-function read(r: BitReader): Schema {
-  const v = r.u32(0);
+const read = (): Schema => {
+  const v = u32(0);
   if (v !== DESCRIPTOR_VERSION) bad(`version ${v}, want 2`);
   // The fewest bits an item takes, to check a count against the bits left
   // before allocating (tighter than §3.5's 8 bits, which rejects the same
   // descriptors, as truncated): a struct's name, field and RPC counts; a
   // field's ID gap, name, kind, flags and band; an RPC's ID gap, name,
   // direction and struct index.
-  const n = r.count(2, 4096, 9, "structs");
+  const n = count(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = (): StructType => structs[r.u32(2)] ?? bad("struct index");
+  const index = (): StructType => structs[u32(2)] ?? bad("struct index");
   const name = (): [string, Uint8Array] => {
-    const b = r.bytes(256);
+    const b = bytes(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev: number): number => {
-    const v = prev + 1 + r.u(2) + r.hi * 2 ** 32;
+    const v = prev + 1 + u(2) + hi * 2 ** 32;
     return v > 0xffffffff ? bad("ID " + v) : v;
   };
   const type = (depth: number): Type => {
     if (depth > 4) bad("type nested too deeply");
-    const kind = r.bits(5);
+    const kind = bits(5);
     const t: Type = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
     if (kind === Kind.Float32 || kind === Kind.Float64) {
-      const mode = r.bits(2);
+      const mode = bits(2);
       if (mode === 3) bad("quantization mode 3");
       if (mode) {
-        const q = (t.quant = { mode, step: f64(r), min: 0, nbits: 0 } as Quant);
+        const q = (t.quant = { mode, step: f64(), min: 0, nbits: 0 } as Quant);
         if (mode === 2) {
-          q.min = f64(r);
-          q.nbits = r.bits(6);
+          q.min = f64();
+          q.nbits = bits(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || (q.nbits > 0 && q.nbits <= 32)))) {
-          bad(`quantization ${q.step} ${q.min} ${q.nbits}`);
+          bad("quantization");
         }
       }
     } else if (kind === Kind.Nested) t.struct = index();
     else if (kind >= Kind.List && kind <= Kind.Bag) {
-      const key = kind === Kind.List ? Kind.Int8 : (t.key = r.bits(5));
+      const key = kind === Kind.List ? Kind.Int8 : (t.key = bits(5));
       // Map keys: integers and strings; bag keys: integers.
       if (key < Kind.Int8 || (key > Kind.Uint64 && (key !== Kind.String || kind === Kind.Bag))) bad("key kind " + key);
       if (kind === Kind.Bag) t.struct = index();
@@ -91,36 +91,36 @@ function read(r: BitReader): Schema {
   let rpcs = 0;
   for (const st of structs) {
     [st.name, st.nameBytes] = name();
-    for (let j = r.count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
+    for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f: Field = { id: prev, name: nm, nameBytes: nb, type: type(0), vis: r.bits(2), life: r.bits(2), chan: r.bits(1), deprecated: r.bool(), band: r.u32(0), leaf: 0 };
+      const f: Field = { id: prev, name: nm, nameBytes: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), leaf: 0 };
       st.fields.push(f);
     }
-    for (let j = r.count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
+    for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, nameBytes: nb, dir: r.bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, nameBytes: nb, dir: bits(1), args: index() });
     }
   }
 
   const classes: StructType[] = [];
-  for (let i = r.count(2, n, 2, "classes"); i > 0; i--) {
+  for (let i = count(2, n, 2, "classes"); i > 0; i--) {
     const c = index();
     if (c.isClass) bad(c.name + " listed twice");
     c.isClass = true;
-    c.classId = r.u32(4);
-    const nb = r.u32(0);
+    c.classId = u32(4);
+    const nb = u32(0);
     if (nb > 4) bad(nb + " bands");
     for (let b = 0; b < nb; b++) {
-      const d = f64(r);
+      const d = f64();
       // Finite, > 0, each smaller than the one before.
       if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad(`${c.name}: band ${b + 1} distance ${d}`);
       c.distances.push(d);
     }
     classes.push(c);
   }
-  r.finish();
+  finish();
 
   // Bands (§3.5): only in classes, at most the class's nbands, each used.
   for (const st of structs) {
@@ -148,21 +148,21 @@ function read(r: BitReader): Schema {
   let i = 0;
   let ok = classes.every((c, j) => !j || c.classId > classes[j - 1]!.classId);
   for (const st of order) ok &&= st === structs[i++];
-  if (!ok || i < n) bad("not in canonical form");
+  if (!ok || i < n) bad("not canonical");
   return new Schema(classes);
-}
+};
 
-function writeFloat(w: BitWriter, x: number): void {
+const writeFloat = (w: BitWriter, x: number): void => {
   f64Bits(x);
   w.bits(out.lo, 32);
   w.bits(out.hi, 32);
-}
+};
 
 /**
  * Encodes a schema as a descriptor (§3.1): the canonical form, structs in
  * depth-first pre-order from the classes in ascending class-ID order.
  */
-export function writeDescriptor(s: Schema): Uint8Array {
+export const writeDescriptor = (s: Schema): Uint8Array => {
   const structs: StructType[] = [];
   const index = new Map<StructType, number>();
   const visit = (st: StructType | null): void => {
@@ -238,4 +238,4 @@ export function writeDescriptor(s: Schema): Uint8Array {
     for (const d of c.distances) writeFloat(w, d);
   }
   return w.finish();
-}
+};

@@ -4,7 +4,7 @@
  * values keyed by field name; absent fields are zero.
  */
 
-import { BitWriter, encodeUTF8 } from "./bits.js";
+import { begin, encodeUTF8, put, putBytes, putU, putWide, written } from "./bits.js";
 import { NO_QUANT, isNumeric, type StructType, type Type } from "./schema.js";
 import { compareKeys } from "./state.js";
 import { f32Bits, f64Bits, numPlan, out } from "./values.js";
@@ -14,14 +14,14 @@ import { Kind } from "./enums.js";
 const roundHalfAway = (x: number): number => (x < 0 ? -Math.round(-x) : Math.round(x));
 
 /** Sets out to the 64-bit two's complement of integer b. */
-function split(b: bigint): void {
+const split = (b: bigint): void => {
   const u = BigInt.asUintN(64, b);
   out.lo = Number(u & 0xffffffffn);
   out.hi = Number(u >> 32n);
-}
+};
 
 /** The stored representation S (§4.1) of JS value v for numeric type t, into out; a RangeError if v does not fit. */
-export function toStored(t: Type, v: unknown): void {
+export const toStored = (t: Type, v: unknown): void => {
   const k = t.kind;
   const q = t.quant;
   out.hi = 0;
@@ -39,11 +39,11 @@ export function toStored(t: Type, v: unknown): void {
   } else {
     const n = typeof v === "bigint" ? v : Number.isInteger(Number(v ?? 0)) ? BigInt(Number(v ?? 0)) : undefined;
     const p = numPlan(t);
-    const top = 1n << BigInt(p.W - +p.zigzag);
-    if (n === undefined || n >= top || n < (p.zigzag ? -top : 0n)) throw new RangeError(`${v} is not an integer of ${p.W} bits`);
+    const top = 1n << BigInt(p.W - +p.signed);
+    if (n === undefined || n >= top || n < (p.signed ? -top : 0n)) throw new RangeError(`${v} is not an integer of ${p.W} bits`);
     split(n);
   }
-}
+};
 
 /** A number's full-mode code (§4.3): raw bits (k −1, n the width), or a U(k) code with k its bit length. */
 interface Code {
@@ -53,21 +53,21 @@ interface Code {
   n: number;
 }
 
-function code(t: Type, v: unknown): Code {
+const code = (t: Type, v: unknown): Code => {
   toStored(t, v);
   const p = numPlan(t);
   let { lo, hi } = out;
   if (p.fullRaw) return { lo, hi, k: -1, n: p.fullRaw };
-  if (p.zigzag) {
+  if (p.signed) {
     // zigzag on 64 bits: (v << 1) ^ (v >> 63)
     const neg = hi >> 31;
     hi = (((hi << 1) | (lo >>> 31)) ^ neg) >>> 0;
     lo = ((lo << 1) ^ neg) >>> 0;
   }
   return { lo, hi, k: Math.min(hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo), 63), n: 0 };
-}
+};
 
-const put = (w: BitWriter, c: Code, k: number): void => (c.k < 0 ? w.bitsWide(c.lo, c.hi, c.n) : w.u(c.lo, k, c.hi));
+const putCode = (c: Code, k: number): void => (c.k < 0 ? putWide(c.lo, c.hi, c.n) : putU(c.lo, k, c.hi));
 
 const bytesOf = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : encodeUTF8(String(v ?? "")));
 
@@ -75,77 +75,73 @@ const bytesOf = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : encod
 const entries = (v: unknown): [unknown, unknown][] => (v instanceof Map ? [...v] : v && typeof v === "object" ? Object.entries(v) : []);
 
 /** Whether v is the zero value of type t (a nested struct: every field zero). */
-function zero(t: Type, v: any): boolean {
+const zero = (t: Type, v: any): boolean => {
+  const k = t.kind;
   if (v == null) return true;
-  if (t.kind === Kind.Nested) return t.struct!.fields.every((f) => f.deprecated || zero(f.type, v[f.name]));
-  if (isNumeric(t.kind)) {
+  if (k === Kind.Nested) return t.struct!.fields.every((f) => f.deprecated || zero(f.type, v[f.name]));
+  if (isNumeric(k)) {
     const c = code(t, v);
     return !c.lo && !c.hi;
   }
-  return (t.kind === Kind.List ? v : t.kind <= Kind.Bytes ? bytesOf(v) : entries(v)).length === 0;
-}
+  return !(k === Kind.List ? v : k <= Kind.Bytes ? bytesOf(v) : entries(v)).length;
+};
 
 /**
  * Writes the shared k of values of type t (§6.1) when they are U(k)-coded
  * numbers, and returns a function that writes value i.
  */
-function elems(w: BitWriter, t: Type, vals: unknown[]): (i: number) => void {
-  if (!isNumeric(t.kind)) return (i) => value(w, t, vals[i]);
+const elems = (t: Type, vals: unknown[]): (i: number) => void => {
+  if (!isNumeric(t.kind)) return (i) => value(t, vals[i]);
   const cs = vals.map((v) => code(t, v));
   const k = Math.max(0, ...cs.map((c) => c.k));
-  if (cs[0] && cs[0].k >= 0) w.bits(k, 6);
-  return (i) => put(w, cs[i]!, k);
-}
+  if (cs[0] && cs[0].k >= 0) put(k, 6);
+  return (i) => putCode(cs[i]!, k);
+};
 
 /** Writes a value that is not a number of a record: a string, bytes, a container or a struct element. */
-function value(w: BitWriter, t: Type, v: any): void {
-  if (t.kind === Kind.Nested) return record(w, t.struct!, v);
-  if (t.kind <= Kind.Bytes) return w.bytes(bytesOf(v));
-  if (t.kind === Kind.List) {
-    const a: unknown[] = v ?? [];
-    w.u(a.length, 4);
-    const e = elems(w, t.elem!, a);
-    return a.forEach((_, i) => e(i));
-  }
-  // Keys as the decoder holds them, ascending (§6.1); then the keys' shared k, the values', and each key and value.
-  const es = entries(v)
-    .map(([k, x]) => [t.key === Kind.String ? String(k) : BigInt(k as number), x] as const)
-    .sort((a, b) => compareKeys(a[0], b[0]));
-  w.u(es.length, 4);
+const value = (t: Type, v: any): void => {
+  const k = t.kind;
+  if (k === Kind.Nested) return record(t.struct!, v);
+  if (k <= Kind.Bytes) return putBytes(bytesOf(v));
+  // Lists; maps and bags with their keys as the decoder holds them,
+  // ascending (§6.1): the keys' shared k, the values', and each key and value.
+  const list = k === Kind.List;
+  const es = list ? ((v ?? []) as unknown[]).map((x) => [0, x] as const) : entries(v).map(([key, x]) => [t.key === Kind.String ? String(key) : BigInt(key as number), x] as const).sort((a, b) => compareKeys(a[0], b[0]));
+  putU(es.length, 4);
   if (!es.length) return;
-  const ek = elems(w, { kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, es.map((e) => e[0]));
-  const ev = t.kind === Kind.Bag ? (i: number) => record(w, t.struct!, es[i]![1]) : elems(w, t.elem!, es.map((e) => e[1]));
+  const ek = list ? () => {} : elems({ kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, es.map((e) => e[0]));
+  const ev = k === Kind.Bag ? (i: number) => record(t.struct!, es[i]![1]) : elems(t.elem!, es.map((e) => e[1]));
   es.forEach((_, i) => (ek(i), ev(i)));
-}
+};
 
 /**
  * Writes the field tree of st's non-zero leaves (§5.5), each U(k)-coded
  * number with k = its code's bit length; the values go to later, to be
  * written after the whole tree.
  */
-function tree(w: BitWriter, st: StructType, v: any, later: (() => void)[]): void {
+const tree = (st: StructType, v: any, later: (() => void)[]): void => {
   const fs = st.fields.filter((f) => !f.deprecated && !zero(f.type, v[f.name]));
-  w.u(fs.length, 2);
+  putU(fs.length, 2);
   let prev = 0;
   for (const f of fs) {
     const x = v[f.name];
     const t = f.type;
-    w.u(f.id - prev - 1, 2);
+    putU(f.id - prev - 1, 2);
     prev = f.id;
-    if (t.kind === Kind.Nested) tree(w, t.struct!, x, later);
+    if (t.kind === Kind.Nested) tree(t.struct!, x, later);
     else if (isNumeric(t.kind)) {
       const c = code(t, x);
-      if (c.k >= 0) w.bits(c.k, 6);
-      later.push(() => put(w, c, c.k));
-    } else later.push(() => value(w, t, x));
+      if (c.k >= 0) put(c.k, 6);
+      later.push(() => putCode(c, c.k));
+    } else later.push(() => value(t, x));
   }
-}
+};
 
-function record(w: BitWriter, st: StructType, v: any): void {
+const record = (st: StructType, v: any): void => {
   const later: (() => void)[] = [];
-  tree(w, st, v ?? {}, later);
+  tree(st, v ?? {}, later);
   later.forEach((f) => f());
-}
+};
 
 /**
  * Encodes a standalone record of struct st (§6.1): the tree of its
@@ -154,8 +150,8 @@ function record(w: BitWriter, st: StructType, v: any): void {
  * 64-bit integers), booleans, strings, Uint8Array for bytes, objects for
  * nested structs, arrays for lists, Map or object for maps and bags.
  */
-export function encodeRecord(st: StructType, v: Record<string, unknown>): Uint8Array {
-  const w = new BitWriter();
-  record(w, st, v);
-  return w.finish();
-}
+export const encodeRecord = (st: StructType, v: Record<string, unknown>): Uint8Array => {
+  begin();
+  record(st, v);
+  return written();
+};

@@ -37,18 +37,16 @@ export type ErrorCode =
 
 /** The typed error of every decoder in this package. */
 export class ReplicaDecodeError extends Error {
-  override readonly name = "ReplicaDecodeError";
+  declare readonly code: ErrorCode;
   /** Bit offset in the message where decoding stopped, when known. */
-  bit: number;
+  declare bit: number;
   /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
   segment?: number;
 
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    bit = -1,
-  ) {
-    super(`${code}: ${message}`);
+  constructor(code: ErrorCode, message: string, bit = -1) {
+    super(code + ": " + message);
+    this.name = "ReplicaDecodeError";
+    this.code = code;
     this.bit = bit;
   }
 }
@@ -58,24 +56,28 @@ export function fail(code: ErrorCode, message: string, bit?: number): never {
   throw new ReplicaDecodeError(code, message, bit);
 }
 
+/** A close code and reason: what RefusedError and ClosedError share. */
+class CloseInfo extends Error {
+  declare readonly code: number;
+  declare readonly reason: string;
+  constructor(name: string, what: string, code: number, reason: string) {
+    super(`${what}: code ${code}: ${reason}`);
+    this.name = name;
+    this.code = code;
+    this.reason = reason;
+  }
+}
+
 /** The server declined the session (REFUSE, or a close during the handshake). */
-export class RefusedError extends Error {
-  override readonly name = "RefusedError";
-  constructor(
-    readonly code: number,
-    readonly reason: string,
-  ) {
-    super(`server refused the session: code ${code}: ${reason}`);
+export class RefusedError extends CloseInfo {
+  constructor(code: number, reason: string) {
+    super("RefusedError", "server refused the session", code, reason);
   }
 }
 
 /** The connection closed; code is the §10.1 close code when the peer sent one. */
-export class ClosedError extends Error {
-  override readonly name = "ClosedError";
-  constructor(
-    readonly code: number,
-    readonly reason: string,
-  ) {
-    super(`connection closed: code ${code}: ${reason}`);
+export class ClosedError extends CloseInfo {
+  constructor(code: number, reason: string) {
+    super("ClosedError", "connection closed", code, reason);
   }
 }

@@ -6,6 +6,8 @@
 
 import { LIMIT_ORDER, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
+import { put, putBig, putBool, putBytes, putString, putU, written } from "./bits.js";
+import { bits, bool, bytes, count, hi, load, pos, u, u32, uBig } from "./bits.js";
 
 /** Message types (§10.2): the first byte of every message but a segment. */
 export const MsgType = {
@@ -31,34 +33,34 @@ import {
  */
 export function parseHello(msg: Uint8Array): Hello {
   if (msg[0] !== MsgType.Hello) bad("not a HELLO");
-  return readBody(msg, (r) => {
-    const version = r.u32();
+  return readBody(msg, () => {
+    const version = u32();
     if (version !== PROTOCOL_VERSION) {
-      r.pos = r.len; // the rest has that version's layout
+      load(new Uint8Array(0)); // the rest has that version's layout
       return { type: MsgType.Hello, version };
     }
-    const descriptor = r.bytes(MAX_DESCRIPTOR);
-    const token = r.bytes(MAX_TOKEN);
+    const descriptor = bytes(MAX_DESCRIPTOR);
+    const token = bytes(MAX_TOKEN);
     const limits = {} as Limits;
     for (const k of LIMIT_ORDER) {
-      const v = r.u32(8);
-      if (v === 0 || v > MAX_LIMIT) bad(`${k} out of range`, r.pos);
+      const v = u32(8);
+      if (v === 0 || v > MAX_LIMIT) bad(`${k} out of range`, pos);
       limits[k] = v;
     }
     const m: Hello = { type: MsgType.Hello, version, descriptor, token, limits };
-    if (r.bool()) {
-      const ticket = [read64(r), read64(r)] as const;
-      const tick = r.uBig(8);
+    if (bool()) {
+      const ticket = [read64(), read64()] as const;
+      const tick = uBig(8);
       // An entry takes at least 13 bits: U(2) gap, bits(8), U(0) level, bit.
-      const held = new Array<HeldEntity>(r.count(3, MAX_RESUME, 13, "resume entities"));
+      const held = new Array<HeldEntity>(count(3, MAX_RESUME, 13, "resume entities"));
       let slot = -1;
       for (let i = 0; i < held.length; i++) {
-        slot += 1 + r.u(2);
-        if (r.hi !== 0 || slot >= 1 << 24) bad("resume: slot out of range", r.pos);
-        const generation = r.bits(8);
-        const level = r.u32(0);
-        if (level > MAX_LEVEL) bad(`resume: level ${level} > ${MAX_LEVEL}`, r.pos);
-        held[i] = { slot, generation, level, owned: r.bool() };
+        slot += 1 + u(2);
+        if (hi !== 0 || slot >= 1 << 24) bad("resume: slot out of range", pos);
+        const generation = bits(8);
+        const level = u32(0);
+        if (level > MAX_LEVEL) bad(`resume: level ${level} > ${MAX_LEVEL}`, pos);
+        held[i] = { slot, generation, level, owned: bool() };
       }
       m.resume = { ticket, tick, held } satisfies Resume;
     }
@@ -73,42 +75,42 @@ export function parseAny(msg: Uint8Array): Message | Hello {
 
 /** Encodes a WELCOME; no ticket is [0n, 0n]. */
 export function encodeWelcome(m: Omit<Welcome, "type" | "ticket" | "resumed"> & Partial<Pick<Welcome, "ticket" | "resumed">>): Uint8Array {
-  const w = writer(MsgType.Welcome);
-  w.u(m.version, 0);
-  w.bytes(m.descriptor);
-  w.uBig(m.session, 8);
-  w.string(m.userId);
-  w.u(m.tickRate, 4);
-  write64(w, m.ticket?.[0] ?? 0n);
-  write64(w, m.ticket?.[1] ?? 0n);
-  w.bool(m.resumed ?? false);
-  return w.finish();
+  writer(MsgType.Welcome);
+  putU(m.version, 0);
+  putBytes(m.descriptor);
+  putBig(m.session, 8);
+  putString(m.userId);
+  putU(m.tickRate, 4);
+  write64(m.ticket?.[0] ?? 0n);
+  write64(m.ticket?.[1] ?? 0n);
+  putBool(m.resumed ?? false);
+  return written();
 }
 
 /** Encodes a REFUSE. */
 export function encodeRefuse(m: Omit<Refuse, "type">): Uint8Array {
-  const w = writer(MsgType.Refuse);
-  w.u(m.code, 4);
-  w.string(m.message);
-  return w.finish();
+  writer(MsgType.Refuse);
+  putU(m.code, 4);
+  putString(m.message);
+  return written();
 }
 
 /** Encodes a TICK. */
 export function encodeTick(m: Omit<Tick, "type" | "gained" | "lost" | "levels"> & Partial<Pick<Tick, "gained" | "lost" | "levels">>): Uint8Array {
-  const w = writer(MsgType.Tick);
-  w.uBig(m.tick, 8);
-  w.u(m.segments, 1);
+  writer(MsgType.Tick);
+  putBig(m.tick, 8);
+  putU(m.segments, 1);
   for (const ids of [m.gained ?? [], m.lost ?? []]) {
-    w.u(ids.length, 3);
-    for (const id of ids) w.bits(id, 32);
+    putU(ids.length, 3);
+    for (const id of ids) put(id, 32);
   }
   const levels = m.levels ?? [];
-  w.u(levels.length, 3);
+  putU(levels.length, 3);
   for (const l of levels) {
-    w.bits(l.id, 32);
-    w.u(l.level, 0);
+    put(l.id, 32);
+    putU(l.level, 0);
   }
-  return w.finish();
+  return written();
 }
 
 export const encodeResync = (): Uint8Array => Uint8Array.of(MsgType.Resync);

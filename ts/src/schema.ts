@@ -9,37 +9,15 @@
 import { fail } from "./errors.js";
 import { Kind as K, Vis as V } from "./enums.js";
 
+/** An object of the enum E's names, given space-separated in order, each mapped to its number (from 0). */
+export const named = <E>(names: string): { readonly [N in keyof E]: E[N] } => Object.fromEntries(names.split(" ").map((n, i) => [n, i])) as never;
+
 /** Value kinds (§3.2), by name; the numbers are part of the format. */
-export const Kind = {
-  Invalid: K.Invalid,
-  Bool: K.Bool,
-  Int8: K.Int8,
-  Int16: K.Int16,
-  Int32: K.Int32,
-  Int64: K.Int64,
-  Uint8: K.Uint8,
-  Uint16: K.Uint16,
-  Uint32: K.Uint32,
-  Uint64: K.Uint64,
-  Float32: K.Float32,
-  Float64: K.Float64,
-  String: K.String,
-  Bytes: K.Bytes,
-  Ref: K.Ref,
-  Nested: K.Nested,
-  List: K.List,
-  Map: K.Map,
-  Bag: K.Bag,
-} as const satisfies { readonly [N in keyof typeof K]: K };
+export const Kind = named<typeof K>("Invalid Bool Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64 Float32 Float64 String Bytes Ref Nested List Map Bag");
 export type Kind = K;
 
 /** Visibility bits (§3.4), by name. */
-export const Vis = {
-  Server: V.Server,
-  Owner: V.Owner,
-  Others: V.Others,
-  All: V.All,
-} as const satisfies { readonly [N in keyof typeof V]: V };
+export const Vis = named<typeof V>("Server Owner Others All");
 export type Vis = V;
 
 export const isNumeric = (k: number): boolean => (k >= K.Bool && k <= K.Float64) || k === K.Ref;
@@ -166,7 +144,7 @@ const bad = (msg: string): never => fail("descriptor", msg);
 let budget = 0;
 
 /** Lays out struct s; the structs it holds by reference (elements, items, arguments) go to pending. */
-function layout(s: StructType, pending: StructType[]): void {
+const layout = (s: StructType, pending: StructType[]): void => {
   if (s.state === 1) bad(s.name + " contains itself");
   if (s.state) return;
   s.state = 1;
@@ -181,43 +159,38 @@ function layout(s: StructType, pending: StructType[]): void {
     if (t.kind === K.Bag) pending.push(st!);
     if (e) pending.push(e);
     f.leaf = s.leaves.length;
-    let sub: Leaf[] = [{ index: 0, field: f, path: "", name: "", vis: 3, band: 0, num: 0, obj: 0 }];
-    if (t.kind === K.Nested) {
-      layout(st!, pending);
-      sub = st!.leaves;
-      s.all += st!.all;
-    } else s.all++;
-    if ((budget += t.kind === K.Nested ? st!.all : 1) > 1 << 20) bad("too many fields");
-    if (f.deprecated) continue;
     const numeric = isNumeric(t.kind);
-    for (const l of sub) {
-      const nested = l.field !== f;
+    // What the field adds: a nested struct's leaves and slots, or one leaf of its own.
+    const sub =
+      t.kind === K.Nested
+        ? (layout(st!, pending), st!)
+        : { leaves: [{ field: f, path: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], numSlots: +numeric, objSlots: +!numeric, objTypes: numeric ? [] : [t], all: 1 };
+    s.all += sub.all;
+    if ((budget += sub.all) > 1 << 20) bad("too many fields");
+    if (f.deprecated) continue;
+    for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        path: nested ? f.id + "," + l.path : "" + f.id,
-        name: nested ? f.name + "." + l.name : f.name,
+        path: f.id + (l.path && "," + l.path),
+        name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: nested ? (l.num < 0 ? -1 : l.num + s.numSlots) : numeric ? s.numSlots : -1,
-        obj: nested ? (l.obj < 0 ? -1 : l.obj + s.objSlots) : numeric ? -1 : s.objSlots,
+        num: l.num < 0 ? -1 : l.num + s.numSlots,
+        obj: l.obj < 0 ? -1 : l.obj + s.objSlots,
       });
     }
-    if (s.leaves.length > 1 << 16) bad(s.name + " flattens to too many fields");
-    if (t.kind === K.Nested) s.objTypes.push(...st!.objTypes);
-    else if (!numeric) s.objTypes.push(t);
-    if (t.kind === K.Nested) {
-      s.numSlots += st!.numSlots;
-      s.objSlots += st!.objSlots;
-    } else if (numeric) s.numSlots++;
-    else s.objSlots++;
+    if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
+    s.objTypes.push(...sub.objTypes);
+    s.numSlots += sub.numSlots;
+    s.objSlots += sub.objSlots;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
   s.state = 2;
-}
+};
 
 /** A set of entity classes, laid out. */
 export class Schema {
@@ -241,12 +214,12 @@ export class Schema {
 
   /** The class with the given class ID, or undefined. */
   class(id: number): StructType | undefined {
-    return this.classes.find((c) => c.classId === id);
+    return this.find(id);
   }
 
   /** The class with the given name, or undefined. */
   classNamed(name: string): StructType | undefined {
-    return this.classes.find((c) => c.name === name);
+    return this.find(name);
   }
 
   /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
@@ -260,18 +233,17 @@ export class Schema {
  * local (§8): every field both have, matched by class ID and field ID path,
  * has the same type. Throws a ReplicaDecodeError with code "incompatible".
  */
-export function checkCompatible(local: Schema, remote: Schema): void {
+export const checkCompatible = (local: Schema, remote: Schema): void => {
   // Each pair of structs is checked once.
   const seen = new Set<string>();
   const ids = new Map<StructType, number>();
   const id = (s: StructType): number => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
+  // A type's kind, key kind and quantization, which two versions must share.
+  const sig = ({ kind, key, quant: q }: Type): unknown[] => [kind, key, q.mode, q.step, q.min, q.nbits];
   const type = (l: Type | null, r: Type | null, where: string): void => {
     if (!l || !r) return;
-    const a = l.quant;
-    const b = r.quant;
-    if (l.kind !== r.kind || l.key !== r.key || a.mode !== b.mode || !Object.is(a.step, b.step) || !Object.is(a.min, b.min) || a.nbits !== b.nbits) {
-      fail("incompatible", where);
-    }
+    const b = sig(r);
+    if (sig(l).some((x, i) => !Object.is(x, b[i]))) fail("incompatible", where);
     struct(l.struct, r.struct, where);
     type(l.elem, r.elem, where);
   };
@@ -290,4 +262,4 @@ export function checkCompatible(local: Schema, remote: Schema): void {
     }
   };
   if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId) ?? null, rc, rc.name);
-}
+};

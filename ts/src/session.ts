@@ -6,7 +6,7 @@
  * others encoded) is in ./peer.ts, for tests and tools.
  */
 
-import { BitReader, BitWriter, big, cat, leb128 } from "./bits.js";
+import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
@@ -115,20 +115,19 @@ export interface Resync {
 export type Message = Welcome | Refuse | Tick | Ping | Pong | RPC | Resync;
 
 /** A writer of a message: its type byte, then its bit stream (§10.2). */
-export function writer(t: M): BitWriter {
-  const w = new BitWriter();
-  w.bits(t, 8);
-  return w;
-}
+export const writer = (t: M): void => {
+  begin();
+  put(t, 8);
+};
 
 /** Writes a 64-bit field. */
-export function write64(w: BitWriter, v: bigint): void {
+export const write64 = (v: bigint): void => {
   const u = BigInt.asUintN(64, v);
-  w.bitsWide(Number(u & 0xffffffffn), Number(u >> 32n), 64);
-}
+  putWide(Number(u & 0xffffffffn), Number(u >> 32n), 64);
+};
 
 /** Reads a 64-bit field as an unsigned BigInt. */
-export const read64 = (r: BitReader): bigint => big(r.bitsWide(64), r.hi);
+export const read64 = (): bigint => big(bitsWide(64), hi);
 
 export const bad = (msg: string, bit?: number): never => fail("session", msg, bit);
 
@@ -137,12 +136,11 @@ export const bad = (msg: string, bit?: number): never => fail("session", msg, bi
  * that only zero padding is left. Every failure is a ReplicaDecodeError
  * with code "session" that names the message type.
  */
-export function readBody<T>(msg: Uint8Array, read: (r: BitReader) => T): T {
-  const r = new BitReader(msg);
-  r.pos = 8;
+export function readBody<T>(msg: Uint8Array, read: () => T): T {
+  load(msg, 8);
   try {
-    const m = read(r);
-    r.finish();
+    const m = read();
+    finish();
     return m;
   } catch (e) {
     throw e instanceof ReplicaDecodeError && e.code !== "session" ? new ReplicaDecodeError("session", `type ${msg[0]}: ${e.message}`, e.bit) : e;
@@ -155,43 +153,43 @@ export function readBody<T>(msg: Uint8Array, read: (r: BitReader) => T): T {
  * §10.5's rules (more than MAX_RESUME entities, slots not ascending or out
  * of range, a level above 4) throws a RangeError.
  */
-export function encodeHello(m: { version?: number; descriptor: Uint8Array; token?: Uint8Array; limits?: Partial<Limits>; resume?: Resume }): Uint8Array {
-  const w = writer(M.Hello);
-  w.u(m.version ?? PROTOCOL_VERSION, 0);
-  w.bytes(m.descriptor);
-  w.bytes(m.token ?? new Uint8Array(0));
+export const encodeHello = (m: { version?: number; descriptor: Uint8Array; token?: Uint8Array; limits?: Partial<Limits>; resume?: Resume }): Uint8Array => {
+  writer(M.Hello);
+  putU(m.version ?? PROTOCOL_VERSION, 0);
+  putBytes(m.descriptor);
+  putBytes(m.token ?? new Uint8Array(0));
   const l = withDefaults(m.limits);
-  for (const k of LIMIT_ORDER) w.u(Math.min(l[k], MAX_LIMIT), 8);
+  for (const k of LIMIT_ORDER) putU(Math.min(l[k], MAX_LIMIT), 8);
   const res = m.resume;
-  w.bool(!!res);
+  putBool(!!res);
   if (res) {
     const held = res.held;
     const wrong = (what: unknown): never => {
       throw new RangeError("resume: " + what);
     };
     if (held.length > MAX_RESUME) wrong(held.length + " entities");
-    write64(w, res.ticket[0]);
-    write64(w, res.ticket[1]);
-    w.uBig(res.tick, 8);
-    w.u(held.length, 3);
+    write64(res.ticket[0]);
+    write64(res.ticket[1]);
+    putBig(res.tick, 8);
+    putU(held.length, 3);
     let prev = -1;
     for (const e of held) {
       if (e.slot <= prev || e.slot >= 1 << 24 || e.level > MAX_LEVEL) wrong(`slot ${e.slot}, level ${e.level}`);
-      w.u(e.slot - prev - 1, 2);
+      putU(e.slot - prev - 1, 2);
       prev = e.slot;
-      w.bits(e.generation, 8);
-      w.u(e.level, 0);
-      w.bool(e.owned);
+      put(e.generation, 8);
+      putU(e.level, 0);
+      putBool(e.owned);
     }
   }
-  return w.finish();
-}
+  return written();
+};
 
-function nonceMsg(t: M, nonce: bigint): Uint8Array {
-  const w = writer(t);
-  write64(w, nonce);
-  return w.finish();
-}
+const nonceMsg = (t: M, nonce: bigint): Uint8Array => {
+  writer(t);
+  write64(nonce);
+  return written();
+};
 
 export const encodePing = (nonce: bigint): Uint8Array => nonceMsg(M.Ping, nonce);
 export const encodePong = (nonce: bigint): Uint8Array => nonceMsg(M.Pong, nonce);
@@ -201,20 +199,20 @@ export const encodeRPC = (entity: number, rpc: number, args: Uint8Array): Uint8A
   cat(leb128([M.RPC, entity & 255, (entity >>> 8) & 255, (entity >>> 16) & 255, entity >>> 24], rpc >>> 0), args);
 
 /** Decodes an RPC message; args aliases msg. */
-export function parseRPC(msg: Uint8Array): RPC {
-  if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC message");
+export const parseRPC = (msg: Uint8Array): RPC => {
+  if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC");
   let id = 0;
   let i = 5;
   for (let shift = 0; ; shift += 7) {
     const b = msg[i++];
-    if (b === undefined || shift > 28) bad("bad RPC ID");
+    if (b === undefined || shift > 28) bad("RPC ID");
     if (b === 0 && shift) bad("RPC ID not minimal");
     id += (b! & 127) * 2 ** shift;
     if (b! < 128) break;
   }
-  if (id === 0 || id > 0xffffffff) bad("RPC ID out of range");
+  if (id === 0 || id > 0xffffffff) bad("RPC ID range");
   return { type: M.RPC, entity: (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0, rpc: id, args: msg.subarray(i) };
-}
+};
 
 /**
  * Decodes a message a client receives (not a segment). Every failure is a
@@ -222,43 +220,43 @@ export function parseRPC(msg: Uint8Array): RPC {
  * server receives (./peer.ts decodes it). Byte arrays are copies, except
  * an RPC's args.
  */
-export function parseMessage(msg: Uint8Array): Message {
+export const parseMessage = (msg: Uint8Array): Message => {
   const t = msg[0];
   if (t === M.RPC) return parseRPC(msg);
-  if (!t || t === M.Hello || t > M.Resync) bad(t === undefined ? "empty message" : `${t === M.Hello ? "unexpected" : "unknown"} type ${t}`);
-  return readBody(msg, (r): Message => {
+  if (!t || t === M.Hello || t > M.Resync) bad(t === undefined ? "empty" : "unknown type " + t);
+  return readBody(msg, (): Message => {
     switch (t) {
       case M.Welcome:
         return {
           type: t,
-          version: r.u32(),
-          descriptor: r.bytes(MAX_DESCRIPTOR),
-          session: r.uBig(8),
-          userId: r.string(MAX_TEXT),
-          tickRate: r.u32(4),
-          ticket: [read64(r), read64(r)],
-          resumed: r.bool(),
+          version: u32(),
+          descriptor: bytes(MAX_DESCRIPTOR),
+          session: uBig(8),
+          userId: string(MAX_TEXT),
+          tickRate: u32(4),
+          ticket: [read64(), read64()],
+          resumed: bool(),
         };
       case M.Refuse: {
-        const code = r.u32(4);
-        if (code > 0xffff) bad("close code " + code, r.pos);
-        return { type: t, code, message: r.string(MAX_TEXT) };
+        const code = u32(4);
+        if (code > 0xffff) bad("close code " + code, pos);
+        return { type: t, code, message: string(MAX_TEXT) };
       }
       case M.Tick: {
-        const tick = r.uBig(8);
-        const segments = r.count(1, 16, 0, "segments");
-        const [gained, lost] = [0, 0].map(() => Array.from({ length: r.count(3, 1 << 20, 32, "owned entities") }, () => r.bits(32)));
-        const levels = Array.from({ length: r.count(3, 1 << 20, 33, "level changes") }, () => {
-          const id = r.bits(32);
-          const level = r.u32(0);
-          return level > MAX_LEVEL ? bad(`level ${level} > ${MAX_LEVEL}`, r.pos) : { id, level };
+        const tick = uBig(8);
+        const segments = count(1, 16, 0, "segments");
+        const [gained, lost] = [0, 0].map(() => Array.from({ length: count(3, 1 << 20, 32, "ids") }, () => bits(32)));
+        const levels = Array.from({ length: count(3, 1 << 20, 33, "levels") }, () => {
+          const id = bits(32);
+          const level = u32(0);
+          return level > MAX_LEVEL ? bad(`level ${level} > ${MAX_LEVEL}`, pos) : { id, level };
         });
         return { type: t, tick, segments, gained: gained!, lost: lost!, levels };
       }
       case M.Resync:
         return { type: t };
       default:
-        return { type: t as M.Ping | M.Pong, nonce: read64(r) };
+        return { type: t as M.Ping | M.Pong, nonce: read64() };
     }
   });
-}
+};

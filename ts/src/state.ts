@@ -5,6 +5,7 @@
  */
 
 import { fail } from "./errors.js";
+import { compareBytes, encodeUTF8 } from "./bits.js";
 import { isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue } from "./values.js";
 import { Ev, Kind } from "./enums.js";
@@ -15,17 +16,22 @@ export type Elem = number | bigint | string | Uint8Array | Rec;
 export type Key = number | bigint | string;
 
 /** The values of one struct: an entity, a list element, a map value or a bag item. */
+// The classes' fields are declared, not defined, and set by their
+// constructors: the bundle then has no field definitions beside them.
 export class Rec {
+  declare readonly type: StructType;
   /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
-  readonly num: Uint32Array;
+  declare readonly num: Uint32Array;
   /** String (string), Uint8Array (bytes) and container slots. */
-  readonly obj: unknown[];
+  declare readonly obj: unknown[];
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
-  txnMark = 0;
+  declare txnMark: number;
 
-  constructor(readonly type: StructType) {
+  constructor(type: StructType) {
+    this.type = type;
     this.num = new Uint32Array(type.numSlots * 2);
     this.obj = type.objTypes.map(zeroObj);
+    this.txnMark = 0;
   }
 
   /** A deep copy. */
@@ -68,36 +74,31 @@ export function clone<T>(v: T): T {
 const all = (x: ArrayLike<unknown>, y: ArrayLike<unknown>): boolean => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
 
 /** Deep equality of two elements or object-slot values. */
-export function equal(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (a instanceof Uint8Array && b instanceof Uint8Array) return all(a, b);
-  if (a instanceof Rec && b instanceof Rec) return a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj);
-  if (a instanceof ListC && b instanceof ListC) return all(a.items, b.items);
-  return a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k)));
-}
+export const equal = (a: unknown, b: unknown): boolean =>
+  a === b ||
+  (a instanceof Uint8Array && b instanceof Uint8Array
+    ? all(a, b)
+    : a instanceof Rec && b instanceof Rec
+      ? a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj)
+      : a instanceof ListC && b instanceof ListC
+        ? all(a.items, b.items)
+        : a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k))));
 
 /**
  * Compares two keys in the order encoders write them (§6.1): numbers and
  * BigInts by value, strings bytewise by their UTF-8 (code point order).
  */
-export function compareKeys(a: Key, b: Key): number {
-  if (typeof a === "string" && a !== b) {
-    for (let i = 0; ; i++) {
-      const x = a.codePointAt(i) ?? -1;
-      const y = (b as string).codePointAt(i) ?? -1;
-      if (x !== y) return x - y;
-      if (x > 0xffff) i++;
-    }
-  }
-  return a < b ? -1 : a > b ? 1 : 0;
-}
+export const compareKeys = (a: Key, b: Key): number =>
+  typeof a === "string" ? compareBytes(encodeUTF8(a), encodeUTF8(b as string)) : a < (b as number) ? -1 : +(a > (b as number));
 
 /** A list (§6). */
 export class ListC {
-  constructor(
-    readonly type: Type,
-    public items: Elem[],
-  ) {}
+  declare readonly type: Type;
+  declare items: Elem[];
+  constructor(type: Type, items: Elem[]) {
+    this.type = type;
+    this.items = items;
+  }
   get length(): number {
     return this.items.length;
   }
@@ -109,10 +110,12 @@ export class ListC {
 
 /** A map (§6). */
 export class MapC {
-  constructor(
-    readonly type: Type,
-    public m: Map<Key, Elem>,
-  ) {}
+  declare readonly type: Type;
+  declare m: Map<Key, Elem>;
+  constructor(type: Type, m: Map<Key, Elem>) {
+    this.type = type;
+    this.m = m;
+  }
   get size(): number {
     return this.m.size;
   }
@@ -134,40 +137,43 @@ export interface BagC {
 }
 
 /** The JS value of an element of type t: numbers per §4.1, others as stored. */
-export function elemValue(t: Type, v: Elem): unknown {
+export const elemValue = (t: Type, v: Elem): unknown => {
   if (!isNumeric(t.kind)) return v;
   if (typeof v === "bigint") {
     const u = BigInt.asUintN(64, v);
     return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
   }
   return numValue(numPlan(t), (v as number) >>> 0, (v as number) < 0 ? 0xffffffff : 0);
-}
+};
 
 /** Builds a network ID from a slot and a generation (§5.4). */
 export const makeId = (slot: number, gen: number): number => ((gen << 24) | slot) >>> 0;
 
 /** An entity of a client replica. */
 export class Entity extends Rec {
+  /** Network ID: generation << 24 | slot. */
+  declare readonly id: number;
+  /** The class ID on the wire (the sender's class). */
+  declare readonly classId: number;
+  /** @internal Bands of each leaf of cls as the sender defines them. */
+  declare readonly bands: Uint8Array;
+  /** The sender's band count: level is 0..nbands. */
+  declare readonly nbands: number;
   /** Whether this client owns the entity (§10.2). */
-  owned = false;
+  declare owned: boolean;
   /** Level of detail (§5.8), 0..nbands of the class. */
-  level: number;
+  declare level: number;
   /** False once a tick destroyed it. */
-  alive = true;
+  declare alive: boolean;
 
-  constructor(
-    cls: StructType,
-    /** Network ID: generation << 24 | slot. */
-    readonly id: number,
-    /** The class ID on the wire (the sender's class). */
-    readonly classId: number,
-    /** @internal Bands of each leaf of cls as the sender defines them. */
-    readonly bands: Uint8Array,
-    /** The sender's band count: level is 0..nbands. */
-    readonly nbands: number,
-  ) {
+  constructor(cls: StructType, id: number, classId: number, bands: Uint8Array, nbands: number) {
     super(cls);
-    this.level = nbands;
+    this.id = id;
+    this.classId = classId;
+    this.bands = bands;
+    this.level = this.nbands = nbands;
+    this.owned = false;
+    this.alive = true;
   }
 
   get slot(): number {
@@ -272,7 +278,7 @@ export interface Table {
 }
 
 /** A new, empty table. */
-export function table(): Table {
+export const table = (): Table => {
   // Slots in pages of 1024: slots go up to 2^24.
   const pages: (Entity | undefined)[][] = [];
   /** Per class: a flag per leaf whose changes are reported as events. */
@@ -328,11 +334,10 @@ export function table(): Table {
   const itemEvent = (e: Entity, leaf: number, kind: number, key: Key, o: unknown, n?: unknown, itemLeaf = -1): void => {
     if (!wants(e, leaf)) return;
     const ty = e.type.leaves[leaf]!.field.type;
-    const ev: Record<string, unknown> = { kind: ITEM_KINDS[kind] };
-    if (ty.kind === Kind.List) ev.index = key;
-    else ev.key = key;
-    if (ty.kind === Kind.Bag) ev.itemLeaf = itemLeaf;
-    const conv = (v: unknown): unknown => (ty.kind === Kind.Bag ? v : elemValue(ty.elem!, v as Elem));
+    const bag = ty.kind === Kind.Bag;
+    const ev: Record<string, unknown> = { kind: ITEM_KINDS[kind], [ty.kind === Kind.List ? "index" : "key"]: key };
+    if (bag) ev.itemLeaf = itemLeaf;
+    const conv = (v: unknown): unknown => (bag ? v : elemValue(ty.elem!, v as Elem));
     if (o !== undefined) ev.old = conv(o);
     if (n !== undefined) ev.new = conv(n);
     event(Ev.Field + leaf, e, ev);
@@ -423,7 +428,7 @@ export function table(): Table {
 
     create(cls, id, classId, bands, nbands) {
       const slot = id & 0xffffff;
-      if (atSlot(slot)) fail("exists", "slot " + slot);
+      if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
       e.txnMark = serial; // nothing to restore: a rollback removes it
       put(slot, e);
@@ -435,7 +440,7 @@ export function table(): Table {
     },
 
     destroySlot(slot) {
-      const e = atSlot(slot) ?? fail("not-found", "destroy of slot " + slot);
+      const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put(slot);
       moved.push(slot);
       assign(e, "alive", false);
@@ -458,7 +463,7 @@ export function table(): Table {
         for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
         return;
       }
-      if (i > a.length - +!!op) fail("index", `${["insert at", "remove", "set"][op]} ${i} of ${a.length}`);
+      if (i > a.length - +!!op) fail("index", i + " of " + a.length);
       const old = op ? a[i] : undefined;
       if (op > 1) assign(a, i, v!);
       else {
@@ -472,7 +477,7 @@ export function table(): Table {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === undefined) {
-        if (!had) fail("no-key", "delete of " + k);
+        if (!had) fail("no-key", "" + k);
         m.m.delete(k);
       } else m.m.set(k, v);
       undo.push(() => (had ? m.m.set(k, old!) : m.m.delete(k)));
@@ -519,4 +524,4 @@ export function table(): Table {
     },
   };
   return t;
-}
+};

@@ -75,7 +75,7 @@ const openError = (code: number, reason: string): Error =>
   code > 0 ? new RefusedError(code, reason) : new ClosedError(code < 0 ? NETWORK_ERROR : code, reason);
 
 /** Opens a WebSocket to url; resolves once it is open. */
-export function openWebSocket(url: string, WS: WebSocketConstructor): Promise<Channel> {
+export const openWebSocket = (url: string, WS: WebSocketConstructor): Promise<Channel> => {
   return new Promise((resolve, reject) => {
     const ws = new WS(url);
     ws.binaryType = "arraybuffer";
@@ -103,13 +103,13 @@ export function openWebSocket(url: string, WS: WebSocketConstructor): Promise<Ch
     ws.onclose = (ev) => {
       // The §10.1 close code of the WebSocket status, or −1.
       const code = ev.code >= 4000 && ev.code <= 4998 ? ev.code - 4000 : -1;
-      if (!open) return reject(openError(code, ev.reason || "WebSocket closed before it opened"));
+      if (!open) return reject(openError(code, ev.reason || "closed before open"));
       const h = ch.onclose;
       ch.onmessage = ch.onclose = null;
       h?.(code, ev.reason);
     };
   });
-}
+};
 
 /** The framing preamble: "rpl" and framing version 1. */
 export const PREAMBLE = Uint8Array.of(0x72, 0x70, 0x6c, 0x01);
@@ -128,26 +128,24 @@ export class FrameReader {
   constructor(readonly max: number) {}
 
   push(chunk: Uint8Array): Uint8Array[] {
-    const b = this.buf.length ? cat(this.buf, chunk) : chunk;
+    let b = this.buf.length ? cat(this.buf, chunk) : chunk;
     const out: Uint8Array[] = [];
-    let off = 0;
-    for (;;) {
-      let n = 0;
-      let i = off;
-      for (let mul = 1; ; mul *= 128) {
-        if (i - off === 8) fail("session", "frame length too long");
-        else if (i === b.length) n = -1;
-        else n += (b[i]! & 127) * mul;
-        if (n < 0 || b[i++]! < 128) break;
-      }
+    for (let n = 0, i = 0, x; ; n = i = 0) {
+      do {
+        if (i > 7) fail("session", "frame too long");
+        // The length is incomplete: its bytes wait for the next chunk.
+        if (i === b.length) n = -1;
+        else n += ((x = b[i]!) & 127) * 128 ** i++;
+      } while (n >= 0 && x! > 127);
       if (n < 0) break;
-      if (b[i - 1] === 0 && i - off > 1) fail("session", "frame length not minimal");
+      if (!x! && i > 1) fail("session", "frame not minimal");
       if (n > this.max) fail("limit", `message of ${n} bytes > ${this.max}`);
       if (b.length - i < n) break;
-      out.push(b.subarray(i, (off = i + n)));
+      out.push(b.subarray(i, i + n));
+      b = b.subarray(i + n);
     }
     // Keep the tail; copy it so the chunk's buffer is not held.
-    this.buf = b.slice(off);
+    this.buf = b.slice();
     return out;
   }
 }
@@ -161,27 +159,24 @@ export class FrameReader {
  */
 export async function openWebTransport(url: string, WT: WebTransportConstructor, hashes: Uint8Array[] = [], maxMessageBytes = 1 << 20): Promise<Channel> {
   const why = (e: unknown): string => "WebTransport: " + ((e as Error)?.message ?? e);
-  let wt: WebTransportLike;
-  try {
-    wt = new WT(url, hashes.length ? { serverCertificateHashes: hashes.map((value) => ({ algorithm: "sha-256", value })) } : {});
-  } catch (e) {
-    throw openError(-1, why(e));
-  }
-  const closed = wt.closed.then(
-    (info) => ({ code: info.closeCode ?? -1, reason: info.reason ?? "" }),
-    (e: unknown) => ({ code: -1, reason: why(e) }),
-  );
+  let wt: WebTransportLike | undefined;
+  let closed!: Promise<{ code: number; reason: string }>;
   let stream;
   try {
+    wt = new WT(url, hashes.length ? { serverCertificateHashes: hashes.map((value) => ({ algorithm: "sha-256", value })) } : {});
+    closed = wt.closed.then(
+      (info) => ({ code: info.closeCode ?? -1, reason: info.reason ?? "" }),
+      (e: unknown) => ({ code: -1, reason: why(e) }),
+    );
     await wt.ready;
     stream = await wt.createBidirectionalStream();
   } catch (e) {
     try {
-      wt.close();
+      wt?.close();
     } catch {
       // not open
     }
-    throw openError((await Promise.race([closed, { code: -1 }])).code, why(e));
+    throw openError(wt ? (await Promise.race([closed, { code: -1 }])).code : -1, why(e));
   }
   const writer = stream.writable.getWriter();
   const reader = stream.readable.getReader();
@@ -233,7 +228,7 @@ export async function openWebTransport(url: string, WT: WebTransportConstructor,
     // flush timeout, quicconn.FlushTimeout, 2 s) is gone.
     writer.close().catch(() => {});
     let timer;
-    const c = await Promise.race([closed, new Promise<{ code: number; reason: string }>((res) => (timer = setTimeout(res, 4000, { code: -1, reason: "the server ended the stream but did not close" })))]);
+    const c = await Promise.race([closed, new Promise<{ code: number; reason: string }>((res) => (timer = setTimeout(res, 4000, { code: -1, reason: "no close" })))]);
     clearTimeout(timer);
     if (!closing) end(c.code < 0 ? NETWORK_ERROR : c.code, c.reason);
   })();

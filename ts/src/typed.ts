@@ -22,14 +22,14 @@ export interface LeafRef {
 }
 
 const generated = (msg: string): never => {
-  throw new Error(`replica: generated code: ${msg}; regenerate it`);
+  throw new Error(`replica: generated code: ${msg}: regenerate it`);
 };
 
 /** Decodes the base64 descriptor a generated module embeds. */
 export const schemaFromBase64 = (b64: string): Schema => decodeDescriptor(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
 
 /** Every struct type a schema reaches (classes, nested structs, elements, bag items, RPC arguments), by name. */
-export function structsOf(schema: Schema): Map<string, StructType> {
+export const structsOf = (schema: Schema): Map<string, StructType> => {
   const out = new Map<string, StructType>();
   const visit = (s: StructType | null): void => {
     if (!s || out.has(s.name)) return;
@@ -39,29 +39,29 @@ export function structsOf(schema: Schema): Map<string, StructType> {
   };
   schema.classes.forEach(visit);
   return out;
-}
+};
 
 /** The struct named name of schema; throws if the embedded descriptor lacks it. */
 export const structNamed = (structs: Map<string, StructType>, name: string): StructType => structs.get(name) ?? generated("no struct " + name);
 
 /** Leaf i of s, checked against the generated code's expectation of its dotted name. */
-export function leafRef(s: StructType, i: number, name: string): LeafRef {
+export const leafRef = (s: StructType, i: number, name: string): LeafRef => {
   const l = s.leaves[i];
-  if (l?.name !== name) generated(`leaf ${i} of ${s.name} is ${l?.name}, want ${name}`);
+  if (l?.name !== name) generated(`${s.name} leaf ${i}: want ${name}`);
   return { num: l!.num, obj: l!.obj, plan: l!.num >= 0 ? numPlan(l!.field.type) : null };
-}
+};
 
 /**
  * The slot offsets of the nested struct field whose first leaf is leaf i
  * of s: the numeric and object slots of the leaves before it (slots are
  * assigned in leaf order, §5.5).
  */
-export function nestedAt(s: StructType, i: number, name: string): LeafRef {
+export const nestedAt = (s: StructType, i: number, name: string): LeafRef => {
   const l = s.leaves[i];
-  if (i > s.leaves.length || (l && !l.name.startsWith(name + "."))) generated(`leaf ${i} of ${s.name} is ${l?.name}, want ${name}.…`);
+  if (i > s.leaves.length || (l && !l.name.startsWith(name + "."))) generated(`${s.name} leaf ${i}: want ${name}.`);
   const num = s.leaves.slice(0, i).filter((x) => x.num >= 0).length;
   return { num, obj: i - num, plan: null };
-}
+};
 
 /**
  * A view of a struct stored in a record at slot offsets (a nested struct
@@ -95,25 +95,31 @@ export class StructView {
   }
 }
 
-/** A read-only list whose elements are converted on access. */
-export class TypedList<T> implements Iterable<T> {
-  private readonly conv: (v: Elem) => T;
-  constructor(
-    readonly raw: ListC,
-    conv: (v: Elem) => T,
-  ) {
+/** What a typed list and a typed map share: the container and the converter of its values. */
+class Typed<C, T> {
+  declare readonly raw: C;
+  private declare readonly conv: (v: Elem) => T;
+  constructor(raw: C, conv: (v: Elem) => T) {
+    this.raw = raw;
     this.conv = conv;
   }
+  /** @internal v converted, or undefined. */
+  cv(v: Elem | undefined): T | undefined {
+    return v === undefined ? v : this.conv(v);
+  }
+}
+
+/** A read-only list whose elements are converted on access. */
+export class TypedList<T> extends Typed<ListC, T> implements Iterable<T> {
   get length(): number {
     return this.raw.items.length;
   }
   /** Element i, or undefined past the end. */
   at(i: number): T | undefined {
-    const v = this.raw.items[i];
-    return v === undefined ? undefined : this.conv(v);
+    return this.cv(this.raw.items[i]);
   }
   toArray(): T[] {
-    return this.raw.items.map(this.conv);
+    return this.raw.items.map((v) => this.cv(v)!);
   }
   [Symbol.iterator](): Iterator<T> {
     return this.toArray()[Symbol.iterator]();
@@ -121,14 +127,7 @@ export class TypedList<T> implements Iterable<T> {
 }
 
 /** A read-only map whose values are converted on access; keys iterate in ascending order. */
-export class TypedMap<K extends Key, V> implements Iterable<[K, V]> {
-  private readonly conv: (v: Elem) => V;
-  constructor(
-    readonly raw: MapC | BagC,
-    conv: (v: Elem) => V,
-  ) {
-    this.conv = conv;
-  }
+export class TypedMap<K extends Key, V> extends Typed<MapC | BagC, V> implements Iterable<[K, V]> {
   get size(): number {
     return this.raw.m.size;
   }
@@ -136,8 +135,7 @@ export class TypedMap<K extends Key, V> implements Iterable<[K, V]> {
     return this.raw.m.has(k);
   }
   get(k: K): V | undefined {
-    const v = this.raw.m.get(k);
-    return v === undefined ? undefined : this.conv(v);
+    return this.cv(this.raw.m.get(k));
   }
   /** Keys in ascending order. */
   keys(): K[] {
@@ -182,17 +180,17 @@ export interface TypedBagEvent<K, V> {
 }
 
 /** The converter of the elements of list or map leaf i of s to their JS values (for typed containers and events). */
-export function elemConv(s: StructType, i: number): (v: Elem) => any {
+export const elemConv = (s: StructType, i: number): (v: Elem) => any => {
   const t = s.leaves[i]!.field.type.elem!;
   return (v) => elemValue(t, v);
-}
+};
 
 /** A copy of an event with its old, new and item values converted by f. */
-function typed(ev: object, f: (v: any) => unknown): any {
+const typed = (ev: object, f: (v: any) => unknown): any => {
   const o: Record<string, unknown> = { ...ev };
   for (const k of ["old", "new", "item"]) if (o[k] !== undefined) o[k] = f(o[k]);
   return o;
-}
+};
 
 /** Converts untyped events into typed ones for generated callbacks: struct elements become views. */
 export const listEvent = <T>(ev: ListEvent, conv: (v: any) => T, structs: boolean): TypedListEvent<T> => (structs ? typed(ev, conv) : ev) as any;
