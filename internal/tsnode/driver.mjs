@@ -168,24 +168,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  s = 0;
+  t = 0;
   /** @internal Object slots of a record of the struct. */
-  x = 0;
+  z = 0;
   /** @internal The types of the object slots, in order. */
-  y = [];
+  A = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  z;
+  B;
   /** @internal Fields by ID. */
-  R = /* @__PURE__ */ new Map();
+  W = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  A = 0;
+  C = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  B = 0;
+  D = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.R.get(id);
+    return this.W.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -198,46 +198,46 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.A === 1) bad(s.name + " contains itself");
-  if (s.A) return;
-  s.A = 1;
+  if (s.C === 1) bad(s.name + " contains itself");
+  if (s.C) return;
+  s.C = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.R.set(f.id, f);
+    s.W.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.S = s.leaves.length;
+    f.X = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, t: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], s: +numeric, x: +!numeric, y: numeric ? [] : [t], B: 1 };
-    s.B += sub.B;
-    if ((budget += sub.B) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, u: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], t: +numeric, z: +!numeric, A: numeric ? [] : [t], D: 1 };
+    s.D += sub.D;
+    if ((budget += sub.D) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        t: f.id + (l.t && "," + l.t),
+        u: f.id + (l.u && "," + l.u),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: l.num < 0 ? -1 : l.num + s.s,
-        obj: l.obj < 0 ? -1 : l.obj + s.x
+        num: l.num < 0 ? -1 : l.num + s.t,
+        obj: l.obj < 0 ? -1 : l.obj + s.z
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.y.push(...sub.y);
-    s.s += sub.s;
-    s.x += sub.x;
+    s.A.push(...sub.A);
+    s.t += sub.t;
+    s.z += sub.z;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.A = 2;
+  s.C = 2;
 };
 var Schema = class {
   classes;
@@ -309,7 +309,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, p: bool2 || (float && m !== 1 ? W : 0), ja: bool2, j: W, i: isSigned(k) || float && m === 1, ka: W === 64, quant: q });
+    plans.set(t, p = { kind: k, p: bool2 || (float && m !== 1 ? W : 0), na: bool2, j: W, i: isSigned(k) || float && m === 1, oa: W === 64, quant: q });
   }
   return p;
 };
@@ -341,7 +341,7 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.ka) return p.i ? lo | 0 : lo;
+  if (!p.oa) return p.i ? lo | 0 : lo;
   const v = big(lo, hi2);
   return p.i ? BigInt.asIntN(64, v) : v;
 };
@@ -429,17 +429,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.z] = name();
+    [st.name, st.B] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, z: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), S: 0 };
+      const f = { id: prev, name: nm, B: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), X: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, z: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, B: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -485,9 +485,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.s * 2);
-    this.obj = type.y.map(zeroObj);
-    this.T = 0;
+    this.num = new Uint32Array(type.t * 2);
+    this.obj = type.A.map(zeroObj);
+    this.Y = 0;
   }
   /** A deep copy. */
   clone() {
@@ -564,7 +564,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.u = bands;
+    this.v = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -582,7 +582,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.u[l.index] ?? 0) <= this.level;
+    return !!l && (this.v[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -612,7 +612,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.C.push({ f: k, la: e, ma: [e, ...a] });
+  const event = (k, e, ...a) => void t.E.push({ f: k, pa: e, qa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -631,7 +631,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.T !== serial) {
+    if (r.Y !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -677,33 +677,33 @@ var table = () => {
     size: 0,
     q: [],
     r: /* @__PURE__ */ new Set(),
-    C: [],
-    na: atSlot,
-    v: setNum,
-    G: setObj,
+    E: [],
+    ra: atSlot,
+    w: setNum,
+    I: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
     entities: () => t.q.map((s) => atSlot(s)),
-    oa(c, leaf) {
+    sa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    V() {
+    x() {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.r.clear();
-      t.C = [];
+      t.E = [];
       return t;
     },
-    pa(cls, id, classId, bands, nbands) {
+    ta(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.T = serial;
+      e.Y = serial;
       put2(slot, e);
       t.r.add(slot);
       moved.push(slot);
@@ -711,7 +711,7 @@ var table = () => {
       event(0 /* Create */, e);
       return e;
     },
-    W(slot) {
+    Z(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -719,13 +719,13 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    X(e, owned) {
+    _(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    Y(e, level) {
+    $(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    qa(e, leaf, l, op, i, v) {
+    ua(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
         assign(l, "items", []);
@@ -741,7 +741,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    Z(e, leaf, m, k, v) {
+    aa(e, leaf, m, k, v) {
       const had = m.m.has(k);
       const old = m.m.get(k);
       if (v === void 0) {
@@ -751,7 +751,7 @@ var table = () => {
       undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    _(e, pick) {
+    ba(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.obj[l.obj];
@@ -760,7 +760,7 @@ var table = () => {
       }
       t.r.add(e.slot);
     },
-    $() {
+    ca() {
       if (moved.length) {
         const held = t.q;
         const out2 = [];
@@ -774,7 +774,7 @@ var table = () => {
       }
       nSaved = undo.length = 0;
     },
-    ra() {
+    va() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].num;
         const i = saved[3 * j];
@@ -782,7 +782,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.V();
+      t.x();
     }
   };
   return t;
@@ -805,11 +805,11 @@ var withDefaults = (l = {}) => {
 };
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  v(_e, _l, slot, lo, hi2, r) {
+  w(_e, _l, slot, lo, hi2, r) {
     r.num[slot << 1] = lo;
     r.num[(slot << 1) + 1] = hi2;
   },
-  G(_e, _l, slot, v, r) {
+  I(_e, _l, slot, v, r) {
     r.obj[slot] = v;
   }
 };
@@ -835,11 +835,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.t, l.index]));
-      inner.set(ls, m = { aa: new Int32Array(rs.leaves.length), u: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.u, l.index]));
+      inner.set(ls, m = { da: new Int32Array(rs.leaves.length), v: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.aa[l.index] = byPath.get(l.t) ?? -1;
-        if (j >= 0) m.u[j] = l.band;
+        const j = m.da[l.index] = byPath.get(l.u) ?? -1;
+        if (j >= 0) m.v[j] = l.band;
       }
     }
     return m;
@@ -867,8 +867,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.pa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.u : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.na(slot)) || tag === 4 /* Fill */ && !tab.r.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.ta(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.v : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.ra(slot)) || tag === 4 /* Fill */ && !tab.r.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -884,18 +884,18 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.S;
+      const leaf = base + f.X;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.aa[leaf];
+      const to = map.da[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.ja : p.p : 0;
+      let k = numeric ? delta ? p.na : p.p : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.j <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ k: to, sa: ll ? numeric ? ll.num : ll.obj : -1, ta: how, f: k, H: t, ba: ll && ll.field.type, D: p, ca: MASK[p.j] ?? 0, I: 32 - p.j, i: p.i });
+      steps.push({ k: to, wa: ll ? numeric ? ll.num : ll.obj : -1, xa: how, f: k, J: t, ea: ll && ll.field.type, F: p, fa: MASK[p.j] ?? 0, K: 32 - p.j, i: p.i });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -906,39 +906,39 @@ var decoder = (local, remote = local, limits = {}) => {
     const a = rec2.num;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.sa;
+      const slot = s.wa;
       const j = slot << 1;
-      switch (s.ta) {
+      switch (s.xa) {
         case 2 /* Delta */: {
           const lo = u(s.f);
-          if (hi !== 0 || lo > s.ca) bad4("delta");
+          if (hi !== 0 || lo > s.fa) bad4("delta");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.i) {
-            v = v << s.I >> s.I;
-            tab.v(e, s.k, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.v(e, s.k, slot, s.I === 0 ? v >>> 0 : v & s.ca, 0, rec2, k, bagLeaf);
+            v = v << s.K >> s.K;
+            tab.w(e, s.k, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.w(e, s.k, slot, s.K === 0 ? v >>> 0 : v & s.fa, 0, rec2, k, bagLeaf);
           break;
         }
         case 1 /* Raw */: {
           const lo = bitsWide(s.f);
-          if (slot >= 0) tab.v(e, s.k, slot, lo, hi, rec2, k, bagLeaf);
+          if (slot >= 0) tab.w(e, s.k, slot, lo, hi, rec2, k, bagLeaf);
           break;
         }
         case 3 /* U */:
-          readNum(s.D, s.f, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.v(e, s.k, slot, out.c, out.a, rec2, k, bagLeaf);
+          readNum(s.F, s.f, delta, a[j], a[j + 1]);
+          if (slot >= 0) tab.w(e, s.k, slot, out.c, out.a, rec2, k, bagLeaf);
           break;
         case 4 /* Str */: {
-          const v = readStr(s.H);
-          if (slot >= 0) tab.G(e, s.k, slot, v, rec2, k, bagLeaf);
+          const v = readStr(s.J);
+          if (slot >= 0) tab.I(e, s.k, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
           if (!delta || bool()) {
-            const c = readContainer(s.H, s.ba, depth + 1);
-            if (slot >= 0) tab.G(e, s.k, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.H, s.ba, s.k, slot);
+            const c = readContainer(s.J, s.ea, depth + 1);
+            if (slot >= 0) tab.I(e, s.k, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.J, s.ea, s.k, slot);
       }
     }
   };
@@ -1031,7 +1031,7 @@ var decoder = (local, remote = local, limits = {}) => {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.qa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.ua(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1044,12 +1044,12 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.Z(e, local2, c, key);
+          if (c) tab.aa(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.m.size);
-            tab.Z(e, local2, c, key, v);
+            tab.aa(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1057,7 +1057,7 @@ var decoder = (local, remote = local, limits = {}) => {
     }
   };
   return {
-    da: lim,
+    ga: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1066,7 +1066,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.W(ids[i]);
+            for (let i = 0; i < nids; i++) tab.Z(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad4("section " + tag);
@@ -1079,7 +1079,7 @@ var decoder = (local, remote = local, limits = {}) => {
         throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
       }
     },
-    ua(rs, ls, data) {
+    ya(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       load(data);
       nValues = steps.length = 0;
@@ -1096,131 +1096,41 @@ var misuse = (msg) => {
   throw new Error("replica: " + msg);
 };
 var Replica = class {
+  local;
+  /** The sender's schema. */
+  remote;
+  /** @internal The decoder (also of RPC arguments). */
+  s;
+  /** @internal The entity table. */
+  y = table();
+  /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
+  L = /* @__PURE__ */ new Map();
+  M = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
    * tick do not run); this count tells the two cases apart.
    */
   ticksApplied = 0;
-  // The replica's own state is locals of the constructor, which its
-  // methods close over.
   constructor(local, opts = {}) {
-    const rep2 = this;
-    const remote = rep2.remote = opts.remote ?? local;
     this.local = local;
-    rep2.w = decoder(local, remote, opts.limits);
-    const tab = rep2.va = table();
-    const cbs = /* @__PURE__ */ new Map();
-    let dispatching = false;
-    const begin2 = (what) => dispatching ? misuse(what + " from a callback") : tab.V();
-    const dispatch = (events) => {
-      if (!cbs.size) return;
-      dispatching = true;
-      try {
-        for (const { f: k, la: e, ma: a } of events) {
-          const list = cbs.get(e.type)?.[k];
-          const ev = a[1];
-          if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-          for (const cb of list ?? []) if (cb.wa <= rep2.ticksApplied && !cb.J) cb.xa(...a);
-        }
-      } finally {
-        dispatching = false;
-      }
-    };
-    const add = (c, i, fn, leaf, want = 0) => {
-      const cls = local.find(c) ?? rep2.remote.find(c) ?? misuse("no class " + (c.name ?? c));
-      if (leaf !== void 0) {
-        const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
-        const k = l.field.type.kind;
-        if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-        tab.oa(cls, l.index);
-        i += l.index;
-      }
-      let lists = cbs.get(cls);
-      if (!lists) cbs.set(cls, lists = []);
-      const cb = { wa: rep2.ticksApplied + 1, J: false, xa: fn };
-      lists[i] = [...lists[i] ?? [], cb];
-      return () => {
-        if (!cb.J) lists[i] = lists[i].filter((x) => x !== cb);
-        cb.J = true;
-      };
-    };
-    rep2.entity = tab.entity;
-    rep2.entities = tab.entities;
-    rep2.onCreate = (c, fn) => add(c, 0 /* Create */, fn);
-    rep2.onDestroy = (c, fn) => add(c, 1 /* Destroy */, fn);
-    rep2.onOwnership = (c, fn) => add(c, 2 /* Owned */, fn);
-    rep2.onLevel = (c, fn) => add(c, 3 /* Level */, fn);
-    rep2.onField = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf);
-    rep2.onList = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 16 /* List */);
-    rep2.onMap = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
-    rep2.onBag = (c, leaf, fn) => add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
-    rep2.applyTick = (segments, changes = {}) => {
-      const t = begin2("applyTick");
-      let seg = -1;
-      const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
-      try {
-        const created = [];
-        [changes.lost, changes.gained].forEach((ids = [], own) => {
-          for (const id of ids) {
-            const e = t.entity(id);
-            if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
-            if (!e) created.push(id >>> 0);
-            else {
-              t._(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
-              t.X(e, !!own);
-            }
-          }
-        });
-        const later = [];
-        const seen = /* @__PURE__ */ new Set();
-        for (const lc of changes.levels ?? []) {
-          const id = lc.id >>> 0;
-          if (seen.size === seen.add(id).size) fail("level", id + " twice");
-          const e = t.entity(id);
-          if (!e) later.push(lc);
-          else if (level(e, lc.level) < e.level) {
-            t._(e, (l) => e.u[l.index] > lc.level);
-          } else if (lc.level > e.level) t.r.add(e.slot);
-          if (e) t.Y(e, lc.level);
-        }
-        for (seg = 0; seg < segments.length; seg++) rep2.w.apply(t, segments[seg]);
-        seg = -1;
-        for (const id of created) {
-          const e = t.entity(id);
-          if (!e || !t.r.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-          t.X(e, true);
-        }
-        for (const lc of later) {
-          const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
-          t.Y(e, level(e, lc.level));
-        }
-      } catch (e) {
-        t.ra();
-        if (e instanceof ReplicaDecodeError) e.segment = seg;
-        throw e;
-      }
-      t.$();
-      rep2.ticksApplied++;
-      dispatch(t.C);
-    };
-    rep2.reset = (remote2 = rep2.remote) => {
-      const t = begin2("reset");
-      const dec = decoder(local, remote2, rep2.w.da);
-      for (const e of t.entities()) t.W(e.slot);
-      t.$();
-      rep2.w = dec;
-      rep2.remote = remote2;
-      dispatch(t.C);
-    };
+    this.s = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.w.da;
+    return this.s.ga;
   }
   /** Number of entities. */
   get size() {
-    return this.va.size;
+    return this.y.size;
+  }
+  /** The entity with network ID id, or undefined. */
+  entity(id) {
+    return this.y.entity(id);
+  }
+  /** Every entity, in ascending slot order. */
+  entities() {
+    return this.y.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1229,6 +1139,156 @@ var Replica = class {
   /** Applies one tick without ownership or level changes. */
   apply(...segments) {
     this.applyTick(segments);
+  }
+  /**
+   * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
+   * changes, then its segments in order, in one transaction. Either all of
+   * it applies and the callbacks run, or none of it: a ReplicaDecodeError
+   * is thrown (its `segment` is the index of the bad segment, −1 for the
+   * TICK's lists) and the replica is exactly as it was.
+   */
+  applyTick(segments, changes = {}) {
+    const t = this.x("applyTick");
+    let seg = -1;
+    const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
+    try {
+      const created = [];
+      [changes.lost, changes.gained].forEach((ids = [], own) => {
+        for (const id of ids) {
+          const e = t.entity(id);
+          if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
+          if (!e) created.push(id >>> 0);
+          else {
+            t.ba(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+            t._(e, !!own);
+          }
+        }
+      });
+      const later = [];
+      const seen = /* @__PURE__ */ new Set();
+      for (const lc of changes.levels ?? []) {
+        const id = lc.id >>> 0;
+        if (seen.size === seen.add(id).size) fail("level", id + " twice");
+        const e = t.entity(id);
+        if (!e) later.push(lc);
+        else if (level(e, lc.level) < e.level) {
+          t.ba(e, (l) => e.v[l.index] > lc.level);
+        } else if (lc.level > e.level) t.r.add(e.slot);
+        if (e) t.$(e, lc.level);
+      }
+      for (seg = 0; seg < segments.length; seg++) this.s.apply(t, segments[seg]);
+      seg = -1;
+      for (const id of created) {
+        const e = t.entity(id);
+        if (!e || !t.r.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+        t._(e, true);
+      }
+      for (const lc of later) {
+        const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
+        t.$(e, level(e, lc.level));
+      }
+    } catch (e) {
+      t.va();
+      if (e instanceof ReplicaDecodeError) e.segment = seg;
+      throw e;
+    }
+    t.ca();
+    this.ticksApplied++;
+    this.ha(t.E);
+  }
+  /**
+   * Empties the replica for a new session whose sender speaks remote
+   * (default: the current remote schema): every entity is destroyed, with
+   * onDestroy callbacks. Callbacks stay registered.
+   */
+  reset(remote = this.remote) {
+    const t = this.x("reset");
+    const dec = decoder(this.local, remote, this.s.ga);
+    for (const e of t.entities()) t.Z(e.slot);
+    t.ca();
+    this.s = dec;
+    this.remote = remote;
+    this.ha(t.E);
+  }
+  /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
+  onCreate(c, fn) {
+    return this.add(c, 0 /* Create */, fn);
+  }
+  /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
+  onDestroy(c, fn) {
+    return this.add(c, 1 /* Destroy */, fn);
+  }
+  /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
+  onOwnership(c, fn) {
+    return this.add(c, 2 /* Owned */, fn);
+  }
+  /**
+   * Runs fn when the level of detail an entity of class c is held at
+   * changes (§5.8), as the Go client's OnLevel. old and now are levels as
+   * Entity.level holds them: 0..nbands, nbands meaning every band. fn sees
+   * the entity with the whole tick applied: the fields of the bands it left
+   * are zero, those of the bands it entered filled in.
+   */
+  onLevel(c, fn) {
+    return this.add(c, 3 /* Level */, fn);
+  }
+  /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
+  onField(c, leaf, fn) {
+    return this.add(c, 4 /* Field */, fn, leaf);
+  }
+  /** Runs fn for each change to a list leaf. */
+  onList(c, leaf, fn) {
+    return this.add(c, 4 /* Field */, fn, leaf, 16 /* List */);
+  }
+  /** Runs fn for each change to a map leaf. */
+  onMap(c, leaf, fn) {
+    return this.add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
+  }
+  /** Runs fn for each change to a bag leaf, item field changes included. */
+  onBag(c, leaf, fn) {
+    return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
+  }
+  /** The table's transaction, unless a callback is running. */
+  x(what) {
+    return this.M ? misuse(what + " from a callback") : this.y.x();
+  }
+  ha(events) {
+    if (!this.L.size) return;
+    this.M = true;
+    try {
+      for (const { f: k, pa: e, qa: a } of events) {
+        const list = this.L.get(e.type)?.[k];
+        const ev = a[1];
+        if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
+        for (const cb of list ?? []) if (cb.za <= this.ticksApplied && !cb.N) cb.Aa(...a);
+      }
+    } finally {
+      this.M = false;
+    }
+  }
+  /**
+   * Adds fn to the callbacks of class c at list i, or of its leaf (a dotted
+   * path or a leaf index) when leaf is given, which must be a container of
+   * kind want, or not a container when want is 0.
+   */
+  add(c, i, fn, leaf, want = 0) {
+    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse("no class " + (c.name ?? c));
+    if (leaf !== void 0) {
+      const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
+      const k = l.field.type.kind;
+      if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
+      this.y.sa(cls, l.index);
+      i += l.index;
+    }
+    const cbs = this.L;
+    let lists = cbs.get(cls);
+    if (!lists) cbs.set(cls, lists = []);
+    const cb = { za: this.ticksApplied + 1, N: false, Aa: fn };
+    lists[i] = [...lists[i] ?? [], cb];
+    return () => {
+      if (!cb.N) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.N = true;
+    };
   }
 };
 

@@ -79,11 +79,16 @@ const misuse = (msg: string): never => {
 
 /** A client's copy of the entities replicated to it. */
 export class Replica {
-  declare readonly local: Schema;
+  readonly local: Schema;
   /** The sender's schema. */
-  declare remote: Schema;
+  remote: Schema;
   /** @internal The decoder (also of RPC arguments). */
-  declare decoder: Decoder;
+  decoder: Decoder;
+  /** @internal The entity table. */
+  tab = table();
+  /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
+  private cbs = new Map<StructType, Callback[][]>();
+  private dispatching = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -91,175 +96,9 @@ export class Replica {
    */
   ticksApplied = 0;
 
-  /** The entity with network ID id, or undefined. */
-  declare entity: (id: number) => Entity | undefined;
-  /** Every entity, in ascending slot order. */
-  declare entities: () => Entity[];
-  /**
-   * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
-   * changes, then its segments in order, in one transaction. Either all of
-   * it applies and the callbacks run, or none of it: a ReplicaDecodeError
-   * is thrown (its `segment` is the index of the bad segment, −1 for the
-   * TICK's lists) and the replica is exactly as it was.
-   */
-  declare applyTick: (segments: readonly Uint8Array[], changes?: TickChanges) => void;
-  /**
-   * Empties the replica for a new session whose sender speaks remote
-   * (default: the current remote schema): every entity is destroyed, with
-   * onDestroy callbacks. Callbacks stay registered.
-   */
-  declare reset: (remote?: Schema) => void;
-  /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
-  declare onCreate: (c: ClassRef, fn: (e: Entity) => void) => () => void;
-  /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
-  declare onDestroy: (c: ClassRef, fn: (e: Entity) => void) => () => void;
-  /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
-  declare onOwnership: (c: ClassRef, fn: (e: Entity, owned: boolean) => void) => () => void;
-  /**
-   * Runs fn when the level of detail an entity of class c is held at
-   * changes (§5.8), as the Go client's OnLevel. old and now are levels as
-   * Entity.level holds them: 0..nbands, nbands meaning every band. fn sees
-   * the entity with the whole tick applied: the fields of the bands it left
-   * are zero, those of the bands it entered filled in.
-   */
-  declare onLevel: (c: ClassRef, fn: (e: Entity, old: number, now: number) => void) => () => void;
-  /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
-  declare onField: (c: ClassRef, leaf: string | number, fn: (e: Entity, old: unknown, now: unknown) => void) => () => void;
-  /** Runs fn for each change to a list leaf. */
-  declare onList: (c: ClassRef, leaf: string | number, fn: (e: Entity, ev: ListEvent) => void) => () => void;
-  /** Runs fn for each change to a map leaf. */
-  declare onMap: (c: ClassRef, leaf: string | number, fn: (e: Entity, ev: MapEvent) => void) => () => void;
-  /** Runs fn for each change to a bag leaf, item field changes included. */
-  declare onBag: (c: ClassRef, leaf: string | number, fn: (e: Entity, ev: BagEvent) => void) => () => void;
-  /** @internal The entity table. */
-  declare tab: Table;
-
-  // The replica's own state is locals of the constructor, which its
-  // methods close over.
   constructor(local: Schema, opts: ReplicaOptions = {}) {
-    const rep = this;
-    const remote = (rep.remote = opts.remote ?? local);
     this.local = local;
-    rep.decoder = decoder(local, remote, opts.limits);
-    const tab = (rep.tab = table());
-    /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-    const cbs = new Map<StructType, Callback[][]>();
-    let dispatching = false;
-
-    const begin = (what: string): Table => (dispatching ? misuse(what + " from a callback") : tab.begin());
-
-    const dispatch = (events: TxEvent[]): void => {
-      if (!cbs.size) return;
-      dispatching = true;
-      try {
-        for (const { k, e, a } of events) {
-          const list = cbs.get(e.type)?.[k];
-          const ev = a[1] as BagEvent;
-          // A bag event reports the item under its key once the tick is applied.
-          if (list && ev?.itemLeaf !== undefined) ev.item = (e.obj[e.type.leaves[k - Ev.Field]!.obj] as BagC).get(ev.key);
-          for (const cb of list ?? []) if (cb.since <= rep.ticksApplied && !cb.dead) cb.fn(...a);
-        }
-      } finally {
-        dispatching = false;
-      }
-    };
-
-    /**
-     * Adds fn to the callbacks of class c at list i, or of its leaf (a dotted
-     * path or a leaf index) when leaf is given, which must be a container of
-     * kind want, or not a container when want is 0.
-     */
-    const add = (c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): (() => void) => {
-      const cls = local.find(c) ?? rep.remote.find(c) ?? misuse("no class " + ((c as StructType).name ?? c));
-      if (leaf !== undefined) {
-        const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
-        const k = l.field.type.kind;
-        if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-        tab.watchLeaf(cls, l.index);
-        i += l.index;
-      }
-      let lists = cbs.get(cls);
-      if (!lists) cbs.set(cls, (lists = []));
-      const cb: Callback = { since: rep.ticksApplied + 1, dead: false, fn };
-      lists[i] = [...(lists[i] ?? []), cb]; // copy on write: dispatch may be iterating
-      return () => {
-        if (!cb.dead) lists[i] = lists[i]!.filter((x) => x !== cb);
-        cb.dead = true;
-      };
-    };
-
-    rep.entity = tab.entity;
-    rep.entities = tab.entities;
-    rep.onCreate = (c, fn) => add(c, Ev.Create, fn);
-    rep.onDestroy = (c, fn) => add(c, Ev.Destroy, fn);
-    rep.onOwnership = (c, fn) => add(c, Ev.Owned, fn);
-    rep.onLevel = (c, fn) => add(c, Ev.Level, fn);
-    rep.onField = (c, leaf, fn) => add(c, Ev.Field, fn, leaf);
-    rep.onList = (c, leaf, fn) => add(c, Ev.Field, fn, leaf, Kind.List);
-    rep.onMap = (c, leaf, fn) => add(c, Ev.Field, fn, leaf, Kind.Map);
-    rep.onBag = (c, leaf, fn) => add(c, Ev.Field, fn, leaf, Kind.Bag);
-
-    rep.applyTick = (segments, changes = {}) => {
-      const t = begin("applyTick");
-      let seg = -1;
-      const level = (e: Entity, l: number): number => (l > e.nbands ? fail("level", l + " > " + e.nbands) : l);
-      try {
-        // Lost entities must be owned, gained ones not; a gained one that is
-        // not held yet must be created by the tick's segments.
-        const created: number[] = [];
-        [changes.lost, changes.gained].forEach((ids = [], own) => {
-          for (const id of ids) {
-            const e = t.entity(id);
-            if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
-            if (!e) created.push(id >>> 0);
-            else {
-              t.zeroLeaves(e, (l) => l.vis === (own ? Vis.Others : Vis.Owner));
-              t.setOwned(e, !!own);
-            }
-          }
-        });
-        const later: LevelChange[] = [];
-        const seen = new Set<number>();
-        for (const lc of changes.levels ?? []) {
-          const id = lc.id >>> 0;
-          if (seen.size === seen.add(id).size) fail("level", id + " twice");
-          const e = t.entity(id);
-          if (!e) later.push(lc);
-          else if (level(e, lc.level) < e.level) {
-            t.zeroLeaves(e, (l) => e.bands[l.index]! > lc.level);
-          } else if (lc.level > e.level) t.fillable.add(e.slot);
-          if (e) t.setLevel(e, lc.level);
-        }
-        for (seg = 0; seg < segments.length; seg++) rep.decoder.apply(t, segments[seg]!);
-        seg = -1;
-        for (const id of created) {
-          const e = t.entity(id);
-          if (!e || !t.fillable.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-          t.setOwned(e!, true);
-        }
-        for (const lc of later) {
-          const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
-          t.setLevel(e, level(e, lc.level));
-        }
-      } catch (e) {
-        t.rollback();
-        if (e instanceof ReplicaDecodeError) e.segment = seg;
-        throw e;
-      }
-      t.commit();
-      rep.ticksApplied++;
-      dispatch(t.events);
-    };
-
-    rep.reset = (remote = rep.remote) => {
-      const t = begin("reset");
-      const dec = decoder(local, remote, rep.decoder.lim);
-      for (const e of t.entities()) t.destroySlot(e.slot);
-      t.commit();
-      rep.decoder = dec;
-      rep.remote = remote;
-      dispatch(t.events);
-    };
+    this.decoder = decoder(local, (this.remote = opts.remote ?? local), opts.limits);
   }
 
   /** The decoder's limits, defaults filled in. */
@@ -272,6 +111,16 @@ export class Replica {
     return this.tab.size;
   }
 
+  /** The entity with network ID id, or undefined. */
+  entity(id: number): Entity | undefined {
+    return this.tab.entity(id);
+  }
+
+  /** Every entity, in ascending slot order. */
+  entities(): Entity[] {
+    return this.tab.entities();
+  }
+
   /** The entities this client owns, in ascending slot order. */
   owned(): Entity[] {
     return this.entities().filter((e) => e.owned);
@@ -280,5 +129,171 @@ export class Replica {
   /** Applies one tick without ownership or level changes. */
   apply(...segments: Uint8Array[]): void {
     this.applyTick(segments);
+  }
+
+  /**
+   * Applies one tick (§5.1, §5.8, §10.2): the TICK's ownership and level
+   * changes, then its segments in order, in one transaction. Either all of
+   * it applies and the callbacks run, or none of it: a ReplicaDecodeError
+   * is thrown (its `segment` is the index of the bad segment, −1 for the
+   * TICK's lists) and the replica is exactly as it was.
+   */
+  applyTick(segments: readonly Uint8Array[], changes: TickChanges = {}): void {
+    const t = this.begin("applyTick");
+    let seg = -1;
+    const level = (e: Entity, l: number): number => (l > e.nbands ? fail("level", l + " > " + e.nbands) : l);
+    try {
+      // Lost entities must be owned, gained ones not; a gained one that is
+      // not held yet must be created by the tick's segments.
+      const created: number[] = [];
+      [changes.lost, changes.gained].forEach((ids = [], own) => {
+        for (const id of ids) {
+          const e = t.entity(id);
+          if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
+          if (!e) created.push(id >>> 0);
+          else {
+            t.zeroLeaves(e, (l) => l.vis === (own ? Vis.Others : Vis.Owner));
+            t.setOwned(e, !!own);
+          }
+        }
+      });
+      const later: LevelChange[] = [];
+      const seen = new Set<number>();
+      for (const lc of changes.levels ?? []) {
+        const id = lc.id >>> 0;
+        if (seen.size === seen.add(id).size) fail("level", id + " twice");
+        const e = t.entity(id);
+        if (!e) later.push(lc);
+        else if (level(e, lc.level) < e.level) {
+          t.zeroLeaves(e, (l) => e.bands[l.index]! > lc.level);
+        } else if (lc.level > e.level) t.fillable.add(e.slot);
+        if (e) t.setLevel(e, lc.level);
+      }
+      for (seg = 0; seg < segments.length; seg++) this.decoder.apply(t, segments[seg]!);
+      seg = -1;
+      for (const id of created) {
+        const e = t.entity(id);
+        if (!e || !t.fillable.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+        t.setOwned(e!, true);
+      }
+      for (const lc of later) {
+        const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
+        t.setLevel(e, level(e, lc.level));
+      }
+    } catch (e) {
+      t.rollback();
+      if (e instanceof ReplicaDecodeError) e.segment = seg;
+      throw e;
+    }
+    t.commit();
+    this.ticksApplied++;
+    this.dispatch(t.events);
+  }
+
+  /**
+   * Empties the replica for a new session whose sender speaks remote
+   * (default: the current remote schema): every entity is destroyed, with
+   * onDestroy callbacks. Callbacks stay registered.
+   */
+  reset(remote: Schema = this.remote): void {
+    const t = this.begin("reset");
+    const dec = decoder(this.local, remote, this.decoder.lim);
+    for (const e of t.entities()) t.destroySlot(e.slot);
+    t.commit();
+    this.decoder = dec;
+    this.remote = remote;
+    this.dispatch(t.events);
+  }
+
+  /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
+  onCreate(c: ClassRef, fn: (e: Entity) => void): () => void {
+    return this.add(c, Ev.Create, fn);
+  }
+
+  /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
+  onDestroy(c: ClassRef, fn: (e: Entity) => void): () => void {
+    return this.add(c, Ev.Destroy, fn);
+  }
+
+  /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
+  onOwnership(c: ClassRef, fn: (e: Entity, owned: boolean) => void): () => void {
+    return this.add(c, Ev.Owned, fn);
+  }
+
+  /**
+   * Runs fn when the level of detail an entity of class c is held at
+   * changes (§5.8), as the Go client's OnLevel. old and now are levels as
+   * Entity.level holds them: 0..nbands, nbands meaning every band. fn sees
+   * the entity with the whole tick applied: the fields of the bands it left
+   * are zero, those of the bands it entered filled in.
+   */
+  onLevel(c: ClassRef, fn: (e: Entity, old: number, now: number) => void): () => void {
+    return this.add(c, Ev.Level, fn);
+  }
+
+  /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
+  onField(c: ClassRef, leaf: string | number, fn: (e: Entity, old: unknown, now: unknown) => void): () => void {
+    return this.add(c, Ev.Field, fn, leaf);
+  }
+
+  /** Runs fn for each change to a list leaf. */
+  onList(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: ListEvent) => void): () => void {
+    return this.add(c, Ev.Field, fn, leaf, Kind.List);
+  }
+
+  /** Runs fn for each change to a map leaf. */
+  onMap(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: MapEvent) => void): () => void {
+    return this.add(c, Ev.Field, fn, leaf, Kind.Map);
+  }
+
+  /** Runs fn for each change to a bag leaf, item field changes included. */
+  onBag(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: BagEvent) => void): () => void {
+    return this.add(c, Ev.Field, fn, leaf, Kind.Bag);
+  }
+
+  /** The table's transaction, unless a callback is running. */
+  private begin(what: string): Table {
+    return this.dispatching ? misuse(what + " from a callback") : this.tab.begin();
+  }
+
+  private dispatch(events: TxEvent[]): void {
+    if (!this.cbs.size) return;
+    this.dispatching = true;
+    try {
+      for (const { k, e, a } of events) {
+        const list = this.cbs.get(e.type)?.[k];
+        const ev = a[1] as BagEvent;
+        // A bag event reports the item under its key once the tick is applied.
+        if (list && ev?.itemLeaf !== undefined) ev.item = (e.obj[e.type.leaves[k - Ev.Field]!.obj] as BagC).get(ev.key);
+        for (const cb of list ?? []) if (cb.since <= this.ticksApplied && !cb.dead) cb.fn(...a);
+      }
+    } finally {
+      this.dispatching = false;
+    }
+  }
+
+  /**
+   * Adds fn to the callbacks of class c at list i, or of its leaf (a dotted
+   * path or a leaf index) when leaf is given, which must be a container of
+   * kind want, or not a container when want is 0.
+   */
+  private add(c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): () => void {
+    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse("no class " + ((c as StructType).name ?? c));
+    if (leaf !== undefined) {
+      const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
+      const k = l.field.type.kind;
+      if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
+      this.tab.watchLeaf(cls, l.index);
+      i += l.index;
+    }
+    const cbs = this.cbs;
+    let lists = cbs.get(cls);
+    if (!lists) cbs.set(cls, (lists = []));
+    const cb: Callback = { since: this.ticksApplied + 1, dead: false, fn };
+    lists[i] = [...(lists[i] ?? []), cb]; // copy on write: dispatch may be iterating
+    return () => {
+      if (!cb.dead) lists[i] = lists[i]!.filter((x) => x !== cb);
+      cb.dead = true;
+    };
   }
 }
