@@ -38,6 +38,7 @@ type Conn struct {
 	setsFrom uint64              // sets lists every set sent after this tick
 	joined   bool
 	admitted bool            // in the tick: Server.conns
+	left     bool            // closed, being reaped (Server.reap)
 	view     view            // interest state (interest.go)
 	replaced atomic.Bool     // closed by a newer session of its user (claim)
 	fullTick uint64          // the tick that sent it the full state as a joiner

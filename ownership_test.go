@@ -398,3 +398,38 @@ func TestOwnershipTransfer(t *testing.T) {
 		t.Fatalf("client 1's callbacks: %v", w.owned[1])
 	}
 }
+
+// TestLeaversReleaseOwnership drops two of four clients in one tick: the
+// entities they owned belong to nobody after the tick that reaps them
+// (one pass over the owners for all the leavers), the others' stay theirs,
+// and the clients still connected see exactly that (w.tick checks them).
+func TestLeaversReleaseOwnership(t *testing.T) {
+	w := newOwnWorld(t, 4)
+	defer w.close()
+	heroes := make([][]*state.Entity, len(w.conns))
+	for i, c := range w.conns {
+		for range 2 {
+			h, err := v2.SpawnHero(w.srv.Tracker())
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.srv.SetOwner(h.Entity(), c)
+			heroes[i] = append(heroes[i], h.Entity())
+		}
+	}
+	w.tick(t)
+	w.drop(0)
+	w.drop(2)
+	w.tick(t)
+	for i, hs := range heroes {
+		var want *replica.Conn
+		if i%2 == 1 {
+			want = w.conns[i]
+		}
+		for _, e := range hs {
+			if got := w.srv.Owner(e); got != want {
+				t.Errorf("client %d's hero %#x: owner %v, want %v", i, uint32(e.ID()), got, want)
+			}
+		}
+	}
+}

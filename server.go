@@ -1179,15 +1179,28 @@ func empty(seg []byte) bool { return len(seg) == 1 && seg[0] == 0 }
 
 // reap drops closed connections and their ownerships.
 func (s *Server) reap() {
-	live := s.conns[:0]
+	// Their ownerships in one pass over the owners for all of them: a
+	// pass for each would make a mass disconnect cost leavers × slots.
+	left := false
 	for _, c := range s.conns {
 		select {
 		case <-c.tc.Done():
-			for i, o := range s.owners {
-				if o.c == c {
-					s.owners[i].c = nil
-				}
-			}
+			c.left, left = true, true
+		default:
+		}
+	}
+	if !left {
+		return
+	}
+	for i, o := range s.owners {
+		if o.c != nil && o.c.left {
+			s.owners[i].c = nil
+		}
+	}
+	live := s.conns[:0]
+	for _, c := range s.conns {
+		switch {
+		case c.left:
 			s.noteLogout(c)
 			s.release(c)
 			s.departed(c)
