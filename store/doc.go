@@ -15,7 +15,7 @@
 // since are skipped, and a field whose kind changed incompatibly fails
 // with an error wrapping [ErrIncompatible]. [AppendJSON] turns a document
 // into readable JSON with the names of the descriptor stored beside it,
-// without the game's code (`replica store dump`).
+// without the game's code (`replica-store dump`).
 //
 // # Stores
 //

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,15 +13,15 @@ import (
 )
 
 func runBench(args []string) error {
-	if isPersistScenario(args) {
-		return runBenchPersist(args) // flags of its own: bench_persist.go
+	if persistScenario(args) {
+		return errPersistMoved
 	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	scenario := fs.String("scenario", "w1", "scenario to run: w1 (in-process encode and decode; with -aoi, a server with interest management), "+
 		"w2 (the W2 zone on a server with interest management), clients (a server and real client connections over loopback) "+
-		"joinstorm (clients dialing that server at -rate a second while it ticks) "+
-		"reconnect (W1 AOI and W2 clients resuming after gaps of 0.5, 2 and 10 s: catch-up against full state), "+
-		"or persist (W2's players saved behind the tick; -scenario persist -h for its flags)")
+		"joinstorm (clients dialing that server at -rate a second while it ticks), "+
+		"or reconnect (W1 AOI and W2 clients resuming after gaps of 0.5, 2 and 10 s: catch-up against full state); "+
+		"the persist scenario is replica-store's: go run ./cmd/replica-store bench -h")
 	clients := fs.Int("clients", 1, "number of clients (w1 -aoi and clients: 100 unless given; w2: 500, one per player; joinstorm: 1000)")
 	aoi := fs.Bool("aoi", false, "w1: AOI mode, on a replica.Server with interest management and in-memory clients")
 	gomaxprocs := fs.Int("gomaxprocs", 0, "set runtime.GOMAXPROCS for the run (0: leave it)")
@@ -178,7 +179,7 @@ func runBench(args []string) error {
 		// The clients of joinstorm -process, run by it.
 		return bench.RunStormClients(*addr, *clients, *rate, os.Stdin, os.Stdout)
 	default:
-		return fmt.Errorf("bench: unknown scenario %q (known: w1, w2, clients, joinstorm, reconnect, persist)", *scenario)
+		return fmt.Errorf("bench: unknown scenario %q (known: w1, w2, clients, joinstorm, reconnect)", *scenario)
 	}
 }
 
@@ -245,4 +246,21 @@ func runInterest(scenario string, cfg bench.InterestConfig, cpuprofile, memprofi
 		return fmt.Errorf("bench: %s run: the reference values differ: %v", scenario, res.Reference)
 	}
 	return nil
+}
+
+// errPersistMoved answers the persist scenario, which the replica-store
+// command runs: it links the SQLite, PostgreSQL and Redis clients, which
+// the demo does not need compiled.
+var errPersistMoved = errors.New("bench: the persist scenario is in the replica-store command: go run ./cmd/replica-store bench -store sqlite|postgres|redis [-json]")
+
+// persistScenario reports whether bench's arguments select the persist
+// scenario.
+func persistScenario(args []string) bool {
+	for i, a := range args {
+		if a == "-scenario=persist" || a == "--scenario=persist" ||
+			(a == "-scenario" || a == "--scenario") && i+1 < len(args) && args[i+1] == "persist" {
+			return true
+		}
+	}
+	return false
 }

@@ -26,6 +26,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-scenario", "w2", "-client", "ts"}, "-client ts: want go, or ts with -scenario w1"},
 		{[]string{"-scenario", "w1", "-client", "ts", "-clients", "2"}, "(one client)"},
 		{[]string{"-scenario", "w1", "-client", "rust"}, "-client rust: want go"},
+		{[]string{"-json", "-scenario", "persist"}, "go run ./cmd/replica-store bench"},
+		{[]string{"-scenario=persist"}, "go run ./cmd/replica-store bench"},
 	} {
 		err := runBench(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

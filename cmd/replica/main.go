@@ -4,8 +4,9 @@
 //
 //	replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
 //	replica replay [-addr A] [-http A] [-speed X] [-loop] FILE
-//	replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
-//	replica store dump -store sqlite|postgres|redis -dsn DSN [-table PREFIX] [-key K] [-pretty]
+//	replica bench -scenario w1|w2|clients|joinstorm|reconnect [-aoi] [-gomaxprocs N] [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+//
+// The stores' commands (dump, the persist benchmark) are replica-store's.
 package main
 
 import (
@@ -18,9 +19,10 @@ import (
 const usage = `usage:
   replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
   replica replay [-addr A] [-http A] [-speed X] [-loop] FILE
-  replica bench -scenario w1|clients|joinstorm [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
-  replica bench -scenario persist -store sqlite|postgres|redis [-dsn DSN] [-duration D] [-json]
-  replica store dump -store sqlite|postgres|redis -dsn DSN [-table PREFIX] [-key K] [-pretty]
+  replica bench -scenario w1|w2|clients|joinstorm|reconnect [-aoi] [-gomaxprocs N] [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+
+The stores' commands (dump, the persist benchmark) are replica-store's:
+go run ./cmd/replica-store -h
 
 Run "replica <command> -h" for the flags of a command.
 `
@@ -39,7 +41,7 @@ func main() {
 	case "replay":
 		err = runReplay(args)
 	case "store":
-		err = runStore(args)
+		err = errors.New("store: the store commands are in replica-store: go run ./cmd/replica-store dump -store sqlite|postgres|redis -dsn DSN")
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return

@@ -1,5 +1,5 @@
 // Package persistschema declares the player of the persistence benchmark
-// (replica bench -scenario persist): W2's players, whose gold, level and
+// (replica-store bench): W2's players, whose gold, level and
 // 40-item inventory are saved to the database.
 package persistschema
 

@@ -27,18 +27,6 @@ import (
 	"github.com/replicago/replica/store"
 )
 
-// isPersistScenario reports whether bench's arguments select the persist
-// scenario, which has flags of its own.
-func isPersistScenario(args []string) bool {
-	for i, a := range args {
-		if a == "-scenario=persist" || a == "--scenario=persist" ||
-			(a == "-scenario" || a == "--scenario") && i+1 < len(args) && args[i+1] == "persist" {
-			return true
-		}
-	}
-	return false
-}
-
 // PersistResult is the outcome of the persist scenario.
 type PersistResult struct {
 	Scenario        string  `json:"scenario"`
@@ -96,9 +84,10 @@ func percentilesOf(v []float64) Percentiles {
 	return Percentiles{P50: at(0.50), P99: at(0.99)}
 }
 
-func runBenchPersist(args []string) error {
-	fs := flag.NewFlagSet("bench -scenario persist", flag.ContinueOnError)
-	fs.String("scenario", "persist", "persist: W2's 500 players saved behind the tick")
+// runBench runs the persist benchmark: W2's 500 players saved behind the
+// tick.
+func runBench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	kind := fs.String("store", "sqlite", "sqlite, postgres or redis")
 	dsn := fs.String("dsn", "", "sqlite: a directory for the database file (default a temporary one); postgres: a connection string "+
 		"(default the local test database); redis: host:port or a redis:// URL (default 127.0.0.1:6379)")

@@ -25,25 +25,22 @@ import (
 	"github.com/replicago/replica/store"
 )
 
-const storeUsage = `usage:
-  replica store dump -store sqlite|postgres|redis -dsn DSN [-table PREFIX] [-key K] [-pretty]
+const dumpUsage = `usage:
+  replica-store dump -store sqlite|postgres|redis -dsn DSN [-table PREFIX] [-key K] [-pretty]
 
 dump prints the stored documents as JSON, one object per line, with the
 fields named by the schema descriptor stored beside them.
 `
 
-func runStore(args []string) error {
-	if len(args) == 0 || args[0] != "dump" {
-		fmt.Fprint(os.Stderr, storeUsage)
-		return errors.New("store: want a subcommand: dump")
-	}
-	fs := flag.NewFlagSet("store dump", flag.ContinueOnError)
+func runDump(args []string) error {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), dumpUsage); fs.PrintDefaults() }
 	kind := fs.String("store", "sqlite", "sqlite, postgres or redis")
 	dsn := fs.String("dsn", "", "sqlite: the database file; postgres: a connection string; redis: host:port or a redis:// URL")
 	table := fs.String("table", "", "the store's table prefix (sqlite, postgres; default replica) or key prefix (redis; default replica:)")
 	key := fs.String("key", "", "dump only the document of this key")
 	pretty := fs.Bool("pretty", false, "indent the JSON")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx := context.Background()
@@ -160,7 +157,7 @@ func dump(ctx context.Context, st store.Store, key string, pretty bool, w io.Wri
 					return fmt.Errorf("store: schema %s: %w", d.Schema, err)
 				}
 			case errors.Is(err, store.ErrNotFound):
-				fmt.Fprintf(os.Stderr, "replica store dump: schema %s is not stored; fields are named by ID\n", d.Schema)
+				fmt.Fprintf(os.Stderr, "replica-store dump: schema %s is not stored; fields are named by ID\n", d.Schema)
 			default:
 				return err
 			}
@@ -169,7 +166,7 @@ func dump(ctx context.Context, st store.Store, key string, pretty bool, w io.Wri
 		b, err := store.AppendJSON(nil, d, s)
 		if err != nil && key == "" {
 			// A damaged document does not hide the others.
-			fmt.Fprintf(os.Stderr, "replica store dump: document %q: %v\n", d.Key, err)
+			fmt.Fprintf(os.Stderr, "replica-store dump: document %q: %v\n", d.Key, err)
 			bad++
 			return nil
 		}

@@ -80,7 +80,7 @@ func TestStoreDump(t *testing.T) {
 	if err := dump(ctx, st2, "carol", false, &out); err == nil {
 		t.Fatal("dump of a missing key succeeded")
 	}
-	if err := runStore([]string{"dump", "-store", "sqlite", "-dsn", filepath.Join(t.TempDir(), "missing.db")}); err == nil {
+	if err := runDump([]string{"-store", "sqlite", "-dsn", filepath.Join(t.TempDir(), "missing.db")}); err == nil {
 		t.Fatal("dump of a missing database file succeeded")
 	}
 }
@@ -111,17 +111,17 @@ func TestStoreDumpMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"dump", "-dsn", path, "-table", "typo"},
-		{"dump", "-dsn", junk},
+		{"-dsn", path, "-table", "typo"},
+		{"-dsn", junk},
 	} {
-		if err := runStore(args); err == nil || !strings.Contains(err.Error(), "no table") && !strings.Contains(err.Error(), "not a database") {
+		if err := runDump(args); err == nil || !strings.Contains(err.Error(), "no table") && !strings.Contains(err.Error(), "not a database") {
 			t.Errorf("%q: %v, want an error naming the mistake", args, err)
 		}
 	}
 	if err := checkTables(ctx, "sqlite", path, "typo"); err == nil || !strings.Contains(err.Error(), "has no table typo_docs") {
 		t.Errorf("checkTables -table typo: %v", err)
 	}
-	if err := runStore([]string{"dump", "-dsn", path, "-table", "a;b"}); err == nil || !strings.Contains(err.Error(), "want letters, digits and _") {
+	if err := runDump([]string{"-dsn", path, "-table", "a;b"}); err == nil || !strings.Contains(err.Error(), "want letters, digits and _") {
 		t.Errorf("-table a;b: %v, want the store's rule", err)
 	}
 	if err := checkTables(ctx, "sqlite", path, ""); err != nil {
@@ -162,9 +162,6 @@ func TestBenchPersist(t *testing.T) {
 	if res.Ticks != 10 || res.ChangedEntities == 0 || res.Flushes == 0 || res.EntitiesWritten == 0 {
 		t.Fatalf("result %+v", res)
 	}
-	if !isPersistScenario([]string{"-json", "-scenario", "persist"}) || isPersistScenario([]string{"-scenario", "w2", "-store", "persist"}) {
-		t.Fatal("isPersistScenario")
-	}
 }
 
 // TestStoreDumpPostgresNoTables: a dump with a -table prefix the database
@@ -180,7 +177,7 @@ func TestStoreDumpPostgresNoTables(t *testing.T) {
 	}
 	ctx := context.Background()
 	table := fmt.Sprintf("dumpcheck%d", time.Now().UnixNano())
-	err := runStore([]string{"dump", "-store", "postgres", "-dsn", dsn, "-table", table})
+	err := runDump([]string{"-store", "postgres", "-dsn", dsn, "-table", table})
 	if err == nil || !strings.Contains(err.Error(), "has no table "+table+"_docs") || strings.Contains(err.Error(), dsn) {
 		t.Fatalf("dump of a missing prefix: %v", err)
 	}
