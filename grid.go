@@ -284,11 +284,13 @@ func (g *grid) viewRuns(lo, hi cellKey) [][]cellView {
 			}
 		}
 	}
-	g.nearSparse(lo, hi, func(ce *cell) {
-		if len(ce.views) > 0 {
-			runs = append(runs, ce.views)
-		}
-	})
+	if len(g.sparse) > 0 { // without making the closure, in a bounded world
+		g.nearSparse(lo, hi, func(ce *cell) {
+			if len(ce.views) > 0 {
+				runs = append(runs, ce.views)
+			}
+		})
+	}
 	g.runs = runs
 	return runs
 }

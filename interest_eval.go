@@ -345,9 +345,12 @@ func (v *view) moved() float64 {
 }
 
 // evalPair brings the pair (c, ie) up to date.
-func (s *Server) evalPair(c *Conn, ie *ient) {
+func (s *Server) evalPair(c *Conn, ie *ient) { s.evalPairAt(c, ie, s.pairOf(c, ie)) }
+
+// evalPairAt is evalPair for a caller that knows the pair's index in
+// ie.obs, or that there is none (−1).
+func (s *Server) evalPairAt(c *Conn, ie *ient, oi int) {
 	v := &c.view
-	oi := s.pairOf(c, ie)
 	had := oi >= 0
 	want := s.pairWanted(c, ie, had)
 	if want != had && !v.resync && v.space != nil && v.space.room && ie.e != nil &&
@@ -397,8 +400,12 @@ func (s *Server) evalEnt(ie *ient) {
 		}
 	}
 	for i := len(ie.obs) - 1; i >= 0; i-- { // evalPair may remove the current one
-		if i < len(ie.obs) {
-			try(ie.obs[i].c)
+		if i >= len(ie.obs) {
+			continue
+		}
+		if c := ie.obs[i].c; c.view.stamp != s.stamp && c.admitted {
+			c.view.stamp = s.stamp
+			s.evalPairAt(c, ie, i)
 		}
 	}
 	if o := s.ownerOf(ie.e); o != nil {
@@ -425,12 +432,16 @@ func (s *Server) evalEnt(ie *ient) {
 		return
 	}
 	// The viewers whose viewpoint is within reach: one beyond cannot
-	// want ie, every other reason having been tried above.
+	// want ie, every other reason having been tried above. So were
+	// all the clients that see ie: one not tried yet has no pair with it.
 	reach := s.radius(ie) + sp.cfg.Hysteresis
 	for _, run := range sp.cells.viewRuns(sp.key(ie.x-reach, ie.y-reach), sp.key(ie.x+reach, ie.y+reach)) {
 		for i := range run {
 			if v := &run[i]; sp.within(v.x-ie.x, v.y-ie.y, reach) {
-				try(v.c)
+				if c := v.c; c.view.stamp != s.stamp && c.admitted {
+					c.view.stamp = s.stamp
+					s.evalPairAt(c, ie, -1)
+				}
 			}
 		}
 	}
@@ -525,38 +536,62 @@ func (s *Server) evalMove(c *Conn) {
 	v.ex, v.ey = v.px, v.py
 	s.stamp++
 	stamp := s.stamp
-	try := func(ie *ient) {
-		if ie.vstamp != stamp && ie.vstamp != s.entStamp {
-			ie.vstamp = stamp
-			s.evalPair(c, ie)
-		}
-	}
 	for i := len(v.pairs) - 1; i >= 0; i-- { // evalPair may drop the current pair, no other
 		if i >= len(v.pairs) {
 			continue
 		}
 		ie := s.ientByID(v.pairs[i].id)
-		if ie == nil || ie.space != sp || !ie.placed || s.far(sp, sp.dist(v.px-ie.x, v.py-ie.y), s.radius(ie), dv) {
+		// One that moved in the tick was evaluated in full (evalEnt):
+		// tested first, as it spares the distance.
+		if ie == nil || ie.vstamp == s.entStamp || ie.space != sp || !ie.placed ||
+			s.far(sp, sp.dist(v.px-ie.x, v.py-ie.y), s.radius(ie), dv) {
 			continue
 		}
-		try(ie)
+		ie.vstamp = stamp
+		s.evalPair(c, ie)
 	}
-	hyst := sp.cfg.Hysteresis
-	near := func(e *cellEnt) {
-		if sp.within(v.px-e.x, v.py-e.y, e.r+hyst) && !s.far(sp, sp.dist(v.px-e.x, v.py-e.y), e.r, dv) {
-			if ie := s.ientByID(e.id); ie != nil {
-				try(ie)
+	// The entities it does not see, which it starts seeing within their
+	// radius: whatever else might make it want one (owning it, a group,
+	// always relevant) would have made a pair already. So only one within
+	// its radius and farther than its radius less dv may have come in;
+	// the band boundaries and the hysteresis bear on pairs alone, tried
+	// above (their vstamp passes over them here). The test is on squared
+	// distances, with far's margin for rounding, which takes in a few
+	// entities more than the exact one would, never fewer.
+	px, py := v.px, v.py
+	square := sp.cfg.Metric == Square
+	// The bounds of the squared distance, for the radius of the entity
+	// scanned last: the entities of a space mostly share one.
+	lastR, hi2, lo2 := math.NaN(), 0.0, 0.0
+	scan := func(ents []cellEnt) {
+		r, hi, lo := lastR, hi2, lo2 // in registers for the loop
+		for i := range ents {
+			e := &ents[i]
+			dx, dy := px-e.x, py-e.y
+			d2 := dx*dx + dy*dy
+			if square {
+				d2 = max(dx*dx, dy*dy)
+			}
+			if e.r != r {
+				r = e.r
+				eps := 1e-9 * (2 + r + dv)
+				hi, lo = (r+eps)*(r+eps), -1.0
+				if l := r - dv - eps; l > 0 {
+					lo = l * l
+				}
+			}
+			if d2 > hi || d2 < lo {
+				continue
+			}
+			if ie := s.ientByID(e.id); ie != nil && ie.vstamp != stamp && ie.vstamp != s.entStamp {
+				ie.vstamp = stamp
+				s.evalPair(c, ie)
 			}
 		}
+		lastR, hi2, lo2 = r, hi, lo
 	}
-	for i := range sp.wide {
-		near(&sp.wide[i])
-	}
-	sp.cellsNear(v.px, v.py, sp.cfg.CellSize+hyst, func(ce *cell) {
-		for i := range ce.ents {
-			near(&ce.ents[i])
-		}
-	})
+	scan(sp.wide)
+	sp.cellsNear(px, py, sp.cfg.CellSize+sp.cfg.Hysteresis, func(ce *cell) { scan(ce.ents) })
 }
 
 // forget removes a connection that left from the interest state.
@@ -910,6 +945,12 @@ func (s *Server) sendAll(c *Conn, cands []candidate) {
 func (s *Server) pairSegments(segs [][]byte, c *Conn, part codec.Part, keep func(*state.Entity) bool) [][]byte {
 	v := &c.view
 	a := &s.asm
+	if len(v.enter)+len(v.upd)+len(v.raised)+len(v.sets)+len(v.leave) == 0 {
+		// Nothing beyond its room this tick, as for every client of an
+		// idle zone: the Assembler holds nothing either (Segments leaves
+		// it empty).
+		return segs
+	}
 	if s.bands == 0 && keep == nil {
 		// Every entity's one piece of each batch: no bands to pick (nor
 		// any raised), no entity to leave out.

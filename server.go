@@ -300,7 +300,7 @@ type Server struct {
 	pos         posTable
 	dirtyEnts   []state.ID
 	dirtyViews  []*Conn
-	bandDists   []float64 // the distances of every class's level-of-detail bands (evalMove)
+	bandDists   []float64 // the distances of every class's level-of-detail bands, each once (evalMove)
 	stamp       uint64
 	always      []state.ID
 	activeRooms []*Space
@@ -428,7 +428,11 @@ func NewServer(cfg Config) (*Server, error) {
 	s.asm.Arena = &s.arena
 	for _, c := range cfg.Schema.Classes {
 		s.bands = max(s.bands, len(c.Bands()))
-		s.bandDists = append(s.bandDists, c.Bands()...)
+		for _, d := range c.Bands() {
+			if !slices.Contains(s.bandDists, d) { // classes mostly share their bands
+				s.bandDists = append(s.bandDists, d)
+			}
+		}
 		for p := range s.parts {
 			if codec.Part(p).Vis() > codec.PartOwner {
 				continue // no partition: its fields would be PartAll's again
@@ -1050,7 +1054,7 @@ func (s *Server) sendFull(c *Conn) {
 // entity's bands up to the level of its pair with c (every band for an
 // entity of c's room).
 func (s *Server) leveledFulls(segs [][]byte, c *Conn, ents []*state.Entity, part codec.Part) [][]byte {
-	if s.bands == 0 {
+	if s.bands == 0 || len(ents) == 0 {
 		return s.fulls(segs, ents, part)
 	}
 	for b := range s.bands + 1 {

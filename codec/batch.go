@@ -621,7 +621,7 @@ func (a *Assembler) rankUpdates(ents []asmEntry) bool {
 		if r&upd != 0 {
 			slot := uint32(x.ord)
 			var rank uint32
-			ok := int(slot/64) < h.used
+			ok := h.inUse(slot)
 			if ok {
 				rank, ok = h.rank(slot)
 			}
