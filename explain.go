@@ -88,11 +88,16 @@ type Explanation struct {
 // as "hp" or "body.pos.x", that field: the space of each, ownership,
 // always-relevance, a shared group, the distance against the radius, the
 // field's visibility. It describes the state as of the last tick sent,
-// with the rules evaluated now.
+// with the rules evaluated now. It returns ErrUnknownEntity for an entity
+// that is not live in this server, and ErrConnGone for a nil connection
+// or one of another server.
 func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation, error) {
 	ie := s.ientIf(e)
 	if ie == nil || s.tr.Entity(e.ID()) != e {
 		return Explanation{}, ErrUnknownEntity
+	}
+	if c == nil || c.srv != s {
+		return Explanation{}, ErrConnGone
 	}
 	x := Explanation{Distance: math.NaN(), Radius: math.NaN(), Level: -1}
 	if ie.space != nil {

@@ -232,9 +232,12 @@ func (s *Server) NewGroup(name string) *Group { return &Group{srv: s, name: name
 // NewSpace adds a space to the server's world. Call it on the tick
 // goroutine.
 func (s *Server) NewSpace(cfg SpaceConfig) (*Space, error) {
-	for _, v := range []float64{cfg.Radius, cfg.Hysteresis, cfg.CellSize} {
-		if v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-			return nil, fmt.Errorf("%w: space %q", ErrBadRadius, cfg.Name)
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"Radius", cfg.Radius}, {"Hysteresis", cfg.Hysteresis}, {"CellSize", cfg.CellSize}} {
+		if f.v < 0 || math.IsInf(f.v, 0) || math.IsNaN(f.v) {
+			return nil, fmt.Errorf("%w: space %q: %s is %v", ErrBadRadius, cfg.Name, f.name, f.v)
 		}
 	}
 	if cfg.Metric > Square {
@@ -330,7 +333,12 @@ func (s *Server) View(c *Conn, sp *Space) error {
 }
 
 // ViewOf returns the space c views.
-func (s *Server) ViewOf(c *Conn) *Space { return c.view.space }
+func (s *Server) ViewOf(c *Conn) *Space {
+	if c == nil || c.srv != s {
+		return nil
+	}
+	return c.view.space
+}
 
 // SetViewpoint makes c view its space from the point (x, y), a spectator's
 // camera, instead of from an entity.
@@ -512,7 +520,7 @@ func (g *Group) AddConn(c *Conn) {
 
 // RemoveConn undoes AddConn.
 func (g *Group) RemoveConn(c *Conn) {
-	if !slices.Contains(c.view.groups, g) {
+	if c == nil || !slices.Contains(c.view.groups, g) {
 		return
 	}
 	c.view.groups = slices.DeleteFunc(c.view.groups, func(x *Group) bool { return x == g })
@@ -524,7 +532,7 @@ func (g *Group) RemoveConn(c *Conn) {
 // connection not yet joined, as it will when it joins).
 func (s *Server) Sees(c *Conn, e *state.Entity) bool {
 	ie := s.ientIf(e)
-	if ie == nil {
+	if ie == nil || c == nil || c.srv != s {
 		return false
 	}
 	if ie.space != nil && ie.space.room && ie.space == c.view.space {

@@ -468,7 +468,22 @@ func (s *Server) Tracker() *state.Tracker { return s.tr }
 // than Config.LoginGrace) resets e's fields of lifetime session
 // (life=session, the default) to their zero values: they belonged to the
 // previous login.
-func (s *Server) SetOwner(e *state.Entity, c *Conn) { s.setOwner(e, c) }
+//
+// SetOwner returns ErrUnknownEntity, and changes nothing, when e is not a
+// live entity of this server (nil, destroyed, or another server's), and
+// ErrConnGone when c has left (in OnLeave, say) or is another server's:
+// such an owner would never be released, and an entity of another server
+// would shadow the entity of this one in the same slot.
+func (s *Server) SetOwner(e *state.Entity, c *Conn) error {
+	if e == nil || s.tr.Entity(e.ID()) != e {
+		return ErrUnknownEntity
+	}
+	if c != nil && (c.srv != s || c.view.gone) {
+		return ErrConnGone
+	}
+	s.setOwner(e, c)
+	return nil
+}
 
 func (s *Server) setOwner(e *state.Entity, c *Conn) {
 	from := s.ownerOf(e)
@@ -1234,8 +1249,13 @@ func (s *Server) Conns() []*Conn { return s.conns }
 
 // Run drives the tick loop at the configured rate until ctx is done:
 // update runs game logic for the tick, then the tick is sent. At the end,
-// with Config.Store, it writes every change before it returns.
+// with Config.Store, it writes every change before it returns. It returns
+// ctx's error, or ErrServerClosed when the server is closed, before Run or
+// by update.
 func (s *Server) Run(ctx context.Context, update func(tick uint64)) error {
+	if s.isClosed() {
+		return ErrServerClosed // else it would tick, for ever, a world nobody can join
+	}
 	t := time.NewTicker(time.Second / time.Duration(s.cfg.TickRate))
 	defer t.Stop()
 	for {
@@ -1247,9 +1267,18 @@ func (s *Server) Run(ctx context.Context, update func(tick uint64)) error {
 			if update != nil {
 				update(s.tick + 1)
 			}
+			if s.isClosed() {
+				return ErrServerClosed // Close has written everything
+			}
 			s.Tick()
 		}
 	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Close stops the listeners and disconnects every client with
