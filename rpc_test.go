@@ -222,9 +222,16 @@ func TestRPCAbuse(t *testing.T) {
 		r.sync(b)
 		theirs := r.mine(b)
 		theirsOnA := a.Replica().Entity(theirs.ID())
-		if err := a.CallRPC(theirsOnA, 1, fireArgs(r.ship, 1, 0)); err != nil {
-			t.Fatal(err)
+		// The client library refuses the call; a client that sends it
+		// anyway is closed.
+		if err := a.CallRPC(theirsOnA, 1, fireArgs(r.ship, 1, 0)); !errors.Is(err, client.ErrNotOwned) {
+			t.Fatalf("CallRPC on another client's entity = %v, want ErrNotOwned", err)
 		}
+		var zero *state.Entity // a generated view's, before the client has its entity
+		if err := a.CallRPC(zero, 1, fireArgs(r.ship, 1, 0)); !errors.Is(err, client.ErrNotOwned) {
+			t.Fatalf("CallRPC on a nil entity = %v, want ErrNotOwned", err)
+		}
+		r.srv.CallForTest(r.connOf(a), rawFire(r, theirs, 1))
 		waitKicked(t, r, a, transport.ClosePolicyViolation)
 		r.sync(b) // the other client is unaffected
 	})
@@ -294,6 +301,24 @@ func TestRPCAbuse(t *testing.T) {
 			t.Fatalf("the client library sent a server RPC: %v", err)
 		}
 	})
+}
+
+// connOf returns the server's connection of c.
+func (r *rpcRig) connOf(c *client.Conn) *replica.Conn {
+	for _, sc := range r.joined {
+		if sc.UserID() == c.UserID() {
+			return sc
+		}
+	}
+	r.t.Fatalf("no connection of %s", c.UserID())
+	return nil
+}
+
+// rawFire is the RPC message of a fire call on e, as a client that does
+// not use the client library may send it.
+func rawFire(r *rpcRig, e *state.Entity, seq uint32) []byte {
+	var enc codec.Encoder
+	return session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: 1, Args: enc.AppendRecord(nil, fireArgs(r.ship, seq, 0))})
 }
 
 // waitKicked ticks until the server closed c's connection with code.
@@ -432,14 +457,14 @@ func TestRPCAfterOwnershipLoss(t *testing.T) {
 			t.Fatal("client A still thinks it owns the ship")
 		}
 		// Long after the loss (10 s at 20 ticks a second), the same call
-		// closes the connection.
+		// closes the connection. The client library no longer sends it.
 		for range 10*20 + 1 {
 			r.srv.Tick()
 		}
-		if err := a.CallRPC(shipA, 1, fireArgs(r.ship, 2, 0)); err != nil {
-			t.Fatal(err)
+		if err := a.CallRPC(shipA, 1, fireArgs(r.ship, 2, 0)); !errors.Is(err, client.ErrNotOwned) {
+			t.Fatalf("CallRPC on a ship given away = %v, want ErrNotOwned", err)
 		}
-		synctest.Wait()
+		r.srv.CallForTest(r.connOf(a), rawFire(r, shipA, 2))
 		r.srv.Tick()
 		<-a.Done()
 		if code, _, _ := a.CloseInfo(); code != transport.ClosePolicyViolation {

@@ -88,6 +88,9 @@ type rpcHandler struct {
 // local is the client's own schema (the Schema() of its generated package);
 // the server's may be a newer compatible version.
 func Dial(ctx context.Context, d transport.Dialer, addr string, local *schema.Schema, cfg DialConfig) (*Conn, error) {
+	if d == nil || local == nil {
+		return nil, errors.New("client: Dial needs a transport.Dialer and the client's schema (its generated package's Schema())")
+	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 5 * time.Second
 	}
@@ -491,15 +494,27 @@ func ErrRefused(err error) bool {
 }
 
 // Errors of CallRPC.
-var ErrNoRPC = errors.New("client: no such client RPC")
+var (
+	ErrNoRPC = errors.New("client: no such client RPC")
+	// ErrNotOwned is returned for a call on an entity the replica does
+	// not hold as owned, as of the last tick applied: a nil entity (the
+	// zero view of a generated class, before the client has its avatar),
+	// an entity of another replica, or one another client owns. The
+	// server would close the connection for such a call
+	// (transport.ClosePolicyViolation).
+	ErrNotOwned = errors.New("client: RPC on an entity this client does not own")
+)
 
 // CallRPC calls client→server RPC rpc on e, an entity this client owns,
 // with the given arguments (a record of the RPC's argument struct). It
 // returns when the call is queued; the server runs it at its next tick.
 // Call it from the goroutine that polls.
 func (c *Conn) CallRPC(e *state.Entity, rpc uint32, args *state.Record) error {
+	if e == nil || c.r.Entity(e.ID()) != e || !e.Owned() {
+		return fmt.Errorf("%w: entity %v", ErrNotOwned, e.ID())
+	}
 	r := e.Class().RPC(rpc)
-	if r == nil || r.Dir != schema.ClientToServer || args.Type() != r.Args {
+	if r == nil || r.Dir != schema.ClientToServer || args == nil || args.Type() != r.Args {
 		return fmt.Errorf("%w: %d on %s", ErrNoRPC, rpc, e.Class().Name)
 	}
 	return c.tc.Send(session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: rpc, Args: c.enc.AppendRecord(nil, args)}))
