@@ -1202,8 +1202,11 @@ func (r *rig) botNamed(user string) demo.Bot {
 // rpc_test.go's TestRPCAbuse covers, through the client library, an RPC on
 // an entity the client does not own (ClosePolicyViolation), a flood
 // (ClosePolicyViolation within 2 s), a stale entity (dropped) and a server
-// RPC the client library refuses to send. Still to add, with a schema that
-// declares RPCs (rpc_test.go's rig):
+// RPC the client library refuses to send. rpc_test.go's TestAttackRPCRaw
+// covers, raw over the in-memory transport and WebSocket, a server RPC ID
+// sent by a client, a declared RPC on a non-owned entity, arguments that
+// do not decode or have trailing data, and a call the handler refuses.
+// Still to add, with a schema that declares RPCs (rpc_test.go's rig):
 //   - raw: a server→client RPC ID sent by a client (CloseProtocolError), an
 //     RPC on a non-owned entity whose class declares it
 //     (ClosePolicyViolation), arguments that do not decode, exceed the

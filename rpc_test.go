@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/wstransport"
 )
 
 // shipSchema is a class with a client→server RPC (fire) and a
@@ -60,13 +62,21 @@ type rpcRig struct {
 }
 
 func newRPCRig(t testing.TB, cfg replica.Config) *rpcRig {
-	sch, ship := shipSchema(t)
 	nw := transport.NewMemNetwork()
 	ln, err := nw.Listen("", transport.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rpcRig{t: t, ln: ln, nw: nw, d: nw.Dialer(transport.Config{}), ship: ship, sch: sch, owned: map[*replica.Conn]*state.Entity{}}
+	r := newRPCRigOn(t, cfg, ln, nw.Dialer(transport.Config{}))
+	r.nw = nw
+	return r
+}
+
+// newRPCRigOn is newRPCRig on another transport.
+func newRPCRigOn(t testing.TB, cfg replica.Config, ln transport.Listener, d transport.Dialer) *rpcRig {
+	sch, ship := shipSchema(t)
+	var err error
+	r := &rpcRig{t: t, ln: ln, d: d, ship: ship, sch: sch, owned: map[*replica.Conn]*state.Entity{}}
 	cfg.Schema = sch
 	cfg.OnJoin = func(c *replica.Conn) {
 		e, _ := r.srv.Tracker().Spawn(ship)
@@ -511,5 +521,151 @@ func TestRPCBurstHonoured(t *testing.T) {
 			}
 			r.sync(c)
 		})
+	}
+}
+
+// TestAttackRPCRaw sends, on the wire, RPCs the client library never
+// sends, to a server whose class declares a client RPC (fire: a uint32 and
+// an unbounded quantized float) and a server RPC (hit), over the in-memory
+// transport and WebSocket. Each malformed or forbidden call closes only
+// its sender, with the code docs/protocol.md §10.4 gives, before any
+// handler runs; a call the handler refuses is counted and the client
+// stays; an honest client next to them keeps its session.
+func TestAttackRPCRaw(t *testing.T) {
+	for _, tr := range []string{"mem", "ws"} {
+		t.Run(tr, func(t *testing.T) {
+			var r *rpcRig
+			if tr == "mem" {
+				r = newRPCRig(t, replica.Config{})
+			} else {
+				ln, err := wstransport.Listen("127.0.0.1:0", wstransport.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r = newRPCRigOn(t, replica.Config{}, ln, wstransport.NewDialer(transport.Config{}))
+			}
+			honest := r.dial()
+			r.sync(honest)
+			var enc codec.Encoder
+			args := func(seq uint32) []byte { return enc.AppendRecord(nil, fireArgs(r.ship, seq, 1.5)) }
+			rpc := func(e *state.Entity, id uint32, a []byte) []byte {
+				return session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: id, Args: a})
+			}
+			theirs := r.owned[r.connOf(honest)]
+			cases := []struct {
+				name string
+				msg  func(own *state.Entity) []byte
+				want transport.CloseCode
+			}{
+				{"server RPC sent by a client", func(own *state.Entity) []byte {
+					return rpc(own, 2, enc.AppendRecord(nil, state.NewValue(r.ship.RPC(2).Args).Record()))
+				}, transport.CloseProtocolError},
+				{"arguments missing", func(own *state.Entity) []byte { return rpc(own, 1, nil) }, transport.CloseProtocolError},
+				{"arguments truncated", func(own *state.Entity) []byte { a := args(7); return rpc(own, 1, a[:len(a)-1]) }, transport.CloseProtocolError},
+				{"trailing bytes after the arguments", func(own *state.Entity) []byte { return rpc(own, 1, append(args(7), 0, 0)) }, transport.CloseProtocolError},
+				{"a padding bit set", func(own *state.Entity) []byte { a := args(7); a[len(a)-1] |= 0x80; return rpc(own, 1, a) }, transport.CloseProtocolError},
+				{"a declared RPC on another client's entity", func(*state.Entity) []byte { return rpc(theirs, 1, args(7)) }, transport.ClosePolicyViolation},
+			}
+			for i, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					c, own := rawRPCJoin(t, r, fmt.Sprint("raw", i))
+					fired := len(r.fired)
+					if err := c.Send(tc.msg(own)); err != nil {
+						t.Fatal(err)
+					}
+					waitRawKicked(t, r, c, tc.want)
+					if len(r.fired) != fired {
+						t.Fatal("the handler ran")
+					}
+					r.sync(honest)
+				})
+			}
+			t.Run("refused by the handler", func(t *testing.T) {
+				c, own := rawRPCJoin(t, r, "refused")
+				rejected := r.srv.Stats().RPCsRejected
+				if err := c.Send(rpc(own, 1, args(0))); err != nil { // seq 0: the handler refuses it
+					t.Fatal(err)
+				}
+				for deadline := time.Now().Add(5 * time.Second); r.srv.Stats().RPCsRejected == rejected; {
+					if time.Now().After(deadline) {
+						t.Fatal("the call was never refused")
+					}
+					r.sync(honest)
+				}
+				select {
+				case <-c.Done():
+					code, reason, _ := c.CloseInfo()
+					t.Fatalf("closed with %s (%s) for a call its handler refused", code, reason)
+				default:
+				}
+			})
+			r.sync(honest)
+			if got, want := honest.Replica().Len(), len(r.srv.Tracker().AppendEntities(nil)); got != want {
+				t.Fatalf("the honest client holds %d entities, the server has %d", got, want)
+			}
+		})
+	}
+}
+
+// rawRPCJoin completes a handshake as user without the client library,
+// waits until the connection has joined, and returns it with the entity
+// it owns. Everything the server sends it is read and dropped.
+func rawRPCJoin(t *testing.T, r *rpcRig, user string) (transport.Conn, *state.Entity) {
+	t.Helper()
+	tc, err := r.d.Dial(context.Background(), r.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Close(transport.CloseNormal, "test over") })
+	tc.Send(session.AppendHello(nil, &session.Hello{Version: session.ProtocolVersion, Descriptor: r.sch.AppendDescriptor(nil), Token: []byte(user)}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	msg, err := tc.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := session.Parse(msg); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*session.Welcome); !ok {
+		t.Fatalf("got %T, want WELCOME", m)
+	}
+	go func() {
+		for {
+			if _, err := tc.Receive(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		for sc, e := range r.owned {
+			if sc.UserID() == user {
+				return tc, e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("raw client did not join")
+		}
+		r.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitRawKicked ticks until the server closed tc with code.
+func waitRawKicked(t *testing.T, r *rpcRig, tc transport.Conn, code transport.CloseCode) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		r.srv.Tick()
+		select {
+		case <-tc.Done():
+			if got, reason, _ := tc.CloseInfo(); got != code {
+				t.Fatalf("closed with %s (%s), want %s", got, reason, code)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not closed, want %s", code)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
