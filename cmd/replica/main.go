@@ -17,9 +17,11 @@ import (
 )
 
 const usage = `usage:
-  replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-ws-addr A] [-quic-addr A]
+  replica demo  [-entities N] [-clients N] [-hz N] [-duration D] [-seed N] [-radius R | -room] [-explain N]
+                [-ws-addr A] [-quic-addr A] [-http A] [-wt-addr A] [-record FILE]
   replica replay [-addr A] [-http A] [-speed X] [-loop] FILE
-  replica bench -scenario w1|w2|clients|joinstorm|reconnect [-aoi] [-gomaxprocs N] [-clients N] [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
+  replica bench -scenario w1|w2|clients|joinstorm|reconnect [-aoi] [-client go|ts] [-gomaxprocs N] [-clients N]
+                [-rate N] [-process] [-quantized] [-transport ws|quic] [-ticks N] [-json]
 
 The stores' commands (dump, the persist benchmark) are replica-store's:
 go run ./cmd/replica-store -h
