@@ -395,8 +395,16 @@ func (s *Server) persistStats() store.WriterStats {
 // database at most the Writer's WriteTimeout (30 seconds by default).
 func (s *Server) closePersist() error {
 	p := s.persist
-	if p == nil {
+	if p == nil || p.closed {
 		return nil
+	}
+	// What changed since the last tick (in OnLeave, which Close has just
+	// run for every client, or by the game before Close) is in no
+	// changeset yet: commit it as a last tick, which no client receives.
+	if cs := s.tr.Commit(); len(cs.Changes) > 0 || len(p.ops) > 0 {
+		s.tick++
+		s.tickNow.Store(s.tick)
+		s.persistTick(cs)
 	}
 	p.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout(s.cfg.StoreWriter))

@@ -1283,7 +1283,8 @@ func (s *Server) isClosed() bool {
 
 // Close stops the listeners and disconnects every client with
 // CloseGoingAway, including those still in their handshake; OnLeave runs
-// for every joined one. With Config.Store it then writes every change
+// for every joined one. With Config.Store it then writes every change,
+// those made since the last tick included (in OnLeave, say),
 // (waiting for the database at most StoreWriter.WriteTimeout, 30 seconds
 // by default) and stops the write-behind. Call it from the tick goroutine
 // (or after Run returns).
