@@ -62,7 +62,7 @@ type Conn struct {
 	rpcMu   sync.Mutex
 	rpcIn   [][]byte // RPC messages, read goroutine → tick goroutine; nil until the first
 	rpcBuf  [][]byte // the tick goroutine's spare, swapped with rpcIn
-	rpcOut  [][]byte // RPC messages for the client, sent after the tick
+	rpcOut  []outRPC // RPC messages for the client, sent after the tick
 
 	paused   bool      // fallen behind: no ticks until the backlog drains
 	lagLow   int       // the smallest backlog (bytes) seen while paused

@@ -137,47 +137,71 @@ var (
 // record of the RPC's argument struct) to the clients of to. Call it on
 // the tick goroutine. The arguments are encoded once; every target
 // receives the call after the state of the current tick, so an entity
-// created in the same tick already exists on the client.
+// created in the same tick already exists on the client. ToObservers
+// reaches the clients that see e with that state, and no other.
+//
+// Errors: ErrUnknownEntity for an entity that is not live in this
+// server, ErrNoRPC for an RPC e's class does not send to clients or
+// arguments of another struct, ErrNoTarget for an entity without an owner
+// (ToOwner) or a connection that has left or is another server's (ToConn).
 func (s *Server) SendRPC(to RPCTarget, e *state.Entity, rpc uint32, args *state.Record) error {
+	if e == nil || s.tr.Entity(e.ID()) != e {
+		return ErrUnknownEntity
+	}
 	r := e.Class().RPC(rpc)
-	if r == nil || r.Dir != schema.ServerToClient || args.Type() != r.Args {
+	if r == nil || r.Dir != schema.ServerToClient || args == nil || args.Type() != r.Args {
 		return fmt.Errorf("%w: %d on %s", ErrNoRPC, rpc, e.Class().Name)
 	}
 	msg := session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: rpc, Args: s.rpcEnc.AppendRecord(nil, args)})
-	queue := func(c *Conn) {
-		c.rpcOut = append(c.rpcOut, msg)
-		s.stats.RPCsSent++
-	}
 	switch to.kind {
 	case 1:
 		c := s.ownerOf(e)
 		if c == nil {
 			return ErrNoTarget
 		}
-		queue(c)
+		c.rpcOut = append(c.rpcOut, outRPC{msg: msg})
+		s.stats.RPCsSent++
 	case 2:
+		// Whether a client sees e is known once this tick's interest is
+		// worked out: flushRPCs decides.
 		for _, c := range s.conns {
-			queue(c)
+			c.rpcOut = append(c.rpcOut, outRPC{msg: msg, seen: e})
 		}
 	case 3:
-		if to.conn == nil {
-			return ErrNoTarget
+		c := to.conn
+		if c == nil || c.srv != s || c.view.gone {
+			return ErrNoTarget // a departed connection's queue would grow for ever
 		}
-		queue(to.conn)
+		c.rpcOut = append(c.rpcOut, outRPC{msg: msg})
+		s.stats.RPCsSent++
 	default:
 		return ErrNoTarget
 	}
 	return nil
 }
 
+// An outRPC is a server RPC queued for a client. One sent ToObservers
+// names its entity in seen: the client gets it only if it sees the entity
+// once the tick's state is sent.
+type outRPC struct {
+	msg  []byte
+	seen *state.Entity
+}
+
 // flushRPCs sends the RPCs queued for c during this tick.
 func (s *Server) flushRPCs(c *Conn) {
-	for i, msg := range c.rpcOut {
-		if c.tc.Send(msg) != nil {
+	for _, o := range c.rpcOut {
+		if o.seen != nil {
+			if !s.Sees(c, o.seen) {
+				continue
+			}
+			s.stats.RPCsSent++
+		}
+		if c.tc.Send(o.msg) != nil {
 			break
 		}
-		c.rpcOut[i] = nil
 	}
+	clear(c.rpcOut)
 	c.rpcOut = c.rpcOut[:0]
 }
 

@@ -669,3 +669,110 @@ func waitRawKicked(t *testing.T, r *rpcRig, tc transport.Conn, code transport.Cl
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestRPCToObserversOnly: an RPC sent ToObservers reaches the clients that
+// see the entity and no other (its arguments may say what those others
+// must not know), and SendRPC refuses a nil entity and a connection that
+// has left.
+func TestRPCToObserversOnly(t *testing.T) {
+	r := newRPCRig(t, replica.Config{})
+	a := r.dial()
+	r.sync(a)
+	tc, theirs := rawRPCJoinCollect(t, r, "b")
+	shipA := r.owned[r.connOf(a)]
+	// Into no space: only its owner, a, sees it.
+	if err := r.srv.SetSpace(shipA, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.sync(a)
+	var hits []int16
+	a.HandleRPC(r.ship, 2, func(e *state.Entity, args *state.Record) {
+		if e.ID() == shipA.ID() {
+			hits = append(hits, int16(fieldNum(args, 1)))
+		}
+	})
+	hit := state.NewValue(r.ship.RPC(2).Args)
+	hit.SetNum(0, 7)
+	if err := r.srv.SendRPC(replica.ToObservers, shipA, 2, hit.Record()); err != nil {
+		t.Fatal(err)
+	}
+	// And one on b's own ship, which both see, as a marker: once b has it,
+	// anything sent before it has arrived.
+	if err := r.srv.SendRPC(replica.ToObservers, theirs, 2, hit.Record()); err != nil {
+		t.Fatal(err)
+	}
+	r.sync(a)
+	if len(hits) != 1 {
+		t.Fatalf("the owner got %d hits on its ship, want 1", len(hits))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		select {
+		case m := <-tc:
+			if m.Entity == uint32(shipA.ID()) {
+				t.Fatal("a client that does not see the entity received its RPC")
+			}
+			if m.Entity == uint32(theirs.ID()) {
+				goto sent
+			}
+		case <-ctx.Done():
+			t.Fatal("the RPC on the entity b sees never arrived")
+		}
+	}
+sent:
+	if err := r.srv.SendRPC(replica.ToObservers, nil, 2, hit.Record()); !errors.Is(err, replica.ErrUnknownEntity) {
+		t.Errorf("SendRPC on a nil entity = %v, want ErrUnknownEntity", err)
+	}
+	sa := r.connOf(a)
+	a.Close()
+	for len(r.srv.Conns()) > 1 {
+		r.srv.Tick()
+	}
+	if err := r.srv.SendRPC(replica.ToConn(sa), theirs, 2, hit.Record()); !errors.Is(err, replica.ErrNoTarget) {
+		t.Errorf("SendRPC to a connection that left = %v, want ErrNoTarget", err)
+	}
+}
+
+// rawRPCJoinCollect is rawRPCJoin that passes on the server RPCs the
+// connection receives.
+func rawRPCJoinCollect(t *testing.T, r *rpcRig, user string) (<-chan *session.RPC, *state.Entity) {
+	t.Helper()
+	tc, err := r.d.Dial(context.Background(), r.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Close(transport.CloseNormal, "test over") })
+	tc.Send(session.AppendHello(nil, &session.Hello{Version: session.ProtocolVersion, Descriptor: r.sch.AppendDescriptor(nil), Token: []byte(user)}))
+	rpcs := make(chan *session.RPC, 64)
+	go func() {
+		for skip := 0; ; {
+			msg, err := tc.Receive(context.Background())
+			if err != nil {
+				return
+			}
+			if skip > 0 { // a segment, which has no type byte
+				skip--
+				continue
+			}
+			switch m, _ := session.Parse(msg); m := m.(type) {
+			case *session.Tick:
+				skip = m.Segments
+			case *session.RPC:
+				rpcs <- m
+			}
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		for sc, e := range r.owned {
+			if sc.UserID() == user {
+				return rpcs, e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("raw client did not join")
+		}
+		r.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+}
