@@ -18,9 +18,9 @@ import (
 // a key (Server.Bind, Server.Load).
 var ErrNotBound = errors.New("replica: entity not bound to a store key")
 
-// errNoStore is the error of the persistence methods of a server without
-// Config.Store.
-var errNoStore = errors.New("replica: no Config.Store")
+// ErrNoStore is returned by Bind, Delete, Load, Restore, Save and
+// SaveAsync on a server without Config.Store.
+var ErrNoStore = errors.New("replica: no Config.Store (set one to bind, load and save entities)")
 
 // persister is a server's write-behind: the entities bound to keys, by
 // slot, and the Writer the tick feeds. It belongs to the tick goroutine,
@@ -111,7 +111,7 @@ func (p *persister) unbind(b *binding) {
 func (s *Server) Bind(e *state.Entity, key string) error {
 	p := s.persist
 	if p == nil {
-		return errNoStore
+		return ErrNoStore
 	}
 	if err := store.CheckKey(key); err != nil {
 		return fmt.Errorf("replica: Bind: %w", err)
@@ -163,7 +163,7 @@ func (s *Server) Unbind(e *state.Entity) {
 func (s *Server) Delete(key string) error {
 	p := s.persist
 	if p == nil {
-		return errNoStore
+		return ErrNoStore
 	}
 	if err := store.CheckKey(key); err != nil {
 		return fmt.Errorf("replica: Delete: %w", err)
@@ -203,7 +203,7 @@ func (s *Server) Delete(key string) error {
 func (s *Server) Load(ctx context.Context, class *schema.Struct, key string) (*state.Entity, error) {
 	p := s.persist
 	if p == nil {
-		return nil, errNoStore
+		return nil, ErrNoStore
 	}
 	if class == nil || s.cfg.Schema.Class(class.ID) != class {
 		// Before the read: a missing document must not pass for a new player.
@@ -225,7 +225,7 @@ func (s *Server) Load(ctx context.Context, class *schema.Struct, key string) (*s
 func (s *Server) Restore(class *schema.Struct, doc store.Document) (*state.Entity, error) {
 	p := s.persist
 	if p == nil {
-		return nil, errNoStore
+		return nil, ErrNoStore
 	}
 	if class == nil || s.cfg.Schema.Class(class.ID) != class {
 		return nil, fmt.Errorf("replica: restore %q: %w: class not in the server's schema", doc.Key, store.ErrUnknownClass)
@@ -293,7 +293,7 @@ func (s *Server) SaveAsync(entities ...*state.Entity) (wait func(ctx context.Con
 func (s *Server) saveDocs(entities []*state.Entity) ([]store.Document, error) {
 	p := s.persist
 	if p == nil {
-		return nil, errNoStore
+		return nil, ErrNoStore
 	}
 	docs := make([]store.Document, 0, len(entities))
 	for _, e := range entities {

@@ -359,6 +359,29 @@ func TestPersistCloseSavesLastChanges(t *testing.T) {
 	}
 }
 
+// TestPersistWithoutStore: the persistence methods of a server without a
+// store return ErrNoStore.
+func TestPersistWithoutStore(t *testing.T) {
+	sc := persistschema.Schema()
+	srv, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	p, _ := persistschema.SpawnPlayer(srv.Tracker())
+	ctx := context.Background()
+	_, lerr := srv.Load(ctx, p.Entity().Class(), "p")
+	_, rerr := srv.Restore(p.Entity().Class(), store.Document{})
+	for name, err := range map[string]error{
+		"Bind": srv.Bind(p.Entity(), "p"), "Delete": srv.Delete("p"), "Load": lerr, "Restore": rerr,
+		"Save": srv.Save(ctx, p.Entity()), "SaveAsync": srv.SaveAsync(p.Entity())(ctx),
+	} {
+		if !errors.Is(err, replica.ErrNoStore) {
+			t.Errorf("%s = %v, want ErrNoStore", name, err)
+		}
+	}
+}
+
 // flaky is a Store whose writes fail while down.
 type flaky struct {
 	*storetest.Memory
