@@ -150,3 +150,16 @@ func TestMisuseRunAfterClose(t *testing.T) {
 		}
 	})
 }
+
+// TestMisuseTickRate: a tick rate Run cannot drive is refused by NewServer
+// (at 2^40 Hz the ticker's period would be zero, and Run would panic).
+func TestMisuseTickRate(t *testing.T) {
+	for _, rate := range []int{replica.MaxTickRate + 1, 1 << 40} {
+		if _, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{}, TickRate: rate}); err == nil {
+			t.Errorf("NewServer with TickRate %d succeeded", rate)
+		}
+	}
+	if _, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{}, TickRate: replica.MaxTickRate}); err != nil {
+		t.Errorf("TickRate %d: %v", replica.MaxTickRate, err)
+	}
+}

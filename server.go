@@ -25,8 +25,8 @@ type Config struct {
 	// Schema holds the replicated classes: the Schema() of a generated
 	// package.
 	Schema *schema.Schema
-	// TickRate is the number of ticks per second Run drives. The default
-	// is 20.
+	// TickRate is the number of ticks per second Run drives, at most
+	// MaxTickRate. The default is 20.
 	TickRate int
 	// Auth authenticates clients from the token of their HELLO. It is
 	// required: set an auth.HMAC (signed, expiring tokens) in production,
@@ -193,6 +193,9 @@ type Config struct {
 
 // DefaultBudget is Config.Budget's default, in bytes per second.
 const DefaultBudget = 64 << 10
+
+// MaxTickRate is the highest Config.TickRate.
+const MaxTickRate = 1000
 
 func (c Config) withDefaults() Config {
 	if c.Budget == 0 {
@@ -390,6 +393,11 @@ type Stats struct {
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Schema == nil {
 		return nil, errors.New("replica: Config.Schema is required")
+	}
+	if cfg.TickRate > MaxTickRate {
+		// Run's ticker needs a period of a nanosecond or more, and tick
+		// counts of durations (LoginGrace, ResumeWindow) must not overflow.
+		return nil, fmt.Errorf("replica: Config.TickRate %d is over %d ticks per second", cfg.TickRate, MaxTickRate)
 	}
 	if cfg.Auth == nil {
 		return nil, errors.New("replica: Config.Auth is required: set an auth.HMAC in production, " +
