@@ -143,6 +143,9 @@ func TestMisuseRunAfterClose(t *testing.T) {
 		if err := srv.Run(ctx, nil); !errors.Is(err, replica.ErrServerClosed) {
 			t.Fatalf("Run after Close = %v, want ErrServerClosed", err)
 		}
+		if err := srv.Serve(ctx, nil); err == nil {
+			t.Fatal("Serve with a nil listener succeeded")
+		}
 		nw := transport.NewMemNetwork()
 		ln, _ := nw.Listen("", transport.Config{})
 		if err := srv.Serve(ctx, ln); !errors.Is(err, replica.ErrServerClosed) {

@@ -605,6 +605,9 @@ func (s *Server) ownerOf(e *state.Entity) *Conn {
 // the next tick. Serve logs a warning if the server authenticates with
 // auth.Anonymous and ln's address is not a loopback one.
 func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
+	if ln == nil {
+		return errors.New("replica: Serve needs a listener (wstransport.Listen, say)")
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
