@@ -480,7 +480,10 @@ func TestAttackHandshakeStorm(t *testing.T) {
 	after := heap()
 	t.Logf("%d partial HELLOs of %d KiB: %d KiB allocated per connection (client side included); heap %d KiB before, in use at most %d KiB during, %d KiB after",
 		conns, partial>>10, perConn>>10, before>>10, top>>10, after>>10)
-	if perConn > 384<<10 {
+	// Under -race the detector's own allocations (about 170 KiB more per
+	// connection here) leave no margin under the bound: the bound is for
+	// the normal build, which CI runs; the heap check below holds in both.
+	if perConn > 384<<10 && !raceEnabled() {
 		t.Errorf("%d KiB allocated per connection, want the server to stop reading near MaxHelloBytes", perConn>>10)
 	}
 	if after > before+16<<20 {
