@@ -6,12 +6,21 @@
 // Behind PgBouncer in transaction pooling mode, set Config.ExecMode to
 // pgx.QueryExecModeExec (or QueryExecModeSimpleProtocol): the default
 // caches prepared statements per connection, which such a pooler breaks.
+//
+// A process killed during a Write may leave a COMMIT that PostgreSQL
+// received but has not finished: it still commits after the process is
+// gone. Every write transaction therefore holds a shared advisory lock
+// named after the store's tables, and Open waits for that lock
+// exclusively before it returns, so a server restarted after a crash
+// loads nothing older than what its predecessor committed (see
+// docs/persistence.md).
 package pgstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"sync"
 
@@ -50,12 +59,31 @@ type Store struct {
 
 type queries struct {
 	load, scan, schema, putSchema, del, put string
+	lock                                    int32 // the advisory lock's second key: the table prefix's hash
 }
+
+// lockClass is the first key of the store's advisory locks ("repl"): the
+// second is a hash of the table prefix, so stores of different prefixes
+// in one database do not wait for each other (a collision only makes
+// one wait for the other's writes in flight).
+const lockClass = 0x7265706c
+
+// Held by every write transaction (shared, so writers do not wait for
+// each other) and taken exclusively by Open, which thereby waits for the
+// writes in flight of any process, including one that died before its
+// COMMIT completed. Transaction-level locks work behind PgBouncer's
+// transaction pooling, unlike session-level ones.
+const (
+	lockWrite   = `SELECT pg_advisory_xact_lock_shared($1::int4, $2::int4)`
+	lockBarrier = `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`
+)
 
 var ident = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 
-// Open connects to the database and creates the store's tables if
-// missing.
+// Open connects to the database, creates the store's tables if missing,
+// and waits until no write transaction on them is in flight, such as one
+// whose process was killed while PostgreSQL was committing it (ctx bounds
+// the wait).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Table == "" {
 		cfg.Table = "replica"
@@ -88,7 +116,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("pgstore: creating tables: %w", err)
 		}
 	}
+	h := fnv.New32a()
+	h.Write([]byte(cfg.Table))
+	lock := int32(h.Sum32())
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, lockBarrier, lockClass, lock)
+		return err
+	}); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: waiting for earlier writes to end: %w", err)
+	}
 	s := &Store{pool: pool, q: queries{
+		lock:      lock,
 		load:      `SELECT class, tick, schema, data FROM ` + docs + ` WHERE key = $1`,
 		scan:      `SELECT key, class, tick, schema, data FROM ` + docs + ` WHERE key > $1 ORDER BY key LIMIT 256`,
 		schema:    `SELECT descriptor FROM ` + schemas + ` WHERE hash = $1`,
@@ -144,6 +183,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) error {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockWrite, lockClass, s.q.lock); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
 		for _, sc := range b.Schemas {
 			if _, err := tx.Exec(ctx, s.q.putSchema, sc.Hash[:], sc.Descriptor); err != nil {
 				return fmt.Errorf("storing schema: %w", err)
