@@ -222,6 +222,7 @@ func TestDescriptorErrors(t *testing.T) {
 		deltaID uint64
 	}
 	bandOf := map[string]uint64{} // fields with a level-of-detail band, by name
+	lifeOf := map[string]uint64{} // fields with a lifetime other than session, by name
 	// bands, if given, are each class's level-of-detail distances.
 	build := func(structs [][]fieldSpec, classes [][2]uint64, bands ...[]float64) []byte {
 		var w wire.Writer
@@ -235,7 +236,7 @@ func TestDescriptorErrors(t *testing.T) {
 				w.String(f.name)
 				f.typ(&w)
 				w.Bits(3, 2)
-				w.Bits(0, 2)
+				w.Bits(lifeOf[f.name], 2)
 				w.Bits(0, 1)
 				w.Bool(false)
 				w.U(bandOf[f.name], 0)
@@ -275,6 +276,15 @@ func TestDescriptorErrors(t *testing.T) {
 	check("struct index out of range", build([][]fieldSpec{{{"a", nested(5), 0}}}, [][2]uint64{{0, 1}}))
 	check("struct nests itself", build([][]fieldSpec{{{"a", nested(1), 0}}, {{"b", nested(1), 0}}}, [][2]uint64{{0, 1}}))
 	check("class nested", build([][]fieldSpec{{{"a", nested(1), 0}}, {}}, [][2]uint64{{0, 1}, {1, 2}}))
+	// Lifetimes: a class field's covers what it holds; none below.
+	lifeOf["persist"] = uint64(schema.LifePersist)
+	if _, err := schema.DecodeDescriptor(build([][]fieldSpec{{{"persist", kind(schema.Int8), 0}}}, [][2]uint64{{0, 1}})); err != nil {
+		t.Errorf("a persist class field: %v", err)
+	}
+	if _, err := schema.DecodeDescriptor(build([][]fieldSpec{{{"a", nested(1), 0}}, {{"b", kind(schema.Int8), 0}}}, [][2]uint64{{0, 1}})); err != nil {
+		t.Errorf("a nested struct: %v", err)
+	}
+	check("lifetime in a nested struct", build([][]fieldSpec{{{"a", nested(1), 0}}, {{"persist", kind(schema.Int8), 0}}}, [][2]uint64{{0, 1}}))
 	quant := func(mode uint64, step, min float64, bits uint64) func(w *wire.Writer) {
 		return func(w *wire.Writer) {
 			w.Bits(uint64(schema.Float32), 5)

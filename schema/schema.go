@@ -448,6 +448,11 @@ func (s *Struct) layout(stack []*Struct, pending *[]*Struct) error {
 			return fmt.Errorf("schema: %s.%s: duplicate field ID %d", s.Name, f.Name, f.ID)
 		}
 		s.byID[f.ID] = f
+		if f.Life != LifeSession && !s.Class {
+			// A class field's lifetime covers everything in it: a
+			// nested struct, container element or RPC argument has none.
+			return fmt.Errorf("schema: %s.%s: lifetime %s: a lifetime is for fields of entity classes only (it covers what the class field holds)", s.Name, f.Name, f.Life)
+		}
 		if err := f.Type.validate(stack, pending); err != nil {
 			return fmt.Errorf("schema: %s.%s: %w", s.Name, f.Name, err)
 		}

@@ -322,6 +322,12 @@ func TestLayoutErrors(t *testing.T) {
 		{"bad quant", []*schema.Field{{ID: 1, Name: "F", Type: schema.Type{Kind: schema.Float32, Quant: schema.Quant{Step: -1}}}}, "invalid quantization"},
 		{"bad quant bits", []*schema.Field{{ID: 1, Name: "F", Type: schema.Type{Kind: schema.Float64, Quant: schema.Quant{Step: 1, Bits: 33, Bounded: true}}}}, "invalid quantization"},
 		{"bad list elem", []*schema.Field{{ID: 1, Name: "L", Type: schema.Type{Kind: schema.List, Elem: &schema.Type{Kind: schema.Float32, Quant: schema.Quant{Step: math.NaN()}}}}}, "invalid quantization"},
+		{"lifetime in a nested struct", []*schema.Field{{ID: 1, Name: "S", Type: schema.Type{Kind: schema.Nested, Struct: &schema.Struct{Name: "Stats",
+			Fields: []*schema.Field{{ID: 1, Name: "Gold", Type: schema.Type{Kind: schema.Int32}, Life: schema.LifePersist}}}}}},
+			"Stats.Gold: lifetime persist: a lifetime is for fields of entity classes only"},
+		{"lifetime in a bag item", []*schema.Field{{ID: 1, Name: "G", Type: schema.Type{Kind: schema.Bag, Key: schema.Uint8, Struct: &schema.Struct{Name: "Item",
+			Fields: []*schema.Field{{ID: 1, Name: "N", Type: schema.Type{Kind: schema.Int32}, Life: schema.LifeScene}}}}}},
+			"Item.N: lifetime scene: a lifetime is for fields of entity classes only"},
 	}
 	for _, c := range cases {
 		st := &schema.Struct{Name: "C", Class: true, ID: 1, Fields: c.fields}

@@ -24,8 +24,8 @@ const maxDepth = 100
 //
 // Which fields persist: a field of an entity class declared life=persist
 // is stored with its whole value (nested structs, containers and their
-// items included); a nested struct field that is not persist itself
-// contributes its persist fields. Deprecated fields are never stored.
+// items included). Only class fields have lifetimes (schema.New refuses
+// one anywhere else). Deprecated fields are never stored.
 type Codec struct {
 	schema  *schema.Schema
 	desc    []byte
@@ -57,9 +57,7 @@ func NewCodec(s *schema.Schema) *Codec { return NewCodecLives(s, schema.LifePers
 // fields of the given lifetimes, with their whole values, rather than the
 // persist fields: an entity's state exported for a migration to another
 // server takes its scene, session and persist fields and leaves its
-// process fields behind. Documents are in the same format; a nested
-// struct field of a lifetime not given contributes its persist fields if
-// persist is given, as for NewCodec.
+// process fields behind. Documents are in the same format.
 func NewCodecLives(s *schema.Schema, lives ...schema.Lifetime) *Codec {
 	c := &Codec{schema: s, classes: make(map[uint32]*plan), whole: make(map[*schema.Struct]*plan)}
 	for _, l := range lives {
@@ -71,7 +69,7 @@ func NewCodecLives(s *schema.Schema, lives ...schema.Lifetime) *Codec {
 		p := &plan{}
 		c.fill(p, cl, false)
 		p.leaves = make([]uint64, (cl.Leaves+63)/64)
-		p.markLeaves(c)
+		p.markLeaves()
 		c.classes[cl.ID] = p
 	}
 	c.enc.c = c
@@ -89,23 +87,21 @@ func (c *Codec) wholePlan(st *schema.Struct) *plan {
 }
 
 // fill lists in p the stored fields of st: all of them when whole, else
-// the persist ones. It reports whether any field is stored.
-func (c *Codec) fill(p *plan, st *schema.Struct, whole bool) bool {
+// (for a class) those of the codec's lifetimes.
+func (c *Codec) fill(p *plan, st *schema.Struct, whole bool) {
 	cont := 0
 	for _, f := range st.Fields {
 		if f.Deprecated {
 			continue
 		}
 		fp := fieldPlan{f: f, wk: wireKind(&f.Type)}
-		take := whole || c.takes(f, st.Class)
+		take := whole || c.lives&(1<<f.Life) != 0
 		switch k := f.Type.Kind; {
 		case k == schema.Nested:
 			fp.cont = cont
 			cont += f.Type.Struct.ContSlots
 			if take {
 				fp.sub = c.wholePlan(f.Type.Struct)
-			} else if sub := (&plan{}); c.fill(sub, f.Type.Struct, false) {
-				fp.sub, take = sub, true
 			}
 		case k.Container():
 			cont++
@@ -126,41 +122,21 @@ func (c *Codec) fill(p *plan, st *schema.Struct, whole bool) bool {
 	for i := range p.fields {
 		p.index[p.fields[i].f.ID] = int32(i)
 	}
-	return len(p.fields) > 0
-}
-
-// takes reports whether the codec stores f, a field of a class or of a
-// nested struct, with its whole value.
-func (c *Codec) takes(f *schema.Field, class bool) bool {
-	if !class {
-		return f.Life == schema.LifePersist && c.lives&(1<<schema.LifePersist) != 0
-	}
-	return c.lives&(1<<f.Life) != 0
 }
 
 // markLeaves sets in p.leaves the leaves its fields store, for a class
-// plan.
-func (p *plan) markLeaves(c *Codec) {
-	mark := func(dst []uint64, from, n int) {
-		for i := from; i < from+n; i++ {
-			dst[i>>6] |= 1 << (i & 63)
+// plan: each stored field's, all of a nested struct's.
+func (p *plan) markLeaves() {
+	for i := range p.fields {
+		f := p.fields[i].f
+		n := 1
+		if f.Type.Kind == schema.Nested {
+			n = f.Type.Struct.Leaves
+		}
+		for l := f.Leaf; l < f.Leaf+n; l++ {
+			p.leaves[l>>6] |= 1 << (l & 63)
 		}
 	}
-	var walk func(q *plan, base int, class bool)
-	walk = func(q *plan, base int, class bool) {
-		for i := range q.fields {
-			f := q.fields[i].f
-			switch {
-			case f.Type.Kind != schema.Nested:
-				mark(p.leaves, base+f.Leaf, 1)
-			case c.takes(f, class):
-				mark(p.leaves, base+f.Leaf, f.Type.Struct.Leaves)
-			default:
-				walk(q.fields[i].sub, base+f.Leaf, false)
-			}
-		}
-	}
-	walk(p, 0, true)
 }
 
 // wireKind returns the wire kind of a value of type t.

@@ -462,6 +462,7 @@ var read = () => {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
       if (f.band > st.nbands) bad2(`${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
+      if (f.life && !st.isClass) bad2(`${st.name}.${f.name}: lifetime ${f.life} outside a class`);
       used.add(f.band);
     }
     for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad2(`${st.name}: band ${b} has no field`);

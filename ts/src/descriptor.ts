@@ -123,10 +123,12 @@ const read = (): Schema => {
   finish();
 
   // Bands (§3.5): only in classes, at most the class's nbands, each used.
+  // Lifetimes: only in classes.
   for (const st of structs) {
     const used = new Set<number>();
     for (const f of st.fields) {
       if (f.band > st.nbands) bad(`${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
+      if (f.life && !st.isClass) bad(`${st.name}.${f.name}: lifetime ${f.life} outside a class`);
       used.add(f.band);
     }
     for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad(`${st.name}: band ${b} has no field`);

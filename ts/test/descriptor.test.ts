@@ -202,6 +202,16 @@ describe("§3.5 rejections", () => {
     expect(decodeDescriptor(writeDescriptor(raw(ok))).class(1)!.nbands).toBe(2);
   });
 
+  test("lifetimes: on class fields only", () => {
+    const persist = unit();
+    persist.fields[0]!.life = 3;
+    expect(decodeDescriptor(writeDescriptor(raw(persist))).class(1)!.fields[0]!.life).toBe(3);
+    const inner = struct("Inner", [field(1, "a", ty(Kind.Int8), { life: 3 })]);
+    const outer = unit();
+    outer.fields.push(field(3, "in", ty(Kind.Nested, { struct: inner })));
+    rejects(writeDescriptor(raw(outer)), /Inner.a: lifetime 3 outside a class/);
+  });
+
   test("trailing data and non-zero padding", () => {
     const b = writeDescriptor(raw(unit()));
     rejects(Uint8Array.from([...b, 0]), /trailing/);
