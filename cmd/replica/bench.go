@@ -28,6 +28,7 @@ func runBench(args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "w1 -aoi, w2: write a CPU profile of the measured ticks to this file (the timed section is labeled section=server)")
 	memprofile := fs.String("memprofile", "", "w1 -aoi, w2: write a heap profile recording every allocation of the measured Server.Ticks, and only those, to this file "+
 		"(go tool pprof -sample_index=alloc_objects -top FILE)")
+	series := fs.String("series", "", "w1 -aoi, w2: write one CSV line per measured tick to this file (step, Server.Tick and clients' apply microseconds, bytes, collections)")
 	rate := fs.Float64("rate", 800, "joinstorm: dials started per second")
 	process := fs.Bool("process", false, "joinstorm: run the clients in a child process (ws only), apart from the server's scheduler and heap")
 	addr := fs.String("addr", "", "joinstorm-clients: the server's address")
@@ -63,8 +64,8 @@ func runBench(args []string) error {
 	if *aoi && *scenario != "w1" {
 		return fmt.Errorf("bench: -aoi is a mode of -scenario w1")
 	}
-	if (*cpuprofile != "" || *memprofile != "") && !(*scenario == "w1" && *aoi || *scenario == "w2") {
-		return fmt.Errorf("bench: -cpuprofile and -memprofile apply to -scenario w1 -aoi and -scenario w2")
+	if (*cpuprofile != "" || *memprofile != "" || *series != "") && !(*scenario == "w1" && *aoi || *scenario == "w2") {
+		return fmt.Errorf("bench: -cpuprofile, -memprofile and -series apply to -scenario w1 -aoi and -scenario w2")
 	}
 	if *clientKind != "go" && (*clientKind != "ts" || *scenario != "w1" || *aoi || set["clients"]) {
 		return fmt.Errorf("bench: -client %s: want go, or ts with -scenario w1 in broadcast mode (one client)", *clientKind)
@@ -75,7 +76,7 @@ func runBench(args []string) error {
 			if *quantized {
 				return fmt.Errorf("bench: -quantized applies to -scenario w1 without -aoi")
 			}
-			return runInterest(*scenario, bench.InterestConfig{Clients: *clients}, *cpuprofile, *memprofile, *asJSON)
+			return runInterest(*scenario, bench.InterestConfig{Clients: *clients}, *cpuprofile, *memprofile, *series, *asJSON)
 		}
 		if *clientKind == "ts" && *scenario == "w1" {
 			return runBenchTS(*quantized, *asJSON)
@@ -185,7 +186,7 @@ func runBench(args []string) error {
 
 // runInterest runs W1 in AOI mode or W2 on a server with interest
 // management, and prints the result.
-func runInterest(scenario string, cfg bench.InterestConfig, cpuprofile, memprofile string, asJSON bool) (err error) {
+func runInterest(scenario string, cfg bench.InterestConfig, cpuprofile, memprofile, series string, asJSON bool) (err error) {
 	var closers []*os.File
 	create := func(name string) (io.Writer, error) {
 		f, err := os.Create(name)
@@ -213,6 +214,11 @@ func runInterest(scenario string, cfg bench.InterestConfig, cpuprofile, memprofi
 		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
 		runtime.MemProfileRate = 0
 		if cfg.MemProfile, err = create(memprofile); err != nil {
+			return err
+		}
+	}
+	if series != "" {
+		if cfg.Series, err = create(series); err != nil {
 			return err
 		}
 	}

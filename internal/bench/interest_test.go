@@ -1,7 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"math"
+	"strconv"
+	"strings"
 	"runtime"
 	"testing"
 	"time"
@@ -23,11 +27,13 @@ func TestW1AOIVerifies(t *testing.T) {
 // TestW2Verifies runs W2's 220 ticks with 40 of its 500 players
 // connected, checking every client every tick, and the reference values.
 func TestW2Verifies(t *testing.T) {
-	res, err := RunW2(InterestConfig{Clients: 40, VerifyEveryTick: true})
+	var series bytes.Buffer
+	res, err := RunW2(InterestConfig{Clients: 40, VerifyEveryTick: true, Series: &series})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check(t, res)
+	checkSeries(t, series.String(), res)
 	if res.LOD == nil || !*res.LOD {
 		t.Errorf("lod = %v, want true: gear and emote are sent within 50 units only, and verified so", res.LOD)
 	}
@@ -149,4 +155,43 @@ func benchInterest(b *testing.B, run func(InterestConfig) (*InterestResult, erro
 	b.ReportMetric(res.ServerUSPerTick.P99, "server-µs/tick-p99")
 	b.ReportMetric(res.AllocsPerTick, "server-allocs/tick")
 	b.ReportMetric(res.InterestBytesPerClient, "interest-B/client")
+}
+
+// checkSeries checks InterestConfig.Series's CSV against the result: one
+// line per measured tick in order, times that are positive, and bytes
+// that add up to bytes_per_client_tick.
+func checkSeries(t *testing.T, csv string, res *InterestResult) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(csv, "\n"), "\n")
+	if lines[0] != "tick,step_us,tick_us,apply_us,bytes,gc" {
+		t.Fatalf("series header %q", lines[0])
+	}
+	lines = lines[1:]
+	if want := res.Ticks - res.WarmupTicks; len(lines) != want {
+		t.Fatalf("series: %d ticks, want %d", len(lines), want)
+	}
+	var sum int64
+	for i, l := range lines {
+		f := strings.Split(l, ",")
+		if len(f) != 6 {
+			t.Fatalf("series line %q: %d fields", l, len(f))
+		}
+		if tick, err := strconv.Atoi(f[0]); err != nil || tick != res.WarmupTicks+1+i {
+			t.Fatalf("series line %d: tick %q, want %d", i, f[0], res.WarmupTicks+1+i)
+		}
+		for _, v := range f[1:4] {
+			if x, err := strconv.ParseFloat(v, 64); err != nil || !(x > 0) {
+				t.Fatalf("series line %q: time %q", l, v)
+			}
+		}
+		b, err := strconv.ParseInt(f[4], 10, 64)
+		if err != nil {
+			t.Fatalf("series line %q: bytes: %v", l, err)
+		}
+		sum += b
+	}
+	per := float64(sum) / float64(res.Clients*len(lines))
+	if math.Abs(per-res.BytesPerClientTick) > 0.005 {
+		t.Errorf("series: %.4f bytes per client and tick, result %.2f", per, res.BytesPerClientTick)
+	}
 }

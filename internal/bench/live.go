@@ -118,6 +118,13 @@ type InterestConfig struct {
 	// no other made after the run began: the steady state's
 	// allocations, each with its stack.
 	MemProfile io.Writer
+	// Series, if set, receives one CSV line per measured tick, after
+	// the run (nothing is written while ticks are timed): the tick, the
+	// workload step's and Server.Tick's microseconds, the clients'
+	// apply microseconds, the bytes sent to all clients, and the garbage
+	// collections that ended during the step or the tick. For looking
+	// at which ticks make a p99.
+	Series io.Writer
 }
 
 // interestWorld is one scenario's workload on the server.
@@ -298,6 +305,7 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 	var (
 		serverUS, tickUS, applyUS []float64
 		bytes                     []float64
+		series                    []tickSample
 		tickAllocs, stepAllocs    uint64
 		headers0                  int64
 		visible                   int
@@ -371,6 +379,9 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 			tickAllocs += m2.Mallocs - m1.Mallocs
 			serverUS = append(serverUS, us(stepped.Sub(start)+end.Sub(tickStart)))
 			tickUS = append(tickUS, us(end.Sub(tickStart)))
+			if cfg.Series != nil {
+				series = append(series, tickSample{tick: t, stepUS: us(stepped.Sub(start)), tickUS: us(end.Sub(tickStart)), gc: m2.NumGC - m0.NumGC})
+			}
 		}
 		r.gate.open()
 		if err := r.applied(); err != nil {
@@ -378,11 +389,17 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 		}
 		if measured {
 			applyUS = append(applyUS, us(time.Since(end)))
+			if cfg.Series != nil {
+				series[len(series)-1].applyUS = applyUS[len(applyUS)-1]
+			}
 		}
 		for _, cl := range r.clients {
 			seg := cl.stats.segments.Load()
 			if measured {
 				bytes = append(bytes, float64(seg-cl.last))
+				if cfg.Series != nil {
+					series[len(series)-1].bytes += seg - cl.last
+				}
 				visible += cl.conn.Replica().Len()
 			}
 			cl.last = seg
@@ -421,6 +438,11 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 	res.InterestBytesPerClient = round2(float64(st.Bytes) / n)
 	res.InterestPairsPerClient = round2(float64(st.Pairs) / n)
 	res.Verified = res.VerifyError == ""
+	if cfg.Series != nil {
+		if err := writeSeries(cfg.Series, series); err != nil {
+			return err
+		}
+	}
 	if cfg.MemProfile != nil {
 		runtime.GC() // the profile holds what the last collection saw
 		if err := pprof.Lookup("allocs").WriteTo(cfg.MemProfile, 0); err != nil {
@@ -428,6 +450,23 @@ func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
 		}
 	}
 	return nil
+}
+
+// A tickSample is one measured tick of InterestConfig.Series.
+type tickSample struct {
+	tick                    int
+	stepUS, tickUS, applyUS float64
+	bytes                   int64
+	gc                      uint32
+}
+
+func writeSeries(w io.Writer, series []tickSample) error {
+	b := []byte("tick,step_us,tick_us,apply_us,bytes,gc\n")
+	for _, t := range series {
+		b = fmt.Appendf(b, "%d,%.1f,%.1f,%.1f,%d,%d\n", t.tick, t.stepUS, t.tickUS, t.applyUS, t.bytes, t.gc)
+	}
+	_, err := w.Write(b)
+	return err
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
