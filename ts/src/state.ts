@@ -20,9 +20,9 @@ export type Key = number | bigint | string;
 // constructors: the bundle then has no field definitions beside them.
 export class Rec {
   declare readonly type: StructType;
-  /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
+  /** @internal Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
   declare readonly num: Uint32Array;
-  /** String (string), Uint8Array (bytes) and container slots. */
+  /** @internal String (string), Uint8Array (bytes) and container slots. */
   declare readonly obj: unknown[];
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
   declare txnMark: number;
@@ -94,6 +94,7 @@ export const compareKeys = (a: Key, b: Key): number =>
 /** A list (§6). */
 export class ListC {
   declare readonly type: Type;
+  /** @internal The elements as stored (numbers as S, §4.1): values() converts them. */
   declare items: Elem[];
   constructor(type: Type, items: Elem[]) {
     this.type = type;
@@ -111,6 +112,7 @@ export class ListC {
 /** A map (§6). */
 export class MapC {
   declare readonly type: Type;
+  /** @internal The entries as stored (numbers as S, §4.1): get() returns them so. */
   declare m: Map<Key, Elem>;
   constructor(type: Type, m: Map<Key, Elem>) {
     this.type = type;
@@ -130,6 +132,7 @@ export class MapC {
 
 /** A bag of struct items keyed by integers (§6): a map whose values are records. */
 export class BagC extends MapC {
+  /** @internal The items by key. */
   declare m: Map<Key, Rec>;
 }
 export interface BagC {
@@ -459,7 +462,8 @@ export const table = (): Table => {
     listOp(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
-        assign(l, "items", []);
+        l.items = [];
+        undo.push(() => (l.items = a));
         for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
         return;
       }
