@@ -168,24 +168,24 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  w = 0;
+  z = 0;
   /** @internal Object slots of a record of the struct. */
-  C = 0;
-  /** @internal The types of the object slots, in order. */
-  D = [];
-  /** @internal The name's bytes as the descriptor carried them. */
-  E;
-  /** @internal Fields by ID. */
-  Z = /* @__PURE__ */ new Map();
-  /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   F = 0;
+  /** @internal The types of the object slots, in order. */
+  G = [];
+  /** @internal The name's bytes as the descriptor carried them. */
+  H;
+  /** @internal Fields by ID. */
+  aa = /* @__PURE__ */ new Map();
+  /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
+  I = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  G = 0;
+  J = 0;
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.Z.get(id);
+    return this.aa.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -198,46 +198,46 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.F === 1) bad(s.name + " contains itself");
-  if (s.F) return;
-  s.F = 1;
+  if (s.I === 1) bad(s.name + " contains itself");
+  if (s.I) return;
+  s.I = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.Z.set(f.id, f);
+    s.aa.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f._ = s.leaves.length;
+    f.ba = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, x: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], w: +numeric, C: +!numeric, D: numeric ? [] : [t], G: 1 };
-    s.G += sub.G;
-    if ((budget += sub.G) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, A: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], z: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
+    s.J += sub.J;
+    if ((budget += sub.J) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        x: f.id + (l.x && "," + l.x),
+        A: f.id + (l.A && "," + l.A),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        a: l.a < 0 ? -1 : l.a + s.w,
-        c: l.c < 0 ? -1 : l.c + s.C
+        a: l.a < 0 ? -1 : l.a + s.z,
+        c: l.c < 0 ? -1 : l.c + s.F
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.D.push(...sub.D);
-    s.w += sub.w;
-    s.C += sub.C;
+    s.G.push(...sub.G);
+    s.z += sub.z;
+    s.F += sub.F;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.F = 2;
+  s.I = 2;
 };
 var Schema = class {
   classes;
@@ -309,7 +309,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, s: bool2 || (float && m !== 1 ? W : 0), qa: bool2, o: W, m: isSigned(k) || float && m === 1, ra: W === 64, quant: q });
+    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), ta: bool2, q: W, m: isSigned(k) || float && m === 1, ua: W === 64, quant: q });
   }
   return p;
 };
@@ -320,7 +320,7 @@ var unzigzag64 = (lo, hi2) => {
   out.e = (hi2 >>> 1 ^ neg) >>> 0;
 };
 var decodeFull = (p, lo, hi2) => {
-  if (p.o < 64 && (hi2 || lo > MASK[p.o])) return false;
+  if (p.q < 64 && (hi2 || lo > MASK[p.q])) return false;
   if (p.m) unzigzag64(lo, hi2);
   else {
     out.f = lo;
@@ -341,7 +341,7 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.ra) return p.m ? lo | 0 : lo;
+  if (!p.ua) return p.m ? lo | 0 : lo;
   const v = big(lo, hi2);
   return p.m ? BigInt.asIntN(64, v) : v;
 };
@@ -429,17 +429,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.E] = name();
+    [st.name, st.H] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, E: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), _: 0 };
+      const f = { id: prev, name: nm, H: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ba: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, E: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, H: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -485,9 +485,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.a = new Uint32Array(type.w * 2);
-    this.c = type.D.map(zeroObj);
-    this.$ = 0;
+    this.a = new Uint32Array(type.z * 2);
+    this.c = type.G.map(zeroObj);
+    this.ca = 0;
   }
   /** A deep copy. */
   clone() {
@@ -564,7 +564,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.y = bands;
+    this.B = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -582,7 +582,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.y[l.index] ?? 0) <= this.level;
+    return !!l && (this.B[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -612,7 +612,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.H.push({ j: k, sa: e, ta: [e, ...a] });
+  const event = (k, e, ...a) => void t.K.push({ j: k, va: e, wa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -631,7 +631,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.$ !== serial) {
+    if (r.ca !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -675,43 +675,43 @@ var table = () => {
   };
   const t = {
     size: 0,
-    t: [],
-    u: /* @__PURE__ */ new Set(),
-    H: [],
-    ua: atSlot,
-    z: setNum,
-    L: setObj,
+    v: [],
+    w: /* @__PURE__ */ new Set(),
+    K: [],
+    xa: atSlot,
+    C: setNum,
+    O: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.t.map((s) => atSlot(s)),
-    va(c, leaf) {
+    entities: () => t.v.map((s) => atSlot(s)),
+    ya(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    A() {
+    D() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.u.clear();
-      t.H = [];
+      t.w.clear();
+      t.K = [];
       return t;
     },
-    wa(cls, id, classId, bands, nbands) {
+    za(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.$ = serial;
+      e.ca = serial;
       put2(slot, e);
-      t.u.add(slot);
+      t.w.add(slot);
       moved.push(slot);
       undo.push(() => put2(slot));
       event(0 /* Create */, e);
       return e;
     },
-    aa(slot) {
+    da(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -719,13 +719,13 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    ba(e, owned) {
+    ea(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    ca(e, level) {
+    fa(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    xa(e, leaf, l, op, i, v) {
+    Aa(e, leaf, l, op, i, v) {
       const a = l.i;
       if (op > 2) {
         l.i = [];
@@ -742,7 +742,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    da(e, leaf, m, k, v) {
+    ga(e, leaf, m, k, v) {
       const had = m.d.has(k);
       const old = m.d.get(k);
       if (v === void 0) {
@@ -752,18 +752,18 @@ var table = () => {
       undo.push(() => had ? m.d.set(k, old) : m.d.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    ea(e, pick) {
+    ha(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.c[l.c];
         if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.c, zeroObj(l.field.type));
       }
-      t.u.add(e.slot);
+      t.w.add(e.slot);
     },
-    fa() {
+    ia() {
       if (moved.length) {
-        const held = t.t;
+        const held = t.v;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -771,11 +771,11 @@ var table = () => {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.t = out2.concat(held.slice(i));
+        t.v = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    ya() {
+    Ba() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].a;
         const i = saved[3 * j];
@@ -783,7 +783,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.A();
+      t.D();
     }
   };
   return t;
@@ -806,11 +806,11 @@ var withDefaults = (l = {}) => {
 };
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  z(_e, _l, slot, lo, hi2, r) {
+  C(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
-  L(_e, _l, slot, v, r) {
+  O(_e, _l, slot, v, r) {
     r.c[slot] = v;
   }
 };
@@ -836,11 +836,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.x, l.index]));
-      inner.set(ls, m = { ga: new Int32Array(rs.leaves.length), y: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.A, l.index]));
+      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), B: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ga[l.index] = byPath.get(l.x) ?? -1;
-        if (j >= 0) m.y[j] = l.band;
+        const j = m.ja[l.index] = byPath.get(l.A) ?? -1;
+        if (j >= 0) m.B[j] = l.band;
       }
     }
     return m;
@@ -860,7 +860,7 @@ var decoder = (local, remote = local, limits = {}) => {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.t[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.v[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = bits(6);
       for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
@@ -868,8 +868,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.wa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.y : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.ua(slot)) || tag === 4 /* Fill */ && !tab.u.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.B : ZERO_BANDS, rc.nbands);
+      else if (!(e = tab.xa(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -885,18 +885,18 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f._;
+      const leaf = base + f.ba;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.ga[leaf];
+      const to = map.ja[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.qa : p.s : 0;
-      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.o <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ p: to, za: ll ? numeric ? ll.a : ll.c : -1, Aa: how, j: k, M: t, ha: ll && ll.field.type, I: p, ia: MASK[p.o] ?? 0, N: 32 - p.o, m: p.m });
+      let k = numeric ? delta ? p.ta : p.u : 0;
+      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
+      steps.push({ r: to, Ca: ll ? numeric ? ll.a : ll.c : -1, Da: how, j: k, P: t, ka: ll && ll.field.type, L: p, la: MASK[p.q] ?? 0, Q: 32 - p.q, m: p.m });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -907,39 +907,39 @@ var decoder = (local, remote = local, limits = {}) => {
     const a = rec2.a;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.za;
+      const slot = s.Ca;
       const j = slot << 1;
-      switch (s.Aa) {
+      switch (s.Da) {
         case 2 /* Delta */: {
           const lo = u(s.j);
-          if (hi !== 0 || lo > s.ia) bad4("delta");
+          if (hi !== 0 || lo > s.la) bad4("delta");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.m) {
-            v = v << s.N >> s.N;
-            tab.z(e, s.p, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.z(e, s.p, slot, s.N === 0 ? v >>> 0 : v & s.ia, 0, rec2, k, bagLeaf);
+            v = v << s.Q >> s.Q;
+            tab.C(e, s.r, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.C(e, s.r, slot, s.Q === 0 ? v >>> 0 : v & s.la, 0, rec2, k, bagLeaf);
           break;
         }
         case 1 /* Raw */: {
           const lo = bitsWide(s.j);
-          if (slot >= 0) tab.z(e, s.p, slot, lo, hi, rec2, k, bagLeaf);
+          if (slot >= 0) tab.C(e, s.r, slot, lo, hi, rec2, k, bagLeaf);
           break;
         }
         case 3 /* U */:
-          readNum(s.I, s.j, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.z(e, s.p, slot, out.f, out.e, rec2, k, bagLeaf);
+          readNum(s.L, s.j, delta, a[j], a[j + 1]);
+          if (slot >= 0) tab.C(e, s.r, slot, out.f, out.e, rec2, k, bagLeaf);
           break;
         case 4 /* Str */: {
-          const v = readStr(s.M);
-          if (slot >= 0) tab.L(e, s.p, slot, v, rec2, k, bagLeaf);
+          const v = readStr(s.P);
+          if (slot >= 0) tab.O(e, s.r, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
           if (!delta || bool()) {
-            const c = readContainer(s.M, s.ha, depth + 1);
-            if (slot >= 0) tab.L(e, s.p, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.M, s.ha, s.p, slot);
+            const c = readContainer(s.P, s.ka, depth + 1);
+            if (slot >= 0) tab.O(e, s.r, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.P, s.ka, s.r, slot);
       }
     }
   };
@@ -954,8 +954,8 @@ var decoder = (local, remote = local, limits = {}) => {
   const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.s) {
-        out.f = bitsWide(p.s);
+      if (p.u) {
+        out.f = bitsWide(p.u);
         out.e = hi;
       } else readNum(p, k, false);
       return toElem(p, out.f, out.e);
@@ -963,7 +963,7 @@ var decoder = (local, remote = local, limits = {}) => {
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   };
   const readK = (t, n) => {
-    return n && isNumeric(t.kind) && !numPlan(t).s ? bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).u ? bits(6) : 0;
   };
   const readKey = (key, k) => {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
@@ -1032,7 +1032,7 @@ var decoder = (local, remote = local, limits = {}) => {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.xa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Aa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1045,12 +1045,12 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.da(e, local2, c, key);
+          if (c) tab.ga(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.d.size);
-            tab.da(e, local2, c, key, v);
+            tab.ga(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.d.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1058,7 +1058,7 @@ var decoder = (local, remote = local, limits = {}) => {
     }
   };
   return {
-    ja: lim,
+    ma: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1067,7 +1067,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.aa(ids[i]);
+            for (let i = 0; i < nids; i++) tab.da(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad4("section " + tag);
@@ -1080,7 +1080,7 @@ var decoder = (local, remote = local, limits = {}) => {
         throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
       }
     },
-    Ba(rs, ls, data) {
+    Ea(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       load(data);
       nValues = steps.length = 0;
@@ -1101,12 +1101,12 @@ var Replica = class {
   /** The sender's schema. */
   remote;
   /** @internal The decoder (also of RPC arguments). */
-  v;
+  x;
   /** @internal The entity table. */
-  B = table();
+  E = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  O = /* @__PURE__ */ new Map();
-  P = false;
+  R = /* @__PURE__ */ new Map();
+  S = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1115,23 +1115,23 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.v = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.x = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.v.ja;
+    return this.x.ma;
   }
   /** Number of entities. */
   get size() {
-    return this.B.size;
+    return this.E.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.B.entity(id);
+    return this.E.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.B.entities();
+    return this.E.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1149,7 +1149,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.A("applyTick");
+    const t = this.D("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
@@ -1160,8 +1160,8 @@ var Replica = class {
           if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
           if (!e) created.push(id >>> 0);
           else {
-            t.ea(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
-            t.ba(e, !!own);
+            t.ha(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+            t.ea(e, !!own);
           }
         }
       });
@@ -1173,29 +1173,29 @@ var Replica = class {
         const e = t.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ea(e, (l) => e.y[l.index] > lc.level);
-        } else if (lc.level > e.level) t.u.add(e.slot);
-        if (e) t.ca(e, lc.level);
+          t.ha(e, (l) => e.B[l.index] > lc.level);
+        } else if (lc.level > e.level) t.w.add(e.slot);
+        if (e) t.fa(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.v.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.x.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = t.entity(id);
-        if (!e || !t.u.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-        t.ba(e, true);
+        if (!e || !t.w.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+        t.ea(e, true);
       }
       for (const lc of later) {
         const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
-        t.ca(e, level(e, lc.level));
+        t.fa(e, level(e, lc.level));
       }
     } catch (e) {
-      t.ya();
+      t.Ba();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    t.fa();
+    t.ia();
     this.ticksApplied++;
-    this.ka(t.H);
+    this.na(t.K);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1203,13 +1203,13 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.A("reset");
-    const dec = decoder(this.local, remote, this.v.ja);
-    for (const e of t.entities()) t.aa(e.slot);
-    t.fa();
-    this.v = dec;
+    const t = this.D("reset");
+    const dec = decoder(this.local, remote, this.x.ma);
+    for (const e of t.entities()) t.da(e.slot);
+    t.ia();
+    this.x = dec;
     this.remote = remote;
-    this.ka(t.H);
+    this.na(t.K);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1250,21 +1250,21 @@ var Replica = class {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  A(what) {
-    return this.P ? misuse(what + " from a callback") : this.B.A();
+  D(what) {
+    return this.S ? misuse(what + " from a callback") : this.E.D();
   }
-  ka(events) {
-    if (!this.O.size) return;
-    this.P = true;
+  na(events) {
+    if (!this.R.size) return;
+    this.S = true;
     try {
-      for (const { j: k, sa: e, ta: a } of events) {
-        const list = this.O.get(e.type)?.[k];
+      for (const { j: k, va: e, wa: a } of events) {
+        const list = this.R.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.Ca <= this.ticksApplied && !cb.Q) cb.Da(...a);
+        for (const cb of list ?? []) if (cb.Fa <= this.ticksApplied && !cb.T) cb.Ga(...a);
       }
     } finally {
-      this.P = false;
+      this.S = false;
     }
   }
   /**
@@ -1278,17 +1278,17 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.B.va(cls, l.index);
+      this.E.ya(cls, l.index);
       i += l.index;
     }
-    const cbs = this.O;
+    const cbs = this.R;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { Ca: this.ticksApplied + 1, Q: false, Da: fn };
+    const cb = { Fa: this.ticksApplied + 1, T: false, Ga: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.Q) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.Q = true;
+      if (!cb.T) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.T = true;
     };
   }
 };

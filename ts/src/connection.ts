@@ -210,7 +210,7 @@ export class Connection {
     };
     const close = (c.close = (code = C.Normal, reason = "client left") => {
       if (closed) return;
-      ch.close(code, reason);
+      ch.shut(code, reason);
       finish(code, reason);
     });
 
@@ -291,7 +291,7 @@ export class Connection {
       pending = null;
       resync = false;
       closed = undefined;
-      const onmessage = (data: unknown): void => {
+      const onData = (data: unknown): void => {
         if (sc !== ch) return;
         touch();
         const b = toBytes(data);
@@ -299,15 +299,15 @@ export class Connection {
         c.bytesReceived += b.length;
         receive(b);
       };
-      const onclose = (code: number, reason: string): void => void (sc === ch && finish(code, reason));
+      const onEnd = (code: number, reason: string): void => void (sc === ch && finish(code, reason));
       touch();
       pingTimer = setInterval(() => send(encodePing(++nonce)), Math.max(1, Math.floor(idle / 3)));
       const go = (): void => {
         if (sc !== ch || closed) return;
-        sc.onmessage = onmessage;
-        sc.onclose = onclose;
-        s.early.forEach(onmessage);
-        if (s.earlyClose) onclose(...s.earlyClose);
+        sc.onData = onData;
+        sc.onEnd = onEnd;
+        s.early.forEach(onData);
+        if (s.earlyClose) onEnd(...s.earlyClose);
       };
       // Messages that came with the WELCOME (and those that follow them) wait
       // for a later task: connect and reconnect resolve first, and the code
@@ -364,7 +364,7 @@ export class Connection {
     try {
       rep = new Replica(opts.schema, { remote: s.remote, limits: opts.limits });
     } catch (e) {
-      s.ch.close(C.Incompatible, "incompatible schema");
+      s.ch.shut(C.Incompatible, "incompatible schema");
       throw e;
     }
     return new Connection(opts, rep, s);
@@ -416,17 +416,17 @@ const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       if (done) return;
       done = true;
       clearTimeout(timer);
-      ch?.close(code, code ? err.message : "handshake failed");
+      ch?.shut(code, code ? err.message : "handshake failed");
       reject(err);
     };
     const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "timeout")), opts.handshakeTimeoutMs ?? 5000);
     openChannel(opts, limits).then((c) => {
       // A channel that opens after the timeout is closed at once.
-      if (done) return c.close(C.Normal, "handshake failed");
+      if (done) return c.shut(C.Normal, "handshake failed");
       ch = c;
       // The close carries the REFUSE's code and reason, should the REFUSE itself be lost.
-      c.onclose = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed"));
-      c.onmessage = (data) => {
+      c.onEnd = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed"));
+      c.onData = (data) => {
         try {
           const m = parseMessage(toBytes(data) ?? fail("session", "text message"));
           if (m.type === MsgType.Refuse) return end(new RefusedError(m.code, m.message));
@@ -438,8 +438,8 @@ const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits
           const s: Session = { ch: c, welcome: m, remote: decodeDescriptor(m.descriptor), early: [] };
           done = true;
           clearTimeout(timer);
-          c.onmessage = (data) => s.early.push(data);
-          c.onclose = (code, reason) => (s.earlyClose = [code, reason]);
+          c.onData = (data) => s.early.push(data);
+          c.onEnd = (code, reason) => (s.earlyClose = [code, reason]);
           resolve(s);
         } catch (e) {
           end(e as Error);
