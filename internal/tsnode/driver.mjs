@@ -2,8 +2,6 @@
 
 // ts/src/errors.ts
 var ReplicaDecodeError = class extends Error {
-  /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
-  segment;
   constructor(code, message, bit = -1) {
     super(code + ": " + message);
     this.name = "ReplicaDecodeError";
@@ -156,10 +154,6 @@ var isContainer = (k) => k >= 16 /* List */;
 var kindWidth = (k) => [0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 32, 64, 0, 0, 32][k] ?? 0;
 var NO_QUANT = Object.freeze({ mode: 0, step: 0, min: 0, nbits: 0 });
 var StructType = class {
-  constructor(name) {
-    this.name = name;
-  }
-  name;
   isClass = false;
   classId = 0;
   /** Level-of-detail band distances (§3.6), band 1 first. */
@@ -168,7 +162,7 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  z = 0;
+  y = 0;
   /** @internal Object slots of a record of the struct. */
   F = 0;
   /** @internal The types of the object slots, in order. */
@@ -181,6 +175,9 @@ var StructType = class {
   I = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   J = 0;
+  constructor(name) {
+    this.name = name;
+  }
   get nbands() {
     return this.distances.length;
   }
@@ -212,7 +209,7 @@ var layout = (s, pending) => {
     if (e) pending.push(e);
     f.ba = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, A: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], z: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, z: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], y: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
     s.J += sub.J;
     if ((budget += sub.J) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
@@ -220,17 +217,17 @@ var layout = (s, pending) => {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        A: f.id + (l.A && "," + l.A),
+        z: f.id + (l.z && "," + l.z),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        a: l.a < 0 ? -1 : l.a + s.z,
+        a: l.a < 0 ? -1 : l.a + s.y,
         c: l.c < 0 ? -1 : l.c + s.F
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
     s.G.push(...sub.G);
-    s.z += sub.z;
+    s.y += sub.y;
     s.F += sub.F;
   }
   for (const r of s.rpcs) {
@@ -240,9 +237,6 @@ var layout = (s, pending) => {
   s.I = 2;
 };
 var Schema = class {
-  classes;
-  /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  l;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -309,7 +303,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), ta: bool2, q: W, m: isSigned(k) || float && m === 1, ua: W === 64, quant: q });
+    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), ta: bool2, q: W, l: isSigned(k) || float && m === 1, ua: W === 64, quant: q });
   }
   return p;
 };
@@ -321,7 +315,7 @@ var unzigzag64 = (lo, hi2) => {
 };
 var decodeFull = (p, lo, hi2) => {
   if (p.q < 64 && (hi2 || lo > MASK[p.q])) return false;
-  if (p.m) unzigzag64(lo, hi2);
+  if (p.l) unzigzag64(lo, hi2);
   else {
     out.f = lo;
     out.e = hi2;
@@ -341,9 +335,9 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.ua) return p.m ? lo | 0 : lo;
+  if (!p.ua) return p.l ? lo | 0 : lo;
   const v = big(lo, hi2);
-  return p.m ? BigInt.asIntN(64, v) : v;
+  return p.l ? BigInt.asIntN(64, v) : v;
 };
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -376,7 +370,7 @@ var decodeDescriptor = (b) => {
   load(b);
   try {
     const s = read();
-    s.l = b;
+    s.m = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
@@ -485,7 +479,7 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.a = new Uint32Array(type.z * 2);
+    this.a = new Uint32Array(type.y * 2);
     this.c = type.G.map(zeroObj);
     this.ca = 0;
   }
@@ -564,7 +558,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.B = bands;
+    this.A = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -582,7 +576,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.B[l.index] ?? 0) <= this.level;
+    return !!l && (this.A[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -679,7 +673,7 @@ var table = () => {
     w: /* @__PURE__ */ new Set(),
     K: [],
     xa: atSlot,
-    C: setNum,
+    B: setNum,
     O: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
@@ -692,7 +686,7 @@ var table = () => {
       w[leaf] = 1;
       lastC = void 0;
     },
-    D() {
+    C() {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.w.clear();
@@ -783,7 +777,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.D();
+      t.C();
     }
   };
   return t;
@@ -806,7 +800,7 @@ var withDefaults = (l = {}) => {
 };
 var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  C(_e, _l, slot, lo, hi2, r) {
+  B(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
@@ -836,11 +830,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.A, l.index]));
-      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), B: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.z, l.index]));
+      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), A: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ja[l.index] = byPath.get(l.A) ?? -1;
-        if (j >= 0) m.B[j] = l.band;
+        const j = m.ja[l.index] = byPath.get(l.z) ?? -1;
+        if (j >= 0) m.A[j] = l.band;
       }
     }
     return m;
@@ -868,7 +862,7 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.B : ZERO_BANDS, rc.nbands);
+      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.A : ZERO_BANDS, rc.nbands);
       else if (!(e = tab.xa(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);
@@ -896,7 +890,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.ta : p.u : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ r: to, Ca: ll ? numeric ? ll.a : ll.c : -1, Da: how, j: k, P: t, ka: ll && ll.field.type, L: p, la: MASK[p.q] ?? 0, Q: 32 - p.q, m: p.m });
+      steps.push({ r: to, Ca: ll ? numeric ? ll.a : ll.c : -1, Da: how, j: k, P: t, ka: ll && ll.field.type, L: p, la: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -915,20 +909,20 @@ var decoder = (local, remote = local, limits = {}) => {
           if (hi !== 0 || lo > s.la) bad4("delta");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.m) {
+          if (s.l) {
             v = v << s.Q >> s.Q;
-            tab.C(e, s.r, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.C(e, s.r, slot, s.Q === 0 ? v >>> 0 : v & s.la, 0, rec2, k, bagLeaf);
+            tab.B(e, s.r, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.B(e, s.r, slot, s.Q === 0 ? v >>> 0 : v & s.la, 0, rec2, k, bagLeaf);
           break;
         }
         case 1 /* Raw */: {
           const lo = bitsWide(s.j);
-          if (slot >= 0) tab.C(e, s.r, slot, lo, hi, rec2, k, bagLeaf);
+          if (slot >= 0) tab.B(e, s.r, slot, lo, hi, rec2, k, bagLeaf);
           break;
         }
         case 3 /* U */:
           readNum(s.L, s.j, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.C(e, s.r, slot, out.f, out.e, rec2, k, bagLeaf);
+          if (slot >= 0) tab.B(e, s.r, slot, out.f, out.e, rec2, k, bagLeaf);
           break;
         case 4 /* Str */: {
           const v = readStr(s.P);
@@ -1097,13 +1091,8 @@ var misuse = (msg) => {
   throw new Error("replica: " + msg);
 };
 var Replica = class {
-  local;
-  /** The sender's schema. */
-  remote;
-  /** @internal The decoder (also of RPC arguments). */
-  x;
   /** @internal The entity table. */
-  E = table();
+  D = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
   R = /* @__PURE__ */ new Map();
   S = false;
@@ -1115,23 +1104,23 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.x = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.E = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.x.ma;
+    return this.E.ma;
   }
   /** Number of entities. */
   get size() {
-    return this.E.size;
+    return this.D.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.E.entity(id);
+    return this.D.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.E.entities();
+    return this.D.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1149,7 +1138,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.D("applyTick");
+    const t = this.C("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
@@ -1173,11 +1162,11 @@ var Replica = class {
         const e = t.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ha(e, (l) => e.B[l.index] > lc.level);
+          t.ha(e, (l) => e.A[l.index] > lc.level);
         } else if (lc.level > e.level) t.w.add(e.slot);
         if (e) t.fa(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.x.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.E.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = t.entity(id);
@@ -1203,11 +1192,11 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.D("reset");
-    const dec = decoder(this.local, remote, this.x.ma);
+    const t = this.C("reset");
+    const dec = decoder(this.local, remote, this.E.ma);
     for (const e of t.entities()) t.da(e.slot);
     t.ia();
-    this.x = dec;
+    this.E = dec;
     this.remote = remote;
     this.na(t.K);
   }
@@ -1250,8 +1239,8 @@ var Replica = class {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  D(what) {
-    return this.S ? misuse(what + " from a callback") : this.E.D();
+  C(what) {
+    return this.S ? misuse(what + " from a callback") : this.D.C();
   }
   na(events) {
     if (!this.R.size) return;
@@ -1278,7 +1267,7 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.E.ya(cls, l.index);
+      this.D.ya(cls, l.index);
       i += l.index;
     }
     const cbs = this.R;

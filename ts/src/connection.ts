@@ -108,11 +108,11 @@ export class Connection {
    */
   lastTick = 0n;
   /** Called after each applied tick. */
-  onTick: ((tick: bigint) => void) | undefined;
+  declare onTick: ((tick: bigint) => void) | undefined;
   /** Called when a tick is rejected (the connection then closes with code 2) or a message is malformed. */
-  onError: ((err: Error) => void) | undefined;
+  declare onError: ((err: Error) => void) | undefined;
   /** Called once when the connection closes. */
-  onClose: ((err: ClosedError) => void) | undefined;
+  declare onClose: ((err: ClosedError) => void) | undefined;
   /** Message bytes received since the connection was made, handshakes included. */
   bytesReceived = 0;
   /** Milliseconds the last tick took to decode and apply, callbacks included. */
@@ -127,7 +127,7 @@ export class Connection {
   tickRate = 0;
   /** The transport of the current session. */
   transport: Channel["kind"] = "websocket";
-  readonly replica: Replica;
+  declare readonly replica: Replica;
 
   /** Resolves when the connection closes. */
   declare done: () => Promise<ClosedError>;

@@ -41,7 +41,7 @@ export class ReplicaDecodeError extends Error {
   /** Bit offset in the message where decoding stopped, when known. */
   declare bit: number;
   /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
-  segment?: number;
+  declare segment?: number;
 
   constructor(code: ErrorCode, message: string, bit = -1) {
     super(code + ": " + message);

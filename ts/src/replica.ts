@@ -79,11 +79,11 @@ const misuse = (msg: string): never => {
 
 /** A client's copy of the entities replicated to it. */
 export class Replica {
-  readonly local: Schema;
+  declare readonly local: Schema;
   /** The sender's schema. */
-  remote: Schema;
+  declare remote: Schema;
   /** @internal The decoder (also of RPC arguments). */
-  decoder: Decoder;
+  declare decoder: Decoder;
   /** @internal The entity table. */
   tab = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */

@@ -94,6 +94,7 @@ export interface Leaf {
 
 /** An entity class or a struct type. */
 export class StructType {
+  declare name: string;
   isClass = false;
   classId = 0;
   /** Level-of-detail band distances (§3.6), band 1 first. */
@@ -116,7 +117,9 @@ export class StructType {
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   all = 0;
 
-  constructor(public name: string) {}
+  constructor(name: string) {
+    this.name = name;
+  }
 
   get nbands(): number {
     return this.distances.length;
@@ -194,9 +197,9 @@ const layout = (s: StructType, pending: StructType[]): void => {
 
 /** A set of entity classes, laid out. */
 export class Schema {
-  readonly classes: StructType[];
+  declare readonly classes: StructType[];
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  descriptor?: Uint8Array;
+  declare descriptor?: Uint8Array;
 
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"

@@ -128,7 +128,10 @@ export const frame = (msg: Uint8Array): Uint8Array => cat(leb128([], msg.length)
  */
 export class FrameReader {
   private buf = new Uint8Array(0);
-  constructor(readonly max: number) {}
+  declare readonly max: number;
+  constructor(max: number) {
+    this.max = max;
+  }
 
   push(chunk: Uint8Array): Uint8Array[] {
     let b = this.buf.length ? cat(this.buf, chunk) : chunk;

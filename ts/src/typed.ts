@@ -69,13 +69,16 @@ export const nestedAt = (s: StructType, i: number, name: string): LeafRef => {
  * bag item, RPC arguments). Generated classes extend it with getters.
  */
 export class StructView {
-  constructor(
-    /** The record the values live in. */
-    readonly rec$: Rec,
-    /** Numeric and object slot offsets of the struct in rec$. */
-    readonly num$ = 0,
-    readonly obj$ = 0,
-  ) {}
+  /** The record the values live in. */
+  declare readonly rec$: Rec;
+  /** Numeric and object slot offsets of the struct in rec$. */
+  declare readonly num$: number;
+  declare readonly obj$: number;
+  constructor(rec$: Rec, num$ = 0, obj$ = 0) {
+    this.rec$ = rec$;
+    this.num$ = num$;
+    this.obj$ = obj$;
+  }
 
   /** The value of a numeric leaf. */
   protected n$(l: LeafRef): any {
