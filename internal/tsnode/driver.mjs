@@ -137,6 +137,10 @@ var finish = () => {
   if (rem > 7 || bits(rem)) malformed("trailing");
 };
 var wbuf = new Uint8Array(64);
+var split64 = (v, f) => {
+  const u2 = BigInt.asUintN(64, v);
+  return f(Number(u2 & 0xffffffffn), Number(u2 >> 32n));
+};
 var compareBytes = (a, b) => {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
@@ -546,10 +550,7 @@ var BagC = class extends MapC {
 };
 var elemValue = (t, v) => {
   if (!isNumeric(t.kind)) return v;
-  if (typeof v === "bigint") {
-    const u2 = BigInt.asUintN(64, v);
-    return numValue(numPlan(t), Number(u2 & 0xffffffffn), Number(u2 >> 32n));
-  }
+  if (typeof v === "bigint") return split64(v, (lo, hi2) => numValue(numPlan(t), lo, hi2));
   return numValue(numPlan(t), v >>> 0, v < 0 ? 4294967295 : 0);
 };
 var makeId = (slot, gen) => (gen << 24 | slot) >>> 0;

@@ -296,8 +296,14 @@ export const putU = (lo: number, k: number, hi = 0): void => {
   putWide(lo, hi, ones ? b - 1 : k);
 };
 
+/** f of the halves (lo, hi) of v's 64-bit two's complement. */
+export const split64 = <T>(v: bigint, f: (lo: number, hi: number) => T): T => {
+  const u = BigInt.asUintN(64, v);
+  return f(Number(u & 0xffffffffn), Number(u >> 32n));
+};
+
 /** Writes the U(k) code of a BigInt in 0..2^64−1. */
-export const putBig = (v: bigint, k: number): void => putU(Number(v & 0xffffffffn), k, Number((v >> 32n) & 0xffffffffn));
+export const putBig = (v: bigint, k: number): void => split64(v, (lo, hi) => putU(lo, k, hi));
 
 /** Writes a length-prefixed byte string. */
 export const putBytes = (b: Uint8Array): void => {

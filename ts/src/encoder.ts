@@ -4,7 +4,7 @@
  * values keyed by field name; absent fields are zero.
  */
 
-import { begin, encodeUTF8, put, putBytes, putU, putWide, written } from "./bits.js";
+import { begin, encodeUTF8, put, putBytes, putU, putWide, split64, written } from "./bits.js";
 import { NO_QUANT, isNumeric, type StructType, type Type } from "./schema.js";
 import { compareKeys } from "./state.js";
 import { f32Bits, f64Bits, numPlan, out } from "./values.js";
@@ -14,11 +14,11 @@ import { Kind } from "./enums.js";
 const roundHalfAway = (x: number): number => (x < 0 ? -Math.round(-x) : Math.round(x));
 
 /** Sets out to the 64-bit two's complement of integer b. */
-const split = (b: bigint): void => {
-  const u = BigInt.asUintN(64, b);
-  out.lo = Number(u & 0xffffffffn);
-  out.hi = Number(u >> 32n);
-};
+const split = (b: bigint): void =>
+  split64(b, (lo, hi) => {
+    out.lo = lo;
+    out.hi = hi;
+  });
 
 /** The stored representation S (§4.1) of JS value v for numeric type t, into out; a RangeError if v does not fit. */
 export const toStored = (t: Type, v: unknown): void => {

@@ -6,7 +6,7 @@
  * others encoded) is in ./peer.ts, for tests and tools.
  */
 
-import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
+import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, split64, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
@@ -121,10 +121,7 @@ export const writer = (t: M): void => {
 };
 
 /** Writes a 64-bit field. */
-export const write64 = (v: bigint): void => {
-  const u = BigInt.asUintN(64, v);
-  putWide(Number(u & 0xffffffffn), Number(u >> 32n), 64);
-};
+export const write64 = (v: bigint): void => split64(v, (lo, hi) => putWide(lo, hi, 64));
 
 /** Reads a 64-bit field as an unsigned BigInt. */
 export const read64 = (): bigint => big(bitsWide(64), hi);

@@ -5,7 +5,7 @@
  */
 
 import { fail } from "./errors.js";
-import { compareBytes, encodeUTF8 } from "./bits.js";
+import { compareBytes, encodeUTF8, split64 } from "./bits.js";
 import { isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue } from "./values.js";
 import { Ev, Kind } from "./enums.js";
@@ -142,10 +142,7 @@ export interface BagC {
 /** The JS value of an element of type t: numbers per §4.1, others as stored. */
 export const elemValue = (t: Type, v: Elem): unknown => {
   if (!isNumeric(t.kind)) return v;
-  if (typeof v === "bigint") {
-    const u = BigInt.asUintN(64, v);
-    return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
-  }
+  if (typeof v === "bigint") return split64(v, (lo, hi) => numValue(numPlan(t), lo, hi));
   return numValue(numPlan(t), (v as number) >>> 0, (v as number) < 0 ? 0xffffffff : 0);
 };
 
