@@ -11,7 +11,7 @@
  * WebSocket when WebTransport fails to connect.
  */
 
-import { ClosedError, RefusedError, ReplicaDecodeError, fail } from "./errors.js";
+import { ClosedError, RefusedError, ReplicaDecodeError, sessionError } from "./errors.js";
 import { encodeUTF8 } from "./bits.js";
 import { openWebSocket, openWebTransport, type Channel, type WebSocketConstructor, type WebTransportConstructor } from "./transport.js";
 import { decodeDescriptor } from "./descriptor.js";
@@ -275,7 +275,7 @@ export class Connection {
           return fail(err as Error);
         }
         for (const h of hs) h(e!, args);
-      } else if (type !== MsgType.Pong) fail(new ReplicaDecodeError("session", "type " + type));
+      } else if (type !== MsgType.Pong) fail(sessionError("type " + type));
     };
 
     const start = (s: Session): void => {
@@ -295,7 +295,7 @@ export class Connection {
         if (sc !== ch) return;
         touch();
         const b = toBytes(data);
-        if (!b) return fail(new ReplicaDecodeError("session", "text message"));
+        if (!b) return fail(sessionError("text message"));
         c.bytesReceived += b.length;
         receive(b);
       };
@@ -428,12 +428,12 @@ const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       c.onEnd = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed"));
       c.onData = (data) => {
         try {
-          const m = parseMessage(toBytes(data) ?? fail("session", "text message"));
+          const m = parseMessage(toBytes(data) ?? bad("text message"));
           if (m.type === MsgType.Refuse) return end(new RefusedError(m.code, m.message));
-          if (m.type !== MsgType.Welcome) fail("session", "type " + m.type);
-          if (m.version !== PROTOCOL_VERSION) fail("session", "protocol " + m.version);
+          if (m.type !== MsgType.Welcome) throw sessionError("type " + m.type);
+          if (m.version !== PROTOCOL_VERSION) throw sessionError("protocol " + m.version);
           if (m.resumed && !(resume && equal(m.descriptor, resume.descriptor))) {
-            return end(new ReplicaDecodeError("session", resume ? "resumed with another descriptor" : "resumed, did not ask to resume"), C.ProtocolError);
+            return end(sessionError(resume ? "resumed with another descriptor" : "resumed, did not ask to resume"), C.ProtocolError);
           }
           const s: Session = { ch: c, welcome: m, remote: decodeDescriptor(m.descriptor), early: [] };
           done = true;

@@ -51,6 +51,9 @@ export class ReplicaDecodeError extends Error {
   }
 }
 
+/** A ReplicaDecodeError with code "session": a malformed or unexpected session message (§10.2). */
+export const sessionError = (message: string, bit?: number): ReplicaDecodeError => new ReplicaDecodeError("session", message, bit);
+
 /** Throws a {@link ReplicaDecodeError}. */
 export function fail(code: ErrorCode, message: string, bit?: number): never {
   throw new ReplicaDecodeError(code, message, bit);

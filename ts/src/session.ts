@@ -7,7 +7,7 @@
  */
 
 import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, split64, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
-import { ReplicaDecodeError, fail } from "./errors.js";
+import { ReplicaDecodeError, sessionError } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
 
@@ -126,7 +126,9 @@ export const write64 = (v: bigint): void => split64(v, (lo, hi) => putWide(lo, h
 /** Reads a 64-bit field as an unsigned BigInt. */
 export const read64 = (): bigint => big(bitsWide(64), hi);
 
-export const bad = (msg: string, bit?: number): never => fail("session", msg, bit);
+export const bad = (msg: string, bit?: number): never => {
+  throw sessionError(msg, bit);
+};
 
 /**
  * Reads the bit stream of msg after its type byte with read, then checks
@@ -140,7 +142,7 @@ export function readBody<T>(msg: Uint8Array, read: () => T): T {
     finish();
     return m;
   } catch (e) {
-    throw e instanceof ReplicaDecodeError && e.code !== "session" ? new ReplicaDecodeError("session", `type ${msg[0]}: ${e.message}`, e.bit) : e;
+    throw e instanceof ReplicaDecodeError && e.code !== "session" ? sessionError(`type ${msg[0]}: ${e.message}`, e.bit) : e;
   }
 }
 
