@@ -7,7 +7,7 @@
  * 32 bits or less, so the hot paths never touch BigInt.
  */
 
-import { ReplicaDecodeError } from "./errors.js";
+import { ReplicaDecodeError, sessionError } from "./errors.js";
 
 /** MASK[n] = 2^n − 1 for n ≤ 32, as a non-negative number. */
 export const MASK: readonly number[] = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
@@ -362,6 +362,28 @@ export const leb128 = (out: number[], n: number): number[] => {
   for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
   out.push(n);
   return out;
+};
+
+/** The index after the last varint {@link uvarint} read. */
+export let varEnd = 0;
+
+/**
+ * Reads an unsigned LEB128 varint of at most max bytes from b at i and
+ * leaves the index after it in varEnd; returns −1 if b ends first. One
+ * longer or not minimal is a "session" error naming what.
+ */
+export const uvarint = (b: Uint8Array, i: number, max: number, what: string): number => {
+  let n = 0;
+  for (let s = 0, x; ; s++) {
+    if (s === max) throw sessionError(what + " too long");
+    if ((x = b[i + s]) === undefined) return -1;
+    if (!x && s) throw sessionError(what + " not minimal");
+    n += (x & 127) * 128 ** s;
+    if (x < 128) {
+      varEnd = i + s + 1;
+      return n;
+    }
+  }
 };
 
 /** The bytes of a followed by those of b. */

@@ -6,7 +6,7 @@
  * others encoded) is in ./peer.ts, for tests and tools.
  */
 
-import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, split64, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
+import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, split64, uvarint, varEnd, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
 import { ReplicaDecodeError, sessionError } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
@@ -200,17 +200,9 @@ export const encodeRPC = (entity: number, rpc: number, args: Uint8Array): Uint8A
 /** Decodes an RPC message; args aliases msg. */
 export const parseRPC = (msg: Uint8Array): RPC => {
   if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC");
-  let id = 0;
-  let i = 5;
-  for (let shift = 0; ; shift += 7) {
-    const b = msg[i++];
-    if (b === undefined || shift > 28) bad("RPC ID");
-    if (b === 0 && shift) bad("RPC ID not minimal");
-    id += (b! & 127) * 2 ** shift;
-    if (b! < 128) break;
-  }
-  if (id === 0 || id > 0xffffffff) bad("RPC ID range");
-  return { type: M.RPC, entity: (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0, rpc: id, args: msg.subarray(i) };
+  const id = uvarint(msg, 5, 5, "RPC ID");
+  if (id < 1 || id > 0xffffffff) bad(id < 0 ? "RPC ID cut short" : "RPC ID range");
+  return { type: M.RPC, entity: (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0, rpc: id, args: msg.subarray(varEnd) };
 };
 
 /**

@@ -11,7 +11,7 @@
  *   CLOSE_WEBTRANSPORT_SESSION. Datagrams carry no session message.
  */
 
-import { cat, encodeUTF8, leb128 } from "./bits.js";
+import { cat, encodeUTF8, leb128, uvarint, varEnd } from "./bits.js";
 import { ClosedError, RefusedError, ReplicaDecodeError, fail } from "./errors.js";
 
 /** The subset of the browser WebSocket API this package uses. */
@@ -136,17 +136,11 @@ export class FrameReader {
   push(chunk: Uint8Array): Uint8Array[] {
     let b = this.buf.length ? cat(this.buf, chunk) : chunk;
     const out: Uint8Array[] = [];
-    for (let n = 0, i = 0, x; ; n = i = 0) {
-      do {
-        if (i > 7) fail("session", "frame too long");
-        // The length is incomplete: its bytes wait for the next chunk.
-        if (i === b.length) n = -1;
-        else n += ((x = b[i]!) & 127) * 128 ** i++;
-      } while (n >= 0 && x! > 127);
-      if (n < 0) break;
-      if (!x! && i > 1) fail("session", "frame not minimal");
+    for (let n, i; ; ) {
+      // An incomplete length (−1) waits for the next chunk with its bytes.
+      if ((n = uvarint(b, 0, 8, "frame")) < 0) break;
       if (n > this.max) fail("limit", `message of ${n} bytes > ${this.max}`);
-      if (b.length - i < n) break;
+      if (b.length - (i = varEnd) < n) break;
       out.push(b.subarray(i, i + n));
       b = b.subarray(i + n);
     }
