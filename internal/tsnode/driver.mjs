@@ -141,6 +141,7 @@ var split64 = (v, f) => {
   const u2 = BigInt.asUintN(64, v);
   return f(Number(u2 & 0xffffffffn), Number(u2 >> 32n));
 };
+var EMPTY = new Uint8Array(0);
 var compareBytes = (a, b) => {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
@@ -502,7 +503,6 @@ var Rec = class {
   }
 };
 var zeroObj = (t) => t.kind === 12 /* String */ ? "" : t.kind === 13 /* Bytes */ ? EMPTY : t.kind === 16 /* List */ ? new ListC(t, []) : new (t.kind === 17 /* Map */ ? MapC : BagC)(t, /* @__PURE__ */ new Map());
-var EMPTY = new Uint8Array(0);
 function clone(v) {
   if (v instanceof Rec) {
     const c = new Rec(v.type);
@@ -799,7 +799,6 @@ var withDefaults = (l = {}) => {
   for (const k of LIMIT_ORDER) if (l[k] > 0) r[k] = l[k];
   return r;
 };
-var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
   B(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
@@ -863,7 +862,7 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.A : ZERO_BANDS, rc.nbands);
+      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.A : EMPTY, rc.nbands);
       else if (!(e = tab.xa(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad4("class of " + slot);
       values(tab, e, e, 0, delta, 0);

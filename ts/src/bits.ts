@@ -386,6 +386,9 @@ export const uvarint = (b: Uint8Array, i: number, max: number, what: string): nu
   }
 };
 
+/** No bytes: one shared instance (having no elements, it cannot be written to). */
+export const EMPTY = new Uint8Array(0);
+
 /** The bytes of a followed by those of b. */
 export const cat = (a: ArrayLike<number>, b: Uint8Array): Uint8Array => {
   const out = new Uint8Array(a.length + b.length);

@@ -6,7 +6,7 @@
  * others encoded) is in ./peer.ts, for tests and tools.
  */
 
-import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, split64, uvarint, varEnd, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
+import { EMPTY, begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, split64, uvarint, varEnd, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
 import { ReplicaDecodeError, sessionError } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
@@ -156,7 +156,7 @@ export const encodeHello = (m: { version?: number; descriptor: Uint8Array; token
   writer(M.Hello);
   putU(m.version ?? PROTOCOL_VERSION, 0);
   putBytes(m.descriptor);
-  putBytes(m.token ?? new Uint8Array(0));
+  putBytes(m.token ?? EMPTY);
   const l = withDefaults(m.limits);
   for (const k of LIMIT_ORDER) putU(Math.min(l[k], MAX_LIMIT), 8);
   const res = m.resume;

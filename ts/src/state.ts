@@ -5,7 +5,7 @@
  */
 
 import { fail } from "./errors.js";
-import { compareBytes, encodeUTF8, split64 } from "./bits.js";
+import { EMPTY, compareBytes, encodeUTF8, split64 } from "./bits.js";
 import { isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue } from "./values.js";
 import { Ev, Kind } from "./enums.js";
@@ -54,8 +54,6 @@ export class Rec {
 /** Zero value of an object slot's type: "", empty bytes, or an empty container. */
 export const zeroObj = (t: Type): unknown =>
   t.kind === Kind.String ? "" : t.kind === Kind.Bytes ? EMPTY : t.kind === Kind.List ? new ListC(t, []) : new (t.kind === Kind.Map ? MapC : BagC)(t, new Map());
-
-const EMPTY = new Uint8Array(0);
 
 /** A deep copy of a value: records and containers are copied, the rest (never mutated in place) is not. */
 export function clone<T>(v: T): T {

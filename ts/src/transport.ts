@@ -11,7 +11,7 @@
  *   CLOSE_WEBTRANSPORT_SESSION. Datagrams carry no session message.
  */
 
-import { cat, encodeUTF8, leb128, uvarint, varEnd } from "./bits.js";
+import { EMPTY, cat, encodeUTF8, leb128, uvarint, varEnd } from "./bits.js";
 import { ClosedError, RefusedError, ReplicaDecodeError, fail } from "./errors.js";
 
 /** The subset of the browser WebSocket API this package uses. */
@@ -127,7 +127,7 @@ export const frame = (msg: Uint8Array): Uint8Array => cat(leb128([], msg.length)
  * 2^53 a "session" error (code 2).
  */
 export class FrameReader {
-  private buf = new Uint8Array(0);
+  private buf = EMPTY;
   declare readonly max: number;
   constructor(max: number) {
     this.max = max;
