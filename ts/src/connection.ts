@@ -117,16 +117,18 @@ export class Connection {
   bytesReceived = 0;
   /** Milliseconds the last tick took to decode and apply, callbacks included. */
   lastApplyMs = 0;
+  // The session's facts: set from its WELCOME when it starts (the first
+  // one in the constructor).
   /** The user the server authenticated. */
-  userId = "";
+  declare userId: string;
   /** The server's session ID for this connection. */
-  sessionId = 0n;
+  declare sessionId: bigint;
   /** Whether the current session resumed the one before it (§10.5): the replica was kept. */
-  resumed = false;
+  declare resumed: boolean;
   /** The server's ticks per second. */
-  tickRate = 0;
+  declare tickRate: number;
   /** The transport of the current session. */
-  transport: Channel["kind"] = "websocket";
+  declare transport: Channel["kind"];
   declare readonly replica: Replica;
 
   /** Resolves when the connection closes. */
