@@ -158,6 +158,7 @@ var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
 var isContainer = (k) => k >= 16 /* List */;
 var kindWidth = (k) => [0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 32, 64, 0, 0, 32][k] ?? 0;
 var NO_QUANT = Object.freeze({ mode: 0, step: 0, min: 0, nbits: 0 });
+var kindType = (kind) => ({ kind, quant: NO_QUANT, struct: null, elem: null, key: 0 });
 var StructType = class {
   isClass = false;
   classId = 0;
@@ -402,7 +403,7 @@ var read = () => {
   const type = (depth) => {
     if (depth > 4) bad2("type nested too deeply");
     const kind = bits(5);
-    const t = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
+    const t = kindType(kind);
     if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
       const mode = bits(2);
       if (mode === 3) bad2("quantization mode 3");
@@ -960,7 +961,7 @@ var decoder = (local, remote = local, limits = {}) => {
     return n && isNumeric(t.kind) && !numPlan(t).u ? bits(6) : 0;
   };
   const readKey = (key, k) => {
-    return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
+    return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= kindType(key), null, k, 0);
   };
   const readContainer = (t, lt, depth) => {
     deeper(depth);

@@ -11,7 +11,7 @@
 
 import { EMPTY, MASK, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
-import { checkCompatible, isContainer, isNumeric, NO_QUANT, type Schema, type StructType, type Type } from "./schema.js";
+import { checkCompatible, isContainer, isNumeric, kindType, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
 import { Kind } from "./enums.js";
@@ -331,7 +331,7 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
   const readKey = (key: number, k: number): Key => {
     return key === Kind.String
       ? decodeUTF8((keyBytes = bytes(maxStringBytes)))
-      : (readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint);
+      : (readElem((keyTypes[key] ??= kindType(key)), null, k, 0) as number | bigint);
   };
 
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */

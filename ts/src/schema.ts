@@ -46,6 +46,9 @@ export interface Type {
   key: number; // map, bag: key kind
 }
 
+/** A new type of kind k alone: no quantization, struct, element or key kind. */
+export const kindType = (kind: number): Type => ({ kind, quant: NO_QUANT, struct: null, elem: null, key: 0 });
+
 /** One declared field of a struct. */
 export interface Field {
   id: number;
