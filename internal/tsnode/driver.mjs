@@ -309,7 +309,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), ta: bool2, q: W, l: isSigned(k) || float && m === 1, ua: W === 64, quant: q });
+    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), ta: bool2, o: W, l: isSigned(k) || float && m === 1, ua: W === 64, quant: q });
   }
   return p;
 };
@@ -320,7 +320,7 @@ var unzigzag64 = (lo, hi2) => {
   out.e = (hi2 >>> 1 ^ neg) >>> 0;
 };
 var decodeFull = (p, lo, hi2) => {
-  if (p.q < 64 && (hi2 || lo > MASK[p.q])) return false;
+  if (p.o < 64 && (hi2 || lo > MASK[p.o])) return false;
   if (p.l) unzigzag64(lo, hi2);
   else {
     out.f = lo;
@@ -890,8 +890,8 @@ var decoder = (local, remote = local, limits = {}) => {
       const p = numPlan(t);
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.ta : p.u : 0;
-      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ r: to, Ca: ll ? numeric ? ll.a : ll.c : -1, Da: how, j: k, P: t, ka: ll && ll.field.type, L: p, la: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
+      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.o <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
+      steps.push({ p: to, Ca: ll ? numeric ? ll.a : ll.c : -1, Da: how, j: k, P: t, ka: ll && ll.field.type, L: p, la: MASK[p.o] ?? 0, Q: 32 - p.o, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -912,29 +912,29 @@ var decoder = (local, remote = local, limits = {}) => {
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.l) {
             v = v << s.Q >> s.Q;
-            tab.B(e, s.r, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.B(e, s.r, slot, s.Q === 0 ? v >>> 0 : v & s.la, 0, rec2, k, bagLeaf);
+            tab.B(e, s.p, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.B(e, s.p, slot, s.Q === 0 ? v >>> 0 : v & s.la, 0, rec2, k, bagLeaf);
           break;
         }
         case 1 /* Raw */: {
           const lo = bitsWide(s.j);
-          if (slot >= 0) tab.B(e, s.r, slot, lo, hi, rec2, k, bagLeaf);
+          if (slot >= 0) tab.B(e, s.p, slot, lo, hi, rec2, k, bagLeaf);
           break;
         }
         case 3 /* U */:
           readNum(s.L, s.j, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.B(e, s.r, slot, out.f, out.e, rec2, k, bagLeaf);
+          if (slot >= 0) tab.B(e, s.p, slot, out.f, out.e, rec2, k, bagLeaf);
           break;
         case 4 /* Str */: {
           const v = readStr(s.P);
-          if (slot >= 0) tab.O(e, s.r, slot, v, rec2, k, bagLeaf);
+          if (slot >= 0) tab.O(e, s.p, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
           if (!delta || bool()) {
             const c = readContainer(s.P, s.ka, depth + 1);
-            if (slot >= 0) tab.O(e, s.r, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.P, s.ka, s.r, slot);
+            if (slot >= 0) tab.O(e, s.p, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.P, s.ka, s.p, slot);
       }
     }
   };

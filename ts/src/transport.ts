@@ -59,9 +59,9 @@ export interface Channel {
   /** Closes with a §10.1 close code. */
   shut(code: number, reason: string): void;
   /** A message: bytes, or anything else a WebSocket delivered (a text message). */
-  onData: ((data: unknown) => void) | null;
+  onData?: ((data: unknown) => void) | null;
   /** The channel's end: its §10.1 close code and reason. */
-  onEnd: ((code: number, reason: string) => void) | null;
+  onEnd?: ((code: number, reason: string) => void) | null;
 }
 
 /** s cut to at most n bytes of UTF-8, on a character boundary. */
@@ -94,8 +94,6 @@ export const openWebSocket = (url: string, WS: WebSocketConstructor): Promise<Ch
           // already closing
         }
       },
-      onData: null,
-      onEnd: null,
     };
     ws.onerror = () => {};
     ws.onopen = () => {
@@ -196,8 +194,6 @@ export async function openWebTransport(url: string, WT: WebTransportConstructor,
         // already closed
       }
     },
-    onData: null,
-    onEnd: null,
   };
   const end = (code: number, reason: string): void => {
     const h = ch.onEnd;
