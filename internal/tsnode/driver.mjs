@@ -384,29 +384,28 @@ var decodeDescriptor = (b) => {
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 };
-var bad2 = (msg) => fail("descriptor", msg);
 var f64 = () => f64FromBits(bits(32), bits(32));
 var read = () => {
   const v = u32(0);
-  if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
+  if (v !== DESCRIPTOR_VERSION) bad(`version ${v}, want 2`);
   const n = count(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[u32(2)] ?? bad2("struct index");
+  const index = () => structs[u32(2)] ?? bad("struct index");
   const name = () => {
     const b = bytes(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
     const v2 = prev + 1 + u(2) + hi * 2 ** 32;
-    return v2 > 4294967295 ? bad2("ID " + v2) : v2;
+    return v2 > 4294967295 ? bad("ID " + v2) : v2;
   };
   const type = (depth) => {
-    if (depth > 4) bad2("type nested too deeply");
+    if (depth > 4) bad("type nested too deeply");
     const kind = bits(5);
     const t = kindType(kind);
     if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
       const mode = bits(2);
-      if (mode === 3) bad2("quantization mode 3");
+      if (mode === 3) bad("quantization mode 3");
       if (mode) {
         const q = t.quant = { mode, step: f64(), min: 0, nbits: 0 };
         if (mode === 2) {
@@ -414,16 +413,16 @@ var read = () => {
           q.nbits = bits(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
-          bad2("quantization");
+          bad("quantization");
         }
       }
     } else if (kind === 15 /* Nested */) t.struct = index();
     else if (kind >= 16 /* List */ && kind <= 18 /* Bag */) {
       const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = bits(5);
-      if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad2("key kind " + key);
+      if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad("key kind " + key);
       if (kind === 18 /* Bag */) t.struct = index();
-      else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad2("element kind " + t.elem.kind);
-    } else if (kind === 0 /* Invalid */ || kind > 18 /* Bag */) bad2("kind " + kind);
+      else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad("element kind " + t.elem.kind);
+    } else if (kind === 0 /* Invalid */ || kind > 18 /* Bag */) bad("kind " + kind);
     return t;
   };
   let fields = 0;
@@ -445,14 +444,14 @@ var read = () => {
   const classes = [];
   for (let i2 = count(2, n, 2, "classes"); i2 > 0; i2--) {
     const c = index();
-    if (c.isClass) bad2(c.name + " listed twice");
+    if (c.isClass) bad(c.name + " listed twice");
     c.isClass = true;
     c.classId = u32(4);
     const nb = u32(0);
-    if (nb > 4) bad2(nb + " bands");
+    if (nb > 4) bad(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64();
-      if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad2(`${c.name}: band ${b + 1} distance ${d}`);
+      if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad(`${c.name}: band ${b + 1} distance ${d}`);
       c.distances.push(d);
     }
     classes.push(c);
@@ -461,10 +460,10 @@ var read = () => {
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
-      if (f.band > st.nbands) bad2(`${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
+      if (f.band > st.nbands) bad(`${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
       used.add(f.band);
     }
-    for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad2(`${st.name}: band ${b} has no field`);
+    for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad(`${st.name}: band ${b} has no field`);
   }
   const order = /* @__PURE__ */ new Set();
   const visit = (st) => {
@@ -477,7 +476,7 @@ var read = () => {
   let i = 0;
   let ok = classes.every((c, j) => !j || c.classId > classes[j - 1].classId);
   for (const st of order) ok &&= st === structs[i++];
-  if (!ok || i < n) bad2("not canonical");
+  if (!ok || i < n) bad("not canonical");
   return new Schema(classes);
 };
 
@@ -821,10 +820,10 @@ var decoder = (local, remote = local, limits = {}) => {
   let nEntities = 0;
   let nValues = 0;
   let keyBytes;
-  const bad4 = (what) => malformed("" + what);
+  const bad3 = (what) => malformed("" + what);
   const bounded = (k, m = 2 ** 32) => {
     const v = u(k);
-    return hi || v > m ? bad4("value " + v) : v;
+    return hi || v > m ? bad3("value " + v) : v;
   };
   const mapping = (rs, ls) => {
     let inner = maps.get(rs);
@@ -865,7 +864,7 @@ var decoder = (local, remote = local, limits = {}) => {
       let e;
       if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.A : EMPTY, rc.nbands);
       else if (!(e = tab.xa(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
-      if (e.classId !== rc.classId) bad4("class of " + slot);
+      if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
   };
@@ -896,7 +895,7 @@ var decoder = (local, remote = local, limits = {}) => {
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
     const lo = u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad4("value " + lo);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad3("value " + lo);
   };
   const values = (tab, e, rec2, from, delta, depth, k, bagLeaf) => {
     const a = rec2.a;
@@ -907,7 +906,7 @@ var decoder = (local, remote = local, limits = {}) => {
       switch (s.Da) {
         case 2 /* Delta */: {
           const lo = u(s.j);
-          if (hi !== 0 || lo > s.la) bad4("delta");
+          if (hi !== 0 || lo > s.la) bad3("delta");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.l) {
@@ -984,7 +983,7 @@ var decoder = (local, remote = local, limits = {}) => {
     let prevBytes;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      if (i && !(str2 ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) bad4("key order");
+      if (i && !(str2 ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) bad3("key order");
       prev = key;
       prevBytes = keyBytes;
       m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
@@ -1015,7 +1014,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const k = readK(el, n);
       for (let i = 0; i < n; i++) {
         const op = bits(3);
-        if (op > 5 /* Patch */ || op === 5 /* Patch */ && el.kind !== 15 /* Nested */) bad4("list operation " + op);
+        if (op > 5 /* Patch */ || op === 5 /* Patch */ && el.kind !== 15 /* Nested */) bad3("list operation " + op);
         const idx = op === 0 /* Push */ || op === 4 /* Clear */ ? 0 : Math.min(u(4), max + 1) + (hi && max + 1);
         const items = c && c.i;
         let v;
@@ -1065,7 +1064,7 @@ var decoder = (local, remote = local, limits = {}) => {
             for (let i = 0; i < nids; i++) tab.da(ids[i]);
             continue;
           }
-          if (tag > 6 /* Ranked */) bad4("section " + tag);
+          if (tag > 6 /* Ranked */) bad3("section " + tag);
           const rc = remote.class(u32(4)) ?? fail("unknown", "class");
           for (let g = count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
         }

@@ -9,8 +9,8 @@
  */
 
 import { BitWriter, decodeUTF8, encodeUTF8, bits, bool, bytes, count, finish, hi, load, pos, u, u32 } from "./bits.js";
-import { ReplicaDecodeError, fail } from "./errors.js";
-import { Schema, StructType, kindType, type Field, type Quant, type Type } from "./schema.js";
+import { ReplicaDecodeError } from "./errors.js";
+import { Schema, StructType, bad, kindType, type Field, type Quant, type Type } from "./schema.js";
 import { f64FromBits, f64Bits, out } from "./values.js";
 import { Kind } from "./enums.js";
 
@@ -35,8 +35,6 @@ export const decodeDescriptor = (b: Uint8Array): Schema => {
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 };
-
-const bad = (msg: string): never => fail("descriptor", msg);
 
 const f64 = (): number => f64FromBits(bits(32), bits(32));
 

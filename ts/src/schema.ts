@@ -142,7 +142,8 @@ export class StructType {
   }
 }
 
-const bad = (msg: string): never => fail("descriptor", msg);
+/** Throws a "descriptor" error (here, and for the descriptor decoder). */
+export const bad = (msg: string): never => fail("descriptor", msg);
 
 // Leaves laid out by the schema being built, deprecated fields included: a
 // few hundred bytes of descriptor can name billions of flattened fields, so
