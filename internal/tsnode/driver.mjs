@@ -12,6 +12,9 @@ var ReplicaDecodeError = class extends Error {
 function fail(code, message, bit) {
   throw new ReplicaDecodeError(code, message, bit);
 }
+function misuse(msg) {
+  throw new Error("replica: " + msg);
+}
 
 // ts/src/bits.ts
 var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
@@ -1087,9 +1090,6 @@ var decoder = (local, remote = local, limits = {}) => {
 var keyTypes = [];
 
 // ts/src/replica.ts
-var misuse = (msg) => {
-  throw new Error("replica: " + msg);
-};
 var Replica = class {
   /** @internal The entity table. */
   D = table();

@@ -11,7 +11,7 @@
  * WebSocket when WebTransport fails to connect.
  */
 
-import { ClosedError, RefusedError, ReplicaDecodeError, sessionError } from "./errors.js";
+import { ClosedError, RefusedError, ReplicaDecodeError, misuse, sessionError } from "./errors.js";
 import { encodeUTF8 } from "./bits.js";
 import { openWebSocket, openWebTransport, type Channel, type WebSocketConstructor, type WebTransportConstructor } from "./transport.js";
 import { decodeDescriptor } from "./descriptor.js";
@@ -371,10 +371,6 @@ export class Connection {
     }
     return new Connection(opts, rep, s);
   }
-}
-
-function misuse(msg: string): never {
-  throw new Error("connection: " + msg);
 }
 
 /**

@@ -59,6 +59,11 @@ export function fail(code: ErrorCode, message: string, bit?: number): never {
   throw new ReplicaDecodeError(code, message, bit);
 }
 
+/** Throws the Error of a caller's mistake (not of the input): "replica: " and msg. */
+export function misuse(msg: string): never {
+  throw new Error("replica: " + msg);
+}
+
 /** A close code and reason: what RefusedError and ClosedError share. */
 class CloseInfo extends Error {
   declare readonly code: number;

@@ -11,7 +11,7 @@
  * as it was and runs no callback.
  */
 
-import { ReplicaDecodeError, fail } from "./errors.js";
+import { ReplicaDecodeError, fail, misuse } from "./errors.js";
 import { decoder, type Decoder, type Limits } from "./decoder.js";
 import { isContainer, type Schema, type StructType } from "./schema.js";
 import { table, type BagC, type Entity, type Key, type Rec, type Table, type TxEvent } from "./state.js";
@@ -72,10 +72,6 @@ interface Callback {
   dead: boolean;
   fn: (...args: any[]) => void;
 }
-
-const misuse = (msg: string): never => {
-  throw new Error("replica: " + msg);
-};
 
 /** A client's copy of the entities replicated to it. */
 export class Replica {
