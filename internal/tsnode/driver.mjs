@@ -2,8 +2,6 @@
 
 // ts/src/errors.ts
 var ReplicaDecodeError = class extends Error {
-  /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
-  segment;
   constructor(code, message, bit = -1) {
     super(code + ": " + message);
     this.name = "ReplicaDecodeError";
@@ -13,6 +11,9 @@ var ReplicaDecodeError = class extends Error {
 };
 function fail(code, message, bit) {
   throw new ReplicaDecodeError(code, message, bit);
+}
+function misuse(msg) {
+  throw new Error("replica: " + msg);
 }
 
 // ts/src/bits.ts
@@ -139,6 +140,11 @@ var finish = () => {
   if (rem > 7 || bits(rem)) malformed("trailing");
 };
 var wbuf = new Uint8Array(64);
+var split64 = (v, f) => {
+  const u2 = BigInt.asUintN(64, v);
+  return f(Number(u2 & 0xffffffffn), Number(u2 >> 32n));
+};
+var EMPTY = new Uint8Array(0);
 var compareBytes = (a, b) => {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
@@ -155,11 +161,8 @@ var isSigned = (k) => k >= 2 /* Int8 */ && k <= 5 /* Int64 */;
 var isContainer = (k) => k >= 16 /* List */;
 var kindWidth = (k) => [0, 1, 8, 16, 32, 64, 8, 16, 32, 64, 32, 64, 0, 0, 32][k] ?? 0;
 var NO_QUANT = Object.freeze({ mode: 0, step: 0, min: 0, nbits: 0 });
+var kindType = (kind) => ({ kind, quant: NO_QUANT, struct: null, elem: null, key: 0 });
 var StructType = class {
-  constructor(name) {
-    this.name = name;
-  }
-  name;
   isClass = false;
   classId = 0;
   /** Level-of-detail band distances (§3.6), band 1 first. */
@@ -168,24 +171,27 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  t = 0;
+  y = 0;
   /** @internal Object slots of a record of the struct. */
-  z = 0;
+  F = 0;
   /** @internal The types of the object slots, in order. */
-  A = [];
+  G = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  B;
+  H;
   /** @internal Fields by ID. */
-  W = /* @__PURE__ */ new Map();
+  aa = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  C = 0;
+  I = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  D = 0;
+  J = 0;
+  constructor(name) {
+    this.name = name;
+  }
   get nbands() {
     return this.distances.length;
   }
   field(id) {
-    return this.W.get(id);
+    return this.aa.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -198,51 +204,48 @@ var StructType = class {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.C === 1) bad(s.name + " contains itself");
-  if (s.C) return;
-  s.C = 1;
+  if (s.I === 1) bad(s.name + " contains itself");
+  if (s.I) return;
+  s.I = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.W.set(f.id, f);
+    s.aa.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.X = s.leaves.length;
+    f.ba = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, u: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], t: +numeric, z: +!numeric, A: numeric ? [] : [t], D: 1 };
-    s.D += sub.D;
-    if ((budget += sub.D) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, z: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], y: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
+    s.J += sub.J;
+    if ((budget += sub.J) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        u: f.id + (l.u && "," + l.u),
+        z: f.id + (l.z && "," + l.z),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        num: l.num < 0 ? -1 : l.num + s.t,
-        obj: l.obj < 0 ? -1 : l.obj + s.z
+        a: l.a < 0 ? -1 : l.a + s.y,
+        c: l.c < 0 ? -1 : l.c + s.F
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.A.push(...sub.A);
-    s.t += sub.t;
-    s.z += sub.z;
+    s.G.push(...sub.G);
+    s.y += sub.y;
+    s.F += sub.F;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.C = 2;
+  s.I = 2;
 };
 var Schema = class {
-  classes;
-  /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  h;
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"
    * error if they do not lay out. (The checks of a type on its own are the
@@ -309,41 +312,41 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, p: bool2 || (float && m !== 1 ? W : 0), na: bool2, j: W, i: isSigned(k) || float && m === 1, oa: W === 64, quant: q });
+    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), ta: bool2, o: W, l: isSigned(k) || float && m === 1, ua: W === 64, quant: q });
   }
   return p;
 };
-var out = { c: 0, a: 0 };
+var out = { f: 0, e: 0 };
 var unzigzag64 = (lo, hi2) => {
   const neg = -(lo & 1);
-  out.c = ((lo >>> 1 | (hi2 & 1) << 31) ^ neg) >>> 0;
-  out.a = (hi2 >>> 1 ^ neg) >>> 0;
+  out.f = ((lo >>> 1 | (hi2 & 1) << 31) ^ neg) >>> 0;
+  out.e = (hi2 >>> 1 ^ neg) >>> 0;
 };
 var decodeFull = (p, lo, hi2) => {
-  if (p.j < 64 && (hi2 || lo > MASK[p.j])) return false;
-  if (p.i) unzigzag64(lo, hi2);
+  if (p.o < 64 && (hi2 || lo > MASK[p.o])) return false;
+  if (p.l) unzigzag64(lo, hi2);
   else {
-    out.c = lo;
-    out.a = hi2;
+    out.f = lo;
+    out.e = hi2;
   }
   return true;
 };
 var decodeDelta = (p, olo, ohi, lo, hi2) => {
   if (p.kind === 14 /* Ref */) {
-    out.c = lo;
-    out.a = 0;
+    out.f = lo;
+    out.e = 0;
     return !hi2;
   }
   unzigzag64(lo, hi2);
-  const s = olo + out.c;
-  out.a = ohi + out.a + +(s > 4294967295) >>> 0;
-  out.c = s >>> 0;
+  const s = olo + out.f;
+  out.e = ohi + out.e + +(s > 4294967295) >>> 0;
+  out.f = s >>> 0;
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.oa) return p.i ? lo | 0 : lo;
+  if (!p.ua) return p.l ? lo | 0 : lo;
   const v = big(lo, hi2);
-  return p.i ? BigInt.asIntN(64, v) : v;
+  return p.l ? BigInt.asIntN(64, v) : v;
 };
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -376,7 +379,7 @@ var decodeDescriptor = (b) => {
   load(b);
   try {
     const s = read();
-    s.h = b;
+    s.m = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
@@ -384,29 +387,28 @@ var decodeDescriptor = (b) => {
     throw e.code === "descriptor" ? e : new ReplicaDecodeError("descriptor", e.message, e.bit);
   }
 };
-var bad2 = (msg) => fail("descriptor", msg);
 var f64 = () => f64FromBits(bits(32), bits(32));
 var read = () => {
   const v = u32(0);
-  if (v !== DESCRIPTOR_VERSION) bad2(`version ${v}, want 2`);
+  if (v !== DESCRIPTOR_VERSION) bad(`version ${v}, want 2`);
   const n = count(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
-  const index = () => structs[u32(2)] ?? bad2("struct index");
+  const index = () => structs[u32(2)] ?? bad("struct index");
   const name = () => {
     const b = bytes(256);
     return [decodeUTF8(b), b];
   };
   const id = (prev) => {
     const v2 = prev + 1 + u(2) + hi * 2 ** 32;
-    return v2 > 4294967295 ? bad2("ID " + v2) : v2;
+    return v2 > 4294967295 ? bad("ID " + v2) : v2;
   };
   const type = (depth) => {
-    if (depth > 4) bad2("type nested too deeply");
+    if (depth > 4) bad("type nested too deeply");
     const kind = bits(5);
-    const t = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
+    const t = kindType(kind);
     if (kind === 10 /* Float32 */ || kind === 11 /* Float64 */) {
       const mode = bits(2);
-      if (mode === 3) bad2("quantization mode 3");
+      if (mode === 3) bad("quantization mode 3");
       if (mode) {
         const q = t.quant = { mode, step: f64(), min: 0, nbits: 0 };
         if (mode === 2) {
@@ -414,45 +416,45 @@ var read = () => {
           q.nbits = bits(6);
         }
         if (!(q.step > 0 && q.step < Infinity && Number.isFinite(q.min) && (mode === 1 || q.nbits > 0 && q.nbits <= 32))) {
-          bad2("quantization");
+          bad("quantization");
         }
       }
     } else if (kind === 15 /* Nested */) t.struct = index();
     else if (kind >= 16 /* List */ && kind <= 18 /* Bag */) {
       const key = kind === 16 /* List */ ? 2 /* Int8 */ : t.key = bits(5);
-      if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad2("key kind " + key);
+      if (key < 2 /* Int8 */ || key > 9 /* Uint64 */ && (key !== 12 /* String */ || kind === 18 /* Bag */)) bad("key kind " + key);
       if (kind === 18 /* Bag */) t.struct = index();
-      else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad2("element kind " + t.elem.kind);
-    } else if (kind === 0 /* Invalid */ || kind > 18 /* Bag */) bad2("kind " + kind);
+      else if ((t.elem = type(depth + 1)).kind >= 16 /* List */) bad("element kind " + t.elem.kind);
+    } else if (kind === 0 /* Invalid */ || kind > 18 /* Bag */) bad("kind " + kind);
     return t;
   };
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.B] = name();
+    [st.name, st.H] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, B: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), X: 0 };
+      const f = { id: prev, name: nm, H: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ba: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, B: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, H: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
   for (let i2 = count(2, n, 2, "classes"); i2 > 0; i2--) {
     const c = index();
-    if (c.isClass) bad2(c.name + " listed twice");
+    if (c.isClass) bad(c.name + " listed twice");
     c.isClass = true;
     c.classId = u32(4);
     const nb = u32(0);
-    if (nb > 4) bad2(nb + " bands");
+    if (nb > 4) bad(nb + " bands");
     for (let b = 0; b < nb; b++) {
       const d = f64();
-      if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad2(`${c.name}: band ${b + 1} distance ${d}`);
+      if (!(d > 0 && d < (c.distances[b - 1] ?? Infinity))) bad(`${c.name}: band ${b + 1} distance ${d}`);
       c.distances.push(d);
     }
     classes.push(c);
@@ -461,11 +463,11 @@ var read = () => {
   for (const st of structs) {
     const used = /* @__PURE__ */ new Set();
     for (const f of st.fields) {
-      if (f.band > st.nbands) bad2(`${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
-      if (f.life && !st.isClass) bad2(`${st.name}.${f.name}: lifetime ${f.life} outside a class`);
+      if (f.band > st.nbands) bad(`${st.name}.${f.name}: band ${f.band} > ${st.nbands}`);
+      if (f.life && !st.isClass) bad(`${st.name}.${f.name}: lifetime ${f.life} outside a class`);
       used.add(f.band);
     }
-    for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad2(`${st.name}: band ${b} has no field`);
+    for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad(`${st.name}: band ${b} has no field`);
   }
   const order = /* @__PURE__ */ new Set();
   const visit = (st) => {
@@ -478,7 +480,7 @@ var read = () => {
   let i = 0;
   let ok = classes.every((c, j) => !j || c.classId > classes[j - 1].classId);
   for (const st of order) ok &&= st === structs[i++];
-  if (!ok || i < n) bad2("not canonical");
+  if (!ok || i < n) bad("not canonical");
   return new Schema(classes);
 };
 
@@ -486,9 +488,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.num = new Uint32Array(type.t * 2);
-    this.obj = type.A.map(zeroObj);
-    this.Y = 0;
+    this.a = new Uint32Array(type.y * 2);
+    this.c = type.G.map(zeroObj);
+    this.ca = 0;
   }
   /** A deep copy. */
   clone() {
@@ -501,62 +503,58 @@ var Rec = class {
   /** The value of the field at a dotted path ("pos.x") as §4.1 converts it; undefined if there is no such leaf. */
   get(path) {
     const l = this.type.leafNamed(path);
-    return l && (l.num < 0 ? this.obj[l.obj] : numValue(numPlan(l.field.type), this.num[2 * l.num], this.num[2 * l.num + 1]));
+    return l && (l.a < 0 ? this.c[l.c] : numValue(numPlan(l.field.type), this.a[2 * l.a], this.a[2 * l.a + 1]));
   }
 };
 var zeroObj = (t) => t.kind === 12 /* String */ ? "" : t.kind === 13 /* Bytes */ ? EMPTY : t.kind === 16 /* List */ ? new ListC(t, []) : new (t.kind === 17 /* Map */ ? MapC : BagC)(t, /* @__PURE__ */ new Map());
-var EMPTY = new Uint8Array(0);
 function clone(v) {
   if (v instanceof Rec) {
     const c = new Rec(v.type);
-    c.num.set(v.num);
-    v.obj.forEach((x, i) => c.obj[i] = clone(x));
+    c.a.set(v.a);
+    v.c.forEach((x, i) => c.c[i] = clone(x));
     return c;
   }
-  if (v instanceof ListC) return new ListC(v.type, v.items.map(clone));
-  if (v instanceof MapC) return new v.constructor(v.type, new Map([...v.m].map(([k, x]) => [k, clone(x)])));
+  if (v instanceof ListC) return new ListC(v.type, v.i.map(clone));
+  if (v instanceof MapC) return new v.constructor(v.type, new Map([...v.d].map(([k, x]) => [k, clone(x)])));
   return v;
 }
 var all = (x, y) => x.length === y.length && Array.prototype.every.call(x, (v, i) => equal(v, y[i]));
-var equal = (a, b) => a === b || (a instanceof Uint8Array && b instanceof Uint8Array ? all(a, b) : a instanceof Rec && b instanceof Rec ? a.type === b.type && all(a.num, b.num) && all(a.obj, b.obj) : a instanceof ListC && b instanceof ListC ? all(a.items, b.items) : a instanceof MapC && b instanceof MapC && a.m.size === b.m.size && [...a.m].every(([k, v]) => b.m.has(k) && equal(v, b.m.get(k))));
+var equal = (a, b) => a === b || (a instanceof Uint8Array && b instanceof Uint8Array ? all(a, b) : a instanceof Rec && b instanceof Rec ? a.type === b.type && all(a.a, b.a) && all(a.c, b.c) : a instanceof ListC && b instanceof ListC ? all(a.i, b.i) : a instanceof MapC && b instanceof MapC && a.d.size === b.d.size && [...a.d].every(([k, v]) => b.d.has(k) && equal(v, b.d.get(k))));
 var compareKeys = (a, b) => typeof a === "string" ? compareBytes(encodeUTF8(a), encodeUTF8(b)) : a < b ? -1 : +(a > b);
 var ListC = class {
   constructor(type, items) {
     this.type = type;
-    this.items = items;
+    this.i = items;
   }
   get length() {
-    return this.items.length;
+    return this.i.length;
   }
   /** The JS values of the elements (numbers converted per §4.1). */
   values() {
-    return this.items.map((v) => elemValue(this.type.elem, v));
+    return this.i.map((v) => elemValue(this.type.elem, v));
   }
 };
 var MapC = class {
   constructor(type, m) {
     this.type = type;
-    this.m = m;
+    this.d = m;
   }
   get size() {
-    return this.m.size;
+    return this.d.size;
   }
   /** Keys in ascending order (§6.1). */
   keys() {
-    return [...this.m.keys()].sort(compareKeys);
+    return [...this.d.keys()].sort(compareKeys);
   }
   get(k) {
-    return this.m.get(k);
+    return this.d.get(k);
   }
 };
 var BagC = class extends MapC {
 };
 var elemValue = (t, v) => {
   if (!isNumeric(t.kind)) return v;
-  if (typeof v === "bigint") {
-    const u2 = BigInt.asUintN(64, v);
-    return numValue(numPlan(t), Number(u2 & 0xffffffffn), Number(u2 >> 32n));
-  }
+  if (typeof v === "bigint") return split64(v, (lo, hi2) => numValue(numPlan(t), lo, hi2));
   return numValue(numPlan(t), v >>> 0, v < 0 ? 4294967295 : 0);
 };
 var makeId = (slot, gen) => (gen << 24 | slot) >>> 0;
@@ -565,7 +563,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.v = bands;
+    this.A = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -583,7 +581,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.v[l.index] ?? 0) <= this.level;
+    return !!l && (this.A[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -613,7 +611,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.E.push({ f: k, pa: e, qa: [e, ...a] });
+  const event = (k, e, ...a) => void t.K.push({ j: k, va: e, wa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -627,12 +625,12 @@ var table = () => {
     event(4 /* Field */ + leaf, e, ev);
   };
   const setNum = (e, leaf, slot, lo, hi2, r = e, k, bagLeaf = -1) => {
-    const a = r.num;
+    const a = r.a;
     const i = slot << 1;
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.Y !== serial) {
+    if (r.ca !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -651,15 +649,15 @@ var table = () => {
     }
   };
   const setObj = (e, leaf, slot, v, r = e, k, bagLeaf = -1) => {
-    const old = r.obj[slot];
+    const old = r.c[slot];
     const scalar = typeof v === "string" || v instanceof Uint8Array;
     if (scalar && equal(old, v)) return;
-    assign(r.obj, slot, v);
+    assign(r.c, slot, v);
     if (!wants(e, r === e ? leaf : bagLeaf)) return;
     if (scalar || r !== e) fieldEvent(e, leaf, scalar ? old : void 0, scalar ? v : void 0, r, k, bagLeaf);
     else if (old instanceof ListC) {
-      const n = v.items;
-      const o = old.items;
+      const n = v.i;
+      const o = old.i;
       const c = Math.min(o.length, n.length);
       for (let i = 0; i < c; i++) if (!equal(o[i], n[i])) itemEvent(e, leaf, 2, i, o[i], n[i]);
       for (let i = o.length; i-- > c; ) itemEvent(e, leaf, 1, i, o[i]);
@@ -667,52 +665,52 @@ var table = () => {
     } else {
       const m = v;
       for (const k2 of old.keys()) {
-        const ov = old.m.get(k2);
-        if (!m.m.has(k2)) itemEvent(e, leaf, 1, k2, ov);
-        else if (!equal(ov, m.m.get(k2))) itemEvent(e, leaf, 2, k2, ov, m.m.get(k2));
+        const ov = old.d.get(k2);
+        if (!m.d.has(k2)) itemEvent(e, leaf, 1, k2, ov);
+        else if (!equal(ov, m.d.get(k2))) itemEvent(e, leaf, 2, k2, ov, m.d.get(k2));
       }
-      for (const k2 of m.keys()) if (!old.m.has(k2)) itemEvent(e, leaf, 0, k2, void 0, m.m.get(k2));
+      for (const k2 of m.keys()) if (!old.d.has(k2)) itemEvent(e, leaf, 0, k2, void 0, m.d.get(k2));
     }
   };
   const t = {
     size: 0,
-    q: [],
-    r: /* @__PURE__ */ new Set(),
-    E: [],
-    ra: atSlot,
-    w: setNum,
-    I: setObj,
+    v: [],
+    w: /* @__PURE__ */ new Set(),
+    K: [],
+    xa: atSlot,
+    B: setNum,
+    O: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.q.map((s) => atSlot(s)),
-    sa(c, leaf) {
+    entities: () => t.v.map((s) => atSlot(s)),
+    ya(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    x() {
+    C() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.r.clear();
-      t.E = [];
+      t.w.clear();
+      t.K = [];
       return t;
     },
-    ta(cls, id, classId, bands, nbands) {
+    za(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.Y = serial;
+      e.ca = serial;
       put2(slot, e);
-      t.r.add(slot);
+      t.w.add(slot);
       moved.push(slot);
       undo.push(() => put2(slot));
       event(0 /* Create */, e);
       return e;
     },
-    Z(slot) {
+    da(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -720,16 +718,17 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    _(e, owned) {
+    ea(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    $(e, level) {
+    fa(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    ua(e, leaf, l, op, i, v) {
-      const a = l.items;
+    Aa(e, leaf, l, op, i, v) {
+      const a = l.i;
       if (op > 2) {
-        assign(l, "items", []);
+        l.i = [];
+        undo.push(() => l.i = a);
         for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
         return;
       }
@@ -742,28 +741,28 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    aa(e, leaf, m, k, v) {
-      const had = m.m.has(k);
-      const old = m.m.get(k);
+    ga(e, leaf, m, k, v) {
+      const had = m.d.has(k);
+      const old = m.d.get(k);
       if (v === void 0) {
         if (!had) fail("no-key", "" + k);
-        m.m.delete(k);
-      } else m.m.set(k, v);
-      undo.push(() => had ? m.m.set(k, old) : m.m.delete(k));
+        m.d.delete(k);
+      } else m.d.set(k, v);
+      undo.push(() => had ? m.d.set(k, old) : m.d.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    ba(e, pick) {
+    ha(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
-        const cur = e.obj[l.obj];
-        if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
-        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
+        const cur = e.c[l.c];
+        if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
+        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.c, zeroObj(l.field.type));
       }
-      t.r.add(e.slot);
+      t.w.add(e.slot);
     },
-    ca() {
+    ia() {
       if (moved.length) {
-        const held = t.q;
+        const held = t.v;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -771,19 +770,19 @@ var table = () => {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.q = out2.concat(held.slice(i));
+        t.v = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    va() {
+    Ba() {
       for (let j = nSaved - 1; j >= 0; j--) {
-        const a = savedRecs[j].num;
+        const a = savedRecs[j].a;
         const i = saved[3 * j];
         a[i] = saved[3 * j + 1];
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.x();
+      t.C();
     }
   };
   return t;
@@ -804,14 +803,13 @@ var withDefaults = (l = {}) => {
   for (const k of LIMIT_ORDER) if (l[k] > 0) r[k] = l[k];
   return r;
 };
-var ZERO_BANDS = new Uint8Array(0);
 var DIRECT = {
-  w(_e, _l, slot, lo, hi2, r) {
-    r.num[slot << 1] = lo;
-    r.num[(slot << 1) + 1] = hi2;
+  B(_e, _l, slot, lo, hi2, r) {
+    r.a[slot << 1] = lo;
+    r.a[(slot << 1) + 1] = hi2;
   },
-  I(_e, _l, slot, v, r) {
-    r.obj[slot] = v;
+  O(_e, _l, slot, v, r) {
+    r.c[slot] = v;
   }
 };
 var decoder = (local, remote = local, limits = {}) => {
@@ -826,21 +824,21 @@ var decoder = (local, remote = local, limits = {}) => {
   let nEntities = 0;
   let nValues = 0;
   let keyBytes;
-  const bad4 = (what) => malformed("" + what);
+  const bad3 = (what) => malformed("" + what);
   const bounded = (k, m = 2 ** 32) => {
     const v = u(k);
-    return hi || v > m ? bad4("value " + v) : v;
+    return hi || v > m ? bad3("value " + v) : v;
   };
   const mapping = (rs, ls) => {
     let inner = maps.get(rs);
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.u, l.index]));
-      inner.set(ls, m = { da: new Int32Array(rs.leaves.length), v: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.z, l.index]));
+      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), A: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.da[l.index] = byPath.get(l.u) ?? -1;
-        if (j >= 0) m.v[j] = l.band;
+        const j = m.ja[l.index] = byPath.get(l.z) ?? -1;
+        if (j >= 0) m.A[j] = l.band;
       }
     }
     return m;
@@ -860,7 +858,7 @@ var decoder = (local, remote = local, limits = {}) => {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.q[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.v[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = bits(6);
       for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
@@ -868,9 +866,9 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.ta(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.v : ZERO_BANDS, rc.nbands);
-      else if (!(e = tab.ra(slot)) || tag === 4 /* Fill */ && !tab.r.has(slot)) fail("not-found", "slot " + slot);
-      if (e.classId !== rc.classId) bad4("class of " + slot);
+      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.A : EMPTY, rc.nbands);
+      else if (!(e = tab.xa(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
+      if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
   };
@@ -885,61 +883,61 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.X;
+      const leaf = base + f.ba;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.da[leaf];
+      const to = map.ja[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.na : p.p : 0;
-      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.j <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ k: to, wa: ll ? numeric ? ll.num : ll.obj : -1, xa: how, f: k, J: t, ea: ll && ll.field.type, F: p, fa: MASK[p.j] ?? 0, K: 32 - p.j, i: p.i });
+      let k = numeric ? delta ? p.ta : p.u : 0;
+      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.o <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
+      steps.push({ p: to, Ca: ll ? numeric ? ll.a : ll.c : -1, Da: how, j: k, P: t, ka: ll && ll.field.type, L: p, la: MASK[p.o] ?? 0, Q: 32 - p.o, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
     const lo = u(k);
-    if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad4("value " + lo);
+    if (!(delta ? decodeDelta(p, olo, ohi, lo, hi) : decodeFull(p, lo, hi))) bad3("value " + lo);
   };
   const values = (tab, e, rec2, from, delta, depth, k, bagLeaf) => {
-    const a = rec2.num;
+    const a = rec2.a;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.wa;
+      const slot = s.Ca;
       const j = slot << 1;
-      switch (s.xa) {
+      switch (s.Da) {
         case 2 /* Delta */: {
-          const lo = u(s.f);
-          if (hi !== 0 || lo > s.fa) bad4("delta");
+          const lo = u(s.j);
+          if (hi !== 0 || lo > s.la) bad3("delta");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
-          if (s.i) {
-            v = v << s.K >> s.K;
-            tab.w(e, s.k, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.w(e, s.k, slot, s.K === 0 ? v >>> 0 : v & s.fa, 0, rec2, k, bagLeaf);
+          if (s.l) {
+            v = v << s.Q >> s.Q;
+            tab.B(e, s.p, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.B(e, s.p, slot, s.Q === 0 ? v >>> 0 : v & s.la, 0, rec2, k, bagLeaf);
           break;
         }
         case 1 /* Raw */: {
-          const lo = bitsWide(s.f);
-          if (slot >= 0) tab.w(e, s.k, slot, lo, hi, rec2, k, bagLeaf);
+          const lo = bitsWide(s.j);
+          if (slot >= 0) tab.B(e, s.p, slot, lo, hi, rec2, k, bagLeaf);
           break;
         }
         case 3 /* U */:
-          readNum(s.F, s.f, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.w(e, s.k, slot, out.c, out.a, rec2, k, bagLeaf);
+          readNum(s.L, s.j, delta, a[j], a[j + 1]);
+          if (slot >= 0) tab.B(e, s.p, slot, out.f, out.e, rec2, k, bagLeaf);
           break;
         case 4 /* Str */: {
-          const v = readStr(s.J);
-          if (slot >= 0) tab.I(e, s.k, slot, v, rec2, k, bagLeaf);
+          const v = readStr(s.P);
+          if (slot >= 0) tab.O(e, s.p, slot, v, rec2, k, bagLeaf);
           break;
         }
         default:
           if (!delta || bool()) {
-            const c = readContainer(s.J, s.ea, depth + 1);
-            if (slot >= 0) tab.I(e, s.k, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.J, s.ea, s.k, slot);
+            const c = readContainer(s.P, s.ka, depth + 1);
+            if (slot >= 0) tab.O(e, s.p, slot, c, rec2, k, bagLeaf);
+          } else containerOps(tab, e, s.P, s.ka, s.p, slot);
       }
     }
   };
@@ -954,19 +952,19 @@ var decoder = (local, remote = local, limits = {}) => {
   const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.p) {
-        out.c = bitsWide(p.p);
-        out.a = hi;
+      if (p.u) {
+        out.f = bitsWide(p.u);
+        out.e = hi;
       } else readNum(p, k, false);
-      return toElem(p, out.c, out.a);
+      return toElem(p, out.f, out.e);
     }
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   };
   const readK = (t, n) => {
-    return n && isNumeric(t.kind) && !numPlan(t).p ? bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).u ? bits(6) : 0;
   };
   const readKey = (key, k) => {
-    return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, null, k, 0);
+    return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= kindType(key), null, k, 0);
   };
   const readContainer = (t, lt, depth) => {
     deeper(depth);
@@ -989,7 +987,7 @@ var decoder = (local, remote = local, limits = {}) => {
     let prevBytes;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      if (i && !(str2 ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) bad4("key order");
+      if (i && !(str2 ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) bad3("key order");
       prev = key;
       prevBytes = keyBytes;
       m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
@@ -1012,7 +1010,7 @@ var decoder = (local, remote = local, limits = {}) => {
     const full = (size) => {
       if (size >= max) fail("limit", "length");
     };
-    const c = local2 < 0 ? null : e.obj[slot];
+    const c = local2 < 0 ? null : e.c[slot];
     const el = t.elem;
     const lel = lt && lt.elem;
     if (t.kind === 16 /* List */) {
@@ -1020,9 +1018,9 @@ var decoder = (local, remote = local, limits = {}) => {
       const k = readK(el, n);
       for (let i = 0; i < n; i++) {
         const op = bits(3);
-        if (op > 5 /* Patch */ || op === 5 /* Patch */ && el.kind !== 15 /* Nested */) bad4("list operation " + op);
+        if (op > 5 /* Patch */ || op === 5 /* Patch */ && el.kind !== 15 /* Nested */) bad3("list operation " + op);
         const idx = op === 0 /* Push */ || op === 4 /* Clear */ ? 0 : Math.min(u(4), max + 1) + (hi && max + 1);
-        const items = c && c.items;
+        const items = c && c.i;
         let v;
         if (op === 5 /* Patch */) {
           const rs = el.struct;
@@ -1032,7 +1030,7 @@ var decoder = (local, remote = local, limits = {}) => {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.ua(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Aa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1045,20 +1043,20 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.aa(e, local2, c, key);
+          if (c) tab.ga(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
-            full(c.m.size);
-            tab.aa(e, local2, c, key, v);
+            full(c.d.size);
+            tab.ga(e, local2, c, key, v);
           }
-        } else if (c) readRecord(t.struct, ls, 2, c.m.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
+        } else if (c) readRecord(t.struct, ls, 2, c.d.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
       }
     }
   };
   return {
-    ga: lim,
+    ma: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1067,10 +1065,10 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.Z(ids[i]);
+            for (let i = 0; i < nids; i++) tab.da(ids[i]);
             continue;
           }
-          if (tag > 6 /* Ranked */) bad4("section " + tag);
+          if (tag > 6 /* Ranked */) bad3("section " + tag);
           const rc = remote.class(u32(4)) ?? fail("unknown", "class");
           for (let g = count(0, lim.maxEntities, 8, "groups"); g > 0; g--) group(tab, tag, rc);
         }
@@ -1080,7 +1078,7 @@ var decoder = (local, remote = local, limits = {}) => {
         throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
       }
     },
-    ya(rs, ls, data) {
+    Ea(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       load(data);
       nValues = steps.length = 0;
@@ -1093,20 +1091,12 @@ var decoder = (local, remote = local, limits = {}) => {
 var keyTypes = [];
 
 // ts/src/replica.ts
-var misuse = (msg) => {
-  throw new Error("replica: " + msg);
-};
 var Replica = class {
-  local;
-  /** The sender's schema. */
-  remote;
-  /** @internal The decoder (also of RPC arguments). */
-  s;
   /** @internal The entity table. */
-  y = table();
+  D = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  L = /* @__PURE__ */ new Map();
-  M = false;
+  R = /* @__PURE__ */ new Map();
+  S = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1115,23 +1105,23 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.s = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.E = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.s.ga;
+    return this.E.ma;
   }
   /** Number of entities. */
   get size() {
-    return this.y.size;
+    return this.D.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.y.entity(id);
+    return this.D.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.y.entities();
+    return this.D.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1149,7 +1139,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.x("applyTick");
+    const t = this.C("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
@@ -1160,8 +1150,8 @@ var Replica = class {
           if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
           if (!e) created.push(id >>> 0);
           else {
-            t.ba(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
-            t._(e, !!own);
+            t.ha(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+            t.ea(e, !!own);
           }
         }
       });
@@ -1173,29 +1163,29 @@ var Replica = class {
         const e = t.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ba(e, (l) => e.v[l.index] > lc.level);
-        } else if (lc.level > e.level) t.r.add(e.slot);
-        if (e) t.$(e, lc.level);
+          t.ha(e, (l) => e.A[l.index] > lc.level);
+        } else if (lc.level > e.level) t.w.add(e.slot);
+        if (e) t.fa(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.s.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.E.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = t.entity(id);
-        if (!e || !t.r.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-        t._(e, true);
+        if (!e || !t.w.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+        t.ea(e, true);
       }
       for (const lc of later) {
         const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
-        t.$(e, level(e, lc.level));
+        t.fa(e, level(e, lc.level));
       }
     } catch (e) {
-      t.va();
+      t.Ba();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    t.ca();
+    t.ia();
     this.ticksApplied++;
-    this.ha(t.E);
+    this.na(t.K);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1203,13 +1193,13 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.x("reset");
-    const dec = decoder(this.local, remote, this.s.ga);
-    for (const e of t.entities()) t.Z(e.slot);
-    t.ca();
-    this.s = dec;
+    const t = this.C("reset");
+    const dec = decoder(this.local, remote, this.E.ma);
+    for (const e of t.entities()) t.da(e.slot);
+    t.ia();
+    this.E = dec;
     this.remote = remote;
-    this.ha(t.E);
+    this.na(t.K);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1250,21 +1240,21 @@ var Replica = class {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  x(what) {
-    return this.M ? misuse(what + " from a callback") : this.y.x();
+  C(what) {
+    return this.S ? misuse(what + " from a callback") : this.D.C();
   }
-  ha(events) {
-    if (!this.L.size) return;
-    this.M = true;
+  na(events) {
+    if (!this.R.size) return;
+    this.S = true;
     try {
-      for (const { f: k, pa: e, qa: a } of events) {
-        const list = this.L.get(e.type)?.[k];
+      for (const { j: k, va: e, wa: a } of events) {
+        const list = this.R.get(e.type)?.[k];
         const ev = a[1];
-        if (list && ev?.itemLeaf !== void 0) ev.item = e.obj[e.type.leaves[k - 4 /* Field */].obj].get(ev.key);
-        for (const cb of list ?? []) if (cb.za <= this.ticksApplied && !cb.N) cb.Aa(...a);
+        if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
+        for (const cb of list ?? []) if (cb.Fa <= this.ticksApplied && !cb.T) cb.Ga(...a);
       }
     } finally {
-      this.M = false;
+      this.S = false;
     }
   }
   /**
@@ -1278,17 +1268,17 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.y.sa(cls, l.index);
+      this.D.ya(cls, l.index);
       i += l.index;
     }
-    const cbs = this.L;
+    const cbs = this.R;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { za: this.ticksApplied + 1, N: false, Aa: fn };
+    const cb = { Fa: this.ticksApplied + 1, T: false, Ga: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.N) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.N = true;
+      if (!cb.T) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.T = true;
     };
   }
 };
@@ -1329,14 +1319,14 @@ function elem(v) {
 function rec(r) {
   const parts = [];
   for (const l of r.type.leaves) {
-    if (l.num >= 0) {
-      parts.push(s64(r.num[2 * l.num], r.num[2 * l.num + 1]));
+    if (l.a >= 0) {
+      parts.push(s64(r.a[2 * l.a], r.a[2 * l.a + 1]));
       continue;
     }
-    const o = r.obj[l.obj];
-    if (o instanceof ListC) parts.push("[" + o.items.map(elem).join(",") + "]");
+    const o = r.c[l.c];
+    if (o instanceof ListC) parts.push("[" + o.i.map(elem).join(",") + "]");
     else if (o instanceof MapC || o instanceof BagC) {
-      const m = o.m;
+      const m = o.d;
       parts.push("{" + o.keys().map((k) => elem(k) + ":" + elem(m.get(k))).join(",") + "}");
     } else parts.push(elem(o));
   }

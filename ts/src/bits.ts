@@ -7,7 +7,7 @@
  * 32 bits or less, so the hot paths never touch BigInt.
  */
 
-import { ReplicaDecodeError } from "./errors.js";
+import { ReplicaDecodeError, sessionError } from "./errors.js";
 
 /** MASK[n] = 2^n − 1 for n ≤ 32, as a non-negative number. */
 export const MASK: readonly number[] = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
@@ -296,8 +296,14 @@ export const putU = (lo: number, k: number, hi = 0): void => {
   putWide(lo, hi, ones ? b - 1 : k);
 };
 
+/** f of the halves (lo, hi) of v's 64-bit two's complement. */
+export const split64 = <T>(v: bigint, f: (lo: number, hi: number) => T): T => {
+  const u = BigInt.asUintN(64, v);
+  return f(Number(u & 0xffffffffn), Number(u >> 32n));
+};
+
 /** Writes the U(k) code of a BigInt in 0..2^64−1. */
-export const putBig = (v: bigint, k: number): void => putU(Number(v & 0xffffffffn), k, Number((v >> 32n) & 0xffffffffn));
+export const putBig = (v: bigint, k: number): void => split64(v, (lo, hi) => putU(lo, k, hi));
 
 /** Writes a length-prefixed byte string. */
 export const putBytes = (b: Uint8Array): void => {
@@ -357,6 +363,31 @@ export const leb128 = (out: number[], n: number): number[] => {
   out.push(n);
   return out;
 };
+
+/** The index after the last varint {@link uvarint} read. */
+export let varEnd = 0;
+
+/**
+ * Reads an unsigned LEB128 varint of at most max bytes from b at i and
+ * leaves the index after it in varEnd; returns −1 if b ends first. One
+ * longer or not minimal is a "session" error naming what.
+ */
+export const uvarint = (b: Uint8Array, i: number, max: number, what: string): number => {
+  let n = 0;
+  for (let s = 0, x; ; s++) {
+    if (s === max) throw sessionError(what + " too long");
+    if ((x = b[i + s]) === undefined) return -1;
+    if (!x && s) throw sessionError(what + " not minimal");
+    n += (x & 127) * 128 ** s;
+    if (x < 128) {
+      varEnd = i + s + 1;
+      return n;
+    }
+  }
+};
+
+/** No bytes: one shared instance (having no elements, it cannot be written to). */
+export const EMPTY = new Uint8Array(0);
 
 /** The bytes of a followed by those of b. */
 export const cat = (a: ArrayLike<number>, b: Uint8Array): Uint8Array => {

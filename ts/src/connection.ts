@@ -11,7 +11,7 @@
  * WebSocket when WebTransport fails to connect.
  */
 
-import { ClosedError, RefusedError, ReplicaDecodeError, fail } from "./errors.js";
+import { ClosedError, RefusedError, ReplicaDecodeError, misuse, sessionError } from "./errors.js";
 import { encodeUTF8 } from "./bits.js";
 import { openWebSocket, openWebTransport, type Channel, type WebSocketConstructor, type WebTransportConstructor } from "./transport.js";
 import { decodeDescriptor } from "./descriptor.js";
@@ -108,26 +108,28 @@ export class Connection {
    */
   lastTick = 0n;
   /** Called after each applied tick. */
-  onTick: ((tick: bigint) => void) | undefined;
+  declare onTick: ((tick: bigint) => void) | undefined;
   /** Called when a tick is rejected (the connection then closes with code 2) or a message is malformed. */
-  onError: ((err: Error) => void) | undefined;
+  declare onError: ((err: Error) => void) | undefined;
   /** Called once when the connection closes. */
-  onClose: ((err: ClosedError) => void) | undefined;
+  declare onClose: ((err: ClosedError) => void) | undefined;
   /** Message bytes received since the connection was made, handshakes included. */
   bytesReceived = 0;
   /** Milliseconds the last tick took to decode and apply, callbacks included. */
   lastApplyMs = 0;
+  // The session's facts: set from its WELCOME when it starts (the first
+  // one in the constructor).
   /** The user the server authenticated. */
-  userId = "";
+  declare userId: string;
   /** The server's session ID for this connection. */
-  sessionId = 0n;
+  declare sessionId: bigint;
   /** Whether the current session resumed the one before it (§10.5): the replica was kept. */
-  resumed = false;
+  declare resumed: boolean;
   /** The server's ticks per second. */
-  tickRate = 0;
+  declare tickRate: number;
   /** The transport of the current session. */
-  transport: Channel["kind"] = "websocket";
-  readonly replica: Replica;
+  declare transport: Channel["kind"];
+  declare readonly replica: Replica;
 
   /** Resolves when the connection closes. */
   declare done: () => Promise<ClosedError>;
@@ -210,7 +212,7 @@ export class Connection {
     };
     const close = (c.close = (code = C.Normal, reason = "client left") => {
       if (closed) return;
-      ch.close(code, reason);
+      ch.shut(code, reason);
       finish(code, reason);
     });
 
@@ -275,7 +277,7 @@ export class Connection {
           return fail(err as Error);
         }
         for (const h of hs) h(e!, args);
-      } else if (type !== MsgType.Pong) fail(new ReplicaDecodeError("session", "type " + type));
+      } else if (type !== MsgType.Pong) fail(sessionError("type " + type));
     };
 
     const start = (s: Session): void => {
@@ -291,23 +293,23 @@ export class Connection {
       pending = null;
       resync = false;
       closed = undefined;
-      const onmessage = (data: unknown): void => {
+      const onData = (data: unknown): void => {
         if (sc !== ch) return;
         touch();
         const b = toBytes(data);
-        if (!b) return fail(new ReplicaDecodeError("session", "text message"));
+        if (!b) return fail(sessionError("text message"));
         c.bytesReceived += b.length;
         receive(b);
       };
-      const onclose = (code: number, reason: string): void => void (sc === ch && finish(code, reason));
+      const onEnd = (code: number, reason: string): void => void (sc === ch && finish(code, reason));
       touch();
       pingTimer = setInterval(() => send(encodePing(++nonce)), Math.max(1, Math.floor(idle / 3)));
       const go = (): void => {
         if (sc !== ch || closed) return;
-        sc.onmessage = onmessage;
-        sc.onclose = onclose;
-        s.early.forEach(onmessage);
-        if (s.earlyClose) onclose(...s.earlyClose);
+        sc.onData = onData;
+        sc.onEnd = onEnd;
+        s.early.forEach(onData);
+        if (s.earlyClose) onEnd(...s.earlyClose);
       };
       // Messages that came with the WELCOME (and those that follow them) wait
       // for a later task: connect and reconnect resolve first, and the code
@@ -364,15 +366,11 @@ export class Connection {
     try {
       rep = new Replica(opts.schema, { remote: s.remote, limits: opts.limits });
     } catch (e) {
-      s.ch.close(C.Incompatible, "incompatible schema");
+      s.ch.shut(C.Incompatible, "incompatible schema");
       throw e;
     }
     return new Connection(opts, rep, s);
   }
-}
-
-function misuse(msg: string): never {
-  throw new Error("connection: " + msg);
 }
 
 /**
@@ -416,30 +414,30 @@ const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       if (done) return;
       done = true;
       clearTimeout(timer);
-      ch?.close(code, code ? err.message : "handshake failed");
+      ch?.shut(code, code ? err.message : "handshake failed");
       reject(err);
     };
     const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "timeout")), opts.handshakeTimeoutMs ?? 5000);
     openChannel(opts, limits).then((c) => {
       // A channel that opens after the timeout is closed at once.
-      if (done) return c.close(C.Normal, "handshake failed");
+      if (done) return c.shut(C.Normal, "handshake failed");
       ch = c;
       // The close carries the REFUSE's code and reason, should the REFUSE itself be lost.
-      c.onclose = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed"));
-      c.onmessage = (data) => {
+      c.onEnd = (code, reason) => end(code > 0 ? new RefusedError(code, reason) : new ClosedError(code, reason || "closed"));
+      c.onData = (data) => {
         try {
-          const m = parseMessage(toBytes(data) ?? fail("session", "text message"));
+          const m = parseMessage(toBytes(data) ?? bad("text message"));
           if (m.type === MsgType.Refuse) return end(new RefusedError(m.code, m.message));
-          if (m.type !== MsgType.Welcome) fail("session", "type " + m.type);
-          if (m.version !== PROTOCOL_VERSION) fail("session", "protocol " + m.version);
+          if (m.type !== MsgType.Welcome) throw sessionError("type " + m.type);
+          if (m.version !== PROTOCOL_VERSION) throw sessionError("protocol " + m.version);
           if (m.resumed && !(resume && equal(m.descriptor, resume.descriptor))) {
-            return end(new ReplicaDecodeError("session", resume ? "resumed with another descriptor" : "resumed, did not ask to resume"), C.ProtocolError);
+            return end(sessionError(resume ? "resumed with another descriptor" : "resumed, did not ask to resume"), C.ProtocolError);
           }
           const s: Session = { ch: c, welcome: m, remote: decodeDescriptor(m.descriptor), early: [] };
           done = true;
           clearTimeout(timer);
-          c.onmessage = (data) => s.early.push(data);
-          c.onclose = (code, reason) => (s.earlyClose = [code, reason]);
+          c.onData = (data) => s.early.push(data);
+          c.onEnd = (code, reason) => (s.earlyClose = [code, reason]);
           resolve(s);
         } catch (e) {
           end(e as Error);

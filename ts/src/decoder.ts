@@ -9,9 +9,9 @@
  * all go through it.
  */
 
-import { MASK, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
+import { EMPTY, MASK, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
-import { checkCompatible, isContainer, isNumeric, NO_QUANT, type Schema, type StructType, type Type } from "./schema.js";
+import { checkCompatible, isContainer, isNumeric, kindType, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
 import { decodeDelta, decodeFull, numPlan, out, toElem, type NumPlan } from "./values.js";
 import { Kind } from "./enums.js";
@@ -107,8 +107,6 @@ interface Mapping {
   toLocal: Int32Array;
   bands: Uint8Array;
 }
-
-const ZERO_BANDS = new Uint8Array(0);
 
 /** What values() writes a new record through: its slots, directly. */
 const DIRECT = {
@@ -207,7 +205,7 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
     for (let i = 0; i < n; i++) {
       const slot = ids[i]!;
       let e: Entity | undefined;
-      if (tag === Sec.Create) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands ? map.bands : ZERO_BANDS, rc.nbands);
+      if (tag === Sec.Create) e = tab.create(lc, makeId(slot, gens[i]!), rc.classId, rc.nbands ? map.bands : EMPTY, rc.nbands);
       else if (!(e = tab.atSlot(slot)) || (tag === Sec.Fill && !tab.fillable.has(slot))) fail("not-found", "slot " + slot);
       if (e!.classId !== rc.classId) bad("class of " + slot);
       values(tab, e!, e!, 0, delta, 0);
@@ -333,7 +331,7 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
   const readKey = (key: number, k: number): Key => {
     return key === Kind.String
       ? decodeUTF8((keyBytes = bytes(maxStringBytes)))
-      : (readElem((keyTypes[key] ??= { kind: key, quant: NO_QUANT, struct: null, elem: null, key: 0 }), null, k, 0) as number | bigint);
+      : (readElem((keyTypes[key] ??= kindType(key)), null, k, 0) as number | bigint);
   };
 
   /** Reads a whole container of remote type t, as a container of local type lt (t when skipped). */

@@ -9,8 +9,8 @@
  */
 
 import { BitWriter, decodeUTF8, encodeUTF8, bits, bool, bytes, count, finish, hi, load, pos, u, u32 } from "./bits.js";
-import { ReplicaDecodeError, fail } from "./errors.js";
-import { NO_QUANT, Schema, StructType, type Field, type Quant, type Type } from "./schema.js";
+import { ReplicaDecodeError } from "./errors.js";
+import { Schema, StructType, bad, kindType, type Field, type Quant, type Type } from "./schema.js";
 import { f64FromBits, f64Bits, out } from "./values.js";
 import { Kind } from "./enums.js";
 
@@ -36,8 +36,6 @@ export const decodeDescriptor = (b: Uint8Array): Schema => {
   }
 };
 
-const bad = (msg: string): never => fail("descriptor", msg);
-
 const f64 = (): number => f64FromBits(bits(32), bits(32));
 
 const read = (): Schema => {
@@ -62,7 +60,7 @@ const read = (): Schema => {
   const type = (depth: number): Type => {
     if (depth > 4) bad("type nested too deeply");
     const kind = bits(5);
-    const t: Type = { kind, quant: NO_QUANT, struct: null, elem: null, key: 0 };
+    const t = kindType(kind);
     if (kind === Kind.Float32 || kind === Kind.Float64) {
       const mode = bits(2);
       if (mode === 3) bad("quantization mode 3");

@@ -4,8 +4,8 @@
  * values keyed by field name; absent fields are zero.
  */
 
-import { begin, encodeUTF8, put, putBytes, putU, putWide, written } from "./bits.js";
-import { NO_QUANT, isNumeric, type StructType, type Type } from "./schema.js";
+import { begin, encodeUTF8, put, putBytes, putU, putWide, split64, written } from "./bits.js";
+import { isNumeric, kindType, type StructType, type Type } from "./schema.js";
 import { compareKeys } from "./state.js";
 import { f32Bits, f64Bits, numPlan, out } from "./values.js";
 import { Kind } from "./enums.js";
@@ -14,11 +14,11 @@ import { Kind } from "./enums.js";
 const roundHalfAway = (x: number): number => (x < 0 ? -Math.round(-x) : Math.round(x));
 
 /** Sets out to the 64-bit two's complement of integer b. */
-const split = (b: bigint): void => {
-  const u = BigInt.asUintN(64, b);
-  out.lo = Number(u & 0xffffffffn);
-  out.hi = Number(u >> 32n);
-};
+const split = (b: bigint): void =>
+  split64(b, (lo, hi) => {
+    out.lo = lo;
+    out.hi = hi;
+  });
 
 /** The stored representation S (§4.1) of JS value v for numeric type t, into out; a RangeError if v does not fit. */
 export const toStored = (t: Type, v: unknown): void => {
@@ -109,7 +109,7 @@ const value = (t: Type, v: any): void => {
   const es = list ? ((v ?? []) as unknown[]).map((x) => [0, x] as const) : entries(v).map(([key, x]) => [t.key === Kind.String ? String(key) : BigInt(key as number), x] as const).sort((a, b) => compareKeys(a[0], b[0]));
   putU(es.length, 4);
   if (!es.length) return;
-  const ek = list ? () => {} : elems({ kind: t.key, quant: NO_QUANT, struct: null, elem: null, key: 0 }, es.map((e) => e[0]));
+  const ek = list ? () => {} : elems(kindType(t.key), es.map((e) => e[0]));
   const ev = k === Kind.Bag ? (i: number) => record(t.struct!, es[i]![1]) : elems(t.elem!, es.map((e) => e[1]));
   es.forEach((_, i) => (ek(i), ev(i)));
 };

@@ -41,7 +41,7 @@ export class ReplicaDecodeError extends Error {
   /** Bit offset in the message where decoding stopped, when known. */
   declare bit: number;
   /** Index of the rejected segment in a tick, −1 for the TICK's own lists; undefined outside ticks. */
-  segment?: number;
+  declare segment?: number;
 
   constructor(code: ErrorCode, message: string, bit = -1) {
     super(code + ": " + message);
@@ -51,9 +51,17 @@ export class ReplicaDecodeError extends Error {
   }
 }
 
+/** A ReplicaDecodeError with code "session": a malformed or unexpected session message (§10.2). */
+export const sessionError = (message: string, bit?: number): ReplicaDecodeError => new ReplicaDecodeError("session", message, bit);
+
 /** Throws a {@link ReplicaDecodeError}. */
 export function fail(code: ErrorCode, message: string, bit?: number): never {
   throw new ReplicaDecodeError(code, message, bit);
+}
+
+/** Throws the Error of a caller's mistake (not of the input): "replica: " and msg. */
+export function misuse(msg: string): never {
+  throw new Error("replica: " + msg);
 }
 
 /** A close code and reason: what RefusedError and ClosedError share. */

@@ -11,7 +11,7 @@
  * as it was and runs no callback.
  */
 
-import { ReplicaDecodeError, fail } from "./errors.js";
+import { ReplicaDecodeError, fail, misuse } from "./errors.js";
 import { decoder, type Decoder, type Limits } from "./decoder.js";
 import { isContainer, type Schema, type StructType } from "./schema.js";
 import { table, type BagC, type Entity, type Key, type Rec, type Table, type TxEvent } from "./state.js";
@@ -73,17 +73,13 @@ interface Callback {
   fn: (...args: any[]) => void;
 }
 
-const misuse = (msg: string): never => {
-  throw new Error("replica: " + msg);
-};
-
 /** A client's copy of the entities replicated to it. */
 export class Replica {
-  readonly local: Schema;
+  declare readonly local: Schema;
   /** The sender's schema. */
-  remote: Schema;
+  declare remote: Schema;
   /** @internal The decoder (also of RPC arguments). */
-  decoder: Decoder;
+  declare decoder: Decoder;
   /** @internal The entity table. */
   tab = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */

@@ -46,6 +46,9 @@ export interface Type {
   key: number; // map, bag: key kind
 }
 
+/** A new type of kind k alone: no quantization, struct, element or key kind. */
+export const kindType = (kind: number): Type => ({ kind, quant: NO_QUANT, struct: null, elem: null, key: 0 });
+
 /** One declared field of a struct. */
 export interface Field {
   id: number;
@@ -94,6 +97,7 @@ export interface Leaf {
 
 /** An entity class or a struct type. */
 export class StructType {
+  declare name: string;
   isClass = false;
   classId = 0;
   /** Level-of-detail band distances (§3.6), band 1 first. */
@@ -116,7 +120,9 @@ export class StructType {
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   all = 0;
 
-  constructor(public name: string) {}
+  constructor(name: string) {
+    this.name = name;
+  }
 
   get nbands(): number {
     return this.distances.length;
@@ -136,7 +142,8 @@ export class StructType {
   }
 }
 
-const bad = (msg: string): never => fail("descriptor", msg);
+/** Throws a "descriptor" error (here, and for the descriptor decoder). */
+export const bad = (msg: string): never => fail("descriptor", msg);
 
 // Leaves laid out by the schema being built, deprecated fields included: a
 // few hundred bytes of descriptor can name billions of flattened fields, so
@@ -194,9 +201,9 @@ const layout = (s: StructType, pending: StructType[]): void => {
 
 /** A set of entity classes, laid out. */
 export class Schema {
-  readonly classes: StructType[];
+  declare readonly classes: StructType[];
   /** @internal The descriptor this schema was decoded from, if it was (./descriptor.ts). */
-  descriptor?: Uint8Array;
+  declare descriptor?: Uint8Array;
 
   /**
    * Lays out the classes and everything they reach; throws a "descriptor"

@@ -6,8 +6,8 @@
  * others encoded) is in ./peer.ts, for tests and tools.
  */
 
-import { begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
-import { ReplicaDecodeError, fail } from "./errors.js";
+import { EMPTY, begin, big, cat, leb128, put, putBig, putBool, putBytes, putU, putWide, split64, uvarint, varEnd, written, bits, bitsWide, bool, bytes, count, finish, hi, load, pos, string, u32, uBig } from "./bits.js";
+import { ReplicaDecodeError, sessionError } from "./errors.js";
 import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
 
@@ -121,15 +121,14 @@ export const writer = (t: M): void => {
 };
 
 /** Writes a 64-bit field. */
-export const write64 = (v: bigint): void => {
-  const u = BigInt.asUintN(64, v);
-  putWide(Number(u & 0xffffffffn), Number(u >> 32n), 64);
-};
+export const write64 = (v: bigint): void => split64(v, (lo, hi) => putWide(lo, hi, 64));
 
 /** Reads a 64-bit field as an unsigned BigInt. */
 export const read64 = (): bigint => big(bitsWide(64), hi);
 
-export const bad = (msg: string, bit?: number): never => fail("session", msg, bit);
+export const bad = (msg: string, bit?: number): never => {
+  throw sessionError(msg, bit);
+};
 
 /**
  * Reads the bit stream of msg after its type byte with read, then checks
@@ -143,7 +142,7 @@ export function readBody<T>(msg: Uint8Array, read: () => T): T {
     finish();
     return m;
   } catch (e) {
-    throw e instanceof ReplicaDecodeError && e.code !== "session" ? new ReplicaDecodeError("session", `type ${msg[0]}: ${e.message}`, e.bit) : e;
+    throw e instanceof ReplicaDecodeError && e.code !== "session" ? sessionError(`type ${msg[0]}: ${e.message}`, e.bit) : e;
   }
 }
 
@@ -157,7 +156,7 @@ export const encodeHello = (m: { version?: number; descriptor: Uint8Array; token
   writer(M.Hello);
   putU(m.version ?? PROTOCOL_VERSION, 0);
   putBytes(m.descriptor);
-  putBytes(m.token ?? new Uint8Array(0));
+  putBytes(m.token ?? EMPTY);
   const l = withDefaults(m.limits);
   for (const k of LIMIT_ORDER) putU(Math.min(l[k], MAX_LIMIT), 8);
   const res = m.resume;
@@ -201,17 +200,9 @@ export const encodeRPC = (entity: number, rpc: number, args: Uint8Array): Uint8A
 /** Decodes an RPC message; args aliases msg. */
 export const parseRPC = (msg: Uint8Array): RPC => {
   if (msg.length < 6 || msg[0] !== M.RPC) bad("not an RPC");
-  let id = 0;
-  let i = 5;
-  for (let shift = 0; ; shift += 7) {
-    const b = msg[i++];
-    if (b === undefined || shift > 28) bad("RPC ID");
-    if (b === 0 && shift) bad("RPC ID not minimal");
-    id += (b! & 127) * 2 ** shift;
-    if (b! < 128) break;
-  }
-  if (id === 0 || id > 0xffffffff) bad("RPC ID range");
-  return { type: M.RPC, entity: (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0, rpc: id, args: msg.subarray(i) };
+  const id = uvarint(msg, 5, 5, "RPC ID");
+  if (id < 1 || id > 0xffffffff) bad(id < 0 ? "RPC ID cut short" : "RPC ID range");
+  return { type: M.RPC, entity: (msg[1]! | (msg[2]! << 8) | (msg[3]! << 16) | (msg[4]! << 24)) >>> 0, rpc: id, args: msg.subarray(varEnd) };
 };
 
 /**

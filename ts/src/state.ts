@@ -5,7 +5,7 @@
  */
 
 import { fail } from "./errors.js";
-import { compareBytes, encodeUTF8 } from "./bits.js";
+import { EMPTY, compareBytes, encodeUTF8, split64 } from "./bits.js";
 import { isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue } from "./values.js";
 import { Ev, Kind } from "./enums.js";
@@ -20,9 +20,9 @@ export type Key = number | bigint | string;
 // constructors: the bundle then has no field definitions beside them.
 export class Rec {
   declare readonly type: StructType;
-  /** Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
+  /** @internal Numeric slots: S of slot i at [2i] (low half) and [2i+1] (high half). */
   declare readonly num: Uint32Array;
-  /** String (string), Uint8Array (bytes) and container slots. */
+  /** @internal String (string), Uint8Array (bytes) and container slots. */
   declare readonly obj: unknown[];
   /** @internal The serial of the transaction that created the record: its numeric writes need no undo log. */
   declare txnMark: number;
@@ -54,8 +54,6 @@ export class Rec {
 /** Zero value of an object slot's type: "", empty bytes, or an empty container. */
 export const zeroObj = (t: Type): unknown =>
   t.kind === Kind.String ? "" : t.kind === Kind.Bytes ? EMPTY : t.kind === Kind.List ? new ListC(t, []) : new (t.kind === Kind.Map ? MapC : BagC)(t, new Map());
-
-const EMPTY = new Uint8Array(0);
 
 /** A deep copy of a value: records and containers are copied, the rest (never mutated in place) is not. */
 export function clone<T>(v: T): T {
@@ -94,6 +92,7 @@ export const compareKeys = (a: Key, b: Key): number =>
 /** A list (§6). */
 export class ListC {
   declare readonly type: Type;
+  /** @internal The elements as stored (numbers as S, §4.1): values() converts them. */
   declare items: Elem[];
   constructor(type: Type, items: Elem[]) {
     this.type = type;
@@ -111,6 +110,7 @@ export class ListC {
 /** A map (§6). */
 export class MapC {
   declare readonly type: Type;
+  /** @internal The entries as stored (numbers as S, §4.1): get() returns them so. */
   declare m: Map<Key, Elem>;
   constructor(type: Type, m: Map<Key, Elem>) {
     this.type = type;
@@ -130,6 +130,7 @@ export class MapC {
 
 /** A bag of struct items keyed by integers (§6): a map whose values are records. */
 export class BagC extends MapC {
+  /** @internal The items by key. */
   declare m: Map<Key, Rec>;
 }
 export interface BagC {
@@ -139,10 +140,7 @@ export interface BagC {
 /** The JS value of an element of type t: numbers per §4.1, others as stored. */
 export const elemValue = (t: Type, v: Elem): unknown => {
   if (!isNumeric(t.kind)) return v;
-  if (typeof v === "bigint") {
-    const u = BigInt.asUintN(64, v);
-    return numValue(numPlan(t), Number(u & 0xffffffffn), Number(u >> 32n));
-  }
+  if (typeof v === "bigint") return split64(v, (lo, hi) => numValue(numPlan(t), lo, hi));
   return numValue(numPlan(t), (v as number) >>> 0, (v as number) < 0 ? 0xffffffff : 0);
 };
 
@@ -459,7 +457,8 @@ export const table = (): Table => {
     listOp(e, leaf, l, op, i, v) {
       const a = l.items;
       if (op > 2) {
-        assign(l, "items", []);
+        l.items = [];
+        undo.push(() => (l.items = a));
         for (let j = a.length; j--; ) itemEvent(e, leaf, 1, j, a[j]);
         return;
       }

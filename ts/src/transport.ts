@@ -11,7 +11,7 @@
  *   CLOSE_WEBTRANSPORT_SESSION. Datagrams carry no session message.
  */
 
-import { cat, encodeUTF8, leb128 } from "./bits.js";
+import { EMPTY, cat, encodeUTF8, leb128, uvarint, varEnd } from "./bits.js";
 import { ClosedError, RefusedError, ReplicaDecodeError, fail } from "./errors.js";
 
 /** The subset of the browser WebSocket API this package uses. */
@@ -46,19 +46,22 @@ export type WebTransportConstructor = new (url: string, options?: WebTransportOp
 const NETWORK_ERROR = 11;
 
 /**
- * One message channel of a session, open. Messages arrive through
- * onmessage, in order; onclose runs once, with the §10.1 close code (−1 when
- * the peer sent none that maps to one) and reason. Neither runs after close.
+ * One message channel of a session, open. Messages arrive through onData,
+ * in order; onEnd runs once, with the §10.1 close code (−1 when the peer
+ * sent none that maps to one) and reason. Neither runs after shut. (The
+ * members are not named as the browser's close, onmessage and onclose,
+ * which a bundle cannot shorten.)
  */
 export interface Channel {
   readonly kind: "websocket" | "webtransport";
   /** Queues a message; dropped once the channel is closing. */
   send(b: Uint8Array): void;
   /** Closes with a §10.1 close code. */
-  close(code: number, reason: string): void;
+  shut(code: number, reason: string): void;
   /** A message: bytes, or anything else a WebSocket delivered (a text message). */
-  onmessage: ((data: unknown) => void) | null;
-  onclose: ((code: number, reason: string) => void) | null;
+  onData?: ((data: unknown) => void) | null;
+  /** The channel's end: its §10.1 close code and reason. */
+  onEnd?: ((code: number, reason: string) => void) | null;
 }
 
 /** s cut to at most n bytes of UTF-8, on a character boundary. */
@@ -83,29 +86,27 @@ export const openWebSocket = (url: string, WS: WebSocketConstructor): Promise<Ch
     const ch: Channel = {
       kind: "websocket",
       send: (b) => ws.readyState === 1 && ws.send(b),
-      close(code, reason) {
-        ch.onmessage = ch.onclose = null;
+      shut(code, reason) {
+        ch.onData = ch.onEnd = null;
         try {
           ws.close(4000 + code, cut(reason, 123));
         } catch {
           // already closing
         }
       },
-      onmessage: null,
-      onclose: null,
     };
     ws.onerror = () => {};
     ws.onopen = () => {
       open = true;
       resolve(ch);
     };
-    ws.onmessage = (ev) => ch.onmessage?.(ev.data);
+    ws.onmessage = (ev) => ch.onData?.(ev.data);
     ws.onclose = (ev) => {
       // The §10.1 close code of the WebSocket status, or −1.
       const code = ev.code >= 4000 && ev.code <= 4998 ? ev.code - 4000 : -1;
       if (!open) return reject(openError(code, ev.reason || "closed before open"));
-      const h = ch.onclose;
-      ch.onmessage = ch.onclose = null;
+      const h = ch.onEnd;
+      ch.onData = ch.onEnd = null;
       h?.(code, ev.reason);
     };
   });
@@ -124,23 +125,20 @@ export const frame = (msg: Uint8Array): Uint8Array => cat(leb128([], msg.length)
  * 2^53 a "session" error (code 2).
  */
 export class FrameReader {
-  private buf = new Uint8Array(0);
-  constructor(readonly max: number) {}
+  private buf = EMPTY;
+  declare readonly max: number;
+  constructor(max: number) {
+    this.max = max;
+  }
 
   push(chunk: Uint8Array): Uint8Array[] {
     let b = this.buf.length ? cat(this.buf, chunk) : chunk;
     const out: Uint8Array[] = [];
-    for (let n = 0, i = 0, x; ; n = i = 0) {
-      do {
-        if (i > 7) fail("session", "frame too long");
-        // The length is incomplete: its bytes wait for the next chunk.
-        if (i === b.length) n = -1;
-        else n += ((x = b[i]!) & 127) * 128 ** i++;
-      } while (n >= 0 && x! > 127);
-      if (n < 0) break;
-      if (!x! && i > 1) fail("session", "frame not minimal");
+    for (let n, i; ; ) {
+      // An incomplete length (−1) waits for the next chunk with its bytes.
+      if ((n = uvarint(b, 0, 8, "frame")) < 0) break;
       if (n > this.max) fail("limit", `message of ${n} bytes > ${this.max}`);
-      if (b.length - i < n) break;
+      if (b.length - (i = varEnd) < n) break;
       out.push(b.subarray(i, i + n));
       b = b.subarray(i + n);
     }
@@ -186,22 +184,20 @@ export async function openWebTransport(url: string, WT: WebTransportConstructor,
   const ch: Channel = {
     kind: "webtransport",
     send: (b) => closing || write(frame(b)),
-    close(code, reason) {
+    shut(code, reason) {
       if (closing) return;
       closing = true;
-      ch.onmessage = ch.onclose = null;
+      ch.onData = ch.onEnd = null;
       try {
         wt.close({ closeCode: code, reason: cut(reason, 256) });
       } catch {
         // already closed
       }
     },
-    onmessage: null,
-    onclose: null,
   };
   const end = (code: number, reason: string): void => {
-    const h = ch.onclose;
-    ch.close(code, reason);
+    const h = ch.onEnd;
+    ch.shut(code, reason);
     h?.(code, reason);
   };
   // The preamble goes out now, so that the server accepts the session
@@ -213,7 +209,7 @@ export async function openWebTransport(url: string, WT: WebTransportConstructor,
       for (let r; !(r = await reader.read()).done; ) {
         for (const m of frames.push(r.value)) {
           if (closing) return;
-          ch.onmessage?.(m);
+          ch.onData?.(m);
         }
       }
     } catch (e) {

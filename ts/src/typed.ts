@@ -5,6 +5,7 @@
  * code uses the generated classes; it rarely needs these directly.
  */
 
+import { misuse } from "./errors.js";
 import { decodeDescriptor } from "./descriptor.js";
 import type { Replica, BagEvent, ListEvent, MapEvent, ItemKind } from "./replica.js";
 import type { Schema, StructType } from "./schema.js";
@@ -21,9 +22,7 @@ export interface LeafRef {
   plan: NumPlan | null;
 }
 
-const generated = (msg: string): never => {
-  throw new Error(`replica: generated code: ${msg}: regenerate it`);
-};
+const generated = (msg: string): never => misuse(`generated code: ${msg}: regenerate it`);
 
 /** Decodes the base64 descriptor a generated module embeds. */
 export const schemaFromBase64 = (b64: string): Schema => decodeDescriptor(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
@@ -69,13 +68,16 @@ export const nestedAt = (s: StructType, i: number, name: string): LeafRef => {
  * bag item, RPC arguments). Generated classes extend it with getters.
  */
 export class StructView {
-  constructor(
-    /** The record the values live in. */
-    readonly rec$: Rec,
-    /** Numeric and object slot offsets of the struct in rec$. */
-    readonly num$ = 0,
-    readonly obj$ = 0,
-  ) {}
+  /** The record the values live in. */
+  declare readonly rec$: Rec;
+  /** Numeric and object slot offsets of the struct in rec$. */
+  declare readonly num$: number;
+  declare readonly obj$: number;
+  constructor(rec$: Rec, num$ = 0, obj$ = 0) {
+    this.rec$ = rec$;
+    this.num$ = num$;
+    this.obj$ = obj$;
+  }
 
   /** The value of a numeric leaf. */
   protected n$(l: LeafRef): any {

@@ -198,6 +198,8 @@ describe("messages", () => {
     rejects(Uint8Array.of(7, 1, 0, 0, 0, 0), /RPC ID/); // ID 0
     rejects(Uint8Array.of(7, 1, 0, 0, 0, 0x81, 0x00), /minimal/);
     rejects(Uint8Array.of(7, 1, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x10), /range/);
+    rejects(Uint8Array.of(7, 1, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01), /RPC ID too long/);
+    rejects(Uint8Array.of(7, 1, 0, 0, 0, 0x81, 0x81), /RPC ID cut short/);
     rejects(Uint8Array.of(7, 1, 0, 0), /RPC/);
     const h = new BitWriter();
     h.u(PROTOCOL_VERSION, 0);
