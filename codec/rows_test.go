@@ -10,9 +10,10 @@ import (
 )
 
 // FuzzRowsMatch corrupts a valid segment as FuzzApplyMutated does and
-// applies it twice, with the decoder's row-at-a-time fast paths and
-// entity by entity: both must report the same error at the same bit, or
-// produce the same entities and events.
+// applies it twice, with the decoder's row-at-a-time fast paths and its
+// kept plans of field trees, and entity by entity with every tree read:
+// both must report the same error at the same bit, or produce the same
+// entities and events.
 func FuzzRowsMatch(f *testing.F) {
 	st := fzNewStream(f)
 	targets := st.targets()
@@ -32,6 +33,7 @@ func FuzzRowsMatch(f *testing.F) {
 		for i, rows := range []bool{true, false} {
 			ft := st.table(t, tg[0])
 			codec.SetRows(ft.dec, rows)
+			codec.SetPlans(ft.dec, rows)
 			for id := uint32(0); id < 16; id++ {
 				if c := st.sch.Class(id); c != nil {
 					ft.tab.WatchAll(c)

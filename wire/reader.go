@@ -100,6 +100,16 @@ func (r *Reader) Bits(n uint) uint64 {
 	return v
 }
 
+// Peek returns the next n bits (n ≤ 56) as Bits would read them, without
+// consuming them. Bits past the end of the input, and every bit after an
+// error, read as zero; Peek itself never fails.
+func (r *Reader) Peek(n uint) uint64 {
+	if r.n < n {
+		r.fill()
+	}
+	return r.acc & (1<<(n&63) - 1)
+}
+
 // Bool reads one bit.
 func (r *Reader) Bool() bool { return r.Bits(1) == 1 }
 
