@@ -298,54 +298,77 @@ func (r *Reader) Codes(dst []uint64, codes []Code) {
 // wholly in a buffer topped up a word at a time, and returns the index of
 // the first value it did not read and of that value's code.
 func (r *Reader) codesBuffered(dst []uint64, codes []Code) (i, j int) {
-	for _, c := range codes {
+	// The codes, a byte each (see peekCode), in one word that the loop
+	// shifts down a code at a time; rows of more than 8 values go 8 at a
+	// time.
+	if len(codes) > 8 {
+		for i < len(dst) {
+			m := min(len(codes)-j, len(dst)-i, 8)
+			n, _ := r.codesBuffered(dst[i:i+m], codes[j:j+m])
+			if i += n; n < m {
+				return i, j + n
+			}
+			if j += m; j == len(codes) {
+				j = 0
+			}
+		}
+		return i, j
+	}
+	var row uint64
+	for j, c := range codes {
 		if c.K > MaxK || c.Raw > 63 {
 			return 0, 0 // malformed or too wide for one load: one by one
 		}
+		b := uint64(c.K) + 1
+		if c.Raw != 0 {
+			b = 0x80 | uint64(c.Raw)
+		}
+		row |= b << (8 * j)
 	}
 	// Fewer than 64 bits are ever buffered, so the shifts below can be
-	// masked, and there are no branches on the data but for the end of
-	// the input.
+	// masked. The buffer is topped up a word at a time only when the next
+	// value is not wholly in it: values of a few bits take several from
+	// one load.
 	buf, pos, acc, n := r.buf, r.pos, r.acc, r.n
-	for ; i < len(dst); i++ {
-		if pos+8 > len(buf) {
-			break
-		}
-		acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
-		take := (63 - n) >> 3 // whole bytes that fit
-		pos += int(take)
-		n += take << 3
-		c := codes[j]
-		var v uint64
-		if c.Raw != 0 {
-			w := uint(c.Raw)
-			if w > n {
+	for next := row; i < len(dst); i++ {
+		v, w := peekCode(acc, uint8(next))
+		if w > n {
+			if pos+8 > len(buf) {
 				break
 			}
-			v = acc & (1<<(w&63) - 1)
-			acc >>= w & 63
-			n -= w
-		} else {
-			// As in U, with nz = 1 if there are leading ones, else 0.
-			k := uint(c.K)
-			// The top bit set caps ones at 63, still too many to fit.
-			ones := uint(bits.TrailingZeros64(^acc | 1<<63))
-			nz := (ones + 63) >> 6
-			w := k + ones - nz
-			total := ones + 1 + w
-			if total > n {
+			acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
+			take := (63 - n) >> 3 // whole bytes that fit
+			pos += int(take)
+			n += take << 3
+			if v, w = peekCode(acc, uint8(next)); w > n {
 				break
 			}
-			v = acc>>((ones+1)&63)&(1<<(w&63)-1) | uint64(nz)<<(w&63)
-			acc >>= total & 63
-			n -= total
 		}
+		acc >>= w & 63
+		n -= w
 		dst[i] = v
-		if j++; j == len(codes) {
-			j = 0
+		if next >>= 8; next == 0 {
+			next = row
 		}
 	}
 	r.read += 8*(pos-r.pos) + int(r.n) - int(n)
 	r.pos, r.acc, r.n = pos, acc, n
-	return i, j
+	return i, i % len(codes)
+}
+
+// peekCode returns the value at the start of acc of code c and its length
+// in bits. c is 0x80 | Raw for raw bits (Raw at most 63), else K+1. A U
+// code of 63 leading ones or more has a length over 63: longer than acc
+// holds.
+func peekCode(acc uint64, c uint8) (v uint64, w uint) {
+	if c&0x80 != 0 {
+		w = uint(c & 63)
+		return acc & (1<<w - 1), w
+	}
+	// As in U, with nz = 1 if there are leading ones, else 0. The top
+	// bit set caps ones at 63.
+	ones := uint(bits.TrailingZeros64(^acc | 1<<63))
+	nz := (ones + 63) >> 6
+	b := uint(c) - 1 + ones - nz // payload bits
+	return acc>>((ones+1)&63)&(1<<(b&63)-1) | uint64(nz)<<(b&63), ones + 1 + b
 }
