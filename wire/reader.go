@@ -118,23 +118,25 @@ func (r *Reader) U(k uint) uint64 {
 	if r.err != nil {
 		return 0
 	}
-	// Fast path: the whole code is in the accumulator.
-	if r.n < 57 {
-		r.fill()
-	}
-	if ones := uint(bits.TrailingZeros64(^r.acc)); ones < r.n && k <= MaxK {
-		b := k + ones
-		var v uint64
-		var total uint
-		if ones == 0 {
-			v, total = (r.acc>>1)&(1<<k-1), k+1
-		} else {
-			v, total = (r.acc>>(ones+1))&(1<<(b-1)-1)|1<<(b-1), ones+b
+	// Fast path: the whole code is in the accumulator, or in it once
+	// topped up.
+	if k <= MaxK {
+		v, w := peekCode(r.acc, uint8(k)+1)
+		if w > r.n {
+			if r.pos+8 <= len(r.buf) {
+				r.acc |= binary.LittleEndian.Uint64(r.buf[r.pos:]) << (r.n & 63)
+				take := (63 - r.n) >> 3 // whole bytes that fit
+				r.pos += int(take)
+				r.n += take << 3
+			} else {
+				r.fill()
+			}
+			v, w = peekCode(r.acc, uint8(k)+1)
 		}
-		if total <= r.n && b < 64 {
-			r.acc >>= total
-			r.n -= total
-			r.read += int(total)
+		if w <= r.n {
+			r.acc >>= w & 63
+			r.n -= w
+			r.read += int(w)
 			return v
 		}
 	}
