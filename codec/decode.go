@@ -152,6 +152,9 @@ type Decoder struct {
 	// Plans of recent groups, by the field tree they were read from: a
 	// client's groups repeat the same few trees tick after tick. fields
 	// counts the fields readTree read, for a plan's need.
+	classes   [4]class // the classes met last
+	nextClass int
+
 	plans    [planCache]plan
 	trees    [planCache]tree // the trees of plans, apart for the search
 	nextPlan int
@@ -224,7 +227,8 @@ func (d *Decoder) reusePlan(rc *schema.Struct, kind uint8) bool {
 
 // readPlan reads a group's field tree into the decoder's own buffers and
 // plans its steps.
-func (d *Decoder) readPlan(rc, lc *schema.Struct, kind uint8, delta bool) error {
+func (d *Decoder) readPlan(c *class, kind uint8, delta bool) error {
+	rc := c.remote
 	gapK := uint(2)
 	if kind == planKind(secRanked) {
 		gapK = 0
@@ -236,7 +240,7 @@ func (d *Decoder) readPlan(rc, lc *schema.Struct, kind uint8, delta bool) error 
 	if err != nil {
 		return err
 	}
-	d.planSteps(rc, lc, d.leafMap(rc, lc), delta)
+	d.planSteps(rc, c.local, c.lmap, delta)
 	d.ownCodes = d.codes
 	d.keepPlan(rc, kind, start, next)
 	return nil
@@ -357,6 +361,37 @@ func NewDecoder(local, remote *schema.Schema, lim Limits) (*Decoder, error) {
 // Limits returns the decoder's limits, defaults filled in.
 func (d *Decoder) Limits() Limits { return d.lim }
 
+// A class is a remote class the decoder has met, with what its groups
+// need.
+type class struct {
+	id     uint64
+	remote *schema.Struct
+	local  *schema.Struct // the class its entities are stored as
+	lmap   []int          // leafMap(remote, local)
+}
+
+// class returns the remote class with ID id, or nil if the sender's
+// schema has none. The last few it returned are at hand.
+func (d *Decoder) class(id uint64) *class {
+	for i := range d.classes {
+		if c := &d.classes[i]; c.id == id && c.remote != nil {
+			return c
+		}
+	}
+	if id > math.MaxUint32 {
+		return nil
+	}
+	rc := d.remote.Class(uint32(id))
+	if rc == nil {
+		return nil
+	}
+	c := &d.classes[d.nextClass]
+	d.nextClass = (d.nextClass + 1) % len(d.classes)
+	lc := d.localClass(rc)
+	*c = class{id: id, remote: rc, local: lc, lmap: d.leafMap(rc, lc)}
+	return c
+}
+
 // localClass returns the class entities of remote class rc are stored as.
 func (d *Decoder) localClass(rc *schema.Struct) *schema.Struct {
 	if lc := d.local.Class(rc.ID); lc != nil {
@@ -443,13 +478,13 @@ func (d *Decoder) apply(txn *state.Txn) error {
 			}
 		case secCreate, secUpdate, secFill, secSet, secRanked:
 			cid := r.U(4)
-			rc := d.remote.Class(uint32(cid))
-			if r.Err() == nil && (rc == nil || cid > math.MaxUint32) {
+			c := d.class(cid)
+			if r.Err() == nil && c == nil {
 				return fmt.Errorf("%w: class %d", ErrUnknown, cid)
 			}
 			groups := r.Count(0, d.lim.MaxEntities, 8, "groups")
 			for g := 0; g < groups && r.Err() == nil; g++ {
-				if err := d.group(txn, uint8(tag), rc); err != nil {
+				if err := d.group(txn, uint8(tag), c); err != nil {
 					return err
 				}
 			}
@@ -497,11 +532,11 @@ func (d *Decoder) readIDs(ranked *state.Txn) error {
 	return r.Err()
 }
 
-func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
-	lc := d.localClass(rc)
+func (d *Decoder) group(txn *state.Txn, tag uint8, c *class) error {
+	rc, lc := c.remote, c.local
 	delta := tag == secUpdate || tag == secRanked
 	if kind := planKind(tag); !d.reusePlan(rc, kind) {
-		if err := d.readPlan(rc, lc, kind, delta); err != nil {
+		if err := d.readPlan(c, kind, delta); err != nil {
 			return err
 		}
 	}
