@@ -13,12 +13,12 @@ import (
 // and bound every count they read with [Reader.Count], so a lying length can
 // neither loop for long nor allocate much before it is caught.
 type Reader struct {
-	buf  []byte
-	pos  int    // next byte of buf to load into acc
-	acc  uint64 // loaded bits, least significant first; above n, zero or a copy of buf[pos:]
-	n    uint   // number of valid bits in acc, at most 63
-	err  error
-	read int // bits consumed
+	buf []byte
+	pos int    // next byte of buf to load into acc
+	acc uint64 // loaded bits, least significant first; above n, zero or a copy of buf[pos:]
+	n   uint   // number of valid bits in acc, at most 63
+	err error
+	at  int // bits consumed when err was recorded
 }
 
 // NewReader returns a Reader over b.
@@ -40,7 +40,7 @@ func (r *Reader) Err() error { return r.err }
 // Decoders use it to report semantic errors through the same sticky path.
 func (r *Reader) Fail(err error) {
 	if r.err == nil {
-		r.err = err
+		r.err, r.at = err, r.Consumed()
 	}
 	r.n, r.acc, r.pos = 0, 0, len(r.buf)
 }
@@ -54,8 +54,14 @@ func (r *Reader) Remaining() int {
 	return (len(r.buf)-r.pos)*8 + int(r.n)
 }
 
-// Consumed returns the number of bits read so far.
-func (r *Reader) Consumed() int { return r.read }
+// Consumed returns the number of bits read so far: after an error, those
+// read before it.
+func (r *Reader) Consumed() int {
+	if r.err != nil {
+		return r.at
+	}
+	return 8*r.pos - int(r.n) // the bytes loaded less the bits buffered
+}
 
 func (r *Reader) fill() {
 	if r.pos+8 <= len(r.buf) {
@@ -96,7 +102,6 @@ func (r *Reader) Bits(n uint) uint64 {
 	v := r.acc & (1<<n - 1)
 	r.acc >>= n
 	r.n -= n
-	r.read += int(n)
 	return v
 }
 
@@ -136,7 +141,6 @@ func (r *Reader) U(k uint) uint64 {
 		if w <= r.n {
 			r.acc >>= w & 63
 			r.n -= w
-			r.read += int(w)
 			return v
 		}
 	}
@@ -163,19 +167,16 @@ func (r *Reader) U(k uint) uint64 {
 			t = maxOnes - ones
 			r.acc >>= t
 			r.n -= t
-			r.read += int(t)
 			ones = maxOnes
 			break
 		}
 		ones += t
 		r.acc >>= t
 		r.n -= t
-		r.read += int(t)
 		if r.n > 0 {
 			// The next bit is the 0 terminator.
 			r.acc >>= 1
 			r.n--
-			r.read++
 			break
 		}
 	}
@@ -257,7 +258,6 @@ func (r *Reader) raw(p []byte) {
 		// Bits of acc above n may hold a copy of the bytes just copied
 		// (fill loads whole words): drop them.
 		r.acc = 0
-		r.read += 8 * len(p)
 		return
 	}
 	for i := range p {
@@ -353,7 +353,6 @@ func (r *Reader) codesBuffered(dst []uint64, codes []Code) (i, j int) {
 			next = row
 		}
 	}
-	r.read += 8*(pos-r.pos) + int(r.n) - int(n)
 	r.pos, r.acc, r.n = pos, acc, n
 	return i, i % len(codes)
 }
