@@ -332,14 +332,21 @@ func (r *Reader) codesBuffered(dst []uint64, codes []Code) (i, j int) {
 	// value is not wholly in it: values of a few bits take several from
 	// one load.
 	buf, pos, acc, n := r.buf, r.pos, r.acc, r.n
+loop:
 	for next := row; i < len(dst); i++ {
 		v, w := peekCode(acc, uint8(next))
 		if w > n {
-			if pos+8 > len(buf) {
-				break
-			}
-			acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
 			take := (63 - n) >> 3 // whole bytes that fit
+			switch {
+			case pos+8 <= len(buf):
+				acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
+			case pos < len(buf):
+				// The last bytes of the input.
+				acc |= loadTail(buf[pos:]) << (n & 63)
+				take = min(take, uint(len(buf)-pos))
+			default:
+				break loop
+			}
 			pos += int(take)
 			n += take << 3
 			if v, w = peekCode(acc, uint8(next)); w > n {
@@ -355,6 +362,15 @@ func (r *Reader) codesBuffered(dst []uint64, codes []Code) (i, j int) {
 	}
 	r.pos, r.acc, r.n = pos, acc, n
 	return i, i % len(codes)
+}
+
+// loadTail returns the bytes of b, fewer than 8, as a little-endian word.
+func loadTail(b []byte) uint64 {
+	var w uint64
+	for i, c := range b {
+		w |= uint64(c) << (8 * (i & 7))
+	}
+	return w
 }
 
 // peekCode returns the value at the start of acc of code c and its length
