@@ -328,12 +328,20 @@ func (r *Reader) codesBuffered(dst []uint64, codes []Code) (i, j int) {
 		row |= b << (8 * j)
 	}
 	// Fewer than 64 bits are ever buffered, so the shifts below can be
-	// masked. The buffer is topped up a word at a time only when the next
-	// value is not wholly in it: values of a few bits take several from
-	// one load.
+	// masked. The buffer is topped up a word at a time when it is below
+	// half full or the next value is not wholly in it: values of a few
+	// bits take several from one load.
 	buf, pos, acc, n := r.buf, r.pos, r.acc, r.n
 loop:
 	for next := row; i < len(dst); i++ {
+		if n < 32 && pos+8 <= len(buf) {
+			// Below half: top up before decoding, so that wide
+			// values are decoded once, not again after a load.
+			acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
+			take := (63 - n) >> 3
+			pos += int(take)
+			n += take << 3
+		}
 		v, w := peekCode(acc, uint8(next))
 		if w > n {
 			take := (63 - n) >> 3 // whole bytes that fit
