@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
@@ -125,7 +126,8 @@ type Decoder struct {
 	maps   map[[2]*schema.Struct][]int
 	r      wire.Reader
 
-	steps    []step
+	steps    []step   // the current group's, or a record's
+	ownSteps []step   // the buffer of steps that no kept plan holds
 	ids      []uint32 // slots of the current ID block
 	gens     []uint8  // generations of created entities, parallel to ids
 	entities int
@@ -139,12 +141,130 @@ type Decoder struct {
 	// For groups of numbers only (see numericRows): the code of each
 	// step, whether every step is a number, and the values and entities
 	// of one chunk of rows.
-	codes   []wire.Code
+	codes    []wire.Code
+	ownCodes []wire.Code
+	numeric  bool
+	deltas   bool // every step is planDelta to a local slot
+	rows     []uint64
+	ents     []*state.Entity
+	noRows   bool // decode entity by entity only, for tests comparing the two paths
+
+	// Plans of recent groups, by the field tree they were read from: a
+	// client's groups repeat the same few trees tick after tick. fields
+	// counts the fields readTree read, for a plan's need.
+	classes   [4]class // the classes met last
+	nextClass int
+
+	plans    [planCache]plan
+	trees    [planCache]tree // the trees of plans, apart for the search
+	nextPlan int
+	fields   int
+	noPlans  bool // keep no plans, for tests comparing with and without
+}
+
+// planCache is how many group plans a Decoder keeps.
+const planCache = 32
+
+// maxTreeBits is the longest field tree a plan is kept for: what one
+// Reader.Peek shows.
+const maxTreeBits = 56
+
+// A plan is the decoding of one group's field tree: the steps and codes
+// that readTree and planSteps made of the bits tree, read for remote
+// class rc in sections of one kind (planKind).
+type plan struct {
+	rc      *schema.Struct
+	need    int // bits that must remain for readTree to succeed again on tree
+	kind    uint8
 	numeric bool
-	deltas  bool // every step is planDelta to a local slot
-	rows    []uint64
-	ents    []*state.Entity
-	noRows  bool // decode entity by entity only, for tests comparing the two paths
+	deltas  bool
+	steps   []step
+	codes   []wire.Code
+}
+
+// A tree is the field tree of a kept plan.
+type tree struct {
+	tree uint64 // the tree's bits, as Peek returns them
+	mask uint64 // its length, as a mask of as many low bits
+}
+
+// planKind returns what, besides its bits, decides how a group's field
+// tree reads in a section of tag: whether its values are deltas and the
+// code of its field-ID gaps.
+func planKind(tag uint8) uint8 {
+	switch tag {
+	case secUpdate:
+		return 1
+	case secRanked:
+		return 2
+	}
+	return 0
+}
+
+// reusePlan looks for a kept plan whose tree the next bits are, for a
+// group of remote class rc in a section of the given kind. If it finds
+// one, it skips the tree and sets d.steps, d.codes, d.numeric and
+// d.deltas as readTree and planSteps would have: d.steps and d.codes are
+// then the plan's own, which only nested records' steps may append to.
+func (d *Decoder) reusePlan(rc *schema.Struct, kind uint8) bool {
+	r := &d.r
+	next := r.Peek(maxTreeBits)
+	for i, t := range &d.trees {
+		if next&t.mask != t.tree {
+			continue
+		}
+		p := &d.plans[i]
+		if p.rc != rc || p.kind != kind || r.Remaining() < p.need {
+			continue
+		}
+		r.Bits(uint(bits.OnesCount64(t.mask)))
+		d.steps, d.codes = p.steps, p.codes
+		d.numeric, d.deltas = p.numeric, p.deltas
+		return true
+	}
+	return false
+}
+
+// readPlan reads a group's field tree into the decoder's own buffers and
+// plans its steps.
+func (d *Decoder) readPlan(c *class, kind uint8, delta bool) error {
+	rc := c.remote
+	gapK := uint(2)
+	if kind == planKind(secRanked) {
+		gapK = 0
+	}
+	start, next := d.r.Consumed(), d.r.Peek(maxTreeBits)
+	d.steps, d.codes, d.fields = d.ownSteps[:0], d.ownCodes[:0], 0
+	err := d.readTree(rc, 0, delta, gapK, 0)
+	d.ownSteps = d.steps
+	if err != nil {
+		return err
+	}
+	d.planSteps(rc, c.local, c.lmap, delta)
+	d.ownCodes = d.codes
+	d.keepPlan(rc, kind, start, next)
+	return nil
+}
+
+// keepPlan keeps the plan just made of the field tree read from bit
+// start, whose first bits were next. The plan takes the decoder's buffers
+// and leaves it those of the plan it replaces.
+func (d *Decoder) keepPlan(rc *schema.Struct, kind uint8, start int, next uint64) {
+	n := d.r.Consumed() - start
+	if n > maxTreeBits || d.noPlans {
+		return
+	}
+	p, t := &d.plans[d.nextPlan], &d.trees[d.nextPlan]
+	d.nextPlan = (d.nextPlan + 1) % planCache
+	p.rc, p.kind = rc, kind
+	t.mask = 1<<uint(n) - 1
+	t.tree = next & t.mask
+	// readTree's counts want 2 bits a field left at the count: with
+	// this many bits left at the tree's start, they all have them.
+	p.need = n + 2*d.fields
+	p.numeric, p.deltas = d.numeric, d.deltas
+	d.ownSteps, p.steps = p.steps[:0], d.steps
+	d.ownCodes, p.codes = p.codes[:0], d.codes
 }
 
 // chunkValues is how many values numericRows reads at a time.
@@ -183,7 +303,6 @@ func (s *step) addDelta(old uint64, d int64) uint64 {
 // planSteps resolves each step of a group of remote class rc stored as
 // local class lc.
 func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
-	d.codes = d.codes[:0]
 	d.numeric, d.deltas = true, true
 	for i := range d.steps {
 		s := &d.steps[i]
@@ -241,6 +360,37 @@ func NewDecoder(local, remote *schema.Schema, lim Limits) (*Decoder, error) {
 
 // Limits returns the decoder's limits, defaults filled in.
 func (d *Decoder) Limits() Limits { return d.lim }
+
+// A class is a remote class the decoder has met, with what its groups
+// need.
+type class struct {
+	id     uint64
+	remote *schema.Struct
+	local  *schema.Struct // the class its entities are stored as
+	lmap   []int          // leafMap(remote, local)
+}
+
+// class returns the remote class with ID id, or nil if the sender's
+// schema has none. The last few it returned are at hand.
+func (d *Decoder) class(id uint64) *class {
+	for i := range d.classes {
+		if c := &d.classes[i]; c.id == id && c.remote != nil {
+			return c
+		}
+	}
+	if id > math.MaxUint32 {
+		return nil
+	}
+	rc := d.remote.Class(uint32(id))
+	if rc == nil {
+		return nil
+	}
+	c := &d.classes[d.nextClass]
+	d.nextClass = (d.nextClass + 1) % len(d.classes)
+	lc := d.localClass(rc)
+	*c = class{id: id, remote: rc, local: lc, lmap: d.leafMap(rc, lc)}
+	return c
+}
 
 // localClass returns the class entities of remote class rc are stored as.
 func (d *Decoder) localClass(rc *schema.Struct) *schema.Struct {
@@ -328,13 +478,13 @@ func (d *Decoder) apply(txn *state.Txn) error {
 			}
 		case secCreate, secUpdate, secFill, secSet, secRanked:
 			cid := r.U(4)
-			rc := d.remote.Class(uint32(cid))
-			if r.Err() == nil && (rc == nil || cid > math.MaxUint32) {
+			c := d.class(cid)
+			if r.Err() == nil && c == nil {
 				return fmt.Errorf("%w: class %d", ErrUnknown, cid)
 			}
 			groups := r.Count(0, d.lim.MaxEntities, 8, "groups")
 			for g := 0; g < groups && r.Err() == nil; g++ {
-				if err := d.group(txn, uint8(tag), rc); err != nil {
+				if err := d.group(txn, uint8(tag), c); err != nil {
 					return err
 				}
 			}
@@ -382,19 +532,14 @@ func (d *Decoder) readIDs(ranked *state.Txn) error {
 	return r.Err()
 }
 
-func (d *Decoder) group(txn *state.Txn, tag uint8, rc *schema.Struct) error {
-	lc := d.localClass(rc)
-	lmap := d.leafMap(rc, lc)
+func (d *Decoder) group(txn *state.Txn, tag uint8, c *class) error {
+	rc, lc := c.remote, c.local
 	delta := tag == secUpdate || tag == secRanked
-	d.steps = d.steps[:0]
-	gapK := uint(2)
-	if tag == secRanked {
-		gapK = 0
+	if kind := planKind(tag); !d.reusePlan(rc, kind) {
+		if err := d.readPlan(c, kind, delta); err != nil {
+			return err
+		}
 	}
-	if err := d.readTree(rc, 0, delta, gapK, 0); err != nil {
-		return err
-	}
-	d.planSteps(rc, lc, lmap, delta)
 	var ranked *state.Txn
 	if tag == secRanked {
 		ranked = txn
@@ -611,6 +756,7 @@ func (d *Decoder) readTree(st *schema.Struct, base int, delta bool, gapK uint, d
 	}
 	r := &d.r
 	n := r.Count(2, len(st.Fields), 2, "fields")
+	d.fields += n
 	prev := uint64(0)
 	for i := 0; i < n && r.Err() == nil; i++ {
 		id := prev + 1 + r.U(gapK)
@@ -872,8 +1018,9 @@ func (d *Decoder) DecodeRecord(rs, ls *schema.Struct, data []byte) (*state.Recor
 	}
 	d.r.Reset(data)
 	d.entities, d.values = 0, 0
-	d.steps = d.steps[:0]
+	d.steps = d.ownSteps[:0]
 	_, err := d.readRecordInto(rs, ls, b, nil, 0)
+	d.ownSteps = d.steps
 	if err == nil {
 		err = d.r.Err()
 	}

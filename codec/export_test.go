@@ -3,6 +3,16 @@ package codec
 // SetRows turns the decoder's row-at-a-time fast paths on or off.
 func SetRows(d *Decoder, on bool) { d.noRows = !on }
 
+// SetPlans turns on or off the decoder's reuse of the plans of the field
+// trees it has read.
+// Off, it also forgets the plans kept so far.
+func SetPlans(d *Decoder, on bool) {
+	d.noPlans = !on
+	if !on {
+		d.plans, d.trees = [planCache]plan{}, [planCache]tree{}
+	}
+}
+
 // DecodedValues returns the values the decoder counted against
 // Limits.MaxValues in the segment it applied last.
 func DecodedValues(d *Decoder) int { return d.values }

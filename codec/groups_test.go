@@ -1,11 +1,13 @@
 package codec
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
+	"github.com/replicago/replica/wire"
 )
 
 // TestManyGroups changes a different subset of fields on each of many
@@ -178,5 +180,62 @@ func TestLargeClasses(t *testing.T) {
 		if !tab.Entity(e.ID()).Equal(&e.Record) || !late.Entity(e.ID()).Equal(&e.Record) {
 			t.Fatalf("%s differs on a client", e.Class().Name)
 		}
+	}
+}
+
+// TestManyClasses changes entities of more classes than the decoder keeps
+// at hand, in an order that varies from tick to tick, and checks the
+// client ends equal to the server; a class the sender's schema lacks, or
+// one whose ID only matches when cut to 32 bits, is refused.
+func TestManyClasses(t *testing.T) {
+	var classes []*schema.Struct
+	for id := uint32(1); id <= 7; id++ {
+		c := &schema.Struct{Name: fmt.Sprintf("C%d", id), Class: true, ID: id}
+		for f := uint32(1); f <= id; f++ {
+			c.Fields = append(c.Fields, &schema.Field{ID: f, Name: fmt.Sprintf("f%d", f), Type: schema.Type{Kind: schema.Int32}, Vis: schema.VisAll})
+		}
+		classes = append(classes, c)
+	}
+	s, err := schema.New(classes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := state.NewTracker(s)
+	var ents []*state.Entity
+	for i := range 70 {
+		e, _ := tr.Spawn(classes[i%len(classes)])
+		ents = append(ents, e)
+	}
+	var enc Encoder
+	dec, _ := NewDecoder(s, nil, Limits{})
+	tab := state.NewTable()
+	for tick := range 12 {
+		for i, e := range ents {
+			if (i*5+tick*3)%4 != 0 {
+				e.SetNum((i+tick)%e.Class().Leaves, uint64(i*tick))
+			}
+		}
+		seg := enc.Delta(nil, tr.Commit(), PartAll, nil)
+		x := tab.Begin()
+		if err := dec.Apply(x, seg); err != nil {
+			t.Fatalf("tick %d: %v", tick, err)
+		}
+		x.Commit()
+		for _, e := range ents {
+			if got := tab.Entity(e.ID()); got == nil || !got.Equal(&e.Record) {
+				t.Fatalf("tick %d: entity %d differs", tick, e.ID())
+			}
+		}
+	}
+	for _, id := range []uint64{99, 1<<32 | 1} {
+		var w wire.Writer
+		w.Bits(secUpdate, 3)
+		w.U(id, 4)
+		w.U(1, 0)
+		x := tab.Begin()
+		if err := dec.Apply(x, w.Finish()); !errors.Is(err, ErrUnknown) {
+			t.Errorf("class %d: %v, want ErrUnknown", id, err)
+		}
+		x.Rollback()
 	}
 }

@@ -22,7 +22,7 @@ func readOneByOne(r *wire.Reader, dst []uint64, codes []wire.Code) {
 func TestCodesRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := 0; iter < 2000; iter++ {
-		codes := make([]wire.Code, 1+rng.IntN(5))
+		codes := make([]wire.Code, 1+rng.IntN(12)) // more than 8 too: Codes reads those 8 at a time
 		for i := range codes {
 			if rng.IntN(4) == 0 {
 				codes[i].Raw = uint8(1 + rng.IntN(64))
@@ -80,7 +80,7 @@ func FuzzCodes(f *testing.F) {
 		if len(data) < 2 {
 			return
 		}
-		nc, nv := int(data[0])%8+1, int(data[1])
+		nc, nv := int(data[0])%12+1, int(data[1]) // more than 8 codes too
 		if len(data) < 2+nc {
 			return
 		}
@@ -110,4 +110,40 @@ func FuzzCodes(f *testing.F) {
 			t.Fatalf("next U = %#x, want %#x", a, b)
 		}
 	})
+}
+
+// BenchmarkCodes reads with one Codes call the values BenchmarkUEach
+// writes (W1's float deltas: three columns of 22 to 28 bits), and values
+// of a few bits each, such as the slot gaps of an ID block.
+func BenchmarkCodes(b *testing.B) {
+	wide, ks := benchCodes()
+	small := make([]uint64, len(wide))
+	for i := range small {
+		small[i] = wide[i] & 7
+	}
+	for _, bc := range []struct {
+		name  string
+		vals  []uint64
+		codes []wire.Code
+	}{
+		{"wide", wide, []wire.Code{{K: ks[0]}, {K: ks[1]}, {K: ks[2]}}},
+		{"small", small, []wire.Code{{K: 2}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var w wire.Writer
+			for i, v := range bc.vals {
+				w.U(v, uint(bc.codes[i%len(bc.codes)].K))
+			}
+			stream := w.Finish()
+			dst := make([]uint64, len(bc.vals))
+			var r wire.Reader
+			for b.Loop() {
+				r.Reset(stream)
+				r.Codes(dst, bc.codes)
+			}
+			if r.Err() != nil || dst[len(dst)-1] != bc.vals[len(dst)-1] {
+				b.Fatalf("read %d, want %d (err %v)", dst[len(dst)-1], bc.vals[len(dst)-1], r.Err())
+			}
+		})
+	}
 }

@@ -13,12 +13,12 @@ import (
 // and bound every count they read with [Reader.Count], so a lying length can
 // neither loop for long nor allocate much before it is caught.
 type Reader struct {
-	buf  []byte
-	pos  int    // next byte of buf to load into acc
-	acc  uint64 // loaded bits, least significant first; above n, zero or a copy of buf[pos:]
-	n    uint   // number of valid bits in acc, at most 63
-	err  error
-	read int // bits consumed
+	buf []byte
+	pos int    // next byte of buf to load into acc
+	acc uint64 // loaded bits, least significant first; above n, zero or a copy of buf[pos:]
+	n   uint   // number of valid bits in acc, at most 63
+	err error
+	at  int // bits consumed when err was recorded
 }
 
 // NewReader returns a Reader over b.
@@ -40,7 +40,7 @@ func (r *Reader) Err() error { return r.err }
 // Decoders use it to report semantic errors through the same sticky path.
 func (r *Reader) Fail(err error) {
 	if r.err == nil {
-		r.err = err
+		r.err, r.at = err, r.Consumed()
 	}
 	r.n, r.acc, r.pos = 0, 0, len(r.buf)
 }
@@ -54,8 +54,14 @@ func (r *Reader) Remaining() int {
 	return (len(r.buf)-r.pos)*8 + int(r.n)
 }
 
-// Consumed returns the number of bits read so far.
-func (r *Reader) Consumed() int { return r.read }
+// Consumed returns the number of bits read so far: after an error, those
+// read before it.
+func (r *Reader) Consumed() int {
+	if r.err != nil {
+		return r.at
+	}
+	return 8*r.pos - int(r.n) // the bytes loaded less the bits buffered
+}
 
 func (r *Reader) fill() {
 	if r.pos+8 <= len(r.buf) {
@@ -96,8 +102,17 @@ func (r *Reader) Bits(n uint) uint64 {
 	v := r.acc & (1<<n - 1)
 	r.acc >>= n
 	r.n -= n
-	r.read += int(n)
 	return v
+}
+
+// Peek returns the next n bits (n ≤ 56) as Bits would read them, without
+// consuming them. Bits past the end of the input, and every bit after an
+// error, read as zero; Peek itself never fails.
+func (r *Reader) Peek(n uint) uint64 {
+	if r.n < n {
+		r.fill()
+	}
+	return r.acc & (1<<(n&63) - 1)
 }
 
 // Bool reads one bit.
@@ -108,23 +123,24 @@ func (r *Reader) U(k uint) uint64 {
 	if r.err != nil {
 		return 0
 	}
-	// Fast path: the whole code is in the accumulator.
-	if r.n < 57 {
-		r.fill()
-	}
-	if ones := uint(bits.TrailingZeros64(^r.acc)); ones < r.n && k <= MaxK {
-		b := k + ones
-		var v uint64
-		var total uint
-		if ones == 0 {
-			v, total = (r.acc>>1)&(1<<k-1), k+1
-		} else {
-			v, total = (r.acc>>(ones+1))&(1<<(b-1)-1)|1<<(b-1), ones+b
+	// Fast path: the whole code is in the accumulator, or in it once
+	// topped up.
+	if k <= MaxK {
+		v, w := peekCode(r.acc, uint8(k)+1)
+		if w > r.n {
+			if r.pos+8 <= len(r.buf) {
+				r.acc |= binary.LittleEndian.Uint64(r.buf[r.pos:]) << (r.n & 63)
+				take := (63 - r.n) >> 3 // whole bytes that fit
+				r.pos += int(take)
+				r.n += take << 3
+			} else {
+				r.fill()
+			}
+			v, w = peekCode(r.acc, uint8(k)+1)
 		}
-		if total <= r.n && b < 64 {
-			r.acc >>= total
-			r.n -= total
-			r.read += int(total)
+		if w <= r.n {
+			r.acc >>= w & 63
+			r.n -= w
 			return v
 		}
 	}
@@ -151,19 +167,16 @@ func (r *Reader) U(k uint) uint64 {
 			t = maxOnes - ones
 			r.acc >>= t
 			r.n -= t
-			r.read += int(t)
 			ones = maxOnes
 			break
 		}
 		ones += t
 		r.acc >>= t
 		r.n -= t
-		r.read += int(t)
 		if r.n > 0 {
 			// The next bit is the 0 terminator.
 			r.acc >>= 1
 			r.n--
-			r.read++
 			break
 		}
 	}
@@ -245,7 +258,6 @@ func (r *Reader) raw(p []byte) {
 		// Bits of acc above n may hold a copy of the bytes just copied
 		// (fill loads whole words): drop them.
 		r.acc = 0
-		r.read += 8 * len(p)
 		return
 	}
 	for i := range p {
@@ -288,54 +300,100 @@ func (r *Reader) Codes(dst []uint64, codes []Code) {
 // wholly in a buffer topped up a word at a time, and returns the index of
 // the first value it did not read and of that value's code.
 func (r *Reader) codesBuffered(dst []uint64, codes []Code) (i, j int) {
-	for _, c := range codes {
+	// The codes, a byte each (see peekCode), in one word that the loop
+	// shifts down a code at a time; rows of more than 8 values go 8 at a
+	// time.
+	if len(codes) > 8 {
+		for i < len(dst) {
+			m := min(len(codes)-j, len(dst)-i, 8)
+			n, _ := r.codesBuffered(dst[i:i+m], codes[j:j+m])
+			if i += n; n < m {
+				return i, j + n
+			}
+			if j += m; j == len(codes) {
+				j = 0
+			}
+		}
+		return i, j
+	}
+	var row uint64
+	for j, c := range codes {
 		if c.K > MaxK || c.Raw > 63 {
 			return 0, 0 // malformed or too wide for one load: one by one
 		}
+		b := uint64(c.K) + 1
+		if c.Raw != 0 {
+			b = 0x80 | uint64(c.Raw)
+		}
+		row |= b << (8 * j)
 	}
 	// Fewer than 64 bits are ever buffered, so the shifts below can be
-	// masked, and there are no branches on the data but for the end of
-	// the input.
+	// masked. The buffer is topped up a word at a time when it is below
+	// half full or the next value is not wholly in it: values of a few
+	// bits take several from one load.
 	buf, pos, acc, n := r.buf, r.pos, r.acc, r.n
-	for ; i < len(dst); i++ {
-		if pos+8 > len(buf) {
-			break
+loop:
+	for next := row; i < len(dst); i++ {
+		if n < 32 && pos+8 <= len(buf) {
+			// Below half: top up before decoding, so that wide
+			// values are decoded once, not again after a load.
+			acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
+			take := (63 - n) >> 3
+			pos += int(take)
+			n += take << 3
 		}
-		acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
-		take := (63 - n) >> 3 // whole bytes that fit
-		pos += int(take)
-		n += take << 3
-		c := codes[j]
-		var v uint64
-		if c.Raw != 0 {
-			w := uint(c.Raw)
-			if w > n {
+		v, w := peekCode(acc, uint8(next))
+		if w > n {
+			take := (63 - n) >> 3 // whole bytes that fit
+			switch {
+			case pos+8 <= len(buf):
+				acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
+			case pos < len(buf):
+				// The last bytes of the input.
+				acc |= loadTail(buf[pos:]) << (n & 63)
+				take = min(take, uint(len(buf)-pos))
+			default:
+				break loop
+			}
+			pos += int(take)
+			n += take << 3
+			if v, w = peekCode(acc, uint8(next)); w > n {
 				break
 			}
-			v = acc & (1<<(w&63) - 1)
-			acc >>= w & 63
-			n -= w
-		} else {
-			// As in U, with nz = 1 if there are leading ones, else 0.
-			k := uint(c.K)
-			// The top bit set caps ones at 63, still too many to fit.
-			ones := uint(bits.TrailingZeros64(^acc | 1<<63))
-			nz := (ones + 63) >> 6
-			w := k + ones - nz
-			total := ones + 1 + w
-			if total > n {
-				break
-			}
-			v = acc>>((ones+1)&63)&(1<<(w&63)-1) | uint64(nz)<<(w&63)
-			acc >>= total & 63
-			n -= total
 		}
+		acc >>= w & 63
+		n -= w
 		dst[i] = v
-		if j++; j == len(codes) {
-			j = 0
+		if next >>= 8; next == 0 {
+			next = row
 		}
 	}
-	r.read += 8*(pos-r.pos) + int(r.n) - int(n)
 	r.pos, r.acc, r.n = pos, acc, n
-	return i, j
+	return i, i % len(codes)
+}
+
+// loadTail returns the bytes of b, fewer than 8, as a little-endian word.
+func loadTail(b []byte) uint64 {
+	var w uint64
+	for i, c := range b {
+		w |= uint64(c) << (8 * (i & 7))
+	}
+	return w
+}
+
+// peekCode returns the value at the start of acc of code c and its length
+// in bits. c is 0x80 | Raw for raw bits (Raw at most 63), else K+1. A U
+// code of 63 leading ones or more has a length over 63: longer than acc
+// holds.
+func peekCode(acc uint64, c uint8) (v uint64, w uint) {
+	if c&0x80 != 0 {
+		w = uint(c & 63)
+		return acc & (1<<w - 1), w
+	}
+	// As in U, with nz = 1 if there are leading ones, else 0. The top
+	// bit set caps ones at 63.
+	ones := uint(bits.TrailingZeros64(^acc | 1<<63))
+	nz := (ones + 63) >> 6
+	b := uint(c) - 1 + ones - nz // payload bits
+	return acc>>((ones+1)&63)&(1<<(b&63)-1) | uint64(nz)<<(b&63), ones + 1 + b
 }

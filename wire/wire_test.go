@@ -591,3 +591,41 @@ func TestStringLimit(t *testing.T) {
 		t.Fatalf("String(6) = %q, err %v", s, r.Err())
 	}
 }
+
+// TestPeek checks that Peek shows the bits the next reads return, without
+// consuming them, at every alignment and near the end of the input, where
+// the missing bits read as zero.
+func TestPeek(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 40)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	for skip := 0; skip <= len(buf)*8; skip++ {
+		for _, n := range []uint{1, 7, 8, 13, 31, 55, 56} {
+			r := wire.NewReader(buf)
+			for s := skip; s > 0; s -= min(s, 56) {
+				r.Bits(uint(min(s, 56)))
+			}
+			got := r.Peek(n)
+			if again := r.Peek(n); again != got {
+				t.Fatalf("skip %d: Peek(%d) = %#x, then %#x", skip, n, got, again)
+			}
+			if r.Consumed() != skip {
+				t.Fatalf("skip %d: Peek(%d) consumed: at bit %d", skip, n, r.Consumed())
+			}
+			// What Bits reads, with zeros past the end.
+			have := uint(min(int(n), len(buf)*8-skip))
+			want := r.Bits(have)
+			if r.Err() != nil || got != want {
+				t.Fatalf("skip %d: Peek(%d) = %#x, Bits(%d) = %#x, err %v", skip, n, got, have, want, r.Err())
+			}
+		}
+	}
+	// After an error, every bit reads as zero.
+	r := wire.NewReader([]byte{0xFF})
+	r.Bits(9)
+	if got := r.Peek(8); got != 0 || r.Err() == nil {
+		t.Fatalf("Peek after an error = %#x, err %v", got, r.Err())
+	}
+}
