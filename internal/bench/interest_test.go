@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
-	"runtime"
 	"testing"
 	"time"
 
