@@ -17,8 +17,9 @@ func TestBenchFlagErrors(t *testing.T) {
 	}{
 		{[]string{"-scenario", "w2", "-aoi"}, "-aoi is a mode of -scenario w1"},
 		{[]string{"-scenario", "w1", "-aoi", "-quantized"}, "-quantized applies to -scenario w1 without -aoi"},
-		{[]string{"-scenario", "clients", "-cpuprofile", "x"}, "-cpuprofile and -memprofile apply to"},
-		{[]string{"-scenario", "w1", "-memprofile", "x"}, "-cpuprofile and -memprofile apply to"},
+		{[]string{"-scenario", "clients", "-cpuprofile", "x"}, "-cpuprofile, -memprofile and -series apply to"},
+		{[]string{"-scenario", "w1", "-memprofile", "x"}, "-cpuprofile, -memprofile and -series apply to"},
+		{[]string{"-scenario", "joinstorm", "-series", "x"}, "-cpuprofile, -memprofile and -series apply to"},
 		{[]string{"-scenario", "w2", "-gomaxprocs", "-1"}, "-gomaxprocs must not be negative"},
 		{[]string{"-scenario", "w2", "-gomaxprocs", "1", "-aoi"}, "-aoi is a mode of -scenario w1"},
 		{[]string{"-scenario", "w3"}, "unknown scenario"},
