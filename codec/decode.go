@@ -158,8 +158,15 @@ type Decoder struct {
 	plans    [planCache]plan
 	trees    [planCache]tree // the trees of plans, apart for the search
 	nextPlan int
-	fields   int
-	noPlans  bool // keep no plans, for tests comparing with and without
+	// The kept plans are chained by planChain, so that a search looks at
+	// the few whose trees may match: head holds the first plan of each
+	// chain, link the next plan of each plan and chain the chain a plan
+	// is on, all as index+1, 0 for none.
+	head    [planChains + 1]uint8
+	link    [planCache]uint8
+	chain   [planCache]uint16
+	fields  int
+	noPlans bool // keep no plans, for tests comparing with and without
 }
 
 // planCache is how many group plans a Decoder keeps.
@@ -168,6 +175,20 @@ const planCache = 32
 // maxTreeBits is the longest field tree a plan is kept for: what one
 // Reader.Peek shows.
 const maxTreeBits = 56
+
+// chainBits is how many first bits of a field tree choose the chain its
+// plan is kept on, of planChains; trees shorter than that are all on one
+// more chain, which every search looks at too.
+const (
+	chainBits  = 8
+	planChains = 1 << chainBits
+)
+
+// planChain returns the chain of the plans of trees that start with the
+// bits of next, read in sections of the given kind.
+func planChain(next uint64, kind uint8) int {
+	return int((uint(next) ^ uint(kind)<<(chainBits-2)) & (planChains - 1))
+}
 
 // A plan is the decoding of one group's field tree: the steps and codes
 // that readTree and planSteps made of the bits tree, read for remote
@@ -209,18 +230,17 @@ func planKind(tag uint8) uint8 {
 func (d *Decoder) reusePlan(rc *schema.Struct, kind uint8) bool {
 	r := &d.r
 	next := r.Peek(maxTreeBits)
-	for i, t := range &d.trees {
-		if next&t.mask != t.tree {
-			continue
+	for _, c := range [2]uint8{d.head[planChain(next, kind)], d.head[planChains]} {
+		for i := int(c) - 1; i >= 0; i = int(d.link[i]) - 1 {
+			t, p := &d.trees[i], &d.plans[i]
+			if next&t.mask != t.tree || p.rc != rc || p.kind != kind || r.Remaining() < p.need {
+				continue
+			}
+			r.Bits(uint(bits.OnesCount64(t.mask)))
+			d.steps, d.codes = p.steps, p.codes
+			d.numeric, d.deltas = p.numeric, p.deltas
+			return true
 		}
-		p := &d.plans[i]
-		if p.rc != rc || p.kind != kind || r.Remaining() < p.need {
-			continue
-		}
-		r.Bits(uint(bits.OnesCount64(t.mask)))
-		d.steps, d.codes = p.steps, p.codes
-		d.numeric, d.deltas = p.numeric, p.deltas
-		return true
 	}
 	return false
 }
@@ -254,8 +274,15 @@ func (d *Decoder) keepPlan(rc *schema.Struct, kind uint8, start int, next uint64
 	if n > maxTreeBits || d.noPlans {
 		return
 	}
-	p, t := &d.plans[d.nextPlan], &d.trees[d.nextPlan]
+	i := d.nextPlan
+	p, t := &d.plans[i], &d.trees[i]
 	d.nextPlan = (d.nextPlan + 1) % planCache
+	d.unchain(i)
+	c := planChains
+	if n >= chainBits {
+		c = planChain(next, kind)
+	}
+	d.link[i], d.head[c], d.chain[i] = d.head[c], uint8(i+1), uint16(c+1)
 	p.rc, p.kind = rc, kind
 	t.mask = 1<<uint(n) - 1
 	t.tree = next & t.mask
@@ -265,6 +292,21 @@ func (d *Decoder) keepPlan(rc *schema.Struct, kind uint8, start int, next uint64
 	p.numeric, p.deltas = d.numeric, d.deltas
 	d.ownSteps, p.steps = p.steps[:0], d.steps
 	d.ownCodes, p.codes = p.codes[:0], d.codes
+}
+
+// unchain takes kept plan i off its chain, if it is on one.
+func (d *Decoder) unchain(i int) {
+	c := int(d.chain[i]) - 1
+	if c < 0 {
+		return
+	}
+	for at := &d.head[c]; *at != 0; at = &d.link[*at-1] {
+		if int(*at) == i+1 {
+			*at = d.link[i]
+			break
+		}
+	}
+	d.chain[i] = 0
 }
 
 // chunkValues is how many values numericRows reads at a time.

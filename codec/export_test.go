@@ -10,6 +10,7 @@ func SetPlans(d *Decoder, on bool) {
 	d.noPlans = !on
 	if !on {
 		d.plans, d.trees = [planCache]plan{}, [planCache]tree{}
+		d.head, d.link, d.chain = [planChains + 1]uint8{}, [planCache]uint8{}, [planCache]uint16{}
 	}
 }
 
