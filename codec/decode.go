@@ -143,6 +143,8 @@ type Decoder struct {
 	// of one chunk of rows.
 	codes    []wire.Code
 	ownCodes []wire.Code
+	nums     []state.NumLeaf // the local leaf and slot of each step, when deltas
+	ownNums  []state.NumLeaf
 	numeric  bool
 	deltas   bool // every step is planDelta to a local slot
 	rows     []uint64
@@ -201,6 +203,7 @@ type plan struct {
 	deltas  bool
 	steps   []step
 	codes   []wire.Code
+	nums    []state.NumLeaf
 }
 
 // A tree is the field tree of a kept plan.
@@ -237,7 +240,7 @@ func (d *Decoder) reusePlan(rc *schema.Struct, kind uint8) bool {
 				continue
 			}
 			r.Bits(uint(bits.OnesCount64(t.mask)))
-			d.steps, d.codes = p.steps, p.codes
+			d.steps, d.codes, d.nums = p.steps, p.codes, p.nums
 			d.numeric, d.deltas = p.numeric, p.deltas
 			return true
 		}
@@ -254,14 +257,14 @@ func (d *Decoder) readPlan(c *class, kind uint8, delta bool) error {
 		gapK = 0
 	}
 	start, next := d.r.Consumed(), d.r.Peek(maxTreeBits)
-	d.steps, d.codes, d.fields = d.ownSteps[:0], d.ownCodes[:0], 0
+	d.steps, d.codes, d.nums, d.fields = d.ownSteps[:0], d.ownCodes[:0], d.ownNums[:0], 0
 	err := d.readTree(rc, 0, delta, gapK, 0)
 	d.ownSteps = d.steps
 	if err != nil {
 		return err
 	}
 	d.planSteps(rc, c.local, c.lmap, delta)
-	d.ownCodes = d.codes
+	d.ownCodes, d.ownNums = d.codes, d.nums
 	d.keepPlan(rc, kind, start, next)
 	return nil
 }
@@ -292,6 +295,7 @@ func (d *Decoder) keepPlan(rc *schema.Struct, kind uint8, start int, next uint64
 	p.numeric, p.deltas = d.numeric, d.deltas
 	d.ownSteps, p.steps = p.steps[:0], d.steps
 	d.ownCodes, p.codes = p.codes[:0], d.codes
+	d.ownNums, p.nums = p.nums[:0], d.nums
 }
 
 // unchain takes kept plan i off its chain, if it is on one.
@@ -371,6 +375,7 @@ func (d *Decoder) planSteps(rc, lc *schema.Struct, lmap []int, delta bool) {
 				s.code = planU // full values and refs: decodeFull / decodeDelta check the range
 			}
 			d.deltas = d.deltas && s.code == planDelta && s.slot >= 0
+			d.nums = append(d.nums, state.NumLeaf{Leaf: s.local, Slot: s.slot})
 			if s.code == planRaw {
 				d.codes = append(d.codes, wire.Code{Raw: s.width})
 			} else {
@@ -652,14 +657,8 @@ func (d *Decoder) numericRows(txn *state.Txn, fill bool, rc *schema.Struct, delt
 		}
 		if d.deltas {
 			// Every column a delta applied to a local field: W1's case.
-			for i, e := range d.ents {
-				row := rows[i*m : i*m+m]
-				for j := range steps {
-					s := &steps[j]
-					u := s.addDelta(e.Num(int(s.slot)), unzigzag(row[j]))
-					txn.SetNumAt(e, int(s.local), int(s.slot), u)
-				}
-			}
+			// checkRows made the rows the new values.
+			txn.SetNumRows(d.ents, d.nums, rows)
 			continue
 		}
 		for i, e := range d.ents {
@@ -698,7 +697,9 @@ func (d *Decoder) allocRows() {
 
 // checkRows reports whether a chunk of rows that numericRows read, for
 // the entities in slots ids, would apply without error, and collects the
-// entities in d.ents.
+// entities in d.ents. When every step is a delta to a local field, it
+// also turns the deltas into the values they make, entity by entity
+// (slots ascend, so no entity's value is read after it is changed).
 func (d *Decoder) checkRows(txn *state.Txn, fill bool, rc *schema.Struct, delta bool, ids []uint32, rows []uint64) bool {
 	if d.r.Err() != nil {
 		return false
@@ -712,6 +713,20 @@ func (d *Decoder) checkRows(txn *state.Txn, fill bool, rc *schema.Struct, delta 
 		d.ents = append(d.ents, e)
 	}
 	m := len(d.steps)
+	if d.deltas {
+		for i, e := range d.ents {
+			row := rows[i*m : i*m+m]
+			for j := range d.steps {
+				s := &d.steps[j]
+				dl := unzigzag(row[j])
+				if !s.deltaFits(dl) {
+					return false
+				}
+				row[j] = s.addDelta(e.Num(int(s.slot)), dl)
+			}
+		}
+		return true
+	}
 	for j := range d.steps {
 		s := &d.steps[j]
 		switch s.code {

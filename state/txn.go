@@ -270,6 +270,25 @@ type numUndo struct {
 	old  uint64
 }
 
+// watches reports whether events about any leaf of e's class may be
+// watched.
+func (x *Txn) watches(e *Entity) bool {
+	if e.t != x.lastC {
+		x.watchOf(e.t)
+	}
+	return x.lastW != nil
+}
+
+// watchOf looks the watched leaves of class c up, for wants.
+//
+//go:noinline
+func (x *Txn) watchOf(c *schema.Struct) { x.lastC, x.lastW = c, x.t.watch[c] }
+
+// growNums makes room for n more numeric undo records.
+//
+//go:noinline
+func (x *Txn) growNums(n int) { x.nums = slices.Grow(x.nums, n) }
+
 // wants reports whether events about leaf of e's class are watched.
 func (x *Txn) wants(e *Entity, leaf int) bool {
 	if e.t != x.lastC {
@@ -409,6 +428,50 @@ func (x *Txn) SetNumAt(e *Entity, leaf, slot int, v uint64) {
 	if x.wants(e, leaf) {
 		x.Events = append(x.Events, Event{Kind: EvField, E: e, Leaf: leaf, Old: Value{N: old}, New: Value{N: v}})
 	}
+}
+
+// A NumLeaf is a numeric leaf of a class and its slot, for SetNumRows.
+type NumLeaf struct{ Leaf, Slot int32 }
+
+// SetNumRows sets numeric leaves of entities es from a table of rows, one
+// per entity: leaf at[j].Leaf of es[i], in slot at[j].Slot, to
+// v[i*len(at)+j], as SetNumAt would one by one. Unless a class of es is
+// watched, it makes room for the undo records of the table first, so that
+// its loop calls nothing.
+func (x *Txn) SetNumRows(es []*Entity, at []NumLeaf, v []uint64) {
+	m := len(at)
+	v = v[:len(es)*m]
+	for _, e := range es {
+		if x.watches(e) {
+			for i, e := range es {
+				for j, a := range at {
+					x.SetNumAt(e, int(a.Leaf), int(a.Slot), v[i*m+j])
+				}
+			}
+			return
+		}
+	}
+	n := len(x.nums)
+	if cap(x.nums)-n < len(v) {
+		x.growNums(len(v))
+	}
+	undo := x.nums[n : n+len(v)]
+	k := 0
+	for i, e := range es {
+		row := v[i*m : i*m+m]
+		for j, a := range at {
+			slot := int(a.Slot)
+			p := e.numPtr(slot)
+			old := load(p, slot)
+			if old == row[j] {
+				continue
+			}
+			undo[k] = numUndo{p: p, slot: slot, old: old}
+			k++
+			store(p, slot, row[j])
+		}
+	}
+	x.nums = x.nums[:n+k]
 }
 
 // SetStr sets string or bytes leaf of e to s.

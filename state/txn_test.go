@@ -444,3 +444,63 @@ func TestTxnHeldRanks(t *testing.T) {
 		}
 	}
 }
+
+// TestSetNumRows sets a table of numeric rows with SetNumRows and the same
+// values one by one with SetNumAt, watched and not: both must leave the
+// same values and events, and a rollback must undo SetNumRows.
+func TestSetNumRows(t *testing.T) {
+	ts := newTestSchema(t)
+	leaves := []int{lHP, lPosX, lPosY, lAlive, lGold}
+	at := make([]state.NumLeaf, len(leaves))
+	for i, l := range leaves {
+		at[i] = state.NumLeaf{Leaf: int32(l), Slot: int32(num(ts.player, l))}
+	}
+	for _, watched := range []bool{false, true} {
+		for round := range 20 {
+			var got [2]string
+			for k, rows := range []bool{true, false} {
+				rng := rand.New(rand.NewPCG(uint64(round), 5))
+				tab := populate(t, ts)
+				if watched {
+					tab.Watch(ts.player, lPosY)
+				}
+				x := tab.Begin()
+				es := []*state.Entity{x.AtSlot(1), x.AtSlot(2)}
+				v := make([]uint64, len(es)*len(at))
+				for i := range v {
+					v[i] = es[i/len(at)].Num(int(at[i%len(at)].Slot)) // unchanged
+					if rng.IntN(3) > 0 {
+						v[i] = rng.Uint64() & 0x7f
+					}
+				}
+				if rows {
+					x.SetNumRows(es, at, v)
+				} else {
+					for i, e := range es {
+						for j, a := range at {
+							x.SetNumAt(e, int(a.Leaf), int(a.Slot), v[i*len(at)+j])
+						}
+					}
+				}
+				for _, e := range es {
+					for _, a := range at {
+						got[k] += fmt.Sprintf("%d ", e.Num(int(a.Slot)))
+					}
+				}
+				for _, ev := range x.Commit() {
+					got[k] += fmt.Sprintf("\n%d %d %d %d %d", ev.Kind, ev.E.ID(), ev.Leaf, ev.Old.N, ev.New.N)
+				}
+				before := snapshotTable(tab)
+				x = tab.Begin()
+				x.SetNumRows(es, at, make([]uint64, len(v)))
+				x.Rollback()
+				if d := before.diff(tab); d != "" {
+					t.Fatalf("watched %v round %d: after a rollback, %s", watched, round, d)
+				}
+			}
+			if got[0] != got[1] {
+				t.Fatalf("watched %v round %d: with SetNumRows\n%s\none by one\n%s", watched, round, got[0], got[1])
+			}
+		}
+	}
+}
