@@ -419,7 +419,7 @@ func (x *Txn) SetNum(e *Entity, leaf int, v uint64) {
 // SetNumAt is SetNum for a caller that already knows the leaf's slot.
 func (x *Txn) SetNumAt(e *Entity, leaf, slot int, v uint64) {
 	p := e.numPtr(slot)
-	old := load(p, slot)
+	old := loadSwitch(p, slot)
 	if old == v {
 		return
 	}
@@ -462,7 +462,7 @@ func (x *Txn) SetNumRows(es []*Entity, at []NumLeaf, v []uint64) {
 		for j, a := range at {
 			slot := int(a.Slot)
 			p := e.numPtr(slot)
-			old := load(p, slot)
+			old := loadSwitch(p, slot)
 			if old == row[j] {
 				continue
 			}
