@@ -714,10 +714,14 @@ func (d *Decoder) checkRows(txn *state.Txn, fill bool, rc *schema.Struct, delta 
 	}
 	m := len(d.steps)
 	if d.deltas {
-		for i, e := range d.ents {
-			row := rows[i*m : i*m+m]
-			for j := range d.steps {
-				s := &d.steps[j]
+		// steps is local: the writes to rows could otherwise change
+		// d.steps, as far as the compiler knows.
+		steps, rest := d.steps, rows
+		for _, e := range d.ents {
+			row := rest[:len(steps)]
+			rest = rest[len(steps):]
+			for j := range steps {
+				s := &steps[j]
 				dl := unzigzag(row[j])
 				if !s.deltaFits(dl) {
 					return false
