@@ -257,6 +257,14 @@ func (d *Decoder) readPlan(c *class, kind uint8, delta bool) error {
 		gapK = 0
 	}
 	start, next := d.r.Consumed(), d.r.Peek(maxTreeBits)
+	// The buffers come from the plan last dropped, perhaps of a smaller
+	// tree: room for every leaf of rc, up to a bound, spares readTree
+	// and planSteps growing them step by step.
+	if n := min(rc.Leaves, maxPlanRoom); cap(d.ownSteps) < n {
+		d.ownSteps = make([]step, 0, n)
+		d.ownCodes = make([]wire.Code, 0, n)
+		d.ownNums = make([]state.NumLeaf, 0, n)
+	}
 	d.steps, d.codes, d.nums, d.fields = d.ownSteps[:0], d.ownCodes[:0], d.ownNums[:0], 0
 	err := d.readTree(rc, 0, delta, gapK, 0)
 	d.ownSteps = d.steps
@@ -312,6 +320,10 @@ func (d *Decoder) unchain(i int) {
 	}
 	d.chain[i] = 0
 }
+
+// maxPlanRoom bounds the steps readPlan makes room for at once, so that
+// a sender's class of many leaves costs memory only as its groups use them.
+const maxPlanRoom = 64
 
 // chunkValues is how many values numericRows reads at a time.
 const chunkValues = 512
