@@ -65,7 +65,14 @@ type blockKey struct {
 	words, strs, conts int
 }
 
-var blockTypes sync.Map // blockKey → reflect.Type
+var blockTypes sync.Map // blockKey → *blockType
+
+// A blockType is the Go type of a block and the offset of its storage,
+// kept apart because reflect.Type.Field costs more than the allocation.
+type blockType struct {
+	typ reflect.Type
+	off uintptr
+}
 
 // allocBlock allocates, zeroed, a header of type hdr followed by the
 // storage of a record of type t, and returns pointers to the header and to
@@ -102,11 +109,11 @@ func allocBlock(hdr reflect.Type, t *schema.Struct) (unsafe.Pointer, unsafe.Poin
 				at += f.Type.Size()
 			}
 		}
-		bt, _ = blockTypes.LoadOrStore(k, typ)
+		bt, _ = blockTypes.LoadOrStore(k, &blockType{typ: typ, off: typ.Field(1).Offset})
 	}
-	typ := bt.(reflect.Type)
-	p := reflect.New(typ).UnsafePointer()
-	return p, unsafe.Add(p, typ.Field(1).Offset)
+	b := bt.(*blockType)
+	p := reflect.New(b.typ).UnsafePointer()
+	return p, unsafe.Add(p, b.off)
 }
 
 func (r *Record) init(t *schema.Struct, data unsafe.Pointer) {
