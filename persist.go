@@ -513,7 +513,11 @@ func (s *Server) Import(data []byte) (*state.Entity, error) {
 // (Config.ClientLimits): an entity restored without that value would be
 // saved without it, losing it for good.
 func (s *Server) spawnFrom(c *store.Codec, class *schema.Struct, doc store.Document) (*state.Entity, error) {
-	if _, err := c.Decode(doc); err != nil {
+	// Decoded before the spawn, so that a bad document spawns nothing,
+	// and once: a new entity's fields are zero, as the decoded record's
+	// fields the document does not hold.
+	rec, err := c.Decode(doc)
+	if err != nil {
 		return nil, err
 	}
 	e, err := s.tr.Spawn(class)
@@ -521,13 +525,10 @@ func (s *Server) spawnFrom(c *store.Codec, class *schema.Struct, doc store.Docum
 		return nil, err
 	}
 	refused := s.tr.Refused()
-	err = c.Restore(e, doc)
-	if err == nil && s.tr.Refused() > refused {
-		err = fmt.Errorf("%w: a value of class %s is over the server's ClientLimits (the tick logs which)", state.ErrTooLarge, e.Class().Name)
-	}
-	if err != nil {
+	e.Handle().SetNested(0, class, state.ValueOf(rec))
+	if s.tr.Refused() > refused {
 		s.tr.Destroy(e)
-		return nil, err
+		return nil, fmt.Errorf("%w: a value of class %s is over the server's ClientLimits (the tick logs which)", state.ErrTooLarge, class.Name)
 	}
 	return e, nil
 }
