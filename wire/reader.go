@@ -63,17 +63,18 @@ func (r *Reader) Consumed() int {
 	return 8*r.pos - int(r.n) // the bytes loaded less the bits buffered
 }
 
+// topUp loads the word at buf[pos:] (pos+8 ≤ len(buf)) into acc above its
+// n buffered bits and keeps the whole bytes that fit: afterwards at least
+// 56 bits are buffered. It returns the new pos, acc and n.
+func topUp(buf []byte, pos int, acc uint64, n uint) (int, uint64, uint) {
+	acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
+	take := (63 - n) >> 3 // whole bytes that fit
+	return pos + int(take), acc, n + take<<3
+}
+
 func (r *Reader) fill() {
 	if r.pos+8 <= len(r.buf) {
-		// Load a whole word and keep the bytes that fit: afterwards at
-		// least 56 bits are buffered.
-		b := r.buf[r.pos : r.pos+8]
-		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-		r.acc |= w << r.n
-		take := (63 - r.n) >> 3 // whole bytes that fit
-		r.pos += int(take)
-		r.n += take << 3
+		r.pos, r.acc, r.n = topUp(r.buf, r.pos, r.acc, r.n)
 		return
 	}
 	for r.n <= 55 && r.pos < len(r.buf) { // n stays below 64, for Codes
@@ -129,10 +130,7 @@ func (r *Reader) U(k uint) uint64 {
 		v, w := peekCode(r.acc, uint8(k)+1)
 		if w > r.n {
 			if r.pos+8 <= len(r.buf) {
-				r.acc |= binary.LittleEndian.Uint64(r.buf[r.pos:]) << (r.n & 63)
-				take := (63 - r.n) >> 3 // whole bytes that fit
-				r.pos += int(take)
-				r.n += take << 3
+				r.pos, r.acc, r.n = topUp(r.buf, r.pos, r.acc, r.n)
 			} else {
 				r.fill()
 			}
@@ -337,26 +335,22 @@ loop:
 		if n < 32 && pos+8 <= len(buf) {
 			// Below half: top up before decoding, so that wide
 			// values are decoded once, not again after a load.
-			acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
-			take := (63 - n) >> 3
-			pos += int(take)
-			n += take << 3
+			pos, acc, n = topUp(buf, pos, acc, n)
 		}
 		v, w := peekCode(acc, uint8(next))
 		if w > n {
-			take := (63 - n) >> 3 // whole bytes that fit
 			switch {
 			case pos+8 <= len(buf):
-				acc |= binary.LittleEndian.Uint64(buf[pos:]) << (n & 63)
+				pos, acc, n = topUp(buf, pos, acc, n)
 			case pos < len(buf):
 				// The last bytes of the input.
 				acc |= loadTail(buf[pos:]) << (n & 63)
-				take = min(take, uint(len(buf)-pos))
+				take := min((63-n)>>3, uint(len(buf)-pos))
+				pos += int(take)
+				n += take << 3
 			default:
 				break loop
 			}
-			pos += int(take)
-			n += take << 3
 			if v, w = peekCode(acc, uint8(next)); w > n {
 				break
 			}
