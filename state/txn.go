@@ -279,7 +279,8 @@ func (x *Txn) watches(e *Entity) bool {
 	return x.lastW != nil
 }
 
-// watchOf looks the watched leaves of class c up, for wants.
+// watchOf looks the watched leaves of class c up, for watches (wants
+// looks them up inline, which keeps it small enough to inline itself).
 //
 //go:noinline
 func (x *Txn) watchOf(c *schema.Struct) { x.lastC, x.lastW = c, x.t.watch[c] }
