@@ -126,13 +126,14 @@ func (sp *Space) Len() int { return len(sp.members) }
 // slot's history. (A field added here should keep the size a multiple of
 // 64.)
 type ient struct {
-	// What a change reads.
+	// What a change reads, and what a viewpoint's move reads of the
+	// entities it sees (evalMove: vstamp, space, placed, x, y, radius).
 	id       state.ID
 	cidx     int32 // its index in its cell's entities, or in the wide list
 	e        *state.Entity
 	space    *Space
 	x, y     float64
-	cell     cellKey
+	vstamp   uint64  // dedupes it within one view's evaluation
 	radius   float64 // its own; 0 for the space's
 	placed   bool    // in its AOI space's grid (or wide list)
 	wide     bool
@@ -144,7 +145,7 @@ type ient struct {
 	// What evaluating its pairs reads.
 	obs     []obsRef // the clients that see it through a pair
 	groups  []*Group
-	vstamp  uint64 // dedupes it within one view's evaluation
+	cell    cellKey // of its grid cell, while placed
 	midx    int32
 	enterAt int32 // when it entered some client's pairs, its index in Server.enterEnts
 
