@@ -128,7 +128,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 		if ie.e != ch.Entity {
 			continue
 		}
-		owner := s.ownerOf(ie.e)
+		owner := s.ownerByID(ie.id)
 		for _, o := range ie.obs {
 			if o.entered != s.tick && o.held == 0 {
 				v := &o.c.view
@@ -234,7 +234,7 @@ func (s *Server) pairWanted(c *Conn, ie *ient, seen bool) bool {
 	if sp != nil && sp.room && sp == v.space {
 		return false // its room: seen without a pair
 	}
-	if ie.always || s.ownerOf(ie.e) == c {
+	if ie.always || s.ownerByID(ie.id) == c {
 		return true
 	}
 	for _, g := range ie.groups {
@@ -269,7 +269,7 @@ func (s *Server) levelOf(c *Conn, ie *ient, old uint8, seen bool) uint8 {
 	bands := ie.e.Class().Bands()
 	v := &c.view
 	sp := ie.space
-	if len(bands) == 0 || !ie.placed || !v.point || sp != v.space || s.ownerOf(ie.e) == c {
+	if len(bands) == 0 || !ie.placed || !v.point || sp != v.space || s.ownerByID(ie.id) == c {
 		return uint8(len(bands))
 	}
 	dx, dy := v.px-ie.x, v.py-ie.y
@@ -408,7 +408,7 @@ func (s *Server) evalEnt(ie *ient) {
 			s.evalPairAt(c, ie, i)
 		}
 	}
-	if o := s.ownerOf(ie.e); o != nil {
+	if o := s.ownerByID(ie.id); o != nil {
 		try(o)
 	}
 	if ie.always {
@@ -548,7 +548,7 @@ func (s *Server) evalMove(c *Conn) {
 			continue
 		}
 		ie.vstamp = stamp
-		s.evalPair(c, ie)
+		s.evalPairAt(c, ie, int(v.pairs[i].at))
 	}
 	// The entities it does not see, which it starts seeing within their
 	// radius: whatever else might make it want one (owning it, a group,
@@ -634,7 +634,7 @@ func (s *Server) batchPairs() {
 			s.enterEnts = append(s.enterEnts, ie.e)
 			s.enterNeed = append(s.enterNeed, 0)
 		}
-		if s.ownerOf(ie.e) == c {
+		if s.ownerByID(ie.id) == c {
 			s.enterNeed[ie.enterAt] |= needOwner
 		} else {
 			s.enterNeed[ie.enterAt] |= needOthers
@@ -844,7 +844,7 @@ func (s *Server) bound(full, delta int) float64 {
 
 // priority returns how much ie matters to c now (see SetPriority).
 func (s *Server) priority(c *Conn, ie *ient, o *obsRef) float64 {
-	if s.ownerOf(ie.e) == c {
+	if s.ownerByID(ie.id) == c {
 		return math.Inf(1)
 	}
 	p := ie.prio

@@ -519,7 +519,7 @@ func (s *Server) seenNow(c *Conn) ([]seen, bool) {
 	}
 	for _, p := range c.view.pairs {
 		ie := &s.ients[p.id.Slot()]
-		now = append(now, seen{e: ie.e, level: ie.obs[p.at].level, owned: s.ownerOf(ie.e) == c})
+		now = append(now, seen{e: ie.e, level: ie.obs[p.at].level, owned: s.ownerByID(ie.id) == c})
 	}
 	slices.SortFunc(now, func(a, b seen) int { return cmp.Compare(a.e.ID().Slot(), b.e.ID().Slot()) })
 	for k := 1; k < len(now); k++ {

@@ -593,8 +593,12 @@ type owner struct {
 // Owner returns the connection that owns e, or nil.
 func (s *Server) Owner(e *state.Entity) *Conn { return s.ownerOf(e) }
 
-func (s *Server) ownerOf(e *state.Entity) *Conn {
-	if slot := int(e.ID().Slot()); slot < len(s.owners) && s.owners[slot].id == e.ID() {
+func (s *Server) ownerOf(e *state.Entity) *Conn { return s.ownerByID(e.ID()) }
+
+// ownerByID is ownerOf for the entity with ID id: the interest code, which
+// has the ID in the entity's interest record, so need not read the entity.
+func (s *Server) ownerByID(id state.ID) *Conn {
+	if slot := int(id.Slot()); slot < len(s.owners) && s.owners[slot].id == id {
 		return s.owners[slot].c
 	}
 	return nil
