@@ -43,20 +43,34 @@ func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
 // connection by connection, each connection's in arrival order.
 func (s *Server) dispatch() {
 	for _, c := range s.conns {
-		select {
-		case <-c.tc.Done():
+		if closed(c) {
 			continue // gone: its pending calls are dropped with it
-		default:
 		}
 		c.rpcMu.Lock()
 		in := c.rpcIn
 		c.rpcIn = c.rpcBuf[:0]
 		c.rpcMu.Unlock()
 		for i, msg := range in {
+			if i > 0 && closed(c) {
+				// A call before it closed the connection: the calls
+				// after it are not run.
+				clear(in[i:])
+				break
+			}
 			s.call(c, msg)
 			in[i] = nil
 		}
 		c.rpcBuf = in[:0]
+	}
+}
+
+// closed reports whether c's connection is closed.
+func closed(c *Conn) bool {
+	select {
+	case <-c.tc.Done():
+		return true
+	default:
+		return false
 	}
 }
 
