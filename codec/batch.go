@@ -620,11 +620,7 @@ func (a *Assembler) rankUpdates(ents []asmEntry) bool {
 		r := a.rank[x.group]
 		if r&upd != 0 {
 			slot := uint32(x.ord)
-			var rank uint32
-			ok := h.inUse(slot)
-			if ok {
-				rank, ok = h.rank(slot)
-			}
+			rank, ok := h.block(slot).rankOf(slot)
 			if !ok {
 				a.unrank(ents[:i])
 				for g := range a.rank {

@@ -2,6 +2,9 @@ package codec
 
 import (
 	"math/bits"
+	"slices"
+
+	"github.com/replicago/replica/state"
 )
 
 // A Held is a server's record of the entities one client holds, by slot,
@@ -11,31 +14,45 @@ import (
 // and the creates and destroys written since, which [Held.Commit] applies
 // at the tick's end.
 //
-// The set is a bitmap over slots in blocks of 384 slots, each with the
-// number of slots held in the blocks before it and, within it, before
-// each of its 64-slot words, so that a rank is a load and a population
+// The set is a sparse bitmap over slots in blocks of 384 slots, of which
+// it keeps only those that hold a slot, in order: each a 64-byte block
+// with the number of slots held in the blocks before it and, within it,
+// before each of its 64-slot words. A directory of 2 bytes per block of
+// the server's slot range gives each block's place among those kept, so
+// that a rank is a load from the directory, and a load and a population
 // count in one 64-byte block whatever the client holds: in a large world,
-// whose clients' bitmaps do not stay in the CPU's caches, one cache line
-// per rank. It costs 4/3 of a bit per slot of its range for each client;
-// Reset sizes it to twice the server's slots (4224 slots at least), and a
-// create above that grows it.
+// whose clients' sets do not stay in the CPU's caches, a cache line per
+// rank and the directory's. It costs, for each client, 64 bytes per block
+// the client holds a slot in (at most one per slot held), with room for
+// half as many again, and 2 bytes per 384 slots of the server's range: a
+// client that holds 50 entities spread over a million slots costs about
+// 10 KB (a dense bitmap, 333 KB). Reset sizes the directory to the
+// server's slots, and a create above that grows it; a block that empties
+// is dropped at the Commit that empties it, and the room kept for blocks
+// is reused.
 //
 // A Held is valid from [Held.Reset] on, and until [Held.Invalidate]: a
 // client that receives creates or destroys the Assembler does not write
 // (such as shared segments) must not be sent ranks. The zero value is
 // invalid. Keeping a Held allocates nothing in steady state.
 type Held struct {
+	// dir is, by block number, the block's index in blocks, or 0 if h
+	// does not keep it.
+	dir []uint16
+	// blocks are an empty block, which stands for those not kept, and
+	// then the blocks kept, by ascending number.
 	blocks []heldBlock
-	used   int      // the blocks that may have bits set: those after are 0
 	n      int      // the slots held
 	moved  []uint32 // slot<<1 | 1 for a create, slot<<1 for a destroy, as written
+	fresh  []uint32 // scratch for Commit: the numbers of blocks it adds
 	valid  bool
 }
 
 // A heldBlock is 384 slots of a Held, a cache line: bit s%64 of word s/64
 // says whether slot s of the block was held when the tick began.
 type heldBlock struct {
-	rank  uint64 // the slots held in the blocks before, for blocks in use
+	rank  uint32 // the slots held in the blocks before
+	num   uint32 // the block's number: its slots are from num*heldSlots
 	cum   uint64 // 9 bits per word i from bit 9i: the slots held in words[:i]
 	words [heldWords]uint64
 }
@@ -43,56 +60,90 @@ type heldBlock struct {
 const (
 	heldWords = 6
 	heldSlots = 64 * heldWords
+	// heldMaxBlocks is the most blocks a Held's directory needs, for
+	// every slot.
+	heldMaxBlocks = (1<<state.SlotBits-1)/heldSlots + 1
 )
-
-// minHeldBlocks is the least size of a Held's bitmap, in blocks: 4224
-// slots, room for a small world's every entity.
-const minHeldBlocks = (4096 + heldSlots - 1) / heldSlots
 
 // Reset makes h valid and the set of slots the client holds, as of the
 // start of the next tick: those of a full state it was just sent. slots
 // need not be sorted nor distinct, and are below 1<<[state.SlotBits];
 // Reset keeps no reference to it. span is the number of slots the server
-// uses (one past the highest): the bitmap gets room for twice that, or
-// twice the highest of slots if higher, so that the entities the client
-// is sent next seldom make a tick grow it.
+// uses (one past the highest): the directory gets room for that, or the
+// highest of slots if higher, so that the entities the client is sent
+// next seldom make a tick grow it.
 func (h *Held) Reset(slots []uint32, span int) {
 	for _, s := range slots {
 		span = max(span, int(s)+1)
 	}
-	h.fit(max(2*((span+heldSlots-1)/heldSlots), minHeldBlocks))
-	clear(h.blocks[:h.used])
-	h.used = 0
-	for _, s := range slots {
-		h.set(s)
-		h.used = max(h.used, int(s/heldSlots)+1)
+	nb := max((span+heldSlots-1)/heldSlots, 1)
+	if cap(h.dir) < nb || cap(h.dir) > 2*nb+64 {
+		h.dir = make([]uint16, nb)
+	} else {
+		h.dir = h.dir[:nb]
+		clear(h.dir)
 	}
-	h.count(0, h.used)
+	k := 0
+	for _, s := range slots {
+		if b := s / heldSlots; h.dir[b] == 0 {
+			h.dir[b] = 1
+			k++
+		}
+	}
+	// Room for half as many blocks again, or 16, but no more than the
+	// server's slots need, so that the entities the client is sent next
+	// seldom make a tick grow it.
+	room := 1 + max(k, min(max(k+k/2, 16), nb))
+	if cap(h.blocks) < k+1 || cap(h.blocks) > 2*room {
+		h.blocks = make([]heldBlock, k+1, room)
+	} else {
+		h.blocks = h.blocks[:k+1]
+		clear(h.blocks)
+	}
+	i := 1
+	for b, x := range h.dir {
+		if x != 0 {
+			h.dir[b] = uint16(i)
+			h.blocks[i].num = uint32(b)
+			i++
+		}
+	}
+	for _, s := range slots {
+		h.blocks[h.dir[s/heldSlots]].words[s%heldSlots/64] |= 1 << (s % 64)
+	}
+	r := uint64(0)
+	for i := 1; i < len(h.blocks); i++ {
+		h.blocks[i].rank = uint32(r)
+		r += h.blocks[i].tally()
+	}
+	h.n = int(r)
 	if cap(h.moved) < 16 {
 		h.moved = make([]uint32, 0, 16)
+	}
+	if cap(h.fresh) < 4 {
+		h.fresh = make([]uint32, 0, 4)
 	}
 	h.moved = h.moved[:0]
 	h.valid = true
 }
 
-// set and unset set and clear slot's bit.
-func (h *Held) set(s uint32) {
-	h.blocks[s/heldSlots].words[s%heldSlots/64] |= 1 << (s % 64)
-}
-
-func (h *Held) unset(s uint32) {
-	h.blocks[s/heldSlots].words[s%heldSlots/64] &^= 1 << (s % 64)
-}
-
-// fit makes the bitmap at least n blocks long, the blocks added clear and
-// their ranks to be counted.
-func (h *Held) fit(n int) {
-	if n <= len(h.blocks) {
-		return
+// find returns the index in h.blocks of slot's block, and whether h keeps
+// it.
+func (h *Held) find(slot uint32) (int, bool) {
+	if b := slot / heldSlots; int(b) < len(h.dir) {
+		i := int(h.dir[b])
+		return i, i != 0
 	}
-	blocks := make([]heldBlock, n)
-	copy(blocks, h.blocks)
-	h.blocks = blocks
+	return 0, false
+}
+
+// block returns slot's block, for a valid h, or the empty block if h keeps
+// none.
+func (h *Held) block(slot uint32) *heldBlock {
+	if b := slot / heldSlots; int(b) < len(h.dir) {
+		return &h.blocks[h.dir[b]]
+	}
+	return &h.blocks[0]
 }
 
 // tally sets b's cum from its words and returns the slots it holds.
@@ -106,32 +157,18 @@ func (b *heldBlock) tally() uint64 {
 	return n
 }
 
-// count recounts the ranks of the blocks in use from the i-th on, given
-// that the blocks after the hi-th have not changed: their ranks only
-// shift by what the blocks before them gained or lost.
-func (h *Held) count(i, hi int) {
-	r := uint64(0)
-	if i > 0 {
-		b := &h.blocks[i-1]
-		r = b.rank + b.cum>>(9*(heldWords-1))&511 + uint64(bits.OnesCount64(b.words[heldWords-1]))
-	}
-	blocks := h.blocks[:h.used]
-	j := i
-	for ; j <= hi && j < len(blocks); j++ {
-		blocks[j].rank = r
-		r += blocks[j].tally()
-	}
-	if j == len(blocks) {
-		h.n = int(r)
-		return
-	}
-	// Unsigned, wrapping: the shift may be negative.
-	if d := r - blocks[j].rank; d != 0 {
-		for ; j < len(blocks); j++ {
-			blocks[j].rank += d
-		}
-		h.n += int(int64(d))
-	}
+// end returns the rank of the slot after b's last: the slots held in b and
+// the blocks before it.
+func (b *heldBlock) end() uint64 {
+	return uint64(b.rank) + b.cum>>(9*(heldWords-1))&511 + uint64(bits.OnesCount64(b.words[heldWords-1]))
+}
+
+// rankOf is Rank for a slot of block b.
+func (b *heldBlock) rankOf(slot uint32) (uint32, bool) {
+	i, bit := slot%heldSlots/64, uint64(1)<<(slot%64)
+	w := b.words[i]
+	r := uint64(b.rank) + b.cum>>(9*i&63)&511
+	return uint32(r) + uint32(bits.OnesCount64(w&(bit-1))), w&bit != 0
 }
 
 // Invalidate makes h invalid until the next Reset.
@@ -158,23 +195,26 @@ func (h *Held) Rank(slot uint32) (int, bool) {
 	if !h.valid {
 		return 0, false
 	}
-	if !h.inUse(slot) {
+	if i, ok := h.find(slot); ok {
+		r, ok := h.blocks[i].rankOf(slot)
+		return int(r), ok
+	}
+	// The rank of the first block kept after slot's, found by a binary
+	// search.
+	b := slot / heldSlots
+	lo, hi := 1, len(h.blocks)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if h.blocks[m].num < b {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == len(h.blocks) {
 		return h.n, false
 	}
-	r, ok := h.rank(slot)
-	return int(r), ok
-}
-
-// inUse reports whether slot is in a block in use.
-func (h *Held) inUse(slot uint32) bool { return int(slot/heldSlots) < h.used }
-
-// rank is Rank for a valid h and a slot in a block in use.
-func (h *Held) rank(slot uint32) (uint32, bool) {
-	b := &h.blocks[slot/heldSlots]
-	i, bit := slot%heldSlots/64, uint64(1)<<(slot%64)
-	w := b.words[i]
-	r := b.rank + b.cum>>(9*i&63)&511
-	return uint32(r) + uint32(bits.OnesCount64(w&(bit-1))), w&bit != 0
+	return int(h.blocks[lo].rank), false
 }
 
 // note records a create (created) or destroy of slot written to the
@@ -199,25 +239,123 @@ func (h *Held) Commit() {
 	}
 	// Destroys before creates: of a slot both destroyed and created in
 	// the tick (reused, which servers avoid), the create decides.
-	// Ranks are recounted over the blocks changed, from the lowest to
-	// the highest, which includes any that come in use (they have none
-	// yet), and shifted after them.
-	low, hi := h.used, -1
+	// Creates in blocks not kept add them, in order. Ranks are then
+	// recounted over the blocks changed, from the lowest to the
+	// highest, which drops those left empty, and shifted after them.
+	lo, top := len(h.blocks), 0 // the blocks changed
 	for _, m := range h.moved {
-		if s := m >> 1; m&1 == 0 && h.inUse(s) {
-			h.unset(s)
-			low, hi = min(low, int(s/heldSlots)), max(hi, int(s/heldSlots))
+		if s := m >> 1; m&1 == 0 {
+			if i, ok := h.find(s); ok {
+				h.blocks[i].words[s%heldSlots/64] &^= 1 << (s % 64)
+				lo, top = min(lo, i), max(top, i)
+			}
 		}
+	}
+	h.fresh = h.fresh[:0]
+	for _, m := range h.moved {
+		if s := m >> 1; m&1 != 0 {
+			if i, ok := h.find(s); ok {
+				h.blocks[i].words[s%heldSlots/64] |= 1 << (s % 64)
+				lo, top = min(lo, i), max(top, i)
+			} else {
+				h.fresh = append(h.fresh, s/heldSlots)
+			}
+		}
+	}
+	if len(h.fresh) > 0 {
+		low, hi := uint32(1<<32-1), uint32(0)
+		if lo <= top {
+			low, hi = h.blocks[lo].num, h.blocks[top].num
+		}
+		h.add()
+		low, hi = min(low, h.fresh[0]), max(hi, h.fresh[len(h.fresh)-1])
+		lo, top = int(h.dir[low]), int(h.dir[hi])
+	}
+	h.moved = h.moved[:0]
+	if lo <= top {
+		h.count(lo, top)
+	}
+}
+
+// add adds the blocks of h.fresh to h.blocks, where they go in order
+// (leaving h.fresh sorted, without repeats), and sets the bits of the
+// creates of h.moved in them (and again in the others, which changes
+// nothing).
+func (h *Held) add() {
+	slices.Sort(h.fresh)
+	h.fresh = slices.Compact(h.fresh)
+	fresh := h.fresh
+	if nb := int(fresh[len(fresh)-1]) + 1; nb > len(h.dir) {
+		n, m := len(h.dir), min(2*nb, heldMaxBlocks)
+		h.dir = slices.Grow(h.dir, m-n)[:m]
+		clear(h.dir[n:])
+	}
+	// Merged from the end, into room for them all.
+	j := len(h.blocks) - 1
+	h.blocks = slices.Grow(h.blocks, len(fresh))[:len(h.blocks)+len(fresh)]
+	for w, f := len(h.blocks)-1, len(fresh)-1; f >= 0; w-- {
+		if j > 0 && h.blocks[j].num > fresh[f] {
+			h.blocks[w] = h.blocks[j]
+			j--
+		} else {
+			h.blocks[w] = heldBlock{num: fresh[f]}
+			f--
+		}
+		h.dir[h.blocks[w].num] = uint16(w)
 	}
 	for _, m := range h.moved {
 		if s := m >> 1; m&1 != 0 {
-			b := int(s / heldSlots)
-			h.fit(2 * (b + 1))
-			h.set(s)
-			low, hi = min(low, b), max(hi, b)
-			h.used = max(h.used, b+1)
+			h.blocks[h.dir[s/heldSlots]].words[s%heldSlots/64] |= 1 << (s % 64)
 		}
 	}
-	h.count(low, hi)
-	h.moved = h.moved[:0]
+}
+
+// count recounts the ranks of the blocks from the i-th to the hi-th (from
+// the first kept on), and drops those left empty, given that the blocks
+// after the hi-th have not changed: their ranks only shift by what the
+// blocks before them gained or lost, and they move down over those
+// dropped.
+func (h *Held) count(i, hi int) {
+	blocks := h.blocks
+	r := blocks[i-1].end() // 0 after the empty block
+	w := i
+	for j := i; j <= hi; j++ {
+		b := &blocks[j]
+		n := b.tally()
+		if n == 0 {
+			h.dir[b.num] = 0
+			continue
+		}
+		b.rank = uint32(r)
+		r += n
+		if w != j {
+			blocks[w] = *b
+			h.dir[b.num] = uint16(w)
+		}
+		w++
+	}
+	j := hi + 1
+	if j == len(blocks) {
+		h.n = int(r)
+		h.blocks = blocks[:w]
+		return
+	}
+	// Unsigned, wrapping: the shift may be negative.
+	d := uint32(r) - blocks[j].rank
+	h.n += int(int32(d))
+	if w == j {
+		if d != 0 {
+			for ; j < len(blocks); j++ {
+				blocks[j].rank += d
+			}
+		}
+		return
+	}
+	for ; j < len(blocks); j++ {
+		blocks[w] = blocks[j]
+		blocks[w].rank += d
+		h.dir[blocks[w].num] = uint16(w)
+		w++
+	}
+	h.blocks = blocks[:w]
 }
