@@ -18,8 +18,9 @@ type InterestStats struct {
 	Cells int // occupied grid cells, over every AOI space
 	// Bytes estimates the memory the interest state holds: per pair, its
 	// entries in the client's pair list and the entity's observer list;
-	// per entity and per cell, their records; and the spare arrays kept
-	// for those lists to reuse.
+	// per entity and per cell, their records; per client, its record of
+	// the entities it holds (by which its updates name them); and the
+	// spare arrays kept for those lists to reuse.
 	Bytes int
 }
 
@@ -33,7 +34,7 @@ func (s *Server) InterestStats() InterestStats {
 		st.Bytes += int(unsafe.Sizeof(pairRef{}))*cap(v.pairs) + int(unsafe.Sizeof(*v)) +
 			8*(cap(v.enter)+cap(v.leave)+cap(v.groups)) +
 			4*(cap(v.relevel)+cap(v.held)) + cap(v.enterL) + int(unsafe.Sizeof(raise{}))*(cap(v.raised)+cap(v.sets)) +
-			int(unsafe.Sizeof(session.Level{}))*cap(c.levels)
+			int(unsafe.Sizeof(session.Level{}))*cap(c.levels) + c.held.Bytes()
 	}
 	st.Bytes += len(s.ients)*int(unsafe.Sizeof(ient{})-unsafe.Sizeof(histLine{})) + s.obsSlab.bytes() + s.pairSlab.bytes() +
 		int(unsafe.Sizeof(pairUpd{}))*cap(s.updBuf) + s.entSlab.bytes() + s.idSlab.bytes() + s.raiseSlab.bytes() + s.lvlSlab.bytes() + s.levelSlab.bytes()

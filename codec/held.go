@@ -171,6 +171,15 @@ func (b *heldBlock) rankOf(slot uint32) (uint32, bool) {
 	return uint32(r) + uint32(bits.OnesCount64(w&(bit-1))), w&bit != 0
 }
 
+// Bytes returns the memory h holds: its directory, its blocks and the
+// room kept for more, and its lists of the tick's creates and destroys.
+func (h *Held) Bytes() int {
+	return 2*cap(h.dir) + heldBlockBytes*cap(h.blocks) + 4*(cap(h.moved)+cap(h.fresh))
+}
+
+// heldBlockBytes is the size of a heldBlock: a cache line.
+const heldBlockBytes = 64
+
 // Invalidate makes h invalid until the next Reset.
 func (h *Held) Invalidate() {
 	h.valid = false

@@ -3,6 +3,7 @@ package codec_test
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -217,9 +218,20 @@ func heldBytes(n, held, span int) float64 {
 // its own block, take 50 blocks of 64 bytes, room for half as many again
 // and a directory of 2 bytes per 384 slots (about 10 KB in all), where a
 // bitmap of the range would take 333 KB.
+// Held.Bytes, which the server's InterestStats counts, is within a tenth
+// of the heap it takes.
 func TestHeldMemory(t *testing.T) {
 	if b := heldBytes(200, 50, 1_000_000); b > 12000 {
 		t.Fatalf("a Held of 50 slots over 1,000,000 costs %.0f bytes, want at most 12,000", b)
+	}
+	for _, span := range []int{5000, 1_000_000} {
+		var h codec.Held
+		slots := []uint32{0, 1, uint32(span / 2), uint32(span - 1)}
+		h.Reset(slots, span)
+		heap := heldBytes(100, len(slots), span)
+		if got := float64(h.Bytes()); math.Abs(got-heap) > heap/10 {
+			t.Errorf("span %d: Bytes() = %.0f, the heap says %.0f", span, got, heap)
+		}
 	}
 }
 
