@@ -201,6 +201,17 @@ var StructType = class {
     return this.leaves.find((l) => l.name === name);
   }
 };
+var reach = (classes) => {
+  const order = /* @__PURE__ */ new Set();
+  const visit = (st) => {
+    if (!st || order.has(st)) return;
+    order.add(st);
+    for (const f of st.fields) for (let t = f.type; t; t = t.elem) visit(t.struct);
+    for (const r of st.rpcs) visit(r.args);
+  };
+  classes.forEach(visit);
+  return order;
+};
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
@@ -469,17 +480,9 @@ var read = () => {
     }
     for (let b = 1; b <= st.nbands; b++) if (!used.has(b)) bad(`${st.name}: band ${b} has no field`);
   }
-  const order = /* @__PURE__ */ new Set();
-  const visit = (st) => {
-    if (!st || order.has(st)) return;
-    order.add(st);
-    for (const f of st.fields) for (let t = f.type; t; t = t.elem) visit(t.struct);
-    for (const rpc of st.rpcs) visit(rpc.args);
-  };
-  classes.forEach(visit);
   let i = 0;
   let ok = classes.every((c, j) => !j || c.classId > classes[j - 1].classId);
-  for (const st of order) ok &&= st === structs[i++];
+  for (const st of reach(classes)) ok &&= st === structs[i++];
   if (!ok || i < n) bad("not canonical");
   return new Schema(classes);
 };

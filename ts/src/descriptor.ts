@@ -10,7 +10,7 @@
 
 import { BitWriter, decodeUTF8, encodeUTF8, bits, bool, bytes, count, finish, hi, load, pos, u, u32 } from "./bits.js";
 import { ReplicaDecodeError } from "./errors.js";
-import { Schema, StructType, bad, kindType, type Field, type Quant, type Type } from "./schema.js";
+import { Schema, StructType, bad, kindType, reach, type Field, type Quant, type Type } from "./schema.js";
 import { f64FromBits, f64Bits, out } from "./values.js";
 import { Kind } from "./enums.js";
 
@@ -137,17 +137,9 @@ const read = (): Schema => {
   // then the RPCs' arguments), every struct reached. Every other field has
   // one encoding, so a descriptor in this order is canonical: it is what
   // writeDescriptor writes for its schema.
-  const order = new Set<StructType>();
-  const visit = (st: StructType | null): void => {
-    if (!st || order.has(st)) return;
-    order.add(st);
-    for (const f of st.fields) for (let t: Type | null = f.type; t; t = t.elem) visit(t.struct);
-    for (const rpc of st.rpcs) visit(rpc.args);
-  };
-  classes.forEach(visit);
   let i = 0;
   let ok = classes.every((c, j) => !j || c.classId > classes[j - 1]!.classId);
-  for (const st of order) ok &&= st === structs[i++];
+  for (const st of reach(classes)) ok &&= st === structs[i++];
   if (!ok || i < n) bad("not canonical");
   return new Schema(classes);
 };
@@ -163,16 +155,8 @@ const writeFloat = (w: BitWriter, x: number): void => {
  * depth-first pre-order from the classes in ascending class-ID order.
  */
 export const writeDescriptor = (s: Schema): Uint8Array => {
-  const structs: StructType[] = [];
-  const index = new Map<StructType, number>();
-  const visit = (st: StructType | null): void => {
-    if (!st || index.has(st)) return;
-    index.set(st, structs.length);
-    structs.push(st);
-    for (const f of st.fields) for (let t: Type | null = f.type; t; t = t.elem) visit(t.struct);
-    for (const r of st.rpcs) visit(r.args);
-  };
-  s.classes.forEach(visit);
+  const structs = [...reach(s.classes)];
+  const index = new Map(structs.map((st, i) => [st, i]));
   const w = new BitWriter();
   const name = (x: { name: string; nameBytes?: Uint8Array }): void => w.bytes(x.nameBytes ?? encodeUTF8(x.name));
   const writeType = (t: Type): void => {

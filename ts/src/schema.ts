@@ -142,6 +142,24 @@ export class StructType {
   }
 }
 
+/**
+ * The structs reached from classes in depth-first pre-order, each once:
+ * a struct, then the structs of its fields' types, then its RPCs'
+ * arguments. From the classes in ascending class ID, this is the canonical
+ * order of a descriptor's structs (§3.1).
+ */
+export const reach = (classes: StructType[]): Set<StructType> => {
+  const order = new Set<StructType>();
+  const visit = (st: StructType | null): void => {
+    if (!st || order.has(st)) return;
+    order.add(st);
+    for (const f of st.fields) for (let t: Type | null = f.type; t; t = t.elem) visit(t.struct);
+    for (const r of st.rpcs) visit(r.args);
+  };
+  classes.forEach(visit);
+  return order;
+};
+
 /** Throws a "descriptor" error (here, and for the descriptor decoder). */
 export const bad = (msg: string): never => fail("descriptor", msg);
 

@@ -8,7 +8,7 @@
 import { misuse } from "./errors.js";
 import { decodeDescriptor } from "./descriptor.js";
 import type { Replica, BagEvent, ListEvent, MapEvent, ItemKind } from "./replica.js";
-import type { Schema, StructType } from "./schema.js";
+import { reach, type Schema, type StructType } from "./schema.js";
 import { BagC, ListC, MapC, Rec, elemValue, type Elem, type Entity, type Key } from "./state.js";
 import { numPlan, numValue, type NumPlan } from "./values.js";
 
@@ -30,13 +30,7 @@ export const schemaFromBase64 = (b64: string): Schema => decodeDescriptor(Uint8A
 /** Every struct type a schema reaches (classes, nested structs, elements, bag items, RPC arguments), by name. */
 export const structsOf = (schema: Schema): Map<string, StructType> => {
   const out = new Map<string, StructType>();
-  const visit = (s: StructType | null): void => {
-    if (!s || out.has(s.name)) return;
-    out.set(s.name, s);
-    for (const f of s.fields) visit(f.type.struct ?? f.type.elem?.struct ?? null);
-    for (const r of s.rpcs) visit(r.args);
-  };
-  schema.classes.forEach(visit);
+  for (const s of reach(schema.classes)) if (!out.has(s.name)) out.set(s.name, s);
   return out;
 };
 
