@@ -171,19 +171,19 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  y = 0;
+  x = 0;
   /** @internal Object slots of a record of the struct. */
-  F = 0;
+  D = 0;
   /** @internal The types of the object slots, in order. */
-  G = [];
+  E = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  H;
+  F;
   /** @internal Fields by ID. */
-  aa = /* @__PURE__ */ new Map();
+  _ = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  I = 0;
+  G = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  J = 0;
+  H = 0;
   constructor(name) {
     this.name = name;
   }
@@ -191,7 +191,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.aa.get(id);
+    return this._.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -215,46 +215,46 @@ var reach = (classes) => {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.I === 1) bad(s.name + " contains itself");
-  if (s.I) return;
-  s.I = 1;
+  if (s.G === 1) bad(s.name + " contains itself");
+  if (s.G) return;
+  s.G = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.aa.set(f.id, f);
+    s._.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ba = s.leaves.length;
+    f.$ = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, z: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], y: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
-    s.J += sub.J;
-    if ((budget += sub.J) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, y: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], x: +numeric, D: +!numeric, E: numeric ? [] : [t], H: 1 };
+    s.H += sub.H;
+    if ((budget += sub.H) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        z: f.id + (l.z && "," + l.z),
+        y: f.id + (l.y && "," + l.y),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        a: l.a < 0 ? -1 : l.a + s.y,
-        c: l.c < 0 ? -1 : l.c + s.F
+        a: l.a < 0 ? -1 : l.a + s.x,
+        c: l.c < 0 ? -1 : l.c + s.D
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.G.push(...sub.G);
-    s.y += sub.y;
-    s.F += sub.F;
+    s.E.push(...sub.E);
+    s.x += sub.x;
+    s.D += sub.D;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.I = 2;
+  s.G = 2;
 };
 var Schema = class {
   /**
@@ -323,7 +323,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), ta: bool2, o: W, l: isSigned(k) || float && m === 1, ua: W === 64, quant: q });
+    plans.set(t, p = { kind: k, t: bool2 || (float && m !== 1 ? W : 0), ua: bool2, o: W, l: isSigned(k) || float && m === 1, va: W === 64, quant: q });
   }
   return p;
 };
@@ -355,7 +355,7 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.ua) return p.l ? lo | 0 : lo;
+  if (!p.va) return p.l ? lo | 0 : lo;
   const v = big(lo, hi2);
   return p.l ? BigInt.asIntN(64, v) : v;
 };
@@ -442,17 +442,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.H] = name();
+    [st.name, st.F] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, H: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ba: 0 };
+      const f = { id: prev, name: nm, F: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), $: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, H: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, F: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -491,9 +491,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.a = new Uint32Array(type.y * 2);
-    this.c = type.G.map(zeroObj);
-    this.ca = 0;
+    this.a = new Uint32Array(type.x * 2);
+    this.c = type.E.map(zeroObj);
+    this.aa = 0;
   }
   /** A deep copy. */
   clone() {
@@ -566,7 +566,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.A = bands;
+    this.z = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -584,7 +584,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.A[l.index] ?? 0) <= this.level;
+    return !!l && (this.z[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -614,7 +614,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.K.push({ j: k, va: e, wa: [e, ...a] });
+  const event = (k, e, ...a) => void t.I.push({ j: k, wa: e, xa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -633,7 +633,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.ca !== serial) {
+    if (r.aa !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -677,37 +677,37 @@ var table = () => {
   };
   const t = {
     size: 0,
-    v: [],
-    w: /* @__PURE__ */ new Set(),
-    K: [],
-    xa: atSlot,
-    B: setNum,
-    O: setObj,
+    u: [],
+    v: /* @__PURE__ */ new Set(),
+    I: [],
+    ya: atSlot,
+    ba: setNum,
+    ca: setObj,
     entity(id) {
       const e = atSlot(id & 16777215);
       return e && e.id === id >>> 0 ? e : void 0;
     },
-    entities: () => t.v.map((s) => atSlot(s)),
-    ya(c, leaf) {
+    entities: () => t.u.map((s) => atSlot(s)),
+    za(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    C() {
+    A() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.w.clear();
-      t.K = [];
+      t.v.clear();
+      t.I = [];
       return t;
     },
-    za(cls, id, classId, bands, nbands) {
+    Aa(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.ca = serial;
+      e.aa = serial;
       put2(slot, e);
-      t.w.add(slot);
+      t.v.add(slot);
       moved.push(slot);
       undo.push(() => put2(slot));
       event(0 /* Create */, e);
@@ -727,7 +727,7 @@ var table = () => {
     fa(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Aa(e, leaf, l, op, i, v) {
+    Ba(e, leaf, l, op, i, v) {
       const a = l.i;
       if (op > 2) {
         l.i = [];
@@ -761,11 +761,11 @@ var table = () => {
         if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
         else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.c, zeroObj(l.field.type));
       }
-      t.w.add(e.slot);
+      t.v.add(e.slot);
     },
     ia() {
       if (moved.length) {
-        const held = t.v;
+        const held = t.u;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -773,11 +773,11 @@ var table = () => {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.v = out2.concat(held.slice(i));
+        t.u = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    Ba() {
+    Ca() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].a;
         const i = saved[3 * j];
@@ -785,7 +785,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.C();
+      t.A();
     }
   };
   return t;
@@ -807,11 +807,11 @@ var withDefaults = (l = {}) => {
   return r;
 };
 var DIRECT = {
-  B(_e, _l, slot, lo, hi2, r) {
+  ba(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
-  O(_e, _l, slot, v, r) {
+  ca(_e, _l, slot, v, r) {
     r.c[slot] = v;
   }
 };
@@ -837,11 +837,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.z, l.index]));
-      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), A: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.y, l.index]));
+      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), z: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ja[l.index] = byPath.get(l.z) ?? -1;
-        if (j >= 0) m.A[j] = l.band;
+        const j = m.ja[l.index] = byPath.get(l.y) ?? -1;
+        if (j >= 0) m.z[j] = l.band;
       }
     }
     return m;
@@ -861,7 +861,7 @@ var decoder = (local, remote = local, limits = {}) => {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.v[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.u[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = bits(6);
       for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
@@ -869,8 +869,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.za(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.A : EMPTY, rc.nbands);
-      else if (!(e = tab.xa(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.Aa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.z : EMPTY, rc.nbands);
+      else if (!(e = tab.ya(slot)) || tag === 4 /* Fill */ && !tab.v.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -886,7 +886,7 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ba;
+      const leaf = base + f.$;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
@@ -895,9 +895,9 @@ var decoder = (local, remote = local, limits = {}) => {
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.ta : p.u : 0;
+      let k = numeric ? delta ? p.ua : p.t : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.o <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ p: to, Ca: ll ? numeric ? ll.a : ll.c : -1, Da: how, j: k, P: t, ka: ll && ll.field.type, L: p, la: MASK[p.o] ?? 0, Q: 32 - p.o, l: p.l });
+      steps.push({ M: to, Da: ll ? numeric ? ll.a : ll.c : -1, ka: how, j: k, N: t, la: ll && ll.field.type, J: p, ma: MASK[p.o] ?? 0, O: 32 - p.o, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -908,40 +908,45 @@ var decoder = (local, remote = local, limits = {}) => {
     const a = rec2.a;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.Ca;
+      const slot = s.Da;
       const j = slot << 1;
-      switch (s.Da) {
+      let lo;
+      let h = 0;
+      switch (s.ka) {
         case 2 /* Delta */: {
-          const lo = u(s.j);
-          if (hi !== 0 || lo > s.la) bad3("delta");
-          if (slot < 0) break;
-          let v = a[j] + (lo >>> 1 ^ -(lo & 1));
+          const c = u(s.j);
+          if (hi !== 0 || c > s.ma) bad3("delta");
+          if (slot < 0) continue;
+          let v = a[j] + (c >>> 1 ^ -(c & 1));
           if (s.l) {
-            v = v << s.Q >> s.Q;
-            tab.B(e, s.p, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.B(e, s.p, slot, s.Q === 0 ? v >>> 0 : v & s.la, 0, rec2, k, bagLeaf);
+            v = v << s.O >> s.O;
+            lo = v >>> 0;
+            h = v < 0 ? 4294967295 : 0;
+          } else lo = s.O === 0 ? v >>> 0 : v & s.ma;
           break;
         }
-        case 1 /* Raw */: {
-          const lo = bitsWide(s.j);
-          if (slot >= 0) tab.B(e, s.p, slot, lo, hi, rec2, k, bagLeaf);
+        case 1 /* Raw */:
+          lo = bitsWide(s.j);
+          h = hi;
           break;
-        }
         case 3 /* U */:
-          readNum(s.L, s.j, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.B(e, s.p, slot, out.f, out.e, rec2, k, bagLeaf);
+          readNum(s.J, s.j, delta, a[j], a[j + 1]);
+          lo = out.f;
+          h = out.e;
           break;
-        case 4 /* Str */: {
-          const v = readStr(s.P);
-          if (slot >= 0) tab.O(e, s.p, slot, v, rec2, k, bagLeaf);
-          break;
+        default: {
+          let v;
+          if (s.ka === 4 /* Str */) v = readStr(s.N);
+          else if (!delta || bool()) v = readContainer(s.N, s.la, depth + 1);
+          else {
+            containerOps(tab, e, s.N, s.la, s.M, slot);
+            continue;
+          }
+          if (slot >= 0) tab.ca(e, s.M, slot, v, rec2, k, bagLeaf);
+          continue;
         }
-        default:
-          if (!delta || bool()) {
-            const c = readContainer(s.P, s.ka, depth + 1);
-            if (slot >= 0) tab.O(e, s.p, slot, c, rec2, k, bagLeaf);
-          } else containerOps(tab, e, s.P, s.ka, s.p, slot);
       }
+      if (slot >= 0) tab.ba(e, s.M, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -955,8 +960,8 @@ var decoder = (local, remote = local, limits = {}) => {
   const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.u) {
-        out.f = bitsWide(p.u);
+      if (p.t) {
+        out.f = bitsWide(p.t);
         out.e = hi;
       } else readNum(p, k, false);
       return toElem(p, out.f, out.e);
@@ -964,7 +969,7 @@ var decoder = (local, remote = local, limits = {}) => {
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   };
   const readK = (t, n) => {
-    return n && isNumeric(t.kind) && !numPlan(t).u ? bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).t ? bits(6) : 0;
   };
   const readKey = (key, k) => {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= kindType(key), null, k, 0);
@@ -1033,7 +1038,7 @@ var decoder = (local, remote = local, limits = {}) => {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.Aa(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Ba(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1059,7 +1064,7 @@ var decoder = (local, remote = local, limits = {}) => {
     }
   };
   return {
-    ma: lim,
+    na: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1096,10 +1101,10 @@ var keyTypes = [];
 // ts/src/replica.ts
 var Replica = class {
   /** @internal The entity table. */
-  D = table();
+  B = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  R = /* @__PURE__ */ new Map();
-  S = false;
+  P = /* @__PURE__ */ new Map();
+  Q = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1108,23 +1113,23 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.E = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.C = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.E.ma;
+    return this.C.na;
   }
   /** Number of entities. */
   get size() {
-    return this.D.size;
+    return this.B.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.D.entity(id);
+    return this.B.entity(id);
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.D.entities();
+    return this.B.entities();
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1142,7 +1147,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.C("applyTick");
+    const t = this.A("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
@@ -1166,15 +1171,15 @@ var Replica = class {
         const e = t.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ha(e, (l) => e.A[l.index] > lc.level);
-        } else if (lc.level > e.level) t.w.add(e.slot);
+          t.ha(e, (l) => e.z[l.index] > lc.level);
+        } else if (lc.level > e.level) t.v.add(e.slot);
         if (e) t.fa(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.E.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.C.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = t.entity(id);
-        if (!e || !t.w.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+        if (!e || !t.v.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
         t.ea(e, true);
       }
       for (const lc of later) {
@@ -1182,13 +1187,13 @@ var Replica = class {
         t.fa(e, level(e, lc.level));
       }
     } catch (e) {
-      t.Ba();
+      t.Ca();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
     t.ia();
     this.ticksApplied++;
-    this.na(t.K);
+    this.oa(t.I);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1196,13 +1201,13 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.C("reset");
-    const dec = decoder(this.local, remote, this.E.ma);
+    const t = this.A("reset");
+    const dec = decoder(this.local, remote, this.C.na);
     for (const e of t.entities()) t.da(e.slot);
     t.ia();
-    this.E = dec;
+    this.C = dec;
     this.remote = remote;
-    this.na(t.K);
+    this.oa(t.I);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1243,21 +1248,21 @@ var Replica = class {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  C(what) {
-    return this.S ? misuse(what + " from a callback") : this.D.C();
+  A(what) {
+    return this.Q ? misuse(what + " from a callback") : this.B.A();
   }
-  na(events) {
-    if (!this.R.size) return;
-    this.S = true;
+  oa(events) {
+    if (!this.P.size) return;
+    this.Q = true;
     try {
-      for (const { j: k, va: e, wa: a } of events) {
-        const list = this.R.get(e.type)?.[k];
+      for (const { j: k, wa: e, xa: a } of events) {
+        const list = this.P.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.Fa <= this.ticksApplied && !cb.T) cb.Ga(...a);
+        for (const cb of list ?? []) if (cb.Fa <= this.ticksApplied && !cb.R) cb.Ga(...a);
       }
     } finally {
-      this.S = false;
+      this.Q = false;
     }
   }
   /**
@@ -1271,17 +1276,17 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.field.type.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.D.ya(cls, l.index);
+      this.B.za(cls, l.index);
       i += l.index;
     }
-    const cbs = this.R;
+    const cbs = this.P;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { Fa: this.ticksApplied + 1, T: false, Ga: fn };
+    const cb = { Fa: this.ticksApplied + 1, R: false, Ga: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.T) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.T = true;
+      if (!cb.R) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.R = true;
     };
   }
 };

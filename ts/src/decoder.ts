@@ -263,38 +263,44 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       const s = steps[i]!;
       const slot = s.sl;
       const j = slot << 1;
+      // A number's new S, (lo, h); other values set their slot and go on.
+      let lo: number;
+      let h = 0;
       switch (s.how) {
         case P.Delta: {
-          const lo = u(s.k);
-          if (hi !== 0 || lo > s.mask) bad("delta");
-          if (slot < 0) break;
-          let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
+          const c = u(s.k);
+          if (hi !== 0 || c > s.mask) bad("delta");
+          if (slot < 0) continue;
+          let v = a[j]! + ((c >>> 1) ^ -(c & 1));
           if (s.signed) {
             v = (v << s.sh) >> s.sh;
-            tab.setNum(e, s.to, slot, v >>> 0, v < 0 ? 0xffffffff : 0, rec, k, bagLeaf);
-          } else tab.setNum(e, s.to, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0, rec, k, bagLeaf);
+            lo = v >>> 0;
+            h = v < 0 ? 0xffffffff : 0;
+          } else lo = s.sh === 0 ? v >>> 0 : v & s.mask;
           break;
         }
-        case P.Raw: {
-          const lo = bitsWide(s.k);
-          if (slot >= 0) tab.setNum(e, s.to, slot, lo, hi, rec, k, bagLeaf);
+        case P.Raw:
+          lo = bitsWide(s.k);
+          h = hi;
           break;
-        }
         case P.U:
           readNum(s.plan, s.k, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.setNum(e, s.to, slot, out.lo, out.hi, rec, k, bagLeaf);
+          lo = out.lo;
+          h = out.hi;
           break;
-        case P.Str: {
-          const v = readStr(s.t);
+        default: {
+          let v: unknown;
+          if (s.how === P.Str) v = readStr(s.t);
+          else if (!delta || bool()) v = readContainer(s.t, s.lt, depth + 1);
+          else {
+            containerOps(tab, e, s.t, s.lt, s.to, slot);
+            continue;
+          }
           if (slot >= 0) tab.setObj(e, s.to, slot, v, rec, k, bagLeaf);
-          break;
+          continue;
         }
-        default:
-          if (!delta || bool()) {
-            const c = readContainer(s.t, s.lt, depth + 1);
-            if (slot >= 0) tab.setObj(e, s.to, slot, c, rec, k, bagLeaf);
-          } else containerOps(tab, e, s.t, s.lt, s.to, slot);
       }
+      if (slot >= 0) tab.setNum(e, s.to, slot, lo, h, rec, k, bagLeaf);
     }
   };
 
