@@ -171,19 +171,19 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  x = 0;
+  z = 0;
   /** @internal Object slots of a record of the struct. */
-  D = 0;
+  E = 0;
   /** @internal The types of the object slots, in order. */
-  E = [];
+  F = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  F;
+  G;
   /** @internal Fields by ID. */
-  _ = /* @__PURE__ */ new Map();
+  aa = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  G = 0;
-  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   H = 0;
+  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
+  I = 0;
   constructor(name) {
     this.name = name;
   }
@@ -191,7 +191,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this._.get(id);
+    return this.aa.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -215,46 +215,47 @@ var reach = (classes) => {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.G === 1) bad(s.name + " contains itself");
-  if (s.G) return;
-  s.G = 1;
+  if (s.H === 1) bad(s.name + " contains itself");
+  if (s.H) return;
+  s.H = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s._.set(f.id, f);
+    s.aa.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.$ = s.leaves.length;
+    f.ba = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, y: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], x: +numeric, D: +!numeric, E: numeric ? [] : [t], H: 1 };
-    s.H += sub.H;
-    if ((budget += sub.H) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, l: t, A: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], z: +numeric, E: +!numeric, F: numeric ? [] : [t], I: 1 };
+    s.I += sub.I;
+    if ((budget += sub.I) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
-        y: f.id + (l.y && "," + l.y),
+        l: l.l,
+        A: f.id + (l.A && "," + l.A),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        a: l.a < 0 ? -1 : l.a + s.x,
-        c: l.c < 0 ? -1 : l.c + s.D
+        a: l.a < 0 ? -1 : l.a + s.z,
+        c: l.c < 0 ? -1 : l.c + s.E
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.E.push(...sub.E);
-    s.x += sub.x;
-    s.D += sub.D;
+    s.F.push(...sub.F);
+    s.z += sub.z;
+    s.E += sub.E;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.G = 2;
+  s.H = 2;
 };
 var Schema = class {
   /**
@@ -323,7 +324,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, t: bool2 || (float && m !== 1 ? W : 0), ua: bool2, o: W, l: isSigned(k) || float && m === 1, va: W === 64, quant: q });
+    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), wa: bool2, p: W, m: isSigned(k) || float && m === 1, xa: W === 64, quant: q });
   }
   return p;
 };
@@ -334,8 +335,8 @@ var unzigzag64 = (lo, hi2) => {
   out.e = (hi2 >>> 1 ^ neg) >>> 0;
 };
 var decodeFull = (p, lo, hi2) => {
-  if (p.o < 64 && (hi2 || lo > MASK[p.o])) return false;
-  if (p.l) unzigzag64(lo, hi2);
+  if (p.p < 64 && (hi2 || lo > MASK[p.p])) return false;
+  if (p.m) unzigzag64(lo, hi2);
   else {
     out.f = lo;
     out.e = hi2;
@@ -355,9 +356,9 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.va) return p.l ? lo | 0 : lo;
+  if (!p.xa) return p.m ? lo | 0 : lo;
   const v = big(lo, hi2);
-  return p.l ? BigInt.asIntN(64, v) : v;
+  return p.m ? BigInt.asIntN(64, v) : v;
 };
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -390,7 +391,7 @@ var decodeDescriptor = (b) => {
   load(b);
   try {
     const s = read();
-    s.m = b;
+    s.o = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
@@ -442,17 +443,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.F] = name();
+    [st.name, st.G] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, F: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), $: 0 };
+      const f = { id: prev, name: nm, G: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ba: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, F: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, G: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -491,9 +492,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.a = new Uint32Array(type.x * 2);
-    this.c = type.E.map(zeroObj);
-    this.aa = 0;
+    this.a = new Uint32Array(type.z * 2);
+    this.c = type.F.map(zeroObj);
+    this.ca = 0;
   }
   /** A deep copy. */
   clone() {
@@ -506,7 +507,7 @@ var Rec = class {
   /** The value of the field at a dotted path ("pos.x") as §4.1 converts it; undefined if there is no such leaf. */
   get(path) {
     const l = this.type.leafNamed(path);
-    return l && (l.a < 0 ? this.c[l.c] : numValue(numPlan(l.field.type), this.a[2 * l.a], this.a[2 * l.a + 1]));
+    return l && (l.a < 0 ? this.c[l.c] : numValue(numPlan(l.l), this.a[2 * l.a], this.a[2 * l.a + 1]));
   }
 };
 var zeroObj = (t) => t.kind === 12 /* String */ ? "" : t.kind === 13 /* Bytes */ ? EMPTY : t.kind === 16 /* List */ ? new ListC(t, []) : new (t.kind === 17 /* Map */ ? MapC : BagC)(t, /* @__PURE__ */ new Map());
@@ -566,7 +567,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.z = bands;
+    this.B = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -584,7 +585,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.z[l.index] ?? 0) <= this.level;
+    return !!l && (this.B[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -614,11 +615,11 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.I.push({ j: k, wa: e, xa: [e, ...a] });
+  const event = (k, e, ...a) => void t.J.push({ j: k, ya: e, za: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
-    const ty = e.type.leaves[leaf].field.type;
+    const ty = e.type.leaves[leaf].l;
     const bag = ty.kind === 18 /* Bag */;
     const ev = { kind: ITEM_KINDS[kind], [ty.kind === 16 /* List */ ? "index" : "key"]: key };
     if (bag) ev.itemLeaf = itemLeaf;
@@ -633,7 +634,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.aa !== serial) {
+    if (r.ca !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -647,7 +648,7 @@ var table = () => {
     a[i] = lo;
     a[i + 1] = hi2;
     if (wants(e, r === e ? leaf : bagLeaf)) {
-      const p = numPlan(r.type.leaves[leaf].field.type);
+      const p = numPlan(r.type.leaves[leaf].l);
       fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi2), r, k, bagLeaf);
     }
   };
@@ -677,43 +678,38 @@ var table = () => {
   };
   const t = {
     size: 0,
-    u: [],
-    v: /* @__PURE__ */ new Set(),
-    I: [],
-    ya: atSlot,
-    ba: setNum,
-    ca: setObj,
-    entity(id) {
-      const e = atSlot(id & 16777215);
-      return e && e.id === id >>> 0 ? e : void 0;
-    },
-    entities: () => t.u.map((s) => atSlot(s)),
-    za(c, leaf) {
+    v: [],
+    w: /* @__PURE__ */ new Set(),
+    J: [],
+    N: atSlot,
+    da: setNum,
+    ea: setObj,
+    Aa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    A() {
+    C() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.v.clear();
-      t.I = [];
+      t.w.clear();
+      t.J = [];
       return t;
     },
-    Aa(cls, id, classId, bands, nbands) {
+    Ba(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.aa = serial;
+      e.ca = serial;
       put2(slot, e);
-      t.v.add(slot);
+      t.w.add(slot);
       moved.push(slot);
       undo.push(() => put2(slot));
       event(0 /* Create */, e);
       return e;
     },
-    da(slot) {
+    fa(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -721,13 +717,13 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    ea(e, owned) {
+    ga(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    fa(e, level) {
+    ha(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Ba(e, leaf, l, op, i, v) {
+    Ca(e, leaf, l, op, i, v) {
       const a = l.i;
       if (op > 2) {
         l.i = [];
@@ -744,7 +740,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    ga(e, leaf, m, k, v) {
+    ia(e, leaf, m, k, v) {
       const had = m.d.has(k);
       const old = m.d.get(k);
       if (v === void 0) {
@@ -754,18 +750,18 @@ var table = () => {
       undo.push(() => had ? m.d.set(k, old) : m.d.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    ha(e, pick) {
+    ja(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         const cur = e.c[l.c];
         if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
-        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.c, zeroObj(l.field.type));
+        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.c, zeroObj(l.l));
       }
-      t.v.add(e.slot);
+      t.w.add(e.slot);
     },
-    ia() {
+    ka() {
       if (moved.length) {
-        const held = t.u;
+        const held = t.v;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -773,11 +769,11 @@ var table = () => {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.u = out2.concat(held.slice(i));
+        t.v = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    Ca() {
+    Da() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].a;
         const i = saved[3 * j];
@@ -785,7 +781,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.A();
+      t.C();
     }
   };
   return t;
@@ -807,11 +803,11 @@ var withDefaults = (l = {}) => {
   return r;
 };
 var DIRECT = {
-  ba(_e, _l, slot, lo, hi2, r) {
+  da(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
-  ca(_e, _l, slot, v, r) {
+  ea(_e, _l, slot, v, r) {
     r.c[slot] = v;
   }
 };
@@ -837,11 +833,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.y, l.index]));
-      inner.set(ls, m = { ja: new Int32Array(rs.leaves.length), z: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.A, l.index]));
+      inner.set(ls, m = { la: new Int32Array(rs.leaves.length), B: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ja[l.index] = byPath.get(l.y) ?? -1;
-        if (j >= 0) m.z[j] = l.band;
+        const j = m.la[l.index] = byPath.get(l.A) ?? -1;
+        if (j >= 0) m.B[j] = l.band;
       }
     }
     return m;
@@ -861,7 +857,7 @@ var decoder = (local, remote = local, limits = {}) => {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.u[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.v[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = bits(6);
       for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
@@ -869,8 +865,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.Aa(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.z : EMPTY, rc.nbands);
-      else if (!(e = tab.ya(slot)) || tag === 4 /* Fill */ && !tab.v.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.Ba(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.B : EMPTY, rc.nbands);
+      else if (!(e = tab.N(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -886,18 +882,18 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.$;
+      const leaf = base + f.ba;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.ja[leaf];
+      const to = map.la[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.ua : p.t : 0;
-      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.o <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ M: to, Da: ll ? numeric ? ll.a : ll.c : -1, ka: how, j: k, N: t, la: ll && ll.field.type, J: p, ma: MASK[p.o] ?? 0, O: 32 - p.o, l: p.l });
+      let k = numeric ? delta ? p.wa : p.u : 0;
+      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.p <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
+      steps.push({ O: to, Ea: ll ? numeric ? ll.a : ll.c : -1, ma: how, j: k, P: t, na: ll && ll.l, K: p, oa: MASK[p.p] ?? 0, Q: 32 - p.p, m: p.m });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -908,21 +904,21 @@ var decoder = (local, remote = local, limits = {}) => {
     const a = rec2.a;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.Da;
+      const slot = s.Ea;
       const j = slot << 1;
       let lo;
       let h = 0;
-      switch (s.ka) {
+      switch (s.ma) {
         case 2 /* Delta */: {
           const c = u(s.j);
-          if (hi !== 0 || c > s.ma) bad3("delta");
+          if (hi !== 0 || c > s.oa) bad3("delta");
           if (slot < 0) continue;
           let v = a[j] + (c >>> 1 ^ -(c & 1));
-          if (s.l) {
-            v = v << s.O >> s.O;
+          if (s.m) {
+            v = v << s.Q >> s.Q;
             lo = v >>> 0;
             h = v < 0 ? 4294967295 : 0;
-          } else lo = s.O === 0 ? v >>> 0 : v & s.ma;
+          } else lo = s.Q === 0 ? v >>> 0 : v & s.oa;
           break;
         }
         case 1 /* Raw */:
@@ -930,23 +926,23 @@ var decoder = (local, remote = local, limits = {}) => {
           h = hi;
           break;
         case 3 /* U */:
-          readNum(s.J, s.j, delta, a[j], a[j + 1]);
+          readNum(s.K, s.j, delta, a[j], a[j + 1]);
           lo = out.f;
           h = out.e;
           break;
         default: {
           let v;
-          if (s.ka === 4 /* Str */) v = readStr(s.N);
-          else if (!delta || bool()) v = readContainer(s.N, s.la, depth + 1);
+          if (s.ma === 4 /* Str */) v = readStr(s.P);
+          else if (!delta || bool()) v = readContainer(s.P, s.na, depth + 1);
           else {
-            containerOps(tab, e, s.N, s.la, s.M, slot);
+            containerOps(tab, e, s.P, s.na, s.O, slot);
             continue;
           }
-          if (slot >= 0) tab.ca(e, s.M, slot, v, rec2, k, bagLeaf);
+          if (slot >= 0) tab.ea(e, s.O, slot, v, rec2, k, bagLeaf);
           continue;
         }
       }
-      if (slot >= 0) tab.ba(e, s.M, slot, lo, h, rec2, k, bagLeaf);
+      if (slot >= 0) tab.da(e, s.O, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -960,8 +956,8 @@ var decoder = (local, remote = local, limits = {}) => {
   const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.t) {
-        out.f = bitsWide(p.t);
+      if (p.u) {
+        out.f = bitsWide(p.u);
         out.e = hi;
       } else readNum(p, k, false);
       return toElem(p, out.f, out.e);
@@ -969,7 +965,7 @@ var decoder = (local, remote = local, limits = {}) => {
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   };
   const readK = (t, n) => {
-    return n && isNumeric(t.kind) && !numPlan(t).t ? bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).u ? bits(6) : 0;
   };
   const readKey = (key, k) => {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= kindType(key), null, k, 0);
@@ -1038,7 +1034,7 @@ var decoder = (local, remote = local, limits = {}) => {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.Ba(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Ca(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1051,12 +1047,12 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.ga(e, local2, c, key);
+          if (c) tab.ia(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.d.size);
-            tab.ga(e, local2, c, key, v);
+            tab.ia(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.d.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1064,7 +1060,7 @@ var decoder = (local, remote = local, limits = {}) => {
     }
   };
   return {
-    na: lim,
+    pa: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1073,7 +1069,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.da(ids[i]);
+            for (let i = 0; i < nids; i++) tab.fa(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad3("section " + tag);
@@ -1086,7 +1082,7 @@ var decoder = (local, remote = local, limits = {}) => {
         throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
       }
     },
-    Ea(rs, ls, data) {
+    Fa(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       load(data);
       nValues = steps.length = 0;
@@ -1101,10 +1097,10 @@ var keyTypes = [];
 // ts/src/replica.ts
 var Replica = class {
   /** @internal The entity table. */
-  B = table();
+  x = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  P = /* @__PURE__ */ new Map();
-  Q = false;
+  R = /* @__PURE__ */ new Map();
+  S = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1113,23 +1109,24 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.C = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.D = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.C.na;
+    return this.D.pa;
   }
   /** Number of entities. */
   get size() {
-    return this.B.size;
+    return this.x.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    return this.B.entity(id);
+    const e = this.x.N(id & 16777215);
+    return e && e.id === id >>> 0 ? e : void 0;
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.B.entities();
+    return this.x.v.map((s) => this.x.N(s));
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1147,19 +1144,19 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.A("applyTick");
+    const t = this.C("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
       const created = [];
       [changes.lost, changes.gained].forEach((ids = [], own) => {
         for (const id of ids) {
-          const e = t.entity(id);
+          const e = this.entity(id);
           if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
           if (!e) created.push(id >>> 0);
           else {
-            t.ha(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
-            t.ea(e, !!own);
+            t.ja(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+            t.ga(e, !!own);
           }
         }
       });
@@ -1168,32 +1165,32 @@ var Replica = class {
       for (const lc of changes.levels ?? []) {
         const id = lc.id >>> 0;
         if (seen.size === seen.add(id).size) fail("level", id + " twice");
-        const e = t.entity(id);
+        const e = this.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ha(e, (l) => e.z[l.index] > lc.level);
-        } else if (lc.level > e.level) t.v.add(e.slot);
-        if (e) t.fa(e, lc.level);
+          t.ja(e, (l) => e.B[l.index] > lc.level);
+        } else if (lc.level > e.level) t.w.add(e.slot);
+        if (e) t.ha(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.C.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.D.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
-        const e = t.entity(id);
-        if (!e || !t.v.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-        t.ea(e, true);
+        const e = this.entity(id);
+        if (!e || !t.w.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+        t.ga(e, true);
       }
       for (const lc of later) {
-        const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
-        t.fa(e, level(e, lc.level));
+        const e = this.entity(lc.id) ?? fail("level", lc.id + " not received");
+        t.ha(e, level(e, lc.level));
       }
     } catch (e) {
-      t.Ca();
+      t.Da();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    t.ia();
+    t.ka();
     this.ticksApplied++;
-    this.oa(t.I);
+    this.qa(t.J);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1201,13 +1198,13 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.A("reset");
-    const dec = decoder(this.local, remote, this.C.na);
-    for (const e of t.entities()) t.da(e.slot);
-    t.ia();
-    this.C = dec;
+    const t = this.C("reset");
+    const dec = decoder(this.local, remote, this.D.pa);
+    for (const e of this.entities()) t.fa(e.slot);
+    t.ka();
+    this.D = dec;
     this.remote = remote;
-    this.oa(t.I);
+    this.qa(t.J);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1248,21 +1245,21 @@ var Replica = class {
     return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  A(what) {
-    return this.Q ? misuse(what + " from a callback") : this.B.A();
+  C(what) {
+    return this.S ? misuse(what + " from a callback") : this.x.C();
   }
-  oa(events) {
-    if (!this.P.size) return;
-    this.Q = true;
+  qa(events) {
+    if (!this.R.size) return;
+    this.S = true;
     try {
-      for (const { j: k, wa: e, xa: a } of events) {
-        const list = this.P.get(e.type)?.[k];
+      for (const { j: k, ya: e, za: a } of events) {
+        const list = this.R.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.Fa <= this.ticksApplied && !cb.R) cb.Ga(...a);
+        for (const cb of list ?? []) if (cb.Ga <= this.ticksApplied && !cb.T) cb.Ha(...a);
       }
     } finally {
-      this.Q = false;
+      this.S = false;
     }
   }
   /**
@@ -1274,19 +1271,19 @@ var Replica = class {
     const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse("no class " + (c.name ?? c));
     if (leaf !== void 0) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
-      const k = l.field.type.kind;
+      const k = l.l.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.B.za(cls, l.index);
+      this.x.Aa(cls, l.index);
       i += l.index;
     }
-    const cbs = this.P;
+    const cbs = this.R;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { Fa: this.ticksApplied + 1, R: false, Ga: fn };
+    const cb = { Ga: this.ticksApplied + 1, T: false, Ha: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.R) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.R = true;
+      if (!cb.T) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.T = true;
     };
   }
 };

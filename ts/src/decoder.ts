@@ -242,7 +242,7 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       let k = numeric ? (delta ? p.deltaRaw : p.fullRaw) : 0;
       const how = !numeric ? (isContainer(kind) ? P.Cont : P.Str) : k ? P.Raw : ((k = bits(6)), delta && p.W <= 32 && kind !== Kind.Ref ? P.Delta : P.U);
       // mask, sh and signed serve P.Delta; they are numbers for every step, as the hot loop reads them.
-      steps.push({ to, sl: ll ? (numeric ? ll.num : ll.obj) : -1, how, k, t, lt: ll && ll.field.type, plan: p, mask: MASK[p.W] ?? 0, sh: 32 - p.W, signed: p.signed });
+      steps.push({ to, sl: ll ? (numeric ? ll.num : ll.obj) : -1, how, k, t, lt: ll && ll.ty, plan: p, mask: MASK[p.W] ?? 0, sh: 32 - p.W, signed: p.signed });
     }
   };
 

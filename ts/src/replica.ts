@@ -109,12 +109,13 @@ export class Replica {
 
   /** The entity with network ID id, or undefined. */
   entity(id: number): Entity | undefined {
-    return this.tab.entity(id);
+    const e = this.tab.atSlot(id & 0xffffff);
+    return e && e.id === id >>> 0 ? e : undefined;
   }
 
   /** Every entity, in ascending slot order. */
   entities(): Entity[] {
-    return this.tab.entities();
+    return this.tab.held.map((s) => this.tab.atSlot(s)!);
   }
 
   /** The entities this client owns, in ascending slot order. */
@@ -144,7 +145,7 @@ export class Replica {
       const created: number[] = [];
       [changes.lost, changes.gained].forEach((ids = [], own) => {
         for (const id of ids) {
-          const e = t.entity(id);
+          const e = this.entity(id);
           if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
           if (!e) created.push(id >>> 0);
           else {
@@ -158,7 +159,7 @@ export class Replica {
       for (const lc of changes.levels ?? []) {
         const id = lc.id >>> 0;
         if (seen.size === seen.add(id).size) fail("level", id + " twice");
-        const e = t.entity(id);
+        const e = this.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
           t.zeroLeaves(e, (l) => e.bands[l.index]! > lc.level);
@@ -168,12 +169,12 @@ export class Replica {
       for (seg = 0; seg < segments.length; seg++) this.decoder.apply(t, segments[seg]!);
       seg = -1;
       for (const id of created) {
-        const e = t.entity(id);
+        const e = this.entity(id);
         if (!e || !t.fillable.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
         t.setOwned(e!, true);
       }
       for (const lc of later) {
-        const e = t.entity(lc.id) ?? fail("level", lc.id + " not received");
+        const e = this.entity(lc.id) ?? fail("level", lc.id + " not received");
         t.setLevel(e, level(e, lc.level));
       }
     } catch (e) {
@@ -194,7 +195,7 @@ export class Replica {
   reset(remote: Schema = this.remote): void {
     const t = this.begin("reset");
     const dec = decoder(this.local, remote, this.decoder.lim);
-    for (const e of t.entities()) t.destroySlot(e.slot);
+    for (const e of this.entities()) t.destroySlot(e.slot);
     t.commit();
     this.decoder = dec;
     this.remote = remote;
@@ -277,7 +278,7 @@ export class Replica {
     const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse("no class " + ((c as StructType).name ?? c));
     if (leaf !== undefined) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
-      const k = l.field.type.kind;
+      const k = l.ty.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
       this.tab.watchLeaf(cls, l.index);
       i += l.index;

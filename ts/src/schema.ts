@@ -81,6 +81,8 @@ export interface Rpc {
 export interface Leaf {
   index: number;
   field: Field;
+  /** @internal The field's type, field.type. */
+  ty: Type;
   /** @internal Field IDs from the struct down to the leaf, joined by commas. */
   path: string;
   /** Dotted field names from the struct down to the leaf. */
@@ -189,7 +191,7 @@ const layout = (s: StructType, pending: StructType[]): void => {
     const sub =
       t.kind === K.Nested
         ? (layout(st!, pending), st!)
-        : { leaves: [{ field: f, path: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], numSlots: +numeric, objSlots: +!numeric, objTypes: numeric ? [] : [t], all: 1 };
+        : { leaves: [{ field: f, ty: t, path: "", name: "", vis: 3, num: numeric ? 0 : -1, obj: numeric ? -1 : 0 }], numSlots: +numeric, objSlots: +!numeric, objTypes: numeric ? [] : [t], all: 1 };
     s.all += sub.all;
     if ((budget += sub.all) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
@@ -197,6 +199,7 @@ const layout = (s: StructType, pending: StructType[]): void => {
       s.leaves.push({
         index: s.leaves.length,
         field: l.field,
+        ty: l.ty,
         path: f.id + (l.path && "," + l.path),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,

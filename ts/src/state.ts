@@ -47,7 +47,7 @@ export class Rec {
   /** The value of the field at a dotted path ("pos.x") as §4.1 converts it; undefined if there is no such leaf. */
   get(path: string): unknown {
     const l = this.type.leafNamed(path);
-    return l && (l.num < 0 ? this.obj[l.obj] : numValue(numPlan(l.field.type), this.num[2 * l.num]!, this.num[2 * l.num + 1]!));
+    return l && (l.num < 0 ? this.obj[l.obj] : numValue(numPlan(l.ty), this.num[2 * l.num]!, this.num[2 * l.num + 1]!));
   }
 }
 
@@ -229,10 +229,6 @@ export interface Table {
   events: TxEvent[];
   /** The entity in slot, or undefined. */
   atSlot(slot: number): Entity | undefined;
-  /** The entity with network ID id (generation included), or undefined. */
-  entity(id: number): Entity | undefined;
-  /** Every entity, in ascending slot order (outside a transaction). */
-  entities(): Entity[];
   /** Watches leaf of class c for events. */
   watchLeaf(c: StructType, leaf: number): void;
   /** Starts a transaction. */
@@ -331,7 +327,7 @@ export const table = (): Table => {
    */
   const itemEvent = (e: Entity, leaf: number, kind: number, key: Key, o: unknown, n?: unknown, itemLeaf = -1): void => {
     if (!wants(e, leaf)) return;
-    const ty = e.type.leaves[leaf]!.field.type;
+    const ty = e.type.leaves[leaf]!.ty;
     const bag = ty.kind === Kind.Bag;
     const ev: Record<string, unknown> = { kind: ITEM_KINDS[kind], [ty.kind === Kind.List ? "index" : "key"]: key };
     if (bag) ev.itemLeaf = itemLeaf;
@@ -362,7 +358,7 @@ export const table = (): Table => {
     a[i] = lo;
     a[i + 1] = hi;
     if (wants(e, r === e ? leaf : bagLeaf)) {
-      const p = numPlan(r.type.leaves[leaf]!.field.type);
+      const p = numPlan(r.type.leaves[leaf]!.ty);
       fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi), r, k, bagLeaf);
     }
   };
@@ -401,13 +397,6 @@ export const table = (): Table => {
     atSlot,
     setNum,
     setObj,
-
-    entity(id) {
-      const e = atSlot(id & 0xffffff);
-      return e && e.id === id >>> 0 ? e : undefined;
-    },
-
-    entities: () => t.held.map((s) => atSlot(s)!),
 
     watchLeaf(c, leaf) {
       let w = watch.get(c);
@@ -489,7 +478,7 @@ export const table = (): Table => {
         const cur = e.obj[l.obj] as { length?: number; size?: number };
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
         // An empty container stays: a new one would report nothing but cost an undo.
-        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.field.type));
+        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.ty));
       }
       t.fillable.add(e.slot);
     },

@@ -41,7 +41,7 @@ export const structNamed = (structs: Map<string, StructType>, name: string): Str
 export const leafRef = (s: StructType, i: number, name: string): LeafRef => {
   const l = s.leaves[i];
   if (l?.name !== name) generated(`${s.name} leaf ${i}: want ${name}`);
-  return { num: l!.num, obj: l!.obj, plan: l!.num >= 0 ? numPlan(l!.field.type) : null };
+  return { num: l!.num, obj: l!.obj, plan: l!.num >= 0 ? numPlan(l!.ty) : null };
 };
 
 /**
@@ -177,7 +177,7 @@ export interface TypedBagEvent<K, V> {
 
 /** The converter of the elements of list or map leaf i of s to their JS values (for typed containers and events). */
 export const elemConv = (s: StructType, i: number): (v: Elem) => any => {
-  const t = s.leaves[i]!.field.type.elem!;
+  const t = s.leaves[i]!.ty.elem!;
   return (v) => elemValue(t, v);
 };
 
