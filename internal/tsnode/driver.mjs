@@ -171,19 +171,19 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  z = 0;
+  A = 0;
   /** @internal Object slots of a record of the struct. */
-  E = 0;
+  F = 0;
   /** @internal The types of the object slots, in order. */
-  F = [];
+  G = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  G;
+  H;
   /** @internal Fields by ID. */
-  aa = /* @__PURE__ */ new Map();
+  ba = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  H = 0;
-  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   I = 0;
+  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
+  J = 0;
   constructor(name) {
     this.name = name;
   }
@@ -191,7 +191,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.aa.get(id);
+    return this.ba.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -215,47 +215,46 @@ var reach = (classes) => {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.H === 1) bad(s.name + " contains itself");
-  if (s.H) return;
-  s.H = 1;
+  if (s.I === 1) bad(s.name + " contains itself");
+  if (s.I) return;
+  s.I = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.aa.set(f.id, f);
+    s.ba.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ba = s.leaves.length;
+    f.ca = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, l: t, A: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], z: +numeric, E: +!numeric, F: numeric ? [] : [t], I: 1 };
-    s.I += sub.I;
-    if ((budget += sub.I) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
+    s.J += sub.J;
+    if ((budget += sub.J) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
+        ...l,
         index: s.leaves.length,
-        field: l.field,
-        l: l.l,
-        A: f.id + (l.A && "," + l.A),
+        B: f.id + (l.B && "," + l.B),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        a: l.a < 0 ? -1 : l.a + s.z,
-        c: l.c < 0 ? -1 : l.c + s.E
+        a: l.a < 0 ? -1 : l.a + s.A,
+        c: l.c < 0 ? -1 : l.c + s.F
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.F.push(...sub.F);
-    s.z += sub.z;
-    s.E += sub.E;
+    s.G.push(...sub.G);
+    s.A += sub.A;
+    s.F += sub.F;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.H = 2;
+  s.I = 2;
 };
 var Schema = class {
   /**
@@ -324,7 +323,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, u: bool2 || (float && m !== 1 ? W : 0), wa: bool2, p: W, m: isSigned(k) || float && m === 1, xa: W === 64, quant: q });
+    plans.set(t, p = { kind: k, v: bool2 || (float && m !== 1 ? W : 0), xa: bool2, q: W, l: isSigned(k) || float && m === 1, ya: W === 64, quant: q });
   }
   return p;
 };
@@ -335,8 +334,8 @@ var unzigzag64 = (lo, hi2) => {
   out.e = (hi2 >>> 1 ^ neg) >>> 0;
 };
 var decodeFull = (p, lo, hi2) => {
-  if (p.p < 64 && (hi2 || lo > MASK[p.p])) return false;
-  if (p.m) unzigzag64(lo, hi2);
+  if (p.q < 64 && (hi2 || lo > MASK[p.q])) return false;
+  if (p.l) unzigzag64(lo, hi2);
   else {
     out.f = lo;
     out.e = hi2;
@@ -356,9 +355,9 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.xa) return p.m ? lo | 0 : lo;
+  if (!p.ya) return p.l ? lo | 0 : lo;
   const v = big(lo, hi2);
-  return p.m ? BigInt.asIntN(64, v) : v;
+  return p.l ? BigInt.asIntN(64, v) : v;
 };
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -391,7 +390,7 @@ var decodeDescriptor = (b) => {
   load(b);
   try {
     const s = read();
-    s.o = b;
+    s.m = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
@@ -443,17 +442,17 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.G] = name();
+    [st.name, st.H] = name();
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
       const [nm, nb] = name();
-      const f = { id: prev, name: nm, G: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ba: 0 };
+      const f = { id: prev, name: nm, H: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
       const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, G: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, name: nm, H: nb, dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -492,9 +491,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.a = new Uint32Array(type.z * 2);
-    this.c = type.F.map(zeroObj);
-    this.ca = 0;
+    this.a = new Uint32Array(type.A * 2);
+    this.c = type.G.map(zeroObj);
+    this.da = 0;
   }
   /** A deep copy. */
   clone() {
@@ -507,7 +506,7 @@ var Rec = class {
   /** The value of the field at a dotted path ("pos.x") as §4.1 converts it; undefined if there is no such leaf. */
   get(path) {
     const l = this.type.leafNamed(path);
-    return l && (l.a < 0 ? this.c[l.c] : numValue(numPlan(l.l), this.a[2 * l.a], this.a[2 * l.a + 1]));
+    return l && (l.a < 0 ? this.c[l.c] : numValue(numPlan(l.o), this.a[2 * l.a], this.a[2 * l.a + 1]));
   }
 };
 var zeroObj = (t) => t.kind === 12 /* String */ ? "" : t.kind === 13 /* Bytes */ ? EMPTY : t.kind === 16 /* List */ ? new ListC(t, []) : new (t.kind === 17 /* Map */ ? MapC : BagC)(t, /* @__PURE__ */ new Map());
@@ -567,7 +566,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.B = bands;
+    this.C = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -585,7 +584,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.B[l.index] ?? 0) <= this.level;
+    return !!l && (this.C[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -615,11 +614,11 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.J.push({ j: k, ya: e, za: [e, ...a] });
+  const event = (k, e, ...a) => void t.K.push({ j: k, za: e, Aa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
-    const ty = e.type.leaves[leaf].l;
+    const ty = e.type.leaves[leaf].o;
     const bag = ty.kind === 18 /* Bag */;
     const ev = { kind: ITEM_KINDS[kind], [ty.kind === 16 /* List */ ? "index" : "key"]: key };
     if (bag) ev.itemLeaf = itemLeaf;
@@ -634,7 +633,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.ca !== serial) {
+    if (r.da !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -648,7 +647,7 @@ var table = () => {
     a[i] = lo;
     a[i + 1] = hi2;
     if (wants(e, r === e ? leaf : bagLeaf)) {
-      const p = numPlan(r.type.leaves[leaf].l);
+      const p = numPlan(r.type.leaves[leaf].o);
       fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi2), r, k, bagLeaf);
     }
   };
@@ -678,38 +677,38 @@ var table = () => {
   };
   const t = {
     size: 0,
-    v: [],
-    w: /* @__PURE__ */ new Set(),
-    J: [],
-    N: atSlot,
-    da: setNum,
-    ea: setObj,
-    Aa(c, leaf) {
+    w: [],
+    x: /* @__PURE__ */ new Set(),
+    K: [],
+    O: atSlot,
+    ea: setNum,
+    fa: setObj,
+    Ba(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    C() {
+    D() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.w.clear();
-      t.J = [];
+      t.x.clear();
+      t.K = [];
       return t;
     },
-    Ba(cls, id, classId, bands, nbands) {
+    Ca(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.ca = serial;
+      e.da = serial;
       put2(slot, e);
-      t.w.add(slot);
+      t.x.add(slot);
       moved.push(slot);
       undo.push(() => put2(slot));
       event(0 /* Create */, e);
       return e;
     },
-    fa(slot) {
+    ga(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -717,13 +716,13 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    ga(e, owned) {
+    ha(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    ha(e, level) {
+    ia(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Ca(e, leaf, l, op, i, v) {
+    Da(e, leaf, l, op, i, v) {
       const a = l.i;
       if (op > 2) {
         l.i = [];
@@ -740,7 +739,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    ia(e, leaf, m, k, v) {
+    ja(e, leaf, m, k, v) {
       const had = m.d.has(k);
       const old = m.d.get(k);
       if (v === void 0) {
@@ -750,18 +749,20 @@ var table = () => {
       undo.push(() => had ? m.d.set(k, old) : m.d.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    ja(e, pick) {
+    ka(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
-        const cur = e.c[l.c];
         if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
-        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.c, zeroObj(l.l));
+        else {
+          const z = zeroObj(l.o);
+          if (!equal(e.c[l.c], z)) setObj(e, l.index, l.c, z);
+        }
       }
-      t.w.add(e.slot);
+      t.x.add(e.slot);
     },
-    ka() {
+    la() {
       if (moved.length) {
-        const held = t.v;
+        const held = t.w;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -769,11 +770,11 @@ var table = () => {
           if (held[i] === m) i++;
           if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
         }
-        t.v = out2.concat(held.slice(i));
+        t.w = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
-    Da() {
+    Ea() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].a;
         const i = saved[3 * j];
@@ -781,7 +782,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.C();
+      t.D();
     }
   };
   return t;
@@ -803,11 +804,11 @@ var withDefaults = (l = {}) => {
   return r;
 };
 var DIRECT = {
-  da(_e, _l, slot, lo, hi2, r) {
+  ea(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
-  ea(_e, _l, slot, v, r) {
+  fa(_e, _l, slot, v, r) {
     r.c[slot] = v;
   }
 };
@@ -833,11 +834,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.A, l.index]));
-      inner.set(ls, m = { la: new Int32Array(rs.leaves.length), B: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.B, l.index]));
+      inner.set(ls, m = { ma: new Int32Array(rs.leaves.length), C: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.la[l.index] = byPath.get(l.A) ?? -1;
-        if (j >= 0) m.B[j] = l.band;
+        const j = m.ma[l.index] = byPath.get(l.B) ?? -1;
+        if (j >= 0) m.C[j] = l.band;
       }
     }
     return m;
@@ -857,7 +858,7 @@ var decoder = (local, remote = local, limits = {}) => {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.v[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.w[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = bits(6);
       for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
@@ -865,8 +866,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.Ba(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.B : EMPTY, rc.nbands);
-      else if (!(e = tab.N(slot)) || tag === 4 /* Fill */ && !tab.w.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.Ca(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.C : EMPTY, rc.nbands);
+      else if (!(e = tab.O(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -882,18 +883,18 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ba;
+      const leaf = base + f.ca;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.la[leaf];
+      const to = map.ma[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.wa : p.u : 0;
-      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.p <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ O: to, Ea: ll ? numeric ? ll.a : ll.c : -1, ma: how, j: k, P: t, na: ll && ll.l, K: p, oa: MASK[p.p] ?? 0, Q: 32 - p.p, m: p.m });
+      let k = numeric ? delta ? p.xa : p.v : 0;
+      const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
+      steps.push({ P: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, j: k, Q: t, oa: ll && ll.o, L: p, pa: MASK[p.q] ?? 0, R: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -904,21 +905,21 @@ var decoder = (local, remote = local, limits = {}) => {
     const a = rec2.a;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.Ea;
+      const slot = s.Fa;
       const j = slot << 1;
       let lo;
       let h = 0;
-      switch (s.ma) {
+      switch (s.na) {
         case 2 /* Delta */: {
           const c = u(s.j);
-          if (hi !== 0 || c > s.oa) bad3("delta");
+          if (hi !== 0 || c > s.pa) bad3("delta");
           if (slot < 0) continue;
           let v = a[j] + (c >>> 1 ^ -(c & 1));
-          if (s.m) {
-            v = v << s.Q >> s.Q;
+          if (s.l) {
+            v = v << s.R >> s.R;
             lo = v >>> 0;
             h = v < 0 ? 4294967295 : 0;
-          } else lo = s.Q === 0 ? v >>> 0 : v & s.oa;
+          } else lo = s.R === 0 ? v >>> 0 : v & s.pa;
           break;
         }
         case 1 /* Raw */:
@@ -926,38 +927,35 @@ var decoder = (local, remote = local, limits = {}) => {
           h = hi;
           break;
         case 3 /* U */:
-          readNum(s.K, s.j, delta, a[j], a[j + 1]);
+          readNum(s.L, s.j, delta, a[j], a[j + 1]);
           lo = out.f;
           h = out.e;
           break;
         default: {
           let v;
-          if (s.ma === 4 /* Str */) v = readStr(s.P);
-          else if (!delta || bool()) v = readContainer(s.P, s.na, depth + 1);
+          if (s.na === 4 /* Str */) v = readStr(s.Q);
+          else if (!delta || bool()) v = readContainer(s.Q, s.oa, depth + 1);
           else {
-            containerOps(tab, e, s.P, s.na, s.O, slot);
+            containerOps(tab, e, s.Q, s.oa, s.P, slot);
             continue;
           }
-          if (slot >= 0) tab.ea(e, s.O, slot, v, rec2, k, bagLeaf);
+          if (slot >= 0) tab.fa(e, s.P, slot, v, rec2, k, bagLeaf);
           continue;
         }
       }
-      if (slot >= 0) tab.da(e, s.O, slot, lo, h, rec2, k, bagLeaf);
+      if (slot >= 0) tab.ea(e, s.P, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
     return t.kind === 13 /* Bytes */ ? bytes(maxStringBytes) : string(maxStringBytes);
   };
-  const countValues = (k, minBits) => {
-    const n = count(k, max, minBits, "length");
-    if ((nValues += n) > lim.maxValues) fail("limit", "values");
-    return n;
-  };
+  const countValues = (k, minBits) => addValues(count(k, max, minBits, "length"));
+  const addValues = (n) => (nValues += n) > lim.maxValues ? fail("limit", "values") : n;
   const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.u) {
-        out.f = bitsWide(p.u);
+      if (p.v) {
+        out.f = bitsWide(p.v);
         out.e = hi;
       } else readNum(p, k, false);
       return toElem(p, out.f, out.e);
@@ -965,7 +963,7 @@ var decoder = (local, remote = local, limits = {}) => {
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   };
   const readK = (t, n) => {
-    return n && isNumeric(t.kind) && !numPlan(t).u ? bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).v ? bits(6) : 0;
   };
   const readKey = (key, k) => {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= kindType(key), null, k, 0);
@@ -1001,7 +999,7 @@ var decoder = (local, remote = local, limits = {}) => {
   const readKK = (t, n) => n && t.key !== 12 /* String */ ? bits(6) : 0;
   const readRecord = (rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) => {
     deeper(depth);
-    if (++nValues > lim.maxValues) fail("limit", "values");
+    addValues(1);
     const lst = ls ?? rs;
     const rec2 = into ?? new Rec(lst);
     const start = steps.length;
@@ -1034,7 +1032,7 @@ var decoder = (local, remote = local, limits = {}) => {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.Ca(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Da(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1047,12 +1045,12 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.ia(e, local2, c, key);
+          if (c) tab.ja(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.d.size);
-            tab.ia(e, local2, c, key, v);
+            tab.ja(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.d.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1060,7 +1058,7 @@ var decoder = (local, remote = local, limits = {}) => {
     }
   };
   return {
-    pa: lim,
+    qa: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1069,7 +1067,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.fa(ids[i]);
+            for (let i = 0; i < nids; i++) tab.ga(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad3("section " + tag);
@@ -1082,7 +1080,7 @@ var decoder = (local, remote = local, limits = {}) => {
         throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
       }
     },
-    Fa(rs, ls, data) {
+    Ga(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       load(data);
       nValues = steps.length = 0;
@@ -1097,10 +1095,10 @@ var keyTypes = [];
 // ts/src/replica.ts
 var Replica = class {
   /** @internal The entity table. */
-  x = table();
+  y = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  R = /* @__PURE__ */ new Map();
-  S = false;
+  S = /* @__PURE__ */ new Map();
+  T = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1109,24 +1107,24 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.D = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.E = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.D.pa;
+    return this.E.qa;
   }
   /** Number of entities. */
   get size() {
-    return this.x.size;
+    return this.y.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    const e = this.x.N(id & 16777215);
+    const e = this.y.O(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.x.v.map((s) => this.x.N(s));
+    return this.y.w.map((s) => this.y.O(s));
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1144,7 +1142,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.C("applyTick");
+    const t = this.D("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
@@ -1155,8 +1153,8 @@ var Replica = class {
           if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
           if (!e) created.push(id >>> 0);
           else {
-            t.ja(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
-            t.ga(e, !!own);
+            t.ka(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+            t.ha(e, !!own);
           }
         }
       });
@@ -1168,29 +1166,29 @@ var Replica = class {
         const e = this.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ja(e, (l) => e.B[l.index] > lc.level);
-        } else if (lc.level > e.level) t.w.add(e.slot);
-        if (e) t.ha(e, lc.level);
+          t.ka(e, (l) => e.C[l.index] > lc.level);
+        } else if (lc.level > e.level) t.x.add(e.slot);
+        if (e) t.ia(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.D.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.E.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = this.entity(id);
-        if (!e || !t.w.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-        t.ga(e, true);
+        if (!e || !t.x.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+        t.ha(e, true);
       }
       for (const lc of later) {
         const e = this.entity(lc.id) ?? fail("level", lc.id + " not received");
-        t.ha(e, level(e, lc.level));
+        t.ia(e, level(e, lc.level));
       }
     } catch (e) {
-      t.Da();
+      t.Ea();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    t.ka();
+    t.la();
     this.ticksApplied++;
-    this.qa(t.J);
+    this.ra(t.K);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1198,25 +1196,25 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.C("reset");
-    const dec = decoder(this.local, remote, this.D.pa);
-    for (const e of this.entities()) t.fa(e.slot);
-    t.ka();
-    this.D = dec;
+    const t = this.D("reset");
+    const dec = decoder(this.local, remote, this.E.qa);
+    for (const e of this.entities()) t.ga(e.slot);
+    t.la();
+    this.E = dec;
     this.remote = remote;
-    this.qa(t.J);
+    this.ra(t.K);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
-    return this.add(c, 0 /* Create */, fn);
+    return this.p(c, 0 /* Create */, fn);
   }
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c, fn) {
-    return this.add(c, 1 /* Destroy */, fn);
+    return this.p(c, 1 /* Destroy */, fn);
   }
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c, fn) {
-    return this.add(c, 2 /* Owned */, fn);
+    return this.p(c, 2 /* Owned */, fn);
   }
   /**
    * Runs fn when the level of detail an entity of class c is held at
@@ -1226,40 +1224,40 @@ var Replica = class {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c, fn) {
-    return this.add(c, 3 /* Level */, fn);
+    return this.p(c, 3 /* Level */, fn);
   }
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf);
+    return this.p(c, 4 /* Field */, fn, leaf);
   }
   /** Runs fn for each change to a list leaf. */
   onList(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 16 /* List */);
+    return this.p(c, 4 /* Field */, fn, leaf, 16 /* List */);
   }
   /** Runs fn for each change to a map leaf. */
   onMap(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 17 /* Map */);
+    return this.p(c, 4 /* Field */, fn, leaf, 17 /* Map */);
   }
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c, leaf, fn) {
-    return this.add(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
+    return this.p(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  C(what) {
-    return this.S ? misuse(what + " from a callback") : this.x.C();
+  D(what) {
+    return this.T ? misuse(what + " from a callback") : this.y.D();
   }
-  qa(events) {
-    if (!this.R.size) return;
-    this.S = true;
+  ra(events) {
+    if (!this.S.size) return;
+    this.T = true;
     try {
-      for (const { j: k, ya: e, za: a } of events) {
-        const list = this.R.get(e.type)?.[k];
+      for (const { j: k, za: e, Aa: a } of events) {
+        const list = this.S.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.Ga <= this.ticksApplied && !cb.T) cb.Ha(...a);
+        for (const cb of list ?? []) if (cb.Ha <= this.ticksApplied && !cb.V) cb.Ia(...a);
       }
     } finally {
-      this.S = false;
+      this.T = false;
     }
   }
   /**
@@ -1267,23 +1265,23 @@ var Replica = class {
    * path or a leaf index) when leaf is given, which must be a container of
    * kind want, or not a container when want is 0.
    */
-  add(c, i, fn, leaf, want = 0) {
+  p(c, i, fn, leaf, want = 0) {
     const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse("no class " + (c.name ?? c));
     if (leaf !== void 0) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
-      const k = l.l.kind;
+      const k = l.o.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.x.Aa(cls, l.index);
+      this.y.Ba(cls, l.index);
       i += l.index;
     }
-    const cbs = this.R;
+    const cbs = this.S;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { Ga: this.ticksApplied + 1, T: false, Ha: fn };
+    const cb = { Ha: this.ticksApplied + 1, V: false, Ia: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.T) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.T = true;
+      if (!cb.V) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.V = true;
     };
   }
 };

@@ -309,11 +309,10 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
   };
 
   /** Reads a count of values (a container's length, its operations or keys), at least minBits each. */
-  const countValues = (k: number, minBits: number): number => {
-    const n = count(k, max, minBits, "length");
-    if ((nValues += n) > lim.maxValues) fail("limit", "values");
-    return n;
-  };
+  const countValues = (k: number, minBits: number): number => addValues(count(k, max, minBits, "length"));
+
+  /** Counts n more values against maxValues; returns n. */
+  const addValues = (n: number): number => ((nValues += n) > lim.maxValues ? fail("limit", "values") : n);
 
   /** Reads one element of remote type t; lt is the local element type, or null when skipped. */
   const readElem = (t: Type, lt: Type | null, k: number, depth: number): Elem => {
@@ -382,7 +381,7 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
    */
   const readRecord = (rs: StructType, ls: StructType | null, depth: number, into?: Rec, tab = DIRECT, e?: Entity, k?: Key, bagLeaf?: number): Rec => {
     deeper(depth);
-    if (++nValues > lim.maxValues) fail("limit", "values");
+    addValues(1);
     const lst = ls ?? rs;
     const rec = into ?? new Rec(lst);
     const start = steps.length;

@@ -204,17 +204,17 @@ export class Replica {
 
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c: ClassRef, fn: (e: Entity) => void): () => void {
-    return this.add(c, Ev.Create, fn);
+    return this.listen(c, Ev.Create, fn);
   }
 
   /** Runs fn for each destroyed entity of class c, as it was when destroyed. */
   onDestroy(c: ClassRef, fn: (e: Entity) => void): () => void {
-    return this.add(c, Ev.Destroy, fn);
+    return this.listen(c, Ev.Destroy, fn);
   }
 
   /** Runs fn when this client gains (owned) or loses ownership of an entity of class c. */
   onOwnership(c: ClassRef, fn: (e: Entity, owned: boolean) => void): () => void {
-    return this.add(c, Ev.Owned, fn);
+    return this.listen(c, Ev.Owned, fn);
   }
 
   /**
@@ -225,27 +225,27 @@ export class Replica {
    * are zero, those of the bands it entered filled in.
    */
   onLevel(c: ClassRef, fn: (e: Entity, old: number, now: number) => void): () => void {
-    return this.add(c, Ev.Level, fn);
+    return this.listen(c, Ev.Level, fn);
   }
 
   /** Runs fn when a scalar leaf (dotted path or leaf index) of an entity of class c changes. */
   onField(c: ClassRef, leaf: string | number, fn: (e: Entity, old: unknown, now: unknown) => void): () => void {
-    return this.add(c, Ev.Field, fn, leaf);
+    return this.listen(c, Ev.Field, fn, leaf);
   }
 
   /** Runs fn for each change to a list leaf. */
   onList(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: ListEvent) => void): () => void {
-    return this.add(c, Ev.Field, fn, leaf, Kind.List);
+    return this.listen(c, Ev.Field, fn, leaf, Kind.List);
   }
 
   /** Runs fn for each change to a map leaf. */
   onMap(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: MapEvent) => void): () => void {
-    return this.add(c, Ev.Field, fn, leaf, Kind.Map);
+    return this.listen(c, Ev.Field, fn, leaf, Kind.Map);
   }
 
   /** Runs fn for each change to a bag leaf, item field changes included. */
   onBag(c: ClassRef, leaf: string | number, fn: (e: Entity, ev: BagEvent) => void): () => void {
-    return this.add(c, Ev.Field, fn, leaf, Kind.Bag);
+    return this.listen(c, Ev.Field, fn, leaf, Kind.Bag);
   }
 
   /** The table's transaction, unless a callback is running. */
@@ -274,7 +274,7 @@ export class Replica {
    * path or a leaf index) when leaf is given, which must be a container of
    * kind want, or not a container when want is 0.
    */
-  private add(c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): () => void {
+  private listen(c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): () => void {
     const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse("no class " + ((c as StructType).name ?? c));
     if (leaf !== undefined) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);

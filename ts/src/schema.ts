@@ -197,9 +197,8 @@ const layout = (s: StructType, pending: StructType[]): void => {
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
+        ...l,
         index: s.leaves.length,
-        field: l.field,
-        ty: l.ty,
         path: f.id + (l.path && "," + l.path),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,

@@ -475,10 +475,12 @@ export const table = (): Table => {
     zeroLeaves(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
-        const cur = e.obj[l.obj] as { length?: number; size?: number };
         if (l.num >= 0) setNum(e, l.index, l.num, 0, 0);
-        // An empty container stays: a new one would report nothing but cost an undo.
-        else if (typeof cur !== "object" || cur instanceof Uint8Array || (cur.length ?? cur.size)) setObj(e, l.index, l.obj, zeroObj(l.ty));
+        else {
+          const z = zeroObj(l.ty);
+          // An empty container stays: a new one would report nothing but cost an undo.
+          if (!equal(e.obj[l.obj], z)) setObj(e, l.index, l.obj, z);
+        }
       }
       t.fillable.add(e.slot);
     },

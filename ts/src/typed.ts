@@ -117,8 +117,8 @@ export class TypedList<T> extends Typed<ListC, T> implements Iterable<T> {
   toArray(): T[] {
     return this.raw.items.map((v) => this.cv(v)!);
   }
-  [Symbol.iterator](): Iterator<T> {
-    return this.toArray()[Symbol.iterator]();
+  *[Symbol.iterator](): Iterator<T> {
+    yield* this.toArray();
   }
 }
 
@@ -137,10 +137,8 @@ export class TypedMap<K extends Key, V> extends Typed<MapC | BagC, V> implements
   keys(): K[] {
     return this.raw.keys() as K[];
   }
-  [Symbol.iterator](): Iterator<[K, V]> {
-    return this.keys()
-      .map((k): [K, V] => [k, this.get(k)!])
-      [Symbol.iterator]();
+  *[Symbol.iterator](): Iterator<[K, V]> {
+    yield* this.keys().map((k): [K, V] => [k, this.get(k)!]);
   }
 }
 
