@@ -45,9 +45,7 @@ var load = (b, at = 0) => {
   hi = 0;
   len = n * 8;
 };
-var malformed = (msg) => {
-  throw new ReplicaDecodeError("malformed", msg, pos);
-};
+var malformed = (msg) => fail("malformed", msg, pos);
 var peek32 = () => {
   const i = pos >>> 3;
   const sh = pos & 7;
@@ -56,10 +54,7 @@ var peek32 = () => {
   return w >>> 0;
 };
 var skip = (n) => {
-  if ((pos += n) > len) {
-    pos = len;
-    throw new ReplicaDecodeError("truncated", "ends early", pos);
-  }
+  if ((pos += n) > len) fail("truncated", "ends early", pos = len);
 };
 var bits = (n) => {
   if (!n) return 0;
@@ -109,8 +104,8 @@ var u32 = (k = 0) => {
 var count = (k, max, minBits, what) => {
   const start = pos;
   const n = u(k);
-  if (hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
-  if (n * minBits > len - pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+  if (hi || n > max) fail("limit", `${what} ${n} > ${max}`, start);
+  if (n * minBits > len - pos) fail("truncated", `${what} ${n}`, start);
   return n;
 };
 var STRBUF = new Uint8Array(64);
@@ -177,13 +172,13 @@ var StructType = class {
   /** @internal The types of the object slots, in order. */
   G = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  H;
+  aa;
   /** @internal Fields by ID. */
   ba = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  I = 0;
+  H = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  J = 0;
+  I = 0;
   constructor(name) {
     this.name = name;
   }
@@ -215,9 +210,9 @@ var reach = (classes) => {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.I === 1) bad(s.name + " contains itself");
-  if (s.I) return;
-  s.I = 1;
+  if (s.H === 1) bad(s.name + " contains itself");
+  if (s.H) return;
+  s.H = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
     s.ba.set(f.id, f);
@@ -229,9 +224,9 @@ var layout = (s, pending) => {
     if (e) pending.push(e);
     f.ca = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, F: +!numeric, G: numeric ? [] : [t], J: 1 };
-    s.J += sub.J;
-    if ((budget += sub.J) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, F: +!numeric, G: numeric ? [] : [t], I: 1 };
+    s.I += sub.I;
+    if ((budget += sub.I) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
@@ -254,7 +249,7 @@ var layout = (s, pending) => {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.I = 2;
+  s.H = 2;
 };
 var Schema = class {
   /**
@@ -407,7 +402,7 @@ var read = () => {
   const index = () => structs[u32(2)] ?? bad("struct index");
   const name = () => {
     const b = bytes(256);
-    return [decodeUTF8(b), b];
+    return { name: decodeUTF8(b), aa: b };
   };
   const id = (prev) => {
     const v2 = prev + 1 + u(2) + hi * 2 ** 32;
@@ -442,17 +437,15 @@ var read = () => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.H] = name();
+    Object.assign(st, name());
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
-      const [nm, nb] = name();
-      const f = { id: prev, name: nm, H: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 };
+      const f = { id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
-      const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, H: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, ...name(), dir: bits(1), args: index() });
     }
   }
   const classes = [];
@@ -614,7 +607,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.K.push({ j: k, za: e, Aa: [e, ...a] });
+  const event = (k, e, ...a) => void t.J.push({ j: k, za: e, Aa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -679,8 +672,8 @@ var table = () => {
     size: 0,
     w: [],
     x: /* @__PURE__ */ new Set(),
-    K: [],
-    O: atSlot,
+    J: [],
+    N: atSlot,
     ea: setNum,
     fa: setObj,
     Ba(c, leaf) {
@@ -693,7 +686,7 @@ var table = () => {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.x.clear();
-      t.K = [];
+      t.J = [];
       return t;
     },
     Ca(cls, id, classId, bands, nbands) {
@@ -867,7 +860,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const slot = ids[i];
       let e;
       if (tag === 1 /* Create */) e = tab.Ca(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.C : EMPTY, rc.nbands);
-      else if (!(e = tab.O(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
+      else if (!(e = tab.N(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -894,7 +887,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.xa : p.v : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ P: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, j: k, Q: t, oa: ll && ll.o, L: p, pa: MASK[p.q] ?? 0, R: 32 - p.q, l: p.l });
+      steps.push({ O: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, j: k, P: t, oa: ll && ll.o, K: p, pa: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -916,10 +909,10 @@ var decoder = (local, remote = local, limits = {}) => {
           if (slot < 0) continue;
           let v = a[j] + (c >>> 1 ^ -(c & 1));
           if (s.l) {
-            v = v << s.R >> s.R;
+            v = v << s.Q >> s.Q;
             lo = v >>> 0;
             h = v < 0 ? 4294967295 : 0;
-          } else lo = s.R === 0 ? v >>> 0 : v & s.pa;
+          } else lo = s.Q === 0 ? v >>> 0 : v & s.pa;
           break;
         }
         case 1 /* Raw */:
@@ -927,23 +920,23 @@ var decoder = (local, remote = local, limits = {}) => {
           h = hi;
           break;
         case 3 /* U */:
-          readNum(s.L, s.j, delta, a[j], a[j + 1]);
+          readNum(s.K, s.j, delta, a[j], a[j + 1]);
           lo = out.f;
           h = out.e;
           break;
         default: {
           let v;
-          if (s.na === 4 /* Str */) v = readStr(s.Q);
-          else if (!delta || bool()) v = readContainer(s.Q, s.oa, depth + 1);
+          if (s.na === 4 /* Str */) v = readStr(s.P);
+          else if (!delta || bool()) v = readContainer(s.P, s.oa, depth + 1);
           else {
-            containerOps(tab, e, s.Q, s.oa, s.P, slot);
+            containerOps(tab, e, s.P, s.oa, s.O, slot);
             continue;
           }
-          if (slot >= 0) tab.fa(e, s.P, slot, v, rec2, k, bagLeaf);
+          if (slot >= 0) tab.fa(e, s.O, slot, v, rec2, k, bagLeaf);
           continue;
         }
       }
-      if (slot >= 0) tab.ea(e, s.P, slot, lo, h, rec2, k, bagLeaf);
+      if (slot >= 0) tab.ea(e, s.O, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -1097,8 +1090,8 @@ var Replica = class {
   /** @internal The entity table. */
   y = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  S = /* @__PURE__ */ new Map();
-  T = false;
+  R = /* @__PURE__ */ new Map();
+  S = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1119,12 +1112,12 @@ var Replica = class {
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    const e = this.y.O(id & 16777215);
+    const e = this.y.N(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.y.w.map((s) => this.y.O(s));
+    return this.y.w.map((s) => this.y.N(s));
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1188,7 +1181,7 @@ var Replica = class {
     }
     t.la();
     this.ticksApplied++;
-    this.ra(t.K);
+    this.ra(t.J);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1202,7 +1195,7 @@ var Replica = class {
     t.la();
     this.E = dec;
     this.remote = remote;
-    this.ra(t.K);
+    this.ra(t.J);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1244,20 +1237,20 @@ var Replica = class {
   }
   /** The table's transaction, unless a callback is running. */
   D(what) {
-    return this.T ? misuse(what + " from a callback") : this.y.D();
+    return this.S ? misuse(what + " from a callback") : this.y.D();
   }
   ra(events) {
-    if (!this.S.size) return;
-    this.T = true;
+    if (!this.R.size) return;
+    this.S = true;
     try {
       for (const { j: k, za: e, Aa: a } of events) {
-        const list = this.S.get(e.type)?.[k];
+        const list = this.R.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.Ha <= this.ticksApplied && !cb.V) cb.Ia(...a);
+        for (const cb of list ?? []) if (cb.Ha <= this.ticksApplied && !cb.T) cb.Ia(...a);
       }
     } finally {
-      this.T = false;
+      this.S = false;
     }
   }
   /**
@@ -1274,14 +1267,14 @@ var Replica = class {
       this.y.Ba(cls, l.index);
       i += l.index;
     }
-    const cbs = this.S;
+    const cbs = this.R;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { Ha: this.ticksApplied + 1, V: false, Ia: fn };
+    const cb = { Ha: this.ticksApplied + 1, T: false, Ia: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.V) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.V = true;
+      if (!cb.T) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.T = true;
     };
   }
 };

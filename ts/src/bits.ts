@@ -7,7 +7,7 @@
  * 32 bits or less, so the hot paths never touch BigInt.
  */
 
-import { ReplicaDecodeError, sessionError } from "./errors.js";
+import { fail } from "./errors.js";
 
 /** MASK[n] = 2^n − 1 for n ≤ 32, as a non-negative number. */
 export const MASK: readonly number[] = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
@@ -67,9 +67,7 @@ export const load = (b: Uint8Array, at = 0): void => {
 };
 
 /** Throws a malformed-input error at the current position. */
-export const malformed = (msg: string): never => {
-  throw new ReplicaDecodeError("malformed", msg, pos);
-};
+export const malformed = (msg: string): never => fail("malformed", msg, pos);
 
 /** The 32 bits from the current position (zeros past the end), unsigned. */
 const peek32 = (): number => {
@@ -82,10 +80,7 @@ const peek32 = (): number => {
 
 /** Advances by n bits, failing if that passes the end. */
 const skip = (n: number): void => {
-  if ((pos += n) > len) {
-    pos = len;
-    throw new ReplicaDecodeError("truncated", "ends early", pos);
-  }
+  if ((pos += n) > len) fail("truncated", "ends early", (pos = len));
 };
 
 /** Reads n ≤ 32 bits, unsigned. */
@@ -158,8 +153,8 @@ export const uBig = (k: number): bigint => big(u(k), hi);
 export const count = (k: number, max: number, minBits: number, what: string): number => {
   const start = pos;
   const n = u(k);
-  if (hi || n > max) throw new ReplicaDecodeError("limit", `${what} ${n} > ${max}`, start);
-  if (n * minBits > len - pos) throw new ReplicaDecodeError("truncated", `${what} ${n}`, start);
+  if (hi || n > max) fail("limit", `${what} ${n} > ${max}`, start);
+  if (n * minBits > len - pos) fail("truncated", `${what} ${n}`, start);
   return n;
 };
 
@@ -287,7 +282,7 @@ export const putU = (lo: number, k: number, hi = 0): void => {
     lo %= 2 ** 32;
   }
   hi >>>= 0;
-  const b = hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo);
+  const b = bitLen(lo, hi);
   // b − k ones and a 0 (none after 64 − k ones), then the low b − 1 bits
   // (the top one implied); or a 0 and k bits.
   const ones = b > k ? b - k : 0;
@@ -295,6 +290,9 @@ export const putU = (lo: number, k: number, hi = 0): void => {
   if (ones < 64 - k) put(0, 1);
   putWide(lo, hi, ones ? b - 1 : k);
 };
+
+/** The bit length of the unsigned value with 32-bit halves lo, hi. */
+export const bitLen = (lo: number, hi: number): number => (hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo));
 
 /** f of the halves (lo, hi) of v's 64-bit two's complement. */
 export const split64 = <T>(v: bigint, f: (lo: number, hi: number) => T): T => {
@@ -375,9 +373,9 @@ export let varEnd = 0;
 export const uvarint = (b: Uint8Array, i: number, max: number, what: string): number => {
   let n = 0;
   for (let s = 0, x; ; s++) {
-    if (s === max) throw sessionError(what + " too long");
+    if (s === max) fail("session", what + " too long");
     if ((x = b[i + s]) === undefined) return -1;
-    if (!x && s) throw sessionError(what + " not minimal");
+    if (!x && s) fail("session", what + " not minimal");
     n += (x & 127) * 128 ** s;
     if (x < 128) {
       varEnd = i + s + 1;

@@ -18,7 +18,7 @@ import { decodeDescriptor } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
 import { Replica } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
-import { named, type Schema, type StructType } from "./schema.js";
+import { named, type Rpc, type Schema, type StructType } from "./schema.js";
 import { equal, type Entity, type Rec } from "./state.js";
 import { MAX_RESUME, PROTOCOL_VERSION, bad, encodeHello, encodePing, encodePong, encodeRPC, parseMessage, type Message, type Resume, type Ticket, type Tick, type Welcome } from "./session.js";
 import { CloseCode as C, MsgType } from "./enums.js";
@@ -267,8 +267,9 @@ export class Connection {
         const e = rep.entity(m.entity);
         const hs = e && handlers.get(e.classId + "/" + m.rpc);
         if (!hs?.length) return; // destroyed since, or not handled: dropped
-        const local = o.schema.class(e!.classId)?.rpc(m.rpc);
-        const remote = rep.remote.class(e!.classId)?.rpc(m.rpc);
+        const rpcOf = (s: Schema): Rpc | undefined => s.class(e!.classId)?.rpc(m.rpc);
+        const local = rpcOf(o.schema);
+        const remote = rpcOf(rep.remote);
         let args: Rec;
         try {
           if (!local || remote?.dir !== 1) bad("RPC " + m.rpc);

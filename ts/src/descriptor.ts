@@ -49,9 +49,9 @@ const read = (): Schema => {
   const n = count(2, 4096, 9, "structs");
   const structs = Array.from({ length: n }, () => new StructType(""));
   const index = (): StructType => structs[u32(2)] ?? bad("struct index");
-  const name = (): [string, Uint8Array] => {
+  const name = (): { name: string; nameBytes: Uint8Array } => {
     const b = bytes(256);
-    return [decodeUTF8(b), b];
+    return { name: decodeUTF8(b), nameBytes: b };
   };
   const id = (prev: number): number => {
     const v = prev + 1 + u(2) + hi * 2 ** 32;
@@ -88,17 +88,15 @@ const read = (): Schema => {
   let fields = 0;
   let rpcs = 0;
   for (const st of structs) {
-    [st.name, st.nameBytes] = name();
+    Object.assign(st, name());
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
-      const [nm, nb] = name();
-      const f: Field = { id: prev, name: nm, nameBytes: nb, type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), leaf: 0 };
+      const f: Field = { id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), leaf: 0 };
       st.fields.push(f);
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
-      const [nm, nb] = name();
-      st.rpcs.push({ id: prev, name: nm, nameBytes: nb, dir: bits(1), args: index() });
+      st.rpcs.push({ id: prev, ...name(), dir: bits(1), args: index() });
     }
   }
 

@@ -4,7 +4,7 @@
  * values keyed by field name; absent fields are zero.
  */
 
-import { begin, encodeUTF8, put, putBytes, putU, putWide, split64, written } from "./bits.js";
+import { begin, bitLen, encodeUTF8, put, putBytes, putU, putWide, split64, written } from "./bits.js";
 import { isNumeric, kindType, type StructType, type Type } from "./schema.js";
 import { compareKeys } from "./state.js";
 import { f32Bits, f64Bits, numPlan, out } from "./values.js";
@@ -25,9 +25,12 @@ export const toStored = (t: Type, v: unknown): void => {
   const k = t.kind;
   const q = t.quant;
   out.hi = 0;
-  if (k === Kind.Bool) out.lo = v ? 1 : 0;
-  else if (k === Kind.Float32 || k === Kind.Float64) {
-    let x = Number(v ?? 0);
+  if (k === Kind.Bool) {
+    out.lo = v ? 1 : 0;
+    return;
+  }
+  let x = Number(v ?? 0);
+  if (k === Kind.Float32 || k === Kind.Float64) {
     if (k === Kind.Float32) x = Math.fround(x);
     if (q.mode === 0) {
       if (k === Kind.Float32) out.lo = f32Bits(x);
@@ -37,7 +40,7 @@ export const toStored = (t: Type, v: unknown): void => {
     else if (q.mode === 2) out.lo = Math.max(0, Math.min(roundHalfAway((x - q.min) / q.step), 2 ** q.nbits - 1));
     else split(BigInt(Math.max(-(2 ** 62), Math.min(2 ** 62, roundHalfAway(x / q.step)))));
   } else {
-    const n = typeof v === "bigint" ? v : Number.isInteger(Number(v ?? 0)) ? BigInt(Number(v ?? 0)) : undefined;
+    const n = typeof v === "bigint" ? v : Number.isInteger(x) ? BigInt(x) : undefined;
     const p = numPlan(t);
     const top = 1n << BigInt(p.W - +p.signed);
     if (n === undefined || n >= top || n < (p.signed ? -top : 0n)) throw new RangeError(`${v} is not an integer of ${p.W} bits`);
@@ -64,7 +67,7 @@ const code = (t: Type, v: unknown): Code => {
     hi = (((hi << 1) | (lo >>> 31)) ^ neg) >>> 0;
     lo = ((lo << 1) ^ neg) >>> 0;
   }
-  return { lo, hi, k: Math.min(hi ? 64 - Math.clz32(hi) : 32 - Math.clz32(lo), 63), n: 0 };
+  return { lo, hi, k: Math.min(bitLen(lo, hi), 63), n: 0 };
 };
 
 const putCode = (c: Code, k: number): void => (c.k < 0 ? putWide(c.lo, c.hi, c.n) : putU(c.lo, k, c.hi));
