@@ -17,8 +17,7 @@ function misuse(msg) {
 }
 
 // ts/src/bits.ts
-var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
-var MASK32 = Int32Array.from(MASK);
+var MASK32 = Int32Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
 var ctz = (x) => 31 - Math.clz32(x & -x);
 var utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 var decodeUTF8 = (b, start = 0, end = b.length) => {
@@ -304,7 +303,7 @@ var checkCompatible = (local, remote) => {
       if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, where + "." + lf.name);
     }
   };
-  if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId) ?? null, rc, rc.name);
+  if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId), rc, rc.name);
 };
 
 // ts/src/values.ts
@@ -329,7 +328,7 @@ var unzigzag64 = (lo, hi2) => {
   out.e = (hi2 >>> 1 ^ neg) >>> 0;
 };
 var decodeFull = (p, lo, hi2) => {
-  if (p.q < 64 && (hi2 || lo > MASK[p.q])) return false;
+  if (p.q < 64 && (hi2 || lo >= 2 ** p.q)) return false;
   if (p.l) unzigzag64(lo, hi2);
   else {
     out.f = lo;
@@ -440,8 +439,7 @@ var read = () => {
     Object.assign(st, name());
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
-      const f = { id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 };
-      st.fields.push(f);
+      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 });
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
@@ -887,7 +885,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.xa : p.v : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ O: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, j: k, P: t, oa: ll && ll.o, K: p, pa: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
+      steps.push({ O: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, j: k, P: t, oa: ll && ll.o, K: p, pa: 2 ** p.q - 1, Q: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {

@@ -9,7 +9,7 @@
  * all go through it.
  */
 
-import { EMPTY, MASK, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
+import { EMPTY, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { checkCompatible, isContainer, isNumeric, kindType, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
@@ -242,7 +242,7 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       let k = numeric ? (delta ? p.deltaRaw : p.fullRaw) : 0;
       const how = !numeric ? (isContainer(kind) ? P.Cont : P.Str) : k ? P.Raw : ((k = bits(6)), delta && p.W <= 32 && kind !== Kind.Ref ? P.Delta : P.U);
       // mask, sh and signed serve P.Delta; they are numbers for every step, as the hot loop reads them.
-      steps.push({ to, sl: ll ? (numeric ? ll.num : ll.obj) : -1, how, k, t, lt: ll && ll.ty, plan: p, mask: MASK[p.W] ?? 0, sh: 32 - p.W, signed: p.signed });
+      steps.push({ to, sl: ll ? (numeric ? ll.num : ll.obj) : -1, how, k, t, lt: ll && ll.ty, plan: p, mask: 2 ** p.W - 1, sh: 32 - p.W, signed: p.signed });
     }
   };
 

@@ -10,7 +10,7 @@
 
 import { BitWriter, decodeUTF8, encodeUTF8, bits, bool, bytes, count, finish, hi, load, pos, u, u32 } from "./bits.js";
 import { ReplicaDecodeError } from "./errors.js";
-import { Schema, StructType, bad, kindType, reach, type Field, type Quant, type Type } from "./schema.js";
+import { Schema, StructType, bad, kindType, reach, type Quant, type Type } from "./schema.js";
 import { f64FromBits, f64Bits, out } from "./values.js";
 import { Kind } from "./enums.js";
 
@@ -91,8 +91,7 @@ const read = (): Schema => {
     Object.assign(st, name());
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
-      const f: Field = { id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), leaf: 0 };
-      st.fields.push(f);
+      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), leaf: 0 });
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);

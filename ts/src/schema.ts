@@ -274,7 +274,7 @@ export const checkCompatible = (local: Schema, remote: Schema): void => {
     struct(l.struct, r.struct, where);
     type(l.elem, r.elem, where);
   };
-  const struct = (l: StructType | null, r: StructType | null, where: string): void => {
+  const struct = (l: StructType | null | undefined, r: StructType | null, where: string): void => {
     const k = l && r && id(l) + "/" + id(r);
     if (!k || seen.has(k)) return;
     seen.add(k);
@@ -288,5 +288,5 @@ export const checkCompatible = (local: Schema, remote: Schema): void => {
       if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, where + "." + lf.name);
     }
   };
-  if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId) ?? null, rc, rc.name);
+  if (local !== remote) for (const rc of remote.classes) struct(local.class(rc.classId), rc, rc.name);
 };
