@@ -605,7 +605,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.J.push({ j: k, za: e, Aa: [e, ...a] });
+  const event = (k, e, ...a) => void t.J.push({ k, za: e, Aa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -885,7 +885,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.xa : p.v : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ O: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, j: k, P: t, oa: ll && ll.o, K: p, pa: 2 ** p.q - 1, Q: 32 - p.q, l: p.l });
+      steps.push({ O: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, k, P: t, oa: ll && ll.o, K: p, pa: 2 ** p.q - 1, Q: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -902,7 +902,7 @@ var decoder = (local, remote = local, limits = {}) => {
       let h = 0;
       switch (s.na) {
         case 2 /* Delta */: {
-          const c = u(s.j);
+          const c = u(s.k);
           if (hi !== 0 || c > s.pa) bad3("delta");
           if (slot < 0) continue;
           let v = a[j] + (c >>> 1 ^ -(c & 1));
@@ -914,11 +914,11 @@ var decoder = (local, remote = local, limits = {}) => {
           break;
         }
         case 1 /* Raw */:
-          lo = bitsWide(s.j);
+          lo = bitsWide(s.k);
           h = hi;
           break;
         case 3 /* U */:
-          readNum(s.K, s.j, delta, a[j], a[j + 1]);
+          readNum(s.K, s.k, delta, a[j], a[j + 1]);
           lo = out.f;
           h = out.e;
           break;
@@ -1241,7 +1241,7 @@ var Replica = class {
     if (!this.R.size) return;
     this.S = true;
     try {
-      for (const { j: k, za: e, Aa: a } of events) {
+      for (const { k, za: e, Aa: a } of events) {
         const list = this.R.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);

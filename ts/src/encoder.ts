@@ -70,8 +70,6 @@ const code = (t: Type, v: unknown): Code => {
   return { lo, hi, k: Math.min(bitLen(lo, hi), 63), n: 0 };
 };
 
-const putCode = (c: Code, k: number): void => (c.k < 0 ? putWide(c.lo, c.hi, c.n) : putU(c.lo, k, c.hi));
-
 const bytesOf = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : encodeUTF8(String(v ?? "")));
 
 /** The entries of a Map or an object (maps and bags). */
@@ -83,8 +81,8 @@ const zero = (t: Type, v: any): boolean => {
   if (v == null) return true;
   if (k === Kind.Nested) return t.struct!.fields.every((f) => f.deprecated || zero(f.type, v[f.name]));
   if (isNumeric(k)) {
-    const c = code(t, v);
-    return !c.lo && !c.hi;
+    toStored(t, v);
+    return !out.lo && !out.hi;
   }
   return !(k === Kind.List ? v : k <= Kind.Bytes ? bytesOf(v) : entries(v)).length;
 };
@@ -98,7 +96,10 @@ const elems = (t: Type, vals: unknown[]): (i: number) => void => {
   const cs = vals.map((v) => code(t, v));
   const k = Math.max(0, ...cs.map((c) => c.k));
   if (cs[0] && cs[0].k >= 0) put(k, 6);
-  return (i) => putCode(cs[i]!, k);
+  return (i) => {
+    const c = cs[i]!;
+    c.k < 0 ? putWide(c.lo, c.hi, c.n) : putU(c.lo, k, c.hi);
+  };
 };
 
 /** Writes a value that is not a number of a record: a string, bytes, a container or a struct element. */
@@ -119,10 +120,10 @@ const value = (t: Type, v: any): void => {
 
 /**
  * Writes the field tree of st's non-zero leaves (§5.5), each U(k)-coded
- * number with k = its code's bit length; the values go to later, to be
- * written after the whole tree.
+ * number with k = its code's bit length; the writers of the values (of
+ * one value each, value 0) go to later, to be run after the whole tree.
  */
-const tree = (st: StructType, v: any, later: (() => void)[]): void => {
+const tree = (st: StructType, v: any, later: ((i: number) => void)[]): void => {
   const fs = st.fields.filter((f) => !f.deprecated && !zero(f.type, v[f.name]));
   putU(fs.length, 2);
   let prev = 0;
@@ -131,19 +132,16 @@ const tree = (st: StructType, v: any, later: (() => void)[]): void => {
     const t = f.type;
     putU(f.id - prev - 1, 2);
     prev = f.id;
+    // A value alone: a U(k)-coded number's k is its code's bit length.
     if (t.kind === Kind.Nested) tree(t.struct!, x, later);
-    else if (isNumeric(t.kind)) {
-      const c = code(t, x);
-      if (c.k >= 0) put(c.k, 6);
-      later.push(() => putCode(c, c.k));
-    } else later.push(() => value(t, x));
+    else later.push(elems(t, [x]));
   }
 };
 
 const record = (st: StructType, v: any): void => {
-  const later: (() => void)[] = [];
+  const later: ((i: number) => void)[] = [];
   tree(st, v ?? {}, later);
-  later.forEach((f) => f());
+  later.forEach((f) => f(0));
 };
 
 /**
