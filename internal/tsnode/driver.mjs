@@ -17,7 +17,8 @@ function misuse(msg) {
 }
 
 // ts/src/bits.ts
-var MASK32 = Int32Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
+var MASK = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
+var MASK32 = Int32Array.from(MASK);
 var ctz = (x) => 31 - Math.clz32(x & -x);
 var utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 var decodeUTF8 = (b, start = 0, end = b.length) => {
@@ -165,19 +166,19 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  A = 0;
+  B = 0;
   /** @internal Object slots of a record of the struct. */
-  F = 0;
-  /** @internal The types of the object slots, in order. */
-  G = [];
-  /** @internal The name's bytes as the descriptor carried them. */
-  aa;
-  /** @internal Fields by ID. */
-  ba = /* @__PURE__ */ new Map();
-  /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   H = 0;
+  /** @internal The types of the object slots, in order. */
+  I = [];
+  /** @internal The name's bytes as the descriptor carried them. */
+  ba;
+  /** @internal Fields by ID. */
+  ca = /* @__PURE__ */ new Map();
+  /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
+  J = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  I = 0;
+  K = 0;
   constructor(name) {
     this.name = name;
   }
@@ -185,7 +186,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.ba.get(id);
+    return this.ca.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -209,46 +210,46 @@ var reach = (classes) => {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.H === 1) bad(s.name + " contains itself");
-  if (s.H) return;
-  s.H = 1;
+  if (s.J === 1) bad(s.name + " contains itself");
+  if (s.J) return;
+  s.J = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ba.set(f.id, f);
+    s.ca.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ca = s.leaves.length;
+    f.da = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, F: +!numeric, G: numeric ? [] : [t], I: 1 };
-    s.I += sub.I;
-    if ((budget += sub.I) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, C: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], B: +numeric, H: +!numeric, I: numeric ? [] : [t], K: 1 };
+    s.K += sub.K;
+    if ((budget += sub.K) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         ...l,
         index: s.leaves.length,
-        B: f.id + (l.B && "," + l.B),
+        C: f.id + (l.C && "," + l.C),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        a: l.a < 0 ? -1 : l.a + s.A,
-        c: l.c < 0 ? -1 : l.c + s.F
+        a: l.a < 0 ? -1 : l.a + s.B,
+        c: l.c < 0 ? -1 : l.c + s.H
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.G.push(...sub.G);
-    s.A += sub.A;
-    s.F += sub.F;
+    s.I.push(...sub.I);
+    s.B += sub.B;
+    s.H += sub.H;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.H = 2;
+  s.J = 2;
 };
 var Schema = class {
   /**
@@ -328,7 +329,7 @@ var unzigzag64 = (lo, hi2) => {
   out.e = (hi2 >>> 1 ^ neg) >>> 0;
 };
 var decodeFull = (p, lo, hi2) => {
-  if (p.q < 64 && (hi2 || lo >= 2 ** p.q)) return false;
+  if (p.q < 64 && (hi2 || lo > MASK[p.q])) return false;
   if (p.l) unzigzag64(lo, hi2);
   else {
     out.f = lo;
@@ -401,7 +402,7 @@ var read = () => {
   const index = () => structs[u32(2)] ?? bad("struct index");
   const name = () => {
     const b = bytes(256);
-    return { name: decodeUTF8(b), aa: b };
+    return { name: decodeUTF8(b), ba: b };
   };
   const id = (prev) => {
     const v2 = prev + 1 + u(2) + hi * 2 ** 32;
@@ -439,7 +440,7 @@ var read = () => {
     Object.assign(st, name());
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
-      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 });
+      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), da: 0 });
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
@@ -482,9 +483,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.a = new Uint32Array(type.A * 2);
-    this.c = type.G.map(zeroObj);
-    this.da = 0;
+    this.a = new Uint32Array(type.B * 2);
+    this.c = type.I.map(zeroObj);
+    this.ea = 0;
   }
   /** A deep copy. */
   clone() {
@@ -557,7 +558,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.C = bands;
+    this.D = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -575,7 +576,7 @@ var Entity = class extends Rec {
   /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
   knows(path) {
     const l = this.type.leafNamed(path);
-    return !!l && (this.C[l.index] ?? 0) <= this.level;
+    return !!l && (this.D[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -605,7 +606,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.J.push({ k, za: e, Aa: [e, ...a] });
+  const event = (k, e, ...a) => void t.L.push({ k, za: e, Aa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -624,7 +625,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.da !== serial) {
+    if (r.ea !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -670,9 +671,9 @@ var table = () => {
     size: 0,
     w: [],
     x: /* @__PURE__ */ new Set(),
-    J: [],
-    N: atSlot,
-    ea: setNum,
+    L: [],
+    P: atSlot,
+    E: setNum,
     fa: setObj,
     Ba(c, leaf) {
       let w = watch.get(c);
@@ -680,18 +681,18 @@ var table = () => {
       w[leaf] = 1;
       lastC = void 0;
     },
-    D() {
+    F() {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.x.clear();
-      t.J = [];
+      t.L = [];
       return t;
     },
     Ca(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.da = serial;
+      e.ea = serial;
       put2(slot, e);
       t.x.add(slot);
       moved.push(slot);
@@ -773,7 +774,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.D();
+      t.F();
     }
   };
   return t;
@@ -795,7 +796,7 @@ var withDefaults = (l = {}) => {
   return r;
 };
 var DIRECT = {
-  ea(_e, _l, slot, lo, hi2, r) {
+  E(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
@@ -825,11 +826,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.B, l.index]));
-      inner.set(ls, m = { ma: new Int32Array(rs.leaves.length), C: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.C, l.index]));
+      inner.set(ls, m = { ma: new Int32Array(rs.leaves.length), D: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ma[l.index] = byPath.get(l.B) ?? -1;
-        if (j >= 0) m.C[j] = l.band;
+        const j = m.ma[l.index] = byPath.get(l.C) ?? -1;
+        if (j >= 0) m.D[j] = l.band;
       }
     }
     return m;
@@ -857,8 +858,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.Ca(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.C : EMPTY, rc.nbands);
-      else if (!(e = tab.N(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.Ca(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.D : EMPTY, rc.nbands);
+      else if (!(e = tab.P(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -874,7 +875,7 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ca;
+      const leaf = base + f.da;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
@@ -885,7 +886,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.xa : p.v : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ O: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, k, P: t, oa: ll && ll.o, K: p, pa: 2 ** p.q - 1, Q: 32 - p.q, l: p.l });
+      steps.push({ y: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, k, Q: t, oa: ll && ll.o, M: p, pa: MASK[p.q] ?? 0, R: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -898,43 +899,38 @@ var decoder = (local, remote = local, limits = {}) => {
       const s = steps[i];
       const slot = s.Fa;
       const j = slot << 1;
-      let lo;
-      let h = 0;
       switch (s.na) {
         case 2 /* Delta */: {
-          const c = u(s.k);
-          if (hi !== 0 || c > s.pa) bad3("delta");
-          if (slot < 0) continue;
-          let v = a[j] + (c >>> 1 ^ -(c & 1));
+          const lo = u(s.k);
+          if (hi !== 0 || lo > s.pa) bad3("delta");
+          if (slot < 0) break;
+          let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.l) {
-            v = v << s.Q >> s.Q;
-            lo = v >>> 0;
-            h = v < 0 ? 4294967295 : 0;
-          } else lo = s.Q === 0 ? v >>> 0 : v & s.pa;
+            v = v << s.R >> s.R;
+            tab.E(e, s.y, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
+          } else tab.E(e, s.y, slot, s.R === 0 ? v >>> 0 : v & s.pa, 0, rec2, k, bagLeaf);
           break;
         }
-        case 1 /* Raw */:
-          lo = bitsWide(s.k);
-          h = hi;
+        case 1 /* Raw */: {
+          const lo = bitsWide(s.k);
+          if (slot >= 0) tab.E(e, s.y, slot, lo, hi, rec2, k, bagLeaf);
           break;
+        }
         case 3 /* U */:
-          readNum(s.K, s.k, delta, a[j], a[j + 1]);
-          lo = out.f;
-          h = out.e;
+          readNum(s.M, s.k, delta, a[j], a[j + 1]);
+          if (slot >= 0) tab.E(e, s.y, slot, out.f, out.e, rec2, k, bagLeaf);
           break;
         default: {
           let v;
-          if (s.na === 4 /* Str */) v = readStr(s.P);
-          else if (!delta || bool()) v = readContainer(s.P, s.oa, depth + 1);
+          if (s.na === 4 /* Str */) v = readStr(s.Q);
+          else if (!delta || bool()) v = readContainer(s.Q, s.oa, depth + 1);
           else {
-            containerOps(tab, e, s.P, s.oa, s.O, slot);
-            continue;
+            containerOps(tab, e, s.Q, s.oa, s.y, slot);
+            break;
           }
-          if (slot >= 0) tab.fa(e, s.O, slot, v, rec2, k, bagLeaf);
-          continue;
+          if (slot >= 0) tab.fa(e, s.y, slot, v, rec2, k, bagLeaf);
         }
       }
-      if (slot >= 0) tab.ea(e, s.O, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -1086,10 +1082,10 @@ var keyTypes = [];
 // ts/src/replica.ts
 var Replica = class {
   /** @internal The entity table. */
-  y = table();
+  z = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  R = /* @__PURE__ */ new Map();
-  S = false;
+  S = /* @__PURE__ */ new Map();
+  T = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1098,24 +1094,24 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.E = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.G = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.E.qa;
+    return this.G.qa;
   }
   /** Number of entities. */
   get size() {
-    return this.y.size;
+    return this.z.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    const e = this.y.N(id & 16777215);
+    const e = this.z.P(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.y.w.map((s) => this.y.N(s));
+    return this.z.w.map((s) => this.z.P(s));
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1133,7 +1129,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.D("applyTick");
+    const t = this.F("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
@@ -1157,11 +1153,11 @@ var Replica = class {
         const e = this.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ka(e, (l) => e.C[l.index] > lc.level);
+          t.ka(e, (l) => e.D[l.index] > lc.level);
         } else if (lc.level > e.level) t.x.add(e.slot);
         if (e) t.ia(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.E.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.G.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = this.entity(id);
@@ -1179,7 +1175,7 @@ var Replica = class {
     }
     t.la();
     this.ticksApplied++;
-    this.ra(t.J);
+    this.ra(t.L);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1187,13 +1183,13 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.D("reset");
-    const dec = decoder(this.local, remote, this.E.qa);
+    const t = this.F("reset");
+    const dec = decoder(this.local, remote, this.G.qa);
     for (const e of this.entities()) t.ga(e.slot);
     t.la();
-    this.E = dec;
+    this.G = dec;
     this.remote = remote;
-    this.ra(t.J);
+    this.ra(t.L);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1234,21 +1230,21 @@ var Replica = class {
     return this.p(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  D(what) {
-    return this.S ? misuse(what + " from a callback") : this.y.D();
+  F(what) {
+    return this.T ? misuse(what + " from a callback") : this.z.F();
   }
   ra(events) {
-    if (!this.R.size) return;
-    this.S = true;
+    if (!this.S.size) return;
+    this.T = true;
     try {
       for (const { k, za: e, Aa: a } of events) {
-        const list = this.R.get(e.type)?.[k];
+        const list = this.S.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.Ha <= this.ticksApplied && !cb.T) cb.Ia(...a);
+        for (const cb of list ?? []) if (cb.Ha <= this.ticksApplied && !cb.V) cb.Ia(...a);
       }
     } finally {
-      this.S = false;
+      this.T = false;
     }
   }
   /**
@@ -1262,17 +1258,17 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.o.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.y.Ba(cls, l.index);
+      this.z.Ba(cls, l.index);
       i += l.index;
     }
-    const cbs = this.R;
+    const cbs = this.S;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { Ha: this.ticksApplied + 1, T: false, Ia: fn };
+    const cb = { Ha: this.ticksApplied + 1, V: false, Ia: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.T) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.T = true;
+      if (!cb.V) lists[i] = lists[i].filter((x) => x !== cb);
+      cb.V = true;
     };
   }
 };

@@ -9,9 +9,12 @@
 
 import { fail } from "./errors.js";
 
-// MASK32[n] = 2^n − 1 for n ≤ 32 as a 32-bit integer (MASK32[32] is −1):
-// loads stay untagged ints in optimized code, where doubles would not.
-const MASK32 = Int32Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
+/** MASK[n] = 2^n − 1 for n ≤ 32, as a non-negative number. */
+export const MASK: readonly number[] = Array.from({ length: 33 }, (_, n) => 2 ** n - 1);
+
+// MASK as 32-bit integers (MASK32[32] is −1): loads stay untagged ints in
+// optimized code, where MASK's doubles would not.
+const MASK32 = Int32Array.from(MASK);
 
 const ctz = (x: number): number => 31 - Math.clz32(x & -x);
 

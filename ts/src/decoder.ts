@@ -9,7 +9,7 @@
  * all go through it.
  */
 
-import { EMPTY, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
+import { EMPTY, MASK, bits, bitsWide, bool, bytes, compareBytes, count, decodeUTF8, finish, hi, load, malformed, pos, string, u, u32 } from "./bits.js";
 import { ReplicaDecodeError, fail } from "./errors.js";
 import { checkCompatible, isContainer, isNumeric, kindType, type Schema, type StructType, type Type } from "./schema.js";
 import { BagC, ListC, MapC, Rec, clone, makeId, type Elem, type Entity, type Key, type Table } from "./state.js";
@@ -242,7 +242,7 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       let k = numeric ? (delta ? p.deltaRaw : p.fullRaw) : 0;
       const how = !numeric ? (isContainer(kind) ? P.Cont : P.Str) : k ? P.Raw : ((k = bits(6)), delta && p.W <= 32 && kind !== Kind.Ref ? P.Delta : P.U);
       // mask, sh and signed serve P.Delta; they are numbers for every step, as the hot loop reads them.
-      steps.push({ to, sl: ll ? (numeric ? ll.num : ll.obj) : -1, how, k, t, lt: ll && ll.ty, plan: p, mask: 2 ** p.W - 1, sh: 32 - p.W, signed: p.signed });
+      steps.push({ to, sl: ll ? (numeric ? ll.num : ll.obj) : -1, how, k, t, lt: ll && ll.ty, plan: p, mask: MASK[p.W] ?? 0, sh: 32 - p.W, signed: p.signed });
     }
   };
 
@@ -263,44 +263,39 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       const s = steps[i]!;
       const slot = s.sl;
       const j = slot << 1;
-      // A number's new S, (lo, h); other values set their slot and go on.
-      let lo: number;
-      let h = 0;
       switch (s.how) {
         case P.Delta: {
-          const c = u(s.k);
-          if (hi !== 0 || c > s.mask) bad("delta");
-          if (slot < 0) continue;
-          let v = a[j]! + ((c >>> 1) ^ -(c & 1));
+          const lo = u(s.k);
+          if (hi !== 0 || lo > s.mask) bad("delta");
+          if (slot < 0) break;
+          let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
           if (s.signed) {
             v = (v << s.sh) >> s.sh;
-            lo = v >>> 0;
-            h = v < 0 ? 0xffffffff : 0;
-          } else lo = s.sh === 0 ? v >>> 0 : v & s.mask;
+            tab.setNum(e, s.to, slot, v >>> 0, v < 0 ? 0xffffffff : 0, rec, k, bagLeaf);
+          } else tab.setNum(e, s.to, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0, rec, k, bagLeaf);
           break;
         }
-        case P.Raw:
-          lo = bitsWide(s.k);
-          h = hi;
+        case P.Raw: {
+          const lo = bitsWide(s.k);
+          if (slot >= 0) tab.setNum(e, s.to, slot, lo, hi, rec, k, bagLeaf);
           break;
+        }
         case P.U:
           readNum(s.plan, s.k, delta, a[j], a[j + 1]);
-          lo = out.lo;
-          h = out.hi;
+          if (slot >= 0) tab.setNum(e, s.to, slot, out.lo, out.hi, rec, k, bagLeaf);
           break;
         default: {
+          // A string, bytes, or a container: whole, or its operations.
           let v: unknown;
           if (s.how === P.Str) v = readStr(s.t);
           else if (!delta || bool()) v = readContainer(s.t, s.lt, depth + 1);
           else {
             containerOps(tab, e, s.t, s.lt, s.to, slot);
-            continue;
+            break;
           }
           if (slot >= 0) tab.setObj(e, s.to, slot, v, rec, k, bagLeaf);
-          continue;
         }
       }
-      if (slot >= 0) tab.setNum(e, s.to, slot, lo, h, rec, k, bagLeaf);
     }
   };
 

@@ -9,7 +9,7 @@
  * otherwise (int64, uint64, float64 bits, unbounded quantization codes).
  */
 
-import { big } from "./bits.js";
+import { MASK, big } from "./bits.js";
 import { isSigned, kindWidth, type Type } from "./schema.js";
 import { Kind } from "./enums.js";
 
@@ -68,7 +68,7 @@ const unzigzag64 = (lo: number, hi: number): void => {
  * Returns false when the value is out of range for the kind.
  */
 export const decodeFull = (p: NumPlan, lo: number, hi: number): boolean => {
-  if (p.W < 64 && (hi || lo >= 2 ** p.W)) return false;
+  if (p.W < 64 && (hi || lo > MASK[p.W]!)) return false;
   if (p.signed) unzigzag64(lo, hi);
   else {
     out.lo = lo;
