@@ -172,9 +172,9 @@ var StructType = class {
   /** @internal The types of the object slots, in order. */
   I = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  ba;
+  aa;
   /** @internal Fields by ID. */
-  ca = /* @__PURE__ */ new Map();
+  ba = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
   J = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
@@ -186,7 +186,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.ca.get(id);
+    return this.ba.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -215,14 +215,14 @@ var layout = (s, pending) => {
   s.J = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ca.set(f.id, f);
+    s.ba.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.da = s.leaves.length;
+    f.ca = s.leaves.length;
     const numeric = isNumeric(t.kind);
     const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, C: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], B: +numeric, H: +!numeric, I: numeric ? [] : [t], K: 1 };
     s.K += sub.K;
@@ -402,7 +402,7 @@ var read = () => {
   const index = () => structs[u32(2)] ?? bad("struct index");
   const name = () => {
     const b = bytes(256);
-    return { name: decodeUTF8(b), ba: b };
+    return { name: decodeUTF8(b), aa: b };
   };
   const id = (prev) => {
     const v2 = prev + 1 + u(2) + hi * 2 ** 32;
@@ -440,7 +440,7 @@ var read = () => {
     Object.assign(st, name());
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
-      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), da: 0 });
+      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 });
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
@@ -485,7 +485,7 @@ var Rec = class {
     this.type = type;
     this.a = new Uint32Array(type.B * 2);
     this.c = type.I.map(zeroObj);
-    this.ea = 0;
+    this.da = 0;
   }
   /** A deep copy. */
   clone() {
@@ -625,7 +625,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.ea !== serial) {
+    if (r.da !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -672,9 +672,9 @@ var table = () => {
     w: [],
     x: /* @__PURE__ */ new Set(),
     L: [],
-    P: atSlot,
+    O: atSlot,
     E: setNum,
-    fa: setObj,
+    ea: setObj,
     Ba(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
@@ -692,7 +692,7 @@ var table = () => {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.ea = serial;
+      e.da = serial;
       put2(slot, e);
       t.x.add(slot);
       moved.push(slot);
@@ -700,7 +700,7 @@ var table = () => {
       event(0 /* Create */, e);
       return e;
     },
-    ga(slot) {
+    fa(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -708,10 +708,10 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    ha(e, owned) {
+    ga(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    ia(e, level) {
+    ha(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
     Da(e, leaf, l, op, i, v) {
@@ -731,7 +731,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    ja(e, leaf, m, k, v) {
+    ia(e, leaf, m, k, v) {
       const had = m.d.has(k);
       const old = m.d.get(k);
       if (v === void 0) {
@@ -741,7 +741,7 @@ var table = () => {
       undo.push(() => had ? m.d.set(k, old) : m.d.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    ka(e, pick) {
+    ja(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
@@ -752,7 +752,7 @@ var table = () => {
       }
       t.x.add(e.slot);
     },
-    la() {
+    ka() {
       if (moved.length) {
         const held = t.w;
         const out2 = [];
@@ -760,7 +760,7 @@ var table = () => {
         for (const m of moved.sort((a, b) => a - b)) {
           while (held[i] < m) out2.push(held[i++]);
           if (held[i] === m) i++;
-          if (atSlot(m) && out2[out2.length - 1] !== m) out2.push(m);
+          if (atSlot(m) && out2.at(-1) !== m) out2.push(m);
         }
         t.w = out2.concat(held.slice(i));
       }
@@ -800,7 +800,7 @@ var DIRECT = {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
-  fa(_e, _l, slot, v, r) {
+  ea(_e, _l, slot, v, r) {
     r.c[slot] = v;
   }
 };
@@ -827,9 +827,9 @@ var decoder = (local, remote = local, limits = {}) => {
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map(ls.leaves.map((l) => [l.C, l.index]));
-      inner.set(ls, m = { ma: new Int32Array(rs.leaves.length), D: new Uint8Array(ls.leaves.length) });
+      inner.set(ls, m = { la: new Int32Array(rs.leaves.length), D: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ma[l.index] = byPath.get(l.C) ?? -1;
+        const j = m.la[l.index] = byPath.get(l.C) ?? -1;
         if (j >= 0) m.D[j] = l.band;
       }
     }
@@ -859,7 +859,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const slot = ids[i];
       let e;
       if (tag === 1 /* Create */) e = tab.Ca(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.D : EMPTY, rc.nbands);
-      else if (!(e = tab.P(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
+      else if (!(e = tab.O(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -875,18 +875,18 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.da;
+      const leaf = base + f.ca;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.ma[leaf];
+      const to = map.la[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.xa : p.v : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ y: to, Fa: ll ? numeric ? ll.a : ll.c : -1, na: how, k, Q: t, oa: ll && ll.o, M: p, pa: MASK[p.q] ?? 0, R: 32 - p.q, l: p.l });
+      steps.push({ y: to, Fa: ll ? numeric ? ll.a : ll.c : -1, ma: how, k, P: t, na: ll && ll.o, M: p, oa: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -899,16 +899,16 @@ var decoder = (local, remote = local, limits = {}) => {
       const s = steps[i];
       const slot = s.Fa;
       const j = slot << 1;
-      switch (s.na) {
+      switch (s.ma) {
         case 2 /* Delta */: {
           const lo = u(s.k);
-          if (hi !== 0 || lo > s.pa) bad3("delta");
+          if (hi !== 0 || lo > s.oa) bad3("delta");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.l) {
-            v = v << s.R >> s.R;
+            v = v << s.Q >> s.Q;
             tab.E(e, s.y, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.E(e, s.y, slot, s.R === 0 ? v >>> 0 : v & s.pa, 0, rec2, k, bagLeaf);
+          } else tab.E(e, s.y, slot, s.Q === 0 ? v >>> 0 : v & s.oa, 0, rec2, k, bagLeaf);
           break;
         }
         case 1 /* Raw */: {
@@ -922,13 +922,13 @@ var decoder = (local, remote = local, limits = {}) => {
           break;
         default: {
           let v;
-          if (s.na === 4 /* Str */) v = readStr(s.Q);
-          else if (!delta || bool()) v = readContainer(s.Q, s.oa, depth + 1);
+          if (s.ma === 4 /* Str */) v = readStr(s.P);
+          else if (!delta || bool()) v = readContainer(s.P, s.na, depth + 1);
           else {
-            containerOps(tab, e, s.Q, s.oa, s.y, slot);
+            containerOps(tab, e, s.P, s.na, s.y, slot);
             break;
           }
-          if (slot >= 0) tab.fa(e, s.y, slot, v, rec2, k, bagLeaf);
+          if (slot >= 0) tab.ea(e, s.y, slot, v, rec2, k, bagLeaf);
         }
       }
     }
@@ -1032,12 +1032,12 @@ var decoder = (local, remote = local, limits = {}) => {
       for (let i = 0; i < n; i++) {
         const key = readKey(t.key, kk);
         if (!pass) {
-          if (c) tab.ja(e, local2, c, key);
+          if (c) tab.ia(e, local2, c, key);
         } else if (pass === 1) {
           const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
           if (c) {
             full(c.d.size);
-            tab.ja(e, local2, c, key, v);
+            tab.ia(e, local2, c, key, v);
           }
         } else if (c) readRecord(t.struct, ls, 2, c.d.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
         else readRecord(t.struct, null, 2);
@@ -1045,7 +1045,7 @@ var decoder = (local, remote = local, limits = {}) => {
     }
   };
   return {
-    qa: lim,
+    pa: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1054,7 +1054,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.ga(ids[i]);
+            for (let i = 0; i < nids; i++) tab.fa(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad3("section " + tag);
@@ -1084,8 +1084,8 @@ var Replica = class {
   /** @internal The entity table. */
   z = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  S = /* @__PURE__ */ new Map();
-  T = false;
+  R = /* @__PURE__ */ new Map();
+  S = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1098,7 +1098,7 @@ var Replica = class {
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.G.qa;
+    return this.G.pa;
   }
   /** Number of entities. */
   get size() {
@@ -1106,12 +1106,12 @@ var Replica = class {
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    const e = this.z.P(id & 16777215);
+    const e = this.z.O(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.z.w.map((s) => this.z.P(s));
+    return this.z.w.map((s) => this.z.O(s));
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1140,8 +1140,8 @@ var Replica = class {
           if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
           if (!e) created.push(id >>> 0);
           else {
-            t.ka(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
-            t.ha(e, !!own);
+            t.ja(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+            t.ga(e, !!own);
           }
         }
       });
@@ -1153,29 +1153,29 @@ var Replica = class {
         const e = this.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ka(e, (l) => e.D[l.index] > lc.level);
+          t.ja(e, (l) => e.D[l.index] > lc.level);
         } else if (lc.level > e.level) t.x.add(e.slot);
-        if (e) t.ia(e, lc.level);
+        if (e) t.ha(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.G.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = this.entity(id);
         if (!e || !t.x.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-        t.ha(e, true);
+        t.ga(e, true);
       }
       for (const lc of later) {
         const e = this.entity(lc.id) ?? fail("level", lc.id + " not received");
-        t.ia(e, level(e, lc.level));
+        t.ha(e, level(e, lc.level));
       }
     } catch (e) {
       t.Ea();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    t.la();
+    t.ka();
     this.ticksApplied++;
-    this.ra(t.L);
+    this.qa(t.L);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1184,12 +1184,12 @@ var Replica = class {
    */
   reset(remote = this.remote) {
     const t = this.F("reset");
-    const dec = decoder(this.local, remote, this.G.qa);
-    for (const e of this.entities()) t.ga(e.slot);
-    t.la();
+    const dec = decoder(this.local, remote, this.G.pa);
+    for (const e of this.entities()) t.fa(e.slot);
+    t.ka();
     this.G = dec;
     this.remote = remote;
-    this.ra(t.L);
+    this.qa(t.L);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1231,20 +1231,20 @@ var Replica = class {
   }
   /** The table's transaction, unless a callback is running. */
   F(what) {
-    return this.T ? misuse(what + " from a callback") : this.z.F();
+    return this.S ? misuse(what + " from a callback") : this.z.F();
   }
-  ra(events) {
-    if (!this.S.size) return;
-    this.T = true;
+  qa(events) {
+    if (!this.R.size) return;
+    this.S = true;
     try {
       for (const { k, za: e, Aa: a } of events) {
-        const list = this.S.get(e.type)?.[k];
+        const list = this.R.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.Ha <= this.ticksApplied && !cb.V) cb.Ia(...a);
+        for (const cb of list ?? []) if (cb.ra <= this.ticksApplied) cb.Ha(...a);
       }
     } finally {
-      this.T = false;
+      this.S = false;
     }
   }
   /**
@@ -1261,14 +1261,14 @@ var Replica = class {
       this.z.Ba(cls, l.index);
       i += l.index;
     }
-    const cbs = this.S;
+    const cbs = this.R;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { Ha: this.ticksApplied + 1, V: false, Ia: fn };
+    const cb = { ra: this.ticksApplied + 1, Ha: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
-      if (!cb.V) lists[i] = lists[i].filter((x) => x !== cb);
-      cb.V = true;
+      lists[i] = lists[i].filter((x) => x !== cb);
+      cb.ra = Infinity;
     };
   }
 };

@@ -68,8 +68,8 @@ export interface BagEvent {
 export type ClassRef = StructType | string | number;
 
 interface Callback {
+  /** The first tick it sees; Infinity once unregistered. */
   since: number;
-  dead: boolean;
   fn: (...args: any[]) => void;
 }
 
@@ -262,7 +262,7 @@ export class Replica {
         const ev = a[1] as BagEvent;
         // A bag event reports the item under its key once the tick is applied.
         if (list && ev?.itemLeaf !== undefined) ev.item = (e.obj[e.type.leaves[k - Ev.Field]!.obj] as BagC).get(ev.key);
-        for (const cb of list ?? []) if (cb.since <= this.ticksApplied && !cb.dead) cb.fn(...a);
+        for (const cb of list ?? []) if (cb.since <= this.ticksApplied) cb.fn(...a);
       }
     } finally {
       this.dispatching = false;
@@ -286,11 +286,11 @@ export class Replica {
     const cbs = this.cbs;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, (lists = []));
-    const cb: Callback = { since: this.ticksApplied + 1, dead: false, fn };
+    const cb: Callback = { since: this.ticksApplied + 1, fn };
     lists[i] = [...(lists[i] ?? []), cb]; // copy on write: dispatch may be iterating
     return () => {
-      if (!cb.dead) lists[i] = lists[i]!.filter((x) => x !== cb);
-      cb.dead = true;
+      lists[i] = lists[i]!.filter((x) => x !== cb);
+      cb.since = Infinity;
     };
   }
 }

@@ -167,8 +167,7 @@ export const encodeHello = (m: { version?: number; descriptor: Uint8Array; token
       throw new RangeError("resume: " + what);
     };
     if (held.length > MAX_RESUME) wrong(held.length + " entities");
-    write64(res.ticket[0]);
-    write64(res.ticket[1]);
+    res.ticket.forEach(write64);
     putBig(res.tick, 8);
     putU(held.length, 3);
     let prev = -1;

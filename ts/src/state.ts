@@ -494,7 +494,7 @@ export const table = (): Table => {
         for (const m of moved.sort((a, b) => a - b)) {
           while (held[i]! < m) out.push(held[i++]!);
           if (held[i] === m) i++;
-          if (atSlot(m) && out[out.length - 1] !== m) out.push(m);
+          if (atSlot(m) && out.at(-1) !== m) out.push(m);
         }
         t.held = out.concat(held.slice(i));
       }
