@@ -43,3 +43,18 @@ func BatchValues(b *Batch) int {
 // NoteHeld records in h a create (created) or destroy of slot, as an
 // Assembler does when it writes one.
 func NoteHeld(h *Held, slot uint32, created bool) { h.note(slot, created) }
+
+// SetHeldAllBlocks sets the most blocks of a slot range for which a Held
+// keeps every block, and returns the value before.
+func SetHeldAllBlocks(n int) int {
+	old := allBlocks
+	allBlocks = n
+	return old
+}
+
+// HeldRankOf is the rank an Assembler reads for slot (Held.Rank without
+// its checks: for a valid h, and whose rank counts only if held).
+func HeldRankOf(h *Held, slot uint32) (int, bool) {
+	r, ok := h.block(slot).rankOf(slot)
+	return int(r), ok
+}

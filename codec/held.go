@@ -29,23 +29,32 @@ import (
 // 10 KB (a dense bitmap, 333 KB). Reset sizes the directory to the
 // server's slots, and a create above that grows it; a block that empties
 // is dropped at the Commit that empties it, and the room kept for blocks
-// is reused.
+// is reused. In a small world, whose range has at most 64 blocks (24,576
+// slots), Reset keeps every block of it, empty or not (4 KB at most), and
+// a rank reads no directory, until a create above the range.
 //
 // A Held is valid from [Held.Reset] on, and until [Held.Invalidate]: a
 // client that receives creates or destroys the Assembler does not write
 // (such as shared segments) must not be sent ranks. The zero value is
 // invalid. Keeping a Held allocates nothing in steady state.
 type Held struct {
-	// dir is, by block number, the block's index in blocks, or 0 if h
-	// does not keep it.
-	dir []uint16
+	// The fields a tick reads of every client first: a rank reads valid,
+	// all and blocks (and dir unless all), Commit moved.
+	valid bool
+	// all says h keeps every block of its directory's range, block b at
+	// index b+1, empty or not: in a small world (up to allBlocks blocks)
+	// a rank then reads no directory, one cache line less per client and
+	// tick where the clients' records do not stay in the CPU's caches.
+	all bool
 	// blocks are an empty block, which stands for those not kept, and
 	// then the blocks kept, by ascending number.
 	blocks []heldBlock
-	n      int      // the slots held
 	moved  []uint32 // slot<<1 | 1 for a create, slot<<1 for a destroy, as written
-	fresh  []uint32 // scratch for Commit: the numbers of blocks it adds
-	valid  bool
+	// dir is, by block number, the block's index in blocks, or 0 if h
+	// does not keep it.
+	dir   []uint16
+	n     int      // the slots held
+	fresh []uint32 // scratch for Commit: the numbers of blocks it adds
 }
 
 // A heldBlock is 384 slots of a Held, a cache line: bit s%64 of word s/64
@@ -56,6 +65,12 @@ type heldBlock struct {
 	cum   uint64 // 9 bits per word i from bit 9i: the slots held in words[:i]
 	words [heldWords]uint64
 }
+
+// allBlocks is the most blocks of a server's slot range (24,576 slots)
+// for which a Held keeps them all (4 KB), empty or not: see Held.all. A
+// variable for the tests, which set it to 0 to test the sparse form in
+// small worlds.
+var allBlocks = 64
 
 const (
 	heldWords = 6
@@ -84,11 +99,18 @@ func (h *Held) Reset(slots []uint32, span int) {
 		clear(h.dir)
 	}
 	k := 0
+	h.all = nb <= allBlocks
 	for _, s := range slots {
-		if b := s / heldSlots; h.dir[b] == 0 {
+		if b := s / heldSlots; h.dir[b] == 0 && !h.all {
 			h.dir[b] = 1
 			k++
 		}
+	}
+	if h.all {
+		for b := range h.dir {
+			h.dir[b] = 1
+		}
+		k = nb
 	}
 	// Room for half as many blocks again, or 16, but no more than the
 	// server's slots need, so that the entities the client is sent next
@@ -140,7 +162,11 @@ func (h *Held) find(slot uint32) (int, bool) {
 // block returns slot's block, for a valid h, or the empty block if h keeps
 // none.
 func (h *Held) block(slot uint32) *heldBlock {
-	if b := slot / heldSlots; int(b) < len(h.dir) {
+	if b := slot / heldSlots; h.all {
+		if int(b)+1 < len(h.blocks) { // the directory's length, not read
+			return &h.blocks[b+1]
+		}
+	} else if int(b) < len(h.dir) {
 		return &h.blocks[h.dir[b]]
 	}
 	return &h.blocks[0]
@@ -291,6 +317,7 @@ func (h *Held) Commit() {
 // creates of h.moved in them (and again in the others, which changes
 // nothing).
 func (h *Held) add() {
+	h.all = false // blocks above the range: kept as they come
 	slices.Sort(h.fresh)
 	h.fresh = slices.Compact(h.fresh)
 	fresh := h.fresh
@@ -331,7 +358,7 @@ func (h *Held) count(i, hi int) {
 	for j := i; j <= hi; j++ {
 		b := &blocks[j]
 		n := b.tally()
-		if n == 0 {
+		if n == 0 && !h.all {
 			h.dir[b.num] = 0
 			continue
 		}

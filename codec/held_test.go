@@ -47,6 +47,11 @@ func TestHeldRank(t *testing.T) {
 				return edge.Draw(t, "slot")
 			}
 		})
+		// A small range keeps every block unless the sparse form is
+		// drawn.
+		if rapid.Bool().Draw(t, "sparse") {
+			defer codec.SetHeldAllBlocks(codec.SetHeldAllBlocks(0))
+		}
 		var h codec.Held
 		model := map[uint32]bool{}
 		for _, s := range rapid.SliceOf(slot).Draw(t, "reset") {
@@ -68,6 +73,11 @@ func TestHeldRank(t *testing.T) {
 				want, found := slices.BinarySearch(held, s)
 				if got, ok := h.Rank(s); got != want || ok != found {
 					t.Fatalf("%s: Rank(%d) = %d, %v; want %d, %v", when, s, got, ok, want, found)
+				}
+				// The Assembler's path: the same for a slot held,
+				// not found for another.
+				if got, ok := codec.HeldRankOf(&h, s); ok != found || found && got != want {
+					t.Fatalf("%s: the Assembler's rank of %d = %d, %v; want %d, %v", when, s, got, ok, want, found)
 				}
 			}
 			for s := range min(top, 20000) + 1 {
@@ -218,8 +228,8 @@ func heldBytes(n, held, span int) float64 {
 // its own block, take 50 blocks of 64 bytes, room for half as many again
 // and a directory of 2 bytes per 384 slots (about 10 KB in all), where a
 // bitmap of the range would take 333 KB.
-// Held.Bytes, which the server's InterestStats counts, is within a tenth
-// of the heap it takes.
+// Held.Bytes, which the server's InterestStats counts, is within a fifth
+// of the heap it takes (which rounds each array up to a size class).
 func TestHeldMemory(t *testing.T) {
 	if b := heldBytes(200, 50, 1_000_000); b > 12000 {
 		t.Fatalf("a Held of 50 slots over 1,000,000 costs %.0f bytes, want at most 12,000", b)
@@ -229,7 +239,7 @@ func TestHeldMemory(t *testing.T) {
 		slots := []uint32{0, 1, uint32(span / 2), uint32(span - 1)}
 		h.Reset(slots, span)
 		heap := heldBytes(100, len(slots), span)
-		if got := float64(h.Bytes()); math.Abs(got-heap) > heap/10 {
+		if got := float64(h.Bytes()); math.Abs(got-heap) > heap/5 {
 			t.Errorf("span %d: Bytes() = %.0f, the heap says %.0f", span, got, heap)
 		}
 	}
