@@ -142,7 +142,8 @@ type ient struct {
 	followed bool // follow is not empty
 	set      bool // the game placed it (SetSpace) before the tick that created it ended
 
-	// What evaluating its pairs reads.
+	// What evaluating its pairs reads, and its cell, which a change
+	// reads (as it reads obs).
 	obs     []obsRef // the clients that see it through a pair
 	groups  []*Group
 	cell    cellKey // of its grid cell, while placed

@@ -52,8 +52,8 @@ func (s *Server) dispatch() {
 		c.rpcMu.Unlock()
 		for i, msg := range in {
 			if i > 0 && closed(c) {
-				// A call before it closed the connection: the calls
-				// after it are not run.
+				// An earlier call closed the connection (the
+				// client was kicked): the calls after it are not run.
 				clear(in[i:])
 				break
 			}
