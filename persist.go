@@ -464,7 +464,9 @@ func exportCodec(s *schema.Schema) *store.Codec {
 //
 // The format: "RPX1", the 16-byte schema hash (store.SchemaHash), the class
 // ID as a uvarint, then the fields in the document format of
-// docs/persistence.md.
+// docs/persistence.md. A bag's items come in the bag's own order, so two
+// exports of one state may differ in their bytes; they import to equal
+// states.
 func (s *Server) Export(e *state.Entity) ([]byte, error) {
 	if e == nil || s.tr.Entity(e.ID()) != e {
 		return nil, errors.New("replica: Export: entity is not live")

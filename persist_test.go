@@ -582,7 +582,9 @@ func TestExportImportLeavesProcessFields(t *testing.T) {
 }
 
 // FuzzImport feeds Server.Import arbitrary bytes: a typed error or an
-// entity that exports back to an equivalent state, never a panic.
+// entity that exports back to an equal state, never a panic. (It compared
+// the bytes of two exports until the fuzzer found a bag of two items that
+// exported in two orders.)
 func FuzzImport(f *testing.F) {
 	sc := lifeSchema(f)
 	srv, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}})
@@ -612,8 +614,11 @@ func FuzzImport(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-import: %v", err)
 		}
-		if out2, _ := srv.Export(e2); string(out2) != string(out) {
-			t.Fatal("export is not stable across an import")
+		// The same state; not the same bytes, as a bag's items are
+		// written in the bag's own order (docs/persistence.md), which
+		// differs from one bag to another of the same items.
+		if !e2.Record.Equal(&e.Record) {
+			t.Fatal("an imported entity's export imports to another state")
 		}
 		srv.Tracker().Destroy(e)
 		srv.Tracker().Destroy(e2)
