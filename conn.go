@@ -356,6 +356,16 @@ func (c *Conn) kick(code transport.CloseCode, reason string) {
 	c.tc.Close(code, reason)
 }
 
+// closed reports whether c's connection is closed, by either side.
+func (c *Conn) closed() bool {
+	select {
+	case <-c.tc.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // UserID returns the authenticated user of the connection.
 func (c *Conn) UserID() string { return c.userID }
 

@@ -27,12 +27,8 @@ import (
 // fuzzer's own bot, whose ID changes from session to session.
 func FuzzInbound(f *testing.F) {
 	const mine = 1<<32 - 1
-	var enc codec.Encoder
 	bot := demo.Schema().Classes[0]
-	emote := state.NewValue(bot.RPC(1).Args)
-	emote.SetNum(0, 7)
-	emote.SetNum(1, 2)
-	args := enc.AppendRecord(nil, emote.Record())
+	args := emoteArgs(7, 2)
 	msg := func(b []byte) []byte { return append([]byte{byte(len(b))}, b...) }
 	call := func(id, rpc uint32, args []byte) []byte {
 		return msg(session.AppendRPC(nil, &session.RPC{Entity: id, RPC: rpc, Args: args}))
@@ -158,11 +154,8 @@ func waitFor(t *testing.T, ctx context.Context, tc transport.Conn, ok func(any) 
 // TestCallsAfterKick: of one client's calls in a tick, those after a call
 // that closes its connection (here, arguments cut short) are not run.
 func TestCallsAfterKick(t *testing.T) {
-	var enc codec.Encoder
 	bot := demo.Schema().Classes[0]
-	emote := state.NewValue(bot.RPC(1).Args)
-	emote.SetNum(0, 7)
-	args := enc.AppendRecord(nil, emote.Record())
+	args := emoteArgs(7, 0)
 	r := memRig(t, replica.Config{RPCRate: 1000, RPCBurst: 1000})
 	handled := 0
 	r.srv.HandleRPC(bot, 1, func(*replica.Conn, *state.Entity, *state.Record) error { handled++; return nil })
@@ -185,4 +178,13 @@ func TestCallsAfterKick(t *testing.T) {
 	if code, _, _ := tc.CloseInfo(); code != transport.CloseProtocolError || handled != 1 {
 		t.Fatalf("closed with %s, %d calls handled; want a protocol error after 1", code, handled)
 	}
+}
+
+// emoteArgs returns the encoded arguments of the demo bot's emote RPC.
+func emoteArgs(seq uint32, kind uint8) []byte {
+	emote := state.NewValue(demo.Schema().Classes[0].RPC(1).Args)
+	emote.SetNum(0, uint64(seq))
+	emote.SetNum(1, uint64(kind))
+	var enc codec.Encoder
+	return enc.AppendRecord(nil, emote.Record())
 }

@@ -43,7 +43,7 @@ func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
 // connection by connection, each connection's in arrival order.
 func (s *Server) dispatch() {
 	for _, c := range s.conns {
-		if closed(c) {
+		if c.closed() {
 			continue // gone: its pending calls are dropped with it
 		}
 		c.rpcMu.Lock()
@@ -51,7 +51,7 @@ func (s *Server) dispatch() {
 		c.rpcIn = c.rpcBuf[:0]
 		c.rpcMu.Unlock()
 		for i, msg := range in {
-			if i > 0 && closed(c) {
+			if i > 0 && c.closed() {
 				// An earlier call closed the connection (the
 				// client was kicked): the calls after it are not run.
 				clear(in[i:])
@@ -61,16 +61,6 @@ func (s *Server) dispatch() {
 			in[i] = nil
 		}
 		c.rpcBuf = in[:0]
-	}
-}
-
-// closed reports whether c's connection is closed.
-func closed(c *Conn) bool {
-	select {
-	case <-c.tc.Done():
-		return true
-	default:
-		return false
 	}
 }
 

@@ -1217,10 +1217,8 @@ func (s *Server) reap() {
 	// pass for each would make a mass disconnect cost leavers × slots.
 	left := false
 	for _, c := range s.conns {
-		select {
-		case <-c.tc.Done():
+		if c.closed() {
 			c.left, left = true, true
-		default:
 		}
 	}
 	if !left {

@@ -98,19 +98,22 @@ func (h *Held) Reset(slots []uint32, span int) {
 		h.dir = h.dir[:nb]
 		clear(h.dir)
 	}
-	k := 0
+	// Mark the blocks kept (every one in a small world), then number
+	// them.
+	k := nb
 	h.all = nb <= allBlocks
-	for _, s := range slots {
-		if b := s / heldSlots; h.dir[b] == 0 && !h.all {
-			h.dir[b] = 1
-			k++
-		}
-	}
 	if h.all {
 		for b := range h.dir {
 			h.dir[b] = 1
 		}
-		k = nb
+	} else {
+		k = 0
+		for _, s := range slots {
+			if b := s / heldSlots; h.dir[b] == 0 {
+				h.dir[b] = 1
+				k++
+			}
+		}
 	}
 	// Room for half as many blocks again, or 16, but no more than the
 	// server's slots need, so that the entities the client is sent next
@@ -203,8 +206,9 @@ func (h *Held) Bytes() int {
 	return 2*cap(h.dir) + heldBlockBytes*cap(h.blocks) + 4*(cap(h.moved)+cap(h.fresh))
 }
 
-// heldBlockBytes is the size of a heldBlock: a cache line.
-const heldBlockBytes = 64
+// heldBlockBytes is the size of a heldBlock (rank and num, cum, the
+// words): a cache line.
+const heldBlockBytes = 4 + 4 + 8 + 8*heldWords
 
 // Invalidate makes h invalid until the next Reset.
 func (h *Held) Invalidate() {

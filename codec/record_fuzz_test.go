@@ -96,7 +96,8 @@ func rfSeeds(t testing.TB, st *schema.Struct) [][]byte {
 func FuzzDecodeRecord(f *testing.F) {
 	local, largs := rfSchema(f, false)
 	remote, rargs := rfSchema(f, true)
-	for _, s := range rfSeeds(f, largs) {
+	seeds := rfSeeds(f, largs)
+	for _, s := range seeds {
 		f.Add(s, false)
 	}
 	for _, s := range rfSeeds(f, rargs) {
@@ -113,7 +114,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	valid := rfSeeds(f, largs)[2]
+	valid := seeds[2]
 	want, err := same.DecodeRecord(largs, largs, valid)
 	if err != nil {
 		f.Fatal(err)
