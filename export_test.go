@@ -73,11 +73,8 @@ func (s *Server) CheckGridForTest() error {
 	}
 	for sp := range spaces {
 		sp.cells.indexViews()
-		for i, ce := range sp.cells.dense {
-			var views []cellView
-			if ce != nil {
-				views = ce.views
-			}
+		for i := range sp.cells.dense {
+			views := sp.cells.dense[i].views
 			if int(sp.cells.nviews[i]) != len(views) {
 				return fmt.Errorf("space %s: dense cell %d counts %d viewpoints", sp.Name(), i, sp.cells.nviews[i])
 			}

@@ -8,18 +8,21 @@ import (
 )
 
 // A grid holds the cells of an AOI space by cell coordinates: a dense
-// array over the bounding box of the cells used so far, which grows to
-// take in new ones up to maxDense cells; cells beyond go to a map. A zone
-// of bounded size, the usual case, so costs an index per lookup, and a
-// world without bounds still works. A dense cell that empties stays in
-// place, for the next entity or viewpoint to come (a cell is in use while
-// it holds something), and the cells' lists take their arrays from the
+// array of the cells themselves over the bounding box of the cells used
+// so far, which grows to take in new ones up to maxDense cells; cells
+// beyond go to a map. A zone of bounded size, the usual case, so costs an
+// index per lookup, and a world without bounds still works. The cells of
+// a row are side by side in memory: a query reads a row's cells from a
+// few adjacent cache lines, fetched together, where cells of their own
+// each took a line found through a pointer. A dense cell is in use while
+// it holds something, and the cells' lists take their arrays from the
 // grid's slabs: entities and viewpoints moving between cells allocate
-// nothing.
+// nothing. A *cell it returns is valid until the next call that places
+// something (at, addEnt, addView): growing moves the dense cells.
 type grid struct {
 	x0, y0 int32 // the cell coordinates of dense[0]
 	w, h   int32
-	dense  []*cell
+	dense  []cell
 	nviews []int32 // per dense cell, its viewpoints: view queries skip the cells without
 	sparse map[cellKey]*cell
 	n      int // cells in use, dense and sparse
@@ -36,7 +39,7 @@ type grid struct {
 	runs   [][]cellView // viewRuns' result
 }
 
-// maxDense bounds the dense array: 64 Ki cells, 512 KiB of pointers.
+// maxDense bounds the dense array: 64 Ki cells, 3 MiB.
 const maxDense = 1 << 16
 
 type cellKey struct{ x, y int32 }
@@ -75,7 +78,7 @@ func (g *grid) index(k cellKey) (int, bool) {
 // get returns the cell in use at k, or nil.
 func (g *grid) get(k cellKey) *cell {
 	if i, ok := g.index(k); ok {
-		if ce := g.dense[i]; ce != nil && !ce.empty() {
+		if ce := &g.dense[i]; !ce.empty() {
 			return ce
 		}
 		return nil
@@ -86,25 +89,24 @@ func (g *grid) get(k cellKey) *cell {
 // at returns the cell at k, making it if need be, and counts it in use:
 // the caller puts something in it.
 func (g *grid) at(k cellKey) *cell {
-	if i, ok := g.index(k); ok {
-		if ce := g.dense[i]; ce != nil {
-			if ce.empty() {
-				g.n++
-			}
+	i, ok := g.index(k)
+	if !ok {
+		if ce := g.sparse[k]; ce != nil {
 			return ce
 		}
-	} else if ce := g.sparse[k]; ce != nil {
+		if ok = g.grow(k); ok {
+			i, _ = g.index(k)
+		}
+	}
+	if ok {
+		ce := &g.dense[i]
+		if ce.empty() {
+			g.n++
+		}
 		return ce
 	}
 	ce := &cell{}
 	g.n++
-	if i, ok := g.index(k); ok || g.grow(k) {
-		if !ok {
-			i, _ = g.index(k)
-		}
-		g.dense[i] = ce
-		return ce
-	}
 	if g.sparse == nil {
 		g.sparse = make(map[cellKey]*cell)
 	}
@@ -140,26 +142,22 @@ func (g *grid) grow(k cellKey) bool {
 	if (x1-x0)*(y1-y0) > maxDense {
 		return false
 	}
-	dense := make([]*cell, (x1-x0)*(y1-y0))
+	dense := make([]cell, (x1-x0)*(y1-y0))
 	w := int32(x1 - x0)
-	for i, ce := range g.dense {
-		if ce != nil {
-			cx, cy := int64(g.x0)+int64(i%int(g.w)), int64(g.y0)+int64(i/int(g.w))
-			dense[(cy-y0)*int64(w)+(cx-x0)] = ce
-		}
+	for i := range g.dense {
+		cx, cy := int64(g.x0)+int64(i%int(g.w)), int64(g.y0)+int64(i/int(g.w))
+		dense[(cy-y0)*int64(w)+(cx-x0)] = g.dense[i]
 	}
 	g.x0, g.y0, g.w, g.h, g.dense = int32(x0), int32(y0), w, int32(y1-y0), dense
 	for k, ce := range g.sparse { // now inside the box: dense from here on
 		if i, ok := g.index(k); ok {
-			g.dense[i] = ce
+			g.dense[i] = *ce
 			delete(g.sparse, k)
 		}
 	}
 	g.nviews = make([]int32, len(dense))
-	for i, ce := range dense {
-		if ce != nil {
-			g.nviews[i] = int32(len(ce.views))
-		}
+	for i := range dense {
+		g.nviews[i] = int32(len(dense[i].views))
 	}
 	g.vstale = true
 	return true
@@ -172,7 +170,7 @@ func (g *grid) drop(k cellKey, ce *cell) {
 		return
 	}
 	if i, ok := g.index(k); ok {
-		if g.dense[i] == ce {
+		if &g.dense[i] == ce {
 			g.n--
 		}
 		return
@@ -259,7 +257,7 @@ func (g *grid) near(lo, hi cellKey, fn func(*cell)) {
 	for y := y0; y <= y1; y++ {
 		row := g.dense[(y-int64(g.y0))*int64(g.w):]
 		for x := x0 - int64(g.x0); x <= x1-int64(g.x0); x++ {
-			if ce := row[x]; ce != nil && !ce.empty() {
+			if ce := &row[x]; !ce.empty() {
 				fn(ce)
 			}
 		}
@@ -347,8 +345,8 @@ func (g *grid) nearSparse(lo, hi cellKey, fn func(*cell)) {
 
 // each calls fn for every cell in use.
 func (g *grid) each(fn func(cellKey, *cell)) {
-	for i, ce := range g.dense {
-		if ce != nil && !ce.empty() {
+	for i := range g.dense {
+		if ce := &g.dense[i]; !ce.empty() {
 			fn(cellKey{g.x0 + int32(i%int(g.w)), g.y0 + int32(i/int(g.w))}, ce)
 		}
 	}
@@ -357,22 +355,20 @@ func (g *grid) each(fn func(cellKey, *cell)) {
 	}
 }
 
-// bytes estimates the grid's memory: its dense array, its sparse cells as
-// map entries, every cell (the empty dense ones too), and the slabs' free
-// arrays.
+// bytes estimates the grid's memory: its dense array of cells, its sparse
+// cells as map entries and cells of their own, the cells' lists (of the
+// empty dense cells too), and the slabs' free arrays.
 func (g *grid) bytes() int {
 	const mapEntry = 48 // key, value, tophash and load-factor slack of a Go map entry
-	n := 8*len(g.dense) + mapEntry*len(g.sparse) + g.ents.bytes() + g.views.bytes()
-	cellBytes := func(ce *cell) int {
-		return int(unsafe.Sizeof(*ce)) + int(unsafe.Sizeof(cellEnt{}))*cap(ce.ents) + int(unsafe.Sizeof(cellView{}))*cap(ce.views)
+	n := int(unsafe.Sizeof(cell{}))*len(g.dense) + (mapEntry+int(unsafe.Sizeof(cell{})))*len(g.sparse) + g.ents.bytes() + g.views.bytes()
+	lists := func(ce *cell) int {
+		return int(unsafe.Sizeof(cellEnt{}))*cap(ce.ents) + int(unsafe.Sizeof(cellView{}))*cap(ce.views)
 	}
-	for _, ce := range g.dense {
-		if ce != nil {
-			n += cellBytes(ce)
-		}
+	for i := range g.dense {
+		n += lists(&g.dense[i])
 	}
 	for _, ce := range g.sparse {
-		n += cellBytes(ce)
+		n += lists(ce)
 	}
 	return n
 }

@@ -14,7 +14,10 @@ import (
 func TestGrid(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var g grid
-	ref := map[cellKey]*cell{}
+	// A cell is known by the ID of its first entry: a dense cell moves
+	// when the dense box grows.
+	ref := map[cellKey]state.ID{}
+	next := state.ID(0)
 	key := func() cellKey {
 		switch r.IntN(3) {
 		case 0:
@@ -29,15 +32,23 @@ func TestGrid(t *testing.T) {
 		switch r.IntN(3) {
 		case 0, 1:
 			ce := g.at(k)
-			if ref[k] != nil && ref[k] != ce {
+			if id, ok := ref[k]; ok && (len(ce.ents) == 0 || ce.ents[0].id != id) {
 				t.Fatalf("at(%v) made a second cell", k)
+			} else if !ok {
+				if len(ce.ents) != 0 {
+					t.Fatalf("at(%v) gave a cell in use", k)
+				}
+				next++
+				ref[k] = next
 			}
-			ref[k] = ce
-			ce.ents = append(ce.ents, cellEnt{id: 1})
+			ce.ents = append(ce.ents, cellEnt{id: ref[k]})
 		case 2:
-			if ce := g.get(k); ce != ref[k] {
-				t.Fatalf("get(%v) = %p, want %p", k, ce, ref[k])
-			} else if ce != nil {
+			ce := g.get(k)
+			id, ok := ref[k]
+			if ce == nil && ok || ce != nil && (!ok || ce.ents[0].id != id) {
+				t.Fatalf("get(%v) = %v, want the cell of %d (%v)", k, ce, id, ok)
+			}
+			if ce != nil {
 				ce.ents = nil
 				g.drop(k, ce)
 				delete(ref, k)
@@ -48,18 +59,18 @@ func TestGrid(t *testing.T) {
 		}
 		lo := key()
 		hi := cellKey{lo.x + int32(r.IntN(30)), lo.y + int32(r.IntN(30))}
-		got := map[*cell]bool{}
+		got := map[state.ID]bool{}
 		g.near(lo, hi, func(ce *cell) {
-			if got[ce] {
+			if got[ce.ents[0].id] {
 				t.Fatalf("near visited a cell twice")
 			}
-			got[ce] = true
+			got[ce.ents[0].id] = true
 		})
 		want := 0
-		for k, ce := range ref {
+		for k, id := range ref {
 			if k.x >= lo.x && k.x <= hi.x && k.y >= lo.y && k.y <= hi.y {
 				want++
-				if !got[ce] {
+				if !got[id] {
 					t.Fatalf("near(%v, %v) missed %v", lo, hi, k)
 				}
 			}
