@@ -796,3 +796,75 @@ func mustPanicInvalid(t *testing.T, f func()) {
 	}()
 	f()
 }
+
+// TestChangeRecordSizes changes entities of classes of different sizes
+// (one number; six and seven 8-byte numbers; 70 leaves, two dirty words),
+// of class IDs that share one change pool, so that a record serves each
+// in turn: every change reports its dirty leaves and its values at the
+// tick's start.
+func TestChangeRecordSizes(t *testing.T) {
+	class := func(name string, id uint32, n int, k schema.Kind) *schema.Struct {
+		c := &schema.Struct{Name: name, Class: true, ID: id}
+		for i := range n {
+			c.Fields = append(c.Fields, &schema.Field{ID: uint32(i + 1), Name: fmt.Sprint("F", i), Type: schema.Type{Kind: k}, Vis: schema.VisAll})
+		}
+		return c
+	}
+	small, edge, over, big := class("Small", 300, 1, schema.Int32), class("Edge", 301, 6, schema.Int64), class("Over", 302, 7, schema.Int64), class("Big", 303, 70, schema.Uint16)
+	s, err := schema.New(small, edge, over, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := state.NewTracker(s)
+	var ents []*state.Entity
+	for range 4 {
+		for _, c := range []*schema.Struct{small, edge, over, big} {
+			ents = append(ents, spawn(t, tr, c))
+		}
+	}
+	tr.Commit()
+	r := rand.New(rand.NewPCG(3, 4))
+	for tick := range 40 {
+		type set struct {
+			leaf     int
+			old, new uint64
+		}
+		want := map[*state.Entity][]set{}
+		for _, i := range r.Perm(len(ents))[:1+r.IntN(len(ents))] {
+			e := ents[i]
+			for range 1 + r.IntN(3) {
+				leaf := r.IntN(e.Class().Leaves)
+				old := e.Num(num(e.Class(), leaf))
+				v := old + 1 + uint64(r.IntN(100))
+				e.SetNum(leaf, v)
+				want[e] = append(want[e], set{leaf, old, e.Num(num(e.Class(), leaf))})
+			}
+		}
+		cs := tr.Commit()
+		if len(cs.Changes) != len(want) {
+			t.Fatalf("tick %d: %d changes, want %d", tick, len(cs.Changes), len(want))
+		}
+		for _, c := range cs.Changes {
+			sets := want[c.Entity]
+			first := map[int]uint64{}
+			for _, st := range sets {
+				if _, ok := first[st.leaf]; !ok {
+					first[st.leaf] = st.old
+				}
+			}
+			dirty := dirtyLeaves(c)
+			if len(dirty) != len(first) {
+				t.Fatalf("tick %d, %s: dirty %v, want the leaves of %v", tick, c.Entity.Class().Name, dirty, sets)
+			}
+			for _, leaf := range dirty {
+				old, ok := first[leaf]
+				if !ok {
+					t.Fatalf("tick %d, %s: leaf %d dirty, not set", tick, c.Entity.Class().Name, leaf)
+				}
+				if got := c.Base(num(c.Entity.Class(), leaf)); got != old {
+					t.Fatalf("tick %d, %s: leaf %d base %d, want %d", tick, c.Entity.Class().Name, leaf, got, old)
+				}
+			}
+		}
+	}
+}
