@@ -72,6 +72,11 @@ func check(t *testing.T, res *InterestResult) {
 	if res.BytesPerClientTick <= 0 || res.JoinBytes <= 0 || res.VisiblePerClient <= 0 || res.InterestBytesPerClient <= 0 {
 		t.Errorf("%s: nothing counted: %+v", res.Scenario, res)
 	}
+	for _, m := range []MachineSpeed{res.Machine.Before, res.Machine.After} {
+		if m.MemNS <= 0 || m.CacheNS <= 0 || m.ALUNS <= 0 {
+			t.Errorf("%s: machine speed not measured: %+v", res.Scenario, res.Machine)
+		}
+	}
 }
 
 // TestGate checks that a gatedConn's reader parks while the gate is

@@ -43,10 +43,12 @@ type InterestResult struct {
 	WarmupTicks int `json:"warmup_ticks"`
 	GOMAXPROCS  int `json:"gomaxprocs"`
 	// LOD reports whether the run checks W2's distance level of detail
-	// (gear and emote seen only within 50 units). The server does not
-	// implement it yet: it sends them to every client that sees the
-	// player, and the verification checks that. W2 only.
+	// (gear and emote seen only within 50 units, and by the owner): the
+	// verification then expects them only there. W2 only.
 	LOD *bool `json:"lod,omitempty"`
+	// Machine is the machine's speed just before the first tick and
+	// just after the last: see MachineSpeed.
+	Machine machineRuns `json:"machine"`
 	// Verified reports that, after the last tick (and after every tick
 	// in a run with InterestConfig.VerifyEveryTick), every client's
 	// replica held exactly the entities the workload's brute-force
@@ -302,6 +304,8 @@ func (r *interestRun) verify() error {
 // run drives warmup and measured workload ticks and fills res with what
 // it measured.
 func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
+	res.Machine.Before = measureMachine()
+	defer func() { res.Machine.After = measureMachine() }()
 	var (
 		serverUS, tickUS, applyUS []float64
 		bytes                     []float64

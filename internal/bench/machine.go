@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"time"
+)
+
+// MachineSpeed is how fast the machine ran two fixed loops just before
+// and just after a run: the same code's times differ with it, and on a
+// shared or virtual machine it changes from minute to minute. A run's
+// times are comparable with another's only when these are alike.
+type MachineSpeed struct {
+	// MemNS is the nanoseconds of one load of a chain of dependent loads
+	// at random over 32 MiB: a cache miss, and mostly a TLB miss too.
+	MemNS float64 `json:"mem_ns"`
+	// CacheNS is the same over 4 MiB, which the last-level cache of a
+	// server CPU holds when nothing else uses it: with neighbours that
+	// do, it approaches MemNS. A large world's ticks wait on such loads.
+	CacheNS float64 `json:"cache_ns"`
+	// ALUNS is the nanoseconds of one step of an integer loop that stays
+	// in registers: the core's speed.
+	ALUNS float64 `json:"alu_ns"`
+}
+
+// machineRuns is the speeds measured before and after a run.
+type machineRuns struct {
+	Before MachineSpeed `json:"before"`
+	After  MachineSpeed `json:"after"`
+}
+
+// measureMachine times the two loops of MachineSpeed. It allocates
+// 32 MiB, collected before it returns.
+func measureMachine() MachineSpeed {
+	mem, p := chase(8<<20, 1<<21)   // 32 MiB
+	cache, q := chase(1<<20, 1<<21) // 4 MiB
+	const steps = 1 << 26
+	x := uint64(p^q) | 1
+	start := time.Now()
+	for range steps {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	alu := time.Since(start)
+	sink = x
+	runtime.GC()
+	return MachineSpeed{MemNS: mem, CacheNS: cache, ALUNS: round2(float64(alu.Nanoseconds()) / steps)}
+}
+
+// chase returns the nanoseconds of one of loads dependent loads through
+// n uint32s (4n bytes) linked in one cycle in a random order, and where
+// the chain ended.
+func chase(n, loads int) (float64, uint32) {
+	next := make([]uint32, n)
+	for i := range next {
+		next[i] = uint32(i)
+	}
+	// Sattolo's algorithm: a single cycle, so that each load's address
+	// comes from the one before and the chain visits every element.
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := n - 1; i > 0; i-- {
+		j := r.IntN(i)
+		next[i], next[j] = next[j], next[i]
+	}
+	p := uint32(0)
+	for range n / 8 { // a first pass, to fault the pages in
+		p = next[p]
+	}
+	start := time.Now()
+	for range loads {
+		p = next[p]
+	}
+	return round2(float64(time.Since(start).Nanoseconds()) / float64(loads)), p
+}
+
+// sink keeps the integer loop's result, so that it is not left out.
+var sink uint64
