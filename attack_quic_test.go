@@ -25,6 +25,7 @@ import (
 	"github.com/replicago/replica/quictransport"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/wttransport"
 )
 
 // quicRig starts a rig on a QUIC listener on loopback, with the server's
@@ -305,4 +306,111 @@ func waitLeftWithin(t *testing.T, r *rig, ev *events, user string, want transpor
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestAttackNeverReadsQUIC is the client that completes its handshake,
+// keeps sending PINGs (so it is never idle) and never reads again, over
+// QUIC and WebTransport, whose backlog counts only the server's own send
+// queue: flow control stalls the server's writer once the client's stream
+// window is full, the queue grows past LagBytes, the server pauses the
+// client and drops it as a slow consumer (code 4) after LagTimeout. The
+// heap stays bounded meanwhile and the honest client is served.
+func TestAttackNeverReadsQUIC(t *testing.T) {
+	cfg := replica.Config{LagBytes: 256 << 10, LagTimeout: 500 * time.Millisecond}
+	t.Run("quic", func(t *testing.T) {
+		r, ev, _ := quicRig(t, cfg, 10*time.Second)
+		runNeverReads(t, r, ev)
+	})
+	t.Run("webtransport", func(t *testing.T) {
+		cert, hash, err := wttransport.GenerateCert(0, "localhost", "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := wttransport.Listen("127.0.0.1:0", wttransport.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		r, ev := logRig(t, ln, &wttransport.Dialer{CertHashes: [][32]byte{hash}}, cfg)
+		runNeverReads(t, r, ev)
+	})
+}
+
+func runNeverReads(t *testing.T, r *rig, ev *events) {
+	good := r.dial("good")
+	r.tickUntilJoined(1)
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tc, err := r.dialer.Dial(ctx, r.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close(transport.CloseNormal, "")
+	tc.Send(handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("sloth")))
+	if msg, err := tc.Receive(ctx); err != nil || msg[0] != byte(session.TypeWelcome) {
+		t.Fatalf("no WELCOME: %v", err)
+	}
+	// PINGs (§10.2: type 5, a 64-bit nonce), and nothing received again.
+	go func() {
+		for nonce := byte(1); ; nonce++ {
+			select {
+			case <-tc.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			tc.Send([]byte{5, nonce, 0, 0, 0, 0, 0, 0, 0})
+		}
+	}()
+	b, err := demo.SpawnBot(r.srv.Tracker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 KiB of changes a tick, to 64 MiB: far more than the stream
+	// windows, the send queue and LagBytes together.
+	name := make([]byte, 8<<10)
+	var peak uint64
+	deadline := time.Now().Add(2 * time.Minute)
+	for sent := 0; ; sent += len(name) {
+		name[sent/len(name)%len(name)]++
+		b.SetName(string(name))
+		r.srv.Tick()
+		if code, ok := ev.left("sloth"); ok {
+			if code != transport.CloseSlowConsumer {
+				t.Fatalf("server dropped the client that reads nothing with %s, want %s", code, transport.CloseSlowConsumer)
+			}
+			t.Logf("dropped after %d KiB of ticks", sent>>10)
+			break
+		}
+		if sent > 64<<20 || time.Now().After(deadline) {
+			t.Fatalf("the client that reads nothing is still connected after %d KiB of ticks: stats %+v", sent>>10, r.srv.Stats())
+		}
+		if sent%(1<<20) == 0 {
+			peak = max(peak, heap())
+			waitTick(t, good, r.srv.TickNumber())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("heap %d KiB before, at most %d KiB while the client was connected", before>>10, peak>>10)
+	if peak > before+32<<20 {
+		t.Errorf("heap grew by %d KiB while a client read nothing", (peak-before)>>10)
+	}
+	if st := r.srv.Stats(); st.Paused == 0 {
+		t.Fatalf("dropped without a pause: stats %+v", st)
+	}
+	select {
+	case <-tc.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client's connection is still open 30 s after the server dropped it")
+	}
+	if code, reason, byPeer := tc.CloseInfo(); code != transport.CloseSlowConsumer || !byPeer {
+		t.Fatalf("the client's connection closed with %s %q (by peer %v), want %s from the server", code, reason, byPeer, transport.CloseSlowConsumer)
+	}
+	settle(t, r, good)
 }
