@@ -1,0 +1,154 @@
+package replica_test
+
+// Attacks on the WebTransport edge by a raw client: quic-go and
+// webtransport-go dial, and the client writes the preamble and frames of
+// docs/protocol.md §10.1 by hand.
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
+
+	"github.com/replicago/replica"
+	"github.com/replicago/replica/internal/demo"
+	"github.com/replicago/replica/session"
+	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/wttransport"
+)
+
+// wtRig starts a rig on a WebTransport listener on loopback.
+func wtRig(t *testing.T, cfg replica.Config) (*rig, *events) {
+	t.Helper()
+	cert, hash, err := wttransport.GenerateCert(0, "localhost", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := wttransport.Listen("127.0.0.1:0", wttransport.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return logRig(t, ln, &wttransport.Dialer{CertHashes: [][32]byte{hash}}, cfg)
+}
+
+// wtRaw opens a WebTransport session at addr with webtransport-go alone,
+// trusting any certificate, and no stream in it.
+func wtRaw(t *testing.T, addr string) (*quic.Conn, *webtransport.Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}},
+		&quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true, MaxIdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	cc, err := (&webtransport.Transport{}).NewClientConn(qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sess, err := cc.Dial(ctx, "https://"+addr+wttransport.DefaultPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qc, sess
+}
+
+// TestAttackWebTransportStreams has a client open, beside its message
+// stream, every bidirectional and unidirectional stream WebTransport lets
+// it (QUIC's limits: 100 of each by default) and write to each until flow
+// control stops it. The server accepts the message stream only; the others
+// wait unread, and what they hold is bounded by the connection's
+// flow-control window (about 576 KiB), whose credit they never give back:
+// the server's heap stays bounded while the attacker is connected, the
+// attacker, which sends nothing on its message stream, is closed as idle
+// (code 5), and the honest client is served.
+func TestAttackWebTransportStreams(t *testing.T) {
+	r, ev := wtRig(t, replica.Config{IdleTimeout: 3 * time.Second})
+	good := r.dial("good")
+	r.tickUntilJoined(1)
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	_, sess := wtRaw(t, r.ln.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	str, err := sess.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := str.Write(append(preamble, frame(handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("streams")))...)); err != nil {
+		t.Fatal(err)
+	}
+	r.tickUntilJoined(2)
+	var opened, written atomic.Int64
+	chunk := make([]byte, 16<<10)
+	fill := func(w interface {
+		Write([]byte) (int, error)
+		SetWriteDeadline(time.Time) error
+	}) {
+		opened.Add(1)
+		go func() {
+			w.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			for {
+				n, err := w.Write(chunk)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	for range 1000 {
+		bidi, err := sess.OpenStream()
+		if err == nil {
+			fill(bidi)
+		}
+		uni, err2 := sess.OpenUniStream()
+		if err2 == nil {
+			fill(uni)
+		}
+		if err != nil && err2 != nil {
+			break
+		}
+	}
+	var peak uint64
+	deadline := time.Now().Add(time.Minute)
+	for n := 0; sess.Context().Err() == nil; n++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the attacker is still connected after a minute (%d streams, %d KiB written)", opened.Load(), written.Load()>>10)
+		}
+		r.srv.Tick()
+		if _, err := good.Poll(); err != nil {
+			t.Fatalf("the honest client: %v", err)
+		}
+		if n%25 == 0 {
+			peak = max(peak, heap())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%d streams opened, %d KiB written to them; heap %d KiB before, at most %d KiB while the attacker was connected",
+		opened.Load(), written.Load()>>10, before>>10, peak>>10)
+	if peak > before+32<<20 {
+		t.Errorf("heap grew by %d KiB while a client held streams open", (peak-before)>>10)
+	}
+	// A closed session answers OpenStream with its close.
+	var se *webtransport.SessionError
+	if _, err := sess.OpenStream(); !errors.As(err, &se) || !se.Remote || transport.CloseCode(se.ErrorCode) != transport.CloseIdleTimeout {
+		t.Fatalf("session ended with %v, want the server's close with %s", err, transport.CloseIdleTimeout)
+	}
+	waitLeftWithin(t, r, ev, "streams", transport.CloseIdleTimeout, time.Minute)
+	settle(t, r, good)
+}
