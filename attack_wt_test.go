@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"net/http"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -25,13 +26,13 @@ import (
 )
 
 // wtRig starts a rig on a WebTransport listener on loopback.
-func wtRig(t *testing.T, cfg replica.Config) (*rig, *events) {
+func wtRig(t *testing.T, cfg replica.Config, handshake time.Duration) (*rig, *events) {
 	t.Helper()
 	cert, hash, err := wttransport.GenerateCert(0, "localhost", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := wttransport.Listen("127.0.0.1:0", wttransport.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	ln, err := wttransport.Listen("127.0.0.1:0", wttransport.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}, HandshakeTimeout: handshake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,15 @@ func wtRig(t *testing.T, cfg replica.Config) (*rig, *events) {
 // trusting any certificate, and no stream in it.
 func wtRaw(t *testing.T, addr string) (*quic.Conn, *webtransport.Session) {
 	t.Helper()
+	qc := wtQUIC(t, addr)
+	_, sess := wtSession(t, qc, addr)
+	return qc, sess
+}
+
+// wtQUIC opens a QUIC connection to addr as an HTTP/3 client does, and
+// nothing on it.
+func wtQUIC(t *testing.T, addr string) *quic.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	qc, err := quic.DialAddr(ctx, addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}},
@@ -51,6 +61,14 @@ func wtRaw(t *testing.T, addr string) (*quic.Conn, *webtransport.Session) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	return qc
+}
+
+// wtSession opens a WebTransport session on qc.
+func wtSession(t *testing.T, qc *quic.Conn, addr string) (*webtransport.ClientConn, *webtransport.Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	cc, err := (&webtransport.Transport{}).NewClientConn(qc)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +77,81 @@ func wtRaw(t *testing.T, addr string) (*quic.Conn, *webtransport.Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return qc, sess
+	return cc, sess
+}
+
+// wtClosed waits up to bound for the server to close sess and returns
+// the code of its close.
+func wtClosed(t *testing.T, sess *webtransport.Session, bound time.Duration) transport.CloseCode {
+	t.Helper()
+	select {
+	case <-sess.Context().Done():
+	case <-time.After(bound):
+		t.Fatalf("the server has not closed the session after %v", bound)
+	}
+	// A closed session answers OpenStream with its close.
+	var se *webtransport.SessionError
+	if _, err := sess.OpenStream(); !errors.As(err, &se) || !se.Remote {
+		t.Fatalf("session ended with %v, want a close from the server", err)
+	}
+	return transport.CloseCode(se.ErrorCode)
+}
+
+// TestAttackWebTransportHandshake leaves a WebTransport handshake
+// unfinished at each of its steps: a QUIC connection that never sends its
+// CONNECT, a session that never opens its message stream, a preamble cut
+// short. Each is closed within wttransport's HandshakeTimeout (the
+// session with code 6); a second session on a connection is refused; the
+// honest client is served throughout.
+func TestAttackWebTransportHandshake(t *testing.T) {
+	const bound = 30 * time.Second
+	r, _ := wtRig(t, replica.Config{}, 2*time.Second)
+	addr := r.ln.Addr().String()
+	good := r.dial("good")
+	r.tickUntilJoined(1)
+
+	t.Run("no session", func(t *testing.T) {
+		qc := wtQUIC(t, addr)
+		select {
+		case <-qc.Context().Done():
+		case <-time.After(bound):
+			t.Fatalf("a connection without a session is still open after %v", bound)
+		}
+		var ae *quic.ApplicationError
+		if err := context.Cause(qc.Context()); !errors.As(err, &ae) || !ae.Remote {
+			t.Fatalf("connection ended with %v, want a close from the server", err)
+		}
+	})
+	t.Run("no message stream", func(t *testing.T) {
+		_, sess := wtRaw(t, addr)
+		if code := wtClosed(t, sess, bound); code != transport.CloseHandshakeTimeout {
+			t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
+		}
+	})
+	t.Run("preamble cut short", func(t *testing.T) {
+		_, sess := wtRaw(t, addr)
+		str, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := str.Write(preamble[:3]); err != nil {
+			t.Fatal(err)
+		}
+		if code := wtClosed(t, sess, bound); code != transport.CloseHandshakeTimeout {
+			t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
+		}
+	})
+	t.Run("second session", func(t *testing.T) {
+		qc := wtQUIC(t, addr)
+		cc, _ := wtSession(t, qc, addr)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		rsp, _, err := cc.Dial(ctx, "https://"+addr+wttransport.DefaultPath, nil)
+		if err == nil || rsp == nil || rsp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("a second session on the connection: %v (response %v), want 503", err, rsp)
+		}
+	})
+	settle(t, r, good)
 }
 
 // TestAttackWebTransportStreams has a client open, beside its message
@@ -72,7 +164,7 @@ func wtRaw(t *testing.T, addr string) (*quic.Conn, *webtransport.Session) {
 // attacker, which sends nothing on its message stream, is closed as idle
 // (code 5), and the honest client is served.
 func TestAttackWebTransportStreams(t *testing.T) {
-	r, ev := wtRig(t, replica.Config{IdleTimeout: 3 * time.Second})
+	r, ev := wtRig(t, replica.Config{IdleTimeout: 3 * time.Second}, 0)
 	good := r.dial("good")
 	r.tickUntilJoined(1)
 	heap := func() uint64 {
