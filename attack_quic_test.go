@@ -216,7 +216,7 @@ func readFrame(t *testing.T, str *quic.Stream) []byte {
 // session, which closes the client with code 5 (idle timeout) although
 // datagrams keep coming, and the honest client is served meanwhile.
 func TestAttackQUICDatagramFlood(t *testing.T) {
-	const idle = 6 * time.Second
+	const idle = 8 * time.Second
 	r, ev, clientTLS := quicRig(t, replica.Config{IdleTimeout: idle}, 10*time.Second)
 	good := r.dial("good")
 	r.tickUntilJoined(1)
@@ -244,14 +244,14 @@ func TestAttackQUICDatagramFlood(t *testing.T) {
 			}
 		}
 	}()
-	// The flood: as fast as quic-go sends, for idle/2 (up to 256 MiB),
+	// The flood: as fast as quic-go sends, for idle/4 (up to 256 MiB),
 	// then one datagram every 20 ms until the server closes.
 	var sent atomic.Int64
 	flooded := make(chan struct{})
 	go func() {
 		dgram := make([]byte, 1150)
 		rand.Read(dgram)
-		end := time.Now().Add(idle / 2)
+		end := time.Now().Add(idle / 4)
 		flooding := true
 		for qc.Context().Err() == nil {
 			if qc.SendDatagram(dgram) == nil {
