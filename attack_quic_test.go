@@ -113,68 +113,77 @@ func TestAttackQUICFrames(t *testing.T) {
 	good := r.dial("good")
 	r.tickUntilJoined(1)
 
-	t.Run("length over the HELLO limit", func(t *testing.T) {
-		// 16 MiB announced, nothing after: the header alone is refused,
-		// before the handshake timeout and without waiting for a payload.
-		qc := quicRaw(t, addr, clientTLS)
-		quicStream(t, qc, append(preamble, binary.AppendUvarint(nil, 16<<20)...))
-		start := time.Now()
-		if code := quicClosed(t, qc, bound); code != transport.CloseMessageTooLarge {
-			t.Fatalf("closed with %s, want %s", code, transport.CloseMessageTooLarge)
-		}
-		t.Logf("closed after %v", time.Since(start))
-	})
-	t.Run("frame never finished", func(t *testing.T) {
-		// A HELLO-sized frame announced, 10 bytes of it sent, then silence:
-		// the handshake timeout ends it (REFUSE 6).
-		qc := quicRaw(t, addr, clientTLS)
-		quicStream(t, qc, append(append(preamble, binary.AppendUvarint(nil, 1000)...), make([]byte, 10)...))
-		if code := quicClosed(t, qc, bound); code != transport.CloseHandshakeTimeout {
-			t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
-		}
-	})
-	t.Run("header that never ends", func(t *testing.T) {
-		// Continuation bytes of a length that adds nothing: malformed once
-		// past the 64 bits a length may take, not read forever.
-		qc := quicRaw(t, addr, clientTLS)
-		hdr := make([]byte, 64)
-		for i := range hdr {
-			hdr[i] = 0x80
-		}
-		quicStream(t, qc, append(preamble, hdr...))
-		if code := quicClosed(t, qc, bound); code != transport.CloseProtocolError {
-			t.Fatalf("closed with %s, want %s", code, transport.CloseProtocolError)
-		}
-	})
-	t.Run("preamble cut short", func(t *testing.T) {
-		qc := quicRaw(t, addr, clientTLS)
-		quicStream(t, qc, preamble[:2])
-		if code := quicClosed(t, qc, bound); code != transport.CloseHandshakeTimeout {
-			t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
-		}
-	})
-	t.Run("no stream", func(t *testing.T) {
-		qc := quicRaw(t, addr, clientTLS)
-		if code := quicClosed(t, qc, bound); code != transport.CloseHandshakeTimeout {
-			t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
-		}
-	})
-	t.Run("streams beyond the message stream", func(t *testing.T) {
-		// The server admits one bidirectional stream and no unidirectional
-		// one: a second is not even opened (QUIC's stream limit, which the
-		// server would enforce by closing the connection).
-		qc := quicRaw(t, addr, clientTLS)
-		str := quicStream(t, qc, append(preamble, frame(handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("streams")))...))
-		if msg := readFrame(t, str); msg[0] != byte(session.TypeWelcome) {
-			t.Fatalf("got message type %d, want a WELCOME", msg[0])
-		}
-		if _, err := qc.OpenStream(); err == nil {
-			t.Fatal("a second bidirectional stream was opened")
-		}
-		if _, err := qc.OpenUniStream(); err == nil {
-			t.Fatal("a unidirectional stream was opened")
-		}
-		qc.CloseWithError(0, "")
+	// The attackers at once: each waits out a timeout of its own.
+	t.Run("attackers", func(t *testing.T) {
+		t.Run("length over the HELLO limit", func(t *testing.T) {
+			t.Parallel()
+			// 16 MiB announced, nothing after: the header alone is refused,
+			// before the handshake timeout and without waiting for a payload.
+			qc := quicRaw(t, addr, clientTLS)
+			quicStream(t, qc, append(preamble, binary.AppendUvarint(nil, 16<<20)...))
+			start := time.Now()
+			if code := quicClosed(t, qc, bound); code != transport.CloseMessageTooLarge {
+				t.Fatalf("closed with %s, want %s", code, transport.CloseMessageTooLarge)
+			}
+			t.Logf("closed after %v", time.Since(start))
+		})
+		t.Run("frame never finished", func(t *testing.T) {
+			t.Parallel()
+			// A HELLO-sized frame announced, 10 bytes of it sent, then silence:
+			// the handshake timeout ends it (REFUSE 6).
+			qc := quicRaw(t, addr, clientTLS)
+			quicStream(t, qc, append(append(preamble, binary.AppendUvarint(nil, 1000)...), make([]byte, 10)...))
+			if code := quicClosed(t, qc, bound); code != transport.CloseHandshakeTimeout {
+				t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
+			}
+		})
+		t.Run("header that never ends", func(t *testing.T) {
+			t.Parallel()
+			// Continuation bytes of a length that adds nothing: malformed once
+			// past the 64 bits a length may take, not read forever.
+			qc := quicRaw(t, addr, clientTLS)
+			hdr := make([]byte, 64)
+			for i := range hdr {
+				hdr[i] = 0x80
+			}
+			quicStream(t, qc, append(preamble, hdr...))
+			if code := quicClosed(t, qc, bound); code != transport.CloseProtocolError {
+				t.Fatalf("closed with %s, want %s", code, transport.CloseProtocolError)
+			}
+		})
+		t.Run("preamble cut short", func(t *testing.T) {
+			t.Parallel()
+			qc := quicRaw(t, addr, clientTLS)
+			quicStream(t, qc, preamble[:2])
+			if code := quicClosed(t, qc, bound); code != transport.CloseHandshakeTimeout {
+				t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
+			}
+		})
+		t.Run("no stream", func(t *testing.T) {
+			t.Parallel()
+			qc := quicRaw(t, addr, clientTLS)
+			if code := quicClosed(t, qc, bound); code != transport.CloseHandshakeTimeout {
+				t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
+			}
+		})
+		t.Run("streams beyond the message stream", func(t *testing.T) {
+			t.Parallel()
+			// The server admits one bidirectional stream and no unidirectional
+			// one: a second is not even opened (QUIC's stream limit, which the
+			// server would enforce by closing the connection).
+			qc := quicRaw(t, addr, clientTLS)
+			str := quicStream(t, qc, append(preamble, frame(handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("streams")))...))
+			if msg := readFrame(t, str); msg[0] != byte(session.TypeWelcome) {
+				t.Fatalf("got message type %d, want a WELCOME", msg[0])
+			}
+			if _, err := qc.OpenStream(); err == nil {
+				t.Fatal("a second bidirectional stream was opened")
+			}
+			if _, err := qc.OpenUniStream(); err == nil {
+				t.Fatal("a unidirectional stream was opened")
+			}
+			qc.CloseWithError(0, "")
+		})
 	})
 	settle(t, r, good)
 }

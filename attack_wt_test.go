@@ -110,46 +110,53 @@ func TestAttackWebTransportHandshake(t *testing.T) {
 	good := r.dial("good")
 	r.tickUntilJoined(1)
 
-	t.Run("no session", func(t *testing.T) {
-		qc := wtQUIC(t, addr)
-		select {
-		case <-qc.Context().Done():
-		case <-time.After(bound):
-			t.Fatalf("a connection without a session is still open after %v", bound)
-		}
-		var ae *quic.ApplicationError
-		if err := context.Cause(qc.Context()); !errors.As(err, &ae) || !ae.Remote {
-			t.Fatalf("connection ended with %v, want a close from the server", err)
-		}
-	})
-	t.Run("no message stream", func(t *testing.T) {
-		_, sess := wtRaw(t, addr)
-		if code := wtClosed(t, sess, bound); code != transport.CloseHandshakeTimeout {
-			t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
-		}
-	})
-	t.Run("preamble cut short", func(t *testing.T) {
-		_, sess := wtRaw(t, addr)
-		str, err := sess.OpenStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := str.Write(preamble[:3]); err != nil {
-			t.Fatal(err)
-		}
-		if code := wtClosed(t, sess, bound); code != transport.CloseHandshakeTimeout {
-			t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
-		}
-	})
-	t.Run("second session", func(t *testing.T) {
-		qc := wtQUIC(t, addr)
-		cc, _ := wtSession(t, qc, addr)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		rsp, _, err := cc.Dial(ctx, "https://"+addr+wttransport.DefaultPath, nil)
-		if err == nil || rsp == nil || rsp.StatusCode != http.StatusServiceUnavailable {
-			t.Fatalf("a second session on the connection: %v (response %v), want 503", err, rsp)
-		}
+	// The attackers at once: each waits out a timeout of its own.
+	t.Run("attackers", func(t *testing.T) {
+		t.Run("no session", func(t *testing.T) {
+			t.Parallel()
+			qc := wtQUIC(t, addr)
+			select {
+			case <-qc.Context().Done():
+			case <-time.After(bound):
+				t.Fatalf("a connection without a session is still open after %v", bound)
+			}
+			var ae *quic.ApplicationError
+			if err := context.Cause(qc.Context()); !errors.As(err, &ae) || !ae.Remote {
+				t.Fatalf("connection ended with %v, want a close from the server", err)
+			}
+		})
+		t.Run("no message stream", func(t *testing.T) {
+			t.Parallel()
+			_, sess := wtRaw(t, addr)
+			if code := wtClosed(t, sess, bound); code != transport.CloseHandshakeTimeout {
+				t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
+			}
+		})
+		t.Run("preamble cut short", func(t *testing.T) {
+			t.Parallel()
+			_, sess := wtRaw(t, addr)
+			str, err := sess.OpenStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := str.Write(preamble[:3]); err != nil {
+				t.Fatal(err)
+			}
+			if code := wtClosed(t, sess, bound); code != transport.CloseHandshakeTimeout {
+				t.Fatalf("closed with %s, want %s", code, transport.CloseHandshakeTimeout)
+			}
+		})
+		t.Run("second session", func(t *testing.T) {
+			t.Parallel()
+			qc := wtQUIC(t, addr)
+			cc, _ := wtSession(t, qc, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			rsp, _, err := cc.Dial(ctx, "https://"+addr+wttransport.DefaultPath, nil)
+			if err == nil || rsp == nil || rsp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("a second session on the connection: %v (response %v), want 503", err, rsp)
+			}
+		})
 	})
 	settle(t, r, good)
 }
