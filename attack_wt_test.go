@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,12 +165,11 @@ func TestAttackWebTransportHandshake(t *testing.T) {
 // TestAttackWebTransportStreams has a client open, beside its message
 // stream, every bidirectional and unidirectional stream WebTransport lets
 // it (QUIC's limits: 100 of each by default) and write to each until flow
-// control stops it. The server accepts the message stream only; the others
-// wait unread, and what they hold is bounded by the connection's
-// flow-control window (about 576 KiB), whose credit they never give back:
-// the server's heap stays bounded while the attacker is connected, the
-// attacker, which sends nothing on its message stream, is closed as idle
-// (code 5), and the honest client is served.
+// control stops it. The server resets every one of them (the protocol has
+// one stream), so that none holds what the client wrote: each write ends
+// with the server's reset, the server's heap stays bounded while the
+// attacker is connected, the attacker, which sends nothing on its message
+// stream, is closed as idle (code 5), and the honest client is served.
 func TestAttackWebTransportStreams(t *testing.T) {
 	r, ev := wtRig(t, replica.Config{IdleTimeout: 3 * time.Second}, 0)
 	good := r.dial("good")
@@ -192,23 +192,28 @@ func TestAttackWebTransportStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.tickUntilJoined(2)
-	var opened, written atomic.Int64
+	var opened, written, refused atomic.Int64
+	var writers sync.WaitGroup
 	chunk := make([]byte, 16<<10)
 	fill := func(w interface {
 		Write([]byte) (int, error)
 		SetWriteDeadline(time.Time) error
 	}) {
 		opened.Add(1)
-		go func() {
+		writers.Go(func() {
 			w.SetWriteDeadline(time.Now().Add(10 * time.Second))
 			for {
 				n, err := w.Write(chunk)
 				written.Add(int64(n))
 				if err != nil {
+					var se *webtransport.StreamError
+					if errors.As(err, &se) && se.Remote {
+						refused.Add(1)
+					}
 					return
 				}
 			}
-		}()
+		})
 	}
 	for range 1000 {
 		bidi, err := sess.OpenStream()
@@ -238,8 +243,12 @@ func TestAttackWebTransportStreams(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("%d streams opened, %d KiB written to them; heap %d KiB before, at most %d KiB while the attacker was connected",
-		opened.Load(), written.Load()>>10, before>>10, peak>>10)
+	writers.Wait()
+	t.Logf("%d streams opened, %d refused, %d KiB written to them; heap %d KiB before, at most %d KiB while the attacker was connected",
+		opened.Load(), refused.Load(), written.Load()>>10, before>>10, peak>>10)
+	if refused.Load() != opened.Load() {
+		t.Errorf("%d of %d streams beside the message stream reset by the server", refused.Load(), opened.Load())
+	}
 	if peak > before+32<<20 {
 		t.Errorf("heap grew by %d KiB while a client held streams open", (peak-before)>>10)
 	}

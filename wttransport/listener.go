@@ -151,8 +151,37 @@ func (l *listener) serveSession(w http.ResponseWriter, r *http.Request) {
 		backend{qc: qc, sess: sess}.Close(code, reason)
 		return
 	}
+	go refuseStreams(sess)
 	l.q.Push(ctx, newConn(qc, sess, str, l.cfg.Config))
 }
+
+// refuseStreams resets, for the session's life, every stream the client
+// opens beside its message stream: the protocol has one (docs/protocol.md
+// §10.1), and a stream left unread would hold what the client writes to
+// it, up to the connection's flow-control window, until the session ends.
+func refuseStreams(sess *webtransport.Session) {
+	ctx := sess.Context()
+	go func() {
+		for {
+			str, err := sess.AcceptUniStream(ctx)
+			if err != nil {
+				return
+			}
+			str.CancelRead(streamRefused)
+		}
+	}()
+	for {
+		str, err := sess.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		str.CancelRead(streamRefused)
+		str.CancelWrite(streamRefused)
+	}
+}
+
+// streamRefused is the error code of the streams refuseStreams resets.
+const streamRefused webtransport.StreamErrorCode = 1
 
 func (l *listener) isClosed() bool {
 	select {
