@@ -43,12 +43,16 @@ func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
 // connection by connection, each connection's in arrival order.
 func (s *Server) dispatch() {
 	for _, c := range s.conns {
+		if c.rpcs.Load() == 0 {
+			continue // nothing arrived: its lock and lists not read
+		}
 		if c.closed() {
 			continue // gone: its pending calls are dropped with it
 		}
 		c.rpcMu.Lock()
 		in := c.rpcIn
 		c.rpcIn = c.rpcBuf[:0]
+		c.rpcs.Store(0)
 		c.rpcMu.Unlock()
 		for i, msg := range in {
 			if i > 0 && c.closed() {
