@@ -202,7 +202,13 @@ func drain(tc transport.Conn) {
 // ran OnLeave), and checks the code it closed the connection with.
 func waitLeft(t *testing.T, r *rig, ev *events, user string, want transport.CloseCode) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	waitLeftWithin(t, r, ev, user, want, 5*time.Second)
+}
+
+// waitLeftWithin is waitLeft with a bound of its own.
+func waitLeftWithin(t *testing.T, r *rig, ev *events, user string, want transport.CloseCode, bound time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for {
 		r.srv.Tick()
 		if code, ok := ev.left(user); ok {
@@ -212,10 +218,18 @@ func waitLeft(t *testing.T, r *rig, ev *events, user string, want transport.Clos
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server still serves %s, want it dropped with %s", user, want)
+			t.Fatalf("server still serves %s after %v, want it dropped with %s", user, bound, want)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// heapAfterGC returns the live heap after a collection.
+func heapAfterGC() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
 
 // waitTick waits until c has applied tick n.

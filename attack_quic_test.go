@@ -13,7 +13,6 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,7 +24,6 @@ import (
 	"github.com/replicago/replica/quictransport"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/transport"
-	"github.com/replicago/replica/wttransport"
 )
 
 // quicRig starts a rig on a QUIC listener on loopback, with the server's
@@ -229,12 +227,7 @@ func TestAttackQUICDatagramFlood(t *testing.T) {
 	r, ev, clientTLS := quicRig(t, replica.Config{IdleTimeout: idle}, 10*time.Second)
 	good := r.dial("good")
 	r.tickUntilJoined(1)
-	heap := func() uint64 {
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := heapAfterGC
 	before := heap()
 
 	qc := quicRaw(t, r.ln.Addr().String(), clientTLS)
@@ -298,25 +291,6 @@ func TestAttackQUICDatagramFlood(t *testing.T) {
 	settle(t, r, good)
 }
 
-// waitLeftWithin is waitLeft with a bound of its own.
-func waitLeftWithin(t *testing.T, r *rig, ev *events, user string, want transport.CloseCode, bound time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		r.srv.Tick()
-		if code, ok := ev.left(user); ok {
-			if code != want {
-				t.Fatalf("server dropped %s with %s, want %s", user, code, want)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server still serves %s after %v, want it dropped with %s", user, bound, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestAttackNeverReadsQUIC is the client that completes its handshake,
 // keeps sending PINGs (so it is never idle) and never reads again, over
 // QUIC and WebTransport, whose backlog counts only the server's own send
@@ -331,16 +305,7 @@ func TestAttackNeverReadsQUIC(t *testing.T) {
 		runNeverReads(t, r, ev)
 	})
 	t.Run("webtransport", func(t *testing.T) {
-		cert, hash, err := wttransport.GenerateCert(0, "localhost", "127.0.0.1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := wttransport.Listen("127.0.0.1:0", wttransport.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		r, ev := logRig(t, ln, &wttransport.Dialer{CertHashes: [][32]byte{hash}}, cfg)
+		r, ev := wtRig(t, cfg, 0)
 		runNeverReads(t, r, ev)
 	})
 }
@@ -348,12 +313,7 @@ func TestAttackNeverReadsQUIC(t *testing.T) {
 func runNeverReads(t *testing.T, r *rig, ev *events) {
 	good := r.dial("good")
 	r.tickUntilJoined(1)
-	heap := func() uint64 {
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := heapAfterGC
 	before := heap()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -366,17 +326,7 @@ func runNeverReads(t *testing.T, r *rig, ev *events) {
 	if msg, err := tc.Receive(ctx); err != nil || msg[0] != byte(session.TypeWelcome) {
 		t.Fatalf("no WELCOME: %v", err)
 	}
-	// PINGs (§10.2: type 5, a 64-bit nonce), and nothing received again.
-	go func() {
-		for nonce := byte(1); ; nonce++ {
-			select {
-			case <-tc.Done():
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			tc.Send([]byte{5, nonce, 0, 0, 0, 0, 0, 0, 0})
-		}
-	}()
+	pingForever(tc, 50*time.Millisecond) // and nothing received again
 	b, err := demo.SpawnBot(r.srv.Tracker())
 	if err != nil {
 		t.Fatal(err)

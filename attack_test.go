@@ -9,7 +9,6 @@ package replica_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,7 +29,6 @@ import (
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/transport"
 	"github.com/replicago/replica/wstransport"
-	"github.com/replicago/replica/wttransport"
 )
 
 // bitWriter writes a §1.1 bit stream: least-significant bit first.
@@ -614,16 +612,9 @@ func TestRefusalReadable(t *testing.T) {
 		check(t, &quictransport.Dialer{Config: quictransport.Config{TLS: clientTLS}}, ln.Addr().String())
 	})
 	t.Run("webtransport", func(t *testing.T) {
-		cert, hash, err := wttransport.GenerateCert(0, "localhost", "127.0.0.1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := wttransport.Listen("127.0.0.1:0", wttransport.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ln, dialer := wtListen(t, 0)
 		start(t, ln)
-		check(t, &wttransport.Dialer{CertHashes: [][32]byte{hash}}, ln.Addr().String())
+		check(t, dialer, ln.Addr().String())
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +28,15 @@ import (
 // wtRig starts a rig on a WebTransport listener on loopback.
 func wtRig(t *testing.T, cfg replica.Config, handshake time.Duration) (*rig, *events) {
 	t.Helper()
+	ln, dialer := wtListen(t, handshake)
+	return logRig(t, ln, dialer, cfg)
+}
+
+// wtListen listens for WebTransport on loopback with a new development
+// certificate and HandshakeTimeout handshake (0: the default), until the
+// test ends, and returns a dialer that trusts the certificate.
+func wtListen(t *testing.T, handshake time.Duration) (transport.Listener, *wttransport.Dialer) {
+	t.Helper()
 	cert, hash, err := wttransport.GenerateCert(0, "localhost", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +46,7 @@ func wtRig(t *testing.T, cfg replica.Config, handshake time.Duration) (*rig, *ev
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	return logRig(t, ln, &wttransport.Dialer{CertHashes: [][32]byte{hash}}, cfg)
+	return ln, &wttransport.Dialer{CertHashes: [][32]byte{hash}}
 }
 
 // wtRaw opens a WebTransport session at addr with webtransport-go alone,
@@ -174,12 +182,7 @@ func TestAttackWebTransportStreams(t *testing.T) {
 	r, ev := wtRig(t, replica.Config{IdleTimeout: 3 * time.Second}, 0)
 	good := r.dial("good")
 	r.tickUntilJoined(1)
-	heap := func() uint64 {
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := heapAfterGC
 	before := heap()
 	_, sess := wtRaw(t, r.ln.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -165,6 +165,21 @@ func fallBehindForever(t *testing.T) {
 	}
 }
 
+// pingForever sends a PING (§10.2: type 5, a 64-bit nonce) on tc every
+// period until tc closes, and reads nothing.
+func pingForever(tc transport.Conn, period time.Duration) {
+	go func() {
+		for nonce := byte(1); ; nonce++ {
+			select {
+			case <-tc.Done():
+				return
+			case <-time.After(period):
+			}
+			tc.Send([]byte{5, nonce, 0, 0, 0, 0, 0, 0, 0})
+		}
+	}()
+}
+
 // TestLagPingingReaderDropped has a client that keeps sending PINGs (and
 // so is never idle) but reads nothing after its WELCOME. In virtual time:
 // the server pauses it, and drops it as a slow consumer once its backlog
@@ -182,17 +197,7 @@ func TestLagPingingReaderDropped(t *testing.T) {
 		if msg, err := tc.Receive(context.Background()); err != nil || msg[0] != byte(session.TypeWelcome) {
 			t.Fatalf("no WELCOME: %v", err)
 		}
-		// A PING (§10.2: type 5, a 64-bit nonce) every second, nothing read.
-		go func() {
-			for nonce := byte(1); ; nonce++ {
-				select {
-				case <-tc.Done():
-					return
-				case <-time.After(time.Second):
-				}
-				tc.Send([]byte{5, nonce, 0, 0, 0, 0, 0, 0, 0})
-			}
-		}()
+		pingForever(tc, time.Second)
 		b, err := demo.SpawnBot(srv.Tracker())
 		if err != nil {
 			t.Fatal(err)
