@@ -24,11 +24,13 @@ import (
 // A Conn is one client's session on a server.
 //
 // Its fields are laid out by use: what every tick reads of every client
-// first (the first line, then the interest state and the held entities,
-// then this tick's ownership changes), what a session's start and its
-// RPCs read after. In a large zone the clients' records do not stay in the
-// CPU's caches from one tick to the next, and each line a tick reads of
-// each client is a cache miss per client and tick.
+// first (the first 64 bytes, then the interest state and the held
+// entities, then this tick's ownership changes), what a session's start
+// and its RPCs read after. In a large zone the clients' records do not
+// stay in the CPU's caches from one tick to the next, and each line a tick
+// reads of each client is a cache miss per client and tick. (The
+// allocator starts a record of this size after a header, at no fixed
+// place in a line: the first 64 bytes take one or two lines.)
 type Conn struct {
 	tc       transport.Conn
 	backlog  transport.Backlogger // tc's, if it reports its backlog (lag.go)

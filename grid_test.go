@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/replicago/replica/state"
 )
@@ -151,5 +152,27 @@ func TestCellOf(t *testing.T) {
 		if got := cellOf(q); got != want {
 			t.Errorf("cellOf(%v) = %d, want %d", q, got, want)
 		}
+	}
+}
+
+// TestConnLayout checks what Conn's layout promises (see Conn): the
+// fields every tick reads of every client are in its first 64 bytes, so
+// that they take at most two cache lines wherever the allocator puts the
+// record (it starts records of this size at no fixed place in a line:
+// after a header), and the view, whose first fields evaluating a pair
+// reads, follows them.
+func TestConnLayout(t *testing.T) {
+	var c Conn
+	for name, off := range map[string]uintptr{
+		"tc": unsafe.Offsetof(c.tc), "backlog": unsafe.Offsetof(c.backlog), "rpcs": unsafe.Offsetof(c.rpcs),
+		"budget": unsafe.Offsetof(c.budget), "tokens": unsafe.Offsetof(c.tokens),
+		"left": unsafe.Offsetof(c.left), "paused": unsafe.Offsetof(c.paused), "admitted": unsafe.Offsetof(c.admitted),
+	} {
+		if off >= 64 {
+			t.Errorf("Conn.%s at offset %d: not in the first 64 bytes", name, off)
+		}
+	}
+	if v := unsafe.Offsetof(c.view); v != 64 {
+		t.Errorf("Conn.view at offset %d, want 64: just after the fields every tick reads", v)
 	}
 }

@@ -166,9 +166,8 @@ type ient struct {
 }
 
 // view is a connection's interest state. Its first fields are what
-// evaluating one of its pairs reads, so that they share a 64-byte line of
-// the Conn (with Conn.admitted, just before the view as Conn is laid out
-// now).
+// evaluating one of its pairs reads (with Conn.admitted, just before the
+// view: TestConnLayout).
 type view struct {
 	space  *Space
 	stamp  uint64 // dedupes candidates within one evaluation
