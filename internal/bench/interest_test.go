@@ -72,9 +72,16 @@ func check(t *testing.T, res *InterestResult) {
 	if res.BytesPerClientTick <= 0 || res.JoinBytes <= 0 || res.VisiblePerClient <= 0 || res.InterestBytesPerClient <= 0 {
 		t.Errorf("%s: nothing counted: %+v", res.Scenario, res)
 	}
-	for _, m := range []MachineSpeed{res.Machine.Before, res.Machine.After} {
-		if m.MemNS <= 0 || m.CacheNS <= 0 || m.ALUNS <= 0 {
-			t.Errorf("%s: machine speed not measured: %+v", res.Scenario, res.Machine)
+	checkMachine(t, res.Machine)
+}
+
+// checkMachine checks that a run measured the machine's speed before and
+// after it.
+func checkMachine(t *testing.T, m machineRuns) {
+	t.Helper()
+	for _, s := range []MachineSpeed{m.Before, m.After} {
+		if s.MemNS <= 0 || s.CacheNS <= 0 || s.ALUNS <= 0 {
+			t.Errorf("machine speed not measured: %+v", m)
 		}
 	}
 }

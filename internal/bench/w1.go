@@ -58,6 +58,9 @@ type W1Result struct {
 	// ticking, with this tick's change records and the encoder's buffers.
 	SteadyBytesPerEntity float64 `json:"bytes_per_entity_server_ticking"`
 	FullStateBytes       int     `json:"full_state_bytes"`
+	// Machine is the machine's speed just before the first tick and just
+	// after the last: see MachineSpeed.
+	Machine machineRuns `json:"machine"`
 }
 
 // The W1 reference state of entity 0 after 600 ticks.
@@ -143,6 +146,7 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 		return sample[0].Value.Uint64()
 	}
 	inbox := make([][]byte, cfg.Clients)
+	res.Machine.Before = measureMachine()
 	for tick := 1; tick <= res.Ticks; tick++ {
 		measured := tick > cfg.Warmup
 		start := time.Now()
@@ -180,6 +184,7 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 			}
 		}
 	}
+	res.Machine.After = measureMachine()
 	res.BytesPerClientTick = float64(bytes) / float64(cfg.Measured)
 	res.ServerUSPerTick = percentiles(serverUS)
 	res.EncodeUSPerTick = percentiles(encodeUS)

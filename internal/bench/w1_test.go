@@ -20,6 +20,7 @@ func TestW1Verifies(t *testing.T) {
 		if res.BytesPerClientTick <= 0 || res.FullStateBytes <= 0 {
 			t.Fatalf("quantized=%v: no bytes counted: %+v", q, res)
 		}
+		checkMachine(t, res.Machine)
 	}
 }
 

@@ -37,6 +37,9 @@ type W1TSResult struct {
 	// BundleGzipBytes is that bundle gzipped (best compression), as a web
 	// server sends it.
 	BundleGzipBytes int `json:"bundle_gzip_bytes"`
+	// Machine is the machine's speed just before Node applies the first
+	// tick and just after the last: see MachineSpeed.
+	Machine machineRuns `json:"machine"`
 }
 
 // RunW1TS runs W1 in broadcast mode against one TypeScript client: the Go
@@ -103,6 +106,8 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 	}
 	res.FullStateUS = float64(d.Nanoseconds()) / 1e3
 	var us []float64
+	res.Machine.Before = measureMachine()
+	defer func() { res.Machine.After = measureMachine() }()
 	for i, segs := range ticks {
 		tick := i + 1
 		d, err := node.Tick(nil, nil, nil, segs...)

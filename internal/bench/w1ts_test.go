@@ -21,4 +21,5 @@ func TestW1TSVerifies(t *testing.T) {
 	if !res.Verified || res.Ticks != 25 || res.BytesPerClientTick <= 0 || res.ClientUSPerTick.P50 <= 0 || res.BundleBytes <= 0 || res.FullStateBytes <= 0 {
 		t.Fatalf("result %+v", res)
 	}
+	checkMachine(t, res.Machine)
 }
