@@ -6,17 +6,18 @@ import (
 	"time"
 )
 
-// MachineSpeed is how fast the machine ran two fixed loops just before
+// MachineSpeed is how fast the machine ran three fixed loops just before
 // and just after a run: the same code's times differ with it, and on a
 // shared or virtual machine it changes from minute to minute. A run's
 // times are comparable with another's only when these are alike.
 type MachineSpeed struct {
 	// MemNS is the nanoseconds of one load of a chain of dependent loads
 	// at random over 32 MiB: a cache miss, and mostly a TLB miss too.
+	// W2's tick time follows it (docs/bench.md).
 	MemNS float64 `json:"mem_ns"`
 	// CacheNS is the same over 4 MiB, which the last-level cache of a
 	// server CPU holds when nothing else uses it: with neighbours that
-	// do, it approaches MemNS. A large world's ticks wait on such loads.
+	// do, it approaches MemNS.
 	CacheNS float64 `json:"cache_ns"`
 	// ALUNS is the nanoseconds of one step of an integer loop that stays
 	// in registers: the core's speed.
@@ -29,8 +30,8 @@ type machineRuns struct {
 	After  MachineSpeed `json:"after"`
 }
 
-// measureMachine times the two loops of MachineSpeed. It allocates
-// 32 MiB, collected before it returns.
+// measureMachine times the loops of MachineSpeed. It allocates 36 MiB,
+// collected before it returns.
 func measureMachine() MachineSpeed {
 	mem, p := chase(8<<20, 1<<21)   // 32 MiB
 	cache, q := chase(1<<20, 1<<21) // 4 MiB
@@ -64,7 +65,7 @@ func chase(n, loads int) (float64, uint32) {
 		next[i], next[j] = next[j], next[i]
 	}
 	p := uint32(0)
-	for range n / 8 { // a first pass, to fault the pages in
+	for range n / 8 { // not timed: the chain's lines and pages come in as they will in the timed part
 		p = next[p]
 	}
 	start := time.Now()
