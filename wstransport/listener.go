@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -205,9 +206,14 @@ func NewListener(ln net.Listener, cfg Config) transport.Listener {
 			h.ServeHTTP(w, r)
 		}),
 		ConnContext:       ConnContext,
+		ConnState:         limitPending(cfg.MaxPending),
 		ReadHeaderTimeout: cfg.HandshakeTimeout,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          cfg.ErrorLog,
+		// A connection a request did not upgrade (a 404, a refused
+		// upgrade) has no business here: it goes once idle this long,
+		// where by default it would stay for good.
+		IdleTimeout:    cfg.HandshakeTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       cfg.ErrorLog,
 	}
 	go func() {
 		err := l.srv.Serve(ln)
@@ -216,6 +222,24 @@ func NewListener(ln net.Listener, cfg Config) transport.Listener {
 		}
 	}()
 	return l
+}
+
+// limitPending returns an http.Server ConnState hook that closes a new
+// connection while max others have not finished their upgrade: each
+// counts from its arrival until the WebSocket library takes it over
+// (hijacked) or it closes.
+func limitPending(max int) func(net.Conn, http.ConnState) {
+	var pending atomic.Int64
+	return func(c net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			if pending.Add(1) > int64(max) {
+				c.Close() // it still ends as StateClosed, which counts it out
+			}
+		case http.StateHijacked, http.StateClosed:
+			pending.Add(-1)
+		}
+	}
 }
 
 // Close stops accepting: it closes the net.Listener, lets upgrades in

@@ -127,12 +127,22 @@ type Config struct {
 	InsecureSkipOriginCheck bool
 
 	// HandshakeTimeout bounds reading the upgrade request (and the TLS
-	// handshake) for Listen and NewListener. The default is 10 seconds.
+	// handshake) for Listen and NewListener, and how long a connection
+	// may stay idle after a request that did not upgrade it. The default
+	// is 10 seconds.
 	HandshakeTimeout time.Duration
 
 	// AcceptBacklog bounds the connections upgraded and not yet accepted;
 	// more wait in their HTTP handlers. The default is 128.
 	AcceptBacklog int
+
+	// MaxPending bounds, for Listen and NewListener, the connections that
+	// have not finished their upgrade (the TLS and HTTP handshakes) at
+	// once: a connection beyond it is closed as it arrives, so that
+	// connections which never finish, from however many addresses, cannot
+	// take every file descriptor until their HandshakeTimeout. The
+	// default is 1024.
+	MaxPending int
 
 	// URL is the address a Handler's Addr reports, the URL clients dial
 	// (for example "wss://game.example.com/replica"). Listen and
@@ -154,6 +164,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AcceptBacklog <= 0 {
 		c.AcceptBacklog = 128
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 1024
 	}
 	return c
 }
