@@ -263,3 +263,72 @@ func TestAttackWebTransportStreams(t *testing.T) {
 	waitLeftWithin(t, r, ev, "streams", transport.CloseIdleTimeout, time.Minute)
 	settle(t, r, good)
 }
+
+// TestAttackWebTransportPending fills a WebTransport listener's MaxPending
+// with QUIC connections that never ask for a session: the next one is
+// closed as it arrives (H3_EXCESSIVE_LOAD), long before the handshake
+// timeout, and once the silent ones are gone a client connects again.
+func TestAttackWebTransportPending(t *testing.T) {
+	const pending = 2
+	cert, hash, err := wttransport.GenerateCert(0, "localhost", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := wttransport.Listen("127.0.0.1:0", wttransport.Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}},
+		HandshakeTimeout: time.Minute, MaxPending: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	var silent []*quic.Conn
+	for range pending {
+		silent = append(silent, wtQUIC(t, addr))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		qc := wtQUIC(t, addr)
+		select {
+		case <-qc.Context().Done():
+		case <-time.After(time.Second):
+		}
+		var ae *quic.ApplicationError
+		if errors.As(context.Cause(qc.Context()), &ae) && ae.Remote {
+			if ae.ErrorCode != quic.ApplicationErrorCode(http3.ErrCodeExcessiveLoad) {
+				t.Fatalf("closed with %#x, want H3_EXCESSIVE_LOAD", uint64(ae.ErrorCode))
+			}
+			break
+		}
+		qc.CloseWithError(0, "")
+		if time.Now().After(deadline) {
+			t.Fatal("a connection beyond MaxPending still open after 20 s")
+		}
+	}
+	for _, qc := range silent {
+		qc.CloseWithError(0, "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		if err == nil {
+			c.Close(transport.CloseNormal, "")
+		}
+		accepted <- err
+	}()
+	for {
+		c, err := (&wttransport.Dialer{CertHashes: [][32]byte{hash}}).Dial(ctx, addr)
+		if err == nil {
+			c.Close(transport.CloseNormal, "")
+			if err := <-accepted; err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no client connects after the silent connections closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -303,3 +303,71 @@ func TestListenWithoutCertificate(t *testing.T) {
 		t.Fatalf("ListenPacket: %v, %v", ln, err)
 	}
 }
+
+// TestMaxPending fills the listener's MaxPending with connections that
+// never open their message stream: the next one is closed with
+// CloseServerBusy as it arrives, long before the HandshakeTimeout, and once
+// the silent ones are gone a client connects again.
+func TestMaxPending(t *testing.T) {
+	stls, ctls := devTLS(t)
+	const pending = 2
+	ln, err := quictransport.Listen("127.0.0.1:0", quictransport.Config{TLS: stls, HandshakeTimeout: time.Minute, MaxPending: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	var silent []*quic.Conn
+	for range pending {
+		silent = append(silent, rawDial(t, addr, ctls))
+	}
+	// The listener counts a connection once its accept loop has it: dial
+	// until one is refused, far within the minute of HandshakeTimeout.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		qc := rawDial(t, addr, ctls)
+		select {
+		case <-qc.Context().Done():
+		case <-time.After(time.Second):
+		}
+		if e, ok := errors.AsType[*quic.ApplicationError](context.Cause(qc.Context())); ok && e.Remote {
+			if code := transport.CloseCode(e.ErrorCode); code != transport.CloseServerBusy {
+				t.Fatalf("closed with %s, want %s", code, transport.CloseServerBusy)
+			}
+			break
+		}
+		qc.CloseWithError(0, "")
+		if time.Now().After(deadline) {
+			t.Fatal("a connection beyond MaxPending still open after 20 s")
+		}
+	}
+	for _, qc := range silent {
+		qc.CloseWithError(0, "")
+	}
+	// The silent ones gone (the server learns of their close), a client
+	// connects.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		if err == nil {
+			c.Close(transport.CloseNormal, "")
+		}
+		accepted <- err
+	}()
+	for {
+		c, err := (&quictransport.Dialer{Config: quictransport.Config{TLS: ctls}}).Dial(ctx, addr)
+		if err == nil {
+			c.Close(transport.CloseNormal, "")
+			if err := <-accepted; err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no client connects after the silent connections closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 
 	"github.com/quic-go/quic-go"
 
@@ -12,10 +13,11 @@ import (
 )
 
 type listener struct {
-	cfg Config
-	ep  *quicconn.Endpoint
-	ln  *quic.Listener
-	q   *quicconn.AcceptQueue
+	cfg     Config
+	ep      *quicconn.Endpoint
+	ln      *quic.Listener
+	q       *quicconn.AcceptQueue
+	pending atomic.Int64 // connections in handshake (Config.MaxPending)
 }
 
 // Listen listens for QUIC connections on the UDP address addr (such as
@@ -39,6 +41,9 @@ func listen(pc net.PacketConn, ownPC bool, cfg Config) (transport.Listener, erro
 		return nil, err
 	}
 	cfg.Config = cfg.Config.WithDefaults()
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 1024
+	}
 	ep := quicconn.NewEndpoint(pc, ownPC)
 	ln, err := ep.Transport.Listen(cfg.tlsConfig(), cfg.quicConfig(true))
 	if err != nil {
@@ -63,7 +68,15 @@ func (l *listener) acceptLoop() {
 			qc.CloseWithError(quic.ApplicationErrorCode(transport.CloseGoingAway), "server is not accepting connections")
 			continue
 		}
-		go l.handshake(qc)
+		if l.pending.Add(1) > int64(l.cfg.MaxPending) {
+			l.pending.Add(-1)
+			qc.CloseWithError(quic.ApplicationErrorCode(transport.CloseServerBusy), "too many connections in their handshake")
+			continue
+		}
+		go func() {
+			defer l.pending.Add(-1)
+			l.handshake(qc)
+		}()
 	}
 }
 

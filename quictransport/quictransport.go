@@ -70,6 +70,13 @@ type Config struct {
 	// message stream (and, on the server, the wait for Accept). The
 	// default is 10 s.
 	HandshakeTimeout time.Duration
+	// MaxPending bounds, on the server, the connections that have not
+	// opened their message stream and been accepted yet, at once: one
+	// beyond is closed with CloseServerBusy as it arrives, so that
+	// connections which never open a stream, from however many
+	// addresses, cannot pile up until their HandshakeTimeout. The default
+	// is 1024.
+	MaxPending int
 	// DisableDatagrams turns QUIC datagrams off; SendDatagram then returns
 	// transport.ErrDatagramsUnsupported.
 	DisableDatagrams bool

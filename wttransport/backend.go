@@ -18,6 +18,10 @@ import (
 // connection closed in good order.
 const h3NoError = quic.ApplicationErrorCode(http3.ErrCodeNoError)
 
+// h3ExcessiveLoad closes a connection the listener has no room for
+// (Config.MaxPending).
+const h3ExcessiveLoad = quic.ApplicationErrorCode(http3.ErrCodeExcessiveLoad)
+
 // Linger bounds how long the side that closed a session waits for the peer
 // to close the QUIC connection (after receiving the close capsule) before
 // closing it itself.

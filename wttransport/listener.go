@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -28,6 +29,17 @@ type listener struct {
 	// pending holds QUIC connections that have no session yet; each is
 	// closed if it has none within HandshakeTimeout.
 	pending sync.Map // *quic.Conn → struct{}
+	// shaking holds those not yet accepted, with their message stream,
+	// nshaking their number (Config.MaxPending).
+	shaking  sync.Map // *quic.Conn → struct{}
+	nshaking atomic.Int64
+}
+
+// handshaken counts qc out of the connections in their handshake, once.
+func (l *listener) handshaken(qc *quic.Conn) {
+	if _, ok := l.shaking.LoadAndDelete(qc); ok {
+		l.nshaking.Add(-1)
+	}
 }
 
 // Listen serves WebTransport on the UDP address addr (such as
@@ -50,6 +62,9 @@ func listen(pc net.PacketConn, ownPC bool, cfg Config) (transport.Listener, erro
 		return nil, err
 	}
 	cfg.Config = cfg.Config.WithDefaults()
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 1024
+	}
 	tlsConf := cfg.TLS.Clone()
 	tlsConf.NextProtos = []string{http3.NextProtoH3}
 
@@ -96,6 +111,12 @@ func (l *listener) acceptLoop() {
 			qc.CloseWithError(h3NoError, "server is not accepting connections")
 			continue
 		}
+		if l.nshaking.Add(1) > int64(l.cfg.MaxPending) {
+			l.nshaking.Add(-1)
+			qc.CloseWithError(h3ExcessiveLoad, "too many connections in their handshake")
+			continue
+		}
+		l.shaking.Store(qc, struct{}{})
 		l.pending.Store(qc, struct{}{})
 		t := time.AfterFunc(timeout, func() {
 			if _, ok := l.pending.LoadAndDelete(qc); ok {
@@ -105,6 +126,7 @@ func (l *listener) acceptLoop() {
 		context.AfterFunc(qc.Context(), func() {
 			t.Stop()
 			l.pending.Delete(qc)
+			l.handshaken(qc)
 		})
 		go l.wt.ServeQUICConn(qc)
 	}
@@ -153,6 +175,7 @@ func (l *listener) serveSession(w http.ResponseWriter, r *http.Request) {
 	}
 	go refuseStreams(sess)
 	l.q.Push(ctx, newConn(qc, sess, str, l.cfg.Config))
+	l.handshaken(qc)
 }
 
 // refuseStreams resets, for the session's life, every stream the client

@@ -85,6 +85,13 @@ type Config struct {
 	// and the opening of the message stream (on the server, each of the
 	// wait for a session and the wait for the stream). The default is 10 s.
 	HandshakeTimeout time.Duration
+	// MaxPending bounds, on the server, the connections that have not
+	// opened their session and message stream and been accepted yet, at
+	// once: one beyond is closed as it arrives (HTTP/3's
+	// H3_EXCESSIVE_LOAD), so that connections which never finish, from
+	// however many addresses, cannot pile up until their
+	// HandshakeTimeout. The default is 1024.
+	MaxPending int
 
 	// QUIC, if set, is the base of the quic.Config. The fields above and
 	// what WebTransport needs (datagrams, stream resets with partial
