@@ -22,6 +22,7 @@ import (
 	"github.com/replicago/replica/internal/demo"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/transport/transporttest"
 	"github.com/replicago/replica/wttransport"
 )
 
@@ -307,28 +308,5 @@ func TestAttackWebTransportPending(t *testing.T) {
 	for _, qc := range silent {
 		qc.CloseWithError(0, "")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	accepted := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept(ctx)
-		if err == nil {
-			c.Close(transport.CloseNormal, "")
-		}
-		accepted <- err
-	}()
-	for {
-		c, err := (&wttransport.Dialer{CertHashes: [][32]byte{hash}}).Dial(ctx, addr)
-		if err == nil {
-			c.Close(transport.CloseNormal, "")
-			if err := <-accepted; err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no client connects after the silent connections closed: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	transporttest.Reconnects(t, ln, &wttransport.Dialer{CertHashes: [][32]byte{hash}}, addr)
 }

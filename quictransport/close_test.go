@@ -15,6 +15,7 @@ import (
 	"github.com/replicago/replica/internal/quicconn"
 	"github.com/replicago/replica/quictransport"
 	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/transport/transporttest"
 )
 
 // loopPair connects a client and a server over loopback UDP.
@@ -346,28 +347,5 @@ func TestMaxPending(t *testing.T) {
 	}
 	// The silent ones gone (the server learns of their close), a client
 	// connects.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	accepted := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept(ctx)
-		if err == nil {
-			c.Close(transport.CloseNormal, "")
-		}
-		accepted <- err
-	}()
-	for {
-		c, err := (&quictransport.Dialer{Config: quictransport.Config{TLS: ctls}}).Dial(ctx, addr)
-		if err == nil {
-			c.Close(transport.CloseNormal, "")
-			if err := <-accepted; err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no client connects after the silent connections closed: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	transporttest.Reconnects(t, ln, &quictransport.Dialer{Config: quictransport.Config{TLS: ctls}}, addr)
 }

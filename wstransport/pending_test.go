@@ -2,7 +2,6 @@ package wstransport_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/transport/transporttest"
 	"github.com/replicago/replica/wstransport"
 )
 
@@ -96,30 +96,7 @@ func TestMaxPending(t *testing.T) {
 		c.Close()
 	}
 	// The silent ones gone, an honest client connects.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	accepted := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept(ctx)
-		if err == nil {
-			c.Close(transport.CloseNormal, "")
-		}
-		accepted <- err
-	}()
-	for {
-		c, err := wstransport.NewDialer(transport.Config{}).Dial(ctx, ln.Addr().String())
-		if err == nil {
-			c.Close(transport.CloseNormal, "")
-			if err := <-accepted; err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no client connects after the silent connections closed: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	transporttest.Reconnects(t, ln, wstransport.NewDialer(transport.Config{}), ln.Addr().String())
 }
 
 // hostOf returns the host:port of a listener's ws:// URL.

@@ -1055,3 +1055,35 @@ func (m *StallMeter) Close() {
 	close(m.stop)
 	<-m.done
 }
+
+// Reconnects checks that a client dialing addr with d is accepted by ln
+// within 20 seconds, dialing again while dials fail: for a listener that
+// refused connections over a limit and has room again, once it learns
+// that those holding it are gone.
+func Reconnects(t *testing.T, ln transport.Listener, d transport.Dialer, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		if err == nil {
+			c.Close(transport.CloseNormal, "")
+		}
+		accepted <- err
+	}()
+	for {
+		c, err := d.Dial(ctx, addr)
+		if err == nil {
+			c.Close(transport.CloseNormal, "")
+			if err := <-accepted; err != nil {
+				t.Fatalf("accepting the client: %v", err)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no client connects: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
