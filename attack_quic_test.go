@@ -227,8 +227,7 @@ func TestAttackQUICDatagramFlood(t *testing.T) {
 	r, ev, clientTLS := quicRig(t, replica.Config{IdleTimeout: idle}, 10*time.Second)
 	good := r.dial("good")
 	r.tickUntilJoined(1)
-	heap := heapAfterGC
-	before := heap()
+	before := heapAfterGC()
 
 	qc := quicRaw(t, r.ln.Addr().String(), clientTLS)
 	str := quicStream(t, qc, append(preamble, frame(handHello(session.ProtocolVersion, demo.Schema().AppendDescriptor(nil), []byte("flood")))...))
@@ -276,7 +275,7 @@ func TestAttackQUICDatagramFlood(t *testing.T) {
 			r.srv.Tick()
 		}
 	}
-	during := heap()
+	during := heapAfterGC()
 	t.Logf("%d MiB of datagrams sent; heap %d KiB before, %d KiB with the flooding client connected", sent.Load()>>20, before>>10, during>>10)
 	if qc.Context().Err() != nil {
 		t.Fatalf("the flooding client was closed before the flood ended: %v", context.Cause(qc.Context()))
@@ -313,8 +312,7 @@ func TestAttackNeverReadsQUIC(t *testing.T) {
 func runNeverReads(t *testing.T, r *rig, ev *events) {
 	good := r.dial("good")
 	r.tickUntilJoined(1)
-	heap := heapAfterGC
-	before := heap()
+	before := heapAfterGC()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	tc, err := r.dialer.Dial(ctx, r.ln.Addr().String())
@@ -351,7 +349,7 @@ func runNeverReads(t *testing.T, r *rig, ev *events) {
 			t.Fatalf("the client that reads nothing is still connected after %d KiB of ticks: stats %+v", sent>>10, r.srv.Stats())
 		}
 		if sent%(1<<20) == 0 {
-			peak = max(peak, heap())
+			peak = max(peak, heapAfterGC())
 			waitTick(t, good, r.srv.TickNumber())
 		}
 		time.Sleep(2 * time.Millisecond)

@@ -409,14 +409,8 @@ func TestAttackHandshakeStorm(t *testing.T) {
 	chunk := make([]byte, 32<<10)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	heap := func() uint64 {
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
 	var ms runtime.MemStats
-	before := heap()
+	before := heapAfterGC()
 	runtime.ReadMemStats(&ms)
 	total := ms.TotalAlloc
 	// The peak of the heap during the storm, for the log.
@@ -475,7 +469,7 @@ func TestAttackHandshakeStorm(t *testing.T) {
 	top := <-peak
 	runtime.ReadMemStats(&ms)
 	perConn := (ms.TotalAlloc - total) / conns
-	after := heap()
+	after := heapAfterGC()
 	t.Logf("%d partial HELLOs of %d KiB: %d KiB allocated per connection (client side included); heap %d KiB before, in use at most %d KiB during, %d KiB after",
 		conns, partial>>10, perConn>>10, before>>10, top>>10, after>>10)
 	// Under -race the detector's own allocations (about 170 KiB more per

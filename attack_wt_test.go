@@ -183,8 +183,7 @@ func TestAttackWebTransportStreams(t *testing.T) {
 	r, ev := wtRig(t, replica.Config{IdleTimeout: 3 * time.Second}, 0)
 	good := r.dial("good")
 	r.tickUntilJoined(1)
-	heap := heapAfterGC
-	before := heap()
+	before := heapAfterGC()
 	_, sess := wtRaw(t, r.ln.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -243,7 +242,7 @@ func TestAttackWebTransportStreams(t *testing.T) {
 			t.Fatalf("the honest client: %v", err)
 		}
 		if n%25 == 0 {
-			peak = max(peak, heap())
+			peak = max(peak, heapAfterGC())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

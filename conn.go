@@ -36,7 +36,7 @@ type Conn struct {
 	backlog  transport.Backlogger // tc's, if it reports its backlog (lag.go)
 	budget   float64              // bytes per second; < 0: none (Config.Budget, Server.SetBudget)
 	tokens   float64              // bytes it may be sent now; negative after a burst
-	rpcs     atomic.Int32         // RPC messages in rpcIn: dispatch passes over a connection without, unlocked
+	rpcWait  atomic.Bool          // rpcIn holds messages: dispatch passes over a connection without, unlocked
 	releases bool                 // tc is a transport.Releaser (lag.go)
 	joined   bool
 	admitted bool // in the tick: Server.conns
@@ -263,7 +263,7 @@ func (s *Server) read(c *Conn) {
 			full := len(c.rpcIn) >= s.rpcQueue()
 			if !full {
 				c.rpcIn = append(c.rpcIn, msg) // checked and parsed at the tick
-				c.rpcs.Store(int32(len(c.rpcIn)))
+				c.rpcWait.Store(true)
 			}
 			c.rpcMu.Unlock()
 			if full {

@@ -164,7 +164,7 @@ func TestCellOf(t *testing.T) {
 func TestConnLayout(t *testing.T) {
 	var c Conn
 	for name, off := range map[string]uintptr{
-		"tc": unsafe.Offsetof(c.tc), "backlog": unsafe.Offsetof(c.backlog), "rpcs": unsafe.Offsetof(c.rpcs),
+		"tc": unsafe.Offsetof(c.tc), "backlog": unsafe.Offsetof(c.backlog), "rpcWait": unsafe.Offsetof(c.rpcWait),
 		"budget": unsafe.Offsetof(c.budget), "tokens": unsafe.Offsetof(c.tokens),
 		"left": unsafe.Offsetof(c.left), "paused": unsafe.Offsetof(c.paused), "admitted": unsafe.Offsetof(c.admitted),
 	} {

@@ -124,8 +124,8 @@ func (sp *Space) Len() int { return len(sp.members) }
 // reads and what a moved viewpoint reads of the entities it sees, then
 // what evaluating its pairs reads, then the rest, so that a move in a
 // large world costs two cache lines of it and a viewpoint's move one per
-// entity; a fourth holds the slot's history. (A field added here should keep the size a multiple of
-// 64.)
+// entity; a fourth holds the slot's history. (A field added here should
+// keep the size a multiple of 64.)
 type ient struct {
 	// What a change reads, and what a viewpoint's move reads of the
 	// entities it sees (evalMove: vstamp, space, placed, x, y, radius).

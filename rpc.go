@@ -43,7 +43,7 @@ func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
 // connection by connection, each connection's in arrival order.
 func (s *Server) dispatch() {
 	for _, c := range s.conns {
-		if c.rpcs.Load() == 0 {
+		if !c.rpcWait.Load() {
 			continue // nothing arrived: its lock and lists not read
 		}
 		if c.closed() {
@@ -52,7 +52,7 @@ func (s *Server) dispatch() {
 		c.rpcMu.Lock()
 		in := c.rpcIn
 		c.rpcIn = c.rpcBuf[:0]
-		c.rpcs.Store(0)
+		c.rpcWait.Store(false)
 		c.rpcMu.Unlock()
 		for i, msg := range in {
 			if i > 0 && c.closed() {

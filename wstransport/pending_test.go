@@ -6,7 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,12 +23,9 @@ import (
 // handshake bound.
 func TestIdleHTTPClosed(t *testing.T) {
 	const handshake = 500 * time.Millisecond
-	ln, err := wstransport.Listen("127.0.0.1:0", wstransport.Config{HandshakeTimeout: handshake, Path: "/replica"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, addr := listen(t, wstransport.Config{HandshakeTimeout: handshake, Path: "/replica"})
 	defer ln.Close()
-	c, err := net.Dial("tcp", hostOf(t, ln))
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,12 +56,8 @@ func TestIdleHTTPClosed(t *testing.T) {
 // client connects again.
 func TestMaxPending(t *testing.T) {
 	const pending = 4
-	ln, err := wstransport.Listen("127.0.0.1:0", wstransport.Config{HandshakeTimeout: time.Minute, MaxPending: pending})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, addr := listen(t, wstransport.Config{HandshakeTimeout: time.Minute, MaxPending: pending})
 	defer ln.Close()
-	addr := hostOf(t, ln)
 	var silent []net.Conn
 	for range pending {
 		c, err := net.Dial("tcp", addr)
@@ -99,25 +92,16 @@ func TestMaxPending(t *testing.T) {
 	transporttest.Reconnects(t, ln, wstransport.NewDialer(transport.Config{}), ln.Addr().String())
 }
 
-// hostOf returns the host:port of a listener's ws:// URL.
-func hostOf(t *testing.T, ln transport.Listener) string {
+// listen serves WebSocket with cfg on a loopback TCP listener, and returns
+// it and its TCP address, for raw connections.
+func listen(t *testing.T, cfg wstransport.Config) (transport.Listener, string) {
 	t.Helper()
-	u := ln.Addr().String()
-	for _, p := range []string{"ws://", "wss://"} {
-		if len(u) > len(p) && u[:len(p)] == p {
-			u = u[len(p):]
-		}
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := 0; i < len(u); i++ {
-		if u[i] == '/' {
-			return u[:i]
-		}
-	}
-	return u
+	return wstransport.NewListener(tl, cfg), tl.Addr().String()
 }
 
 // isReset reports whether err is a connection reset by the peer.
-func isReset(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && !op.Timeout() && !errors.Is(err, os.ErrDeadlineExceeded)
-}
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
