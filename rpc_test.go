@@ -701,6 +701,9 @@ func TestRPCToObserversOnly(t *testing.T) {
 	if err := r.srv.SendRPC(replica.ToObservers, theirs, 2, hit.Record()); err != nil {
 		t.Fatal(err)
 	}
+	// The RPCs follow their tick on the ordered stream: once the next
+	// tick is applied they have run.
+	r.sync(a)
 	r.sync(a)
 	if len(hits) != 1 {
 		t.Fatalf("the owner got %d hits on its ship, want 1", len(hits))
