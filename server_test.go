@@ -96,6 +96,25 @@ func (r *rig) tickUntilJoined(n int) {
 	}
 }
 
+// tickUntilUser ticks until a connection of user has joined (OnJoin ran
+// for it).
+func (r *rig) tickUntilUser(user string) {
+	r.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for c := range r.bots {
+			if c.UserID() == user {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s did not join", user)
+		}
+		r.srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // sync ticks the server and waits until c has applied the tick.
 func (r *rig) sync(c *client.Conn) {
 	r.t.Helper()
