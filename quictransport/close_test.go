@@ -322,24 +322,23 @@ func TestMaxPending(t *testing.T) {
 	for range pending {
 		silent = append(silent, rawDial(t, addr, ctls))
 	}
-	// The listener counts a connection once its accept loop has it: dial
-	// until one is refused, far within the minute of HandshakeTimeout.
+	// The listener counts a connection once its accept loop has it, in
+	// an order of its own: dial more, keeping them all open, until one of
+	// them is refused, far within the minute of HandshakeTimeout.
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		qc := rawDial(t, addr, ctls)
-		select {
-		case <-qc.Context().Done():
-		case <-time.After(time.Second):
-		}
-		if e, ok := errors.AsType[*quic.ApplicationError](context.Cause(qc.Context())); ok && e.Remote {
-			if code := transport.CloseCode(e.ErrorCode); code != transport.CloseServerBusy {
-				t.Fatalf("closed with %s, want %s", code, transport.CloseServerBusy)
-			}
-			break
-		}
-		qc.CloseWithError(0, "")
+	for refused := false; !refused; {
 		if time.Now().After(deadline) {
-			t.Fatal("a connection beyond MaxPending still open after 20 s")
+			t.Fatal("no connection beyond MaxPending refused in 20 s")
+		}
+		silent = append(silent, rawDial(t, addr, ctls))
+		time.Sleep(100 * time.Millisecond)
+		for _, qc := range silent {
+			if e, ok := errors.AsType[*quic.ApplicationError](context.Cause(qc.Context())); ok && e.Remote {
+				if code := transport.CloseCode(e.ErrorCode); code != transport.CloseServerBusy {
+					t.Fatalf("closed with %s, want %s", code, transport.CloseServerBusy)
+				}
+				refused = true
+			}
 		}
 	}
 	for _, qc := range silent {
