@@ -15,7 +15,7 @@ import (
 // TestQuickstart builds the quickstart's server and client as a user
 // would, runs the server, issues a token with it, and plays a client
 // session: the client finds the avatar it owns, fires three shots, sees
-// its gold fall by three and leaves. A client with a bad token is refused
+// its gold fall by three and leaves. A client with a bad token, or none, is refused
 // and says why.
 func TestQuickstart(t *testing.T) {
 	goTool, err := exec.LookPath("go")
@@ -73,6 +73,10 @@ func TestQuickstart(t *testing.T) {
 	out, err = exec.CommandContext(ctx, filepath.Join(bin, "client"), "-addr", addr, "-token", "00").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "server refused the session: authentication failed") {
 		t.Errorf("a client with a bad token: %v\n%s", err, out)
+	}
+	out, err = exec.CommandContext(ctx, filepath.Join(bin, "client"), "-addr", addr).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "-token is required") {
+		t.Errorf("a client without a token: %v\n%s", err, out)
 	}
 }
 

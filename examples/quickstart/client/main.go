@@ -23,6 +23,9 @@ func main() {
 	token := flag.String("token", "", "connect token, in hex (server -issue USER prints one)")
 	shots := flag.Int("shots", 3, "shots to fire before leaving")
 	flag.Parse()
+	if *token == "" {
+		log.Fatal("-token is required: the server's -issue USER prints one")
+	}
 	tok, err := hex.DecodeString(*token)
 	if err != nil {
 		log.Fatalf("-token: %v", err)
