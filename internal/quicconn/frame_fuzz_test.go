@@ -24,7 +24,10 @@ func FuzzReadHeader(f *testing.F) {
 	f.Add([]byte{0x80}, uint32(10))
 	f.Add(bytes.Repeat([]byte{0x80}, 11), uint32(1<<31))
 	f.Fuzz(func(t *testing.T, in []byte, limit uint32) {
-		br := bufio.NewReader(bytes.NewReader(in))
+		// A buffer that takes all of in at its first fill, so that what
+		// readHeader consumed is what the buffer no longer holds (with
+		// bufio's default 4,096 bytes, a longer input is read in part).
+		br := bufio.NewReaderSize(bytes.NewReader(in), len(in)+16)
 		n, err := readHeader(br, int(limit))
 		v, rerr := binary.ReadUvarint(bufio.NewReader(bytes.NewReader(in)))
 		var tl *tooLargeError
