@@ -1056,6 +1056,33 @@ func (m *StallMeter) Close() {
 	<-m.done
 }
 
+// DialUntilRefused dials with dial, keeping every connection open, until
+// refused reports one of them (or of open, those dialed before) closed by
+// the listener, within 20 seconds, and returns them all for the caller to
+// close: for a listener with a cap on connections it has not accepted
+// yet, once open fills it. A listener counts connections in an order of
+// its own, so closing each probe before dialing the next could keep its
+// count at the cap, the probe counted before one of open: no refusal
+// ever. refused may fail t on a refusal of the wrong kind.
+func DialUntilRefused[C any](t *testing.T, open []C, dial func() C, refused func(C) bool) []C {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("no connection beyond the cap refused in 20 s")
+		}
+		open = append(open, dial())
+		time.Sleep(100 * time.Millisecond)
+		done := false
+		for _, c := range open {
+			done = refused(c) || done // every one, for refused's checks
+		}
+		if done {
+			return open
+		}
+	}
+}
+
 // Reconnects checks that a client dialing addr with d is accepted by ln
 // within 20 seconds, dialing again while dials fail: for a listener that
 // refused connections over a limit and has room again, once it learns
