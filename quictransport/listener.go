@@ -42,7 +42,7 @@ func listen(pc net.PacketConn, ownPC bool, cfg Config) (transport.Listener, erro
 	}
 	cfg.Config = cfg.Config.WithDefaults()
 	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = 1024
+		cfg.MaxPending = transport.DefaultMaxPending
 	}
 	ep := quicconn.NewEndpoint(pc, ownPC)
 	ln, err := ep.Transport.Listen(cfg.tlsConfig(), cfg.quicConfig(true))

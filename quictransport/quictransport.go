@@ -75,7 +75,7 @@ type Config struct {
 	// beyond is closed with CloseServerBusy as it arrives, so that
 	// connections which never open a stream, from however many
 	// addresses, cannot pile up until their HandshakeTimeout. The default
-	// is 1024.
+	// is transport.DefaultMaxPending (1024).
 	MaxPending int
 	// DisableDatagrams turns QUIC datagrams off; SendDatagram then returns
 	// transport.ErrDatagramsUnsupported.

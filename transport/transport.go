@@ -167,6 +167,11 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// DefaultMaxPending is the listeners' default cap on connections that
+// have not finished their handshake (the MaxPending of wstransport,
+// quictransport and wttransport): one beyond is closed as it arrives.
+const DefaultMaxPending = 1024
+
 // Errors of every transport.
 var (
 	ErrClosed               = errors.New("transport: connection closed")

@@ -141,7 +141,7 @@ type Config struct {
 	// once: a connection beyond it is closed as it arrives, so that
 	// connections which never finish, from however many addresses, cannot
 	// take every file descriptor until their HandshakeTimeout. The
-	// default is 1024.
+	// default is transport.DefaultMaxPending (1024).
 	MaxPending int
 
 	// URL is the address a Handler's Addr reports, the URL clients dial
@@ -166,7 +166,7 @@ func (c Config) withDefaults() Config {
 		c.AcceptBacklog = 128
 	}
 	if c.MaxPending <= 0 {
-		c.MaxPending = 1024
+		c.MaxPending = transport.DefaultMaxPending
 	}
 	return c
 }

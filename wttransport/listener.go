@@ -63,7 +63,7 @@ func listen(pc net.PacketConn, ownPC bool, cfg Config) (transport.Listener, erro
 	}
 	cfg.Config = cfg.Config.WithDefaults()
 	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = 1024
+		cfg.MaxPending = transport.DefaultMaxPending
 	}
 	tlsConf := cfg.TLS.Clone()
 	tlsConf.NextProtos = []string{http3.NextProtoH3}

@@ -90,7 +90,7 @@ type Config struct {
 	// once: one beyond is closed as it arrives (HTTP/3's
 	// H3_EXCESSIVE_LOAD), so that connections which never finish, from
 	// however many addresses, cannot pile up until their
-	// HandshakeTimeout. The default is 1024.
+	// HandshakeTimeout. The default is transport.DefaultMaxPending (1024).
 	MaxPending int
 
 	// QUIC, if set, is the base of the quic.Config. The fields above and

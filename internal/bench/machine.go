@@ -49,7 +49,7 @@ func measureMachine() MachineSpeed {
 	return MachineSpeed{MemNS: mem, CacheNS: cache, ALUNS: round2(float64(alu.Nanoseconds()) / steps)}
 }
 
-// chase returns the nanoseconds of one of loads dependent loads through
+// chase returns the nanoseconds of each of a chain of loads dependent loads through
 // n uint32s (4n bytes) linked in one cycle in a random order, and where
 // the chain ended.
 func chase(n, loads int) (float64, uint32) {
