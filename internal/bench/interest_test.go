@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,6 +84,26 @@ func checkMachine(t *testing.T, m machineRuns) {
 	for _, s := range []MachineSpeed{m.Before, m.After} {
 		if s.MemNS <= 0 || s.CacheNS <= 0 || s.ALUNS <= 0 {
 			t.Errorf("machine speed not measured: %+v", m)
+		}
+	}
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil && !slices.Contains([]string{"always", "madvise", "never"}, m.THP) {
+		t.Errorf("transparent huge page mode %q, want always, madvise or never", m.THP)
+	}
+}
+
+// TestBracketed checks the parse of Linux's transparent huge page
+// setting.
+func TestBracketed(t *testing.T) {
+	for in, want := range map[string]string{
+		"always [madvise] never\n": "madvise",
+		"[always] madvise never":   "always",
+		"always madvise [never]":   "never",
+		"always madvise never":     "",
+		"[always madvise never":    "",
+		"":                         "",
+	} {
+		if got := bracketed([]byte(in)); got != want {
+			t.Errorf("bracketed(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

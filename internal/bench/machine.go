@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"time"
 )
@@ -24,10 +26,42 @@ type MachineSpeed struct {
 	ALUNS float64 `json:"alu_ns"`
 }
 
-// machineRuns is the speeds measured before and after a run.
+// machineRuns is the speeds measured before and after a run, and the
+// system's setting of transparent huge pages.
 type machineRuns struct {
 	Before MachineSpeed `json:"before"`
 	After  MachineSpeed `json:"after"`
+	// THP is Linux's transparent huge page mode (always, madvise or
+	// never), "" where there is none. Go's heap gets huge pages only
+	// with always (the runtime does not ask for them): with fewer TLB
+	// misses, W2's tick is about a tenth faster (docs/bench.md), and
+	// MemNS lower, as the chase's pages are huge too.
+	THP string `json:"thp,omitempty"`
+}
+
+// thpMode returns the mode Linux's transparent huge pages are in, the
+// word in brackets of /sys/kernel/mm/transparent_hugepage/enabled, or ""
+// where the file is missing or unreadable.
+func thpMode() string {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil {
+		return ""
+	}
+	return bracketed(b)
+}
+
+// bracketed returns the word between the first [ and the ] after it in
+// b, or "".
+func bracketed(b []byte) string {
+	_, rest, ok := bytes.Cut(b, []byte("["))
+	if !ok {
+		return ""
+	}
+	word, _, ok := bytes.Cut(rest, []byte("]"))
+	if !ok {
+		return ""
+	}
+	return string(word)
 }
 
 // measureMachine times the loops of MachineSpeed. It allocates 36 MiB,
