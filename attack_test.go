@@ -28,6 +28,7 @@ import (
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/transport"
+	"github.com/replicago/replica/transport/transporttest"
 	"github.com/replicago/replica/wstransport"
 )
 
@@ -283,29 +284,6 @@ func wsServer(t *testing.T, cfg replica.Config) (*replica.Server, string) {
 	return serveOn(t, ln, cfg), ln.Addr().String()
 }
 
-// fixedAddr makes every accepted connection report one remote address.
-type fixedAddr struct {
-	transport.Listener
-	addr net.Addr
-}
-
-func (l fixedAddr) Accept(ctx context.Context) (transport.Conn, error) {
-	c, err := l.Listener.Accept(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return addrConn{c, l.addr}, nil
-}
-
-type addrConn struct {
-	transport.Conn
-	addr net.Addr
-}
-
-func (c addrConn) RemoteAddr() net.Addr { return c.addr }
-
-func (c addrConn) SetReadLimit(n int) { c.Conn.(transport.ReadLimiter).SetReadLimit(n) }
-
 // TestAttackHandshakeCaps opens handshakes that never send a HELLO: past
 // Config.MaxHandshakes in all, or MaxHandshakesPerAddr from one address,
 // a new connection is refused at once with code 12 (server busy), and a
@@ -363,14 +341,14 @@ func TestAttackHandshakeCaps(t *testing.T) {
 			a := &net.TCPAddr{IP: net.IPv4(198, 51, 100, 7), Port: 40000}
 			b := &net.TCPAddr{IP: net.IPv4(198, 51, 100, 8), Port: 40000}
 			srv, lnA, nw := memServer(t, replica.Config{MaxHandshakesPerAddr: 2, HandshakeTimeout: time.Minute},
-				func(ln transport.Listener) transport.Listener { return fixedAddr{ln, a} })
+				func(ln transport.Listener) transport.Listener { return transporttest.FixedAddr(ln, a) })
 			lnB, err := nw.Listen("", transport.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			go srv.Serve(ctx, fixedAddr{lnB, b})
+			go srv.Serve(ctx, transporttest.FixedAddr(lnB, b))
 			d := nw.Dialer(transport.Config{})
 			first, second := dial(t, d, lnA), dial(t, d, lnA)
 			synctest.Wait()

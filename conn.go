@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/codec"
@@ -89,7 +85,7 @@ func (c *Conn) Server() *Server { return c.srv }
 // read limit, set by Serve), the protocol version, the descriptor's size
 // and the token; only then is the client's descriptor decoded.
 func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
-	from := sourceAddr(tc.RemoteAddr())
+	from := transport.SourceAddr(tc.RemoteAddr())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -129,7 +125,7 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	// a transport may cut.
 	refuse := func(code transport.CloseCode, msg string) {
 		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
-		msg = truncate(msg, session.MaxText) // what a REFUSE may carry
+		msg = session.ClipText(msg) // what a REFUSE may carry
 		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
 		tc.Close(code, msg)
 	}
@@ -175,7 +171,7 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		// The error may say more than the client should learn (the
 		// server's clock, which key failed): it goes to the log only.
 		s.cfg.Logger.Info("replica: authentication failed", "remote", tc.RemoteAddr(), "err", err)
-		refuse(transport.CloseAuthFailed, authRefusal(err))
+		refuse(transport.CloseAuthFailed, auth.Refusal(err))
 		return
 	}
 	clientSchema, err := schema.DecodeDescriptor(hello.Descriptor)
@@ -289,78 +285,6 @@ func (s *Server) read(c *Conn) {
 			return
 		}
 	}
-}
-
-// authRefusal returns what a client refused by the authenticator is told:
-// a generic reason, by the auth package's error kinds.
-func authRefusal(err error) string {
-	switch {
-	case errors.Is(err, auth.ErrExpired):
-		return "token expired"
-	case errors.Is(err, auth.ErrInvalidToken):
-		return "invalid token"
-	}
-	return "authentication failed"
-}
-
-// truncate cuts s to at most n bytes, on a UTF-8 boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// sourceAddr returns the part of a remote address that identifies where a
-// connection comes from: the IP of an IP address, else the whole address.
-func sourceAddr(addr net.Addr) string {
-	switch a := addr.(type) {
-	case nil:
-		return ""
-	case *net.TCPAddr:
-		return a.IP.String()
-	case *net.UDPAddr:
-		return a.IP.String()
-	}
-	if h, _, err := net.SplitHostPort(addr.String()); err == nil {
-		return h
-	}
-	return addr.String()
-}
-
-// anonymous reports whether a admits every client.
-func anonymous(a auth.Authenticator) bool {
-	switch a.(type) {
-	case auth.Anonymous, *auth.Anonymous:
-		return true
-	}
-	return false
-}
-
-// loopback reports whether addr can only be reached from this host: a
-// loopback IP or "localhost", in a host:port or a URL (wstransport's
-// addresses), or an in-memory address.
-func loopback(addr net.Addr) bool {
-	if addr == nil {
-		return false
-	}
-	if addr.Network() == "mem" {
-		return true
-	}
-	host := addr.String()
-	if u, err := url.Parse(host); err == nil && u.Host != "" {
-		host = u.Hostname()
-	} else if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 func (c *Conn) kick(code transport.CloseCode, reason string) {

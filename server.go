@@ -619,7 +619,7 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	if anonymous(s.cfg.Auth) && !loopback(ln.Addr()) {
+	if auth.IsAnonymous(s.cfg.Auth) && !transport.Loopback(ln.Addr()) {
 		s.cfg.Logger.Warn("replica: serving with auth.Anonymous on a non-loopback address: any client is admitted; set Config.Auth to an auth.HMAC in production",
 			"addr", ln.Addr().String())
 	}

@@ -141,6 +141,30 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, token []byte) (Identity, error)
 }
 
+// Refusal returns what a client that an Authenticator refused with err
+// is told: a generic reason by the package's error kinds ("token
+// expired", "invalid token", else "authentication failed"), since err
+// itself may name server-side detail such as the server's clock or a key.
+func Refusal(err error) string {
+	switch {
+	case errors.Is(err, ErrExpired):
+		return "token expired"
+	case errors.Is(err, ErrInvalidToken):
+		return "invalid token"
+	}
+	return "authentication failed"
+}
+
+// IsAnonymous reports whether a is Anonymous, which admits every client:
+// a server warns when it serves so on an address others can reach.
+func IsAnonymous(a Authenticator) bool {
+	switch a.(type) {
+	case Anonymous, *Anonymous:
+		return true
+	}
+	return false
+}
+
 // Anonymous accepts every token, for development only. The user ID is:
 //
 //   - for an empty token, "anon-<n>", where n counts anonymous identities

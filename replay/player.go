@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/schema"
@@ -28,13 +29,27 @@ type PlayerConfig struct {
 	// seconds.
 	HandshakeTimeout time.Duration
 	// MaxHandshakes bounds the connections waiting for their HELLO at
-	// once; one over it is refused at once with CloseServerBusy. The
-	// default is 512, as a server's.
-	MaxHandshakes int
+	// once, and MaxHandshakesPerAddr those from one source address (IP);
+	// one over either is refused at once with CloseServerBusy. The
+	// defaults are a server's: 512 and 32.
+	MaxHandshakes        int
+	MaxHandshakesPerAddr int
+	// Auth, if set, authenticates clients from the token of their HELLO,
+	// as a server's Config.Auth does: one it refuses is refused with
+	// CloseAuthFailed and a generic reason (auth.Refusal), and a
+	// spectator's user ID is its identity's. Nil admits every client as
+	// "spectator": a recording is then for whoever may reach the player,
+	// and Serve logs a warning on an address that is not loopback.
+	Auth auth.Authenticator
 	// Ping is how often the player pings its clients, which close a
 	// session they hear nothing from (a paused one, say) for their idle
 	// timeout. The default is 5 seconds.
 	Ping time.Duration
+	// IdleTimeout closes a session that sends nothing, not even the
+	// answer to a PING, for this long: a client gone without closing,
+	// or one that only takes. The default is 15 seconds or three Pings,
+	// whichever is longer; it must be longer than Ping.
+	IdleTimeout time.Duration
 	// Logger receives the player's refusals; nil discards them.
 	Logger *slog.Logger
 }
@@ -56,20 +71,21 @@ type Player struct {
 	remote *schema.Schema
 	h      Header
 
-	mu       sync.Mutex
-	head     *client.Replica // the state at tick
-	tick     uint64          // the playhead
-	cur      *Cursor
-	peek     *record // the record after the playhead, read ahead
-	full     *fuller
-	fullMsgs [][]byte // the full state at tick, encoded for the first joiner; nil until then
-	sessions map[*psession]struct{}
-	nextID   uint64
-	paused   bool
-	speed    float64
-	closed   bool
-	shaking  int           // connections waiting for their HELLO
-	wake     chan struct{} // Run waits on it for a resume or a speed change
+	mu         sync.Mutex
+	head       *client.Replica // the state at tick
+	tick       uint64          // the playhead
+	cur        *Cursor
+	peek       *record // the record after the playhead, read ahead
+	full       *fuller
+	fullMsgs   [][]byte // the full state at tick, encoded for the first joiner; nil until then
+	sessions   map[*psession]struct{}
+	nextID     uint64
+	paused     bool
+	speed      float64
+	closed     bool
+	shaking    int            // connections waiting for their HELLO
+	shakesFrom map[string]int // of those, by source address
+	wake       chan struct{}  // Run waits on it for a resume or a speed change
 }
 
 type record struct {
@@ -93,6 +109,15 @@ func NewPlayer(rd *Reader, cfg PlayerConfig) (*Player, error) {
 	if cfg.MaxHandshakes <= 0 {
 		cfg.MaxHandshakes = 512
 	}
+	if cfg.MaxHandshakesPerAddr <= 0 {
+		cfg.MaxHandshakesPerAddr = 32
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = max(15*time.Second, 3*cfg.Ping)
+	}
+	if cfg.IdleTimeout <= cfg.Ping {
+		return nil, fmt.Errorf("replay: PlayerConfig.IdleTimeout %v must be longer than Ping %v, or a client answering every PING would be closed", cfg.IdleTimeout, cfg.Ping)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -107,7 +132,7 @@ func NewPlayer(rd *Reader, cfg PlayerConfig) (*Player, error) {
 		return nil, err
 	}
 	p := &Player{cfg: cfg, rd: rd, remote: remote, h: h, head: head, full: newFuller(remote, cfg.ClientLimits),
-		sessions: make(map[*psession]struct{}), speed: 1, wake: make(chan struct{}, 1)}
+		sessions: make(map[*psession]struct{}), shakesFrom: make(map[string]int), speed: 1, wake: make(chan struct{}, 1)}
 	if err := p.seek(rd.FirstTick()); err != nil {
 		return nil, err
 	}
@@ -366,9 +391,14 @@ func (p *Player) Run(ctx context.Context) error {
 	}
 }
 
-// Serve accepts clients from ln until ctx is done or ln is closed. Any connect token is accepted: a recording is for whoever may
-// reach the player.
+// Serve accepts clients from ln until ctx is done or ln is closed. Without
+// PlayerConfig.Auth any connect token is accepted, and Serve logs a warning
+// when ln's address is not loopback.
 func (p *Player) Serve(ctx context.Context, ln transport.Listener) error {
+	if (p.cfg.Auth == nil || auth.IsAnonymous(p.cfg.Auth)) && !transport.Loopback(ln.Addr()) {
+		p.cfg.Logger.Warn("replay: serving without authentication on a non-loopback address: anyone who reaches it may watch; set PlayerConfig.Auth to restrict it",
+			"addr", ln.Addr().String())
+	}
 	for {
 		tc, err := ln.Accept(ctx)
 		if err != nil {
@@ -380,25 +410,30 @@ func (p *Player) Serve(ctx context.Context, ln transport.Listener) error {
 			}
 			return err
 		}
+		from := transport.SourceAddr(tc.RemoteAddr())
+		var busy string
 		p.mu.Lock()
-		busy := p.shaking >= p.cfg.MaxHandshakes
-		if !busy {
+		switch {
+		case p.shaking >= p.cfg.MaxHandshakes:
+			busy = "too many handshakes in progress"
+		case p.shakesFrom[from] >= p.cfg.MaxHandshakesPerAddr:
+			busy = "too many handshakes in progress from this address"
+		default:
 			p.shaking++
+			p.shakesFrom[from]++
 		}
 		p.mu.Unlock()
-		if busy {
-			p.refuse(tc, transport.CloseServerBusy, "too many handshakes in progress")
+		if busy != "" {
+			p.refuse(tc, transport.CloseServerBusy, busy)
 			continue
 		}
-		go p.handshake(ctx, tc)
+		go p.handshake(ctx, tc, from)
 	}
 }
 
 func (p *Player) refuse(tc transport.Conn, code transport.CloseCode, msg string) {
 	p.cfg.Logger.Info("replay: refused", "remote", tc.RemoteAddr(), "code", code, "reason", msg)
-	if len(msg) > session.MaxText {
-		msg = msg[:session.MaxText]
-	}
+	msg = session.ClipText(msg)
 	tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
 	tc.Close(code, msg)
 }
@@ -406,7 +441,7 @@ func (p *Player) refuse(tc transport.Conn, code transport.CloseCode, msg string)
 // handshake checks a client's HELLO as a server does (docs/protocol.md
 // §10.3, without authentication), welcomes it with the recorded
 // descriptor and sends it the full state at the playhead.
-func (p *Player) handshake(ctx context.Context, tc transport.Conn) {
+func (p *Player) handshake(ctx context.Context, tc transport.Conn, from string) {
 	if rl, ok := tc.(transport.ReadLimiter); ok {
 		rl.SetReadLimit(session.MaxDescriptor + session.MaxToken + 1024)
 	}
@@ -415,6 +450,9 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn) {
 	cancel()
 	p.mu.Lock()
 	p.shaking--
+	if p.shakesFrom[from]--; p.shakesFrom[from] <= 0 {
+		delete(p.shakesFrom, from)
+	}
 	p.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -436,6 +474,18 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn) {
 	case hello.Version != session.ProtocolVersion:
 		p.refuse(tc, transport.CloseIncompatible, fmt.Sprintf("protocol version %d, the player speaks %d", hello.Version, session.ProtocolVersion))
 		return
+	}
+	user := "spectator"
+	if p.cfg.Auth != nil {
+		id, err := p.cfg.Auth.Authenticate(ctx, hello.Token)
+		if err != nil {
+			// The error may say more than the client should learn: it
+			// goes to the log only.
+			p.cfg.Logger.Info("replay: authentication failed", "remote", tc.RemoteAddr(), "err", err)
+			p.refuse(tc, transport.CloseAuthFailed, auth.Refusal(err))
+			return
+		}
+		user = id.UserID
 	}
 	local, err := schema.DecodeDescriptor(hello.Descriptor)
 	if err == nil {
@@ -462,7 +512,7 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn) {
 	}
 	p.nextID++
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
-		Descriptor: p.h.Descriptor, Session: p.nextID, UserID: "spectator", TickRate: p.h.TickRate}))
+		Descriptor: p.h.Descriptor, Session: p.nextID, UserID: user, TickRate: p.h.TickRate}))
 	if err == nil {
 		var msgs [][]byte
 		if msgs, err = p.fullState(); err == nil {
@@ -485,15 +535,17 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn) {
 }
 
 // serveSession reads what a client sends: it answers PINGs and closes
-// the session on anything but PING and PONG (a spectator calls no RPC).
+// the session on anything but PING and PONG (a spectator calls no RPC),
+// and after IdleTimeout without a message.
 func (p *Player) serveSession(s *psession) {
+	rx := transport.NewIdleReceiver(s.tc, p.cfg.IdleTimeout, "nothing received")
 	defer func() {
 		p.mu.Lock()
 		delete(p.sessions, s)
 		p.mu.Unlock()
 	}()
 	for {
-		msg, err := s.tc.Receive(context.Background())
+		msg, err := rx.Receive()
 		if err != nil {
 			return
 		}

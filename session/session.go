@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"unicode/utf8"
 
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/wire"
@@ -78,6 +79,19 @@ const (
 	MaxSegments   = 16      // segments announced by one TICK
 	MaxResume     = 1 << 13 // entities a resume block lists
 )
+
+// ClipText cuts s to at most MaxText bytes, on a UTF-8 boundary: a
+// refusal message or user ID as a peer may send it.
+func ClipText(s string) string {
+	n := MaxText
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
 
 // MaxResumeBytes bounds the encoding of a resume block of at most
 // MaxResume entities: 5 bytes an entity (the slot gaps of ascending slots

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/session"
@@ -282,5 +284,21 @@ func TestAppendTickNoAllocs(t *testing.T) {
 	bad := session.AppendTick(nil, &session.Tick{Levels: []session.Level{{ID: 1, Level: session.MaxLevel + 1}}})
 	if _, err := session.Parse(bad); !errors.Is(err, session.ErrMalformed) {
 		t.Fatalf("level %d: %v", session.MaxLevel+1, err)
+	}
+}
+
+func TestClipText(t *testing.T) {
+	long := strings.Repeat("a", session.MaxText-1) + "é" + "tail" // é straddles the limit
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"short", "short"},
+		{strings.Repeat("x", session.MaxText), strings.Repeat("x", session.MaxText)},
+		{strings.Repeat("x", session.MaxText+1), strings.Repeat("x", session.MaxText)},
+		{long, strings.Repeat("a", session.MaxText-1)},
+	} {
+		got := session.ClipText(c.in)
+		if got != c.want || !utf8.ValidString(got) {
+			t.Errorf("ClipText(%d bytes) = %d bytes, want %d", len(c.in), len(got), len(c.want))
+		}
 	}
 }

@@ -1114,3 +1114,37 @@ func Reconnects(t *testing.T, ln transport.Listener, d transport.Dialer, addr st
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// FixedAddr returns ln with every connection it accepts reporting addr as
+// its remote address (and keeping its read limit, if it has one): a
+// test's way to open many connections "from" one source, or from several,
+// over a transport whose dials all come from one host.
+func FixedAddr(ln transport.Listener, addr net.Addr) transport.Listener {
+	return fixedAddr{ln, addr}
+}
+
+type fixedAddr struct {
+	transport.Listener
+	addr net.Addr
+}
+
+func (l fixedAddr) Accept(ctx context.Context) (transport.Conn, error) {
+	c, err := l.Listener.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return addrConn{c, l.addr}, nil
+}
+
+type addrConn struct {
+	transport.Conn
+	addr net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.addr }
+
+func (c addrConn) SetReadLimit(n int) {
+	if rl, ok := c.Conn.(transport.ReadLimiter); ok {
+		rl.SetReadLimit(n)
+	}
+}

@@ -1,0 +1,52 @@
+package transport_test
+
+import (
+	"net"
+	"testing"
+
+	"github.com/replicago/replica/transport"
+)
+
+type strAddr struct{ network, s string }
+
+func (a strAddr) Network() string { return a.network }
+func (a strAddr) String() string  { return a.s }
+
+func TestSourceAddr(t *testing.T) {
+	for _, c := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{nil, ""},
+		{&net.TCPAddr{IP: net.IPv4(198, 51, 100, 7), Port: 4000}, "198.51.100.7"},
+		{&net.UDPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443}, "2001:db8::1"},
+		{strAddr{"ws", "203.0.113.9:8080"}, "203.0.113.9"},
+		{strAddr{"mem", "client-3"}, "client-3"},
+	} {
+		if got := transport.SourceAddr(c.addr); got != c.want {
+			t.Errorf("SourceAddr(%v) = %q, want %q", c.addr, got, c.want)
+		}
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	for _, c := range []struct {
+		addr net.Addr
+		want bool
+	}{
+		{nil, false},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}, true},
+		{&net.UDPAddr{IP: net.IPv6loopback, Port: 443}, true},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 80}, false},
+		{&net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 80}, false},
+		{strAddr{"ws", "ws://localhost:8080/replica"}, true},
+		{strAddr{"ws", "ws://127.0.0.1:8080/replica"}, true},
+		{strAddr{"ws", "ws://example.com:8080/replica"}, false},
+		{strAddr{"tcp", "localhost:9000"}, true},
+		{strAddr{"mem", "server-1"}, true},
+	} {
+		if got := transport.Loopback(c.addr); got != c.want {
+			t.Errorf("Loopback(%v) = %v, want %v", c.addr, got, c.want)
+		}
+	}
+}
