@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -112,7 +113,10 @@ func serveReplay(ctx context.Context, cfg replayConfig, in io.Reader, out io.Wri
 	if err != nil {
 		return err
 	}
-	p, err := replay.NewPlayer(rd, replay.PlayerConfig{})
+	// Its warnings (spectators admitted on an address others can reach)
+	// go where the command writes; refusals stay out of the way.
+	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := replay.NewPlayer(rd, replay.PlayerConfig{Logger: logger})
 	if err != nil {
 		return err
 	}
