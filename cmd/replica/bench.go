@@ -92,6 +92,7 @@ func runBench(args []string) error {
 		fmt.Printf("  %.1f B/client/tick, server %.1f/%.1f µs (p50/p99; encode %.1f/%.1f), client %.1f/%.1f µs, %.1f allocs/tick, %.0f B/entity\n",
 			res.BytesPerClientTick, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99, res.EncodeUSPerTick.P50, res.EncodeUSPerTick.P99,
 			res.ClientUSPerTick.P50, res.ClientUSPerTick.P99, res.AllocsPerTick, res.BytesPerEntity)
+		fmt.Printf("  %v\n", res.Machine)
 		if !res.Verified {
 			return fmt.Errorf("bench: w1 run did not verify")
 		}
@@ -244,6 +245,7 @@ func runInterest(scenario string, cfg bench.InterestConfig, cpuprofile, memprofi
 			"%.1f visible/client, %.0f B interest state/client\n",
 			res.BytesPerClientTick, res.BytesPerClientTickP99, res.JoinBytes, res.ServerUSPerTick.P50, res.ServerUSPerTick.P99,
 			res.TickUSPerTick.P50, res.TickUSPerTick.P99, res.AllocsPerTick, res.VisiblePerClient, res.InterestBytesPerClient)
+		fmt.Printf("  %v\n", res.Machine)
 	}
 	if !res.Verified {
 		return fmt.Errorf("bench: %s run did not verify: %s", scenario, res.VerifyError)

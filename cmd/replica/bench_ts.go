@@ -24,6 +24,7 @@ func runBenchTS(quantized, asJSON bool) error {
 		fmt.Printf("  %.1f B/client/tick, TS client decode+apply %.1f/%.1f µs (p50/p99), full state %d B in %.0f µs\n",
 			res.BytesPerClientTick, res.ClientUSPerTick.P50, res.ClientUSPerTick.P99, res.FullStateBytes, res.FullStateUS)
 		fmt.Printf("  runtime bundle (esbuild, browser, minified) %d B, %d B gzipped\n", res.BundleBytes, res.BundleGzipBytes)
+		fmt.Printf("  %v\n", res.Machine)
 	}
 	if !res.Verified {
 		return fmt.Errorf("bench: w1 -client ts did not verify: %s", res.VerifyError)

@@ -91,6 +91,19 @@ func checkMachine(t *testing.T, m machineRuns) {
 	}
 }
 
+// TestMachineString checks the text output's machine line.
+func TestMachineString(t *testing.T) {
+	m := machineRuns{Before: MachineSpeed{MemNS: 165.4, CacheNS: 31.2, ALUNS: 1.666}, After: MachineSpeed{MemNS: 170, CacheNS: 20, ALUNS: 1.64}, THP: "madvise"}
+	want := "machine: memory 165/170 ns, 4 MiB 31/20 ns, ALU 1.67/1.64 ns (before/after), transparent huge pages madvise"
+	if got := m.String(); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	m.THP = ""
+	if got := m.String(); strings.Contains(got, "huge") {
+		t.Errorf("without a mode: %q", got)
+	}
+}
+
 // TestBracketed checks the parse of Linux's transparent huge page
 // setting.
 func TestBracketed(t *testing.T) {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -37,6 +38,17 @@ type machineRuns struct {
 	// misses, W2's tick is about a tenth faster (docs/bench.md), and
 	// MemNS lower, as the chase's pages are huge too.
 	THP string `json:"thp,omitempty"`
+}
+
+// String describes the speeds and the huge page mode on one line, for
+// the text output of replica bench.
+func (m machineRuns) String() string {
+	s := fmt.Sprintf("machine: memory %.0f/%.0f ns, 4 MiB %.0f/%.0f ns, ALU %.2f/%.2f ns (before/after)",
+		m.Before.MemNS, m.After.MemNS, m.Before.CacheNS, m.After.CacheNS, m.Before.ALUNS, m.After.ALUNS)
+	if m.THP != "" {
+		s += ", transparent huge pages " + m.THP
+	}
+	return s
 }
 
 // thpMode returns the mode Linux's transparent huge pages are in, the
