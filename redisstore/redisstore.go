@@ -29,7 +29,10 @@ type Config struct {
 	// Options are the client's options. If nil, a client of
 	// 127.0.0.1:6379. Unless Options.MaintNotificationsConfig is set, the
 	// Store disables maintenance notifications, which open-source Redis
-	// does not support.
+	// does not support. go-redis logs failed dials to stderr itself, with
+	// the standard library's logger: redis.SetLogger routes them, and
+	// go-redis's logging.Disable silences them, for the whole process
+	// (the Store's own calls return their errors either way).
 	Options *redis.Options
 	// Prefix starts every key the store uses. If empty, "replica:".
 	Prefix string

@@ -14,6 +14,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/redis/go-redis/v9/logging"
 )
 
 const usage = `usage:
@@ -26,6 +28,9 @@ Run "replica-store <command> -h" for the flags of a command.
 `
 
 func main() {
+	// go-redis logs each failed dial to stderr on its own; the command
+	// reports the error it ends with, once.
+	logging.Disable()
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
