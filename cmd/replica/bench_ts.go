@@ -21,8 +21,9 @@ func runBenchTS(quantized, asJSON bool) error {
 		}
 	} else {
 		fmt.Printf("w1 broadcast client=ts (Node) quantized=%v ticks=%d verified=%v\n", res.Quantized, res.Ticks, res.Verified)
-		fmt.Printf("  %.1f B/client/tick, TS client decode+apply %.1f/%.1f µs (p50/p99), full state %d B in %.0f µs\n",
-			res.BytesPerClientTick, res.ClientUSPerTick.P50, res.ClientUSPerTick.P99, res.FullStateBytes, res.FullStateUS)
+		fmt.Printf("  %.1f B/client/tick, TS client decode+apply %.1f/%.1f µs (p50/p99; %.1f/%.1f in the %d ticks after), full state %d B in %.0f µs\n",
+			res.BytesPerClientTick, res.ClientUSPerTick.P50, res.ClientUSPerTick.P99, res.ClientUSPerTickSteady.P50, res.ClientUSPerTickSteady.P99,
+			res.SteadyTicks, res.FullStateBytes, res.FullStateUS)
 		fmt.Printf("  runtime bundle (esbuild, browser, minified) %d B, %d B gzipped\n", res.BundleBytes, res.BundleGzipBytes)
 		fmt.Printf("  %v\n", res.Machine)
 	}

@@ -23,6 +23,10 @@ type W1Config struct {
 	Quantized bool // positions at 1/64 unit and angle in 12 bits
 	Warmup    int  // unmeasured ticks; default 100
 	Measured  int  // measured ticks; default 500
+	// Steady is, for the TypeScript client (RunW1TS), the ticks played
+	// after the measured ones and timed apart: the decode of a client
+	// whose JIT has had the whole run. Default 500; negative for none.
+	Steady int
 }
 
 // Percentiles are microsecond percentiles.

@@ -19,6 +19,9 @@ type W1TSResult struct {
 	Client    string `json:"client"`
 	Quantized bool   `json:"quantized"`
 	Ticks     int    `json:"ticks"`
+	// SteadyTicks are played after Ticks and timed apart
+	// (ClientUSPerTickSteady).
+	SteadyTicks int `json:"steady_ticks"`
 	// Verified: the Node replica's canonical dump equals the server's
 	// entities after the run (and after the warm-up).
 	Verified           bool    `json:"verified"`
@@ -28,6 +31,11 @@ type W1TSResult struct {
 	// apply, callbacks none) of one tick in Node, timed inside Node, in a
 	// fresh Node process: W1's 100 warm-up ticks are all its JIT gets.
 	ClientUSPerTick Percentiles `json:"client_us_per_tick"`
+	// ClientUSPerTickSteady is the same over the SteadyTicks after the
+	// run, once Node's JIT has compiled the decoder with the whole run's
+	// profile (its optimizing tiers come in over the first few hundred
+	// ticks): what a long-lived client spends.
+	ClientUSPerTickSteady Percentiles `json:"client_us_per_tick_steady"`
 	// FullStateUS is the applyTick of the initial full state.
 	FullStateUS    float64 `json:"full_state_us"`
 	FullStateBytes int     `json:"full_state_bytes"`
@@ -54,6 +62,12 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 	if cfg.Measured <= 0 {
 		cfg.Measured = 500
 	}
+	switch {
+	case cfg.Steady == 0:
+		cfg.Steady = 500
+	case cfg.Steady < 0:
+		cfg.Steady = 0
+	}
 	bundle := tsnode.RuntimeBundle()
 	node, err := tsnode.Start()
 	if err != nil {
@@ -68,33 +82,33 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 	}
 	s.tr.Commit()
 	res := &W1TSResult{Scenario: "w1", Mode: "broadcast", Client: "ts", Quantized: cfg.Quantized,
-		Ticks: cfg.Warmup + cfg.Measured, BundleBytes: len(bundle), Verified: true}
+		Ticks: cfg.Warmup + cfg.Measured, SteadyTicks: cfg.Steady, BundleBytes: len(bundle), Verified: true}
 	if res.BundleGzipBytes, err = gzipSize(bundle); err != nil {
 		return nil, err
 	}
 	// The server's ticks, encoded once; the server's canonical state after
-	// the warm-up and at the end.
+	// the warm-up, at the end of the run and after the steady ticks.
 	full := s.enc.Full(nil, s.tr.AppendEntities(nil), codec.PartAll)
 	res.FullStateBytes = len(full)
-	ticks := make([][][]byte, res.Ticks)
-	var wantWarm, wantEnd string
-	for tick := 1; tick <= res.Ticks; tick++ {
+	last := res.Ticks + res.SteadyTicks
+	ticks := make([][][]byte, last)
+	want := make(map[int]string, 3)
+	for tick := 1; tick <= last; tick++ {
 		s.tick()
 		segs := [][]byte{append([]byte(nil), s.buf...)}
 		if !emptySegment(s.others) {
 			segs = append(segs, append([]byte(nil), s.others...))
 		}
 		ticks[tick-1] = segs
-		if tick > cfg.Warmup {
+		if tick > cfg.Warmup && tick <= res.Ticks {
 			for _, seg := range segs {
 				res.BytesPerClientTick += float64(len(seg))
 			}
 		}
-		if tick == cfg.Warmup {
-			wantWarm = tsnode.Canonical(s.tr.AppendEntities(nil), nil)
+		if tick == cfg.Warmup || tick == res.Ticks || tick == last {
+			want[tick] = tsnode.Canonical(s.tr.AppendEntities(nil), nil)
 		}
 	}
-	wantEnd = tsnode.Canonical(s.tr.AppendEntities(nil), nil)
 	res.BytesPerClientTick /= float64(cfg.Measured)
 
 	if err := node.Init(arena.Schema().AppendDescriptor(nil), nil); err != nil {
@@ -105,7 +119,7 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 		return nil, fmt.Errorf("initial state: %w", err)
 	}
 	res.FullStateUS = float64(d.Nanoseconds()) / 1e3
-	var us []float64
+	var us, steady []float64
 	res.Machine.Before, res.Machine.THP = measureMachine(), thpMode()
 	defer func() { res.Machine.After = measureMachine() }()
 	for i, segs := range ticks {
@@ -114,14 +128,13 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tick %d: %w", tick, err)
 		}
-		if tick > cfg.Warmup {
+		switch {
+		case tick > res.Ticks:
+			steady = append(steady, float64(d.Nanoseconds())/1e3)
+		case tick > cfg.Warmup:
 			us = append(us, float64(d.Nanoseconds())/1e3)
 		}
-		if tick == cfg.Warmup || tick == res.Ticks {
-			want := wantWarm
-			if tick == res.Ticks {
-				want = wantEnd
-			}
+		if want, ok := want[tick]; ok {
 			got, err := node.Dump()
 			if err != nil {
 				return nil, err
@@ -133,6 +146,7 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 		}
 	}
 	res.ClientUSPerTick = percentiles(us)
+	res.ClientUSPerTickSteady = percentiles(steady)
 	return res, nil
 }
 
