@@ -226,3 +226,64 @@ func TestPlayerConfigIdle(t *testing.T) {
 		t.Fatalf("NewPlayer with the default IdleTimeout and a 10 s Ping: %v", err)
 	}
 }
+
+// TestPlayerSpectatorInput: a spectator may send PINGs, answered with
+// the same nonce, and PONGs; anything else closes it with a protocol
+// error, and a message over 64 bytes, more than a PING or PONG needs,
+// with CloseMessageTooLarge.
+func TestPlayerSpectatorInput(t *testing.T) {
+	l := recordW1(t, 20, 5, 10)
+	synctest.Test(t, func(t *testing.T) {
+		r, ln := newPlayerRig(t, l.file, replay.PlayerConfig{Ping: time.Hour, IdleTimeout: 2 * time.Hour}, nil)
+		join := func() transport.Conn {
+			tc := r.dial(t, ln)
+			r.hello(tc, nil)
+			if _, ok := first(t, tc).(*session.Welcome); !ok {
+				t.Fatal("no WELCOME")
+			}
+			return tc
+		}
+		// nextPong skips the full state's messages to the first PONG.
+		nextPong := func(tc transport.Conn) *session.Pong {
+			for {
+				msg, err := tc.Receive(context.Background())
+				if err != nil {
+					t.Fatalf("no PONG: %v", err)
+				}
+				if m, err := session.Parse(msg); err == nil {
+					if p, ok := m.(*session.Pong); ok {
+						return p
+					}
+				}
+			}
+		}
+		tc := join()
+		tc.Send(session.AppendPing(nil, &session.Ping{Nonce: 77}))
+		if p := nextPong(tc); p.Nonce != 77 {
+			t.Fatalf("PONG nonce %d, want 77", p.Nonce)
+		}
+		tc.Send(session.AppendPong(nil, &session.Pong{Nonce: 1}))
+		synctest.Wait()
+		select {
+		case <-tc.Done():
+			t.Fatal("a PONG closed the session")
+		default:
+		}
+		for _, c := range []struct {
+			name string
+			msg  []byte
+			code transport.CloseCode
+		}{
+			{"HELLO again", session.AppendHello(nil, &session.Hello{Version: session.ProtocolVersion}), transport.CloseProtocolError},
+			{"garbage", []byte{0xFF, 0x01, 0x02}, transport.CloseProtocolError},
+			{"65 bytes", make([]byte, 65), transport.CloseMessageTooLarge},
+		} {
+			tc := join()
+			tc.Send(c.msg)
+			<-tc.Done()
+			if code, reason, _ := tc.CloseInfo(); code != c.code {
+				t.Errorf("%s: closed with %v %q, want %v", c.name, code, reason, c.code)
+			}
+		}
+	})
+}
