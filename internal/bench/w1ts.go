@@ -23,7 +23,8 @@ type W1TSResult struct {
 	// (ClientUSPerTickSteady).
 	SteadyTicks int `json:"steady_ticks"`
 	// Verified: the Node replica's canonical dump equals the server's
-	// entities after the run (and after the warm-up).
+	// entities after the warm-up, after the run and after the steady
+	// ticks.
 	Verified           bool    `json:"verified"`
 	VerifyError        string  `json:"verify_error,omitempty"`
 	BytesPerClientTick float64 `json:"bytes_per_client_tick"`
