@@ -1,0 +1,106 @@
+package zone_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestZone builds the zone example's server and client as a user would,
+// runs the server and two players, alice and bob, who walk to opposite
+// corners: each sees some of the field's 400 monsters but not all of
+// them, before and after walking, and sees the other's hero across the
+// field (they are in one party). Each stays 5 s after its last report,
+// so that the other, started at about the same time, still sees it.
+func TestZone(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	bin := t.TempDir()
+	for _, cmd := range []string{"server", "client"} {
+		out, err := exec.Command(goTool, "build", "-o", filepath.Join(bin, cmd), "./"+cmd).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go build ./%s: %v\n%s", cmd, err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	srv := exec.CommandContext(ctx, filepath.Join(bin, "server"), "-addr", "127.0.0.1:0")
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	lines := bufio.NewScanner(stderr)
+	var addr string
+	for addr == "" && lines.Scan() {
+		if m := regexp.MustCompile(`serving on ws://([^/]+)/: 400 monsters`).FindStringSubmatch(lines.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		t.Fatal("the server never said where it serves")
+	}
+	go func() {
+		for lines.Scan() { // keep the pipe drained
+		}
+	}()
+
+	players := []struct{ name, x, y string }{{"alice", "200", "200"}, {"bob", "1800", "1800"}}
+	outs := make([]string, len(players))
+	var wg sync.WaitGroup
+	for i, p := range players {
+		token, err := exec.CommandContext(ctx, filepath.Join(bin, "server"), "-issue", p.name).Output()
+		if err != nil {
+			t.Fatalf("server -issue: %v", err)
+		}
+		wg.Go(func() {
+			out, err := exec.CommandContext(ctx, filepath.Join(bin, "client"), "-addr", addr,
+				"-token", strings.TrimSpace(string(token)), "-x", p.x, "-y", p.y,
+				"-linger", "100").CombinedOutput() // in the world while the other reports
+			if err != nil {
+				t.Errorf("client %s: %v\n%s", p.name, err, out)
+			}
+			outs[i] = string(out)
+		})
+	}
+	wg.Wait()
+	report := regexp.MustCompile(`(at start|after walking to \(\d+, \d+\)): I am (\w+) at \((\d+), (\d+)\), gold 50; I see (\d+) monsters \((\d+) bosses\) and 1 heroes: (\w+) at`)
+	for i, p := range players {
+		other := players[1-i].name
+		reports := report.FindAllStringSubmatch(outs[i], -1)
+		if len(reports) != 2 {
+			t.Fatalf("%s's output lacks its two reports:\n%s", p.name, outs[i])
+		}
+		seen := 0
+		for _, r := range reports {
+			n, _ := strconv.Atoi(r[5])
+			seen += n
+			if r[2] != p.name || r[7] != other {
+				t.Errorf("%s reports %s seeing %s, want %s seeing %s", p.name, r[2], r[7], p.name, other)
+			}
+			if n >= 400 {
+				t.Errorf("%s %s sees %d monsters: all of the field's, not those around it", p.name, r[1], n)
+			}
+		}
+		if seen == 0 {
+			t.Errorf("%s saw no monster:\n%s", p.name, outs[i])
+		}
+		if after := reports[1]; after[3] != p.x || after[4] != p.y {
+			t.Errorf("%s ended at (%s, %s), want (%s, %s)", p.name, after[3], after[4], p.x, p.y)
+		}
+	}
+}
