@@ -408,7 +408,7 @@ func TestPositionErrors(t *testing.T) {
 	checkErrors(t, err, []want{
 		{"string coordinate", "bad.go", 9, "field sign.text: pos=y needs a number"},
 		{"x without y", "bad.go", 13, "class post has 1 pos=x and 0 pos=y fields"},
-		{"two x", "bad.go", 18, "class pair has 2 pos=x and 1 pos=y fields"},
+		{"two x", "bad.go", 18, "class pair has 2 pos=x and 1 pos=y fields: a position needs exactly one of each (a, b are declared together, so both get the tag: declare each coordinate on its own line)"},
 		{"in a list element x", "bad.go", 29, "field x: pos=x is only read from a class's own fields"},
 		{"in a list element y", "bad.go", 30, "field y: pos=y is only read from a class's own fields"},
 	})

@@ -865,16 +865,32 @@ func (l *loader) checkPositions(p *Package) {
 	used := map[*Field]bool{}
 	for _, c := range p.Classes {
 		var n [3]int
+		// Fields declared together (a, b float32 `replica:"pos=x"`) share
+		// their tag: the error then names them.
+		type decl struct {
+			file string
+			line int
+		}
+		var shared string // "a, b"
+		seen := map[decl]*Field{}
 		for i := range c.Schema.Leaves {
 			lf := c.Schema.Leaf(i)
 			if f := fields[lf.Field]; f != nil && slices.Contains(tagged, f) {
 				used[f] = true
 				n[lf.Field.Pos]++
+				d := decl{f.Pos.Filename, f.Pos.Line}
+				if g := seen[d]; g != nil && shared == "" {
+					shared = g.Name + ", " + f.Name
+				}
+				seen[d] = f
 			}
 		}
 		if n[schema.AxisX] != n[schema.AxisY] || n[schema.AxisX] > 1 {
-			l.errs = append(l.errs, &Error{Pos: c.Pos, Msg: fmt.Sprintf(
-				"class %s has %d pos=x and %d pos=y fields: a position needs exactly one of each", c.Spec, n[schema.AxisX], n[schema.AxisY])})
+			msg := fmt.Sprintf("class %s has %d pos=x and %d pos=y fields: a position needs exactly one of each", c.Spec, n[schema.AxisX], n[schema.AxisY])
+			if shared != "" {
+				msg += fmt.Sprintf(" (%s are declared together, so both get the tag: declare each coordinate on its own line)", shared)
+			}
+			l.errs = append(l.errs, &Error{Pos: c.Pos, Msg: msg})
 		}
 	}
 	for _, f := range tagged {
