@@ -1,7 +1,6 @@
 package quickstart_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replicago/replica/internal/exampletest"
 )
 
 // TestQuickstart builds the quickstart's server and client as a user
@@ -18,43 +19,10 @@ import (
 // its gold fall by three and leaves. A client with a bad token, or none, is refused
 // and says why.
 func TestQuickstart(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	bin := t.TempDir()
-	for _, cmd := range []string{"server", "client"} {
-		out, err := exec.Command(goTool, "build", "-o", filepath.Join(bin, cmd), "./"+cmd).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go build ./%s: %v\n%s", cmd, err, out)
-		}
-	}
+	bin := exampletest.Build(t, "server", "client")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
-	srv := exec.CommandContext(ctx, filepath.Join(bin, "server"), "-addr", "127.0.0.1:0")
-	stderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	lines := bufio.NewScanner(stderr)
-	var addr string
-	for addr == "" && lines.Scan() {
-		if m := regexp.MustCompile(`serving on ws://([^/]+)/`).FindStringSubmatch(lines.Text()); m != nil {
-			addr = m[1]
-		}
-	}
-	if addr == "" {
-		t.Fatal("the server never said where it serves")
-	}
-	go func() {
-		for lines.Scan() { // keep the pipe drained
-		}
-	}()
+	addr := exampletest.Serve(t, ctx, regexp.MustCompile(`serving on ws://([^/]+)/`), filepath.Join(bin, "server"), "-addr", "127.0.0.1:0")
 
 	token, err := exec.CommandContext(ctx, filepath.Join(bin, "server"), "-issue", "alice").Output()
 	if err != nil {

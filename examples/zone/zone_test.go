@@ -1,9 +1,7 @@
 package zone_test
 
 import (
-	"bufio"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/replicago/replica/internal/exampletest"
 )
 
 // TestZone builds the zone example's server and client as a user would,
@@ -21,43 +21,10 @@ import (
 // field (they are in one party). Each stays 5 s after its last report,
 // so that the other, started at about the same time, still sees it.
 func TestZone(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	bin := t.TempDir()
-	for _, cmd := range []string{"server", "client"} {
-		out, err := exec.Command(goTool, "build", "-o", filepath.Join(bin, cmd), "./"+cmd).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go build ./%s: %v\n%s", cmd, err, out)
-		}
-	}
+	bin := exampletest.Build(t, "server", "client")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
-	srv := exec.CommandContext(ctx, filepath.Join(bin, "server"), "-addr", "127.0.0.1:0")
-	stderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	lines := bufio.NewScanner(stderr)
-	var addr string
-	for addr == "" && lines.Scan() {
-		if m := regexp.MustCompile(`serving on ws://([^/]+)/: 400 monsters`).FindStringSubmatch(lines.Text()); m != nil {
-			addr = m[1]
-		}
-	}
-	if addr == "" {
-		t.Fatal("the server never said where it serves")
-	}
-	go func() {
-		for lines.Scan() { // keep the pipe drained
-		}
-	}()
+	addr := exampletest.Serve(t, ctx, regexp.MustCompile(`serving on ws://([^/]+)/: 400 monsters`), filepath.Join(bin, "server"), "-addr", "127.0.0.1:0")
 
 	players := []struct{ name, x, y string }{{"alice", "200", "200"}, {"bob", "1800", "1800"}}
 	outs := make([]string, len(players))
