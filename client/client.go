@@ -63,6 +63,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/codec"
@@ -178,6 +179,47 @@ func (r *Replica) Knows(e *state.Entity, leaf int) bool {
 	}
 	b := r.leafBands(e.Class())
 	return b == nil || int(b[leaf]) <= level
+}
+
+// ErrNoField is returned by KnowsField for a path that names no field of
+// the entity's class.
+var ErrNoField = errors.New("client: no such field")
+
+// KnowsField is Knows for the field at a dotted path of e's class ("emote",
+// "gear.helm"), as the generated code names fields: false when e is held
+// at a level of detail below the field's band (the field then holds its
+// zero value, and the server sends it again when the client comes near
+// enough). A struct field is known when its leaves are: they share its
+// band.
+func (r *Replica) KnowsField(e *state.Entity, path string) (bool, error) {
+	c := e.Class()
+	var ids []uint32
+	for name := range strings.SplitSeq(path, ".") {
+		if c == nil {
+			return false, fmt.Errorf("%w: %s has no %q", ErrNoField, e.Class().Name, path)
+		}
+		var f *schema.Field
+		for _, g := range c.Fields {
+			if g.Name == name && !g.Deprecated {
+				f = g
+			}
+		}
+		if f == nil {
+			return false, fmt.Errorf("%w: %s has no %q", ErrNoField, e.Class().Name, path)
+		}
+		ids = append(ids, f.ID)
+		c = nil
+		if f.Type.Kind == schema.Nested {
+			c = f.Type.Struct
+		}
+	}
+	cls := e.Class()
+	for i := range cls.Leaves {
+		if p := cls.Leaf(i).Path; len(p) >= len(ids) && slices.Equal(p[:len(ids)], ids) {
+			return r.Knows(e, i), nil
+		}
+	}
+	return false, fmt.Errorf("%w: %s has no %q", ErrNoField, cls.Name, path)
 }
 
 // setLevel applies a level change to e in txn: level ≥ the sender's

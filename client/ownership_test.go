@@ -174,6 +174,23 @@ func TestLevels(t *testing.T) {
 	if l, all := e.Level(); all || l != 0 || e.Str(fx.player.Leaf(fx.name).Obj) != "" || fx.r.Knows(e, fx.name) || !fx.r.Knows(e, 0) {
 		t.Fatalf("after level 0: level %d all %v, name %q, knows name %v", l, all, e.Str(fx.player.Leaf(fx.name).Obj), fx.r.Knows(e, fx.name))
 	}
+	knowsField := func(path string) bool {
+		t.Helper()
+		ok, err := fx.r.KnowsField(e, path)
+		if err != nil {
+			t.Fatalf("KnowsField(%q): %v", path, err)
+		}
+		return ok
+	}
+	if knowsField("name") || knowsField("scores") || !knowsField("hp") || !knowsField("pos") || !knowsField("pos.y") {
+		t.Fatalf("after level 0: KnowsField name %v, scores %v, hp %v, pos %v, pos.y %v",
+			knowsField("name"), knowsField("scores"), knowsField("hp"), knowsField("pos"), knowsField("pos.y"))
+	}
+	for _, bad := range []string{"", "mana", "pos.z", "hp.x", "pos."} {
+		if _, err := fx.r.KnowsField(e, bad); !errors.Is(err, client.ErrNoField) {
+			t.Errorf("KnowsField(%q): %v, want ErrNoField", bad, err)
+		}
+	}
 	// Level 2 (every band) with a fill of the name, as the server sends it.
 	var enc codec.Encoder
 	fx.tr.Commit()
@@ -181,7 +198,7 @@ func TestLevels(t *testing.T) {
 	if err := fx.r.ApplyTickInfo(client.TickInfo{Levels: []client.Level{{ID: p.ID(), Level: 2}}}, seg); err != nil {
 		t.Fatal(err)
 	}
-	if _, all := e.Level(); !all || e.Str(fx.player.Leaf(fx.name).Obj) != "ann" || !fx.r.Knows(e, fx.name) {
+	if _, all := e.Level(); !all || e.Str(fx.player.Leaf(fx.name).Obj) != "ann" || !fx.r.Knows(e, fx.name) || !knowsField("name") || !knowsField("scores") {
 		t.Fatalf("after level 2: all %v, name %q", all, e.Str(fx.player.Leaf(fx.name).Obj))
 	}
 	if want := []string{"-1->0", "0->-1"}; !slices.Equal(got, want) || names != 2 {

@@ -2,6 +2,7 @@ package zone_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,7 +19,8 @@ import (
 // runs the server and two players, alice and bob, who walk to opposite
 // corners: each sees some of the field's 400 monsters but not all of
 // them, before and after walking, and sees the other's hero across the
-// field (they are in one party). Each stays 5 s after its last report,
+// field (they are in one party), but not its emote, a field of level of
+// detail sent within 40 units. Each stays 5 s after its last report,
 // so that the other, started at about the same time, still sees it.
 func TestZone(t *testing.T) {
 	bin := exampletest.Build(t, "server", "client")
@@ -68,6 +70,10 @@ func TestZone(t *testing.T) {
 		}
 		if after := reports[1]; after[3] != p.x || after[4] != p.y {
 			t.Errorf("%s ended at (%s, %s), want (%s, %s)", p.name, after[3], after[4], p.x, p.y)
+		}
+		// Across the field, the other's emote (lod=40) is not sent.
+		if !strings.Contains(outs[i], fmt.Sprintf("(%s, %s), emote unknown (beyond 40)", players[1-i].x, players[1-i].y)) {
+			t.Errorf("%s knows the emote of %s across the field:\n%s", p.name, other, outs[i])
 		}
 	}
 }

@@ -83,8 +83,8 @@ func main() {
 }
 
 // report prints what the client holds: its hero, the monsters around it
-// and the other heroes, with whether their emote (a field of level of
-// detail, sent within 40 units) is known.
+// and the other heroes, with their emote where it is known (a field of
+// level of detail, sent within 40 units).
 func report(when string, c *client.Conn, me game.HeroView) {
 	monsters, bosses := 0, 0
 	var heroes []string
@@ -95,7 +95,14 @@ func report(when string, c *client.Conn, me game.HeroView) {
 				bosses++
 			}
 		} else if h, ok := game.HeroViewOf(e); ok && !h.IsOwned() {
-			heroes = append(heroes, fmt.Sprintf("%s at (%.0f, %.0f)", h.Name(), h.X(), h.Y()))
+			// A level-of-detail field is known within its distance only.
+			emote := "emote unknown (beyond 40)"
+			if known, err := c.Replica().KnowsField(e, "emote"); err != nil {
+				log.Fatal(err)
+			} else if known {
+				emote = fmt.Sprintf("emote %d", h.Emote())
+			}
+			heroes = append(heroes, fmt.Sprintf("%s at (%.0f, %.0f), %s", h.Name(), h.X(), h.Y(), emote))
 		}
 	}
 	slices.Sort(heroes)
