@@ -199,7 +199,8 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 		x.Reason = fmt.Sprintf("field %s is visible to %s, and %s", path, vis, x.Reason)
 	}
 	if top, _, _ := strings.Cut(path, "."); x.Sees {
-		if f := classField(e.Class(), top); f != nil && f.LOD != 0 {
+		if fs := e.Class().FieldPath(top); fs != nil && fs[0].LOD != 0 {
+			f := fs[0]
 			x.Band, x.BandDistance = int(e.Class().Band(f.LOD)), f.LOD
 			if x.Level >= 0 && x.Band > x.Level {
 				x.Sees, x.Reason = false, fmt.Sprintf("field %s is sent within %.6g (level-of-detail band %d), and the client holds the entity at level %d (%s)",
@@ -210,38 +211,16 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 	return x, nil
 }
 
-// classField returns the field of class c named name, or nil.
-func classField(c *schema.Struct, name string) *schema.Field {
-	for _, f := range c.Fields {
-		if f.Name == name && !f.Deprecated {
-			return f
-		}
-	}
-	return nil
-}
-
 // fieldVisibility returns the effective visibility of the field at a
 // dotted path of class c: the narrowest along the path.
 func fieldVisibility(c *schema.Struct, path string) (schema.Visibility, bool) {
-	vis, st := schema.VisAll, c
-	for name := range strings.SplitSeq(path, ".") {
-		if st == nil {
-			return 0, false
-		}
-		var f *schema.Field
-		for _, g := range st.Fields {
-			if g.Name == name && !g.Deprecated {
-				f = g
-			}
-		}
-		if f == nil {
-			return 0, false
-		}
+	fields := c.FieldPath(path)
+	if fields == nil {
+		return 0, false
+	}
+	vis := schema.VisAll
+	for _, f := range fields {
 		vis &= f.Vis
-		st = nil
-		if f.Type.Kind == schema.Nested {
-			st = f.Type.Struct
-		}
 	}
 	return vis, true
 }

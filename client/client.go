@@ -63,7 +63,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/codec"
@@ -193,33 +192,16 @@ var ErrNoField = errors.New("client: no such field")
 // band.
 func (r *Replica) KnowsField(e *state.Entity, path string) (bool, error) {
 	c := e.Class()
-	var ids []uint32
-	for name := range strings.SplitSeq(path, ".") {
-		if c == nil {
-			return false, fmt.Errorf("%w: %s has no %q", ErrNoField, e.Class().Name, path)
-		}
-		var f *schema.Field
-		for _, g := range c.Fields {
-			if g.Name == name && !g.Deprecated {
-				f = g
-			}
-		}
-		if f == nil {
-			return false, fmt.Errorf("%w: %s has no %q", ErrNoField, e.Class().Name, path)
-		}
-		ids = append(ids, f.ID)
-		c = nil
-		if f.Type.Kind == schema.Nested {
-			c = f.Type.Struct
-		}
+	fields := c.FieldPath(path)
+	if fields == nil {
+		return false, fmt.Errorf("%w: %s has no %q", ErrNoField, c.Name, path)
 	}
-	cls := e.Class()
-	for i := range cls.Leaves {
-		if p := cls.Leaf(i).Path; len(p) >= len(ids) && slices.Equal(p[:len(ids)], ids) {
+	for i := range c.Leaves {
+		if p := c.Leaf(i).Path; len(p) >= len(fields) && slices.EqualFunc(p[:len(fields)], fields, func(id uint32, f *schema.Field) bool { return id == f.ID }) {
 			return r.Knows(e, i), nil
 		}
 	}
-	return false, fmt.Errorf("%w: %s has no %q", ErrNoField, cls.Name, path)
+	return false, fmt.Errorf("%w: %s has no %q", ErrNoField, c.Name, path)
 }
 
 // setLevel applies a level change to e in txn: level ≥ the sender's

@@ -16,6 +16,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Kind is the kind of a value.
@@ -397,6 +398,37 @@ type LeafInfo struct {
 
 // Field returns the field with the given ID, or nil.
 func (s *Struct) Field(id uint32) *Field { return s.byID[id] }
+
+// FieldPath returns the fields along a dotted path of names ("hp",
+// "body.pos.x"): the field of s with the first name, then the field of
+// the struct it nests with the next, and so on. It returns nil when a
+// name is missing or deprecated, or names a field inside one that nests
+// no struct.
+func (s *Struct) FieldPath(path string) []*Field {
+	var out []*Field
+	st := s
+	for name := range strings.SplitSeq(path, ".") {
+		if st == nil {
+			return nil
+		}
+		var f *Field
+		for _, g := range st.Fields {
+			if g.Name == name && !g.Deprecated {
+				f = g
+				break
+			}
+		}
+		if f == nil {
+			return nil
+		}
+		out = append(out, f)
+		st = nil
+		if f.Type.Kind == Nested {
+			st = f.Type.Struct
+		}
+	}
+	return out
+}
 
 // RPC returns the RPC with the given ID, or nil.
 func (s *Struct) RPC(id uint32) *RPC { return s.rpcByID[id] }

@@ -493,3 +493,31 @@ func TestKindPredicates(t *testing.T) {
 		t.Errorf("list type = %s", typ.String())
 	}
 }
+
+// TestFieldPath resolves dotted paths through nested structs, and none
+// through a missing, deprecated or non-struct field.
+func TestFieldPath(t *testing.T) {
+	vec := &schema.Struct{Name: "Vec", Fields: []*schema.Field{
+		{ID: 1, Name: "x", Type: schema.Type{Kind: schema.Float32}},
+		{ID: 2, Name: "old", Type: schema.Type{Kind: schema.Float32}, Deprecated: true},
+	}}
+	body := &schema.Struct{Name: "Body", Fields: []*schema.Field{
+		{ID: 1, Name: "pos", Type: schema.Type{Kind: schema.Nested, Struct: vec}},
+	}}
+	unit := &schema.Struct{Name: "Unit", Class: true, ID: 1, Fields: []*schema.Field{
+		{ID: 1, Name: "hp", Type: schema.Type{Kind: schema.Int16}},
+		{ID: 2, Name: "body", Type: schema.Type{Kind: schema.Nested, Struct: body}},
+	}}
+	for path, want := range map[string][]uint32{
+		"hp": {1}, "body": {2}, "body.pos": {2, 1}, "body.pos.x": {2, 1, 1},
+		"": nil, "mp": nil, "hp.x": nil, "body.pos.old": nil, "body.pos.x.y": nil, "body.": nil,
+	} {
+		var got []uint32
+		for _, f := range unit.FieldPath(path) {
+			got = append(got, f.ID)
+		}
+		if !equalPath(got, want) || (want == nil) != (unit.FieldPath(path) == nil) {
+			t.Errorf("FieldPath(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
