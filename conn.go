@@ -85,41 +85,6 @@ func (c *Conn) Server() *Server { return c.srv }
 // read limit, set by Serve), the protocol version, the descriptor's size
 // and the token; only then is the client's descriptor decoded.
 func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
-	from := transport.SourceAddr(tc.RemoteAddr())
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		tc.Close(transport.CloseGoingAway, "server closed")
-		return
-	}
-	var busy string
-	switch {
-	case len(s.handshaking) >= s.cfg.MaxHandshakes:
-		busy = "too many handshakes in progress"
-	case s.shakesFrom[from] >= s.cfg.MaxHandshakesPerAddr:
-		busy = "too many handshakes in progress from this address"
-	default:
-		s.handshaking[tc] = true
-		s.shakesFrom[from]++
-	}
-	s.mu.Unlock()
-	if busy != "" {
-		// Refused at once, without waiting for the client: the REFUSE
-		// goes out with the close (Close flushes), and the close carries
-		// the same code and reason.
-		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(transport.CloseServerBusy), Message: busy}))
-		tc.Close(transport.CloseServerBusy, busy)
-		s.cfg.Logger.Info("replica: refused", "remote", tc.RemoteAddr(), "code", transport.CloseServerBusy, "reason", busy)
-		return
-	}
-	defer func() {
-		s.mu.Lock()
-		delete(s.handshaking, tc)
-		if s.shakesFrom[from]--; s.shakesFrom[from] <= 0 {
-			delete(s.shakesFrom, from)
-		}
-		s.mu.Unlock()
-	}()
 	// Close sends the REFUSE before it closes (transport.Conn), so the
 	// client reads the whole message, not only the close's reason, which
 	// a transport may cut.
@@ -129,6 +94,27 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		tc.Send(session.AppendRefuse(nil, &session.Refuse{Code: uint16(code), Message: msg}))
 		tc.Close(code, msg)
 	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		tc.Close(transport.CloseGoingAway, "server closed")
+		return
+	}
+	from, busy := s.shakes.Admit(tc.RemoteAddr())
+	if busy == "" {
+		s.handshaking[tc] = true
+	}
+	s.mu.Unlock()
+	if busy != "" {
+		refuse(transport.CloseServerBusy, busy) // at once, without waiting for the client
+		return
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.handshaking, tc)
+		s.shakes.Done(from)
+		s.mu.Unlock()
+	}()
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	msg, err := tc.Receive(hctx)
 	cancel()

@@ -211,10 +211,10 @@ func (c Config) withDefaults() Config {
 		c.IdleTimeout = 15 * time.Second
 	}
 	if c.MaxHandshakes <= 0 {
-		c.MaxHandshakes = 512
+		c.MaxHandshakes = transport.DefaultMaxHandshakes
 	}
 	if c.MaxHandshakesPerAddr <= 0 {
-		c.MaxHandshakesPerAddr = 32
+		c.MaxHandshakesPerAddr = transport.DefaultMaxHandshakesPerAddr
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -278,7 +278,7 @@ type Server struct {
 	tickets     map[session.Ticket]*resumable // the sessions a client may resume (resume.go)
 	joining     []*Conn
 	handshaking map[transport.Conn]bool
-	shakesFrom  map[string]int // handshakes in progress by source address
+	shakes      transport.HandshakeCaps // handshaking's count, in all and by source address
 	closed      bool
 	lns         []transport.Listener
 
@@ -427,8 +427,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	tr := state.NewTracker(cfg.Schema)
 	tr.SetLimits(lim)
-	s := &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{}, shakesFrom: map[string]int{},
-		users: map[string][]*Conn{}, pos: positions(cfg.Schema)}
+	s := &Server{cfg: cfg, tr: tr, desc: desc, handshaking: map[transport.Conn]bool{},
+		shakes: transport.HandshakeCaps{Max: cfg.MaxHandshakes, MaxPerAddr: cfg.MaxHandshakesPerAddr},
+		users:  map[string][]*Conn{}, pos: positions(cfg.Schema)}
 	if s.persist, err = newPersister(&cfg); err != nil {
 		return nil, err
 	}

@@ -71,21 +71,20 @@ type Player struct {
 	remote *schema.Schema
 	h      Header
 
-	mu         sync.Mutex
-	head       *client.Replica // the state at tick
-	tick       uint64          // the playhead
-	cur        *Cursor
-	peek       *record // the record after the playhead, read ahead
-	full       *fuller
-	fullMsgs   [][]byte // the full state at tick, encoded for the first joiner; nil until then
-	sessions   map[*psession]struct{}
-	nextID     uint64
-	paused     bool
-	speed      float64
-	closed     bool
-	shaking    int            // connections waiting for their HELLO
-	shakesFrom map[string]int // of those, by source address
-	wake       chan struct{}  // Run waits on it for a resume or a speed change
+	mu       sync.Mutex
+	head     *client.Replica // the state at tick
+	tick     uint64          // the playhead
+	cur      *Cursor
+	peek     *record // the record after the playhead, read ahead
+	full     *fuller
+	fullMsgs [][]byte // the full state at tick, encoded for the first joiner; nil until then
+	sessions map[*psession]struct{}
+	nextID   uint64
+	paused   bool
+	speed    float64
+	closed   bool
+	shakes   transport.HandshakeCaps // the connections waiting for their HELLO
+	wake     chan struct{}           // Run waits on it for a resume or a speed change
 }
 
 type record struct {
@@ -107,10 +106,10 @@ func NewPlayer(rd *Reader, cfg PlayerConfig) (*Player, error) {
 		cfg.Ping = 5 * time.Second
 	}
 	if cfg.MaxHandshakes <= 0 {
-		cfg.MaxHandshakes = 512
+		cfg.MaxHandshakes = transport.DefaultMaxHandshakes
 	}
 	if cfg.MaxHandshakesPerAddr <= 0 {
-		cfg.MaxHandshakesPerAddr = 32
+		cfg.MaxHandshakesPerAddr = transport.DefaultMaxHandshakesPerAddr
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = max(15*time.Second, 3*cfg.Ping)
@@ -132,7 +131,8 @@ func NewPlayer(rd *Reader, cfg PlayerConfig) (*Player, error) {
 		return nil, err
 	}
 	p := &Player{cfg: cfg, rd: rd, remote: remote, h: h, head: head, full: newFuller(remote, cfg.ClientLimits),
-		sessions: make(map[*psession]struct{}), shakesFrom: make(map[string]int), speed: 1, wake: make(chan struct{}, 1)}
+		sessions: make(map[*psession]struct{}), speed: 1, wake: make(chan struct{}, 1),
+		shakes: transport.HandshakeCaps{Max: cfg.MaxHandshakes, MaxPerAddr: cfg.MaxHandshakesPerAddr}}
 	if err := p.seek(rd.FirstTick()); err != nil {
 		return nil, err
 	}
@@ -410,18 +410,8 @@ func (p *Player) Serve(ctx context.Context, ln transport.Listener) error {
 			}
 			return err
 		}
-		from := transport.SourceAddr(tc.RemoteAddr())
-		var busy string
 		p.mu.Lock()
-		switch {
-		case p.shaking >= p.cfg.MaxHandshakes:
-			busy = "too many handshakes in progress"
-		case p.shakesFrom[from] >= p.cfg.MaxHandshakesPerAddr:
-			busy = "too many handshakes in progress from this address"
-		default:
-			p.shaking++
-			p.shakesFrom[from]++
-		}
+		from, busy := p.shakes.Admit(tc.RemoteAddr())
 		p.mu.Unlock()
 		if busy != "" {
 			p.refuse(tc, transport.CloseServerBusy, busy)
@@ -449,10 +439,7 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn, from string) 
 	msg, err := tc.Receive(hctx)
 	cancel()
 	p.mu.Lock()
-	p.shaking--
-	if p.shakesFrom[from]--; p.shakesFrom[from] <= 0 {
-		delete(p.shakesFrom, from)
-	}
+	p.shakes.Done(from)
 	p.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {

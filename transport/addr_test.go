@@ -50,3 +50,34 @@ func TestLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakeCaps: past Max handshakes in all or MaxPerAddr from one
+// source, Admit refuses and counts nothing; Done frees a place.
+func TestHandshakeCaps(t *testing.T) {
+	a := &net.TCPAddr{IP: net.IPv4(198, 51, 100, 7), Port: 1}
+	a2 := &net.TCPAddr{IP: net.IPv4(198, 51, 100, 7), Port: 2} // same source, another port
+	b := &net.TCPAddr{IP: net.IPv4(198, 51, 100, 8), Port: 1}
+	h := transport.HandshakeCaps{Max: 3, MaxPerAddr: 2}
+	admit := func(addr net.Addr, want string) string {
+		t.Helper()
+		from, busy := h.Admit(addr)
+		if busy != want {
+			t.Fatalf("Admit(%v) refused %q, want %q", addr, busy, want)
+		}
+		return from
+	}
+	fa := admit(a, "")
+	admit(a2, "")
+	admit(a, "too many handshakes in progress from this address")
+	admit(b, "")
+	admit(b, "too many handshakes in progress")
+	h.Done(fa)
+	admit(b, "")
+	admit(a, "too many handshakes in progress")
+	var none transport.HandshakeCaps
+	for range 100 {
+		if _, busy := none.Admit(a); busy != "" {
+			t.Fatalf("the zero value refused: %q", busy)
+		}
+	}
+}
