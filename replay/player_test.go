@@ -92,6 +92,11 @@ func first(t *testing.T, tc transport.Conn) any {
 	return m
 }
 
+func isWelcome(m any) bool {
+	_, ok := m.(*session.Welcome)
+	return ok
+}
+
 // wantRefusal checks that m is a REFUSE with code and text.
 func wantRefusal(t *testing.T, m any, code transport.CloseCode, text string) {
 	t.Helper()
@@ -153,7 +158,7 @@ func TestPlayerIdle(t *testing.T) {
 		silent, live := r.dial(t, ln), r.dial(t, ln)
 		r.hello(silent, nil)
 		r.hello(live, nil)
-		if _, ok := first(t, silent).(*session.Welcome); !ok {
+		if !isWelcome(first(t, silent)) {
 			t.Fatal("the silent client got no WELCOME")
 		}
 		go func() { // answers every PING
@@ -204,7 +209,7 @@ func TestPlayerHandshakesPerAddr(t *testing.T) {
 		wantRefusal(t, first(t, r.dial(t, lnA)), transport.CloseServerBusy, "too many handshakes in progress from this address")
 		other := r.dial(t, lnB)
 		r.hello(other, nil)
-		if _, ok := first(t, other).(*session.Welcome); !ok {
+		if !isWelcome(first(t, other)) {
 			t.Fatal("a client from another address got no WELCOME")
 		}
 	})
@@ -238,7 +243,7 @@ func TestPlayerSpectatorInput(t *testing.T) {
 		join := func() transport.Conn {
 			tc := r.dial(t, ln)
 			r.hello(tc, nil)
-			if _, ok := first(t, tc).(*session.Welcome); !ok {
+			if !isWelcome(first(t, tc)) {
 				t.Fatal("no WELCOME")
 			}
 			return tc

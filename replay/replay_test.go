@@ -27,7 +27,6 @@ import (
 	"github.com/replicago/replica/internal/workload/w1"
 	"github.com/replicago/replica/replay"
 	"github.com/replicago/replica/schema"
-	"github.com/replicago/replica/session"
 	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/transport"
 
@@ -523,45 +522,15 @@ func TestSetSpeedBounds(t *testing.T) {
 func TestHandshakeCap(t *testing.T) {
 	l := recordW1(t, 20, 5, 10)
 	synctest.Test(t, func(t *testing.T) {
-		rd, err := replay.Open(bytes.NewReader(l.file), int64(len(l.file)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := replay.NewPlayer(rd, replay.PlayerConfig{MaxHandshakes: 3, HandshakeTimeout: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nw := transport.NewMemNetwork()
-		ln, err := nw.Listen("", transport.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go p.Serve(ctx, ln)
-		defer func() { cancel(); p.Close(); ln.Close() }()
-		d := nw.Dialer(transport.Config{})
-		dial := func() transport.Conn {
-			tc, err := d.Dial(ctx, ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { tc.Close(transport.CloseNormal, "") })
-			return tc
-		}
+		r, ln := newPlayerRig(t, l.file, replay.PlayerConfig{MaxHandshakes: 3, HandshakeTimeout: time.Minute}, nil)
+		dial := func() transport.Conn { return r.dial(t, ln) }
 		var silent []transport.Conn
 		for range 3 {
 			silent = append(silent, dial())
 		}
 		synctest.Wait()
 		start := time.Now()
-		busy := dial()
-		msg, err := busy.Receive(ctx)
-		if err != nil {
-			t.Fatalf("no REFUSE: %v", err)
-		}
-		if m, _ := session.Parse(msg); m == nil || !isRefuse(m, transport.CloseServerBusy) {
-			t.Fatalf("got %T %v, want a REFUSE with CloseServerBusy", m, m)
-		}
+		wantRefusal(t, first(t, dial()), transport.CloseServerBusy, "too many handshakes in progress")
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("refused after %v, want at once", d)
 		}
@@ -575,19 +544,11 @@ func TestHandshakeCap(t *testing.T) {
 		silent[0].Close(transport.CloseNormal, "")
 		synctest.Wait()
 		tc := dial()
-		tc.Send(session.AppendHello(nil, &session.Hello{Version: session.ProtocolVersion, Descriptor: p.Schema().AppendDescriptor(nil)}))
-		msg, err = tc.Receive(ctx)
-		if m, _ := session.Parse(msg); err != nil || m == nil {
-			t.Fatalf("after a slot freed: %v", err)
-		} else if _, ok := m.(*session.Welcome); !ok {
+		r.hello(tc, nil)
+		if m := first(t, tc); !isWelcome(m) {
 			t.Fatalf("after a slot freed: %T %v, want a WELCOME", m, m)
 		}
 	})
-}
-
-func isRefuse(m any, code transport.CloseCode) bool {
-	r, ok := m.(*session.Refuse)
-	return ok && r.Code == uint16(code)
 }
 
 // TestPlaybackEvolution records random changes to every field kind,
