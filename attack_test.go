@@ -599,12 +599,12 @@ func maxOf(a, b uint64) uint64 {
 
 // TestAttackLimitRaisedAfterWelcome checks that the pre-handshake limit
 // ends with the handshake: after its WELCOME a client may send messages up
-// to the transport's MaxMessageSize. A 200 KiB RPC of garbage reaches the
-// tick, where it is refused as malformed (code 2), not by the transport as
-// too large (code 3).
+// to Config.MaxRPCBytes, here 256 KiB. A 200 KiB RPC of garbage reaches
+// the tick, where it is refused as malformed (code 2), not by the
+// transport as too large (code 3). (TestRPCSize checks the default.)
 func TestAttackLimitRaisedAfterWelcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv, ln, nw := memServer(t, replica.Config{}, nil)
+		srv, ln, nw := memServer(t, replica.Config{MaxRPCBytes: 256 << 10}, nil)
 		tc, err := nw.Dialer(transport.Config{}).Dial(context.Background(), ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)

@@ -181,10 +181,11 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 		refuse(transport.CloseIncompatible, "schema: "+err.Error())
 		return
 	}
-	// Authenticated: messages up to the transport's MaxMessageSize again,
-	// from before the client can have read the WELCOME.
+	// Authenticated: from now on the client sends RPCs, PINGs and PONGs,
+	// so messages up to Config.MaxRPCBytes, from before the client can
+	// have read the WELCOME.
 	if rl, ok := tc.(transport.ReadLimiter); ok {
-		rl.SetReadLimit(0)
+		rl.SetReadLimit(s.cfg.MaxRPCBytes)
 	}
 	c := &Conn{srv: s, tc: tc, identity: id, userID: user, id: s.session.Add(1),
 		schema: clientSchema, dec: dec, budget: float64(s.cfg.Budget),
@@ -231,8 +232,14 @@ func (s *Server) read(c *Conn) {
 		if err != nil {
 			return
 		}
+		if len(msg) > s.cfg.MaxRPCBytes {
+			// A transport that cannot bound its reads (ReadLimiter)
+			// read it whole: refused all the same.
+			c.tc.Close(transport.CloseMessageTooLarge, fmt.Sprintf("message of %d bytes over the server's limit of %d (Config.MaxRPCBytes)", len(msg), s.cfg.MaxRPCBytes))
+			return
+		}
 		if len(msg) > 0 && session.Type(msg[0]) == session.TypeRPC {
-			ok, kick := c.limiter.Allow(time.Now())
+			ok, kick := c.limiter.AllowN(time.Now(), rpcWeight(len(msg)))
 			if kick {
 				c.kick(transport.ClosePolicyViolation, "RPC flood")
 				return

@@ -211,6 +211,18 @@ func removeEnt(sl *slab[cellEnt], ents []cellEnt, i int32) ([]cellEnt, state.ID,
 	return sl.shrink(ents[:last]), moved, i != last
 }
 
+// forgetView drops c, which no longer views the grid's space, from the
+// flat copy of the viewpoints, where it would stay until the next query
+// rebuilt it: a connection that left must not be kept.
+func (g *grid) forgetView(c *Conn) {
+	for i := range g.vflat {
+		if g.vflat[i].c == c {
+			g.vflat[i] = cellView{}
+			g.vstale = true
+		}
+	}
+}
+
 // addView puts c's viewpoint, at (x, y), in the cell at k.
 func (g *grid) addView(k cellKey, c *Conn, x, y float64) {
 	ce := g.at(k)
@@ -304,6 +316,7 @@ func (g *grid) indexViews() {
 		g.voff = make([]int32, n)
 	}
 	g.voff = g.voff[:len(g.dense)+1]
+	clear(g.vflat) // no departed connection kept past its cell
 	g.vflat = g.vflat[:0]
 	for i, n := range g.nviews {
 		g.voff[i] = int32(len(g.vflat))

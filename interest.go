@@ -64,7 +64,10 @@ const (
 
 // SpaceConfig configures a space.
 type SpaceConfig struct {
-	// Name names the space in logs and in Explain.
+	// Name names the space in logs and in Explain. It is a label, not a
+	// key: the server does not look spaces up by name, and several
+	// instances of one dungeon may share it, but Explain's reasons are
+	// clearer when each space has its own.
 	Name string
 	// Radius is the visibility radius of the space's entities that have
 	// none of their own (Server.SetRadius). Zero makes the space a room:
@@ -414,6 +417,8 @@ func (s *Server) moveFollowers(ie *ient) {
 
 // SetRadius sets e's visibility radius: clients whose viewpoint lies
 // within it (in e's AOI space) see e. Zero restores the space's radius.
+// The radius stays with e: in a room, where every viewer sees every
+// entity, it has no effect until e moves to an area-of-interest space.
 func (s *Server) SetRadius(e *state.Entity, r float64) error {
 	if r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
 		return fmt.Errorf("%w: %v", ErrBadRadius, r)
@@ -1014,6 +1019,7 @@ func (s *Server) unview(c *Conn) {
 		return
 	}
 	s.movePoint(c, 0, 0, false)
+	sp.cells.forgetView(c)
 	last := len(sp.viewers) - 1
 	if int(v.vidx) != last {
 		o := sp.viewers[last]
@@ -1123,12 +1129,14 @@ func (s *Server) removePair(ie *ient, i int) {
 		s.ients[moved.id.Slot()].obs[moved.at].at = o.at
 	}
 	v.pairs = v.pairs[:len(v.pairs)-1]
-	if last := len(ie.obs) - 1; i != last {
+	last := len(ie.obs) - 1
+	if i != last {
 		moved := ie.obs[last]
 		ie.obs[i] = moved
 		moved.c.view.pairs[moved.at].at = int32(i)
 	}
-	ie.obs = s.obsSlab.shrink(ie.obs[:len(ie.obs)-1])
+	ie.obs[last] = obsRef{} // the array is kept: it must not keep the connection
+	ie.obs = s.obsSlab.shrink(ie.obs[:last])
 	v.pairs = s.pairSlab.shrink(v.pairs)
 }
 

@@ -98,6 +98,7 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 			s.evalView(c)
 		}
 	}
+	clear(s.dirtyViews) // a connection that leaves is not kept by this array
 	s.dirtyViews = s.dirtyViews[:0]
 	// The changes each client gets: of the entities it kept seeing, the
 	// bands it held them at and still does. Counted first, so that every
@@ -263,8 +264,11 @@ func (s *Server) pairWanted(c *Conn, ie *ient, seen bool) bool {
 // levelOf returns the level of detail c should see ie at: the number of
 // ie's class's bands whose distance reaches c's viewpoint (with the
 // space's hysteresis for the bands it held, at level old, when seen), or
-// every band when c sees ie other than by distance (it owns it, or sees
-// it through a group, as always relevant, or from another space).
+// every band when no distance applies: c owns ie, or c or ie has no
+// position, or ie is in another space than the one c views. Whatever
+// else makes c see ie (a group, always relevant, the Interest hook),
+// distance decides the detail when it can be measured: a party member
+// across the zone is seen, its near fields are not.
 func (s *Server) levelOf(c *Conn, ie *ient, old uint8, seen bool) uint8 {
 	bands := ie.e.Class().Bands()
 	v := &c.view

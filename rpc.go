@@ -16,6 +16,13 @@ type rpcKey struct {
 	rpc   uint32
 }
 
+// DefaultMaxRPCBytes is Config.MaxRPCBytes's default.
+const DefaultMaxRPCBytes = 16 << 10
+
+// rpcWeight is what a call of an RPC message of n bytes takes of its
+// client's rate (Config.RPCRate): one, and one per whole KiB.
+func rpcWeight(n int) int { return 1 + n>>10 }
+
 // rpcQueue bounds the RPCs a connection may have waiting for the tick: a
 // full burst (Config.RPCBurst) plus one second of calls at Config.RPCRate,
 // so that calls the rate limiter lets through are never refused by the
@@ -47,7 +54,11 @@ func (s *Server) dispatch() {
 			continue // nothing arrived: its lock and lists not read
 		}
 		if c.closed() {
-			continue // gone: its pending calls are dropped with it
+			// Gone: its pending calls are dropped, now, so that a
+			// connection that left holds no message buffers until
+			// the reaper lets it go.
+			c.dropRPCs()
+			continue
 		}
 		c.rpcMu.Lock()
 		in := c.rpcIn
@@ -236,4 +247,12 @@ func (c *Conn) noteLost(id state.ID, tick uint64, rate int) {
 func (c *Conn) lostRecently(id state.ID, tick uint64, rate int) bool {
 	t, ok := c.lostAt[id]
 	return ok && tick-t <= uint64(lostGrace*rate)
+}
+
+// dropRPCs drops the calls c's queue holds, and the queue's arrays.
+func (c *Conn) dropRPCs() {
+	c.rpcMu.Lock()
+	c.rpcIn, c.rpcBuf = nil, nil
+	c.rpcWait.Store(false)
+	c.rpcMu.Unlock()
 }

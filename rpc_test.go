@@ -779,3 +779,63 @@ func rawRPCJoinCollect(t *testing.T, r *rpcRig, user string) (<-chan *session.RP
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestRPCSize checks that the server bounds RPCs in bytes as well as in
+// calls: a message over Config.MaxRPCBytes (16 KiB by default) closes its
+// sender with CloseMessageTooLarge, over the in-memory transport and
+// WebSocket (whose reader stops at the limit), and a large call weighs
+// one plus one per whole KiB against Config.RPCRate, so that calls of
+// 4 KiB, weighing 5, empty a burst of 10 at the third.
+func TestRPCSize(t *testing.T) {
+	for _, tr := range []string{"mem", "ws"} {
+		t.Run(tr, func(t *testing.T) {
+			cfg := replica.Config{RPCRate: 0.001, RPCBurst: 10}
+			var r *rpcRig
+			if tr == "mem" {
+				r = newRPCRig(t, cfg)
+			} else {
+				ln, err := wstransport.Listen("127.0.0.1:0", wstransport.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r = newRPCRigOn(t, cfg, ln, wstransport.NewDialer(transport.Config{}))
+			}
+			rpc := func(own *state.Entity, n int) []byte {
+				msg := session.AppendRPC(nil, &session.RPC{Entity: uint32(own.ID()), RPC: 1})
+				return append(msg, make([]byte, n-len(msg))...) // arguments of zeros: malformed
+			}
+
+			c, own := rawRPCJoin(t, r, "at-limit")
+			if err := c.Send(rpc(own, replica.DefaultMaxRPCBytes)); err != nil {
+				t.Fatal(err)
+			}
+			// Read, dispatched, and refused for its arguments: not for its
+			// size.
+			waitRawKicked(t, r, c, transport.CloseProtocolError)
+
+			c, own = rawRPCJoin(t, r, "over")
+			if err := c.Send(rpc(own, replica.DefaultMaxRPCBytes+1)); err != nil {
+				t.Fatal(err)
+			}
+			waitRawKicked(t, r, c, transport.CloseMessageTooLarge)
+
+			c, own = rawRPCJoin(t, r, "heavy")
+			dropped := r.srv.Stats().RPCsDropped
+			for range 3 {
+				if err := c.Send(rpc(own, 4<<10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for deadline := time.Now().Add(5 * time.Second); r.srv.Stats().RPCsDropped == dropped; {
+				if time.Now().After(deadline) {
+					t.Fatal("three calls of weight 5 against a burst of 10: none dropped")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if got := r.srv.Stats().RPCsDropped - dropped; got != 1 {
+				t.Fatalf("%d calls dropped, want 1", got)
+			}
+			waitRawKicked(t, r, c, transport.CloseProtocolError) // the two let through, at the tick
+		})
+	}
+}

@@ -59,7 +59,12 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for this long.
 	// The default is 15 seconds; the server pings every IdleTimeout/3.
 	IdleTimeout time.Duration
-	// Logger receives connection events. The default discards them.
+	// Logger receives the server's events: errors (a write clients would
+	// refuse, a tick not sent, persistence failing), warnings (a client
+	// kicked, auth.Anonymous on a public address), connections joining,
+	// leaving and refused at Info, rejected RPCs at Debug. Nil passes
+	// warnings and errors to slog.Default and drops the rest; give
+	// slog.New(slog.DiscardHandler) to drop everything.
 	Logger *slog.Logger
 	// OnJoin runs on the tick goroutine when a connection joins, before it
 	// receives the full state: spawn its avatar and SetOwner here.
@@ -75,7 +80,10 @@ type Config struct {
 	// (ReplaceOld).
 	OnDuplicate func(old, new *Conn) SessionPolicy
 	// RPCRate and RPCBurst bound the RPCs one client may send: RPCRate per
-	// second on average, RPCBurst at once. Calls over the limit are
+	// second on average, RPCBurst at once, a call weighing one plus one
+	// per whole KiB of its message (a 3,000-byte call counts as three),
+	// so that what the tick goroutine decodes for a client is bounded in
+	// bytes as well as in calls. Calls over the limit are
 	// dropped (counted in Stats.RPCsDropped), and a client that keeps
 	// flooding is closed with ClosePolicyViolation within about two
 	// seconds. The defaults are 60 per second and a burst of ten seconds'
@@ -88,6 +96,14 @@ type Config struct {
 	// dispatched for about a second) is dropped too.
 	RPCRate  float64
 	RPCBurst int
+	// MaxRPCBytes is the largest message a client may send once it has
+	// joined: an RPC, its header and arguments. A larger one closes the
+	// connection with CloseMessageTooLarge, before it is buffered whole
+	// where the transport allows (transport.ReadLimiter). The default is
+	// 16 KiB, room for a chat line or a game's input many times over;
+	// raise it for RPCs that carry more, up to the transport's
+	// MaxMessageSize.
+	MaxRPCBytes int
 	// MaxDescriptorBytes bounds the schema descriptor a client may send in
 	// its HELLO; larger ones are refused before they are decoded. The
 	// default is four times the server's own, and at least 64 KiB.
@@ -217,7 +233,10 @@ func (c Config) withDefaults() Config {
 		c.MaxHandshakesPerAddr = transport.DefaultMaxHandshakesPerAddr
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = DefaultLogger()
+	}
+	if c.MaxRPCBytes <= 0 {
+		c.MaxRPCBytes = DefaultMaxRPCBytes
 	}
 	if c.RPCRate <= 0 {
 		c.RPCRate = 60
@@ -1240,6 +1259,7 @@ func (s *Server) reap() {
 			s.gone = append(s.gone, c.tc)
 			code, reason, byPeer := c.tc.CloseInfo()
 			s.forget(c)
+			c.dropRPCs()
 			s.cfg.Logger.Info("replica: left", "user", c.userID, "session", c.id, "code", code, "reason", reason, "by_peer", byPeer)
 			if s.cfg.OnLeave != nil {
 				s.cfg.OnLeave(c)

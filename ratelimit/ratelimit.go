@@ -157,11 +157,17 @@ func NewLimiter(p Policy) Limiter {
 // client is flooding and should be disconnected (kick), with
 // transport.ClosePolicyViolation. Once kick is reported, every later call
 // reports (false, true).
-func (l *Limiter) Allow(now time.Time) (ok, kick bool) {
+func (l *Limiter) Allow(now time.Time) (ok, kick bool) { return l.AllowN(now, 1) }
+
+// AllowN is Allow for a call that weighs n calls (a large one, say): it
+// takes n of the Rate's tokens, or refuses it as one refused call. A
+// weight above the burst counts as the burst, so that the call can go
+// through once the bucket is full.
+func (l *Limiter) AllowN(now time.Time, n int) (ok, kick bool) {
 	switch {
 	case l.kicked:
 		return false, true
-	case l.calls.Allow(now):
+	case l.calls.AllowN(now, min(n, max(int(l.calls.burst), 1))):
 		return true, false
 	case l.refusals.Allow(now):
 		return false, false

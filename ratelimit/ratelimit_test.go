@@ -335,3 +335,46 @@ func BenchmarkLimiterAllow(b *testing.B) {
 		})
 	}
 }
+
+// TestLimiterAllowN checks weighed calls: a call of weight n takes n
+// tokens, a refused one counts as one refusal, a weight over the burst
+// goes through once the bucket is full, and the rate in weight bounds a
+// stream of heavy calls as it bounds light ones.
+func TestLimiterAllowN(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	l := NewLimiter(Policy{Rate: 10, Burst: 20})
+	if ok, _ := l.AllowN(t0, 15); !ok {
+		t.Fatal("a call of weight 15 refused with 20 tokens")
+	}
+	if ok, kick := l.AllowN(t0, 6); ok || kick {
+		t.Fatalf("a call of weight 6 with 5 tokens left: ok %v kick %v, want refused", ok, kick)
+	}
+	if ok, _ := l.AllowN(t0, 5); !ok {
+		t.Fatal("a call of weight 5 refused with 5 tokens")
+	}
+	// Over the burst: allowed once the bucket has refilled, as one of
+	// weight Burst.
+	if ok, _ := l.AllowN(t0.Add(time.Second), 1000); ok {
+		t.Fatal("a call over the burst allowed with 10 tokens")
+	}
+	if ok, _ := l.AllowN(t0.Add(3*time.Second), 1000); !ok {
+		t.Fatal("a call over the burst refused with a full bucket")
+	}
+	// Calls of weight 5, 10 a second, for a minute: about Rate/5 a
+	// second go through, and the client, refused 8 times a second, is
+	// never kicked (the tolerance refills at 50 a second).
+	l = NewLimiter(Policy{Rate: 10, Burst: 20})
+	allowed := 0
+	for i := range 600 {
+		ok, kick := l.AllowN(t0.Add(time.Duration(i)*100*time.Millisecond), 5)
+		if kick {
+			t.Fatalf("kicked at call %d", i)
+		}
+		if ok {
+			allowed++
+		}
+	}
+	if want := 20/5 + 60*10/5; allowed < want-2 || allowed > want+1 {
+		t.Errorf("%d calls of weight 5 allowed in 60 s, want about %d", allowed, want)
+	}
+}

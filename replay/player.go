@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replicago/replica"
 	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/codec"
@@ -50,7 +51,8 @@ type PlayerConfig struct {
 	// or one that only takes. The default is 15 seconds or three Pings,
 	// whichever is longer; it must be longer than Ping.
 	IdleTimeout time.Duration
-	// Logger receives the player's refusals; nil discards them.
+	// Logger receives the player's refusals (Info) and warnings. Nil
+	// passes warnings and errors to slog.Default and drops the rest.
 	Logger *slog.Logger
 }
 
@@ -118,7 +120,7 @@ func NewPlayer(rd *Reader, cfg PlayerConfig) (*Player, error) {
 		return nil, fmt.Errorf("replay: PlayerConfig.IdleTimeout %v must be longer than Ping %v, or a client answering every PING would be closed", cfg.IdleTimeout, cfg.Ping)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = replica.DefaultLogger()
 	}
 	cfg.ClientLimits = cfg.ClientLimits.WithDefaults()
 	h := rd.Header()
