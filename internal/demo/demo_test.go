@@ -751,9 +751,8 @@ func TestArenaSteer(t *testing.T) {
 	a := newArena(t, 20, 3, 0)
 	steers := 0
 	HandleBotSteer(a.srv, func(c *replica.Conn, b Bot, x, y float32) error {
-		a.w.steer(c, b.ID(), x, y)
 		steers++
-		return nil
+		return a.w.steer(c, b.ID(), x, y)
 	})
 	a.join("ann")
 	a.tick()
@@ -809,6 +808,24 @@ func TestArenaSteer(t *testing.T) {
 	}
 	if bot().X() == x0 && bot().Y() == y0 {
 		t.Error("ann's bot did not move once released")
+	}
+	// A goal that is not a pair of numbers is refused: the bot is not
+	// steered, and the call counts as rejected.
+	rejected := a.srv.Stats().RPCsRejected
+	for _, g := range [][2]float32{{float32(math.NaN()), 10}, {10, float32(math.Inf(1))}} {
+		if err := p.mine.Steer(c, g[0], g[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); a.srv.Stats().RPCsRejected < rejected+2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 steers to NaN or infinity rejected", a.srv.Stats().RPCsRejected-rejected)
+		}
+		time.Sleep(time.Millisecond)
+		a.tick()
+	}
+	if a.w.slots[a.slotOf("ann")].steered != 0 {
+		t.Error("a steer to NaN or infinity took control of the bot")
 	}
 	a.verify()
 }

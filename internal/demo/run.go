@@ -351,8 +351,7 @@ func (r *runner) start() (err error) {
 	HandleBotEmote(r.srv, func(*replica.Conn, Bot, uint32, uint8) error { return nil })
 	// A browser viewer steers its bot.
 	HandleBotSteer(r.srv, func(c *replica.Conn, b Bot, x, y float32) error {
-		r.world.steer(c, b.ID(), x, y)
-		return nil
+		return r.world.steer(c, b.ID(), x, y)
 	})
 	radius := r.cfg.Radius
 	if r.cfg.Room {

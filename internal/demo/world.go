@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -262,18 +263,30 @@ func (w *world) think(i int) {
 	}
 }
 
+// errBadGoal refuses a steer RPC whose goal is not a pair of numbers: a
+// client's arguments are its own, NaN and infinities included, and NaN
+// passes through min and max.
+var errBadGoal = errors.New("steer: the goal's x and y must be finite")
+
 // steer puts the bot of slot i, if c owns it, under c's control: it walks
 // to (x, y), clamped to the arena.
-func (w *world) steer(c *replica.Conn, id state.ID, x, y float32) {
+func (w *world) steer(c *replica.Conn, id state.ID, x, y float32) error {
+	if !finite(x) || !finite(y) {
+		return errBadGoal
+	}
 	i, ok := w.byID[id]
 	if !ok || w.slots[i].owner != c {
-		return
+		return nil
 	}
 	sl := &w.slots[i]
 	sl.goalX = max(0, min(worldSize, float64(x)))
 	sl.goalY = max(0, min(worldSize, float64(y)))
 	sl.steered = steerTicks
+	return nil
 }
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
 
 // walk moves the bot of slot i straight to its goal at twice its speed,
 // and keeps it there.

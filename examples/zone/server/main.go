@@ -9,9 +9,11 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -112,7 +114,12 @@ func main() {
 		herd = append(herd, m)
 	}
 	game.HandleHeroWalk(srv, func(c *replica.Conn, h game.Hero, x, y float32) error {
-		h.SetX(min(max(x, 0), size)) // a client's arguments are its own: keep them in the field
+		// A client's arguments are its own: numbers (NaN passes through
+		// min and max), kept in the field.
+		if bad := func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }; bad(x) || bad(y) {
+			return errors.New("walk: x and y must be finite")
+		}
+		h.SetX(min(max(x, 0), size))
 		h.SetY(min(max(y, 0), size))
 		h.SetEmote(h.Emote() + 1) // a wave, seen only close by
 		return nil
