@@ -316,11 +316,11 @@ func (e *tsEmitter) class(s *Struct) {
 	}
 	switch {
 	case s.Class():
-		doc = strings.TrimSpace(doc + fmt.Sprintf(" A read-only view of a %s entity of a client replica (class ID %d).", s.Name, s.Schema.ID))
+		doc = strings.TrimSpace(doc + fmt.Sprintf(" A read-only view of %s %s entity of a client replica (class ID %d).", strings.ToLower(article(s.Name)), s.Name, s.Schema.ID))
 	case s.RPC != nil:
 		doc = strings.TrimSpace(doc + fmt.Sprintf(" The arguments of RPC %s of %s, as a handler reads them.", s.RPC.Name, s.RPC.Class.Name))
 	default:
-		doc = strings.TrimSpace(doc + fmt.Sprintf(" A read-only view of a %s value.", s.Name))
+		doc = strings.TrimSpace(doc + fmt.Sprintf(" A read-only view of %s %s value.", strings.ToLower(article(s.Name)), s.Name))
 	}
 	e.doc("", doc)
 	e.f("export class %s extends StructView {\n", s.Name)

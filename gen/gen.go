@@ -25,6 +25,8 @@
 //	vis=V             server, owner, others or all (default all)
 //	life=L            scene, process, session or persist (default session); class fields only: it covers the whole value
 //	chan=C            reliable or unreliable (default reliable)
+//	pos=A             x or y: the coordinate of the entity's position interest management reads (a number; one of each per class)
+//	lod=D             a distance: the field reaches only the clients within D of the entity, and its owner (class fields of a class with a position)
 //	quant=STEP        quantization step, a decimal (0.25) or a fraction (1/64)
 //	min=F, max=F      bounds of a bounded quantization
 //	bits=N            bits of a bounded quantization (step derived from min and max)

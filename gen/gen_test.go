@@ -440,6 +440,7 @@ func TestPositionTags(t *testing.T) {
 func TestLODErrors(t *testing.T) {
 	_, err := Load(Config{Dir: "testdata/badlod"})
 	checkErrors(t, err, []want{
+		{"no position", "bad.go", 8, "field hero.secret: lod= needs a position to measure the distance from: tag class hero's coordinates pos=x and pos=y"},
 		{"server-only", "bad.go", 8, "field hero.secret: lod= on a vis=server field"},
 		{"five distances", "bad.go", 14, "class hero has more than 4 distinct lod= distances"},
 

@@ -904,11 +904,22 @@ func (l *loader) checkPositions(p *Package) {
 // checkLOD reports level-of-detail tags the server could not use: lod= on
 // a field of a struct that is not an entity class (a nested struct's
 // fields share the band of the class field that holds them), on a
-// server-only field, and more distinct distances in a class than
+// server-only field, in a class without a position (the distance is
+// measured from it: such a class's fields would go to every client that
+// sees the entity), and more distinct distances in a class than
 // schema.MaxBands.
 func (l *loader) checkLOD(p *Package) {
 	for _, s := range p.Structs {
 		var bands []float64
+		if s.Class() && !hasPosition(s) {
+			for _, f := range s.Fields {
+				if f.Schema.LOD != 0 {
+					l.errs = append(l.errs, &Error{Pos: f.Pos, Msg: fmt.Sprintf(
+						"field %s.%s: lod= needs a position to measure the distance from: tag class %s's coordinates pos=x and pos=y", s.Spec, f.Name, s.Spec)})
+					break
+				}
+			}
+		}
 		for _, f := range s.Fields {
 			lod := f.Schema.LOD
 			switch {
@@ -929,6 +940,26 @@ func (l *loader) checkLOD(p *Package) {
 			}
 		}
 	}
+}
+
+// hasPosition reports whether class s has a field tagged pos= (nested
+// ones included; checkPositions reports a position that is incomplete).
+func hasPosition(s *Struct) bool {
+	var walk func(st *schema.Struct, depth int) bool
+	walk = func(st *schema.Struct, depth int) bool {
+		for _, f := range st.Fields {
+			if f.Pos != schema.AxisNone {
+				return true
+			}
+			// Nested structs only (not list, map or bag elements); the
+			// depth stops a cycle, which checkLeaves reports.
+			if f.Type.Kind == schema.Nested && f.Type.Struct != nil && depth < 64 && walk(f.Type.Struct, depth+1) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(s.Schema, 0)
 }
 
 // checkDepth reports, at the field's declaration, each field of a class

@@ -64,6 +64,13 @@ func parseTag(structTag string) (*tag, []string) {
 		if strings.Contains(structTag, "replica:") {
 			return t, []string{fmt.Sprintf("malformed struct tag %s: write it as replica:\"key=value,...\"", "`"+structTag+"`")}
 		}
+		// A misspelt key would leave the field with the defaults (a
+		// vis=owner field sent to everyone): refuse what looks like one.
+		for _, k := range tagKeysOf(structTag) {
+			if k != "replica" && typo(strings.ToLower(k), "replica") {
+				return t, []string{fmt.Sprintf("struct tag key %q looks like a misspelt replica: write replica:\"key=value,...\"", k)}
+			}
+		}
 		return t, nil
 	}
 	if v == "-" {
@@ -214,4 +221,54 @@ func parseStep(s string) (float64, bool) {
 
 func keyList() string {
 	return strings.Join(tagKeys[:len(tagKeys)-1], ", ") + " and " + tagKeys[len(tagKeys)-1]
+}
+
+// tagKeysOf returns the keys of a Go struct tag (the raw string between
+// the backquotes), as far as it follows the key:"value" convention.
+func tagKeysOf(structTag string) []string {
+	var keys []string
+	for structTag != "" {
+		structTag = strings.TrimLeft(structTag, " ")
+		i := strings.IndexByte(structTag, ':')
+		if i <= 0 || i+1 >= len(structTag) || structTag[i+1] != '"' {
+			return keys
+		}
+		keys = append(keys, structTag[:i])
+		v, err := strconv.QuotedPrefix(structTag[i+1:])
+		if err != nil {
+			return keys
+		}
+		structTag = structTag[i+1+len(v):]
+	}
+	return keys
+}
+
+// typo reports whether a is b with at most two letters changed, added,
+// dropped or swapped with their neighbour (a misspelling of b).
+func typo(a, b string) bool {
+	// Damerau–Levenshtein (optimal string alignment) distance ≤ 2.
+	if d := len(a) - len(b); d > 2 || d < -2 {
+		return false
+	}
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)] <= 2
 }

@@ -52,6 +52,11 @@ func TestParseTag(t *testing.T) {
 		{`replica:"ID=1"`, `unknown replica tag key "ID"; the keys are id, was, vis, life, chan, pos, lod, quant, min, max, bits, bag and deprecated`},
 		{`replica:"bag,bag"`, `replica tag key "bag" is given twice`},
 		{`replica:id=1`, "malformed struct tag `replica:id=1`"},
+		{`replcia:"vis=owner"`, `struct tag key "replcia" looks like a misspelt replica`},
+		{`json:"x" Replica:"vis=owner"`, `struct tag key "Replica" looks like a misspelt replica`},
+		{`json:"x" repica:"vis=owner"`, `struct tag key "repica" looks like a misspelt replica`},
+		{`replicas:"vis=owner"`, `struct tag key "replicas" looks like a misspelt replica`},
+		{`json:"x" yaml:"y"`, "vis=all life=session chan=reliable"},
 	} {
 		tg, errs := parseTag(c.tag)
 		var got string

@@ -133,7 +133,7 @@ export class Qunit extends StructView {
 
 }
 
-/** Unit is an arena entity with full-precision floats. A read-only view of a Unit entity of a
+/** Unit is an arena entity with full-precision floats. A read-only view of an Unit entity of a
  * client replica (class ID 1). */
 export class Unit extends StructView {
 	static readonly classId = 1;

@@ -248,7 +248,7 @@ export class Hurt extends StructView {
 
 }
 
-/** Item is a stack of one kind of pickup in a bot's inventory. A read-only view of a Item value. */
+/** Item is a stack of one kind of pickup in a bot's inventory. A read-only view of an Item value. */
 export class Item extends StructView {
 	/** Field kind (uint8). */
 	get kind(): number {

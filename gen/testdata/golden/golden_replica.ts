@@ -373,7 +373,7 @@ export class Hit extends StructView {
 
 }
 
-/** Item is an inventory item. A read-only view of a Item value. */
+/** Item is an inventory item. A read-only view of an Item value. */
 export class Item extends StructView {
 	/** Field kind (uint8). */
 	get kind(): number {

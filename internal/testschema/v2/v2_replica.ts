@@ -914,7 +914,7 @@ export class Hero extends StructView {
 
 }
 
-/** Item is a bag item with a nested struct, a list, a map and a bag. A read-only view of a Item
+/** Item is a bag item with a nested struct, a list, a map and a bag. A read-only view of an Item
  * value. */
 export class Item extends StructView {
 	/** Field kind (uint16). */
