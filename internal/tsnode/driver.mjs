@@ -573,10 +573,16 @@ var Entity = class extends Rec {
   get cls() {
     return this.type;
   }
-  /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
+  /**
+   * Whether the field at path (dotted for nested fields: "gear",
+   * "gear.helm") is known at the entity's level (§3.6): its band is 0 or
+   * ≤ level. A level-of-detail field out of reach reads as its zero value
+   * and is not known. Throws for a path the class does not have.
+   */
   knows(path) {
-    const l = this.type.leafNamed(path);
-    return !!l && (this.D[l.index] ?? 0) <= this.level;
+    const l = this.type.leaves.find((l2) => l2.name === path || l2.name.startsWith(path + "."));
+    if (!l) misuse(`${this.type.name} has no field "${path}"`);
+    return (this.D[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];

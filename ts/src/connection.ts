@@ -388,7 +388,8 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
   let err: Error | undefined;
   if (mode === "webtransport" || (mode === "auto" && WT && url)) {
     try {
-      if (!WT || !url) misuse("no WebTransport");
+      if (!WT) misuse('no WebTransport: pass options.WebTransport, or use transport "websocket"');
+      if (!url) misuse("no webTransportUrl");
       const h = opts.certificateHashes;
       return await openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
     } catch (e) {
@@ -396,7 +397,8 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
       err = e as Error;
     }
   }
-  if (!WS || !opts.url) throw err ?? misuse("no WebSocket");
+  if (!WS || !opts.url)
+    throw err ?? misuse(WS ? "no url" : "no WebSocket: pass options.WebSocket (Node 20: the ws package's, or node --experimental-websocket)");
   return openWebSocket(opts.url, WS);
 }
 

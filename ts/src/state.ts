@@ -4,7 +4,7 @@
  * rollback restores the table exactly.
  */
 
-import { fail } from "./errors.js";
+import { fail, misuse } from "./errors.js";
 import { EMPTY, compareBytes, encodeUTF8, split64 } from "./bits.js";
 import { isNumeric, type Leaf, type StructType, type Type } from "./schema.js";
 import { numPlan, numValue } from "./values.js";
@@ -187,10 +187,16 @@ export class Entity extends Rec {
     return this.type;
   }
 
-  /** Whether the leaf at path is known at the entity's level (§3.6): its band is 0 or ≤ level. */
+  /**
+   * Whether the field at path (dotted for nested fields: "gear",
+   * "gear.helm") is known at the entity's level (§3.6): its band is 0 or
+   * ≤ level. A level-of-detail field out of reach reads as its zero value
+   * and is not known. Throws for a path the class does not have.
+   */
   knows(path: string): boolean {
-    const l = this.type.leafNamed(path);
-    return !!l && (this.bands[l.index] ?? 0) <= this.level; // classes without bands have no band array
+    const l = this.type.leaves.find((l) => l.name === path || l.name.startsWith(path + "."));
+    if (!l) misuse(`${this.type.name} has no field "${path}"`);
+    return (this.bands[l.index] ?? 0) <= this.level; // classes without bands have no band array
   }
 }
 

@@ -95,7 +95,9 @@ export const openWebSocket = (url: string, WS: WebSocketConstructor): Promise<Ch
         }
       },
     };
-    ws.onerror = () => {};
+    // A connection that fails before it opens: browsers then close
+    // (1006), Node's WebSocket may not; either way it is a network error.
+    ws.onerror = () => open || reject(openError(-1, "WebSocket failed to connect"));
     ws.onopen = () => {
       open = true;
       resolve(ch);

@@ -346,7 +346,8 @@ describe("levels of detail (§3.6, §5.8)", () => {
     expect(dumpEntities(r.entities())).toBe(before);
     const plain = new Replica(heroSchema());
     plain.apply(createHero(1, 0, 1, "a", 0));
-    expect([plain.entity(id)!.level, plain.entity(id)!.knows("hp"), plain.entity(id)!.knows("pos.x")]).toEqual([0, true, true]);
+    expect([plain.entity(id)!.level, plain.entity(id)!.knows("hp"), plain.entity(id)!.knows("pos.x"), plain.entity(id)!.knows("pos")]).toEqual([0, true, true, true]);
+    for (const bad of ["nosuch", "pos.z", "po", ""]) expect(() => plain.entity(id)!.knows(bad)).toThrow(`has no field "${bad}"`);
     expectReject(() => plain.applyTick([], { levels: [{ id, level: 1 }] }), "level");
   });
 });

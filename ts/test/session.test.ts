@@ -3,7 +3,7 @@
 import { describe, expect, test } from "vitest";
 import { decodeDescriptor, writeDescriptor } from "../src/descriptor.js";
 import { ReplicaDecodeError } from "../src/errors.js";
-import { Connection, CloseCode, RefusedError } from "../src/connection.js";
+import { ClosedError, Connection, CloseCode, RefusedError } from "../src/connection.js";
 import { FrameReader, PREAMBLE, frame, type WebSocketLike, type WebTransportOptionsLike } from "../src/transport.js";
 import { DEFAULT_LIMITS, type Limits } from "../src/decoder.js";
 import { PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, type Hello, type RPC } from "../src/session.js";
@@ -522,6 +522,50 @@ describe("connection", () => {
     const incompatible = new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int32))], { id: 1 })]);
     const other = new FakeServer((sock) => sock.deliver(welcome(incompatible)));
     await expect(Connection.connect({ url: "ws://x", schema: s, WebSocket: other.ctor() })).rejects.toThrow(/incompatible/);
+  });
+
+  test("a WebSocket that fails before it opens rejects at once with code 11, whether it then closes (browsers) or not (Node 20)", async () => {
+    const s = schema();
+    for (const thenClose of [false, true]) {
+      class Refused implements WebSocketLike {
+        binaryType = "blob";
+        readyState = 0;
+        onopen: ((ev: unknown) => void) | null = null;
+        onmessage: ((ev: { data: unknown }) => void) | null = null;
+        onclose: ((ev: { code: number; reason: string }) => void) | null = null;
+        onerror: ((ev: unknown) => void) | null = null;
+        constructor(readonly url: string) {
+          queueMicrotask(() => {
+            this.readyState = 3;
+            this.onerror?.({});
+            if (thenClose) this.onclose?.({ code: 1006, reason: "" });
+          });
+        }
+        send(): void {}
+        close(): void {}
+      }
+      const t0 = Date.now();
+      const err = await Connection.connect({ url: "ws://127.0.0.1:1/", schema: s, WebSocket: Refused, handshakeTimeoutMs: 60_000 }).catch((e) => e);
+      expect(err).toBeInstanceOf(ClosedError);
+      expect(err).not.toBeInstanceOf(RefusedError);
+      expect(err.code).toBe(CloseCode.Network);
+      expect(Date.now() - t0).toBeLessThan(30_000); // not the handshake timeout
+    }
+  });
+
+  test("a connection without a WebSocket or a url says what to pass", async () => {
+    const s = schema();
+    const server = new FakeServer(() => {});
+    const g = globalThis as { WebSocket?: unknown };
+    const saved = g.WebSocket;
+    g.WebSocket = undefined;
+    try {
+      await expect(Connection.connect({ url: "ws://x", schema: s })).rejects.toThrow(/no WebSocket: pass options.WebSocket/);
+    } finally {
+      g.WebSocket = saved;
+    }
+    await expect(Connection.connect({ schema: s, WebSocket: server.ctor() })).rejects.toThrow(/no url$/);
+    await expect(Connection.connect({ url: "ws://x", schema: s, WebSocket: server.ctor(), transport: "webtransport" })).rejects.toThrow(/no WebTransport: pass options.WebTransport/);
   });
 
   test("an idle server is closed with code 5", async () => {
