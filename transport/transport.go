@@ -209,7 +209,7 @@ var closeNames = map[CloseCode]string{
 	CloseNormal: "normal", CloseGoingAway: "going away", CloseProtocolError: "protocol error",
 	CloseMessageTooLarge: "message too large", CloseSlowConsumer: "slow consumer",
 	CloseIdleTimeout: "idle timeout", CloseHandshakeTimeout: "handshake timeout",
-	CloseAuthFailed: "authentication failed", CloseIncompatible: "incompatible versions",
+	CloseAuthFailed: "authentication failed", CloseIncompatible: "incompatible protocol or schema",
 	ClosePolicyViolation: "policy violation", CloseInternalError: "internal error",
 	CloseNetworkError: "network error", CloseServerBusy: "server busy", CloseReplaced: "replaced by a newer session",
 	CloseDuplicate: "duplicate session",

@@ -37,7 +37,7 @@ func runBench(args []string) error {
 	ticks := fs.Int("ticks", 200, "clients: measured ticks at 20 Hz, after the clients joined and 20 ticks of warm-up")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	clientKind := fs.String("client", "go", "w1 broadcast: go, or ts for the TypeScript client runtime in Node (one client)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}

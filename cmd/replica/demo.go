@@ -96,7 +96,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demo.Config, error) {
 	fs.BoolVar(&cfg.Room, "room", def.Room, "no AOI: every bot in one room, every client sees every bot")
 	fs.IntVar(&cfg.Explain, "explain", def.Explain, fmt.Sprintf("under each status line, explain why the first client sees or does not see this many bots; 0 to %d", demo.MaxExplain))
 	fs.StringVar(&cfg.Record, "record", "", "record the run to this file, for replica replay")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {

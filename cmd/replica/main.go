@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -58,4 +59,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "replica:", err)
 		os.Exit(1)
 	}
+}
+
+// parseFlags parses a command's flags. A mistake is one line of error,
+// naming the command's -h, rather than the flag package's error followed
+// by the whole usage; -h prints the usage and returns flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return err
+	case err != nil:
+		return fmt.Errorf("%s: %v (see replica %s -h)", fs.Name(), err, fs.Name())
+	}
+	return nil
 }

@@ -83,7 +83,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayConfig, error) {
 	fs.BoolVar(&cfg.loop, "loop", false, "start over at the end of the recording")
 	fs.Float64Var(&cfg.world, "world", 2000, "the page's world side, in the units of the entities' x and y (the demo's arena is 2000)")
 	fs.IntVar(&cfg.maxHP, "max-hp", 100, "the page's largest hp, for colours and bars")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() != 1 {

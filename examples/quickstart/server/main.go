@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"time"
@@ -48,6 +49,9 @@ func main() {
 	srv, err := replica.NewServer(replica.Config{
 		Schema: game.Schema(),
 		Auth:   tokens,
+		// Joins, leaves and refused tokens, with why; without a Logger
+		// the server logs only warnings and errors.
+		Logger: slog.Default(),
 		// OnJoin and OnLeave run on the tick goroutine, like the game loop.
 		OnJoin: func(c *replica.Conn) {
 			p, err := game.SpawnPlayer(srv.Tracker())
