@@ -243,6 +243,13 @@ class FakeSocket implements WebSocketLike {
   ) {
     server.sockets.push(this);
     queueMicrotask(() => {
+      if (server.refuse) {
+        // Failed to connect: an error, then (browsers) a close or (Node 20) none.
+        this.readyState = 3;
+        this.onerror?.({});
+        if (server.refuse === "error, close") this.onclose?.({ code: 1006, reason: "" });
+        return;
+      }
       this.readyState = 1;
       this.onopen?.({});
     });
@@ -270,6 +277,8 @@ class FakeSocket implements WebSocketLike {
 
 class FakeServer {
   sockets: FakeSocket[] = [];
+  /** Whether its sockets fail to connect instead of opening, and how. */
+  refuse?: "error" | "error, close";
   hellos: Hello[] = [];
   constructor(private onHello: (s: FakeSocket, h: Hello) => void) {}
   receive(s: FakeSocket, b: Uint8Array): void {
@@ -526,26 +535,11 @@ describe("connection", () => {
 
   test("a WebSocket that fails before it opens rejects at once with code 11, whether it then closes (browsers) or not (Node 20)", async () => {
     const s = schema();
-    for (const thenClose of [false, true]) {
-      class Refused implements WebSocketLike {
-        binaryType = "blob";
-        readyState = 0;
-        onopen: ((ev: unknown) => void) | null = null;
-        onmessage: ((ev: { data: unknown }) => void) | null = null;
-        onclose: ((ev: { code: number; reason: string }) => void) | null = null;
-        onerror: ((ev: unknown) => void) | null = null;
-        constructor(readonly url: string) {
-          queueMicrotask(() => {
-            this.readyState = 3;
-            this.onerror?.({});
-            if (thenClose) this.onclose?.({ code: 1006, reason: "" });
-          });
-        }
-        send(): void {}
-        close(): void {}
-      }
+    for (const how of ["error", "error, close"] as const) {
+      const down = new FakeServer(() => {});
+      down.refuse = how;
       const t0 = Date.now();
-      const err = await Connection.connect({ url: "ws://127.0.0.1:1/", schema: s, WebSocket: Refused, handshakeTimeoutMs: 60_000 }).catch((e) => e);
+      const err = await Connection.connect({ url: "ws://127.0.0.1:1/", schema: s, WebSocket: down.ctor(), handshakeTimeoutMs: 60_000 }).catch((e) => e);
       expect(err).toBeInstanceOf(ClosedError);
       expect(err).not.toBeInstanceOf(RefusedError);
       expect(err.code).toBe(CloseCode.Network);
