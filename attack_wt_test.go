@@ -301,3 +301,46 @@ func TestAttackWebTransportPending(t *testing.T) {
 	}
 	transporttest.Reconnects(t, ln, &wttransport.Dialer{CertHashes: [][32]byte{hash}}, addr)
 }
+
+// TestAttackWebTransportOrphanStreams opens, on a QUIC connection to the
+// WebTransport listener that never sends its CONNECT, a hundred
+// WebTransport streams naming a session that does not exist, and writes
+// to them until the server's flow control stops it. The server holds such
+// streams unread for a while (in case the CONNECT is late), so what it
+// lets the client write is what it buffers: within the connection's
+// receive window, 128 KiB, not quic-go's default 576 KiB (a client doing
+// this over MaxPending connections pinned about 0.8 GiB).
+func TestAttackWebTransportOrphanStreams(t *testing.T) {
+	r, _ := wtRig(t, replica.Config{}, 0)
+	qc := wtQUIC(t, r.ln.Addr().String())
+	var written atomic.Int64
+	var writers sync.WaitGroup
+	chunk := make([]byte, 16<<10)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 100 {
+		str, err := qc.OpenUniStreamSync(ctx)
+		if err != nil {
+			break
+		}
+		// A WebTransport stream (type 0x54) of session 400, as varints.
+		if _, err := str.Write([]byte{0x40, 0x54, 0x41, 0x90}); err != nil {
+			break
+		}
+		writers.Go(func() {
+			str.SetWriteDeadline(time.Now().Add(3 * time.Second))
+			for {
+				n, err := str.Write(chunk)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	writers.Wait()
+	t.Logf("%d KiB written to streams of no session", written.Load()>>10)
+	if w := written.Load(); w > 256<<10 {
+		t.Errorf("the server took %d KiB on streams of no session, want its 128 KiB window at most", w>>10)
+	}
+}

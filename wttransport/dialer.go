@@ -64,7 +64,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string) (transport.Conn, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.tunables().HandshakeTimeout)
 	defer cancel()
-	qc, err := quicconn.Dial(ctx, raddr, d.PacketConn, tlsConf, cfg.quicConfig())
+	qc, err := quicconn.Dial(ctx, raddr, d.PacketConn, tlsConf, cfg.quicConfig(false))
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func listen(pc net.PacketConn, ownPC bool, cfg Config) (transport.Listener, erro
 	tlsConf.NextProtos = []string{http3.NextProtoH3}
 
 	ep := quicconn.NewEndpoint(pc, ownPC)
-	ln, err := ep.Transport.Listen(tlsConf, cfg.quicConfig())
+	ln, err := ep.Transport.Listen(tlsConf, cfg.quicConfig(true))
 	if err != nil {
 		ep.Release()
 		return nil, err
@@ -88,7 +88,7 @@ func listen(pc net.PacketConn, ownPC bool, cfg Config) (transport.Listener, erro
 			},
 		},
 		CheckOrigin:       cfg.CheckOrigin,
-		ReorderingTimeout: cfg.tunables().HandshakeTimeout,
+		ReorderingTimeout: min(cfg.tunables().HandshakeTimeout, serverReordering),
 	}
 	ep.OnClose = func() {
 		l.wt.Close()

@@ -115,10 +115,28 @@ func (c Config) tunables() quicconn.Tunables {
 	}.WithDefaults()
 }
 
-func (c Config) quicConfig() *quic.Config {
+// serverStreamWindow is a server's initial receive window of a stream,
+// unless Config.QUIC sets one: what a client sends is a HELLO and small
+// messages, and streams a client opens before (or beside) its session are
+// held unread for a while (Server.ReorderingTimeout) within the
+// connection's window, which follows this one; a window the size of a
+// large message (quic-go's 512 KiB) let a client that never sent its
+// CONNECT pin about 0.8 MiB of buffers per connection. The message
+// stream's window grows from there as the server reads it.
+const serverStreamWindow = 64 << 10
+
+// serverReordering is how long a server holds streams that name a
+// session it does not have (yet): a client opens its streams once its
+// CONNECT is answered, so only a hostile one needs any time at all.
+const serverReordering = time.Second
+
+func (c Config) quicConfig(server bool) *quic.Config {
 	q := c.tunables().QUICConfig()
 	q.EnableDatagrams = true
 	q.EnableStreamResetPartialDelivery = true
+	if server && q.InitialStreamReceiveWindow == 0 {
+		q.InitialStreamReceiveWindow = serverStreamWindow
+	}
 	// The message stream must never use up the connection's flow-control
 	// window, or the CONNECT stream could not carry the close capsule to
 	// a peer that stopped reading.

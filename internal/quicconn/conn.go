@@ -426,8 +426,7 @@ func (c *Conn) readLoop() {
 			}
 			return
 		}
-		msg := make([]byte, n)
-		_, err = io.ReadFull(br, msg)
+		msg, err := readBody(br, n)
 		c.inMsg.Store(0)
 		if err != nil {
 			if err == io.EOF {

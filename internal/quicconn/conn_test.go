@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -350,5 +352,37 @@ func TestMapQUICError(t *testing.T) {
 		if code != tc.code || byPeer != tc.byPeer {
 			t.Errorf("MapQUICError(%v) = %v, %v; want %v, %v", tc.err, code, byPeer, tc.code, tc.byPeer)
 		}
+	}
+}
+
+// TestReadBody checks that a frame's body is read whole and in order,
+// short or long, that a short body is an error, and that a body declared
+// large of which little arrives costs what arrived, not what the header
+// said (a 1 MiB header and 100 bytes: under 256 KiB allocated).
+func TestReadBody(t *testing.T) {
+	for _, n := range []int{0, 1, bodyStep - 1, bodyStep, bodyStep + 1, 5*bodyStep + 3} {
+		in := make([]byte, n+7)
+		for i := range in {
+			in[i] = byte(i * 7)
+		}
+		got, err := readBody(iotest.OneByteReader(bytes.NewReader(in)), n)
+		if err != nil || !bytes.Equal(got, in[:n]) {
+			t.Fatalf("n=%d: %d bytes, err %v; want the first %d bytes", n, len(got), err, n)
+		}
+	}
+	if _, err := readBody(bytes.NewReader(make([]byte, 10)), 20); err != io.ErrUnexpectedEOF {
+		t.Fatalf("short body: %v, want %v", err, io.ErrUnexpectedEOF)
+	}
+	if _, err := readBody(bytes.NewReader(nil), 20); err != io.EOF {
+		t.Fatalf("no body: %v, want %v", err, io.EOF)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	if _, err := readBody(bytes.NewReader(make([]byte, 100)), 1<<20); err != io.ErrUnexpectedEOF {
+		t.Fatalf("1 MiB declared, 100 bytes sent: %v", err)
+	}
+	runtime.ReadMemStats(&m1)
+	if d := m1.TotalAlloc - m0.TotalAlloc; d > 256<<10 {
+		t.Errorf("1 MiB declared, 100 bytes sent: %d KiB allocated", d>>10)
 	}
 }

@@ -97,3 +97,30 @@ var (
 	ErrNotReplica   = errors.New("stream does not start with the replica preamble")
 	ErrIncompatible = errors.New("incompatible framing version")
 )
+
+// bodyStep is the most readBody allocates ahead of what has arrived.
+const bodyStep = 64 << 10
+
+// readBody reads a frame's body of n bytes, which the header declared.
+// The memory follows what arrives, not what the header says: a body
+// over bodyStep is read into a buffer that doubles as it fills, so that a
+// peer that declares a large message and sends little of it (before the
+// server's HELLO limit applies, say) costs what it sent, twice at most.
+// A short body is io.ErrUnexpectedEOF, or the reader's error.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	msg := make([]byte, 0, min(n, bodyStep))
+	for len(msg) < n {
+		if len(msg) == cap(msg) {
+			msg = append(msg, make([]byte, min(2*cap(msg), n)-len(msg))...)[:len(msg)]
+		}
+		k, err := io.ReadFull(r, msg[len(msg):min(cap(msg), n)])
+		msg = msg[:len(msg)+k]
+		if err == io.EOF && len(msg) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return msg, nil
+}
