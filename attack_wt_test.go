@@ -204,17 +204,9 @@ func TestAttackWebTransportStreams(t *testing.T) {
 	}) {
 		opened.Add(1)
 		writers.Go(func() {
-			w.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			for {
-				n, err := w.Write(chunk)
-				written.Add(int64(n))
-				if err != nil {
-					var se *webtransport.StreamError
-					if errors.As(err, &se) && se.Remote {
-						refused.Add(1)
-					}
-					return
-				}
+			var se *webtransport.StreamError
+			if err := writeAll(w, chunk, 10*time.Second, &written); errors.As(err, &se) && se.Remote {
+				refused.Add(1)
 			}
 		})
 	}
@@ -327,20 +319,28 @@ func TestAttackWebTransportOrphanStreams(t *testing.T) {
 		if _, err := str.Write([]byte{0x40, 0x54, 0x41, 0x90}); err != nil {
 			break
 		}
-		writers.Go(func() {
-			str.SetWriteDeadline(time.Now().Add(3 * time.Second))
-			for {
-				n, err := str.Write(chunk)
-				written.Add(int64(n))
-				if err != nil {
-					return
-				}
-			}
-		})
+		writers.Go(func() { writeAll(str, chunk, 3*time.Second, &written) })
 	}
 	writers.Wait()
 	t.Logf("%d KiB written to streams of no session", written.Load()>>10)
 	if w := written.Load(); w > 256<<10 {
 		t.Errorf("the server took %d KiB on streams of no session, want its 128 KiB window at most", w>>10)
+	}
+}
+
+// writeAll writes chunk to w again and again, adding what it wrote to
+// written, until a write fails (the peer's flow control holding it past
+// the deadline, or a reset), and returns that error.
+func writeAll(w interface {
+	Write([]byte) (int, error)
+	SetWriteDeadline(time.Time) error
+}, chunk []byte, deadline time.Duration, written *atomic.Int64) error {
+	w.SetWriteDeadline(time.Now().Add(deadline))
+	for {
+		n, err := w.Write(chunk)
+		written.Add(int64(n))
+		if err != nil {
+			return err
+		}
 	}
 }

@@ -95,7 +95,9 @@ type Config struct {
 
 	// QUIC, if set, is the base of the quic.Config. The fields above and
 	// what WebTransport needs (datagrams, stream resets with partial
-	// delivery) override it.
+	// delivery) override it. A server's streams start with a receive
+	// window of 64 KiB unless it sets InitialStreamReceiveWindow (what
+	// a client may send on streams of no session is held within it).
 	QUIC *quic.Config
 }
 
