@@ -54,11 +54,7 @@ func (s *Server) dispatch() {
 			continue // nothing arrived: its lock and lists not read
 		}
 		if c.closed() {
-			// Gone: its pending calls are dropped, now, so that a
-			// connection that left holds no message buffers until
-			// the reaper lets it go.
-			c.dropRPCs()
-			continue
+			continue // gone: reap drops its pending calls
 		}
 		c.rpcMu.Lock()
 		in := c.rpcIn

@@ -1259,7 +1259,7 @@ func (s *Server) reap() {
 			s.gone = append(s.gone, c.tc)
 			code, reason, byPeer := c.tc.CloseInfo()
 			s.forget(c)
-			c.dropRPCs()
+			c.dropRPCs() // its message buffers are not kept with it
 			s.cfg.Logger.Info("replica: left", "user", c.userID, "session", c.id, "code", code, "reason", reason, "by_peer", byPeer)
 			if s.cfg.OnLeave != nil {
 				s.cfg.OnLeave(c)

@@ -41,6 +41,12 @@ func Loopback(addr net.Addr) bool {
 	} else if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
+	return LoopbackHost(host)
+}
+
+// LoopbackHost reports whether host, a name or an IP without a port, is
+// "localhost" or a loopback IP.
+func LoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}

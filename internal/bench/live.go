@@ -304,7 +304,7 @@ func (r *interestRun) verify() error {
 // run drives warmup and measured workload ticks and fills res with what
 // it measured.
 func (r *interestRun) run(cfg InterestConfig, res *InterestResult) error {
-	res.Machine.Before, res.Machine.THP = measureMachine(), thpMode()
+	res.Machine = startMachine()
 	defer func() { res.Machine.After = measureMachine() }()
 	var (
 		serverUS, tickUS, applyUS []float64

@@ -40,6 +40,12 @@ type machineRuns struct {
 	THP string `json:"thp,omitempty"`
 }
 
+// startMachine returns the machine's speeds before a run and its huge
+// page mode; the run sets After when it ends.
+func startMachine() machineRuns {
+	return machineRuns{Before: measureMachine(), THP: thpMode()}
+}
+
 // String describes the speeds and the huge page mode on one line, for
 // the text output of replica bench.
 func (m machineRuns) String() string {

@@ -150,7 +150,7 @@ func RunW1(cfg W1Config) (*W1Result, error) {
 		return sample[0].Value.Uint64()
 	}
 	inbox := make([][]byte, cfg.Clients)
-	res.Machine.Before, res.Machine.THP = measureMachine(), thpMode()
+	res.Machine = startMachine()
 	for tick := 1; tick <= res.Ticks; tick++ {
 		measured := tick > cfg.Warmup
 		start := time.Now()

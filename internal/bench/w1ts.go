@@ -121,7 +121,7 @@ func RunW1TS(cfg W1Config) (*W1TSResult, error) {
 	}
 	res.FullStateUS = float64(d.Nanoseconds()) / 1e3
 	var us, steady []float64
-	res.Machine.Before, res.Machine.THP = measureMachine(), thpMode()
+	res.Machine = startMachine()
 	defer func() { res.Machine.After = measureMachine() }()
 	for i, segs := range ticks {
 		tick := i + 1

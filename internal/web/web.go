@@ -17,10 +17,10 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"net/netip"
 	"net/url"
 
 	"github.com/replicago/replica/schema"
+	"github.com/replicago/replica/transport"
 	"github.com/replicago/replica/wttransport"
 )
 
@@ -124,13 +124,6 @@ func LoopbackOrigin(port string) func(*http.Request) bool {
 			return true
 		}
 		u, err := url.Parse(o)
-		if err != nil || u.Scheme != "http" || u.Port() != port {
-			return false
-		}
-		if u.Hostname() == "localhost" {
-			return true
-		}
-		a, err := netip.ParseAddr(u.Hostname())
-		return err == nil && a.IsLoopback()
+		return err == nil && u.Scheme == "http" && u.Port() == port && transport.LoopbackHost(u.Hostname())
 	}
 }
