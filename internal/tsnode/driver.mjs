@@ -318,7 +318,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, v: bool2 || (float && m !== 1 ? W : 0), xa: bool2, q: W, l: isSigned(k) || float && m === 1, ya: W === 64, quant: q });
+    plans.set(t, p = { kind: k, v: bool2 || (float && m !== 1 ? W : 0), wa: bool2, q: W, l: isSigned(k) || float && m === 1, xa: W === 64, quant: q });
   }
   return p;
 };
@@ -350,7 +350,7 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.ya) return p.l ? lo | 0 : lo;
+  if (!p.xa) return p.l ? lo | 0 : lo;
   const v = big(lo, hi2);
   return p.l ? BigInt.asIntN(64, v) : v;
 };
@@ -612,7 +612,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.L.push({ k, za: e, Aa: [e, ...a] });
+  const event = (k, e, ...a) => void t.L.push({ k, ya: e, za: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -681,7 +681,7 @@ var table = () => {
     O: atSlot,
     E: setNum,
     ea: setObj,
-    Ba(c, leaf) {
+    Aa(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
@@ -694,7 +694,7 @@ var table = () => {
       t.L = [];
       return t;
     },
-    Ca(cls, id, classId, bands, nbands) {
+    Ba(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
@@ -720,7 +720,7 @@ var table = () => {
     ha(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Da(e, leaf, l, op, i, v) {
+    Ca(e, leaf, l, op, i, v) {
       const a = l.i;
       if (op > 2) {
         l.i = [];
@@ -737,7 +737,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    ia(e, leaf, m, k, v) {
+    Da(e, leaf, m, k, v) {
       const had = m.d.has(k);
       const old = m.d.get(k);
       if (v === void 0) {
@@ -747,7 +747,7 @@ var table = () => {
       undo.push(() => had ? m.d.set(k, old) : m.d.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    ja(e, pick) {
+    ia(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
@@ -758,7 +758,7 @@ var table = () => {
       }
       t.x.add(e.slot);
     },
-    ka() {
+    ja() {
       if (moved.length) {
         const held = t.w;
         const out2 = [];
@@ -833,9 +833,9 @@ var decoder = (local, remote = local, limits = {}) => {
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map(ls.leaves.map((l) => [l.C, l.index]));
-      inner.set(ls, m = { la: new Int32Array(rs.leaves.length), D: new Uint8Array(ls.leaves.length) });
+      inner.set(ls, m = { ka: new Int32Array(rs.leaves.length), D: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.la[l.index] = byPath.get(l.C) ?? -1;
+        const j = m.ka[l.index] = byPath.get(l.C) ?? -1;
         if (j >= 0) m.D[j] = l.band;
       }
     }
@@ -864,7 +864,7 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.Ca(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.D : EMPTY, rc.nbands);
+      if (tag === 1 /* Create */) e = tab.Ba(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.D : EMPTY, rc.nbands);
       else if (!(e = tab.O(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
@@ -886,13 +886,13 @@ var decoder = (local, remote = local, limits = {}) => {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.la[leaf];
+      const to = map.ka[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.xa : p.v : 0;
+      let k = numeric ? delta ? p.wa : p.v : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ y: to, Fa: ll ? numeric ? ll.a : ll.c : -1, ma: how, k, P: t, na: ll && ll.o, M: p, oa: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
+      steps.push({ y: to, Fa: ll ? numeric ? ll.a : ll.c : -1, la: how, k, P: t, ma: ll && ll.o, M: p, na: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -905,16 +905,16 @@ var decoder = (local, remote = local, limits = {}) => {
       const s = steps[i];
       const slot = s.Fa;
       const j = slot << 1;
-      switch (s.ma) {
+      switch (s.la) {
         case 2 /* Delta */: {
           const lo = u(s.k);
-          if (hi !== 0 || lo > s.oa) bad3("delta");
+          if (hi !== 0 || lo > s.na) bad3("delta");
           if (slot < 0) break;
           let v = a[j] + (lo >>> 1 ^ -(lo & 1));
           if (s.l) {
             v = v << s.Q >> s.Q;
             tab.E(e, s.y, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.E(e, s.y, slot, s.Q === 0 ? v >>> 0 : v & s.oa, 0, rec2, k, bagLeaf);
+          } else tab.E(e, s.y, slot, s.Q === 0 ? v >>> 0 : v & s.na, 0, rec2, k, bagLeaf);
           break;
         }
         case 1 /* Raw */: {
@@ -928,10 +928,10 @@ var decoder = (local, remote = local, limits = {}) => {
           break;
         default: {
           let v;
-          if (s.ma === 4 /* Str */) v = readStr(s.P);
-          else if (!delta || bool()) v = readContainer(s.P, s.na, depth + 1);
+          if (s.la === 4 /* Str */) v = readStr(s.P);
+          else if (!delta || bool()) v = readContainer(s.P, s.ma, depth + 1);
           else {
-            containerOps(tab, e, s.P, s.na, s.y, slot);
+            containerOps(tab, e, s.P, s.ma, s.y, slot);
             break;
           }
           if (slot >= 0) tab.ea(e, s.y, slot, v, rec2, k, bagLeaf);
@@ -965,31 +965,32 @@ var decoder = (local, remote = local, limits = {}) => {
     deeper(depth);
     const ct = lt ?? t;
     const n = countValues(4, 1);
-    const el = t.elem;
-    const lel = lt && lt.elem;
     if (t.kind === 16 /* List */) {
+      const el = t.elem;
       const k = readK(el, n);
       const items = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = readElem(el, lel, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(el, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
+    const m = /* @__PURE__ */ new Map();
+    entries(t, lt, n, 2, depth, (key, v) => m.set(key, v));
+    return new (t.kind === 18 /* Bag */ ? BagC : MapC)(ct, m);
+  };
+  const entries = (t, lt, n, how, depth, f) => {
     const bag = t.kind === 18 /* Bag */;
     const str2 = t.key === 12 /* String */;
-    const kk = readKK(t, n);
-    const vk = bag ? 0 : readK(el, n);
-    const m = /* @__PURE__ */ new Map();
+    const kk = n && !str2 ? bits(6) : 0;
+    const vk = how && !bag ? readK(t.elem, n) : 0;
     let prev;
     let prevBytes;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      if (i && !(str2 ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) bad3("key order");
+      if (how > 1 && i && !(str2 ? compareBytes(prevBytes, keyBytes) < 0 : prev < key)) bad3("key order");
       prev = key;
       prevBytes = keyBytes;
-      m.set(key, bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
+      f(key, !how ? void 0 : bag ? readRecord(t.struct, lt && lt.struct, depth + 1) : readElem(t.elem, lt && lt.elem, vk, depth));
     }
-    return new (bag ? BagC : MapC)(ct, m);
   };
-  const readKK = (t, n) => n && t.key !== 12 /* String */ ? bits(6) : 0;
   const readRecord = (rs, ls, depth, into, tab = DIRECT, e, k, bagLeaf) => {
     deeper(depth);
     addValues(1);
@@ -1019,39 +1020,30 @@ var decoder = (local, remote = local, limits = {}) => {
         let v;
         if (op === 5 /* Patch */) {
           const rs = el.struct;
-          const ls2 = lel ? lel.struct : rs;
+          const ls = lel ? lel.struct : rs;
           if (items && idx >= items.length) fail("index", idx + " of " + items.length);
-          v = readRecord(rs, ls2, 2, items ? clone(items[idx]) : new Rec(ls2));
+          v = readRecord(rs, ls, 2, items ? clone(items[idx]) : new Rec(ls));
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.Da(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Ca(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
-    const bag = t.kind === 18 /* Bag */;
-    const ls = lt && lt.struct;
-    for (let pass = 0; pass < 2 + +bag; pass++) {
-      const n = countValues(2, 1);
-      const kk = readKK(t, n);
-      const vk = pass === 1 && !bag ? readK(el, n) : 0;
-      for (let i = 0; i < n; i++) {
-        const key = readKey(t.key, kk);
-        if (!pass) {
-          if (c) tab.ia(e, local2, c, key);
-        } else if (pass === 1) {
-          const v = bag ? readRecord(t.struct, ls, 2) : readElem(el, lel, vk, 1);
-          if (c) {
-            full(c.d.size);
-            tab.ia(e, local2, c, key, v);
-          }
-        } else if (c) readRecord(t.struct, ls, 2, c.d.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
-        else readRecord(t.struct, null, 2);
-      }
+    for (let pass = 0; pass < 2 + +(t.kind === 18 /* Bag */); pass++) {
+      entries(t, lt, countValues(2, 1), pass & 1, 1, (key, v) => {
+        if (pass > 1) {
+          if (c) readRecord(t.struct, lt.struct, 2, c.d.get(key) ?? fail("no-key", "" + key), tab, e, key, local2);
+          else readRecord(t.struct, null, 2);
+        } else if (c) {
+          if (pass) full(c.d.size);
+          tab.Da(e, local2, c, key, v);
+        }
+      });
     }
   };
   return {
-    pa: lim,
+    oa: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1104,7 +1096,7 @@ var Replica = class {
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.G.pa;
+    return this.G.oa;
   }
   /** Number of entities. */
   get size() {
@@ -1146,7 +1138,7 @@ var Replica = class {
           if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
           if (!e) created.push(id >>> 0);
           else {
-            t.ja(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+            t.ia(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
             t.ga(e, !!own);
           }
         }
@@ -1159,7 +1151,7 @@ var Replica = class {
         const e = this.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ja(e, (l) => e.D[l.index] > lc.level);
+          t.ia(e, (l) => e.D[l.index] > lc.level);
         } else if (lc.level > e.level) t.x.add(e.slot);
         if (e) t.ha(e, lc.level);
       }
@@ -1179,9 +1171,9 @@ var Replica = class {
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    t.ka();
+    t.ja();
     this.ticksApplied++;
-    this.qa(t.L);
+    this.pa(t.L);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1190,12 +1182,12 @@ var Replica = class {
    */
   reset(remote = this.remote) {
     const t = this.F("reset");
-    const dec = decoder(this.local, remote, this.G.pa);
+    const dec = decoder(this.local, remote, this.G.oa);
     for (const e of this.entities()) t.fa(e.slot);
-    t.ka();
+    t.ja();
     this.G = dec;
     this.remote = remote;
-    this.qa(t.L);
+    this.pa(t.L);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1239,15 +1231,15 @@ var Replica = class {
   F(what) {
     return this.S ? misuse(what + " from a callback") : this.z.F();
   }
-  qa(events) {
+  pa(events) {
     if (!this.R.size) return;
     this.S = true;
     try {
-      for (const { k, za: e, Aa: a } of events) {
+      for (const { k, ya: e, za: a } of events) {
         const list = this.R.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.ra <= this.ticksApplied) cb.Ha(...a);
+        for (const cb of list ?? []) if (cb.qa <= this.ticksApplied) cb.Ha(...a);
       }
     } finally {
       this.S = false;
@@ -1264,17 +1256,17 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.o.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.z.Ba(cls, l.index);
+      this.z.Aa(cls, l.index);
       i += l.index;
     }
     const cbs = this.R;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { ra: this.ticksApplied + 1, Ha: fn };
+    const cb = { qa: this.ticksApplied + 1, Ha: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
       lists[i] = lists[i].filter((x) => x !== cb);
-      cb.ra = Infinity;
+      cb.qa = Infinity;
     };
   }
 };

@@ -339,34 +339,41 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
     deeper(depth);
     const ct = lt ?? t;
     const n = countValues(4, 1);
-    const el = t.elem!;
-    const lel = lt && lt.elem;
     if (t.kind === Kind.List) {
+      const el = t.elem!;
       const k = readK(el, n);
       const items: Elem[] = new Array(n);
-      for (let i = 0; i < n; i++) items[i] = readElem(el, lel, k, depth);
+      for (let i = 0; i < n; i++) items[i] = readElem(el, lt && lt.elem, k, depth);
       return new ListC(ct, items);
     }
+    const m = new Map<Key, Elem>();
+    entries(t, lt, n, 2, depth, (key, v) => m.set(key, v!));
+    return new (t.kind === Kind.Bag ? BagC : MapC)(ct, m);
+  };
+
+  /**
+   * Reads n keys of map or bag type t (lt locally, null when skipped) and
+   * gives each to f: a whole container's (§6.1; how 2: with its value, the
+   * keys strictly ascending), or those of a pass of its operations (§6.2):
+   * with their values (how 1: put), or alone (how 0: removed keys, and
+   * updated bag items, whose records f reads).
+   */
+  const entries = (t: Type, lt: Type | null, n: number, how: number, depth: number, f: (key: Key, v?: Elem) => void): void => {
     const bag = t.kind === Kind.Bag;
     const str = t.key === Kind.String;
-    const kk = readKK(t, n);
-    const vk = bag ? 0 : readK(el, n);
-    const m = new Map<Key, Elem>();
+    const kk = n && !str ? bits(6) : 0;
+    const vk = how && !bag ? readK(t.elem!, n) : 0;
     let prev: Key | undefined;
     let prevBytes!: Uint8Array;
     for (let i = 0; i < n; i++) {
       const key = readKey(t.key, kk);
-      // Keys strictly ascending (§6.1): strings bytewise.
-      if (i && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev! < key)) bad("key order");
+      // Strings compare bytewise.
+      if (how > 1 && i && !(str ? compareBytes(prevBytes, keyBytes) < 0 : prev! < key)) bad("key order");
       prev = key;
       prevBytes = keyBytes;
-      m.set(key, bag ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readElem(el, lel, vk, depth));
+      f(key, !how ? undefined : bag ? readRecord(t.struct!, lt && lt.struct, depth + 1) : readElem(t.elem!, lt && lt.elem, vk, depth));
     }
-    return new (bag ? BagC : MapC)(ct, m);
   };
-
-  /** Reads the shared k of n keys of map or bag type t. */
-  const readKK = (t: Type, n: number): number => (n && t.key !== Kind.String ? bits(6) : 0);
 
   /**
    * Reads a standalone struct value of remote type rs into a record of
@@ -418,25 +425,16 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       return;
     }
     // Maps: removed keys, then put entries; bags: removed keys, put items, item updates.
-    const bag = t.kind === Kind.Bag;
-    const ls = lt && lt.struct;
-    for (let pass = 0; pass < 2 + +bag; pass++) {
-      const n = countValues(2, 1);
-      const kk = readKK(t, n);
-      const vk = pass === 1 && !bag ? readK(el, n) : 0;
-      for (let i = 0; i < n; i++) {
-        const key = readKey(t.key, kk);
-        if (!pass) {
-          if (c) tab.mapOp(e, local, c, key);
-        } else if (pass === 1) {
-          const v = bag ? readRecord(t.struct!, ls, 2) : readElem(el, lel, vk, 1);
-          if (c) {
-            full(c.m.size);
-            tab.mapOp(e, local, c, key, v);
-          }
-        } else if (c) readRecord(t.struct!, ls, 2, (c as BagC).m.get(key) ?? fail("no-key", "" + key), tab, e, key, local);
-        else readRecord(t.struct!, null, 2);
-      }
+    for (let pass = 0; pass < 2 + +(t.kind === Kind.Bag); pass++) {
+      entries(t, lt, countValues(2, 1), pass & 1, 1, (key, v) => {
+        if (pass > 1) {
+          if (c) readRecord(t.struct!, lt!.struct, 2, (c as BagC).m.get(key) ?? fail("no-key", "" + key), tab, e, key, local);
+          else readRecord(t.struct!, null, 2);
+        } else if (c) {
+          if (pass) full(c.m.size);
+          tab.mapOp(e, local, c, key, v);
+        }
+      });
     }
   };
 
