@@ -166,19 +166,19 @@ var StructType = class {
   rpcs = [];
   leaves = [];
   /** @internal Numeric slots of a record of the struct. */
-  B = 0;
+  A = 0;
   /** @internal Object slots of a record of the struct. */
-  H = 0;
+  F = 0;
   /** @internal The types of the object slots, in order. */
-  I = [];
+  G = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  aa;
+  $;
   /** @internal Fields by ID. */
-  ba = /* @__PURE__ */ new Map();
+  aa = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  J = 0;
+  H = 0;
   /** @internal Leaves once nested structs are flattened, deprecated fields included. */
-  K = 0;
+  I = 0;
   constructor(name) {
     this.name = name;
   }
@@ -186,7 +186,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.ba.get(id);
+    return this.aa.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -210,46 +210,46 @@ var reach = (classes) => {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.J === 1) bad(s.name + " contains itself");
-  if (s.J) return;
-  s.J = 1;
+  if (s.H === 1) bad(s.name + " contains itself");
+  if (s.H) return;
+  s.H = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.ba.set(f.id, f);
+    s.aa.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ca = s.leaves.length;
+    f.ba = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, C: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], B: +numeric, H: +!numeric, I: numeric ? [] : [t], K: 1 };
-    s.K += sub.K;
-    if ((budget += sub.K) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, F: +!numeric, G: numeric ? [] : [t], I: 1 };
+    s.I += sub.I;
+    if ((budget += sub.I) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
         ...l,
         index: s.leaves.length,
-        C: f.id + (l.C && "," + l.C),
+        B: f.id + (l.B && "," + l.B),
         name: f.name + (l.name && "." + l.name),
         vis: l.vis & f.vis,
         band: f.band,
-        a: l.a < 0 ? -1 : l.a + s.B,
-        c: l.c < 0 ? -1 : l.c + s.H
+        a: l.a < 0 ? -1 : l.a + s.A,
+        c: l.c < 0 ? -1 : l.c + s.F
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.I.push(...sub.I);
-    s.B += sub.B;
-    s.H += sub.H;
+    s.G.push(...sub.G);
+    s.A += sub.A;
+    s.F += sub.F;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.J = 2;
+  s.H = 2;
 };
 var Schema = class {
   /**
@@ -402,7 +402,7 @@ var read = () => {
   const index = () => structs[u32(2)] ?? bad("struct index");
   const name = () => {
     const b = bytes(256);
-    return { name: decodeUTF8(b), aa: b };
+    return { name: decodeUTF8(b), $: b };
   };
   const id = (prev) => {
     const v2 = prev + 1 + u(2) + hi * 2 ** 32;
@@ -440,7 +440,7 @@ var read = () => {
     Object.assign(st, name());
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
-      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 });
+      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ba: 0 });
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
@@ -483,9 +483,9 @@ var read = () => {
 var Rec = class {
   constructor(type) {
     this.type = type;
-    this.a = new Uint32Array(type.B * 2);
-    this.c = type.I.map(zeroObj);
-    this.da = 0;
+    this.a = new Uint32Array(type.A * 2);
+    this.c = type.G.map(zeroObj);
+    this.ca = 0;
   }
   /** A deep copy. */
   clone() {
@@ -558,7 +558,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.D = bands;
+    this.C = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -582,7 +582,7 @@ var Entity = class extends Rec {
   knows(path) {
     const l = this.type.leaves.find((l2) => l2.name === path || l2.name.startsWith(path + "."));
     if (!l) misuse(`${this.type.name} has no field "${path}"`);
-    return (this.D[l.index] ?? 0) <= this.level;
+    return (this.C[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -612,7 +612,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.L.push({ k, ya: e, za: [e, ...a] });
+  const event = (k, e, ...a) => void t.J.push({ k, ya: e, za: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -631,7 +631,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.da !== serial) {
+    if (r.ca !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -677,9 +677,9 @@ var table = () => {
     size: 0,
     w: [],
     x: /* @__PURE__ */ new Set(),
-    L: [],
-    O: atSlot,
-    E: setNum,
+    J: [],
+    M: atSlot,
+    da: setNum,
     ea: setObj,
     Aa(c, leaf) {
       let w = watch.get(c);
@@ -687,18 +687,18 @@ var table = () => {
       w[leaf] = 1;
       lastC = void 0;
     },
-    F() {
+    D() {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.x.clear();
-      t.L = [];
+      t.J = [];
       return t;
     },
     Ba(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.da = serial;
+      e.ca = serial;
       put2(slot, e);
       t.x.add(slot);
       moved.push(slot);
@@ -780,7 +780,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.F();
+      t.D();
     }
   };
   return t;
@@ -802,7 +802,7 @@ var withDefaults = (l = {}) => {
   return r;
 };
 var DIRECT = {
-  E(_e, _l, slot, lo, hi2, r) {
+  da(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
@@ -832,11 +832,11 @@ var decoder = (local, remote = local, limits = {}) => {
     if (!inner) maps.set(rs, inner = /* @__PURE__ */ new Map());
     let m = inner.get(ls);
     if (!m) {
-      const byPath = new Map(ls.leaves.map((l) => [l.C, l.index]));
-      inner.set(ls, m = { ka: new Int32Array(rs.leaves.length), D: new Uint8Array(ls.leaves.length) });
+      const byPath = new Map(ls.leaves.map((l) => [l.B, l.index]));
+      inner.set(ls, m = { ka: new Int32Array(rs.leaves.length), C: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ka[l.index] = byPath.get(l.C) ?? -1;
-        if (j >= 0) m.D[j] = l.band;
+        const j = m.ka[l.index] = byPath.get(l.B) ?? -1;
+        if (j >= 0) m.C[j] = l.band;
       }
     }
     return m;
@@ -864,8 +864,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.Ba(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.D : EMPTY, rc.nbands);
-      else if (!(e = tab.O(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.Ba(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.C : EMPTY, rc.nbands);
+      else if (!(e = tab.M(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -881,7 +881,7 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ca;
+      const leaf = base + f.ba;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
@@ -892,7 +892,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const numeric = isNumeric(kind);
       let k = numeric ? delta ? p.wa : p.v : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ y: to, Fa: ll ? numeric ? ll.a : ll.c : -1, la: how, k, P: t, ma: ll && ll.o, M: p, na: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
+      steps.push({ N: to, Fa: ll ? numeric ? ll.a : ll.c : -1, la: how, k, O: t, ma: ll && ll.o, K: p, na: MASK[p.q] ?? 0, P: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -905,38 +905,43 @@ var decoder = (local, remote = local, limits = {}) => {
       const s = steps[i];
       const slot = s.Fa;
       const j = slot << 1;
+      let lo;
+      let h = 0;
       switch (s.la) {
         case 2 /* Delta */: {
-          const lo = u(s.k);
-          if (hi !== 0 || lo > s.na) bad3("delta");
-          if (slot < 0) break;
-          let v = a[j] + (lo >>> 1 ^ -(lo & 1));
+          const d = u(s.k);
+          if (hi !== 0 || d > s.na) bad3("delta");
+          if (slot < 0) continue;
+          const v = a[j] + (d >>> 1 ^ -(d & 1));
           if (s.l) {
-            v = v << s.Q >> s.Q;
-            tab.E(e, s.y, slot, v >>> 0, v < 0 ? 4294967295 : 0, rec2, k, bagLeaf);
-          } else tab.E(e, s.y, slot, s.Q === 0 ? v >>> 0 : v & s.na, 0, rec2, k, bagLeaf);
+            lo = v << s.P >> s.P;
+            h = lo < 0 ? 4294967295 : 0;
+            lo >>>= 0;
+          } else lo = s.P === 0 ? v >>> 0 : v & s.na;
           break;
         }
-        case 1 /* Raw */: {
-          const lo = bitsWide(s.k);
-          if (slot >= 0) tab.E(e, s.y, slot, lo, hi, rec2, k, bagLeaf);
+        case 1 /* Raw */:
+          lo = bitsWide(s.k);
+          h = hi;
           break;
-        }
         case 3 /* U */:
-          readNum(s.M, s.k, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.E(e, s.y, slot, out.f, out.e, rec2, k, bagLeaf);
+          readNum(s.K, s.k, delta, a[j], a[j + 1]);
+          lo = out.f;
+          h = out.e;
           break;
         default: {
           let v;
-          if (s.la === 4 /* Str */) v = readStr(s.P);
-          else if (!delta || bool()) v = readContainer(s.P, s.ma, depth + 1);
+          if (s.la === 4 /* Str */) v = readStr(s.O);
+          else if (!delta || bool()) v = readContainer(s.O, s.ma, depth + 1);
           else {
-            containerOps(tab, e, s.P, s.ma, s.y, slot);
-            break;
+            containerOps(tab, e, s.O, s.ma, s.N, slot);
+            continue;
           }
-          if (slot >= 0) tab.ea(e, s.y, slot, v, rec2, k, bagLeaf);
+          if (slot >= 0) tab.ea(e, s.N, slot, v, rec2, k, bagLeaf);
+          continue;
         }
       }
+      if (slot >= 0) tab.da(e, s.N, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -1080,10 +1085,10 @@ var keyTypes = [];
 // ts/src/replica.ts
 var Replica = class {
   /** @internal The entity table. */
-  z = table();
+  y = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  R = /* @__PURE__ */ new Map();
-  S = false;
+  Q = /* @__PURE__ */ new Map();
+  R = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1092,24 +1097,24 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.G = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.E = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.G.oa;
+    return this.E.oa;
   }
   /** Number of entities. */
   get size() {
-    return this.z.size;
+    return this.y.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    const e = this.z.O(id & 16777215);
+    const e = this.y.M(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.z.w.map((s) => this.z.O(s));
+    return this.y.w.map((s) => this.y.M(s));
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1127,7 +1132,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.F("applyTick");
+    const t = this.D("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
@@ -1151,11 +1156,11 @@ var Replica = class {
         const e = this.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ia(e, (l) => e.D[l.index] > lc.level);
+          t.ia(e, (l) => e.C[l.index] > lc.level);
         } else if (lc.level > e.level) t.x.add(e.slot);
         if (e) t.ha(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.G.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.E.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = this.entity(id);
@@ -1173,7 +1178,7 @@ var Replica = class {
     }
     t.ja();
     this.ticksApplied++;
-    this.pa(t.L);
+    this.pa(t.J);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1181,13 +1186,13 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.F("reset");
-    const dec = decoder(this.local, remote, this.G.oa);
+    const t = this.D("reset");
+    const dec = decoder(this.local, remote, this.E.oa);
     for (const e of this.entities()) t.fa(e.slot);
     t.ja();
-    this.G = dec;
+    this.E = dec;
     this.remote = remote;
-    this.pa(t.L);
+    this.pa(t.J);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1228,21 +1233,21 @@ var Replica = class {
     return this.p(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  F(what) {
-    return this.S ? misuse(what + " from a callback") : this.z.F();
+  D(what) {
+    return this.R ? misuse(what + " from a callback") : this.y.D();
   }
   pa(events) {
-    if (!this.R.size) return;
-    this.S = true;
+    if (!this.Q.size) return;
+    this.R = true;
     try {
       for (const { k, ya: e, za: a } of events) {
-        const list = this.R.get(e.type)?.[k];
+        const list = this.Q.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
         for (const cb of list ?? []) if (cb.qa <= this.ticksApplied) cb.Ha(...a);
       }
     } finally {
-      this.S = false;
+      this.R = false;
     }
   }
   /**
@@ -1256,10 +1261,10 @@ var Replica = class {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.o.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.z.Aa(cls, l.index);
+      this.y.Aa(cls, l.index);
       i += l.index;
     }
-    const cbs = this.R;
+    const cbs = this.Q;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
     const cb = { qa: this.ticksApplied + 1, Ha: fn };

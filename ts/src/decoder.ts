@@ -263,26 +263,30 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
       const s = steps[i]!;
       const slot = s.sl;
       const j = slot << 1;
+      // A number's new value, as halves (lo, h), set after the switch.
+      let lo: number;
+      let h = 0;
       switch (s.how) {
         case P.Delta: {
-          const lo = u(s.k);
-          if (hi !== 0 || lo > s.mask) bad("delta");
-          if (slot < 0) break;
-          let v = a[j]! + ((lo >>> 1) ^ -(lo & 1));
+          const d = u(s.k);
+          if (hi !== 0 || d > s.mask) bad("delta");
+          if (slot < 0) continue;
+          const v = a[j]! + ((d >>> 1) ^ -(d & 1));
           if (s.signed) {
-            v = (v << s.sh) >> s.sh;
-            tab.setNum(e, s.to, slot, v >>> 0, v < 0 ? 0xffffffff : 0, rec, k, bagLeaf);
-          } else tab.setNum(e, s.to, slot, s.sh === 0 ? v >>> 0 : v & s.mask, 0, rec, k, bagLeaf);
+            lo = (v << s.sh) >> s.sh;
+            h = lo < 0 ? 0xffffffff : 0;
+            lo >>>= 0;
+          } else lo = s.sh === 0 ? v >>> 0 : v & s.mask;
           break;
         }
-        case P.Raw: {
-          const lo = bitsWide(s.k);
-          if (slot >= 0) tab.setNum(e, s.to, slot, lo, hi, rec, k, bagLeaf);
+        case P.Raw:
+          lo = bitsWide(s.k);
+          h = hi;
           break;
-        }
         case P.U:
           readNum(s.plan, s.k, delta, a[j], a[j + 1]);
-          if (slot >= 0) tab.setNum(e, s.to, slot, out.lo, out.hi, rec, k, bagLeaf);
+          lo = out.lo;
+          h = out.hi;
           break;
         default: {
           // A string, bytes, or a container: whole, or its operations.
@@ -291,11 +295,13 @@ export const decoder = (local: Schema, remote: Schema = local, limits: Partial<L
           else if (!delta || bool()) v = readContainer(s.t, s.lt, depth + 1);
           else {
             containerOps(tab, e, s.t, s.lt, s.to, slot);
-            break;
+            continue;
           }
           if (slot >= 0) tab.setObj(e, s.to, slot, v, rec, k, bagLeaf);
+          continue;
         }
       }
+      if (slot >= 0) tab.setNum(e, s.to, slot, lo, h, rec, k, bagLeaf);
     }
   };
 
