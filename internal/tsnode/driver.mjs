@@ -279,9 +279,7 @@ var Schema = class {
   }
 };
 var checkCompatible = (local, remote) => {
-  const seen = /* @__PURE__ */ new Set();
-  const ids = /* @__PURE__ */ new Map();
-  const id = (s) => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
+  const seen = /* @__PURE__ */ new Map();
   const sig = ({ kind, key, quant: q }) => [kind, key, q.mode, q.step, q.min, q.nbits];
   const type = (l, r, where) => {
     if (!l || !r) return;
@@ -291,9 +289,10 @@ var checkCompatible = (local, remote) => {
     type(l.elem, r.elem, where);
   };
   const struct = (l, r, where) => {
-    const k = l && r && id(l) + "/" + id(r);
-    if (!k || seen.has(k)) return;
-    seen.add(k);
+    if (!l || !r) return;
+    const done = seen.get(l) ?? /* @__PURE__ */ new Set();
+    if (done.has(r)) return;
+    seen.set(l, done.add(r));
     for (const rr of r.rpcs) {
       const lr = l.rpc(rr.id);
       if (lr && lr.dir !== rr.dir) fail("incompatible", where + " RPC " + lr.name);

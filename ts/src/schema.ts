@@ -261,10 +261,8 @@ export class Schema {
  * has the same type. Throws a ReplicaDecodeError with code "incompatible".
  */
 export const checkCompatible = (local: Schema, remote: Schema): void => {
-  // Each pair of structs is checked once.
-  const seen = new Set<string>();
-  const ids = new Map<StructType, number>();
-  const id = (s: StructType): number => ids.get(s) ?? (ids.set(s, ids.size), ids.size - 1);
+  // Each pair of structs is checked once: the remote structs checked against each local one.
+  const seen = new Map<StructType, Set<StructType>>();
   // A type's kind, key kind and quantization, which two versions must share.
   const sig = ({ kind, key, quant: q }: Type): unknown[] => [kind, key, q.mode, q.step, q.min, q.nbits];
   const type = (l: Type | null, r: Type | null, where: string): void => {
@@ -275,16 +273,17 @@ export const checkCompatible = (local: Schema, remote: Schema): void => {
     type(l.elem, r.elem, where);
   };
   const struct = (l: StructType | null | undefined, r: StructType | null, where: string): void => {
-    const k = l && r && id(l) + "/" + id(r);
-    if (!k || seen.has(k)) return;
-    seen.add(k);
-    for (const rr of r!.rpcs) {
-      const lr = l!.rpc(rr.id);
+    if (!l || !r) return;
+    const done = seen.get(l) ?? new Set();
+    if (done.has(r)) return;
+    seen.set(l, done.add(r));
+    for (const rr of r.rpcs) {
+      const lr = l.rpc(rr.id);
       if (lr && lr.dir !== rr.dir) fail("incompatible", where + " RPC " + lr.name);
       if (lr) struct(lr.args, rr.args, where + " RPC " + lr.name);
     }
-    for (const rf of r!.fields) {
-      const lf = l!.field(rf.id);
+    for (const rf of r.fields) {
+      const lf = l.field(rf.id);
       if (lf && !lf.deprecated && !rf.deprecated) type(lf.type, rf.type, where + "." + lf.name);
     }
   };
