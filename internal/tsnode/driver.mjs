@@ -168,17 +168,17 @@ var StructType = class {
   /** @internal Numeric slots of a record of the struct. */
   A = 0;
   /** @internal Object slots of a record of the struct. */
-  F = 0;
+  G = 0;
   /** @internal The types of the object slots, in order. */
-  G = [];
+  H = [];
   /** @internal The name's bytes as the descriptor carried them. */
-  $;
+  aa;
   /** @internal Fields by ID. */
-  aa = /* @__PURE__ */ new Map();
+  ba = /* @__PURE__ */ new Map();
   /** @internal 0: not laid out, 1: being laid out, 2: laid out. */
-  H = 0;
-  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
   I = 0;
+  /** @internal Leaves once nested structs are flattened, deprecated fields included. */
+  J = 0;
   constructor(name) {
     this.name = name;
   }
@@ -186,7 +186,7 @@ var StructType = class {
     return this.distances.length;
   }
   field(id) {
-    return this.aa.get(id);
+    return this.ba.get(id);
   }
   rpc(id) {
     return this.rpcs.find((r) => r.id === id);
@@ -210,23 +210,23 @@ var reach = (classes) => {
 var bad = (msg) => fail("descriptor", msg);
 var budget = 0;
 var layout = (s, pending) => {
-  if (s.H === 1) bad(s.name + " contains itself");
-  if (s.H) return;
-  s.H = 1;
+  if (s.I === 1) bad(s.name + " contains itself");
+  if (s.I) return;
+  s.I = 1;
   s.fields.sort((a, b) => a.id - b.id);
   for (const f of s.fields) {
-    s.aa.set(f.id, f);
+    s.ba.set(f.id, f);
     const t = f.type;
     const st = t.struct;
     const e = t.elem?.struct;
     if (st?.isClass || e?.isClass) bad(f.name + " nests a class");
     if (t.kind === 18 /* Bag */) pending.push(st);
     if (e) pending.push(e);
-    f.ba = s.leaves.length;
+    f.ca = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, F: +!numeric, G: numeric ? [] : [t], I: 1 };
-    s.I += sub.I;
-    if ((budget += sub.I) > 1 << 20) bad("too many fields");
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, G: +!numeric, H: numeric ? [] : [t], J: 1 };
+    s.J += sub.J;
+    if ((budget += sub.J) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
     for (const l of sub.leaves) {
       s.leaves.push({
@@ -237,19 +237,19 @@ var layout = (s, pending) => {
         vis: l.vis & f.vis,
         band: f.band,
         a: l.a < 0 ? -1 : l.a + s.A,
-        c: l.c < 0 ? -1 : l.c + s.F
+        c: l.c < 0 ? -1 : l.c + s.G
       });
     }
     if (s.leaves.length > 1 << 16) bad(s.name + ": too many fields");
-    s.G.push(...sub.G);
+    s.H.push(...sub.H);
     s.A += sub.A;
-    s.F += sub.F;
+    s.G += sub.G;
   }
   for (const r of s.rpcs) {
     if (!s.isClass || r.args.isClass) bad(`RPC ${r.name} of ${s.name}`);
     pending.push(r.args);
   }
-  s.H = 2;
+  s.I = 2;
 };
 var Schema = class {
   /**
@@ -267,14 +267,14 @@ var Schema = class {
   }
   /** The class with the given class ID, or undefined. */
   class(id) {
-    return this.find(id);
+    return this.C(id);
   }
   /** The class with the given name, or undefined. */
   classNamed(name) {
-    return this.find(name);
+    return this.C(name);
   }
   /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
-  find(c) {
+  C(c) {
     return this.classes.find((x) => x === c || x.name === c || x.classId === c);
   }
 };
@@ -317,7 +317,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, v: bool2 || (float && m !== 1 ? W : 0), wa: bool2, q: W, l: isSigned(k) || float && m === 1, xa: W === 64, quant: q });
+    plans.set(t, p = { kind: k, v: bool2 || (float && m !== 1 ? W : 0), xa: bool2, q: W, l: isSigned(k) || float && m === 1, ya: W === 64, quant: q });
   }
   return p;
 };
@@ -349,7 +349,7 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.xa) return p.l ? lo | 0 : lo;
+  if (!p.ya) return p.l ? lo | 0 : lo;
   const v = big(lo, hi2);
   return p.l ? BigInt.asIntN(64, v) : v;
 };
@@ -401,7 +401,7 @@ var read = () => {
   const index = () => structs[u32(2)] ?? bad("struct index");
   const name = () => {
     const b = bytes(256);
-    return { name: decodeUTF8(b), $: b };
+    return { name: decodeUTF8(b), aa: b };
   };
   const id = (prev) => {
     const v2 = prev + 1 + u(2) + hi * 2 ** 32;
@@ -439,7 +439,7 @@ var read = () => {
     Object.assign(st, name());
     for (let j = count(2, 65536 - fields, 20, "fields"), prev = 0; j > 0; j--, fields++) {
       prev = id(prev);
-      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ba: 0 });
+      st.fields.push({ id: prev, ...name(), type: type(0), vis: bits(2), life: bits(2), chan: bits(1), deprecated: bool(), band: u32(0), ca: 0 });
     }
     for (let j = count(0, 4096 - rpcs, 12, "RPCs"), prev = 0; j > 0; j--, rpcs++) {
       prev = id(prev);
@@ -483,8 +483,8 @@ var Rec = class {
   constructor(type) {
     this.type = type;
     this.a = new Uint32Array(type.A * 2);
-    this.c = type.G.map(zeroObj);
-    this.ca = 0;
+    this.c = type.H.map(zeroObj);
+    this.da = 0;
   }
   /** A deep copy. */
   clone() {
@@ -557,7 +557,7 @@ var Entity = class extends Rec {
     super(cls);
     this.id = id;
     this.classId = classId;
-    this.C = bands;
+    this.D = bands;
     this.level = this.nbands = nbands;
     this.owned = false;
     this.alive = true;
@@ -581,7 +581,7 @@ var Entity = class extends Rec {
   knows(path) {
     const l = this.type.leaves.find((l2) => l2.name === path || l2.name.startsWith(path + "."));
     if (!l) misuse(`${this.type.name} has no field "${path}"`);
-    return (this.C[l.index] ?? 0) <= this.level;
+    return (this.D[l.index] ?? 0) <= this.level;
   }
 };
 var ITEM_KINDS = ["added", "removed", "changed"];
@@ -611,7 +611,7 @@ var table = () => {
     undo.push(() => o[k] = old);
     return old;
   };
-  const event = (k, e, ...a) => void t.J.push({ k, ya: e, za: [e, ...a] });
+  const event = (k, e, ...a) => void t.K.push({ k, za: e, Aa: [e, ...a] });
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
@@ -630,7 +630,7 @@ var table = () => {
     const olo = a[i];
     const ohi = a[i + 1];
     if (olo === lo && ohi === hi2) return;
-    if (r.ca !== serial) {
+    if (r.da !== serial) {
       const n = nSaved++;
       if (3 * n + 3 > saved.length) {
         const s = saved;
@@ -676,28 +676,28 @@ var table = () => {
     size: 0,
     w: [],
     x: /* @__PURE__ */ new Set(),
-    J: [],
-    M: atSlot,
-    da: setNum,
-    ea: setObj,
-    Aa(c, leaf) {
+    K: [],
+    N: atSlot,
+    ea: setNum,
+    fa: setObj,
+    Ba(c, leaf) {
       let w = watch.get(c);
       if (!w) watch.set(c, w = new Uint8Array(c.leaves.length));
       w[leaf] = 1;
       lastC = void 0;
     },
-    D() {
+    E() {
       serial++;
       nSaved = undo.length = moved.length = 0;
       t.x.clear();
-      t.J = [];
+      t.K = [];
       return t;
     },
-    Ba(cls, id, classId, bands, nbands) {
+    Ca(cls, id, classId, bands, nbands) {
       const slot = id & 16777215;
       if (atSlot(slot)) fail("exists", "" + slot);
       const e = new Entity(cls, id, classId, bands, nbands);
-      e.ca = serial;
+      e.da = serial;
       put2(slot, e);
       t.x.add(slot);
       moved.push(slot);
@@ -705,7 +705,7 @@ var table = () => {
       event(0 /* Create */, e);
       return e;
     },
-    fa(slot) {
+    ga(slot) {
       const e = atSlot(slot) ?? fail("not-found", "" + slot);
       put2(slot);
       moved.push(slot);
@@ -713,13 +713,13 @@ var table = () => {
       undo.push(() => put2(slot, e));
       event(1 /* Destroy */, e);
     },
-    ga(e, owned) {
+    ha(e, owned) {
       if (e.owned !== owned) event(2 /* Owned */, e, (assign(e, "owned", owned), owned));
     },
-    ha(e, level) {
+    ia(e, level) {
       if (e.level !== level) event(3 /* Level */, e, assign(e, "level", level), level);
     },
-    Ca(e, leaf, l, op, i, v) {
+    Da(e, leaf, l, op, i, v) {
       const a = l.i;
       if (op > 2) {
         l.i = [];
@@ -736,7 +736,7 @@ var table = () => {
       }
       itemEvent(e, leaf, op, i, old, op === 1 ? void 0 : v);
     },
-    Da(e, leaf, m, k, v) {
+    Ea(e, leaf, m, k, v) {
       const had = m.d.has(k);
       const old = m.d.get(k);
       if (v === void 0) {
@@ -746,7 +746,7 @@ var table = () => {
       undo.push(() => had ? m.d.set(k, old) : m.d.delete(k));
       itemEvent(e, leaf, v === void 0 ? 1 : had ? 2 : 0, k, old, v);
     },
-    ia(e, pick) {
+    ja(e, pick) {
       for (const l of e.type.leaves) {
         if (!pick(l)) continue;
         if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
@@ -757,7 +757,7 @@ var table = () => {
       }
       t.x.add(e.slot);
     },
-    ja() {
+    ka() {
       if (moved.length) {
         const held = t.w;
         const out2 = [];
@@ -771,7 +771,7 @@ var table = () => {
       }
       nSaved = undo.length = 0;
     },
-    Ea() {
+    Fa() {
       for (let j = nSaved - 1; j >= 0; j--) {
         const a = savedRecs[j].a;
         const i = saved[3 * j];
@@ -779,7 +779,7 @@ var table = () => {
         a[i + 1] = saved[3 * j + 2];
       }
       for (let j = undo.length - 1; j >= 0; j--) undo[j]();
-      t.D();
+      t.E();
     }
   };
   return t;
@@ -801,11 +801,11 @@ var withDefaults = (l = {}) => {
   return r;
 };
 var DIRECT = {
-  da(_e, _l, slot, lo, hi2, r) {
+  ea(_e, _l, slot, lo, hi2, r) {
     r.a[slot << 1] = lo;
     r.a[(slot << 1) + 1] = hi2;
   },
-  ea(_e, _l, slot, v, r) {
+  fa(_e, _l, slot, v, r) {
     r.c[slot] = v;
   }
 };
@@ -832,10 +832,10 @@ var decoder = (local, remote = local, limits = {}) => {
     let m = inner.get(ls);
     if (!m) {
       const byPath = new Map(ls.leaves.map((l) => [l.B, l.index]));
-      inner.set(ls, m = { ka: new Int32Array(rs.leaves.length), C: new Uint8Array(ls.leaves.length) });
+      inner.set(ls, m = { la: new Int32Array(rs.leaves.length), D: new Uint8Array(ls.leaves.length) });
       for (const l of rs.leaves) {
-        const j = m.ka[l.index] = byPath.get(l.B) ?? -1;
-        if (j >= 0) m.C[j] = l.band;
+        const j = m.la[l.index] = byPath.get(l.B) ?? -1;
+        if (j >= 0) m.D[j] = l.band;
       }
     }
     return m;
@@ -863,8 +863,8 @@ var decoder = (local, remote = local, limits = {}) => {
     for (let i = 0; i < n; i++) {
       const slot = ids[i];
       let e;
-      if (tag === 1 /* Create */) e = tab.Ba(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.C : EMPTY, rc.nbands);
-      else if (!(e = tab.M(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
+      if (tag === 1 /* Create */) e = tab.Ca(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.D : EMPTY, rc.nbands);
+      else if (!(e = tab.N(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -880,18 +880,18 @@ var decoder = (local, remote = local, limits = {}) => {
       if (!f || f.deprecated) fail("unknown", "field " + id);
       const t = f.type;
       const kind = t.kind;
-      const leaf = base + f.ba;
+      const leaf = base + f.ca;
       if (kind === 15 /* Nested */) {
         readTree(t.struct, leaf, delta, depth + 1, gapK, map, ls);
         continue;
       }
-      const to = map.ka[leaf];
+      const to = map.la[leaf];
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.wa : p.v : 0;
+      let k = numeric ? delta ? p.xa : p.v : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ N: to, Fa: ll ? numeric ? ll.a : ll.c : -1, la: how, k, O: t, ma: ll && ll.o, K: p, na: MASK[p.q] ?? 0, P: 32 - p.q, l: p.l });
+      steps.push({ O: to, Ga: ll ? numeric ? ll.a : ll.c : -1, ma: how, k, P: t, na: ll && ll.o, L: p, oa: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -902,21 +902,21 @@ var decoder = (local, remote = local, limits = {}) => {
     const a = rec2.a;
     for (let i = from; i < steps.length; i++) {
       const s = steps[i];
-      const slot = s.Fa;
+      const slot = s.Ga;
       const j = slot << 1;
       let lo;
       let h = 0;
-      switch (s.la) {
+      switch (s.ma) {
         case 2 /* Delta */: {
           const d = u(s.k);
-          if (hi !== 0 || d > s.na) bad3("delta");
+          if (hi !== 0 || d > s.oa) bad3("delta");
           if (slot < 0) continue;
           const v = a[j] + (d >>> 1 ^ -(d & 1));
           if (s.l) {
-            lo = v << s.P >> s.P;
+            lo = v << s.Q >> s.Q;
             h = lo < 0 ? 4294967295 : 0;
             lo >>>= 0;
-          } else lo = s.P === 0 ? v >>> 0 : v & s.na;
+          } else lo = s.Q === 0 ? v >>> 0 : v & s.oa;
           break;
         }
         case 1 /* Raw */:
@@ -924,23 +924,23 @@ var decoder = (local, remote = local, limits = {}) => {
           h = hi;
           break;
         case 3 /* U */:
-          readNum(s.K, s.k, delta, a[j], a[j + 1]);
+          readNum(s.L, s.k, delta, a[j], a[j + 1]);
           lo = out.f;
           h = out.e;
           break;
         default: {
           let v;
-          if (s.la === 4 /* Str */) v = readStr(s.O);
-          else if (!delta || bool()) v = readContainer(s.O, s.ma, depth + 1);
+          if (s.ma === 4 /* Str */) v = readStr(s.P);
+          else if (!delta || bool()) v = readContainer(s.P, s.na, depth + 1);
           else {
-            containerOps(tab, e, s.O, s.ma, s.N, slot);
+            containerOps(tab, e, s.P, s.na, s.O, slot);
             continue;
           }
-          if (slot >= 0) tab.ea(e, s.N, slot, v, rec2, k, bagLeaf);
+          if (slot >= 0) tab.fa(e, s.O, slot, v, rec2, k, bagLeaf);
           continue;
         }
       }
-      if (slot >= 0) tab.da(e, s.N, slot, lo, h, rec2, k, bagLeaf);
+      if (slot >= 0) tab.ea(e, s.O, slot, lo, h, rec2, k, bagLeaf);
     }
   };
   const readStr = (t) => {
@@ -1030,7 +1030,7 @@ var decoder = (local, remote = local, limits = {}) => {
         } else if (op <= 1 /* Insert */ || op === 3 /* Set */) v = readElem(el, lel, k, 1);
         if (!items) continue;
         if (op <= 1 /* Insert */) full(items.length);
-        tab.Ca(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
+        tab.Da(e, local2, c, op <= 1 /* Insert */ ? 0 : op === 5 /* Patch */ ? 2 : op - 1, op === 0 /* Push */ ? items.length : idx, v);
       }
       return;
     }
@@ -1041,13 +1041,13 @@ var decoder = (local, remote = local, limits = {}) => {
           else readRecord(t.struct, null, 2);
         } else if (c) {
           if (pass) full(c.d.size);
-          tab.Da(e, local2, c, key, v);
+          tab.Ea(e, local2, c, key, v);
         }
       });
     }
   };
   return {
-    oa: lim,
+    pa: lim,
     apply(tab, seg) {
       if (seg.length > lim.maxSegmentBytes) fail("limit", "segment", 0);
       load(seg);
@@ -1056,7 +1056,7 @@ var decoder = (local, remote = local, limits = {}) => {
         for (let tag; (tag = bits(3)) !== 0 /* End */; ) {
           if (tag === 3 /* Destroy */) {
             readIDs();
-            for (let i = 0; i < nids; i++) tab.fa(ids[i]);
+            for (let i = 0; i < nids; i++) tab.ga(ids[i]);
             continue;
           }
           if (tag > 6 /* Ranked */) bad3("section " + tag);
@@ -1069,7 +1069,7 @@ var decoder = (local, remote = local, limits = {}) => {
         throw e instanceof RangeError ? new ReplicaDecodeError("limit", "depth beyond the stack", pos) : e;
       }
     },
-    Ga(rs, ls, data) {
+    Ha(rs, ls, data) {
       if (data.length > lim.maxSegmentBytes) fail("limit", "record");
       load(data);
       nValues = steps.length = 0;
@@ -1086,8 +1086,8 @@ var Replica = class {
   /** @internal The entity table. */
   y = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
-  Q = /* @__PURE__ */ new Map();
-  R = false;
+  R = /* @__PURE__ */ new Map();
+  S = false;
   /**
    * Ticks committed so far. A callback that throws propagates out of
    * applyTick after its tick was committed (the remaining callbacks of the
@@ -1096,11 +1096,11 @@ var Replica = class {
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
-    this.E = decoder(local, this.remote = opts.remote ?? local, opts.limits);
+    this.F = decoder(local, this.remote = opts.remote ?? local, opts.limits);
   }
   /** The decoder's limits, defaults filled in. */
   get limits() {
-    return this.E.oa;
+    return this.F.pa;
   }
   /** Number of entities. */
   get size() {
@@ -1108,12 +1108,12 @@ var Replica = class {
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    const e = this.y.M(id & 16777215);
+    const e = this.y.N(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.y.w.map((s) => this.y.M(s));
+    return this.y.w.map((s) => this.y.N(s));
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1131,7 +1131,7 @@ var Replica = class {
    * TICK's lists) and the replica is exactly as it was.
    */
   applyTick(segments, changes = {}) {
-    const t = this.D("applyTick");
+    const t = this.E("applyTick");
     let seg = -1;
     const level = (e, l) => l > e.nbands ? fail("level", l + " > " + e.nbands) : l;
     try {
@@ -1142,8 +1142,8 @@ var Replica = class {
           if (!e?.owned !== !!own) fail("ownership", (own ? "gained " : "lost ") + id);
           if (!e) created.push(id >>> 0);
           else {
-            t.ia(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
-            t.ga(e, !!own);
+            t.ja(e, (l) => l.vis === (own ? 2 /* Others */ : 1 /* Owner */));
+            t.ha(e, !!own);
           }
         }
       });
@@ -1155,29 +1155,29 @@ var Replica = class {
         const e = this.entity(id);
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
-          t.ia(e, (l) => e.C[l.index] > lc.level);
+          t.ja(e, (l) => e.D[l.index] > lc.level);
         } else if (lc.level > e.level) t.x.add(e.slot);
-        if (e) t.ha(e, lc.level);
+        if (e) t.ia(e, lc.level);
       }
-      for (seg = 0; seg < segments.length; seg++) this.E.apply(t, segments[seg]);
+      for (seg = 0; seg < segments.length; seg++) this.F.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = this.entity(id);
         if (!e || !t.x.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
-        t.ga(e, true);
+        t.ha(e, true);
       }
       for (const lc of later) {
         const e = this.entity(lc.id) ?? fail("level", lc.id + " not received");
-        t.ha(e, level(e, lc.level));
+        t.ia(e, level(e, lc.level));
       }
     } catch (e) {
-      t.Ea();
+      t.Fa();
       if (e instanceof ReplicaDecodeError) e.segment = seg;
       throw e;
     }
-    t.ja();
+    t.ka();
     this.ticksApplied++;
-    this.pa(t.J);
+    this.qa(t.K);
   }
   /**
    * Empties the replica for a new session whose sender speaks remote
@@ -1185,13 +1185,13 @@ var Replica = class {
    * onDestroy callbacks. Callbacks stay registered.
    */
   reset(remote = this.remote) {
-    const t = this.D("reset");
-    const dec = decoder(this.local, remote, this.E.oa);
-    for (const e of this.entities()) t.fa(e.slot);
-    t.ja();
-    this.E = dec;
+    const t = this.E("reset");
+    const dec = decoder(this.local, remote, this.F.pa);
+    for (const e of this.entities()) t.ga(e.slot);
+    t.ka();
+    this.F = dec;
     this.remote = remote;
-    this.pa(t.J);
+    this.qa(t.K);
   }
   /** Runs fn for each new entity of class c (a class, its name or its class ID). Returns an unregister function. */
   onCreate(c, fn) {
@@ -1232,21 +1232,21 @@ var Replica = class {
     return this.p(c, 4 /* Field */, fn, leaf, 18 /* Bag */);
   }
   /** The table's transaction, unless a callback is running. */
-  D(what) {
-    return this.R ? misuse(what + " from a callback") : this.y.D();
+  E(what) {
+    return this.S ? misuse(what + " from a callback") : this.y.E();
   }
-  pa(events) {
-    if (!this.Q.size) return;
-    this.R = true;
+  qa(events) {
+    if (!this.R.size) return;
+    this.S = true;
     try {
-      for (const { k, ya: e, za: a } of events) {
-        const list = this.Q.get(e.type)?.[k];
+      for (const { k, za: e, Aa: a } of events) {
+        const list = this.R.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.qa <= this.ticksApplied) cb.Ha(...a);
+        for (const cb of list ?? []) if (cb.ra <= this.ticksApplied) cb.Ia(...a);
       }
     } finally {
-      this.R = false;
+      this.S = false;
     }
   }
   /**
@@ -1255,22 +1255,22 @@ var Replica = class {
    * kind want, or not a container when want is 0.
    */
   p(c, i, fn, leaf, want = 0) {
-    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse("no class " + (c.name ?? c));
+    const cls = this.local.C(c) ?? this.remote.C(c) ?? misuse("no class " + (c.name ?? c));
     if (leaf !== void 0) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.o.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.y.Aa(cls, l.index);
+      this.y.Ba(cls, l.index);
       i += l.index;
     }
-    const cbs = this.Q;
+    const cbs = this.R;
     let lists = cbs.get(cls);
     if (!lists) cbs.set(cls, lists = []);
-    const cb = { qa: this.ticksApplied + 1, Ha: fn };
+    const cb = { ra: this.ticksApplied + 1, Ia: fn };
     lists[i] = [...lists[i] ?? [], cb];
     return () => {
       lists[i] = lists[i].filter((x) => x !== cb);
-      cb.qa = Infinity;
+      cb.ra = Infinity;
     };
   }
 };

@@ -321,7 +321,7 @@ export class Connection {
 
     c.done = () => new Promise((res) => (closed ? res(closed) : closeWaiters.push(res)));
     c.handleRPC = (cls, rpc, h) => {
-      const k = (typeof cls === "object" ? cls : (o.schema.find(cls) ?? misuse("no class " + cls))).classId + "/" + rpc;
+      const k = (typeof cls === "object" ? cls : (o.schema.lookup(cls) ?? misuse("no class " + cls))).classId + "/" + rpc;
       handlers.set(k, [...(handlers.get(k) ?? []), h]);
       return () => handlers.set(k, handlers.get(k)!.filter((x) => x !== h));
     };

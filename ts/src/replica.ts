@@ -275,7 +275,7 @@ export class Replica {
    * kind want, or not a container when want is 0.
    */
   private listen(c: ClassRef, i: number, fn: (...a: any[]) => void, leaf?: string | number, want = 0): () => void {
-    const cls = this.local.find(c) ?? this.remote.find(c) ?? misuse("no class " + ((c as StructType).name ?? c));
+    const cls = this.local.lookup(c) ?? this.remote.lookup(c) ?? misuse("no class " + ((c as StructType).name ?? c));
     if (leaf !== undefined) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
       const k = l.ty.kind;

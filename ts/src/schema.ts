@@ -241,16 +241,16 @@ export class Schema {
 
   /** The class with the given class ID, or undefined. */
   class(id: number): StructType | undefined {
-    return this.find(id);
+    return this.lookup(id);
   }
 
   /** The class with the given name, or undefined. */
   classNamed(name: string): StructType | undefined {
-    return this.find(name);
+    return this.lookup(name);
   }
 
   /** @internal The class c is, or names (by name or class ID), of this schema; or undefined. */
-  find(c: StructType | string | number): StructType | undefined {
+  lookup(c: StructType | string | number): StructType | undefined {
     return this.classes.find((x) => x === c || x.name === c || x.classId === c);
   }
 }
