@@ -47,7 +47,14 @@ func (s *Server) HandleRPC(class *schema.Struct, rpc uint32, h RPCHandler) {
 }
 
 // dispatch runs the handlers of the RPCs that arrived since the last tick,
-// connection by connection, each connection's in arrival order.
+// connection by connection, each connection's in arrival order. A tick
+// decodes at most Config.MaxRPCBytes of one connection's calls (and at
+// least one call): the rest wait, in order, for the next ticks. The rate
+// limit lets a client send a burst of large calls at once (a burst of
+// 600 weighs 35 calls of 16 KiB), and a call of many tiny elements costs
+// about a millisecond to decode: run all at one tick, they would stall it
+// for everyone; spread over ticks, a client adds at most one such call's
+// cost to each.
 func (s *Server) dispatch() {
 	for _, c := range s.conns {
 		if !c.rpcWait.Load() {
@@ -61,18 +68,42 @@ func (s *Server) dispatch() {
 		c.rpcIn = c.rpcBuf[:0]
 		c.rpcWait.Store(false)
 		c.rpcMu.Unlock()
-		for i, msg := range in {
-			if i > 0 && c.closed() {
+		n, spent := 0, 0
+		for ; n < len(in); n++ {
+			if n > 0 && c.closed() {
 				// An earlier call closed the connection (the
 				// client was kicked): the calls after it are not run.
-				clear(in[i:])
+				clear(in[n:])
+				n = len(in)
 				break
 			}
-			s.call(c, msg)
-			in[i] = nil
+			if n > 0 && spent+len(in[n]) > s.cfg.MaxRPCBytes {
+				break // this tick's share of the connection's calls
+			}
+			spent += len(in[n])
+			s.call(c, in[n])
+			in[n] = nil
+		}
+		if n < len(in) {
+			c.deferRPCs(in, n)
+			continue
 		}
 		c.rpcBuf = in[:0]
 	}
+}
+
+// deferRPCs puts back in[n:], the calls a tick left, ahead of those that
+// arrived since, for the next tick; in's array becomes the queue.
+func (c *Conn) deferRPCs(in [][]byte, n int) {
+	left := copy(in, in[n:])
+	clear(in[left:])
+	c.rpcMu.Lock()
+	newer := c.rpcIn
+	c.rpcIn = append(in[:left], newer...)
+	clear(newer)
+	c.rpcBuf = newer[:0]
+	c.rpcWait.Store(true)
+	c.rpcMu.Unlock()
 }
 
 // call checks and runs one client RPC. A call the client could not have

@@ -839,3 +839,54 @@ func TestRPCSize(t *testing.T) {
 		})
 	}
 }
+
+// TestRPCTickShare checks that one tick decodes at most
+// Config.MaxRPCBytes of a client's calls (and at least one): the rest run
+// at the next ticks, in the order sent, after none of them is dropped,
+// and calls sent in the meantime run after them. With a limit of 64 bytes
+// and calls of a few bytes, each tick runs the same number of calls, more
+// than one and fewer than all.
+func TestRPCTickShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit, first, second = 64, 40, 10
+		r := newRPCRig(t, replica.Config{MaxRPCBytes: limit})
+		c := r.dial()
+		r.sync(c)
+		me := r.mine(c)
+		r.fired = nil
+		send := func(from, n int) {
+			for i := range n {
+				if err := c.CallRPC(me, 1, fireArgs(r.ship, uint32(from+i), 0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			synctest.Wait() // every call has reached the server's reader
+		}
+		send(1, first)
+		r.srv.Tick()
+		per := len(r.fired)
+		if per < 2 || per >= first {
+			t.Fatalf("the first tick ran %d of %d calls under a %d-byte share, want more than one and fewer than all", per, first, limit)
+		}
+		send(first+1, second) // queued behind the calls left
+		for ticks := 1; len(r.fired) < first+second; ticks++ {
+			if ticks > first+second {
+				t.Fatalf("%d ticks ran %d of %d calls", ticks, len(r.fired), first+second)
+			}
+			before := len(r.fired)
+			r.srv.Tick()
+			if got := len(r.fired) - before; got != per && len(r.fired) < first+second {
+				t.Fatalf("tick %d ran %d calls, the first %d", ticks+1, got, per)
+			}
+		}
+		for i, seq := range r.fired {
+			if seq != uint32(i+1) {
+				t.Fatalf("calls ran in the order %v, want 1 to %d", r.fired, first+second)
+			}
+		}
+		if st := r.srv.Stats(); st.RPCsDropped != 0 || st.Kicked != 0 {
+			t.Fatalf("stats %+v: none dropped or kicked wanted", st)
+		}
+		r.sync(c)
+	})
+}

@@ -89,8 +89,9 @@ type Config struct {
 	// seconds. The defaults are 60 per second and a burst of ten seconds'
 	// worth: calls made at an honest rate arrive bunched after a network
 	// stall, and must not be dropped for it. RPCBurst calls arriving at
-	// once, between two ticks, are all dispatched at the next tick; the
-	// call after them is dropped, not a reason to close the connection.
+	// once, between two ticks, are all dispatched at the next tick as long
+	// as they fit in MaxRPCBytes (see there); the call after them is
+	// dropped, not a reason to close the connection.
 	// Calls wait for the tick in a queue of RPCBurst plus one second's
 	// RPCRate; a call that finds it full (the tick goroutine has not
 	// dispatched for about a second) is dropped too.
@@ -102,7 +103,11 @@ type Config struct {
 	// where the transport allows (transport.ReadLimiter). The default is
 	// 16 KiB, room for a chat line or a game's input many times over;
 	// raise it for RPCs that carry more, up to the transport's
-	// MaxMessageSize.
+	// MaxMessageSize. It is also what one tick decodes of a client's
+	// calls: calls beyond MaxRPCBytes in all (the first call always
+	// runs) wait, in order, for the next ticks, so that a client sending
+	// a burst of large calls adds at most one large call's decoding to
+	// each tick.
 	MaxRPCBytes int
 	// MaxDescriptorBytes bounds the schema descriptor a client may send in
 	// its HELLO; larger ones are refused before they are decoded. The
