@@ -202,7 +202,7 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	resumed := s.admitResume(c, hello.Resume)
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
 		Descriptor: s.desc, Session: c.id, UserID: user, TickRate: uint32(s.cfg.TickRate),
-		Ticket: c.ticket, Resumed: resumed}))
+		Ticket: c.ticket, Resumed: resumed, MaxMessage: uint32(min(s.cfg.MaxRPCBytes, 1<<31-1))}))
 	if err != nil {
 		s.release(c)
 		s.dropTicket(c)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -889,4 +890,62 @@ func TestRPCTickShare(t *testing.T) {
 		}
 		r.sync(c)
 	})
+}
+
+// TestRPCOverLimitRefusedByClient checks that the WELCOME states
+// Config.MaxRPCBytes and that the Go client refuses a call over it with
+// ErrRPCTooLarge, sending nothing (the server would close the connection
+// for it), while a call within it runs and the session goes on.
+func TestRPCOverLimitRefusedByClient(t *testing.T) {
+	const limit = 256
+	say := &schema.Struct{Name: "Say", Fields: []*schema.Field{
+		{ID: 1, Name: "text", Type: schema.Type{Kind: schema.String}, Vis: schema.VisAll}}}
+	talker := &schema.Struct{Name: "Talker", Class: true, ID: 1,
+		Fields: []*schema.Field{{ID: 1, Name: "said", Type: schema.Type{Kind: schema.Uint32}, Vis: schema.VisAll}},
+		RPCs:   []*schema.RPC{{ID: 1, Name: "say", Dir: schema.ClientToServer, Args: say}}}
+	sc, err := schema.New(talker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, 1, replica.Config{Schema: sc, MaxRPCBytes: limit})
+	defer w.close()
+	var heard []int
+	w.srv.HandleRPC(talker, 1, func(c *replica.Conn, e *state.Entity, args *state.Record) error {
+		heard = append(heard, len(args.Str(0)))
+		return nil
+	})
+	e, err := w.srv.Tracker().Spawn(talker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.srv.SetOwner(e, w.conns[0]); err != nil {
+		t.Fatal(err)
+	}
+	w.tick(t)
+	c := w.clients[0]
+	mine := c.Replica().Entity(e.ID())
+	call := func(n int) error {
+		args := state.NewValue(say)
+		args.SetStr(0, strings.Repeat("a", n))
+		return c.CallRPC(mine, 1, args.Record())
+	}
+	if err := call(limit); !errors.Is(err, client.ErrRPCTooLarge) || !strings.Contains(err.Error(), "the server takes 256") {
+		t.Fatalf("a call of %d bytes of text under a %d-byte limit: %v, want ErrRPCTooLarge naming the limit", limit, limit, err)
+	}
+	if err := call(limit - 16); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(heard) == 0 && time.Now().Before(deadline); {
+		w.tick(t)
+		time.Sleep(time.Millisecond)
+	}
+	if len(heard) != 1 || heard[0] != limit-16 {
+		t.Fatalf("the server heard calls of %v bytes of text, want the one within the limit", heard)
+	}
+	select {
+	case <-c.Done():
+		code, reason, _ := c.CloseInfo()
+		t.Fatalf("the client's session ended: %s %s", code, reason)
+	default:
+	}
 }

@@ -503,6 +503,11 @@ var (
 	// server would close the connection for such a call
 	// (transport.ClosePolicyViolation).
 	ErrNotOwned = errors.New("client: RPC on an entity this client does not own")
+	// ErrRPCTooLarge is returned for a call whose message is over the
+	// largest the server accepts (its WELCOME says; replica's
+	// Config.MaxRPCBytes, 16 KiB by default): sent, it would close the
+	// connection (transport.CloseMessageTooLarge). Nothing is sent.
+	ErrRPCTooLarge = errors.New("client: RPC over the server's message limit")
 )
 
 // CallRPC calls client→server RPC rpc on e, an entity this client owns,
@@ -517,7 +522,11 @@ func (c *Conn) CallRPC(e *state.Entity, rpc uint32, args *state.Record) error {
 	if r == nil || r.Dir != schema.ClientToServer || args == nil || args.Type() != r.Args {
 		return fmt.Errorf("%w: %d on %s", ErrNoRPC, rpc, e.Class().Name)
 	}
-	return c.tc.Send(session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: rpc, Args: c.enc.AppendRecord(nil, args)}))
+	msg := session.AppendRPC(nil, &session.RPC{Entity: uint32(e.ID()), RPC: rpc, Args: c.enc.AppendRecord(nil, args)})
+	if max := c.welcome.MaxMessage; max > 0 && len(msg) > int(max) {
+		return fmt.Errorf("%w: %s on %s is %d bytes, the server takes %d", ErrRPCTooLarge, r.Name, e.Class().Name, len(msg), max)
+	}
+	return c.tc.Send(msg)
 }
 
 // HandleRPC registers h to run, on the polling goroutine, for every

@@ -317,8 +317,8 @@ func (r *Reader) readHeader() error {
 		if i == 0 && x != FormatVersion {
 			return formatErr(0, ErrVersion, "format version %d, this reader reads %d", x, FormatVersion)
 		}
-		if i == 1 && x != session.ProtocolVersion {
-			return formatErr(0, ErrVersion, "protocol version %d, this player speaks %d", x, session.ProtocolVersion)
+		if i == 1 && (x < session.TickFormatSince || x > session.ProtocolVersion) {
+			return formatErr(0, ErrVersion, "protocol version %d, this player plays %d to %d", x, session.TickFormatSince, session.ProtocolVersion)
 		}
 		if i > 1 && x > 1<<32-1 {
 			return formatErr(0, ErrCorrupt, "header field %d", x)

@@ -136,12 +136,27 @@ func TestBadRecordings(t *testing.T) {
 		{"magic", []byte("RIFF0000WAVEfmt "), replay.ErrMagic},
 		{"format", append([]byte("RPLREC\r\n\x02"), l.file[9:]...), replay.ErrVersion},
 		{"protocol", append([]byte("RPLREC\r\n\x01\x7f"), l.file[10:]...), replay.ErrVersion},
+		{"protocol before the tick format", append([]byte("RPLREC\r\n\x01\x05"), l.file[10:]...), replay.ErrVersion},
 	} {
 		_, err := replay.Open(bytes.NewReader(tc.file), int64(len(tc.file)))
 		var fe *replay.FormatError
 		if !errors.Is(err, tc.want) || !errors.As(err, &fe) {
 			t.Errorf("%s: %v, want a FormatError wrapping %v", tc.name, err, tc.want)
 		}
+	}
+	// Protocol 7 changed the WELCOME alone: a recording of a version 6
+	// session plays as it is.
+	v6 := bytes.Clone(l.file)
+	v6[9] = 6 // the protocol version, after the magic and the format version
+	at, desc := len("RPLREC\r\n"), uint64(0)
+	for range 5 { // the header's fields; the descriptor's length last
+		x, k := binary.Uvarint(v6[at:])
+		at, desc = at+k, x
+	}
+	end := at + int(desc)
+	binary.LittleEndian.PutUint32(v6[end:], crc32.ChecksumIEEE(v6[:end]))
+	if got, err := playAll(v6); err != nil || !same(got) {
+		t.Errorf("a recording of protocol 6: %v", err)
 	}
 }
 

@@ -59,6 +59,10 @@ type PlayerConfig struct {
 // ErrPlayerClosed is returned by Serve and Run after Close.
 var ErrPlayerClosed = errors.New("replay: Player closed")
 
+// spectatorMaxMessage is the largest message a spectator may send: it
+// sends nothing but PINGs and PONGs (9 bytes).
+const spectatorMaxMessage = 64
+
 // A Player serves a recording to clients through the session protocol,
 // as if they were spectators of the recorded server: each client gets the
 // full state at the playhead when it joins or the playhead jumps (Seek),
@@ -489,8 +493,7 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn, from string) 
 		return
 	}
 	if rl, ok := tc.(transport.ReadLimiter); ok {
-		// A spectator sends nothing but PINGs and PONGs (9 bytes).
-		rl.SetReadLimit(64)
+		rl.SetReadLimit(spectatorMaxMessage)
 	}
 	s := &psession{tc: tc}
 	p.mu.Lock()
@@ -501,7 +504,7 @@ func (p *Player) handshake(ctx context.Context, tc transport.Conn, from string) 
 	}
 	p.nextID++
 	err = tc.Send(session.AppendWelcome(nil, &session.Welcome{Version: session.ProtocolVersion,
-		Descriptor: p.h.Descriptor, Session: p.nextID, UserID: user, TickRate: p.h.TickRate}))
+		Descriptor: p.h.Descriptor, Session: p.nextID, UserID: user, TickRate: p.h.TickRate, MaxMessage: spectatorMaxMessage}))
 	if err == nil {
 		var msgs [][]byte
 		if msgs, err = p.fullState(); err == nil {

@@ -31,7 +31,12 @@ import (
 
 // ProtocolVersion is the version of the session protocol and segment
 // format. Peers with different versions refuse each other.
-const ProtocolVersion = 6
+const ProtocolVersion = 7
+
+// TickFormatSince is the oldest protocol version whose TICKs and segments
+// are ProtocolVersion's: version 7 changed WELCOME alone, so a recording
+// of a version 6 session plays as it is.
+const TickFormatSince = 6
 
 // Type is a message type, the first byte of every non-segment message.
 type Type uint8
@@ -145,6 +150,10 @@ type Welcome struct {
 	TickRate   uint32 // ticks per second
 	Ticket     Ticket // to resume this session; zero if the server does not resume
 	Resumed    bool   // the HELLO's Resume was accepted: the first TICK is a catch-up
+	// MaxMessage is the largest message the client may send once joined
+	// (replica's Config.MaxRPCBytes): a client refuses to send a larger
+	// RPC, which would close its connection. 0: the server states none.
+	MaxMessage uint32
 }
 
 // Refuse declines a session; Code is a transport.CloseCode.
@@ -237,6 +246,7 @@ func AppendWelcome(b []byte, m *Welcome) []byte {
 	w.Bits(m.Ticket[0], 64)
 	w.Bits(m.Ticket[1], 64)
 	w.Bool(m.Resumed)
+	w.U(uint64(m.MaxMessage), 8)
 	return append(append(b, byte(TypeWelcome)), w.Finish()...)
 }
 
@@ -417,6 +427,7 @@ func Parse(msg []byte) (any, error) {
 		v.TickRate = u32(r, r.U(4))
 		v.Ticket = Ticket{r.Bits(64), r.Bits(64)}
 		v.Resumed = r.Bool()
+		v.MaxMessage = u32(r, r.U(8))
 		m = v
 	case TypeRefuse:
 		code := r.U(4)

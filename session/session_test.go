@@ -27,7 +27,7 @@ func messages() []any {
 			Limits: codec.Limits{}.WithDefaults(), Resume: &session.Resume{Tick: 0}},
 		&session.Welcome{Version: 1, Descriptor: []byte{9}, Session: 1 << 40, UserID: "ana", TickRate: 20},
 		&session.Welcome{Version: 1, Descriptor: []byte{9}, Session: 2, UserID: "", TickRate: 60,
-			Ticket: session.Ticket{^uint64(0), 5}, Resumed: true},
+			Ticket: session.Ticket{^uint64(0), 5}, Resumed: true, MaxMessage: 16 << 10},
 		&session.Refuse{Code: 8, Message: "field hp: int16 here, int32 on the server"},
 		&session.Tick{Tick: 123456, Segments: 3},
 		&session.Ping{Nonce: 0xDEADBEEFCAFE},

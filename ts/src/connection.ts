@@ -141,7 +141,10 @@ export class Connection {
   /**
    * Calls client→server RPC rpc (its ID or name) on entity e, which this
    * client owns, with the arguments given by field name (see
-   * encodeRecord). The server runs it at its next tick.
+   * encodeRecord). The server runs it at its next tick. It throws, sending
+   * nothing, for a call whose message is over the largest the server takes
+   * (its WELCOME says; replica's Config.MaxRPCBytes, 16 KiB by default),
+   * which would close the connection.
    */
   declare callRPC: (e: Entity | number, rpc: number | string, args?: Record<string, unknown>) => void;
   /**
@@ -182,6 +185,8 @@ export class Connection {
     let ticket = NO_TICKET;
     /** A tick of this session's state was applied: the replica can resume. */
     let applied = false;
+    /** The largest message the server takes (the WELCOME's; 0: not stated). */
+    let maxMessage = 0;
     let pending: Tick | null;
     let segs: Uint8Array[] = [];
     let resync: boolean;
@@ -290,6 +295,7 @@ export class Connection {
       c.sessionId = w.session;
       c.resumed = w.resumed;
       c.tickRate = w.tickRate;
+      maxMessage = w.maxMessage;
       c.transport = sc.kind;
       pending = null;
       resync = false;
@@ -329,7 +335,10 @@ export class Connection {
       const ent = typeof e === "number" ? rep.entity(e) : e;
       const r = ent && o.schema.class(ent.classId)?.rpcs.find((x) => x.id === rpc || x.name === rpc);
       if (!r || r.dir) misuse(`no client RPC ${rpc} on ${ent?.id ?? e}`);
-      send(encodeRPC(ent!.id, r!.id, encodeRecord(r!.args, args)));
+      const msg = encodeRPC(ent!.id, r!.id, encodeRecord(r!.args, args));
+      // Sent, a message over the server's limit would close the connection.
+      if (maxMessage && msg.length > maxMessage) misuse(`RPC ${r!.name} is ${msg.length} bytes, the server takes ${maxMessage}`);
+      send(msg);
     };
     c.sendRPC = (entity, rpc, args) => send(encodeRPC(entity, rpc, args));
     c.sendRaw = send;

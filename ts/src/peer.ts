@@ -73,8 +73,8 @@ export function parseAny(msg: Uint8Array): Message | Hello {
   return msg[0] === MsgType.Hello ? parseHello(msg) : parseMessage(msg);
 }
 
-/** Encodes a WELCOME; no ticket is [0n, 0n]. */
-export function encodeWelcome(m: Omit<Welcome, "type" | "ticket" | "resumed"> & Partial<Pick<Welcome, "ticket" | "resumed">>): Uint8Array {
+/** Encodes a WELCOME; no ticket is [0n, 0n], no maxMessage 0 (none stated). */
+export function encodeWelcome(m: Omit<Welcome, "type" | "ticket" | "resumed" | "maxMessage"> & Partial<Pick<Welcome, "ticket" | "resumed" | "maxMessage">>): Uint8Array {
   writer(MsgType.Welcome);
   putU(m.version, 0);
   putBytes(m.descriptor);
@@ -84,6 +84,7 @@ export function encodeWelcome(m: Omit<Welcome, "type" | "ticket" | "resumed"> & 
   write64(m.ticket?.[0] ?? 0n);
   write64(m.ticket?.[1] ?? 0n);
   putBool(m.resumed ?? false);
+  putU(m.maxMessage ?? 0, 8);
   return written();
 }
 

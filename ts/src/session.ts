@@ -12,7 +12,7 @@ import { LIMIT_ORDER, withDefaults, type Limits } from "./decoder.js";
 import { MsgType as M } from "./enums.js";
 
 /** The protocol version this package speaks (§10.2). */
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 
 /** Limits of what a message may carry (session/session.go). */
 export const MAX_DESCRIPTOR = 1 << 20;
@@ -71,6 +71,8 @@ export interface Welcome {
   ticket: Ticket;
   /** The server resumed the session the HELLO named: the client keeps its replica (§10.5). */
   resumed: boolean;
+  /** The largest message the server takes from this client (0: not stated); a larger one would close the connection. */
+  maxMessage: number;
 }
 
 export interface Refuse {
@@ -226,6 +228,7 @@ export const parseMessage = (msg: Uint8Array): Message => {
           tickRate: u32(4),
           ticket: [read64(), read64()],
           resumed: bool(),
+          maxMessage: u32(8),
         };
       case M.Refuse: {
         const code = u32(4);

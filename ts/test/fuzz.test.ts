@@ -152,7 +152,7 @@ describe("fuzz: random bytes", () => {
     const held = Array.from({ length: 40 }, (_, i) => ({ slot: 3 * i + (i % 2), generation: i * 7, level: i % 5, owned: i % 3 === 0 }));
     const msgs = [
       encodeHello({ descriptor: Uint8Array.of(1, 2), token: Uint8Array.of(3), resume: { ticket: [0x1234n, 2n ** 64n - 1n], tick: 99n, held } }),
-      encodeWelcome({ version: 6, descriptor: Uint8Array.of(5), session: 3n, userId: "u", tickRate: 20, ticket: [7n, 8n], resumed: true }),
+      encodeWelcome({ version: 7, descriptor: Uint8Array.of(5), session: 3n, userId: "u", tickRate: 20, ticket: [7n, 8n], resumed: true }),
       encodeTick({ tick: 5n, segments: 2, gained: [1], lost: [2], levels: [{ id: 3, level: 1 }] }),
     ];
     for (let it = 0; it < ITER * 20; it++) {

@@ -32,7 +32,7 @@ describe("messages", () => {
   test("round trips", () => {
     const desc = Uint8Array.of(1, 2, 3);
     const h = parseMessage(encodeHello({ descriptor: desc, token: Uint8Array.of(9), limits: { maxDepth: 8 } })) as Hello;
-    expect(h).toEqual({ type: MsgType.Hello, version: 6, descriptor: desc, token: Uint8Array.of(9), limits: { ...DEFAULT_LIMITS, maxDepth: 8 } });
+    expect(h).toEqual({ type: MsgType.Hello, version: 7, descriptor: desc, token: Uint8Array.of(9), limits: { ...DEFAULT_LIMITS, maxDepth: 8 } });
     expect("resume" in h).toBe(false);
     const resume = {
       ticket: [2n ** 64n - 1n, 0x0123456789abcdefn] as const, tick: 2n ** 40n + 3n,
@@ -40,9 +40,9 @@ describe("messages", () => {
     };
     const hr = parseMessage(encodeHello({ descriptor: desc, resume })) as Hello;
     expect(hr.resume).toEqual(resume);
-    const w = { version: 6, descriptor: desc, session: 2n ** 64n - 1n, userId: "ünï", tickRate: 30, ticket: [1n, 2n ** 63n] as const, resumed: true };
+    const w = { version: 7, descriptor: desc, session: 2n ** 64n - 1n, userId: "ünï", tickRate: 30, ticket: [1n, 2n ** 63n] as const, resumed: true, maxMessage: 2 ** 31 - 1 };
     expect(parseMessage(encodeWelcome(w))).toEqual({ type: MsgType.Welcome, ...w });
-    expect(parseMessage(encodeWelcome({ ...w, ticket: undefined, resumed: undefined }))).toEqual({ type: MsgType.Welcome, ...w, ticket: [0n, 0n], resumed: false });
+    expect(parseMessage(encodeWelcome({ ...w, ticket: undefined, resumed: undefined, maxMessage: undefined }))).toEqual({ type: MsgType.Welcome, ...w, ticket: [0n, 0n], resumed: false, maxMessage: 0 });
     expect(parseMessage(encodeRefuse({ code: 7, message: "invalid token" }))).toEqual({ type: MsgType.Refuse, code: 7, message: "invalid token" });
     const t = { tick: 123456789012n, segments: 3, gained: [1, 0xffffffff], lost: [makeId(5, 2)], levels: [{ id: 7, level: 4 }, { id: 8, level: 0 }] };
     expect(parseMessage(encodeTick(t))).toEqual({ type: MsgType.Tick, ...t });
@@ -66,7 +66,7 @@ describe("messages", () => {
     };
     const z = (n: number): string => "0".repeat(n);
     const hello = pack(1, [
-      "111 0 01", // U(0) version 6: three 1s, 0, bits(2) = 6 mod 4
+      "111 0 11", // U(0) version 7: three 1s, 0, bits(2) = 6 mod 4
       "0 0000", // bytes: no descriptor
       "0 0000", // bytes: no token
       ..."123456".split("").map(() => "0 10000000"), // six limits, U(8) 1
@@ -84,9 +84,9 @@ describe("messages", () => {
       held: [{ slot: 3, generation: 5, level: 2, owned: true }, { slot: 9, generation: 255, level: 0, owned: false }],
     };
     expect(tohex(encodeHello({ descriptor: new Uint8Array(0), limits, resume }))).toBe(tohex(hello));
-    expect(parseMessage(hello)).toEqual({ type: MsgType.Hello, version: 6, descriptor: new Uint8Array(0), token: new Uint8Array(0), limits, resume });
+    expect(parseMessage(hello)).toEqual({ type: MsgType.Hello, version: 7, descriptor: new Uint8Array(0), token: new Uint8Array(0), limits, resume });
     const welcome = pack(2, [
-      "111 0 01", // U(0) version 6
+      "111 0 11", // U(0) version 7
       "0 1000", "11010101", // bytes: one byte, 0xAB
       "0 11100000", // U(8) session 7
       "0 1000", "10000110", // string "a"
@@ -94,17 +94,18 @@ describe("messages", () => {
       "11" + z(62), // ticket: 3
       z(32) + "1" + z(31), // 2^32
       "1", // resumed
+      "0 00001000", // U(8) max message 16
     ].join(""));
-    const w = { version: 6, descriptor: Uint8Array.of(0xab), session: 7n, userId: "a", tickRate: 20, ticket: [3n, 2n ** 32n] as const, resumed: true };
+    const w = { version: 7, descriptor: Uint8Array.of(0xab), session: 7n, userId: "a", tickRate: 20, ticket: [3n, 2n ** 32n] as const, resumed: true, maxMessage: 16 };
     expect(tohex(encodeWelcome(w))).toBe(tohex(welcome));
     expect(parseMessage(welcome)).toEqual({ type: MsgType.Welcome, ...w });
   });
 
-  test("Go's HELLOs and WELCOMEs (testdata/session-v6.json): encoded to the same bytes, parsed to the same fields", () => {
-    const v = JSON.parse(readFileSync(new URL("./testdata/session-v6.json", import.meta.url), "utf8")) as {
+  test("Go's HELLOs and WELCOMEs (testdata/session-v7.json): encoded to the same bytes, parsed to the same fields", () => {
+    const v = JSON.parse(readFileSync(new URL("./testdata/session-v7.json", import.meta.url), "utf8")) as {
       hellos: { comment: string; descriptor: string; token: string; limits: Limits; bytes: string;
         resume?: { ticket: [string, string]; tick: string; held: { id: number; level: number; owned: boolean }[] } }[];
-      welcomes: { comment: string; descriptor: string; session: string; userId: string; tickRate: number; ticket: [string, string]; resumed: boolean; bytes: string }[];
+      welcomes: { comment: string; descriptor: string; session: string; userId: string; tickRate: number; ticket: [string, string]; resumed: boolean; maxMessage: number; bytes: string }[];
     };
     expect(v.hellos.filter((h) => h.resume && h.resume.held.length > 0)).not.toHaveLength(0);
     for (const h of v.hellos) {
@@ -116,13 +117,13 @@ describe("messages", () => {
       const m = { descriptor: unhex(h.descriptor), token: unhex(h.token), limits: h.limits, resume };
       expect(tohex(encodeHello(m)), h.comment).toBe(h.bytes);
       const got = parseHello(unhex(h.bytes));
-      expect(got, h.comment).toEqual({ type: MsgType.Hello, version: 6, ...m });
+      expect(got, h.comment).toEqual({ type: MsgType.Hello, version: 7, ...m });
       expect("resume" in got, h.comment).toBe(r !== undefined);
     }
     for (const w of v.welcomes) {
       const m = {
-        version: 6, descriptor: unhex(w.descriptor), session: BigInt(w.session), userId: w.userId, tickRate: w.tickRate,
-        ticket: [BigInt(w.ticket[0]), BigInt(w.ticket[1])] as const, resumed: w.resumed,
+        version: 7, descriptor: unhex(w.descriptor), session: BigInt(w.session), userId: w.userId, tickRate: w.tickRate,
+        ticket: [BigInt(w.ticket[0]), BigInt(w.ticket[1])] as const, resumed: w.resumed, maxMessage: w.maxMessage,
       };
       expect(tohex(encodeWelcome(m)), w.comment).toBe(w.bytes);
       expect(parseMessage(unhex(w.bytes)), w.comment).toEqual({ type: MsgType.Welcome, ...m });
@@ -163,7 +164,7 @@ describe("messages", () => {
     });
     expect((parseMessage(big) as Hello).resume!.held).toHaveLength(8192);
     // A WELCOME cut inside its ticket.
-    const wel = encodeWelcome({ version: 6, descriptor: new Uint8Array(0), session: 1n, userId: "", tickRate: 1, ticket: [1n, 1n] });
+    const wel = encodeWelcome({ version: 7, descriptor: new Uint8Array(0), session: 1n, userId: "", tickRate: 1, ticket: [1n, 1n] });
     rejects(wel.subarray(0, wel.length - 3), /ends early/);
     const e = (slot: number, level = 0) => ({ slot, generation: 0, level, owned: false });
     const enc = (held: ReturnType<typeof e>[]) => () => encodeHello({ descriptor: new Uint8Array(0), resume: { ticket: [1n, 0n], tick: 0n, held } });
@@ -306,7 +307,7 @@ function schema(): Schema {
   return decoded(new Schema([struct("Unit", [field(1, "hp", ty(Kind.Int16)), field(2, "x", ty(Kind.Float32))], { id: 1 })]));
 }
 
-const welcome = (s: Schema, extra: { ticket?: readonly [bigint, bigint]; resumed?: boolean } = {}) =>
+const welcome = (s: Schema, extra: { ticket?: readonly [bigint, bigint]; resumed?: boolean; maxMessage?: number } = {}) =>
   encodeWelcome({ version: PROTOCOL_VERSION, descriptor: writeDescriptor(s), session: 42n, userId: "alice", tickRate: 20, ...extra });
 
 const create = (slot: number, hp: number) =>
@@ -600,6 +601,24 @@ describe("connection", () => {
     expect([m.entity, m.rpc]).toEqual([makeId(1, 0), 2]);
     expect(c.replica.decoder.decodeRecord(jump, jump, m.args).get("h")).toBe(3);
     expect(() => c.callRPC(makeId(1, 0), "say")).toThrow(/no client RPC/);
+    c.close();
+  });
+
+  test("a call over the largest message the WELCOME states throws and sends nothing; one within it is sent", async () => {
+    const note = struct("Note", [field(1, "text", ty(Kind.String))]);
+    const unit = struct("Unit", [field(1, "hp", ty(Kind.Int16))], { id: 1 });
+    unit.rpcs = [{ id: 1, name: "note", dir: 0, args: note }];
+    const s = decoded(new Schema([unit]));
+    const server = new FakeServer((sock) => sock.deliver(welcome(s, { maxMessage: 32 })));
+    const c = await Connection.connect({ url: "ws://x", schema: s, WebSocket: server.ctor() });
+    const sock = server.sockets[0]!;
+    for (const m of tick(1n, [create(1, 5)], { gained: [makeId(1, 0)] })) sock.deliver(m);
+    const sent = sock.sent.length;
+    expect(() => c.callRPC(makeId(1, 0), "note", { text: "x".repeat(40) })).toThrow(/note is \d+ bytes, the server takes 32/);
+    expect(sock.sent.length).toBe(sent);
+    c.callRPC(makeId(1, 0), "note", { text: "x".repeat(10) });
+    expect(sock.sent.length).toBe(sent + 1);
+    expect(sock.sent.at(-1)!.length).toBeLessThanOrEqual(32);
     c.close();
   });
 });
