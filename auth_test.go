@@ -33,6 +33,11 @@ func TestAuthRequired(t *testing.T) {
 	if _, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{}}); err != nil {
 		t.Fatalf("NewServer with auth.Anonymous{}: %v", err)
 	}
+	// A key every token would fail on: the server does not start.
+	_, err = replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: &auth.HMAC{Keys: [][]byte{[]byte("dev key")}}})
+	if !errors.Is(err, auth.ErrKey) || !strings.Contains(err.Error(), "key 0 is 7 bytes, under 16") {
+		t.Fatalf("NewServer with a 7-byte HMAC key: %v, want auth.ErrKey naming the key", err)
+	}
 }
 
 // logBuffer collects a text slog handler's output from any goroutine.

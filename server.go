@@ -427,6 +427,11 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, errors.New("replica: Config.Auth is required: set an auth.HMAC in production, " +
 			"or auth.Anonymous{} to accept every client in development")
 	}
+	if ch, ok := cfg.Auth.(auth.Checker); ok {
+		if err := ch.Check(); err != nil {
+			return nil, fmt.Errorf("replica: Config.Auth: %w", err)
+		}
+	}
 	cfg = cfg.withDefaults()
 	// Clients are told the schema without its server-only fields, whose
 	// values never reach them: their names stay on the server too.

@@ -141,6 +141,14 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, token []byte) (Identity, error)
 }
 
+// A Checker is an Authenticator whose configuration can be checked before
+// its first token: replica.NewServer calls Check and fails on its error,
+// so that a server that would refuse every client (an HMAC without a key,
+// or with a short one) does not start.
+type Checker interface {
+	Check() error
+}
+
 // Refusal returns what a client that an Authenticator refused with err
 // is told: a generic reason by the package's error kinds ("token
 // expired", "invalid token", else "authentication failed"), since err

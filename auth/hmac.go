@@ -53,6 +53,10 @@ func (h *HMAC) now() time.Time {
 	return time.Now()
 }
 
+// Check implements Checker: it fails with ErrKey if h has no key or a key
+// shorter than MinKeyLen.
+func (h *HMAC) Check() error { return h.checkKeys() }
+
 func (h *HMAC) checkKeys() error {
 	if len(h.Keys) == 0 {
 		return fmt.Errorf("%w: no key", ErrKey)
@@ -128,7 +132,12 @@ func (h *HMAC) Authenticate(_ context.Context, token []byte) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: truncated header (%d bytes)", ErrInvalidToken, len(token))
 	}
 	if rest[0] != TokenVersion {
-		return Identity{}, fmt.Errorf("%w: unsupported version %d", ErrInvalidToken, rest[0])
+		hint := ""
+		if rest[0] >= ' ' && rest[0] <= '~' {
+			// A token as text: its hex or base64 sent as bytes.
+			hint = " (it starts with a printable character: send the token's bytes, not a text encoding of them)"
+		}
+		return Identity{}, fmt.Errorf("%w: unsupported version %d%s", ErrInvalidToken, rest[0], hint)
 	}
 	u := int(binary.BigEndian.Uint16(rest[1:]))
 	rest = rest[1+lenSize:]

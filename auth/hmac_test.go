@@ -295,6 +295,16 @@ func TestKeys(t *testing.T) {
 		if _, err := authT(h, good); !errors.Is(err, ErrKey) || errors.Is(err, ErrInvalidToken) {
 			t.Errorf("keys %q: Authenticate err = %v, want ErrKey", keys, err)
 		}
+		if err := h.Check(); !errors.Is(err, ErrKey) {
+			t.Errorf("keys %q: Check err = %v, want ErrKey", keys, err)
+		}
+	}
+	if err := (&HMAC{Keys: [][]byte{key1}}).Check(); err != nil {
+		t.Errorf("Check of a good key: %v", err)
+	}
+	// A token sent as its hex text: told so.
+	if _, err := authT(&HMAC{Keys: [][]byte{key1}}, []byte(hex.EncodeToString(good))); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "not a text encoding") {
+		t.Errorf("a hex token: %v, want ErrInvalidToken saying it looks like text", err)
 	}
 	if _, err := (&HMAC{Keys: [][]byte{make([]byte, MinKeyLen)}}).Issue(Identity{UserID: "a", Expires: t0}); err != nil {
 		t.Errorf("key of MinKeyLen bytes: %v", err)

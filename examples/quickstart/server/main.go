@@ -76,6 +76,8 @@ func main() {
 	// Register RPC handlers before serving.
 	game.HandlePlayerFire(srv, func(c *replica.Conn, p game.Player, x, y float32) error {
 		if p.Gold() < 1 {
+			// Refused: counted in srv.Stats().RPCsRejected, logged at
+			// Debug (a refusal is the game's rule, not the server's error).
 			return fmt.Errorf("%s is out of gold", p.Name())
 		}
 		p.SetGold(p.Gold() - 1) // replicates, to p's owner only
