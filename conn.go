@@ -163,7 +163,10 @@ func (s *Server) handshake(ctx context.Context, tc transport.Conn) {
 	clientSchema, err := schema.DecodeDescriptor(hello.Descriptor)
 	if err == nil {
 		// The client decodes what the server encodes.
-		err = schema.Compatible(clientSchema, s.cfg.Schema)
+		err = schema.CompatibleAs(clientSchema, s.cfg.Schema, "in the client", "in the server")
+		if err != nil {
+			err = fmt.Errorf("%w: build the client from the server's schema (replicagen's code, -ts for TypeScript)", err)
+		}
 	}
 	if err != nil {
 		refuse(transport.CloseIncompatible, "schema: "+err.Error())

@@ -294,6 +294,12 @@ func TestRefusals(t *testing.T) {
 		if !errors.As(err, &refused) || refused.Code != transport.CloseIncompatible {
 			t.Fatalf("err = %v, want a refusal with %s", err, transport.CloseIncompatible)
 		}
+		// Which side has which type, and what to do, whoever reads it.
+		for _, want := range []string{"field hp (ID 4): type string in the client", "in the server", "build the client from the server's schema"} {
+			if !strings.Contains(refused.Message, want) {
+				t.Errorf("refusal %q does not say %q", refused.Message, want)
+			}
+		}
 	})
 	t.Run("protocol version", func(t *testing.T) {
 		r := memRig(t, replica.Config{})

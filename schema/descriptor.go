@@ -376,38 +376,53 @@ func readType(r *wire.Reader, t *Type, structs []*Struct, depth int) error {
 // into schema local: every field both versions have (matched by class ID
 // and field ID path) must have the same type, including quantization.
 // Fields only one side has are fine: the decoder skips or defaults them.
+// Its error says "here" of local and "on the other side" of remote.
 func Compatible(local, remote *Schema) error {
+	return CompatibleAs(local, remote, "here", "on the other side")
+}
+
+// CompatibleAs is Compatible naming the two sides in its error as the
+// caller knows them: a server checking a client's schema says "in the
+// client" and "in the server", where "here" would read as the server in
+// its log and as the client in the refusal the client gets.
+func CompatibleAs(local, remote *Schema, localSide, remoteSide string) error {
 	if local == remote {
 		return nil
 	}
-	seen := make(map[[2]*Struct]bool)
+	c := compat{seen: make(map[[2]*Struct]bool), local: localSide, remote: remoteSide}
 	for _, rc := range remote.Classes {
 		lc := local.Class(rc.ID)
 		if lc == nil {
 			continue
 		}
-		if err := compatStruct(lc, rc, seen); err != nil {
+		if err := c.structs(lc, rc); err != nil {
 			return fmt.Errorf("class %s: %w", lc.Name, err)
 		}
 	}
 	return nil
 }
 
-func compatStruct(l, r *Struct, seen map[[2]*Struct]bool) error {
+// compat walks two schemas' structs side by side (CompatibleAs).
+type compat struct {
+	seen          map[[2]*Struct]bool
+	local, remote string // how the error names each side
+}
+
+func (c *compat) structs(l, r *Struct) error {
 	key := [2]*Struct{l, r}
-	if seen[key] {
+	if c.seen[key] {
 		return nil
 	}
-	seen[key] = true
+	c.seen[key] = true
 	for _, rr := range r.RPCs {
 		lr := l.RPC(rr.ID)
 		if lr == nil {
 			continue
 		}
 		if lr.Dir != rr.Dir {
-			return fmt.Errorf("RPC %s (ID %d): called by the %s here, by the %s on the other side", lr.Name, lr.ID, lr.Dir, rr.Dir)
+			return fmt.Errorf("RPC %s (ID %d): called by the %s %s, by the %s %s", lr.Name, lr.ID, lr.Dir, c.local, rr.Dir, c.remote)
 		}
-		if err := compatStruct(lr.Args, rr.Args, seen); err != nil {
+		if err := c.structs(lr.Args, rr.Args); err != nil {
 			return fmt.Errorf("RPC %s (ID %d): %w", lr.Name, lr.ID, err)
 		}
 	}
@@ -416,24 +431,24 @@ func compatStruct(l, r *Struct, seen map[[2]*Struct]bool) error {
 		if lf == nil || lf.Deprecated || rf.Deprecated {
 			continue
 		}
-		if err := compatType(&lf.Type, &rf.Type, seen); err != nil {
+		if err := c.types(&lf.Type, &rf.Type); err != nil {
 			return fmt.Errorf("field %s (ID %d): %w", lf.Name, lf.ID, err)
 		}
 	}
 	return nil
 }
 
-func compatType(l, r *Type, seen map[[2]*Struct]bool) error {
+func (c *compat) types(l, r *Type) error {
 	if l.Kind != r.Kind || l.Key != r.Key || l.Quant != r.Quant {
-		return fmt.Errorf("type %s here, %s on the other side", l, r)
+		return fmt.Errorf("type %s %s, %s %s", l, c.local, r, c.remote)
 	}
 	if l.Struct != nil {
-		if err := compatStruct(l.Struct, r.Struct, seen); err != nil {
+		if err := c.structs(l.Struct, r.Struct); err != nil {
 			return err
 		}
 	}
 	if l.Elem != nil {
-		return compatType(l.Elem, r.Elem, seen)
+		return c.types(l.Elem, r.Elem)
 	}
 	return nil
 }
