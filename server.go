@@ -1331,35 +1331,68 @@ func (s *Server) isClosed() bool {
 // those made since the last tick included (in OnLeave, say),
 // (waiting for the database at most StoreWriter.WriteTimeout, 30 seconds
 // by default) and stops the write-behind. Call it from the tick goroutine
-// (or after Run returns).
+// (or after Run returns). Close does not wait for the clients to be told:
+// the transports send the close on goroutines of their own, which a
+// program that exits right after cuts short; Shutdown waits for them.
 func (s *Server) Close() error {
+	_, err := s.close()
+	return err
+}
+
+// Shutdown is Close, then waits until every connection it closed has told
+// its client (transport.Finisher: the messages queued before the close
+// written and the close sent, each transport bounding how long it tries)
+// or ctx ends, when it returns ctx's error. A program that exits after
+// closing the server calls Shutdown, with a timeout of a few seconds, so
+// that its clients read "server shutting down" rather than a lost
+// connection.
+func (s *Server) Shutdown(ctx context.Context) error {
+	closed, err := s.close()
+	for _, tc := range closed {
+		f, ok := tc.(transport.Finisher)
+		if !ok {
+			continue
+		}
+		select {
+		case <-f.Finished():
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+	}
+	return err
+}
+
+// close is Close; it returns the connections it closed.
+func (s *Server) close() ([]transport.Conn, error) {
 	s.mu.Lock()
 	s.closed = true
 	lns := s.lns
 	joining := s.joining
 	s.joining = nil
-	var shaking []transport.Conn
+	var closed []transport.Conn
 	for tc := range s.handshaking {
-		shaking = append(shaking, tc)
+		closed = append(closed, tc)
 	}
 	s.mu.Unlock()
 	for _, ln := range lns {
 		ln.Close()
 	}
-	for _, tc := range shaking {
+	for _, tc := range closed {
 		tc.Close(transport.CloseGoingAway, "server shutting down")
 	}
 	for _, c := range joining {
 		c.tc.Close(transport.CloseGoingAway, "server shutting down")
+		closed = append(closed, c.tc)
 	}
 	for _, c := range s.conns {
 		c.tc.Close(transport.CloseGoingAway, "server shutting down")
+		closed = append(closed, c.tc)
 		if s.cfg.OnLeave != nil {
 			s.cfg.OnLeave(c)
 		}
 	}
 	s.conns = nil
-	return s.closePersist()
+	return closed, s.closePersist()
 }
 
 // Stats returns the server's counters.

@@ -484,6 +484,10 @@ func (c *memConn) Close(code CloseCode, reason string) error {
 
 func (c *memConn) Done() <-chan struct{} { return c.p.done }
 
+// Finished implements Finisher: an in-memory close is told to the peer at
+// once, the messages queued before it staying readable.
+func (c *memConn) Finished() <-chan struct{} { return c.p.done }
+
 func (c *memConn) CloseInfo() (code CloseCode, reason string, byPeer bool) {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()

@@ -86,6 +86,16 @@ type Backlogger interface {
 	Backlog() (messages, bytes int)
 }
 
+// A Finisher tells when a closed connection is done with the network.
+// The transports of this module implement it on their connections.
+type Finisher interface {
+	// Finished is closed once the connection, closed by either side, is
+	// done with the network: the messages queued before Close written
+	// and the close told to the peer, or given up on (the transports of
+	// this module bound each step). Server.Shutdown waits for it.
+	Finished() <-chan struct{}
+}
+
 // A Releaser is a Backlogger whose Backlog counts, in its messages, every
 // message given to Send that the connection still refers to: queued,
 // being written, or, on an in-memory network, not yet received (Receive

@@ -28,11 +28,15 @@ type conn struct {
 	cfg           transport.Config
 	local, remote net.Addr
 
-	recv  chan []byte   // reader to Receive, unbuffered
-	done  chan struct{} // closed on close
-	limit atomic.Int64  // read limit (SetReadLimit)
-	inMsg atomic.Int64  // bytes of the message being read
-	outq  func() int    // bytes in the kernel's send queue; nil if unknown
+	recv chan []byte   // reader to Receive, unbuffered
+	done chan struct{} // closed on close
+	// finished is closed when the socket is closed, the close handshake
+	// done or given up on (Finished).
+	finished   chan struct{}
+	finishOnce sync.Once
+	limit      atomic.Int64 // read limit (SetReadLimit)
+	inMsg      atomic.Int64 // bytes of the message being read
+	outq       func() int   // bytes in the kernel's send queue; nil if unknown
 
 	mu       sync.Mutex
 	closed   bool
@@ -97,12 +101,13 @@ func newConn(ws *websocket.Conn, nc net.Conn, cfg transport.Config, local, remot
 	// library's 1009.
 	ws.SetReadLimit(-1)
 	c := &conn{
-		ws:     ws,
-		cfg:    cfg,
-		local:  local,
-		remote: remote,
-		recv:   make(chan []byte),
-		done:   make(chan struct{}),
+		ws:       ws,
+		cfg:      cfg,
+		local:    local,
+		remote:   remote,
+		recv:     make(chan []byte),
+		done:     make(chan struct{}),
+		finished: make(chan struct{}),
 	}
 	c.limit.Store(int64(cfg.MaxMessageSize))
 	if nc != nil {
@@ -287,12 +292,14 @@ func (c *conn) readFailed(err error) {
 		c.mu.Lock()
 		c.closeLocked(code, reason, true)
 		c.mu.Unlock()
+		c.finish()
 	case errors.Is(err, websocket.ErrMessageTooBig):
 		// The library sent the peer a close frame with status 1009. Finish
 		// the handshake, discarding the rest of the message.
 		reason := fmt.Sprintf("message over the limit of %d bytes", c.cfg.MaxMessageSize)
 		c.closeLocal(transport.CloseMessageTooLarge, reason)
 		c.ws.Close(websocket.StatusMessageTooBig, "")
+		c.finish()
 	default:
 		// The socket failed or was closed, by us (then the connection is
 		// already closed and this changes nothing) or by the network.
@@ -307,6 +314,7 @@ func (c *conn) readFailed(err error) {
 		c.closeLocked(code, err.Error(), false)
 		c.mu.Unlock()
 		c.ws.CloseNow()
+		c.finish()
 	}
 }
 
@@ -378,7 +386,19 @@ func (c *conn) flushAndClose(flushed chan struct{}, code transport.CloseCode, re
 func (c *conn) closeHandshake(code transport.CloseCode, reason string) {
 	status, wire := closeStatus(code, reason)
 	c.ws.Close(status, wire)
+	c.finish()
 }
+
+// finish closes finished: the socket is closed.
+func (c *conn) finish() { c.finishOnce.Do(func() { close(c.finished) }) }
+
+// Finished implements transport.Finisher: it is closed once the close
+// handshake is done (or given up on, after the queued messages were
+// written for up to flushTimeout and the peer's answer waited for up to
+// 5 seconds), or the socket failed.
+func (c *conn) Finished() <-chan struct{} { return c.finished }
+
+var _ transport.Finisher = (*conn)(nil)
 
 func (c *conn) SendDatagram([]byte) error { return transport.ErrDatagramsUnsupported }
 

@@ -584,10 +584,13 @@ func (r *runner) verifyPlayer(p *player, tick uint64) error {
 }
 
 // stop closes the server, which closes every connection with
-// CloseGoingAway, and waits for the clients to see it.
+// CloseGoingAway (a page's too: Shutdown waits, at most three seconds,
+// until the close is sent), and waits for the clients to see it.
 func (r *runner) stop() error {
 	r.stopDial() // clients still dialing give up
-	r.srv.Close()
+	bye, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	r.srv.Shutdown(bye)
+	cancel()
 	if r.rec != nil {
 		last, err := r.rec.stop()
 		r.recNote = fmt.Sprintf("to tick %d in %s", last, r.cfg.Record)

@@ -105,6 +105,9 @@ type Conn struct {
 	finReq  bool          // the peer ended its side of the stream: end ours
 	ended   chan struct{} // closed when the stream or the connection ended
 	endOnce sync.Once
+
+	finished   chan struct{} // closed once the backend's connection is closed (Finished)
+	finishOnce sync.Once
 }
 
 // FlushTimeout bounds how long Close lets the writer write the messages
@@ -131,6 +134,7 @@ func New(str io.ReadWriter, b Backend, o Options) *Conn {
 		wake:     make(chan struct{}, 1),
 		dwake:    make(chan struct{}, 1),
 		ended:    make(chan struct{}),
+		finished: make(chan struct{}),
 	}
 	c.limit.Store(int64(c.cfg.MaxMessageSize))
 	go c.readLoop()
@@ -152,7 +156,7 @@ func (c *Conn) Send(msg []byte) error {
 		const reason = "send queue overflow"
 		c.shutLocked(transport.CloseSlowConsumer, reason, false)
 		c.mu.Unlock()
-		go c.b.Close(transport.CloseSlowConsumer, reason) // Send never blocks
+		go c.closeBackend(transport.CloseSlowConsumer, reason) // Send never blocks
 		return transport.ErrSlowConsumer
 	}
 	c.q.push(msg)
@@ -293,7 +297,7 @@ func (c *Conn) Close(code transport.CloseCode, reason string) error {
 		case <-c.ended:
 		case <-ctx.Done():
 		}
-		c.b.Close(code, reason)
+		c.closeBackend(code, reason)
 	}()
 	return nil
 }
@@ -314,9 +318,23 @@ func (c *Conn) shut(code transport.CloseCode, reason string, byPeer bool) {
 	first := c.shutLocked(code, reason, byPeer)
 	c.mu.Unlock()
 	if first {
-		c.b.Close(code, reason)
+		c.closeBackend(code, reason)
 	}
 }
+
+// closeBackend closes the backend's connection with code and reason,
+// then finished.
+func (c *Conn) closeBackend(code transport.CloseCode, reason string) {
+	c.b.Close(code, reason)
+	c.finishOnce.Do(func() { close(c.finished) })
+}
+
+// Finished implements transport.Finisher: it is closed once the network
+// connection is closed with the close code, after the queued messages
+// were written and read by the peer, for up to FlushTimeout.
+func (c *Conn) Finished() <-chan struct{} { return c.finished }
+
+var _ transport.Finisher = (*Conn)(nil)
 
 // Done implements transport.Conn.
 func (c *Conn) Done() <-chan struct{} { return c.done }

@@ -101,5 +101,9 @@ func main() {
 			}
 		}
 	})
-	srv.Close()
+	// Close the clients' sessions and wait until they are told, at most
+	// three seconds: Close would not wait, and exiting would cut them off.
+	bye, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	srv.Shutdown(bye)
 }

@@ -142,5 +142,8 @@ func main() {
 			m.SetY(min(max(m.Y()+rng.Float32()*8-4, 0), size))
 		}
 	})
-	srv.Close()
+	// Tell the clients before exiting (Close would not wait for it).
+	bye, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	srv.Shutdown(bye)
 }
