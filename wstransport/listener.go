@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,11 +39,14 @@ type Handler struct {
 	mu     sync.Mutex
 	closed bool
 	err    error // why Accept fails once closed
+
+	originLogged atomic.Int64 // when a refused origin was last logged, Unix nanoseconds
 }
 
 // NewHandler returns a Handler for connections configured with cfg. Its
-// Addr is cfg.URL; cfg.Path, TLSConfig, HandshakeTimeout and ErrorLog are
-// the http.Server's business and ignored.
+// Addr is cfg.URL; cfg.Path, TLSConfig and HandshakeTimeout are the
+// http.Server's business and ignored; ErrorLog receives only the notes of
+// pages refused for their origin.
 func NewHandler(cfg Config) *Handler {
 	cfg = cfg.withDefaults()
 	return &Handler{
@@ -65,7 +70,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws, err := websocket.Accept(w, r, &h.opts)
 	if err != nil {
-		return // Accept wrote the response
+		// Accept wrote the response. A page refused for its origin is
+		// a configuration a developer must see (a page served from
+		// another port is another origin), not the page's business: it
+		// is logged, at most every 10 seconds.
+		if r.Header.Get("Origin") != "" && strings.Contains(err.Error(), "not authorized") {
+			h.logOrigin(err)
+		}
+		return
 	}
 	var local net.Addr
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
@@ -86,6 +98,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-h.done:
 		c.Close(transport.CloseGoingAway, "listener closed")
 	}
+}
+
+// originLogEvery spaces the notes of refused origins, so that a page
+// retrying, or anyone sending such requests, cannot flood the log.
+const originLogEvery = 10 * time.Second
+
+func (h *Handler) logOrigin(err error) {
+	now, last := time.Now().UnixNano(), h.originLogged.Load()
+	if now-last < int64(originLogEvery) || !h.originLogged.CompareAndSwap(last, now) {
+		return
+	}
+	logf := log.Printf
+	if h.cfg.ErrorLog != nil {
+		logf = h.cfg.ErrorLog.Printf
+	}
+	logf("wstransport: a page was refused (403): %v; list the page's host in wstransport.Config.OriginPatterns", err)
 }
 
 type netConnKey struct{}

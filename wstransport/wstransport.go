@@ -15,7 +15,9 @@
 // transport.Listener its connections are accepted from.
 //
 // Browsers send an Origin header and, by default, only a page of the same
-// host may connect; list the hosts a game page is served from in
+// host and port may connect (a page served on :8080 may not connect to a
+// server on :7777: another origin); list the hosts a game page is served
+// from in
 // Config.OriginPatterns (for example "game.example.com" or
 // "*.itch.zone"). Clients that are not browsers send no Origin header and
 // are always allowed. The origin check defends cookie-authenticated
@@ -150,7 +152,9 @@ type Config struct {
 	URL string
 
 	// ErrorLog receives the HTTP server's errors for Listen and
-	// NewListener; nil logs with the log package.
+	// NewListener, and, for a Handler too, a note when a page is refused
+	// for its origin (at most every 10 seconds); nil logs with the log
+	// package.
 	ErrorLog *log.Logger
 }
 

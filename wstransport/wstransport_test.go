@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -221,6 +222,43 @@ func TestOrigin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOriginLogged checks that a page refused for its origin is noted in
+// ErrorLog, naming the origin and what to set, once in 10 seconds however
+// many refusals come.
+func TestOriginLogged(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	ln, err := Listen("127.0.0.1:0", Config{ErrorLog: log.New(lockedWriter{&mu, &buf}, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	d := &Dialer{Header: http.Header{"Origin": {"http://127.0.0.1:7790"}}}
+	for range 3 {
+		if c, err := d.Dial(ctxT(t), ln.Addr().String()); err == nil {
+			c.Close(transport.CloseNormal, "")
+			t.Fatal("a page of another port connected")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `"127.0.0.1:7790"`) || !strings.Contains(got, "OriginPatterns") {
+		t.Fatalf("log: %q; want one line naming the origin and OriginPatterns", got)
+	}
+}
+
+// lockedWriter is a Writer safe for concurrent use.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }
 
 func TestCloseStatusMapping(t *testing.T) {
