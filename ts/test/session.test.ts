@@ -544,6 +544,8 @@ describe("connection", () => {
       expect(err).toBeInstanceOf(ClosedError);
       expect(err).not.toBeInstanceOf(RefusedError);
       expect(err.code).toBe(CloseCode.Network);
+      // A browser's error event says nothing more; the URL at least is named.
+      expect(err.reason).toBe("WebSocket to ws://127.0.0.1:1/ failed to connect");
       expect(Date.now() - t0).toBeLessThan(30_000); // not the handshake timeout
     }
   });
