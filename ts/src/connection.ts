@@ -16,7 +16,7 @@ import { encodeUTF8 } from "./bits.js";
 import { openWebSocket, openWebTransport, type Channel, type WebSocketConstructor, type WebTransportConstructor } from "./transport.js";
 import { decodeDescriptor } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
-import { Replica } from "./replica.js";
+import { Replica, report } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
 import { named, type Rpc, type Schema, type StructType } from "./schema.js";
 import { equal, type Entity, type Rec } from "./state.js";
@@ -109,8 +109,15 @@ export class Connection {
   lastTick = 0n;
   /** Called after each applied tick. */
   declare onTick: ((tick: bigint) => void) | undefined;
-  /** Called when a tick is rejected (the connection then closes with code 2) or a message is malformed. */
-  declare onError: ((err: Error) => void) | undefined;
+  /**
+   * Called when a tick is rejected (the connection then closes with code
+   * 2) or a message is malformed (where undefined), and for each exception
+   * a callback throws: the replica's, an RPC handler, onTick (where names
+   * it, as Replica.onError does; err is what was thrown). Unset, callbacks'
+   * exceptions go to console.error. A callback that throws keeps no other
+   * from running, and its tick is applied all the same.
+   */
+  declare onError: ((err: Error, where?: string) => void) | undefined;
   /** Called once when the connection closes. */
   declare onClose: ((err: ClosedError) => void) | undefined;
   /** Message bytes received since the connection was made, handshakes included. */
@@ -197,6 +204,16 @@ export class Connection {
     let closed: ClosedError | undefined;
     let closeWaiters: ((e: ClosedError) => void)[] = [];
 
+    /** Reports an exception of callback where to onError, else to the console. */
+    const thrown = (rep.onError = (err: unknown, where: string): void => report(c.onError as Replica["onError"], err, where));
+    /** Runs a game's callback fn, reporting what it throws as thrown by where. */
+    const call = (where: string, fn: () => void): void => {
+      try {
+        fn();
+      } catch (err) {
+        thrown(err, where);
+      }
+    };
     const touch = (): void => {
       clearTimeout(idleTimer);
       idleTimer = setTimeout(() => close(C.IdleTimeout, "idle"), idle);
@@ -240,13 +257,13 @@ export class Connection {
           ticket = NO_TICKET;
           return fail(e as Error);
         }
-        // Applied, but a callback threw: report it and go on.
-        c.onError?.(e as Error);
+        // Applied, but onError threw (callbacks' own exceptions are reported): go on.
+        report(undefined, e, "onError");
       }
       c.lastApplyMs = performance.now() - t0;
       c.lastTick = t.tick;
       applied = true;
-      c.onTick?.(t.tick);
+      call("onTick", () => c.onTick?.(t.tick));
     };
 
     const receive = (b: Uint8Array): void => {
@@ -282,7 +299,7 @@ export class Connection {
         } catch (err) {
           return fail(err as Error);
         }
-        for (const h of hs) h(e!, args);
+        for (const h of hs) call(`handleRPC(${e!.type.name}, ${m.rpc})`, () => h(e!, args));
       } else if (type !== MsgType.Pong) fail(sessionError("type " + type));
     };
 

@@ -1,7 +1,7 @@
 // Replica behaviour: sections (§5.6), atomic ticks (§7.3), ownership
 // (§5.1, §10.2), levels of detail (§5.8), schema evolution (§8) and
 // callbacks with the Go client's semantics (client/callbacks.go).
-import { describe, expect, test } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { decodeDescriptor, writeDescriptor } from "../src/descriptor.js";
 import { dumpEntities } from "../src/dump.js";
 import { ReplicaDecodeError } from "../src/errors.js";
@@ -115,6 +115,36 @@ describe("sections and callbacks", () => {
     expect(() => r.onField("Hero", "nope", () => {})).toThrow(/no leaf/);
     expect(() => r.onList("Hero", "hp", () => {})).toThrow(/wrong kind/);
     expect(() => r.onCreate("Nope", () => {})).toThrow(/no class Nope/);
+  });
+
+  test("a callback that throws stops no other: the tick applies, every error is reported, to onError or the console", () => {
+    const r = new Replica(heroSchema());
+    const log: unknown[] = [];
+    r.onCreate("Hero", (e) => {
+      if (e.slot === 1) throw new Error("create " + e.slot);
+    });
+    r.onCreate("Hero", (e) => log.push(["create", e.slot]));
+    r.onField("Hero", "pos.x", () => {
+      throw new Error("x");
+    });
+    r.onField("Hero", "hp", (e, _o, n) => log.push(["hp", e.slot, n]));
+    const errors: unknown[] = [];
+    r.onError = (err, where) => errors.push([(err as Error).message, where]);
+    r.apply(createHero(1, 0, 10, "a", 1), createHero(2, 0, 20, "b", 2));
+    expect(r.size).toBe(2);
+    expect(log).toEqual([["create", 1], ["hp", 1, 10], ["create", 2], ["hp", 2, 20]]);
+    expect(errors).toEqual([["create 1", "onCreate(Hero)"], ["x", "onField(Hero, pos.x)"], ["x", "onField(Hero, pos.x)"]]);
+    // Without onError, each goes to console.error, named; the replica goes on.
+    r.onError = undefined;
+    const spy = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      r.apply(createHero(3, 0, 30, "c", 3));
+      expect(spy.mock.calls.map((c) => [c[0], (c[1] as Error).message])).toEqual([["replica: callback onField(Hero, pos.x) threw:", "x"]]);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(log.slice(4)).toEqual([["create", 3], ["hp", 3, 30]]);
+    expect(r.entity(makeId(3, 0))!.get("pos.x")).toBe(3);
   });
 
   test("a rejected tick leaves the replica exactly as it was and runs no callback", () => {

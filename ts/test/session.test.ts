@@ -500,19 +500,40 @@ describe("connection", () => {
     c.close();
   });
 
-  test("a callback that throws does not reject its tick", async () => {
-    const s = schema();
+  test("a callback that throws does not reject its tick nor stop the others; each error reaches onError, named", async () => {
+    const spec = struct("Unit", [field(1, "hp", ty(Kind.Int16))], { id: 1 });
+    spec.rpcs = [{ id: 3, name: "say", dir: 1, args: struct("Say", []) }];
+    const s = decoded(new Schema([spec]));
+    const unit = s.lookup("Unit")!;
     const server = new FakeServer((sock) => sock.deliver(welcome(s)));
     const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
-    const errors: Error[] = [];
-    c.onError = (e) => errors.push(e);
+    const errors: unknown[] = [];
+    c.onError = (e, where) => errors.push([e.message, where]);
     c.replica.onCreate("Unit", () => {
       throw new Error("boom");
     });
-    for (const m of tick(1n, [create(1, 5)])) server.sockets[0]!.deliver(m);
-    for (const m of tick(2n, [create(2, 5)])) server.sockets[0]!.deliver(m);
-    expect(errors.map((e) => e.message)).toEqual(["boom", "boom"]);
-    expect([c.replica.size, c.lastTick, server.sockets[0]!.closedWith]).toEqual([2, 2n, undefined]);
+    const created: number[] = [];
+    c.replica.onCreate("Unit", (e) => created.push(e.slot));
+    c.onTick = (t) => {
+      if (t === 2n) throw new Error("tick");
+    };
+    const said: number[] = [];
+    c.handleRPC(unit, 3, () => {
+      throw new Error("rpc");
+    });
+    c.handleRPC(unit, 3, (e) => said.push(e.slot));
+    const sock = server.sockets[0]!;
+    for (const m of tick(1n, [create(1, 5)])) sock.deliver(m);
+    for (const m of tick(2n, [create(2, 5)])) sock.deliver(m);
+    sock.deliver(encodeRPC(makeId(2, 0), 3, Uint8Array.of(0)));
+    expect(errors).toEqual([
+      ["boom", "onCreate(Unit)"],
+      ["boom", "onCreate(Unit)"],
+      ["tick", "onTick"],
+      ["rpc", "handleRPC(Unit, 3)"],
+    ]);
+    expect([created, said]).toEqual([[1, 2], [2]]);
+    expect([c.replica.size, c.lastTick, sock.closedWith]).toEqual([2, 2n, undefined]);
     c.close();
   });
 
