@@ -149,9 +149,12 @@ export class Connection {
    * Calls client→server RPC rpc (its ID or name) on entity e, which this
    * client owns, with the arguments given by field name (see
    * encodeRecord). The server runs it at its next tick. It throws, sending
-   * nothing, for a call whose message is over the largest the server takes
-   * (its WELCOME says; replica's Config.MaxRPCBytes, 16 KiB by default),
-   * which would close the connection.
+   * nothing, for a call the server would close the connection for: on an
+   * entity the replica does not hold as owned (Entity.owned, as of the
+   * last tick applied), and one whose message is over the largest the
+   * server takes (its WELCOME says; replica's Config.MaxRPCBytes, 16 KiB by
+   * default); and for an RPC the entity's class has not, or arguments of
+   * the wrong type (encodeRecord).
    */
   declare callRPC: (e: Entity | number, rpc: number | string, args?: Record<string, unknown>) => void;
   /**
@@ -350,11 +353,16 @@ export class Connection {
     };
     c.callRPC = (e, rpc, args = {}) => {
       const ent = typeof e === "number" ? rep.entity(e) : e;
-      const r = ent && o.schema.class(ent.classId)?.rpcs.find((x) => x.id === rpc || x.name === rpc);
-      if (!r || r.dir) misuse(`no client RPC ${rpc} on ${ent?.id ?? e}`);
-      const msg = encodeRPC(ent!.id, r!.id, encodeRecord(r!.args, args));
+      const on = `${rpc} on ${ent ? ent.type.name + " " + ent.id : "entity " + e}`;
+      // Sent, a call on an entity this client does not own would close the
+      // connection (code 9), as Go's CallRPC refuses it (ErrNotOwned): one
+      // not held (yet, or any longer), another replica's, another client's.
+      if (!ent || rep.entity(ent.id) !== ent || !ent.owned) misuse(`RPC ${on}: not owned by this client`);
+      const rpcs = o.schema.class(ent!.classId)?.rpcs.filter((x) => !x.dir) ?? [];
+      const r = rpcs.find((x) => x.id === rpc || x.name === rpc) ?? misuse(`no client RPC ${on}; ${ent!.type.name}'s client RPCs: ${rpcs.map((x) => x.name).join(", ") || "none"}`);
+      const msg = encodeRPC(ent!.id, r.id, encodeRecord(r.args, args));
       // Sent, a message over the server's limit would close the connection.
-      if (maxMessage && msg.length > maxMessage) misuse(`RPC ${r!.name} is ${msg.length} bytes, the server takes ${maxMessage}`);
+      if (maxMessage && msg.length > maxMessage) misuse(`RPC ${r.name} is ${msg.length} bytes, the server takes ${maxMessage}`);
       send(msg);
     };
     c.sendRPC = (entity, rpc, args) => send(encodeRPC(entity, rpc, args));

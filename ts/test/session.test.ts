@@ -10,6 +10,7 @@ import { PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, type 
 import { MsgType, encodeRefuse, encodeResync, encodeTick, encodeWelcome, parseAny as parseMessage, parseHello } from "../src/peer.js";
 import { Kind, Schema } from "../src/schema.js";
 import { makeId } from "../src/state.js";
+import { Replica } from "../src/replica.js";
 import { BitWriter } from "../src/bits.js";
 import { field, struct, ty } from "./schemas.js";
 import { tohex, unhex } from "./helpers.js";
@@ -604,7 +605,7 @@ describe("connection", () => {
     const server = new FakeServer((sock) => sock.deliver(welcome(s)));
     const c = await Connection.connect({ url: "ws://x", schema: s, WebSocket: server.ctor() });
     const sock = server.sockets[0]!;
-    for (const m of tick(1n, [create(1, 5)])) sock.deliver(m);
+    for (const m of tick(1n, [create(1, 5)], { gained: [makeId(1, 0)] })) sock.deliver(m);
     const got: unknown[] = [];
     c.handleRPC("Unit", 3, (e, a) => got.push([e.id, a.get("text"), a.get("n")]));
     const rec = new BitWriter();
@@ -624,6 +625,31 @@ describe("connection", () => {
     expect([m.entity, m.rpc]).toEqual([makeId(1, 0), 2]);
     expect(c.replica.decoder.decodeRecord(jump, jump, m.args).get("h")).toBe(3);
     expect(() => c.callRPC(makeId(1, 0), "say")).toThrow(/no client RPC/);
+    c.close();
+  });
+
+  test("an RPC on an entity this client does not own, or unknown, throws and sends nothing", async () => {
+    const unit = struct("Unit", [field(1, "hp", ty(Kind.Int16))], { id: 1 });
+    const none = struct("None", []);
+    unit.rpcs = [{ id: 2, name: "jump", dir: 0, args: none }, { id: 3, name: "say", dir: 1, args: none }, { id: 4, name: "fire", dir: 0, args: none }];
+    const s = decoded(new Schema([unit]));
+    const server = new FakeServer((sock) => sock.deliver(welcome(s)));
+    const c = await Connection.connect({ url: "ws://x", schema: s, WebSocket: server.ctor() });
+    const sock = server.sockets[0]!;
+    for (const m of tick(1n, [create(1, 5), create(2, 5)], { gained: [makeId(2, 0)] })) sock.deliver(m);
+    const sent = sock.sent.length;
+    const other = new Replica(s);
+    other.applyTick([create(2, 5)], { gained: [makeId(2, 0)] });
+    // Sent, each would close the connection (code 9, policy violation).
+    expect(() => c.callRPC(makeId(1, 0), "jump")).toThrow("replica: RPC jump on Unit 1: not owned by this client");
+    expect(() => c.callRPC(c.replica.entity(makeId(1, 0))!, 2)).toThrow("replica: RPC 2 on Unit 1: not owned by this client");
+    expect(() => c.callRPC(makeId(7, 0), "jump")).toThrow("replica: RPC jump on entity 7: not owned by this client");
+    expect(() => c.callRPC(other.entity(makeId(2, 0))!, "jump")).toThrow(/on Unit 2: not owned/); // another replica's
+    expect(() => c.callRPC(makeId(2, 0), "jmp")).toThrow("replica: no client RPC jmp on Unit 2; Unit's client RPCs: jump, fire");
+    expect(() => c.callRPC(makeId(2, 0), "say")).toThrow(/no client RPC say on Unit 2/); // a server RPC
+    expect(sock.sent.length).toBe(sent);
+    c.callRPC(makeId(2, 0), "fire");
+    expect((parseMessage(sock.sent.at(-1)!) as RPC).rpc).toBe(4);
     c.close();
   });
 
