@@ -70,7 +70,14 @@ export interface ConnectOptions {
   WebTransport?: WebTransportConstructor;
   /** The longest message accepted over WebTransport; default the larger of 1 MiB and limits.MaxSegmentBytes. */
   maxMessageBytes?: number;
-  /** Bounds the handshake; default 5000 ms. */
+  /**
+   * Bounds the handshake, from opening the transport to the WELCOME;
+   * default 5000 ms. In "auto" mode WebTransport has 60 % of it to connect
+   * (3 s by default: Chromium gives up on QUIC after about 4 s when UDP is
+   * blocked, which would leave WebSocket too little); when it fails or runs
+   * out, the WebSocket attempt starts with the whole timeout again, so a
+   * connection that falls back takes at most 1.6 times it.
+   */
   handshakeTimeoutMs?: number;
   /** Closes with code 5 when nothing arrives for this long, and pings every third of it; default 15000 ms. */
   idleTimeoutMs?: number;
@@ -411,9 +418,10 @@ export class Connection {
 /**
  * Opens a channel with the transport opts ask for: WebTransport first in
  * "auto" mode when there is a URL and a constructor for it, WebSocket if it
- * fails to connect.
+ * fails to connect or does not within 60 % of the handshake timeout ms;
+ * restart then gives the handshake its whole timeout again.
  */
-async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undefined): Promise<Channel> {
+async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undefined, ms: number, restart: () => void): Promise<Channel> {
   const mode = opts.transport ?? "auto";
   const g = globalThis as { WebTransport?: WebTransportConstructor; WebSocket?: WebSocketConstructor };
   const WT = opts.WebTransport ?? g.WebTransport;
@@ -421,14 +429,23 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
   const url = opts.webTransportUrl;
   let err: Error | undefined;
   if (mode === "webtransport" || (mode === "auto" && WT && url)) {
-    try {
+    const attempt = (async () => {
       if (!WT) misuse('no WebTransport: pass options.WebTransport, or use transport "websocket"');
       if (!url) misuse("no webTransportUrl");
       const h = opts.certificateHashes;
-      return await openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
+      return openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
+    })();
+    if (mode !== "auto") return attempt;
+    let timer;
+    try {
+      return await Promise.race([attempt, new Promise<never>((_, no) => (timer = setTimeout(no, ms * 0.6, new ClosedError(C.HandshakeTimeout, "WebTransport: timeout"))))]);
     } catch (e) {
-      if (mode !== "auto") throw e;
       err = e as Error;
+      // A session that opens after its deadline is not used.
+      attempt.then((ch) => ch.shut(C.Normal, "fell back to WebSocket"), () => {});
+      restart();
+    } finally {
+      clearTimeout(timer);
     }
   }
   if (!WS || !opts.url)
@@ -447,6 +464,7 @@ const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits
   return new Promise<Session>((resolve, reject) => {
     let ch: Channel | undefined;
     let done = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const end = (err: Error, code: number = C.Normal): void => {
       if (done) return;
       done = true;
@@ -454,8 +472,14 @@ const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       ch?.shut(code, code ? err.message : "handshake failed");
       reject(err);
     };
-    const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "timeout")), opts.handshakeTimeoutMs ?? 5000);
-    openChannel(opts, limits).then((c) => {
+    const ms = opts.handshakeTimeoutMs ?? 5000;
+    /** (Re)starts the handshake's timeout: at the start, and for the WebSocket attempt after WebTransport's. */
+    const arm = (): void => {
+      clearTimeout(timer);
+      if (!done) timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "timeout")), ms);
+    };
+    arm();
+    openChannel(opts, limits, ms, arm).then((c) => {
       // A channel that opens after the timeout is closed at once.
       if (done) return c.shut(C.Normal, "handshake failed");
       ch = c;

@@ -695,7 +695,9 @@ class FakeWT {
     private readonly server: FakeWTServer,
   ) {
     server.sessions.push(this);
-    this.ready = server.fail ? Promise.reject(new Error("WebTransport connection rejected")) : Promise.resolve();
+    this.ready = server.fail
+      ? Promise.reject(new Error("WebTransport connection rejected"))
+      : new Promise((res) => (server.readyAfterMs ? setTimeout(res, server.readyAfterMs) : res()));
     this.ready.catch(() => {});
     this.closed = new Promise((res) => (this.resolveClosed = res));
   }
@@ -762,6 +764,8 @@ class FakeWT {
 class FakeWTServer {
   sessions: FakeWT[] = [];
   fail = false;
+  /** Sessions take this long to be ready (UDP black-holed: QUIC slow to give up, or a slow path). */
+  readyAfterMs = 0;
   constructor(private onHello: (s: FakeWT, h: Hello) => void) {}
   receive(s: FakeWT, b: Uint8Array): void {
     const m = parseMessage(b);
@@ -867,6 +871,28 @@ describe("connection over WebTransport", () => {
     expect([w.transport, a.transport, wts.sessions.length]).toEqual(["websocket", "websocket", 2]);
     w.close();
     a.close();
+  });
+
+  test("auto mode gives WebTransport 60 % of the handshake timeout to connect, then WebSocket a whole one; forced WebTransport has it all", async () => {
+    const s = schema();
+    const wts = new FakeWTServer((wt) => wt.deliver(64, welcome(s)));
+    wts.readyAfterMs = 1000;
+    // The WebSocket server answers late too: more than what the handshake timeout leaves after WebTransport's try.
+    const ws = new FakeServer((sock) => setTimeout(() => sock.deliver(welcome(s)), 250));
+    const opts = { url: "ws://x", webTransportUrl: "https://x/replica", schema: s, WebTransport: wts.ctor(), WebSocket: ws.ctor(), handshakeTimeoutMs: 400 };
+    const t0 = Date.now();
+    const c = await Connection.connect(opts);
+    expect(c.transport).toBe("websocket");
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(240 + 250 - 5);
+    // The WebTransport session that opens after its deadline is closed, not used.
+    await new Promise((r) => setTimeout(r, 1000 - (Date.now() - t0) + 50));
+    expect(wts.sessions[0]!.closedWith).toBeDefined();
+    expect(wts.sessions[0]!.received).toHaveLength(0); // no HELLO
+    c.close();
+    wts.readyAfterMs = 300;
+    const w = await Connection.connect({ ...opts, transport: "webtransport" });
+    expect(w.transport).toBe("webtransport");
+    w.close();
   });
 
   test("a frame over the limit closes with code 3", async () => {
