@@ -144,14 +144,80 @@ const record = (st: StructType, v: any): void => {
   later.forEach((f) => f(0));
 };
 
+/** A value as an error message shows it. */
+const show = (v: unknown): string =>
+  typeof v === "string" ? JSON.stringify(v) : typeof v === "bigint" ? v + "n" : Array.isArray(v) ? "an array" : v && typeof v === "object" ? "an object" : String(v);
+
+/** Throws the TypeError of value v at path at, which is not what it should be. */
+const wrong = (at: string, v: unknown, want: string): never => {
+  throw new TypeError(`replica: ${at}: ${v} is not ${want}`);
+};
+
+/**
+ * Checks that value v of type t, at path at ("Fire.pos.x"), has the JS
+ * type encodeRecord takes, with its elements, entries and fields: a wrong
+ * one is a TypeError, a number out of the type's range a RangeError, both
+ * naming at. (The encoder would otherwise turn "50" into 50 and undefined
+ * into 0.)
+ */
+const check = (t: Type, v: unknown, at: string): void => {
+  const k = t.kind;
+  const T = typeof v;
+  if (k === Kind.Nested) return fields(t.struct!, v, at);
+  if (isNumeric(k)) {
+    const big = k === Kind.Int64 || k === Kind.Uint64;
+    if (k === Kind.Bool ? T !== "boolean" : T !== "number" && !(big && T === "bigint")) wrong(at, show(v), k === Kind.Bool ? "a boolean" : big ? "a number or a bigint" : "a number");
+    try {
+      toStored(t, v);
+    } catch (e) {
+      throw new RangeError(`replica: ${at}: ${(e as Error).message}`);
+    }
+  } else if (k === Kind.String ? T !== "string" : k === Kind.Bytes && !(v instanceof Uint8Array)) {
+    wrong(at, show(v), k === Kind.String ? "a string" : "a Uint8Array");
+  } else if (k === Kind.List) {
+    if (!Array.isArray(v)) wrong(at, show(v), "an array");
+    (v as unknown[]).forEach((x, i) => check(t.elem!, x, `${at}[${i}]`));
+  } else if (k > Kind.List) {
+    if (!(v instanceof Map || isObject(v))) wrong(at, show(v), "a Map or an object");
+    const str = t.key === Kind.String;
+    for (const [key, x] of entries(v)) {
+      // An object's keys are strings: integer keys are written in decimal.
+      if (str ? typeof key !== "string" : typeof key === "string" ? !/^-?\d+$/.test(key) : typeof key !== "bigint" && !Number.isInteger(key)) {
+        wrong(at, "key " + show(key), str ? "a string" : "an integer");
+      }
+      const at1 = `${at}[${key}]`;
+      k === Kind.Bag ? fields(t.struct!, x, at1) : check(t.elem!, x, at1);
+    }
+  }
+};
+
+/** Whether v is a plain object: not null, an array, a Map or bytes. */
+const isObject = (v: unknown): boolean => !!v && typeof v === "object" && !Array.isArray(v) && !(v instanceof Map) && !(v instanceof Uint8Array);
+
+/** Checks record v of struct st at path at (see check): an object, each of st's fields it has checked; absent ones are zero. */
+const fields = (st: StructType, v: any, at: string): void => {
+  if (!isObject(v)) wrong(at, show(v), "an object");
+  for (const f of st.fields) if (!f.deprecated && f.name in v) check(f.type, v[f.name], at + "." + f.name);
+};
+
 /**
  * Encodes a standalone record of struct st (§6.1): the tree of its
  * non-zero leaves, each U(k)-coded leaf with k = its code's bit length,
- * then the values. v maps field names to values: numbers (BigInt for
+ * then the values. v maps field names to values: numbers (or BigInts for
  * 64-bit integers), booleans, strings, Uint8Array for bytes, objects for
- * nested structs, arrays for lists, Map or object for maps and bags.
+ * nested structs, arrays for lists, Map or object for maps and bags (an
+ * object's keys, strings, as decimal integers for integer keys).
+ *
+ * A field v does not have (no property of its name) is the zero value, as
+ * are keys of v the struct has no field for ignored. A value of the wrong JS
+ * type (a string "50" for a number, undefined or null for anything) throws
+ * a TypeError naming the struct and the field ("Fire.pos.x"), an integer
+ * out of its type's range a RangeError, before anything is encoded. NaN
+ * and ±Infinity are legal for float fields (IEEE 754 values, which a
+ * quantized field clamps): the server's RPC handler must validate them.
  */
 export const encodeRecord = (st: StructType, v: Record<string, unknown>): Uint8Array => {
+  fields(st, v, st.name);
   begin();
   record(st, v);
   return written();

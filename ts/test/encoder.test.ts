@@ -68,4 +68,33 @@ describe("encodeRecord", () => {
     expect(() => encodeRecord(args, { i8: 200 })).toThrow(RangeError);
     expect(() => encodeRecord(args, { i8: 1.5 })).toThrow(RangeError);
   });
+
+  test("a value of the wrong JS type throws, naming the struct and the field; absent fields are zero; NaN and ±Inf floats pass", () => {
+    const { schema, args } = argsSchema();
+    const bad: [Record<string, unknown>, string][] = [
+      [{ f32: "50" }, 'Args.f32: "50" is not a number'],
+      [{ i8: undefined }, "Args.i8: undefined is not a number"],
+      [{ i8: null }, "Args.i8: null is not a number"],
+      [{ i8: 5n }, "Args.i8: 5n is not a number"],
+      [{ who: true }, "Args.who: true is not a number"],
+      [{ i64: "1" }, 'Args.i64: "1" is not a number or a bigint'],
+      [{ b: 1 }, "Args.b: 1 is not a boolean"],
+      [{ s: 7 }, "Args.s: 7 is not a string"],
+      [{ bin: "ab" }, 'Args.bin: "ab" is not a Uint8Array'],
+      [{ at: 3 }, "Args.at: 3 is not an object"],
+      [{ at: { x: "1" } }, 'Args.at.x: "1" is not a number'],
+      [{ nums: [1, "2"] }, 'Args.nums[1]: "2" is not a number'],
+      [{ nums: { 0: 1 } }, "Args.nums: an object is not an array"],
+      [{ pts: [{}, { y: [] }] }, "Args.pts[1].y: an array is not a number"],
+      [{ m: { 5: 9 } }, "Args.m[5]: 9 is not a string"],
+      [{ m: { x: "a" } }, 'Args.m: key "x" is not an integer'],
+      [{ sm: new Map([[1, 2]]) }, "Args.sm: key 1 is not a string"],
+      [{ bag: { 3: { n: "1" } } }, 'Args.bag[3].n: "1" is not a number'],
+      [{ bag: [] }, "Args.bag: an array is not a Map or an object"],
+    ];
+    for (const [v, msg] of bad) expect(() => encodeRecord(args, v), msg).toThrow(new TypeError("replica: " + msg));
+    expect(() => encodeRecord(args, { nums: [1, 1.5] })).toThrow(new RangeError("replica: Args.nums[1]: 1.5 is not an integer of 32 bits"));
+    const rec = decoder(schema).decodeRecord(args, args, encodeRecord(args, { f32: NaN, q: Infinity, at: { y: -Infinity } }));
+    expect([rec.get("f32"), rec.get("at.y"), rec.get("i8")]).toEqual([NaN, -Infinity, 0]);
+  });
 });
