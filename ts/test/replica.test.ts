@@ -378,6 +378,8 @@ describe("levels of detail (§3.6, §5.8)", () => {
     plain.apply(createHero(1, 0, 1, "a", 0));
     expect([plain.entity(id)!.level, plain.entity(id)!.knows("hp"), plain.entity(id)!.knows("pos.x"), plain.entity(id)!.knows("pos")]).toEqual([0, true, true, true]);
     for (const bad of ["nosuch", "pos.z", "po", ""]) expect(() => plain.entity(id)!.knows(bad)).toThrow(`has no field "${bad}"`);
+    // get throws as knows does: a misspelt path is a bug, not a value (a nested struct has no one value).
+    for (const bad of ["hpp", "pos.z", "pos", ""]) expect(() => plain.entity(id)!.get(bad)).toThrow(`replica: Hero has no leaf "${bad}"`);
     expectReject(() => plain.applyTick([], { levels: [{ id, level: 1 }] }), "level");
   });
 });
@@ -390,7 +392,8 @@ describe("schema evolution (§8)", () => {
     const rock = seg().section(CREATE, 2, 1).tree([{ id: 1, k: 8 }]).ids([2]).gens([0]).u(77, 8).end();
     r.apply(createHero(1, 0, -7, "z", 2.5), rock);
     const h = r.entity(makeId(1, 0))!;
-    expect([h.type.name, h.get("hp"), h.get("name"), h.get("extra"), h.get("pos.x")]).toEqual(["Hero", -7, "z", 0, undefined]);
+    expect([h.type.name, h.get("hp"), h.get("name"), h.get("extra")]).toEqual(["Hero", -7, "z", 0]);
+    expect(() => h.get("pos.x")).toThrow(/no leaf/); // the sender's, not the local class's
     r.apply(seg().section(UPDATE, 1, 1).tree([{ id: 1, k: 3 }, { id: 5, sub: [{ id: 1, k: 30 }] }]).ids([1]).s(2, 3).u(5, 30).end());
     expect(h.get("hp")).toBe(-5);
     expect(r.entity(makeId(2, 0))!.get("size")).toBe(77);
