@@ -23,6 +23,7 @@ import (
 //	  static of(e: Entity | undefined): Player | undefined
 //	  static all(r: Replica): Player[]
 //	  get entity(): Entity
+//	  get owned(): boolean                              whether this client owns it (the Go view's IsOwned)
 //	  get hp(): number                                  getters named after the fields (base_info → baseInfo)
 //	  get pos(): Vec                                    nested structs as views
 //	  get inv(): TypedMap<number, Item>                 lists, maps and bags typed and read-only
@@ -254,6 +255,7 @@ func (p *Package) tsClashes() error {
 			for _, n := range []string{"classId", "of", "all", "onCreate", "onDestroy", "onOwnership", "onLevel"} {
 				static[n] = "every class"
 			}
+			inst["owned"] = "every class" // (entity, which every struct's class would have, is in tsReserved)
 		}
 		for _, f := range s.Fields {
 			if !p.tsGetter(s, f) {
@@ -333,6 +335,8 @@ func (e *tsEmitter) class(s *Struct) {
 		e.f("\t/** Every %s of r, in ascending slot order. */\n", s.Name)
 		e.f("\tstatic all(r: Replica): %s[] {\n\t\treturn r.entities().filter((e) => isClassOf(e, %s)).map((e) => new %s(e));\n\t}\n\n", s.Name, sv, s.Name)
 		e.f("\t/** The entity. */\n\tget entity(): Entity {\n\t\treturn this.rec$ as Entity;\n\t}\n\n")
+		e.f("\t/** Whether this client owns the %s, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */\n", s.Name)
+		e.f("\tget owned(): boolean {\n\t\treturn this.entity.owned;\n\t}\n\n")
 	}
 	for _, f := range s.Fields {
 		if p.tsGetter(s, f) {

@@ -55,6 +55,7 @@ func TestGenerateTS(t *testing.T) {
 	for _, want := range []string{
 		"export class Hero extends StructView {",
 		"static readonly classId = ",
+		"get owned(): boolean {\n\t\treturn this.entity.owned;\n\t}",
 		"get hp(): number {",
 		"get avatar(): Uint8Array {",
 		"get pos(): Vec {",
@@ -103,6 +104,7 @@ func TestGenerateTSClashes(t *testing.T) {
 	for _, c := range []struct{ spec, want string }{
 		{"//replica:class\ntype unit struct {\n\ttoString int32\n}\n", "getter toString, which every generated class has"},
 		{"//replica:class\ntype unit struct {\n\thp int32\n}\n\n//replica:rpc unit server\ntype level struct{}\n", "Unit.onLevel both for every class and for RPC level"},
+		{"//replica:class\ntype unit struct {\n\towned bool\n}\n", "Unit.owned both for every class and for field owned"},
 	} {
 		dir := tempModule(t, map[string]string{"spec.go": "package fixture\n\n" + c.spec})
 		p, err := Load(Config{Dir: dir})
