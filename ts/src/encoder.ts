@@ -144,60 +144,44 @@ const record = (st: StructType, v: any): void => {
   later.forEach((f) => f(0));
 };
 
-/** A value as an error message shows it. */
-const show = (v: unknown): string =>
-  typeof v === "string" ? JSON.stringify(v) : typeof v === "bigint" ? v + "n" : Array.isArray(v) ? "an array" : v && typeof v === "object" ? "an object" : String(v);
-
-/** Throws the TypeError of value v at path at, which is not what it should be. */
-const wrong = (at: string, v: unknown, want: string): never => {
-  throw new TypeError(`replica: ${at}: ${v} is not ${want}`);
-};
+/** Whether v is an object that may hold a struct's fields or a map's entries: not null nor an array. */
+const isObject = (v: unknown): boolean => !!v && typeof v === "object" && !Array.isArray(v);
 
 /**
- * Checks that value v of type t, at path at ("Fire.pos.x"), has the JS
- * type encodeRecord takes, with its elements, entries and fields: a wrong
- * one is a TypeError, a number out of the type's range a RangeError, both
- * naming at. (The encoder would otherwise turn "50" into 50 and undefined
- * into 0.)
+ * Checks that value v of type t (of kind k: a bag's t with k Nested is one
+ * of its items), at path at ("Fire.pos.x", "Aim.tags[2]"), has the JS type
+ * encodeRecord takes, and so its fields, elements and values: a wrong one
+ * is a TypeError, an integer out of its type's range a RangeError, both
+ * naming at. (The encoder would turn "50" into 50 and undefined into 0.)
+ * Map keys are not checked: the encoder converts them.
  */
-const check = (t: Type, v: unknown, at: string): void => {
-  const k = t.kind;
+const check = (t: Type, v: any, at: string, k = t.kind): void => {
   const T = typeof v;
-  if (k === Kind.Nested) return fields(t.struct!, v, at);
-  if (isNumeric(k)) {
-    const big = k === Kind.Int64 || k === Kind.Uint64;
-    if (k === Kind.Bool ? T !== "boolean" : T !== "number" && !(big && T === "bigint")) wrong(at, show(v), k === Kind.Bool ? "a boolean" : big ? "a number or a bigint" : "a number");
+  const big = k === Kind.Int64 || k === Kind.Uint64;
+  const want =
+    k === Kind.Bool ? "boolean"
+    : k === Kind.String ? "string"
+    : k === Kind.Bytes ? "Uint8Array"
+    : k === Kind.Nested ? "object"
+    : k === Kind.List ? "array"
+    : k > Kind.List ? "Map or object"
+    : big ? "number or bigint"
+    : "number";
+  if (!(k === Kind.Bytes ? v instanceof Uint8Array : k === Kind.List ? Array.isArray(v) : k >= Kind.Nested ? isObject(v) : big ? T === "number" || T === "bigint" : T === want)) {
+    const got = Array.isArray(v) ? "array" : v && T === "object" ? T : T === "string" ? JSON.stringify(v) : T === "bigint" ? v + "n" : String(v);
+    throw new TypeError(`replica: ${at}: expected ${want}, got ${got}`);
+  }
+  // A struct's fields that v does not have are zero.
+  if (k === Kind.Nested) for (const f of t.struct!.fields) !f.deprecated && f.name in v && check(f.type, v[f.name], at + "." + f.name);
+  else if (k === Kind.List) v.forEach((x: unknown, i: number) => check(t.elem!, x, `${at}[${i}]`));
+  else if (k > Kind.List) for (const [key, x] of entries(v)) check(k === Kind.Bag ? t : t.elem!, x, `${at}[${key}]`, k === Kind.Bag ? Kind.Nested : undefined);
+  else if (isNumeric(k)) {
     try {
       toStored(t, v);
     } catch (e) {
       throw new RangeError(`replica: ${at}: ${(e as Error).message}`);
     }
-  } else if (k === Kind.String ? T !== "string" : k === Kind.Bytes && !(v instanceof Uint8Array)) {
-    wrong(at, show(v), k === Kind.String ? "a string" : "a Uint8Array");
-  } else if (k === Kind.List) {
-    if (!Array.isArray(v)) wrong(at, show(v), "an array");
-    (v as unknown[]).forEach((x, i) => check(t.elem!, x, `${at}[${i}]`));
-  } else if (k > Kind.List) {
-    if (!(v instanceof Map || isObject(v))) wrong(at, show(v), "a Map or an object");
-    const str = t.key === Kind.String;
-    for (const [key, x] of entries(v)) {
-      // An object's keys are strings: integer keys are written in decimal.
-      if (str ? typeof key !== "string" : typeof key === "string" ? !/^-?\d+$/.test(key) : typeof key !== "bigint" && !Number.isInteger(key)) {
-        wrong(at, "key " + show(key), str ? "a string" : "an integer");
-      }
-      const at1 = `${at}[${key}]`;
-      k === Kind.Bag ? fields(t.struct!, x, at1) : check(t.elem!, x, at1);
-    }
   }
-};
-
-/** Whether v is a plain object: not null, an array, a Map or bytes. */
-const isObject = (v: unknown): boolean => !!v && typeof v === "object" && !Array.isArray(v) && !(v instanceof Map) && !(v instanceof Uint8Array);
-
-/** Checks record v of struct st at path at (see check): an object, each of st's fields it has checked; absent ones are zero. */
-const fields = (st: StructType, v: any, at: string): void => {
-  if (!isObject(v)) wrong(at, show(v), "an object");
-  for (const f of st.fields) if (!f.deprecated && f.name in v) check(f.type, v[f.name], at + "." + f.name);
 };
 
 /**
@@ -217,7 +201,7 @@ const fields = (st: StructType, v: any, at: string): void => {
  * quantized field clamps): the server's RPC handler must validate them.
  */
 export const encodeRecord = (st: StructType, v: Record<string, unknown>): Uint8Array => {
-  fields(st, v, st.name);
+  check({ struct: st } as Type, v, st.name, Kind.Nested); // (check reads a Nested type's struct alone)
   begin();
   record(st, v);
   return written();
