@@ -40,33 +40,47 @@ import (
 // never reads the wrong slot. Values have the runtime's JS types: numbers,
 // BigInts for 64-bit integers, booleans, strings and Uint8Arrays.
 
-// TSOptions configure GenerateTS.
+// TSOptions configure GenerateTS and WriteTS.
 type TSOptions struct {
 	// Import is the module the generated file imports the runtime from;
 	// "" means "@replicago/replica".
 	Import string
+	// Dir is the directory WriteTS writes the file to (replicagen
+	// -tsout), relative to the package directory unless absolute; ""
+	// means the package directory. A game's npm project is the place:
+	// there its TypeScript compiler resolves the runtime's package, and
+	// compiles the file as the project's other modules. WriteTS creates
+	// no directory.
+	Dir string
 }
 
 // TSFile returns the path of the TypeScript file replicagen -ts writes:
-// Dir/<Name>_replica.ts.
-func (p *Package) TSFile() string {
-	return filepath.Join(p.Dir, p.Name+"_replica.ts")
+// <Name>_replica.ts in opts.Dir, relative to the package directory.
+func (p *Package) TSFile(opts TSOptions) string {
+	dir := opts.Dir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(p.Dir, dir)
+	}
+	return filepath.Join(dir, p.Name+"_replica.ts")
 }
 
-// WriteTS generates p's TypeScript file. With check set it writes nothing
-// and reports an error if the file would change.
+// WriteTS generates p's TypeScript file (TSFile). With check set it writes
+// nothing and reports an error if the file would change.
 func (p *Package) WriteTS(check bool, opts TSOptions) error {
 	src, err := p.GenerateTS(opts)
 	if err != nil {
 		return err
 	}
-	out := p.TSFile()
+	out := p.TSFile(opts)
 	old, _ := os.ReadFile(out)
 	if bytes.Equal(old, src) {
 		return nil
 	}
 	if check {
 		return fmt.Errorf("replicagen: out of date: %s; run go generate", out)
+	}
+	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("replicagen: -tsout: %s is not a directory", filepath.Dir(out))
 	}
 	return os.WriteFile(out, src, 0o644)
 }

@@ -87,7 +87,8 @@
 // # TypeScript
 //
 // replicagen -ts also writes <package>_replica.ts (Package.GenerateTS,
-// Package.WriteTS) for clients that use the TypeScript runtime in ts/
+// Package.WriteTS; with -tsout, into a client's npm project, see
+// TSOptions.Dir) for clients that use the TypeScript runtime in ts/
 // (@replicago/replica): the schema's descriptor embedded, and per class
 // and struct a typed read-only class with the view's getters (named after
 // the fields with a lower-case first letter: hp, baseInfo), nested
