@@ -8,7 +8,8 @@
  * else constructors passed as `WebTransport` and `WebSocket` (for example
  * the `ws` package's in Node 20). By default a connection uses WebTransport
  * when it is given a URL for it and the runtime has it, and falls back to
- * WebSocket when WebTransport fails to connect.
+ * WebSocket when WebTransport fails to connect or does not in time
+ * (ConnectOptions.handshakeTimeoutMs).
  */
 
 import { ClosedError, RefusedError, ReplicaDecodeError, misuse, sessionError } from "./errors.js";
