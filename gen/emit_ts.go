@@ -23,6 +23,7 @@ import (
 //	  static of(e: Entity | undefined): Player | undefined
 //	  static all(r: Replica): Player[]
 //	  get entity(): Entity
+//	  get owned(): boolean                              whether this client owns it (the Go view's IsOwned)
 //	  get hp(): number                                  getters named after the fields (base_info → baseInfo)
 //	  get pos(): Vec                                    nested structs as views
 //	  get inv(): TypedMap<number, Item>                 lists, maps and bags typed and read-only
@@ -39,33 +40,47 @@ import (
 // never reads the wrong slot. Values have the runtime's JS types: numbers,
 // BigInts for 64-bit integers, booleans, strings and Uint8Arrays.
 
-// TSOptions configure GenerateTS.
+// TSOptions configure GenerateTS and WriteTS.
 type TSOptions struct {
 	// Import is the module the generated file imports the runtime from;
 	// "" means "@replicago/replica".
 	Import string
+	// Dir is the directory WriteTS writes the file to (replicagen
+	// -tsout), relative to the package directory unless absolute; ""
+	// means the package directory. A game's npm project is the place:
+	// there its TypeScript compiler resolves the runtime's package, and
+	// compiles the file as the project's other modules. WriteTS creates
+	// no directory.
+	Dir string
 }
 
 // TSFile returns the path of the TypeScript file replicagen -ts writes:
-// Dir/<Name>_replica.ts.
-func (p *Package) TSFile() string {
-	return filepath.Join(p.Dir, p.Name+"_replica.ts")
+// <Name>_replica.ts in opts.Dir, relative to the package directory.
+func (p *Package) TSFile(opts TSOptions) string {
+	dir := opts.Dir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(p.Dir, dir)
+	}
+	return filepath.Join(dir, p.Name+"_replica.ts")
 }
 
-// WriteTS generates p's TypeScript file. With check set it writes nothing
-// and reports an error if the file would change.
+// WriteTS generates p's TypeScript file (TSFile). With check set it writes
+// nothing and reports an error if the file would change.
 func (p *Package) WriteTS(check bool, opts TSOptions) error {
 	src, err := p.GenerateTS(opts)
 	if err != nil {
 		return err
 	}
-	out := p.TSFile()
+	out := p.TSFile(opts)
 	old, _ := os.ReadFile(out)
 	if bytes.Equal(old, src) {
 		return nil
 	}
 	if check {
 		return fmt.Errorf("replicagen: out of date: %s; run go generate", out)
+	}
+	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("replicagen: -tsout: %s is not a directory", filepath.Dir(out))
 	}
 	return os.WriteFile(out, src, 0o644)
 }
@@ -254,6 +269,7 @@ func (p *Package) tsClashes() error {
 			for _, n := range []string{"classId", "of", "all", "onCreate", "onDestroy", "onOwnership", "onLevel"} {
 				static[n] = "every class"
 			}
+			inst["owned"] = "every class" // (entity, which every struct's class would have, is in tsReserved)
 		}
 		for _, f := range s.Fields {
 			if !p.tsGetter(s, f) {
@@ -333,6 +349,8 @@ func (e *tsEmitter) class(s *Struct) {
 		e.f("\t/** Every %s of r, in ascending slot order. */\n", s.Name)
 		e.f("\tstatic all(r: Replica): %s[] {\n\t\treturn r.entities().filter((e) => isClassOf(e, %s)).map((e) => new %s(e));\n\t}\n\n", s.Name, sv, s.Name)
 		e.f("\t/** The entity. */\n\tget entity(): Entity {\n\t\treturn this.rec$ as Entity;\n\t}\n\n")
+		e.f("\t/** Whether this client owns the %s, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */\n", s.Name)
+		e.f("\tget owned(): boolean {\n\t\treturn this.entity.owned;\n\t}\n\n")
 	}
 	for _, f := range s.Fields {
 		if p.tsGetter(s, f) {

@@ -55,6 +55,7 @@ func TestGenerateTS(t *testing.T) {
 	for _, want := range []string{
 		"export class Hero extends StructView {",
 		"static readonly classId = ",
+		"get owned(): boolean {\n\t\treturn this.entity.owned;\n\t}",
 		"get hp(): number {",
 		"get avatar(): Uint8Array {",
 		"get pos(): Vec {",
@@ -103,6 +104,7 @@ func TestGenerateTSClashes(t *testing.T) {
 	for _, c := range []struct{ spec, want string }{
 		{"//replica:class\ntype unit struct {\n\ttoString int32\n}\n", "getter toString, which every generated class has"},
 		{"//replica:class\ntype unit struct {\n\thp int32\n}\n\n//replica:rpc unit server\ntype level struct{}\n", "Unit.onLevel both for every class and for RPC level"},
+		{"//replica:class\ntype unit struct {\n\towned bool\n}\n", "Unit.owned both for every class and for field owned"},
 	} {
 		dir := tempModule(t, map[string]string{"spec.go": "package fixture\n\n" + c.spec})
 		p, err := Load(Config{Dir: dir})
@@ -138,5 +140,62 @@ func TestGenerateTSGolden(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("generated TypeScript differs from %s (rerun with -update after reviewing)", golden)
+	}
+}
+
+// TestWriteTSDir: with TSOptions.Dir (replicagen -tsout) the TypeScript
+// file goes into that directory, relative to the package's, and nowhere
+// else; no directory is created; check mode checks the file there.
+func TestWriteTSDir(t *testing.T) {
+	dir := tempModule(t, map[string]string{})
+	pkg := filepath.Join(dir, "game")
+	for _, d := range []string{pkg, filepath.Join(dir, "web", "src")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFiles(t, pkg, map[string]string{"spec.go": "package game\n\n//replica:class\ntype unit struct {\n\thp int32\n}\n"})
+	p, err := Load(Config{Dir: pkg})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	opts := TSOptions{Dir: "../web/src"}
+	want := filepath.Join(dir, "web", "src", "game_replica.ts")
+	if got := p.TSFile(opts); got != want {
+		t.Errorf("TSFile = %s, want %s", got, want)
+	}
+	if err := p.WriteTS(true, opts); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check before writing: %v, want out of date: %s", err, want)
+	}
+	if err := p.WriteTS(false, opts); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(want)
+	if err != nil || !strings.Contains(string(src), `from "@replicago/replica";`) {
+		t.Fatalf("no generated file in the -tsout directory (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(pkg, "game_replica.ts")); !os.IsNotExist(err) {
+		t.Errorf("a TypeScript file in the package directory too (%v)", err)
+	}
+	if err := p.WriteTS(true, opts); err != nil {
+		t.Errorf("check after writing: %v", err)
+	}
+	if err := os.WriteFile(want, append(src, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteTS(true, opts); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check of a changed file: %v, want out of date: %s", err, want)
+	}
+	// A directory that does not exist is not created.
+	missing := TSOptions{Dir: "../client"}
+	if err := p.WriteTS(false, missing); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Errorf("WriteTS into a missing directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "client")); !os.IsNotExist(err) {
+		t.Errorf("the missing directory was created (%v)", err)
+	}
+	// Absolute directories are taken as they are.
+	if got := p.TSFile(TSOptions{Dir: filepath.Join(dir, "web")}); got != filepath.Join(dir, "web", "game_replica.ts") {
+		t.Errorf("TSFile with an absolute directory = %s", got)
 	}
 }

@@ -87,13 +87,15 @@
 // # TypeScript
 //
 // replicagen -ts also writes <package>_replica.ts (Package.GenerateTS,
-// Package.WriteTS) for clients that use the TypeScript runtime in ts/
+// Package.WriteTS; with -tsout, into a client's npm project, see
+// TSOptions.Dir) for clients that use the TypeScript runtime in ts/
 // (@replicago/replica): the schema's descriptor embedded, and per class
 // and struct a typed read-only class with the view's getters (named after
 // the fields with a lower-case first letter: hp, baseInfo), nested
-// structs as views, typed lists, maps and bags, onCreate, onDestroy,
-// onOwnership, onLevel, an on<Path>Change per callback of the Go client,
-// the client RPCs as methods and the server RPCs as on<Rpc> registrations.
+// structs as views, typed lists, maps and bags, a class's owned getter
+// (the view's IsOwned), onCreate, onDestroy, onOwnership, onLevel, an
+// on<Path>Change per callback of the Go client, the client RPCs as
+// methods and the server RPCs as on<Rpc> registrations.
 // GenerateTS refuses names the TypeScript classes cannot hold (a getter
 // named like a member every class has, such as toString, or two members
 // with one name), at the field. The output is deterministic; commit it.

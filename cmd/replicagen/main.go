@@ -13,24 +13,37 @@
 //
 //	//go:generate go run github.com/replicago/replica/cmd/replicagen -ts
 //
+// A game's client is usually its own npm project, apart from the Go
+// package: -tsout writes the file there instead, where the project's
+// TypeScript compiler resolves the runtime's package and compiles the file
+// as the project's own modules (outside the project, tsc with "module":
+// "nodenext" finds no @replicago/replica and takes the file for CommonJS):
+//
+//	//go:generate go run github.com/replicago/replica/cmd/replicagen -tsout ../../web/src
+//
 // See package github.com/replicago/replica/gen for the spec conventions
 // and the tag grammar.
 //
 // Usage:
 //
-//	replicagen [-check] [-force] [-ts] [-tsimport module] [dir]
+//	replicagen [-check] [-force] [-ts] [-tsout dir] [-tsimport module] [dir]
 //
 // The flags are:
 //
 //	-ts
 //		Also write <package>_replica.ts for TypeScript clients (see
 //		gen.Package.GenerateTS).
+//	-tsout dir
+//		Write <package>_replica.ts into dir, relative to the package
+//		directory, instead of the package directory; implies -ts. The
+//		directory must exist: replicagen creates nothing else.
 //	-tsimport module
 //		The module the TypeScript file imports the runtime from
 //		(default @replicago/replica).
 //	-check
-//		Write nothing; fail if the generated file or the lock file is out
-//		of date. For CI.
+//		Write nothing; fail if a generated file (the TypeScript one
+//		included, in its -tsout directory) or the lock file is out of
+//		date. For CI.
 //	-force
 //		Accept schema changes that break clients built against the locked
 //		schema (a field whose type or quantization changed, an ID that
@@ -50,9 +63,10 @@ func main() {
 	check := flag.Bool("check", false, "write nothing; fail if generated files are out of date")
 	force := flag.Bool("force", false, "accept incompatible schema changes and rewrite the lock file")
 	ts := flag.Bool("ts", false, "also write <package>_replica.ts, typed classes for the TypeScript client runtime")
+	tsOut := flag.String("tsout", "", "write <package>_replica.ts into this directory, relative to the package directory (implies -ts; it must exist)")
 	tsImport := flag.String("tsimport", "", "with -ts: the module to import the runtime from (default @replicago/replica)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: replicagen [-check] [-force] [-ts] [-tsimport module] [dir]\n")
+		fmt.Fprintf(os.Stderr, "usage: replicagen [-check] [-force] [-ts] [-tsout dir] [-tsimport module] [dir]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -70,8 +84,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, &gen.Error{Pos: n.Pos, Msg: "note: " + n.Msg})
 		}
 		err = p.Write(*check)
-		if err == nil && *ts {
-			err = p.WriteTS(*check, gen.TSOptions{Import: *tsImport})
+		if err == nil && (*ts || *tsOut != "") {
+			err = p.WriteTS(*check, gen.TSOptions{Import: *tsImport, Dir: *tsOut})
 		}
 	}
 	if err != nil {

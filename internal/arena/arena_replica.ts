@@ -56,6 +56,11 @@ export class Qunit extends StructView {
 		return this.rec$ as Entity;
 	}
 
+	/** Whether this client owns the Qunit, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */
+	get owned(): boolean {
+		return this.entity.owned;
+	}
+
 	/** Field x (float32 q(0.015625,0,16)). */
 	get x(): number {
 		return this.n$(Qunit$x);
@@ -156,6 +161,11 @@ export class Unit extends StructView {
 	/** The entity. */
 	get entity(): Entity {
 		return this.rec$ as Entity;
+	}
+
+	/** Whether this client owns the Unit, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */
+	get owned(): boolean {
+		return this.entity.owned;
 	}
 
 	/** Field x (float32). */

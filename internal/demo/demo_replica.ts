@@ -70,6 +70,11 @@ export class Bot extends StructView {
 		return this.rec$ as Entity;
 	}
 
+	/** Whether this client owns the Bot, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */
+	get owned(): boolean {
+		return this.entity.owned;
+	}
+
 	/** Field x (float32 q(0.03125,0,16)). */
 	get x(): number {
 		return this.n$(Bot$x);

@@ -224,7 +224,7 @@ var layout = (s, pending) => {
     if (e) pending.push(e);
     f.ca = s.leaves.length;
     const numeric = isNumeric(t.kind);
-    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, o: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, G: +!numeric, H: numeric ? [] : [t], J: 1 };
+    const sub = t.kind === 15 /* Nested */ ? (layout(st, pending), st) : { leaves: [{ field: f, l: t, B: "", name: "", vis: 3, a: numeric ? 0 : -1, c: numeric ? -1 : 0 }], A: +numeric, G: +!numeric, H: numeric ? [] : [t], J: 1 };
     s.J += sub.J;
     if ((budget += sub.J) > 1 << 20) bad("too many fields");
     if (f.deprecated) continue;
@@ -317,7 +317,7 @@ var numPlan = (t) => {
     const float = k === 10 /* Float32 */ || k === 11 /* Float64 */;
     const W = float && m ? m > 1 ? q.nbits : 64 : kindWidth(k);
     const bool2 = +(k === 1 /* Bool */);
-    plans.set(t, p = { kind: k, v: bool2 || (float && m !== 1 ? W : 0), xa: bool2, q: W, l: isSigned(k) || float && m === 1, ya: W === 64, quant: q });
+    plans.set(t, p = { kind: k, w: bool2 || (float && m !== 1 ? W : 0), xa: bool2, q: W, m: isSigned(k) || float && m === 1, ya: W === 64, quant: q });
   }
   return p;
 };
@@ -329,7 +329,7 @@ var unzigzag64 = (lo, hi2) => {
 };
 var decodeFull = (p, lo, hi2) => {
   if (p.q < 64 && (hi2 || lo > MASK[p.q])) return false;
-  if (p.l) unzigzag64(lo, hi2);
+  if (p.m) unzigzag64(lo, hi2);
   else {
     out.f = lo;
     out.e = hi2;
@@ -349,9 +349,9 @@ var decodeDelta = (p, olo, ohi, lo, hi2) => {
   return true;
 };
 var toElem = (p, lo, hi2) => {
-  if (!p.ya) return p.l ? lo | 0 : lo;
+  if (!p.ya) return p.m ? lo | 0 : lo;
   const v = big(lo, hi2);
-  return p.l ? BigInt.asIntN(64, v) : v;
+  return p.m ? BigInt.asIntN(64, v) : v;
 };
 var F32 = new Float32Array(1);
 var F32_U32 = new Uint32Array(F32.buffer);
@@ -384,7 +384,7 @@ var decodeDescriptor = (b) => {
   load(b);
   try {
     const s = read();
-    s.m = b;
+    s.o = b;
     return s;
   } catch (e) {
     if (!(e instanceof ReplicaDecodeError)) throw e;
@@ -494,10 +494,14 @@ var Rec = class {
   equals(o) {
     return equal(this, o);
   }
-  /** The value of the field at a dotted path ("pos.x") as §4.1 converts it; undefined if there is no such leaf. */
+  /**
+   * The value of the leaf at a dotted path ("pos.x") as §4.1 converts it.
+   * A path that names no leaf of the struct (a misspelt name, a nested
+   * struct) throws, as Entity.knows does: it costs nothing when it does.
+   */
   get(path) {
-    const l = this.type.leafNamed(path);
-    return l && (l.a < 0 ? this.c[l.c] : numValue(numPlan(l.o), this.a[2 * l.a], this.a[2 * l.a + 1]));
+    const l = this.type.leafNamed(path) ?? misuse(`${this.type.name} has no leaf "${path}"`);
+    return l.a < 0 ? this.c[l.c] : numValue(numPlan(l.l), this.a[2 * l.a], this.a[2 * l.a + 1]);
   }
 };
 var zeroObj = (t) => t.kind === 12 /* String */ ? "" : t.kind === 13 /* Bytes */ ? EMPTY : t.kind === 16 /* List */ ? new ListC(t, []) : new (t.kind === 17 /* Map */ ? MapC : BagC)(t, /* @__PURE__ */ new Map());
@@ -615,7 +619,7 @@ var table = () => {
   const fieldEvent = (e, leaf, old, now, r, k, bagLeaf) => r === e ? event(4 /* Field */ + leaf, e, old, now) : itemEvent(e, bagLeaf, 2, k, old, now, leaf);
   const itemEvent = (e, leaf, kind, key, o, n, itemLeaf = -1) => {
     if (!wants(e, leaf)) return;
-    const ty = e.type.leaves[leaf].o;
+    const ty = e.type.leaves[leaf].l;
     const bag = ty.kind === 18 /* Bag */;
     const ev = { kind: ITEM_KINDS[kind], [ty.kind === 16 /* List */ ? "index" : "key"]: key };
     if (bag) ev.itemLeaf = itemLeaf;
@@ -644,7 +648,7 @@ var table = () => {
     a[i] = lo;
     a[i + 1] = hi2;
     if (wants(e, r === e ? leaf : bagLeaf)) {
-      const p = numPlan(r.type.leaves[leaf].o);
+      const p = numPlan(r.type.leaves[leaf].l);
       fieldEvent(e, leaf, numValue(p, olo, ohi), numValue(p, lo, hi2), r, k, bagLeaf);
     }
   };
@@ -674,8 +678,8 @@ var table = () => {
   };
   const t = {
     size: 0,
-    w: [],
-    x: /* @__PURE__ */ new Set(),
+    x: [],
+    y: /* @__PURE__ */ new Set(),
     K: [],
     N: atSlot,
     ea: setNum,
@@ -689,7 +693,7 @@ var table = () => {
     E() {
       serial++;
       nSaved = undo.length = moved.length = 0;
-      t.x.clear();
+      t.y.clear();
       t.K = [];
       return t;
     },
@@ -699,7 +703,7 @@ var table = () => {
       const e = new Entity(cls, id, classId, bands, nbands);
       e.da = serial;
       put2(slot, e);
-      t.x.add(slot);
+      t.y.add(slot);
       moved.push(slot);
       undo.push(() => put2(slot));
       event(0 /* Create */, e);
@@ -751,15 +755,15 @@ var table = () => {
         if (!pick(l)) continue;
         if (l.a >= 0) setNum(e, l.index, l.a, 0, 0);
         else {
-          const z = zeroObj(l.o);
+          const z = zeroObj(l.l);
           if (!equal(e.c[l.c], z)) setObj(e, l.index, l.c, z);
         }
       }
-      t.x.add(e.slot);
+      t.y.add(e.slot);
     },
     ka() {
       if (moved.length) {
-        const held = t.w;
+        const held = t.x;
         const out2 = [];
         let i = 0;
         for (const m of moved.sort((a, b) => a - b)) {
@@ -767,7 +771,7 @@ var table = () => {
           if (held[i] === m) i++;
           if (atSlot(m) && out2.at(-1) !== m) out2.push(m);
         }
-        t.w = out2.concat(held.slice(i));
+        t.x = out2.concat(held.slice(i));
       }
       nSaved = undo.length = 0;
     },
@@ -855,7 +859,7 @@ var decoder = (local, remote = local, limits = {}) => {
     readIDs();
     const n = nids;
     if (tag === 6 /* Ranked */) {
-      for (let i = 0; i < n; i++) ids[i] = tab.w[ids[i]] ?? fail("rank", "" + ids[i]);
+      for (let i = 0; i < n; i++) ids[i] = tab.x[ids[i]] ?? fail("rank", "" + ids[i]);
     } else if (tag === 1 /* Create */) {
       const k = bits(6);
       for (let i = 0; i < n; i++) gens[i] = bounded(k, 255);
@@ -864,7 +868,7 @@ var decoder = (local, remote = local, limits = {}) => {
       const slot = ids[i];
       let e;
       if (tag === 1 /* Create */) e = tab.Ca(lc, makeId(slot, gens[i]), rc.classId, rc.nbands ? map.D : EMPTY, rc.nbands);
-      else if (!(e = tab.N(slot)) || tag === 4 /* Fill */ && !tab.x.has(slot)) fail("not-found", "slot " + slot);
+      else if (!(e = tab.N(slot)) || tag === 4 /* Fill */ && !tab.y.has(slot)) fail("not-found", "slot " + slot);
       if (e.classId !== rc.classId) bad3("class of " + slot);
       values(tab, e, e, 0, delta, 0);
     }
@@ -889,9 +893,9 @@ var decoder = (local, remote = local, limits = {}) => {
       const ll = to < 0 ? null : ls.leaves[to];
       const p = numPlan(t);
       const numeric = isNumeric(kind);
-      let k = numeric ? delta ? p.xa : p.v : 0;
+      let k = numeric ? delta ? p.xa : p.w : 0;
       const how = !numeric ? isContainer(kind) ? 5 /* Cont */ : 4 /* Str */ : k ? 1 /* Raw */ : (k = bits(6), delta && p.q <= 32 && kind !== 14 /* Ref */ ? 2 /* Delta */ : 3 /* U */);
-      steps.push({ O: to, Ga: ll ? numeric ? ll.a : ll.c : -1, ma: how, k, P: t, na: ll && ll.o, L: p, oa: MASK[p.q] ?? 0, Q: 32 - p.q, l: p.l });
+      steps.push({ O: to, Ga: ll ? numeric ? ll.a : ll.c : -1, ma: how, k, P: t, na: ll && ll.l, L: p, oa: MASK[p.q] ?? 0, Q: 32 - p.q, m: p.m });
     }
   };
   const readNum = (p, k, delta, olo = 0, ohi = 0) => {
@@ -912,7 +916,7 @@ var decoder = (local, remote = local, limits = {}) => {
           if (hi !== 0 || d > s.oa) bad3("delta");
           if (slot < 0) continue;
           const v = a[j] + (d >>> 1 ^ -(d & 1));
-          if (s.l) {
+          if (s.m) {
             lo = v << s.Q >> s.Q;
             h = lo < 0 ? 4294967295 : 0;
             lo >>>= 0;
@@ -951,8 +955,8 @@ var decoder = (local, remote = local, limits = {}) => {
   const readElem = (t, lt, k, depth) => {
     if (isNumeric(t.kind)) {
       const p = numPlan(t);
-      if (p.v) {
-        out.f = bitsWide(p.v);
+      if (p.w) {
+        out.f = bitsWide(p.w);
         out.e = hi;
       } else readNum(p, k, false);
       return toElem(p, out.f, out.e);
@@ -960,7 +964,7 @@ var decoder = (local, remote = local, limits = {}) => {
     return t.kind === 15 /* Nested */ ? readRecord(t.struct, lt && lt.struct, depth + 1) : readStr(t);
   };
   const readK = (t, n) => {
-    return n && isNumeric(t.kind) && !numPlan(t).v ? bits(6) : 0;
+    return n && isNumeric(t.kind) && !numPlan(t).w ? bits(6) : 0;
   };
   const readKey = (key, k) => {
     return key === 12 /* String */ ? decodeUTF8(keyBytes = bytes(maxStringBytes)) : readElem(keyTypes[key] ??= kindType(key), null, k, 0);
@@ -1082,17 +1086,18 @@ var decoder = (local, remote = local, limits = {}) => {
 var keyTypes = [];
 
 // ts/src/replica.ts
+var report = (onError, err, where) => onError ? onError(err, where) : console.error(`replica: callback ${where} threw:`, err);
+var callbackName = (c, k) => {
+  const l = c.leaves[k - 4 /* Field */];
+  return l ? `on${["List", "Map", "Bag"][l.l.kind - 16 /* List */] ?? "Field"}(${c.name}, ${l.name})` : `on${["Create", "Destroy", "Ownership", "Level"][k]}(${c.name})`;
+};
 var Replica = class {
   /** @internal The entity table. */
-  y = table();
+  z = table();
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
   R = /* @__PURE__ */ new Map();
   S = false;
-  /**
-   * Ticks committed so far. A callback that throws propagates out of
-   * applyTick after its tick was committed (the remaining callbacks of the
-   * tick do not run); this count tells the two cases apart.
-   */
+  /** Ticks committed so far. */
   ticksApplied = 0;
   constructor(local, opts = {}) {
     this.local = local;
@@ -1104,16 +1109,16 @@ var Replica = class {
   }
   /** Number of entities. */
   get size() {
-    return this.y.size;
+    return this.z.size;
   }
   /** The entity with network ID id, or undefined. */
   entity(id) {
-    const e = this.y.N(id & 16777215);
+    const e = this.z.N(id & 16777215);
     return e && e.id === id >>> 0 ? e : void 0;
   }
   /** Every entity, in ascending slot order. */
   entities() {
-    return this.y.w.map((s) => this.y.N(s));
+    return this.z.x.map((s) => this.z.N(s));
   }
   /** The entities this client owns, in ascending slot order. */
   owned() {
@@ -1156,14 +1161,14 @@ var Replica = class {
         if (!e) later.push(lc);
         else if (level(e, lc.level) < e.level) {
           t.ja(e, (l) => e.D[l.index] > lc.level);
-        } else if (lc.level > e.level) t.x.add(e.slot);
+        } else if (lc.level > e.level) t.y.add(e.slot);
         if (e) t.ia(e, lc.level);
       }
       for (seg = 0; seg < segments.length; seg++) this.F.apply(t, segments[seg]);
       seg = -1;
       for (const id of created) {
         const e = this.entity(id);
-        if (!e || !t.x.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
+        if (!e || !t.y.has(e.slot) || e.owned) fail("ownership", "gained " + id + ", not received");
         t.ha(e, true);
       }
       for (const lc of later) {
@@ -1233,7 +1238,7 @@ var Replica = class {
   }
   /** The table's transaction, unless a callback is running. */
   E(what) {
-    return this.S ? misuse(what + " from a callback") : this.y.E();
+    return this.S ? misuse(what + " from a callback") : this.z.E();
   }
   qa(events) {
     if (!this.R.size) return;
@@ -1243,7 +1248,15 @@ var Replica = class {
         const list = this.R.get(e.type)?.[k];
         const ev = a[1];
         if (list && ev?.itemLeaf !== void 0) ev.item = e.c[e.type.leaves[k - 4 /* Field */].c].get(ev.key);
-        for (const cb of list ?? []) if (cb.ra <= this.ticksApplied) cb.Ia(...a);
+        for (const cb of list ?? []) {
+          if (cb.ra <= this.ticksApplied) {
+            try {
+              cb.Ia(...a);
+            } catch (err) {
+              report(this.onError, err, callbackName(e.type, k));
+            }
+          }
+        }
       }
     } finally {
       this.S = false;
@@ -1258,9 +1271,9 @@ var Replica = class {
     const cls = this.local.C(c) ?? this.remote.C(c) ?? misuse("no class " + (c.name ?? c));
     if (leaf !== void 0) {
       const l = (typeof leaf === "number" ? cls.leaves[leaf] : cls.leafNamed(leaf)) ?? misuse(`${cls.name} has no leaf ${leaf}`);
-      const k = l.o.kind;
+      const k = l.l.kind;
       if (want ? k !== want : isContainer(k)) misuse(`${cls.name}.${l.name}: wrong kind`);
-      this.y.Ba(cls, l.index);
+      this.z.Ba(cls, l.index);
       i += l.index;
     }
     const cbs = this.R;

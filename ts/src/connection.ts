@@ -8,7 +8,8 @@
  * else constructors passed as `WebTransport` and `WebSocket` (for example
  * the `ws` package's in Node 20). By default a connection uses WebTransport
  * when it is given a URL for it and the runtime has it, and falls back to
- * WebSocket when WebTransport fails to connect.
+ * WebSocket when WebTransport fails to connect or does not in time
+ * (ConnectOptions.handshakeTimeoutMs).
  */
 
 import { ClosedError, RefusedError, ReplicaDecodeError, misuse, sessionError } from "./errors.js";
@@ -16,7 +17,7 @@ import { encodeUTF8 } from "./bits.js";
 import { openWebSocket, openWebTransport, type Channel, type WebSocketConstructor, type WebTransportConstructor } from "./transport.js";
 import { decodeDescriptor } from "./descriptor.js";
 import type { Limits } from "./decoder.js";
-import { Replica } from "./replica.js";
+import { Replica, report } from "./replica.js";
 import { encodeRecord } from "./encoder.js";
 import { named, type Rpc, type Schema, type StructType } from "./schema.js";
 import { equal, type Entity, type Rec } from "./state.js";
@@ -70,7 +71,14 @@ export interface ConnectOptions {
   WebTransport?: WebTransportConstructor;
   /** The longest message accepted over WebTransport; default the larger of 1 MiB and limits.MaxSegmentBytes. */
   maxMessageBytes?: number;
-  /** Bounds the handshake; default 5000 ms. */
+  /**
+   * Bounds the handshake, from opening the transport to the WELCOME;
+   * default 5000 ms. In "auto" mode WebTransport has 60 % of it to connect
+   * (3 s by default: Chromium gives up on QUIC after about 4 s when UDP is
+   * blocked, which would leave WebSocket too little); when it fails or runs
+   * out, the WebSocket attempt starts with the whole timeout again, so a
+   * connection that falls back takes at most 1.6 times it.
+   */
   handshakeTimeoutMs?: number;
   /** Closes with code 5 when nothing arrives for this long, and pings every third of it; default 15000 ms. */
   idleTimeoutMs?: number;
@@ -109,8 +117,15 @@ export class Connection {
   lastTick = 0n;
   /** Called after each applied tick. */
   declare onTick: ((tick: bigint) => void) | undefined;
-  /** Called when a tick is rejected (the connection then closes with code 2) or a message is malformed. */
-  declare onError: ((err: Error) => void) | undefined;
+  /**
+   * Called when a tick is rejected (the connection then closes with code
+   * 2) or a message is malformed (where undefined), and for each exception
+   * a callback throws: the replica's, an RPC handler, onTick (where names
+   * it, as Replica.onError does; err is what was thrown). Unset, callbacks'
+   * exceptions go to console.error. A callback that throws keeps no other
+   * from running, and its tick is applied all the same.
+   */
+  declare onError: ((err: Error, where?: string) => void) | undefined;
   /** Called once when the connection closes. */
   declare onClose: ((err: ClosedError) => void) | undefined;
   /** Message bytes received since the connection was made, handshakes included. */
@@ -142,9 +157,12 @@ export class Connection {
    * Calls client→server RPC rpc (its ID or name) on entity e, which this
    * client owns, with the arguments given by field name (see
    * encodeRecord). The server runs it at its next tick. It throws, sending
-   * nothing, for a call whose message is over the largest the server takes
-   * (its WELCOME says; replica's Config.MaxRPCBytes, 16 KiB by default),
-   * which would close the connection.
+   * nothing, for a call the server would close the connection for: on an
+   * entity the replica does not hold as owned (Entity.owned, as of the
+   * last tick applied), and one whose message is over the largest the
+   * server takes (its WELCOME says; replica's Config.MaxRPCBytes, 16 KiB by
+   * default); and for an RPC the entity's class has not, or arguments of
+   * the wrong type (encodeRecord).
    */
   declare callRPC: (e: Entity | number, rpc: number | string, args?: Record<string, unknown>) => void;
   /**
@@ -197,6 +215,16 @@ export class Connection {
     let closed: ClosedError | undefined;
     let closeWaiters: ((e: ClosedError) => void)[] = [];
 
+    /** Reports an exception of callback where to onError, else to the console. */
+    const thrown = (rep.onError = (err: unknown, where: string): void => report(c.onError as Replica["onError"], err, where));
+    /** Runs a game's callback fn, reporting what it throws as thrown by where. */
+    const call = (where: string, fn: () => void): void => {
+      try {
+        fn();
+      } catch (err) {
+        thrown(err, where);
+      }
+    };
     const touch = (): void => {
       clearTimeout(idleTimer);
       idleTimer = setTimeout(() => close(C.IdleTimeout, "idle"), idle);
@@ -240,13 +268,13 @@ export class Connection {
           ticket = NO_TICKET;
           return fail(e as Error);
         }
-        // Applied, but a callback threw: report it and go on.
-        c.onError?.(e as Error);
+        // Applied, but onError threw (callbacks' own exceptions are reported): go on.
+        report(undefined, e, "onError");
       }
       c.lastApplyMs = performance.now() - t0;
       c.lastTick = t.tick;
       applied = true;
-      c.onTick?.(t.tick);
+      call("onTick", () => c.onTick?.(t.tick));
     };
 
     const receive = (b: Uint8Array): void => {
@@ -282,7 +310,7 @@ export class Connection {
         } catch (err) {
           return fail(err as Error);
         }
-        for (const h of hs) h(e!, args);
+        for (const h of hs) call(`handleRPC(${e!.type.name}, ${m.rpc})`, () => h(e!, args));
       } else if (type !== MsgType.Pong) fail(sessionError("type " + type));
     };
 
@@ -333,11 +361,16 @@ export class Connection {
     };
     c.callRPC = (e, rpc, args = {}) => {
       const ent = typeof e === "number" ? rep.entity(e) : e;
-      const r = ent && o.schema.class(ent.classId)?.rpcs.find((x) => x.id === rpc || x.name === rpc);
-      if (!r || r.dir) misuse(`no client RPC ${rpc} on ${ent?.id ?? e}`);
-      const msg = encodeRPC(ent!.id, r!.id, encodeRecord(r!.args, args));
+      const on = `${rpc} on ${ent ? ent.type.name + " " + ent.id : "entity " + e}`;
+      // Sent, a call on an entity this client does not own would close the
+      // connection (code 9), as Go's CallRPC refuses it (ErrNotOwned): one
+      // not held (yet, or any longer), another replica's, another client's.
+      if (!ent || rep.entity(ent.id) !== ent || !ent.owned) misuse(`RPC ${on}: not owned by this client`);
+      const rpcs = o.schema.class(ent!.classId)?.rpcs.filter((x) => !x.dir) ?? [];
+      const r = rpcs.find((x) => x.id === rpc || x.name === rpc) ?? misuse(`no client RPC ${on}; ${ent!.type.name}'s client RPCs: ${rpcs.map((x) => x.name).join(", ") || "none"}`);
+      const msg = encodeRPC(ent!.id, r.id, encodeRecord(r.args, args));
       // Sent, a message over the server's limit would close the connection.
-      if (maxMessage && msg.length > maxMessage) misuse(`RPC ${r!.name} is ${msg.length} bytes, the server takes ${maxMessage}`);
+      if (maxMessage && msg.length > maxMessage) misuse(`RPC ${r.name} is ${msg.length} bytes, the server takes ${maxMessage}`);
       send(msg);
     };
     c.sendRPC = (entity, rpc, args) => send(encodeRPC(entity, rpc, args));
@@ -386,9 +419,10 @@ export class Connection {
 /**
  * Opens a channel with the transport opts ask for: WebTransport first in
  * "auto" mode when there is a URL and a constructor for it, WebSocket if it
- * fails to connect.
+ * fails to connect or does not within 60 % of the handshake timeout ms;
+ * restart then gives the handshake its whole timeout again.
  */
-async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undefined): Promise<Channel> {
+async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undefined, ms: number, restart: () => void): Promise<Channel> {
   const mode = opts.transport ?? "auto";
   const g = globalThis as { WebTransport?: WebTransportConstructor; WebSocket?: WebSocketConstructor };
   const WT = opts.WebTransport ?? g.WebTransport;
@@ -396,14 +430,23 @@ async function openChannel(opts: ConnectOptions, limits: Partial<Limits> | undef
   const url = opts.webTransportUrl;
   let err: Error | undefined;
   if (mode === "webtransport" || (mode === "auto" && WT && url)) {
-    try {
+    const attempt = (async () => {
       if (!WT) misuse('no WebTransport: pass options.WebTransport, or use transport "websocket"');
       if (!url) misuse("no webTransportUrl");
       const h = opts.certificateHashes;
-      return await openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
+      return openWebTransport(url, WT, typeof h === "function" ? await h() : h, opts.maxMessageBytes ?? Math.max(1 << 20, limits?.maxSegmentBytes ?? 0));
+    })();
+    if (mode !== "auto") return attempt;
+    let timer;
+    try {
+      return await Promise.race([attempt, new Promise<never>((_, no) => (timer = setTimeout(no, ms * 0.6, new ClosedError(C.HandshakeTimeout, "WebTransport: timeout"))))]);
     } catch (e) {
-      if (mode !== "auto") throw e;
       err = e as Error;
+      // A session that opens after its deadline is not used.
+      attempt.then((ch) => ch.shut(C.Normal, "fell back to WebSocket"), () => {});
+      restart();
+    } finally {
+      clearTimeout(timer);
     }
   }
   if (!WS || !opts.url)
@@ -422,6 +465,7 @@ const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits
   return new Promise<Session>((resolve, reject) => {
     let ch: Channel | undefined;
     let done = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const end = (err: Error, code: number = C.Normal): void => {
       if (done) return;
       done = true;
@@ -429,8 +473,14 @@ const handshake = (opts: ConnectOptions, token: Uint8Array, limits = opts.limits
       ch?.shut(code, code ? err.message : "handshake failed");
       reject(err);
     };
-    const timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "timeout")), opts.handshakeTimeoutMs ?? 5000);
-    openChannel(opts, limits).then((c) => {
+    const ms = opts.handshakeTimeoutMs ?? 5000;
+    /** (Re)starts the handshake's timeout: at the start, and for the WebSocket attempt after WebTransport's. */
+    const arm = (): void => {
+      clearTimeout(timer);
+      if (!done) timer = setTimeout(() => end(new ClosedError(C.HandshakeTimeout, "timeout")), ms);
+    };
+    arm();
+    openChannel(opts, limits, ms, arm).then((c) => {
       // A channel that opens after the timeout is closed at once.
       if (done) return c.shut(C.Normal, "handshake failed");
       ch = c;

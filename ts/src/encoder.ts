@@ -144,14 +144,64 @@ const record = (st: StructType, v: any): void => {
   later.forEach((f) => f(0));
 };
 
+/** Whether v is an object that may hold a struct's fields or a map's entries: not null nor an array. */
+const isObject = (v: unknown): boolean => !!v && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * Checks that value v of type t (of kind k: a bag's t with k Nested is one
+ * of its items), at path at ("Fire.pos.x", "Aim.tags[2]"), has the JS type
+ * encodeRecord takes, and so its fields, elements and values: a wrong one
+ * is a TypeError, an integer out of its type's range a RangeError, both
+ * naming at. (The encoder would turn "50" into 50 and undefined into 0.)
+ * Map keys are not checked: the encoder converts them.
+ */
+const check = (t: Type, v: any, at: string, k = t.kind): void => {
+  const T = typeof v;
+  const big = k === Kind.Int64 || k === Kind.Uint64;
+  const want =
+    k === Kind.Bool ? "boolean"
+    : k === Kind.String ? "string"
+    : k === Kind.Bytes ? "Uint8Array"
+    : k === Kind.Nested ? "object"
+    : k === Kind.List ? "array"
+    : k > Kind.List ? "Map or object"
+    : big ? "number or bigint"
+    : "number";
+  if (!(k === Kind.Bytes ? v instanceof Uint8Array : k === Kind.List ? Array.isArray(v) : k >= Kind.Nested ? isObject(v) : big ? T === "number" || T === "bigint" : T === want)) {
+    const got = Array.isArray(v) ? "array" : v && T === "object" ? T : T === "string" ? JSON.stringify(v) : T === "bigint" ? v + "n" : String(v);
+    throw new TypeError(`replica: ${at}: expected ${want}, got ${got}`);
+  }
+  // A struct's fields that v does not have are zero.
+  if (k === Kind.Nested) for (const f of t.struct!.fields) !f.deprecated && f.name in v && check(f.type, v[f.name], at + "." + f.name);
+  else if (k === Kind.List) v.forEach((x: unknown, i: number) => check(t.elem!, x, `${at}[${i}]`));
+  else if (k > Kind.List) for (const [key, x] of entries(v)) check(k === Kind.Bag ? t : t.elem!, x, `${at}[${key}]`, k === Kind.Bag ? Kind.Nested : undefined);
+  else if (isNumeric(k)) {
+    try {
+      toStored(t, v);
+    } catch (e) {
+      throw new RangeError(`replica: ${at}: ${(e as Error).message}`);
+    }
+  }
+};
+
 /**
  * Encodes a standalone record of struct st (§6.1): the tree of its
  * non-zero leaves, each U(k)-coded leaf with k = its code's bit length,
- * then the values. v maps field names to values: numbers (BigInt for
+ * then the values. v maps field names to values: numbers (or BigInts for
  * 64-bit integers), booleans, strings, Uint8Array for bytes, objects for
- * nested structs, arrays for lists, Map or object for maps and bags.
+ * nested structs, arrays for lists, Map or object for maps and bags (an
+ * object's keys, strings, as decimal integers for integer keys).
+ *
+ * A field v does not have (no property of its name) is the zero value, as
+ * are keys of v the struct has no field for ignored. A value of the wrong JS
+ * type (a string "50" for a number, undefined or null for anything) throws
+ * a TypeError naming the struct and the field ("Fire.pos.x"), an integer
+ * out of its type's range a RangeError, before anything is encoded. NaN
+ * and ±Infinity are legal for float fields (IEEE 754 values, which a
+ * quantized field clamps): the server's RPC handler must validate them.
  */
 export const encodeRecord = (st: StructType, v: Record<string, unknown>): Uint8Array => {
+  check({ struct: st } as Type, v, st.name, Kind.Nested); // (check reads a Nested type's struct alone)
   begin();
   record(st, v);
   return written();

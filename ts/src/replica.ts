@@ -4,7 +4,9 @@
  * of the Go client (client/client.go, client/callbacks.go).
  *
  * Callbacks run after the whole tick is committed, in the order of the
- * tick's events and, for one event, in registration order. A new entity
+ * tick's events and, for one event, in registration order. Each runs on
+ * its own: one that throws is reported (Replica.onError) and the others
+ * still run. A new entity
  * reports its onCreate callbacks, then each watched scalar leaf whose
  * initial value is not zero as a change from zero, and each item of its
  * watched containers as added. A rejected tick leaves the replica exactly
@@ -67,6 +69,25 @@ export interface BagEvent {
 /** A class: the class itself, its name or its class ID. */
 export type ClassRef = StructType | string | number;
 
+/**
+ * Receives an exception a callback threw (as thrown: an Error, unless the
+ * callback threw something else) and which callback it was, as
+ * "onCreate(Hero)", "onField(Hero, pos.x)", "onBag(Hero, inv)".
+ */
+export type ErrorHandler = (err: unknown, where: string) => void;
+
+/** Reports err, thrown by callback where, to onError, or when there is none to console.error. */
+export const report = (onError: ErrorHandler | undefined, err: unknown, where: string): void =>
+  onError ? onError(err, where) : console.error(`replica: callback ${where} threw:`, err);
+
+/** The registration a callback list of class c came from, as onError names it (list k as Callback lists are indexed). */
+const callbackName = (c: StructType, k: number): string => {
+  const l = c.leaves[k - Ev.Field];
+  return l
+    ? `on${["List", "Map", "Bag"][l.ty.kind - Kind.List] ?? "Field"}(${c.name}, ${l.name})`
+    : `on${["Create", "Destroy", "Ownership", "Level"][k]}(${c.name})`;
+};
+
 interface Callback {
   /** The first tick it sees; Infinity once unregistered. */
   since: number;
@@ -85,12 +106,18 @@ export class Replica {
   /** Per class: callbacks by list, indexed as events (Ev): create, destroy, ownership, level, then Field + leaf. */
   private cbs = new Map<StructType, Callback[][]>();
   private dispatching = false;
-  /**
-   * Ticks committed so far. A callback that throws propagates out of
-   * applyTick after its tick was committed (the remaining callbacks of the
-   * tick do not run); this count tells the two cases apart.
-   */
+  /** Ticks committed so far. */
   ticksApplied = 0;
+  /**
+   * Receives each exception a callback throws. Callbacks are isolated:
+   * the tick is applied whatever they do, and one that throws does not
+   * keep the others from running. Unset, an exception goes to
+   * console.error, prefixed with "replica: callback onCreate(Hero)
+   * threw:" (a Connection sends its replica's to its own onError, when
+   * set). An onError that throws ends the tick's dispatch: that exception
+   * propagates out of applyTick, the tick applied.
+   */
+  declare onError: ErrorHandler | undefined;
 
   constructor(local: Schema, opts: ReplicaOptions = {}) {
     this.local = local;
@@ -262,7 +289,15 @@ export class Replica {
         const ev = a[1] as BagEvent;
         // A bag event reports the item under its key once the tick is applied.
         if (list && ev?.itemLeaf !== undefined) ev.item = (e.obj[e.type.leaves[k - Ev.Field]!.obj] as BagC).get(ev.key);
-        for (const cb of list ?? []) if (cb.since <= this.ticksApplied) cb.fn(...a);
+        for (const cb of list ?? []) {
+          if (cb.since <= this.ticksApplied) {
+            try {
+              cb.fn(...a);
+            } catch (err) {
+              report(this.onError, err, callbackName(e.type, k));
+            }
+          }
+        }
       }
     } finally {
       this.dispatching = false;

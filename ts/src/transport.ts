@@ -14,16 +14,29 @@
 import { EMPTY, cat, encodeUTF8, leb128, uvarint, varEnd } from "./bits.js";
 import { ClosedError, RefusedError, ReplicaDecodeError, fail } from "./errors.js";
 
-/** The subset of the browser WebSocket API this package uses. */
+/**
+ * An event handler taking ev. It is declared as a method, whose parameter
+ * is bivariant under strictFunctionTypes, so that a handler property typed
+ * with a narrower event (the DOM's `(ev: Event) => any`, the ws package's
+ * `(event: WebSocket.ErrorEvent) => void`) still fits: a plain function
+ * type's parameter is contravariant, and those would not.
+ */
+type Handler<E> = { h(ev: E): void }["h"];
+
+/**
+ * The subset of the browser WebSocket API this package uses; the DOM's
+ * WebSocket and the ws package's are both one.
+ */
 export interface WebSocketLike {
   binaryType: string;
   readyState: number;
   send(data: Uint8Array): void;
   close(code?: number, reason?: string): void;
-  onopen: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-  onclose: ((ev: { code: number; reason: string }) => void) | null;
-  onerror: ((ev: unknown) => void) | null;
+  onopen: Handler<unknown> | null;
+  onmessage: Handler<{ data: unknown }> | null;
+  onclose: Handler<{ code: number; reason: string }> | null;
+  /** Node's and ws's error events carry a message (ws's also an error); browsers' neither. */
+  onerror: Handler<unknown> | null;
 }
 
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
@@ -97,7 +110,13 @@ export const openWebSocket = (url: string, WS: WebSocketConstructor): Promise<Ch
     };
     // A connection that fails before it opens: browsers then close
     // (1006), Node's WebSocket may not; either way it is a network error.
-    ws.onerror = () => open || reject(openError(-1, "WebSocket failed to connect"));
+    // The reason names the URL and, where the event has one (Node, ws; a
+    // browser hides why), the cause: a refused port, a 403, a TLS error.
+    ws.onerror = (ev) => {
+      const e = ev as { message?: string; error?: Error } | undefined;
+      const why = e?.message || e?.error?.message;
+      open || reject(openError(-1, `WebSocket to ${url} failed to connect` + (why ? ": " + why : "")));
+    };
     ws.onopen = () => {
       open = true;
       resolve(ch);

@@ -68,4 +68,31 @@ describe("encodeRecord", () => {
     expect(() => encodeRecord(args, { i8: 200 })).toThrow(RangeError);
     expect(() => encodeRecord(args, { i8: 1.5 })).toThrow(RangeError);
   });
+
+  test("a value of the wrong JS type throws, naming the struct and the field; absent fields are zero; NaN and ±Inf floats pass", () => {
+    const { schema, args } = argsSchema();
+    const bad: [Record<string, unknown>, string][] = [
+      [{ f32: "50" }, 'Args.f32: expected number, got "50"'],
+      [{ i8: undefined }, "Args.i8: expected number, got undefined"],
+      [{ i8: null }, "Args.i8: expected number, got null"],
+      [{ i8: 5n }, "Args.i8: expected number, got 5n"],
+      [{ who: true }, "Args.who: expected number, got true"],
+      [{ i64: "1" }, 'Args.i64: expected number or bigint, got "1"'],
+      [{ b: 1 }, "Args.b: expected boolean, got 1"],
+      [{ s: 7 }, "Args.s: expected string, got 7"],
+      [{ bin: "ab" }, 'Args.bin: expected Uint8Array, got "ab"'],
+      [{ at: 3 }, "Args.at: expected object, got 3"],
+      [{ at: { x: "1" } }, 'Args.at.x: expected number, got "1"'],
+      [{ nums: [1, "2"] }, 'Args.nums[1]: expected number, got "2"'],
+      [{ nums: { 0: 1 } }, "Args.nums: expected array, got object"],
+      [{ pts: [{}, { y: [] }] }, "Args.pts[1].y: expected number, got array"],
+      [{ m: { 5: 9 } }, "Args.m[5]: expected string, got 9"],
+      [{ bag: { 3: { n: "1" } } }, 'Args.bag[3].n: expected number, got "1"'],
+      [{ bag: [] }, "Args.bag: expected Map or object, got array"],
+    ];
+    for (const [v, msg] of bad) expect(() => encodeRecord(args, v), msg).toThrow(new TypeError("replica: " + msg));
+    expect(() => encodeRecord(args, { nums: [1, 1.5] })).toThrow(new RangeError("replica: Args.nums[1]: 1.5 is not an integer of 32 bits"));
+    const rec = decoder(schema).decodeRecord(args, args, encodeRecord(args, { f32: NaN, q: Infinity, at: { y: -Infinity } }));
+    expect([rec.get("f32"), rec.get("at.y"), rec.get("i8")]).toEqual([NaN, -Infinity, 0]);
+  });
 });

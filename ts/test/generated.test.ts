@@ -45,7 +45,7 @@ describe("generated TypeScript classes (internal/testschema/v1)", () => {
     expect(h).toBeInstanceOf(Hero);
     expect(Hero.of(r.entity(fx.missile))).toBeUndefined();
     expect(Hero.all(r).map((x) => x.entity.id)).toEqual([fx.hero]);
-    expect([h.alive, h.i16, h.u64, h.name, h.target, h.entity.owned]).toEqual([true, -300, 1n << 40n, "ann", fx.missile, true]);
+    expect([h.alive, h.i16, h.u64, h.name, h.target, h.entity.owned, h.owned]).toEqual([true, -300, 1n << 40n, "ann", fx.missile, true, true]);
     expect(h.body.pos.x).toBe(1.5);
     expect([...h.scores]).toEqual([1, -2]);
     expect([h.scores.length, h.scores.at(1), h.scores.at(2)]).toEqual([2, -2, undefined]);
@@ -53,7 +53,7 @@ describe("generated TypeScript classes (internal/testschema/v1)", () => {
     const it = h.inv.get(7)!;
     expect(it).toBeInstanceOf(Item);
     expect([h.inv.size, h.inv.keys(), it.count, it.kind, it.pos.z]).toEqual([1, [7], 3, 0, 0]);
-    expect([m.ttl, m.shooter, m.entity.owned, m.pos.y, m.pos.x]).toEqual([10, fx.hero, false, 2.5, 0]);
+    expect([m.ttl, m.shooter, m.entity.owned, m.owned, m.pos.y, m.pos.x]).toEqual([10, fx.hero, false, false, 2.5, 0]);
     // Nested structs at offsets, elements and map values as views.
     expect([h.qb, h.body.stats.str, h.body.stats.resist.fire, h.body.stats.dex, h.body.mark]).toEqual([-12.25, -7, 9, 0, 0]);
     expect([h.buffs.length, h.buffs.at(0)!.kind, h.buffs.at(0)!.until]).toEqual([1, 3, 0n]);

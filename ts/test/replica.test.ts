@@ -1,7 +1,7 @@
 // Replica behaviour: sections (§5.6), atomic ticks (§7.3), ownership
 // (§5.1, §10.2), levels of detail (§5.8), schema evolution (§8) and
 // callbacks with the Go client's semantics (client/callbacks.go).
-import { describe, expect, test } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { decodeDescriptor, writeDescriptor } from "../src/descriptor.js";
 import { dumpEntities } from "../src/dump.js";
 import { ReplicaDecodeError } from "../src/errors.js";
@@ -115,6 +115,36 @@ describe("sections and callbacks", () => {
     expect(() => r.onField("Hero", "nope", () => {})).toThrow(/no leaf/);
     expect(() => r.onList("Hero", "hp", () => {})).toThrow(/wrong kind/);
     expect(() => r.onCreate("Nope", () => {})).toThrow(/no class Nope/);
+  });
+
+  test("a callback that throws stops no other: the tick applies, every error is reported, to onError or the console", () => {
+    const r = new Replica(heroSchema());
+    const log: unknown[] = [];
+    r.onCreate("Hero", (e) => {
+      if (e.slot === 1) throw new Error("create " + e.slot);
+    });
+    r.onCreate("Hero", (e) => log.push(["create", e.slot]));
+    r.onField("Hero", "pos.x", () => {
+      throw new Error("x");
+    });
+    r.onField("Hero", "hp", (e, _o, n) => log.push(["hp", e.slot, n]));
+    const errors: unknown[] = [];
+    r.onError = (err, where) => errors.push([(err as Error).message, where]);
+    r.apply(createHero(1, 0, 10, "a", 1), createHero(2, 0, 20, "b", 2));
+    expect(r.size).toBe(2);
+    expect(log).toEqual([["create", 1], ["hp", 1, 10], ["create", 2], ["hp", 2, 20]]);
+    expect(errors).toEqual([["create 1", "onCreate(Hero)"], ["x", "onField(Hero, pos.x)"], ["x", "onField(Hero, pos.x)"]]);
+    // Without onError, each goes to console.error, named; the replica goes on.
+    r.onError = undefined;
+    const spy = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      r.apply(createHero(3, 0, 30, "c", 3));
+      expect(spy.mock.calls.map((c) => [c[0], (c[1] as Error).message])).toEqual([["replica: callback onField(Hero, pos.x) threw:", "x"]]);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(log.slice(4)).toEqual([["create", 3], ["hp", 3, 30]]);
+    expect(r.entity(makeId(3, 0))!.get("pos.x")).toBe(3);
   });
 
   test("a rejected tick leaves the replica exactly as it was and runs no callback", () => {
@@ -348,6 +378,8 @@ describe("levels of detail (§3.6, §5.8)", () => {
     plain.apply(createHero(1, 0, 1, "a", 0));
     expect([plain.entity(id)!.level, plain.entity(id)!.knows("hp"), plain.entity(id)!.knows("pos.x"), plain.entity(id)!.knows("pos")]).toEqual([0, true, true, true]);
     for (const bad of ["nosuch", "pos.z", "po", ""]) expect(() => plain.entity(id)!.knows(bad)).toThrow(`has no field "${bad}"`);
+    // get throws as knows does: a misspelt path is a bug, not a value (a nested struct has no one value).
+    for (const bad of ["hpp", "pos.z", "pos", ""]) expect(() => plain.entity(id)!.get(bad)).toThrow(`replica: Hero has no leaf "${bad}"`);
     expectReject(() => plain.applyTick([], { levels: [{ id, level: 1 }] }), "level");
   });
 });
@@ -360,7 +392,8 @@ describe("schema evolution (§8)", () => {
     const rock = seg().section(CREATE, 2, 1).tree([{ id: 1, k: 8 }]).ids([2]).gens([0]).u(77, 8).end();
     r.apply(createHero(1, 0, -7, "z", 2.5), rock);
     const h = r.entity(makeId(1, 0))!;
-    expect([h.type.name, h.get("hp"), h.get("name"), h.get("extra"), h.get("pos.x")]).toEqual(["Hero", -7, "z", 0, undefined]);
+    expect([h.type.name, h.get("hp"), h.get("name"), h.get("extra")]).toEqual(["Hero", -7, "z", 0]);
+    expect(() => h.get("pos.x")).toThrow(/no leaf/); // the sender's, not the local class's
     r.apply(seg().section(UPDATE, 1, 1).tree([{ id: 1, k: 3 }, { id: 5, sub: [{ id: 1, k: 30 }] }]).ids([1]).s(2, 3).u(5, 30).end());
     expect(h.get("hp")).toBe(-5);
     expect(r.entity(makeId(2, 0))!.get("size")).toBe(77);

@@ -10,6 +10,7 @@ import { PROTOCOL_VERSION, encodeHello, encodePing, encodePong, encodeRPC, type 
 import { MsgType, encodeRefuse, encodeResync, encodeTick, encodeWelcome, parseAny as parseMessage, parseHello } from "../src/peer.js";
 import { Kind, Schema } from "../src/schema.js";
 import { makeId } from "../src/state.js";
+import { Replica } from "../src/replica.js";
 import { BitWriter } from "../src/bits.js";
 import { field, struct, ty } from "./schemas.js";
 import { tohex, unhex } from "./helpers.js";
@@ -500,19 +501,40 @@ describe("connection", () => {
     c.close();
   });
 
-  test("a callback that throws does not reject its tick", async () => {
-    const s = schema();
+  test("a callback that throws does not reject its tick nor stop the others; each error reaches onError, named", async () => {
+    const spec = struct("Unit", [field(1, "hp", ty(Kind.Int16))], { id: 1 });
+    spec.rpcs = [{ id: 3, name: "say", dir: 1, args: struct("Say", []) }];
+    const s = decoded(new Schema([spec]));
+    const unit = s.lookup("Unit")!;
     const server = new FakeServer((sock) => sock.deliver(welcome(s)));
     const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
-    const errors: Error[] = [];
-    c.onError = (e) => errors.push(e);
+    const errors: unknown[] = [];
+    c.onError = (e, where) => errors.push([e.message, where]);
     c.replica.onCreate("Unit", () => {
       throw new Error("boom");
     });
-    for (const m of tick(1n, [create(1, 5)])) server.sockets[0]!.deliver(m);
-    for (const m of tick(2n, [create(2, 5)])) server.sockets[0]!.deliver(m);
-    expect(errors.map((e) => e.message)).toEqual(["boom", "boom"]);
-    expect([c.replica.size, c.lastTick, server.sockets[0]!.closedWith]).toEqual([2, 2n, undefined]);
+    const created: number[] = [];
+    c.replica.onCreate("Unit", (e) => created.push(e.slot));
+    c.onTick = (t) => {
+      if (t === 2n) throw new Error("tick");
+    };
+    const said: number[] = [];
+    c.handleRPC(unit, 3, () => {
+      throw new Error("rpc");
+    });
+    c.handleRPC(unit, 3, (e) => said.push(e.slot));
+    const sock = server.sockets[0]!;
+    for (const m of tick(1n, [create(1, 5)])) sock.deliver(m);
+    for (const m of tick(2n, [create(2, 5)])) sock.deliver(m);
+    sock.deliver(encodeRPC(makeId(2, 0), 3, Uint8Array.of(0)));
+    expect(errors).toEqual([
+      ["boom", "onCreate(Unit)"],
+      ["boom", "onCreate(Unit)"],
+      ["tick", "onTick"],
+      ["rpc", "handleRPC(Unit, 3)"],
+    ]);
+    expect([created, said]).toEqual([[1, 2], [2]]);
+    expect([c.replica.size, c.lastTick, sock.closedWith]).toEqual([2, 2n, undefined]);
     c.close();
   });
 
@@ -544,6 +566,8 @@ describe("connection", () => {
       expect(err).toBeInstanceOf(ClosedError);
       expect(err).not.toBeInstanceOf(RefusedError);
       expect(err.code).toBe(CloseCode.Network);
+      // A browser's error event says nothing more; the URL at least is named.
+      expect(err.reason).toBe("WebSocket to ws://127.0.0.1:1/ failed to connect");
       expect(Date.now() - t0).toBeLessThan(30_000); // not the handshake timeout
     }
   });
@@ -581,7 +605,7 @@ describe("connection", () => {
     const server = new FakeServer((sock) => sock.deliver(welcome(s)));
     const c = await Connection.connect({ url: "ws://x", schema: s, WebSocket: server.ctor() });
     const sock = server.sockets[0]!;
-    for (const m of tick(1n, [create(1, 5)])) sock.deliver(m);
+    for (const m of tick(1n, [create(1, 5)], { gained: [makeId(1, 0)] })) sock.deliver(m);
     const got: unknown[] = [];
     c.handleRPC("Unit", 3, (e, a) => got.push([e.id, a.get("text"), a.get("n")]));
     const rec = new BitWriter();
@@ -601,6 +625,31 @@ describe("connection", () => {
     expect([m.entity, m.rpc]).toEqual([makeId(1, 0), 2]);
     expect(c.replica.decoder.decodeRecord(jump, jump, m.args).get("h")).toBe(3);
     expect(() => c.callRPC(makeId(1, 0), "say")).toThrow(/no client RPC/);
+    c.close();
+  });
+
+  test("an RPC on an entity this client does not own, or unknown, throws and sends nothing", async () => {
+    const unit = struct("Unit", [field(1, "hp", ty(Kind.Int16))], { id: 1 });
+    const none = struct("None", []);
+    unit.rpcs = [{ id: 2, name: "jump", dir: 0, args: none }, { id: 3, name: "say", dir: 1, args: none }, { id: 4, name: "fire", dir: 0, args: none }];
+    const s = decoded(new Schema([unit]));
+    const server = new FakeServer((sock) => sock.deliver(welcome(s)));
+    const c = await Connection.connect({ url: "ws://x", schema: s, WebSocket: server.ctor() });
+    const sock = server.sockets[0]!;
+    for (const m of tick(1n, [create(1, 5), create(2, 5)], { gained: [makeId(2, 0)] })) sock.deliver(m);
+    const sent = sock.sent.length;
+    const other = new Replica(s);
+    other.applyTick([create(2, 5)], { gained: [makeId(2, 0)] });
+    // Sent, each would close the connection (code 9, policy violation).
+    expect(() => c.callRPC(makeId(1, 0), "jump")).toThrow("replica: RPC jump on Unit 1: not owned by this client");
+    expect(() => c.callRPC(c.replica.entity(makeId(1, 0))!, 2)).toThrow("replica: RPC 2 on Unit 1: not owned by this client");
+    expect(() => c.callRPC(makeId(7, 0), "jump")).toThrow("replica: RPC jump on entity 7: not owned by this client");
+    expect(() => c.callRPC(other.entity(makeId(2, 0))!, "jump")).toThrow(/on Unit 2: not owned/); // another replica's
+    expect(() => c.callRPC(makeId(2, 0), "jmp")).toThrow("replica: no client RPC jmp on Unit 2; Unit's client RPCs: jump, fire");
+    expect(() => c.callRPC(makeId(2, 0), "say")).toThrow(/no client RPC say on Unit 2/); // a server RPC
+    expect(sock.sent.length).toBe(sent);
+    c.callRPC(makeId(2, 0), "fire");
+    expect((parseMessage(sock.sent.at(-1)!) as RPC).rpc).toBe(4);
     c.close();
   });
 
@@ -646,7 +695,9 @@ class FakeWT {
     private readonly server: FakeWTServer,
   ) {
     server.sessions.push(this);
-    this.ready = server.fail ? Promise.reject(new Error("WebTransport connection rejected")) : Promise.resolve();
+    this.ready = server.fail
+      ? Promise.reject(new Error("WebTransport connection rejected"))
+      : new Promise((res) => (server.readyAfterMs ? setTimeout(res, server.readyAfterMs) : res()));
     this.ready.catch(() => {});
     this.closed = new Promise((res) => (this.resolveClosed = res));
   }
@@ -713,6 +764,8 @@ class FakeWT {
 class FakeWTServer {
   sessions: FakeWT[] = [];
   fail = false;
+  /** Sessions take this long to be ready (UDP black-holed: QUIC slow to give up, or a slow path). */
+  readyAfterMs = 0;
   constructor(private onHello: (s: FakeWT, h: Hello) => void) {}
   receive(s: FakeWT, b: Uint8Array): void {
     const m = parseMessage(b);
@@ -818,6 +871,28 @@ describe("connection over WebTransport", () => {
     expect([w.transport, a.transport, wts.sessions.length]).toEqual(["websocket", "websocket", 2]);
     w.close();
     a.close();
+  });
+
+  test("auto mode gives WebTransport 60 % of the handshake timeout to connect, then WebSocket a whole one; forced WebTransport has it all", async () => {
+    const s = schema();
+    const wts = new FakeWTServer((wt) => wt.deliver(64, welcome(s)));
+    wts.readyAfterMs = 1000;
+    // The WebSocket server answers late too: more than what the handshake timeout leaves after WebTransport's try.
+    const ws = new FakeServer((sock) => setTimeout(() => sock.deliver(welcome(s)), 250));
+    const opts = { url: "ws://x", webTransportUrl: "https://x/replica", schema: s, WebTransport: wts.ctor(), WebSocket: ws.ctor(), handshakeTimeoutMs: 400 };
+    const t0 = Date.now();
+    const c = await Connection.connect(opts);
+    expect(c.transport).toBe("websocket");
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(240 + 250 - 5);
+    // The WebTransport session that opens after its deadline is closed, not used.
+    await new Promise((r) => setTimeout(r, 1000 - (Date.now() - t0) + 50));
+    expect(wts.sessions[0]!.closedWith).toBeDefined();
+    expect(wts.sessions[0]!.received).toHaveLength(0); // no HELLO
+    c.close();
+    wts.readyAfterMs = 300;
+    const w = await Connection.connect({ ...opts, transport: "webtransport" });
+    expect(w.transport).toBe("webtransport");
+    w.close();
   });
 
   test("a frame over the limit closes with code 3", async () => {

@@ -190,6 +190,11 @@ export class Hero extends StructView {
 		return this.rec$ as Entity;
 	}
 
+	/** Whether this client owns the Hero, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */
+	get owned(): boolean {
+		return this.entity.owned;
+	}
+
 	/** Field alive (bool). */
 	get alive(): boolean {
 		return this.n$(Hero$alive);
@@ -783,6 +788,11 @@ export class Missile extends StructView {
 	/** The entity. */
 	get entity(): Entity {
 		return this.rec$ as Entity;
+	}
+
+	/** Whether this client owns the Missile, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */
+	get owned(): boolean {
+		return this.entity.owned;
 	}
 
 	/** Field shooter (ref). */

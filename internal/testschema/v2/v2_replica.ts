@@ -171,6 +171,11 @@ export class Beacon extends StructView {
 		return this.rec$ as Entity;
 	}
 
+	/** Whether this client owns the Beacon, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */
+	get owned(): boolean {
+		return this.entity.owned;
+	}
+
 	/** Field pos, a Vec stored inline. */
 	get pos(): Vec {
 		return this.s$(Vec, Beacon$pos);
@@ -342,6 +347,11 @@ export class Hero extends StructView {
 	/** The entity. */
 	get entity(): Entity {
 		return this.rec$ as Entity;
+	}
+
+	/** Whether this client owns the Hero, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */
+	get owned(): boolean {
+		return this.entity.owned;
 	}
 
 	/** Field alive (bool). */
@@ -982,6 +992,11 @@ export class Missile extends StructView {
 	/** The entity. */
 	get entity(): Entity {
 		return this.rec$ as Entity;
+	}
+
+	/** Whether this client owns the Missile, as of the last tick applied: its client RPCs may be called (the Go view's IsOwned). */
+	get owned(): boolean {
+		return this.entity.owned;
 	}
 
 	/** Field shooter (ref). */
