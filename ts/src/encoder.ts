@@ -152,7 +152,7 @@ const isObject = (v: unknown): boolean => !!v && typeof v === "object" && !Array
  * of its items), at path at ("Fire.pos.x", "Aim.tags[2]"), has the JS type
  * encodeRecord takes, and so its fields, elements and values: a wrong one
  * is a TypeError, an integer out of its type's range a RangeError, both
- * naming at. (The encoder would turn "50" into 50 and undefined into 0.)
+ * naming at. (The encoder would turn "50" into 50 and null into 0.)
  * Map keys are not checked: the encoder converts them.
  */
 const check = (t: Type, v: any, at: string, k = t.kind): void => {
@@ -171,8 +171,9 @@ const check = (t: Type, v: any, at: string, k = t.kind): void => {
     const got = Array.isArray(v) ? "array" : v && T === "object" ? T : T === "string" ? JSON.stringify(v) : T === "bigint" ? v + "n" : String(v);
     throw new TypeError(`replica: ${at}: expected ${want}, got ${got}`);
   }
-  // A struct's fields that v does not have are zero.
-  if (k === Kind.Nested) for (const f of t.struct!.fields) !f.deprecated && f.name in v && check(f.type, v[f.name], at + "." + f.name);
+  // A struct's fields that v does not have, or has as undefined (as an
+  // optional property of TypeScript, which JSON leaves out), are zero.
+  if (k === Kind.Nested) for (const f of t.struct!.fields) !f.deprecated && v[f.name] !== undefined && check(f.type, v[f.name], at + "." + f.name);
   else if (k === Kind.List) v.forEach((x: unknown, i: number) => check(t.elem!, x, `${at}[${i}]`));
   else if (k > Kind.List) for (const [key, x] of entries(v)) check(k === Kind.Bag ? t : t.elem!, x, `${at}[${key}]`, k === Kind.Bag ? Kind.Nested : undefined);
   else if (isNumeric(k)) {
@@ -192,9 +193,10 @@ const check = (t: Type, v: any, at: string, k = t.kind): void => {
  * nested structs, arrays for lists, Map or object for maps and bags (an
  * object's keys, strings, as decimal integers for integer keys).
  *
- * A field v does not have (no property of its name) is the zero value, as
- * are keys of v the struct has no field for ignored. A value of the wrong JS
- * type (a string "50" for a number, undefined or null for anything) throws
+ * A field v does not have, or has as undefined (an optional property
+ * left out), is the zero value; keys of v the struct has no field for are
+ * ignored. A value of the wrong JS type (a string "50" for a number, null
+ * for anything) throws
  * a TypeError naming the struct and the field ("Fire.pos.x"), an integer
  * out of its type's range a RangeError, before anything is encoded. NaN
  * and ±Infinity are legal for float fields (IEEE 754 values, which a
