@@ -128,7 +128,9 @@ export const openWebSocket = (url: string, WS: WebSocketConstructor): Promise<Ch
       if (!open) return reject(openError(code, ev.reason || "closed before open"));
       const h = ch.onEnd;
       ch.onData = ch.onEnd = null;
-      h?.(code, ev.reason);
+      // A status of the WebSocket layer (1006: the connection was lost)
+      // comes without a reason: the status says what happened.
+      h?.(code, ev.reason || (code < 0 ? `WebSocket closed with status ${ev.code}` : ""));
     };
   });
 };

@@ -375,6 +375,15 @@ describe("connection", () => {
     expect([c.replica.size, c.lastTick]).toEqual([2, 1n]);
   });
 
+  test("a connection lost after it opened (WebSocket status 1006, no reason) closes with −1 and a reason naming the status", async () => {
+    const s = schema();
+    const server = new FakeServer((sock) => sock.deliver(welcome(s)));
+    const c = await Connection.connect({ url: "ws://test", schema: s, WebSocket: server.ctor() });
+    server.sockets[0]!.serverClose(1006, "");
+    const closed = await c.done();
+    expect([closed.code, closed.reason]).toEqual([-1, "WebSocket closed with status 1006"]);
+  });
+
   test("a bad tick keeps the replica and closes with code 2; reconnect starts over with the full state, not resumed", async () => {
     const s = schema();
     const server = new FakeServer((sock) => sock.deliver(welcome(s, { ticket: [1n, 2n] })));
