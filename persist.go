@@ -392,8 +392,9 @@ func (s *Server) persistStats() store.WriterStats {
 }
 
 // closePersist writes everything and stops the Writer, waiting for the
-// database at most the Writer's WriteTimeout (30 seconds by default).
-func (s *Server) closePersist() error {
+// database at most the Writer's WriteTimeout (30 seconds by default), and
+// no longer than ctx allows.
+func (s *Server) closePersist(ctx context.Context) error {
 	p := s.persist
 	if p == nil || p.closed {
 		return nil
@@ -407,7 +408,7 @@ func (s *Server) closePersist() error {
 		s.persistTick(cs)
 	}
 	p.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout(s.cfg.StoreWriter))
+	ctx, cancel := context.WithTimeout(ctx, closeTimeout(s.cfg.StoreWriter))
 	defer cancel()
 	if err := p.w.Close(ctx); err != nil {
 		s.cfg.Logger.Error("replica: persistence: closed with changes unsaved", "err", err)
@@ -416,20 +417,7 @@ func (s *Server) closePersist() error {
 	return nil
 }
 
-// flushPersist writes everything at the end of Run.
-func (s *Server) flushPersist() {
-	p := s.persist
-	if p == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout(s.cfg.StoreWriter))
-	defer cancel()
-	if err := p.w.Flush(ctx); err != nil {
-		s.cfg.Logger.Error("replica: persistence: flush at the end of Run", "err", err)
-	}
-}
-
-// closeTimeout is how long Close and Run's end wait for the database.
+// closeTimeout is how long Close waits for the database.
 func closeTimeout(c store.WriterConfig) time.Duration {
 	if c.WriteTimeout > 0 {
 		return c.WriteTimeout

@@ -13,12 +13,14 @@ import (
 
 	"github.com/replicago/replica"
 	"github.com/replicago/replica/auth"
+	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/codec"
 	"github.com/replicago/replica/internal/persistschema"
 	"github.com/replicago/replica/schema"
 	"github.com/replicago/replica/state"
 	"github.com/replicago/replica/store"
 	"github.com/replicago/replica/store/storetest"
+	"github.com/replicago/replica/transport"
 )
 
 // persistServer returns a server of sc saving to st, flushing only when
@@ -626,7 +628,10 @@ func FuzzImport(f *testing.F) {
 	})
 }
 
-func TestPersistRunFlushesAtTheEnd(t *testing.T) {
+// TestPersistRunThenShutdown checks that the changes of Run's last ticks
+// are written by the Shutdown after it (Run itself writes nothing at its
+// end: the clients would wait for the database before their goodbye).
+func TestPersistRunThenShutdown(t *testing.T) {
 	sc := persistschema.Schema()
 	st := storetest.NewMemory()
 	srv := persistServer(t, sc, st, 0) // never flushes by itself
@@ -644,14 +649,72 @@ func TestPersistRunFlushesAtTheEnd(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)
 	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	doc, err := st.Load(context.Background(), "p")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := storedPlayer(t, doc).Gold(); got != last {
-		t.Errorf("stored gold %d after Run returned, want %d", got, last)
+		t.Errorf("stored gold %d after Shutdown, want %d", got, last)
 	}
-	srv.Close()
+}
+
+// TestPersistShutdownDatabaseDown checks that Shutdown with the database
+// down tells the clients at once and waits for the database no longer
+// than its context allows (not the Writer's WriteTimeout of a minute),
+// returning the error of the changes left unsaved.
+func TestPersistShutdownDatabaseDown(t *testing.T) {
+	sc := persistschema.Schema()
+	st := &flaky{Memory: storetest.NewMemory()}
+	srv, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}, Store: st,
+		StoreWriter: store.WriterConfig{FlushInterval: time.Hour, WriteTimeout: time.Minute,
+			RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := transport.NewMemNetwork()
+	ln, err := nw.Listen("", transport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(context.Background(), ln)
+	c, err := client.Dial(context.Background(), nw.Dialer(transport.Config{}), ln.Addr().String(), sc, client.DialConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the client did not join")
+		}
+		srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+	p, _ := persistschema.SpawnPlayer(srv.Tracker())
+	srv.Bind(p.Entity(), "p")
+	p.SetGold(7)
+	srv.Tick()
+	st.down.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = srv.Shutdown(ctx)
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("Shutdown took %v with the database down, bounded by a context of 200 ms", took)
+	}
+	if err == nil {
+		t.Error("Shutdown with the change unsaved returned no error")
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client was not told")
+	}
+	if code, reason, _ := c.CloseInfo(); code != transport.CloseGoingAway || reason != "server shutting down" {
+		t.Errorf("the client closed with %s %q", code, reason)
+	}
 }
 
 // TestRestoreRefusesValuesOverLimits: a stored document or an exported

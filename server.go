@@ -1292,10 +1292,12 @@ func (s *Server) TickNumber() uint64 { return s.tick }
 func (s *Server) Conns() []*Conn { return s.conns }
 
 // Run drives the tick loop at the configured rate until ctx is done:
-// update runs game logic for the tick, then the tick is sent. At the end,
-// with Config.Store, it writes every change before it returns. It returns
+// update runs game logic for the tick, then the tick is sent. It returns
 // ctx's error, or ErrServerClosed when the server is closed, before Run or
-// by update.
+// by update. Call Shutdown (or Close) then: it tells the clients, and, with
+// Config.Store, writes every change. (Run does not write them itself: with
+// the database down, the clients would wait the write's timeout for their
+// goodbye.)
 func (s *Server) Run(ctx context.Context, update func(tick uint64)) error {
 	if s.isClosed() {
 		return ErrServerClosed // else it would tick, for ever, a world nobody can join
@@ -1305,7 +1307,6 @@ func (s *Server) Run(ctx context.Context, update func(tick uint64)) error {
 	for {
 		select {
 		case <-ctx.Done():
-			s.flushPersist()
 			return ctx.Err()
 		case <-t.C:
 			if update != nil {
@@ -1335,7 +1336,7 @@ func (s *Server) isClosed() bool {
 // the transports send the close on goroutines of their own, which a
 // program that exits right after cuts short; Shutdown waits for them.
 func (s *Server) Close() error {
-	_, err := s.close()
+	_, err := s.close(context.Background())
 	return err
 }
 
@@ -1345,9 +1346,10 @@ func (s *Server) Close() error {
 // or ctx ends, when it returns ctx's error. A program that exits after
 // closing the server calls Shutdown, with a timeout of a few seconds, so
 // that its clients read "server shutting down" rather than a lost
-// connection.
+// connection. With Config.Store, the last writes wait for the database
+// no longer than ctx allows either (the clients are told before them).
 func (s *Server) Shutdown(ctx context.Context) error {
-	closed, err := s.close()
+	closed, err := s.close(ctx)
 	for _, tc := range closed {
 		f, ok := tc.(transport.Finisher)
 		if !ok {
@@ -1362,8 +1364,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// close is Close; it returns the connections it closed.
-func (s *Server) close() ([]transport.Conn, error) {
+// close is Close, the database waited for no longer than ctx allows; it
+// returns the connections it closed.
+func (s *Server) close(ctx context.Context) ([]transport.Conn, error) {
 	s.mu.Lock()
 	s.closed = true
 	lns := s.lns
@@ -1392,7 +1395,7 @@ func (s *Server) close() ([]transport.Conn, error) {
 		}
 	}
 	s.conns = nil
-	return closed, s.closePersist()
+	return closed, s.closePersist(ctx)
 }
 
 // Stats returns the server's counters.
