@@ -28,7 +28,9 @@
 //	pos=A             x or y: the coordinate of the entity's position interest management reads (a number; one of each per class)
 //	lod=D             a distance: the field reaches only the clients within D of the entity, and its owner (class fields of a class with a position)
 //	quant=STEP        quantization step, a decimal (0.25) or a fraction (1/64)
-//	min=F, max=F      bounds of a bounded quantization
+//	min=F, max=F      bounds of a bounded quantization: max sizes the field
+//	                  (its bits), and values clamp to what the bits hold,
+//	                  which can pass max; below min, and NaN, store min
 //	bits=N            bits of a bounded quantization (step derived from min and max)
 //	bag               on a map of structs: an ID-keyed bag of items
 //	deprecated        keep the field's ID but stop storing and sending it
