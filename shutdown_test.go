@@ -2,7 +2,9 @@ package replica_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,5 +106,69 @@ func TestShutdown(t *testing.T) {
 		if code, reason, _ := c.CloseInfo(); code != transport.CloseGoingAway || reason != "server shutting down" {
 			t.Errorf("client %d closed with %s %q, want %s \"server shutting down\"", i, code, reason, transport.CloseGoingAway)
 		}
+	}
+}
+
+// TestClientCloseTellsServer checks that client.Conn.Close returns once
+// the server has been told: each client's socket cut right after Close
+// returns (writes slowed to 20 ms), as a bot exiting would cut it, the
+// server still logs every client as having left ("client left"), not as
+// a lost connection.
+func TestClientCloseTellsServer(t *testing.T) {
+	var logged syncBuffer
+	srv, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{},
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := wstransport.Listen("127.0.0.1:0", wstransport.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln)
+	defer srv.Close()
+	sockets := &socketsListener{} // its record of sockets, filled by the dialer
+	d := &wstransport.Dialer{}
+	d.NetDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		sockets.mu.Lock()
+		sockets.conns = append(sockets.conns, c)
+		sockets.mu.Unlock()
+		return slowWriter{c}, nil
+	}
+	const n = 6
+	var clients []*client.Conn
+	for range n {
+		c, err := client.Dial(ctx, d, ln.Addr().String(), demo.Schema(), client.DialConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d clients joined", len(srv.Conns()), n)
+		}
+		srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+	for _, c := range clients {
+		c.Close()
+	}
+	sockets.cut()
+	for deadline := time.Now().Add(20 * time.Second); len(srv.Conns()) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clients still joined", len(srv.Conns()))
+		}
+		srv.Tick()
+		time.Sleep(time.Millisecond)
+	}
+	if got := strings.Count(logged.String(), `reason="client left"`); got != n {
+		t.Fatalf("%d of %d clients left with \"client left\"; the log:\n%s", got, n, logged.String())
 	}
 }

@@ -484,8 +484,25 @@ func (c *Conn) Done() <-chan struct{} { return c.tc.Done() }
 // CloseInfo reports why the connection closed (see transport.Conn).
 func (c *Conn) CloseInfo() (transport.CloseCode, string, bool) { return c.tc.CloseInfo() }
 
-// Close leaves the session.
-func (c *Conn) Close() error { return c.tc.Close(transport.CloseNormal, "client left") }
+// Close leaves the session: it tells the server and returns once that is
+// sent (transport.Finisher), waiting at most closeWait, so that a program
+// exiting right after Close is seen to leave, not to lose its connection.
+func (c *Conn) Close() error {
+	tc := c.tc
+	err := tc.Close(transport.CloseNormal, "client left")
+	if f, ok := tc.(transport.Finisher); ok {
+		t := time.NewTimer(closeWait)
+		defer t.Stop()
+		select {
+		case <-f.Finished():
+		case <-t.C:
+		}
+	}
+	return err
+}
+
+// closeWait bounds how long Close waits for the server to be told.
+const closeWait = 2 * time.Second
 
 // ErrRefused reports whether err is a refusal by the server.
 func ErrRefused(err error) bool {
