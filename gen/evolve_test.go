@@ -221,6 +221,11 @@ type vec struct {
 	writeFiles(t, dir, map[string]string{"spec.go": strings.Replace(v3, "quant=0.25", "quant=0.5", 1)})
 	_, err = Load(Config{Dir: dir})
 	checkErrors(t, err, []want{{"quant change", "spec.go", 10, "field angle of player changed type from float32 q(0.25) to float32 q(0.5)"}})
+
+	// v6: a saved field's type change says what -force cannot mend.
+	writeFiles(t, dir, map[string]string{"spec.go": strings.Replace(v3, "stamina int32", "stamina int64 `replica:\"life=persist\"`", 1)})
+	_, err = Load(Config{Dir: dir})
+	checkErrors(t, err, []want{{"saved field's type change", "spec.go", 11, "The field is saved (life=persist): every stored document holding it was written as int32 and would fail to load"}})
 }
 
 // TestLarge loads a class with 1,000 fields and a chain of structs nested

@@ -311,6 +311,7 @@ type idItem struct {
 	pos      token.Position
 	id       uint32 // result
 	fresh    bool   // id is a new one, above every ID used before
+	persist  bool   // a field saved to the database (life=persist)
 }
 
 // refuse reports a change that breaks clients built with the locked
@@ -425,8 +426,15 @@ func (l *loader) assign(what, owner string, items []*idItem, oldLive, oldRetired
 			// apply deltas to the quantized codes they store, so a client
 			// built with other quantization parameters cannot follow.
 			if e, ok := byID[it.id]; ok && (e.Name == it.name || e.Name == it.was) && e.Type != it.typ {
-				refuse(it.pos, "field %s of %s changed type from %s to %s; clients built with the schema in %s would decode id %d as %s. Add a field with a new name instead (and tag the old one deprecated)",
-					it.name, owner, e.Type, it.typ, LockFile, e.ID, e.Type)
+				saved := ""
+				if it.persist {
+					// -force rebuilds clients; it cannot rewrite the
+					// database, whose every document holding the field
+					// would then fail to load.
+					saved = fmt.Sprintf(". The field is saved (life=persist): every stored document holding it was written as %s and would fail to load (store.ErrIncompatible), -force or not; migrate them (docs/persistence.md, Evolution)", e.Type)
+				}
+				refuse(it.pos, "field %s of %s changed type from %s to %s; clients built with the schema in %s would decode id %d as %s. Add a field with a new name instead (and tag the old one deprecated)%s",
+					it.name, owner, e.Type, it.typ, LockFile, e.ID, e.Type, saved)
 			}
 		}
 	}
@@ -564,7 +572,8 @@ func (l *loader) assignIDs(p *Package, classes []*Struct) error {
 		}
 		items := make([]*idItem, len(s.Fields))
 		for i, f := range s.Fields {
-			items[i] = &idItem{name: f.Name, explicit: l.explicit[f], typ: f.Schema.Type.String(), was: l.was[f], pos: f.Pos}
+			items[i] = &idItem{name: f.Name, explicit: l.explicit[f], typ: f.Schema.Type.String(), was: l.was[f], pos: f.Pos,
+				persist: f.Schema.Life == schema.LifePersist}
 		}
 		what := "field"
 		if s.RPC != nil {
