@@ -10,7 +10,8 @@ import (
 )
 
 // Memory is an in-memory store.Store: the reference the suite is checked
-// against, and a store for tests that need no database.
+// against, and a store for tests that need no database. Its zero value is
+// an empty store, as NewMemory's.
 type Memory struct {
 	mu      sync.Mutex
 	docs    map[string]store.Document
@@ -55,6 +56,9 @@ func (m *Memory) Write(ctx context.Context, b *store.Batch) error {
 	}
 	if err := b.Check(); err != nil {
 		return err
+	}
+	if m.docs == nil { // the zero value
+		m.docs, m.schemas = make(map[string]store.Document), make(map[store.SchemaHash][]byte)
 	}
 	for _, s := range b.Schemas {
 		if _, ok := m.schemas[s.Hash]; !ok {
