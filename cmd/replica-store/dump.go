@@ -63,8 +63,12 @@ var tablePrefix = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 // checkTables makes sure an SQL database holds a store's documents table
 // before dump opens it as a store, which would create the tables: a dump
 // of the wrong database, or with a mistyped -table, fails instead of
-// adding empty tables to it and printing nothing.
+// adding empty tables to it and printing nothing. In Redis it looks for
+// the store's index of keys under the prefix.
 func checkTables(ctx context.Context, kind, dsn, table string) error {
+	if kind == "redis" {
+		return checkRedis(ctx, dsn, table)
+	}
 	if table == "" {
 		table = "replica"
 	}
@@ -112,6 +116,49 @@ func checkTables(ctx context.Context, kind, dsn, table string) error {
 	return nil
 }
 
+// checkRedis makes sure Redis holds documents under the key prefix (the
+// store's index of keys, redisstore's layout): with a mistyped prefix
+// dump would print nothing.
+func checkRedis(ctx context.Context, dsn, prefix string) error {
+	if prefix == "" {
+		prefix = "replica:"
+	}
+	opt, err := redisOptions(dsn)
+	if err != nil {
+		return err
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	n, err := c.Exists(ctx, prefix+"keys").Result()
+	if err != nil {
+		return fmt.Errorf("store: redis %s: %w", opt.Addr, err)
+	}
+	if n == 0 {
+		hint := ""
+		if !strings.HasSuffix(prefix, ":") {
+			hint = fmt.Sprintf(" (prefixes end with a colon: -table %s:?)", prefix)
+		}
+		return fmt.Errorf("store: redis %s has no document under the prefix %q%s", opt.Addr, prefix, hint)
+	}
+	return nil
+}
+
+// redisOptions returns the options of a Redis -dsn: host:port, a
+// redis:// URL, or the local server's default address.
+func redisOptions(dsn string) (*redis.Options, error) {
+	if strings.Contains(dsn, "://") {
+		opt, err := redis.ParseURL(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return opt, nil
+	}
+	if dsn == "" {
+		dsn = "127.0.0.1:6379"
+	}
+	return &redis.Options{Addr: dsn}, nil
+}
+
 // openStore opens a store of the named kind.
 func openStore(ctx context.Context, kind, dsn, table string) (store.Store, error) {
 	switch kind {
@@ -129,14 +176,9 @@ func openStore(ctx context.Context, kind, dsn, table string) (store.Store, error
 		}
 		return pgstore.Open(ctx, pgstore.Config{DSN: dsn, Table: table})
 	case "redis":
-		opt := &redis.Options{Addr: dsn}
-		if strings.Contains(dsn, "://") {
-			var err error
-			if opt, err = redis.ParseURL(dsn); err != nil {
-				return nil, fmt.Errorf("store: %w", err)
-			}
-		} else if dsn == "" {
-			opt.Addr = "127.0.0.1:6379"
+		opt, err := redisOptions(dsn)
+		if err != nil {
+			return nil, err
 		}
 		return redisstore.Open(ctx, redisstore.Config{Options: opt, Prefix: table})
 	}

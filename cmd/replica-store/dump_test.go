@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/replicago/replica/internal/persistschema"
 	"github.com/replicago/replica/sqlitestore"
@@ -193,5 +194,39 @@ func TestStoreDumpPostgresNoTables(t *testing.T) {
 	if created {
 		c.Exec(ctx, `DROP TABLE IF EXISTS `+table+`_docs, `+table+`_schemas`)
 		t.Fatal("the failed dump created the store's tables")
+	}
+}
+
+// TestStoreDumpRedisPrefix: a dump of a Redis prefix that holds no
+// document fails, with a hint when the prefix lacks its colon, instead of
+// printing nothing; the right prefix dumps.
+func TestStoreDumpRedisPrefix(t *testing.T) {
+	if os.Getenv("REPLICA_SKIP_SERVICES") != "" {
+		t.Skip("REPLICA_SKIP_SERVICES is set: no Redis")
+	}
+	ctx := context.Background()
+	prefix := fmt.Sprintf("dumpcheck%d", time.Now().UnixNano())
+	st, err := openStore(ctx, "redis", "", prefix+":")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	codec := store.NewCodec(persistschema.Schema())
+	p, _ := persistschema.SpawnPlayer(state.NewTracker(persistschema.Schema()))
+	if err := st.Write(ctx, &store.Batch{Puts: []store.Document{codec.Document("p", 1, p.Entity())}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { // the test's keys, the store's index and schemas with them
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+		defer c.Close()
+		if keys, err := c.Keys(ctx, prefix+":*").Result(); err == nil && len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	}()
+	if err := runDump([]string{"-store", "redis", "-table", prefix}); err == nil || !strings.Contains(err.Error(), "no document under the prefix") || !strings.Contains(err.Error(), "-table "+prefix+":?") {
+		t.Errorf("dump of the prefix without its colon: %v", err)
+	}
+	if err := checkTables(ctx, "redis", "", prefix+":"); err != nil {
+		t.Errorf("the store's prefix: %v", err)
 	}
 }
