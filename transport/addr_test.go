@@ -81,3 +81,20 @@ func TestHandshakeCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseErrorText checks what a CloseError says of who closed: a
+// network failure reads as a lost connection, not as a local close.
+func TestCloseErrorText(t *testing.T) {
+	for _, c := range []struct {
+		err  transport.CloseError
+		want string
+	}{
+		{transport.CloseError{Code: transport.CloseGoingAway, Reason: "server shutting down", ByPeer: true}, "transport: connection closed by peer: going away: server shutting down"},
+		{transport.CloseError{Code: transport.CloseNormal}, "transport: connection closed locally: normal"},
+		{transport.CloseError{Code: transport.CloseNetworkError, Reason: "EOF"}, "transport: connection lost: network error: EOF"},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.err, got, c.want)
+		}
+	}
+}

@@ -241,14 +241,18 @@ type CloseError struct {
 }
 
 func (e *CloseError) Error() string {
-	who := "locally"
-	if e.ByPeer {
-		who = "by peer"
+	what := "connection closed locally"
+	switch {
+	case e.ByPeer:
+		what = "connection closed by peer"
+	case e.Code == CloseNetworkError:
+		// Closed here because the network failed: the peer may be gone.
+		what = "connection lost"
 	}
 	if e.Reason == "" {
-		return fmt.Sprintf("transport: connection closed %s: %s", who, e.Code)
+		return fmt.Sprintf("transport: %s: %s", what, e.Code)
 	}
-	return fmt.Sprintf("transport: connection closed %s: %s: %s", who, e.Code, e.Reason)
+	return fmt.Sprintf("transport: %s: %s: %s", what, e.Code, e.Reason)
 }
 
 func (e *CloseError) Unwrap() error { return ErrClosed }
