@@ -113,6 +113,9 @@ func (s *Server) Bind(e *state.Entity, key string) error {
 	if p == nil {
 		return ErrNoStore
 	}
+	if p.closed {
+		return fmt.Errorf("replica: Bind: %w: nothing more is saved", ErrServerClosed)
+	}
 	if err := store.CheckKey(key); err != nil {
 		return fmt.Errorf("replica: Bind: %w", err)
 	}
@@ -475,8 +478,11 @@ func (s *Server) Export(e *state.Entity) ([]byte, error) {
 // Config.ClientLimits; nothing is spawned then. Call it on the tick
 // goroutine.
 func (s *Server) Import(data []byte) (*state.Entity, error) {
-	if len(data) < len(exportMagic)+len(store.SchemaHash{}) || string(data[:len(exportMagic)]) != exportMagic {
+	if len(data) < len(exportMagic) || string(data[:len(exportMagic)]) != exportMagic {
 		return nil, fmt.Errorf("%w: no %q header", ErrExport, exportMagic)
+	}
+	if len(data) < len(exportMagic)+len(store.SchemaHash{}) {
+		return nil, fmt.Errorf("%w: %d bytes, cut within the header's schema hash", ErrExport, len(data))
 	}
 	var h store.SchemaHash
 	rest := data[len(exportMagic):]

@@ -581,6 +581,10 @@ func TestExportImportLeavesProcessFields(t *testing.T) {
 			t.Errorf("%s: a failed import spawned an entity", name)
 		}
 	}
+	// A header cut short says so, not that there is no header.
+	if _, err := b.Import([]byte("RPX1garbage")); !errors.Is(err, replica.ErrExport) || !strings.Contains(err.Error(), "cut within the header") {
+		t.Errorf("RPX1garbage: %v", err)
+	}
 }
 
 // FuzzImport feeds Server.Import arbitrary bytes: a typed error or an
@@ -651,6 +655,9 @@ func TestPersistRunThenShutdown(t *testing.T) {
 	}
 	if err := srv.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if err := srv.Bind(p.Entity(), "q"); !errors.Is(err, replica.ErrServerClosed) {
+		t.Errorf("Bind after Shutdown: %v, want ErrServerClosed", err)
 	}
 	doc, err := st.Load(context.Background(), "p")
 	if err != nil {
