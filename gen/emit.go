@@ -342,6 +342,8 @@ func (e *emitter) structType(s *Struct) {
 		e.f("type %s struct{ e *state.Entity }\n\n", s.Name)
 		e.f("// Spawn%[1]s creates a %[1]s with every field at its zero value in tr and\n// records its creation in the current tick.\n", s.Name)
 		e.f("func Spawn%[1]s(tr *state.Tracker) (%[1]s, error) {\n\te, err := tr.Spawn(%[2]s)\n\treturn %[1]s{e}, err\n}\n\n", s.Name, schemaVar(s))
+		e.comment(fmt.Sprintf("%[1]sClass returns the %[1]s class of Schema(), for what takes a class: replica.Server's Load and Restore.", s.Name))
+		e.f("func %[1]sClass() *schema.Struct { return %[2]s }\n\n", s.Name, schemaVar(s))
 		e.comment(fmt.Sprintf("%[1]sOf returns e as a %[1]s; ok is false if e is nil, of another class or an entity of a client replica, which clients read with %[1]sViewOf.", s.Name))
 		e.f("func %[1]sOf(e *state.Entity) (v %[1]s, ok bool) {\n\tif e == nil || e.Class() != %[2]s || e.ReadOnly() {\n\t\treturn v, false\n\t}\n\treturn %[1]s{e}, true\n}\n\n", s.Name, schemaVar(s))
 		e.f("// Entity returns the underlying entity.\nfunc (p %s) Entity() *state.Entity { return p.e }\n\n", s.Name)

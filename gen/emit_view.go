@@ -112,7 +112,8 @@ func (p *Package) structDecls() []genDecl {
 	var out []genDecl
 	for _, s := range p.Structs {
 		if s.Class() {
-			out = append(out, genDecl{name: "Spawn" + s.Name, fn: true, s: s}, genDecl{name: s.Name + "Of", fn: true, s: s})
+			out = append(out, genDecl{name: "Spawn" + s.Name, fn: true, s: s}, genDecl{name: s.Name + "Of", fn: true, s: s},
+				genDecl{name: s.Name + "Class", fn: true, s: s})
 		} else {
 			out = append(out, genDecl{name: "New" + s.Name, fn: true, s: s})
 		}

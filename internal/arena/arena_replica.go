@@ -57,6 +57,10 @@ func SpawnQunit(tr *state.Tracker) (Qunit, error) {
 	return Qunit{e}, err
 }
 
+// QunitClass returns the Qunit class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func QunitClass() *schema.Struct { return replicaQunit }
+
 // QunitOf returns e as a Qunit; ok is false if e is nil, of another class or an
 // entity of a client replica, which clients read with QunitViewOf.
 func QunitOf(e *state.Entity) (v Qunit, ok bool) {
@@ -238,6 +242,10 @@ func SpawnUnit(tr *state.Tracker) (Unit, error) {
 	e, err := tr.Spawn(replicaUnit)
 	return Unit{e}, err
 }
+
+// UnitClass returns the Unit class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func UnitClass() *schema.Struct { return replicaUnit }
 
 // UnitOf returns e as a Unit; ok is false if e is nil, of another class or an
 // entity of a client replica, which clients read with UnitViewOf.

@@ -88,6 +88,10 @@ func SpawnBot(tr *state.Tracker) (Bot, error) {
 	return Bot{e}, err
 }
 
+// BotClass returns the Bot class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func BotClass() *schema.Struct { return replicaBot }
+
 // BotOf returns e as a Bot; ok is false if e is nil, of another class or an
 // entity of a client replica, which clients read with BotViewOf.
 func BotOf(e *state.Entity) (v Bot, ok bool) {

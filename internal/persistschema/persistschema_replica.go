@@ -103,6 +103,10 @@ func SpawnPlayer(tr *state.Tracker) (Player, error) {
 	return Player{e}, err
 }
 
+// PlayerClass returns the Player class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func PlayerClass() *schema.Struct { return replicaPlayer }
+
 // PlayerOf returns e as a Player; ok is false if e is nil, of another class or
 // an entity of a client replica, which clients read with PlayerViewOf.
 func PlayerOf(e *state.Entity) (v Player, ok bool) {

@@ -69,6 +69,10 @@ func SpawnHero(tr *state.Tracker) (Hero, error) {
 	return Hero{e}, err
 }
 
+// HeroClass returns the Hero class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func HeroClass() *schema.Struct { return replicaHero }
+
 // HeroOf returns e as a Hero; ok is false if e is nil, of another class or an
 // entity of a client replica, which clients read with HeroViewOf.
 func HeroOf(e *state.Entity) (v Hero, ok bool) {
@@ -295,6 +299,10 @@ func SpawnMonster(tr *state.Tracker) (Monster, error) {
 	e, err := tr.Spawn(replicaMonster)
 	return Monster{e}, err
 }
+
+// MonsterClass returns the Monster class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func MonsterClass() *schema.Struct { return replicaMonster }
 
 // MonsterOf returns e as a Monster; ok is false if e is nil, of another class
 // or an entity of a client replica, which clients read with MonsterViewOf.

@@ -47,6 +47,10 @@ func SpawnUnit(tr *state.Tracker) (Unit, error) {
 	return Unit{e}, err
 }
 
+// UnitClass returns the Unit class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func UnitClass() *schema.Struct { return replicaUnit }
+
 // UnitOf returns e as a Unit; ok is false if e is nil, of another class or an
 // entity of a client replica, which clients read with UnitViewOf.
 func UnitOf(e *state.Entity) (v Unit, ok bool) {

@@ -179,6 +179,10 @@ func SpawnNpc(tr *state.Tracker) (Npc, error) {
 	return Npc{e}, err
 }
 
+// NpcClass returns the Npc class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func NpcClass() *schema.Struct { return replicaNpc }
+
 // NpcOf returns e as a Npc; ok is false if e is nil, of another class or an
 // entity of a client replica, which clients read with NpcViewOf.
 func NpcOf(e *state.Entity) (v Npc, ok bool) {
@@ -377,6 +381,10 @@ func SpawnPlayer(tr *state.Tracker) (Player, error) {
 	e, err := tr.Spawn(replicaPlayer)
 	return Player{e}, err
 }
+
+// PlayerClass returns the Player class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func PlayerClass() *schema.Struct { return replicaPlayer }
 
 // PlayerOf returns e as a Player; ok is false if e is nil, of another class or
 // an entity of a client replica, which clients read with PlayerViewOf.

@@ -276,6 +276,10 @@ func SpawnHero(tr *state.Tracker) (Hero, error) {
 	return Hero{e}, err
 }
 
+// HeroClass returns the Hero class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func HeroClass() *schema.Struct { return replicaHero }
+
 // HeroOf returns e as a Hero; ok is false if e is nil, of another class or an
 // entity of a client replica, which clients read with HeroViewOf.
 func HeroOf(e *state.Entity) (v Hero, ok bool) {
@@ -2859,6 +2863,10 @@ func SpawnMissile(tr *state.Tracker) (Missile, error) {
 	e, err := tr.Spawn(replicaMissile)
 	return Missile{e}, err
 }
+
+// MissileClass returns the Missile class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func MissileClass() *schema.Struct { return replicaMissile }
 
 // MissileOf returns e as a Missile; ok is false if e is nil, of another class
 // or an entity of a client replica, which clients read with MissileViewOf.

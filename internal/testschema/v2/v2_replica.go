@@ -180,6 +180,10 @@ func SpawnBeacon(tr *state.Tracker) (Beacon, error) {
 	return Beacon{e}, err
 }
 
+// BeaconClass returns the Beacon class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func BeaconClass() *schema.Struct { return replicaBeacon }
+
 // BeaconOf returns e as a Beacon; ok is false if e is nil, of another class or
 // an entity of a client replica, which clients read with BeaconViewOf.
 func BeaconOf(e *state.Entity) (v Beacon, ok bool) {
@@ -659,6 +663,10 @@ func SpawnHero(tr *state.Tracker) (Hero, error) {
 	e, err := tr.Spawn(replicaHero)
 	return Hero{e}, err
 }
+
+// HeroClass returns the Hero class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func HeroClass() *schema.Struct { return replicaHero }
 
 // HeroOf returns e as a Hero; ok is false if e is nil, of another class or an
 // entity of a client replica, which clients read with HeroViewOf.
@@ -3441,6 +3449,10 @@ func SpawnMissile(tr *state.Tracker) (Missile, error) {
 	e, err := tr.Spawn(replicaMissile)
 	return Missile{e}, err
 }
+
+// MissileClass returns the Missile class of Schema(), for what takes a class:
+// replica.Server's Load and Restore.
+func MissileClass() *schema.Struct { return replicaMissile }
 
 // MissileOf returns e as a Missile; ok is false if e is nil, of another class
 // or an entity of a client replica, which clients read with MissileViewOf.
