@@ -90,19 +90,28 @@ type Explanation struct {
 // always-relevance, a shared group, the distance against the radius, the
 // field's visibility. It describes the state as of the last tick sent,
 // with the rules evaluated now. It returns ErrUnknownEntity for an entity
-// that is not live in this server, and ErrConnGone for a nil connection
-// or one of another server.
+// that is not live in this server, ErrConnGone for a nil connection, one
+// of another server or one that has left (which sees nothing, whatever
+// the rules would say of it), and ErrUnknownField for a field path e's
+// class does not have.
 func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation, error) {
-	ie := s.ientIf(e)
-	if ie == nil || s.tr.Entity(e.ID()) != e {
-		return Explanation{}, ErrUnknownEntity
+	// An entity spawned in this tick has no interest state until the
+	// game places it or the tick creates it: ientOf makes it, as
+	// SetSpace would.
+	ie, err := s.ientOf(e)
+	if err != nil {
+		return Explanation{}, err
 	}
-	if c == nil || c.srv != s {
+	if c == nil || c.srv != s || c.view.gone {
 		return Explanation{}, ErrConnGone
 	}
 	x := Explanation{Distance: math.NaN(), Radius: math.NaN(), Level: -1}
-	if ie.space != nil {
-		x.Space = ie.space.cfg.Name
+	sp := ie.space
+	if sp == nil && !ie.set && s.createdNow(ie) {
+		sp = s.defSpace // the tick creates it there (updateInterest)
+	}
+	if sp != nil {
+		x.Space = sp.cfg.Name
 	}
 	v := &c.view
 	if v.space != nil {
@@ -126,7 +135,6 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 			x.Held, x.HeldTicks = true, s.tick-o.since
 		}
 	}
-	sp := ie.space
 	switch {
 	case sp != nil && sp.room && sp == v.space:
 		x.Room, x.Sees = true, true
@@ -182,7 +190,7 @@ func (s *Server) Explain(c *Conn, e *state.Entity, field ...string) (Explanation
 	path := strings.Join(field, ".")
 	vis, ok := fieldVisibility(e.Class(), path)
 	if !ok {
-		return Explanation{}, fmt.Errorf("replica: class %s has no field %q", e.Class().Name, path)
+		return Explanation{}, fmt.Errorf("%w: class %s has no field %q", ErrUnknownField, e.Class().Name, path)
 	}
 	x.Field, x.Visibility = path, vis
 	if !x.Sees {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/replicago/replica/state"
@@ -56,7 +57,7 @@ func (s *Server) CheckGridForTest() error {
 			}
 			e = ce.ents[ie.cidx]
 		}
-		if e != (cellEnt{id: ie.id, x: ie.x, y: ie.y, r: s.radius(ie)}) {
+		if e.id != ie.id || !same(e.x, ie.x) || !same(e.y, ie.y) || e.r != s.radius(ie) {
 			return fmt.Errorf("entity %#x at (%v, %v) radius %v: its entry says %+v", uint32(ie.id), ie.x, ie.y, s.radius(ie), e)
 		}
 	}
@@ -65,7 +66,7 @@ func (s *Server) CheckGridForTest() error {
 			spaces[sp] = true
 			if c.view.point {
 				ce := sp.cells.get(c.view.cell)
-				if ce == nil || !slices.Contains(ce.views, cellView{c, c.view.px, c.view.py}) {
+				if ce == nil || !slices.ContainsFunc(ce.views, func(v cellView) bool { return sameView(v, cellView{c, c.view.px, c.view.py}) }) {
 					return fmt.Errorf("viewpoint (%v, %v) not in its cell %v", c.view.px, c.view.py, c.view.cell)
 				}
 			}
@@ -78,7 +79,7 @@ func (s *Server) CheckGridForTest() error {
 			if int(sp.cells.nviews[i]) != len(views) {
 				return fmt.Errorf("space %s: dense cell %d counts %d viewpoints", sp.Name(), i, sp.cells.nviews[i])
 			}
-			if flat := sp.cells.vflat[sp.cells.voff[i]:sp.cells.voff[i+1]]; !slices.Equal(flat, views) {
+			if flat := sp.cells.vflat[sp.cells.voff[i]:sp.cells.voff[i+1]]; !slices.EqualFunc(flat, views, sameView) {
 				return fmt.Errorf("space %s: dense cell %d has viewpoints %v, its run of the index %v", sp.Name(), i, views, flat)
 			}
 		}
@@ -112,6 +113,13 @@ func (s *Server) CheckGridForTest() error {
 	}
 	return nil
 }
+
+// same reports whether a and b are the same coordinate: equal, or both
+// the same NaN (an entity's position is the game's, NaN included).
+func same(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
+
+// sameView reports whether a and b are the same viewpoint.
+func sameView(a, b cellView) bool { return a.c == b.c && same(a.x, b.x) && same(a.y, b.y) }
 
 // PairLevelsForTest returns the entities c sees beyond its room, each
 // with the level of detail it should see it at.

@@ -47,6 +47,15 @@ var (
 	// ErrBadPriority is returned for a priority that is not finite and
 	// > 0.
 	ErrBadPriority = errors.New("replica: priority must be finite and > 0")
+	// ErrBadViewpoint is returned for a viewpoint with an infinite or NaN
+	// coordinate.
+	ErrBadViewpoint = errors.New("replica: viewpoint must be finite")
+	// ErrUnknownMetric is returned by NewSpace for a Metric that is
+	// neither Euclidean nor Square.
+	ErrUnknownMetric = errors.New("replica: unknown metric")
+	// ErrUnknownField is returned by Explain for a field path the
+	// entity's class does not have.
+	ErrUnknownField = errors.New("replica: no such field")
 )
 
 // A Metric is how an AOI space measures the distance between a viewer and
@@ -246,7 +255,7 @@ func (s *Server) NewSpace(cfg SpaceConfig) (*Space, error) {
 		}
 	}
 	if cfg.Metric > Square {
-		return nil, fmt.Errorf("replica: space %q: unknown metric %d", cfg.Name, cfg.Metric)
+		return nil, fmt.Errorf("%w: space %q: metric %d", ErrUnknownMetric, cfg.Name, cfg.Metric)
 	}
 	sp := &Space{srv: s, cfg: cfg, room: cfg.Radius == 0}
 	if !sp.room && sp.cfg.CellSize == 0 {
@@ -349,7 +358,7 @@ func (s *Server) ViewOf(c *Conn) *Space {
 // camera, instead of from an entity.
 func (s *Server) SetViewpoint(c *Conn, x, y float64) error {
 	if math.IsInf(x, 0) || math.IsNaN(x) || math.IsInf(y, 0) || math.IsNaN(y) {
-		return fmt.Errorf("replica: viewpoint (%v, %v) is not finite", x, y)
+		return fmt.Errorf("%w: (%v, %v)", ErrBadViewpoint, x, y)
 	}
 	if c == nil || c.srv != s || c.view.gone {
 		return ErrConnGone
@@ -487,8 +496,14 @@ func (s *Server) SetAlwaysRelevant(e *state.Entity, always bool) error {
 	return nil
 }
 
-// AddEntity makes e visible to the group's members.
+// AddEntity makes e visible to the group's members. It returns
+// ErrUnknownEntity for an entity that is not a live one of the group's
+// server, and for every entity when the group was not made by NewGroup:
+// a zero Group is of no server's world.
 func (g *Group) AddEntity(e *state.Entity) error {
+	if g.srv == nil {
+		return fmt.Errorf("%w: group %q was not made by Server.NewGroup", ErrUnknownEntity, g.name)
+	}
 	ie, err := g.srv.ientOf(e)
 	if err != nil {
 		return err
@@ -503,6 +518,9 @@ func (g *Group) AddEntity(e *state.Entity) error {
 
 // RemoveEntity undoes AddEntity.
 func (g *Group) RemoveEntity(e *state.Entity) {
+	if g.srv == nil {
+		return // a zero Group has no entities
+	}
 	ie := g.srv.ientIf(e)
 	if ie == nil || !slices.Contains(ie.groups, g) {
 		return
@@ -561,14 +579,17 @@ func (s *Server) ientIf(e *state.Entity) *ient {
 	return nil
 }
 
-// ientOf returns e's interest state, making it for an entity of the
-// tracker created in this tick.
+// ientOf returns the interest state of e, a live entity of the tracker,
+// making it for one created in this tick.
 func (s *Server) ientOf(e *state.Entity) (*ient, error) {
-	if ie := s.ientIf(e); ie != nil {
-		return ie, nil
-	}
+	// The tracker first: an entity destroyed in this tick keeps its
+	// interest state until the tick drops it, but is no longer the
+	// game's to place, show or follow.
 	if e == nil || s.tr.Entity(e.ID()) != e {
 		return nil, ErrUnknownEntity
+	}
+	if ie := s.ientIf(e); ie != nil {
+		return ie, nil
 	}
 	return s.newIent(e), nil
 }
@@ -814,10 +835,14 @@ func (sp *Space) key(x, y float64) cellKey {
 // rounding instruction), and every move computes a few keys.
 func cellOf(q float64) int32 {
 	// Compared, not min and max, which order NaNs and zeros' signs at a
-	// cost (a NaN, from a NaN position, gives what it gave before).
+	// cost. A NaN (from a NaN position, or an infinite one less an
+	// infinite reach) is the lowest cell, on every platform (converted,
+	// it would give what the CPU gives), so that a range of cells around
+	// any point, lo to hi, is never inverted: grid.nearSparse would loop
+	// through every int32 from lo.
 	if q > 1<<30 {
 		q = 1 << 30
-	} else if q < -1<<30 {
+	} else if !(q >= -1<<30) {
 		q = -1 << 30
 	}
 	i := int32(q) // toward zero

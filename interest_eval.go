@@ -82,6 +82,18 @@ func (s *Server) updateInterest(cs *state.Changeset) {
 	// pairs that the views' evaluation then keeps. An entity's evaluation
 	// settles its pairs with every client, from the positions of the end
 	// of the tick: the views' evaluations pass over it (entStamp).
+	// The entities created and destroyed within the tick, which no change
+	// reports, are dropped first, as the destroyed ones were above: a
+	// client that followed one loses its viewpoint (or follows another
+	// entity) before any entity is evaluated from it. Dropped during the
+	// evaluations, it would leave the pairs of the entities evaluated
+	// before it as that viewpoint saw them, which the views' evaluations
+	// pass over.
+	for _, id := range s.dirtyEnts {
+		if ie := s.ientByID(id); ie != nil && ie.dirty && !ie.e.Valid() {
+			s.drop(ie)
+		}
+	}
 	s.stamp++
 	s.entStamp = s.stamp
 	for i := 0; i < len(s.dirtyEnts); i++ {
@@ -296,7 +308,13 @@ func (sp *Space) within(dx, dy, r float64) bool {
 	if sp.cfg.Metric == Square {
 		return math.Abs(dx) <= r && math.Abs(dy) <= r
 	}
-	return dx*dx+dy*dy <= r*r
+	if r2 := r * r; r2 <= math.MaxFloat64 {
+		return dx*dx+dy*dy <= r2
+	}
+	// A radius over about 1e154, whose square is +Inf, would take in
+	// every offset whose square overflows too, an infinite one among
+	// them (an entity the game put at +Inf): compare the lengths.
+	return math.Hypot(dx, dy) <= r
 }
 
 // dist returns the length of the offset (dx, dy) by the space's metric.
@@ -340,12 +358,19 @@ func (s *Server) far(sp *Space, d, r, margin float64) bool {
 
 // moved returns how far v's viewpoint moved since its pairs were last
 // evaluated, by its space's metric: +Inf if it has no viewpoint, had
-// none, or views no AOI space.
+// none, or views no AOI space, or if either point is not a number (the
+// position of an entity it follows is the game's to write, NaN
+// included): no distance bounds such a move, whose evaluation must be in
+// full (far would find every pair far from a NaN distance, and keep
+// them all).
 func (v *view) moved() float64 {
 	if !v.point || !v.epoint || v.space == nil || v.space.room {
 		return math.Inf(1)
 	}
-	return v.space.dist(v.px-v.ex, v.py-v.ey)
+	if d := v.space.dist(v.px-v.ex, v.py-v.ey); !math.IsNaN(d) {
+		return d
+	}
+	return math.Inf(1)
 }
 
 // evalPair brings the pair (c, ie) up to date.
@@ -391,10 +416,6 @@ func (s *Server) evalPairAt(c *Conn, ie *ient, oi int) {
 
 // evalEnt re-evaluates every client that may see ie or stop seeing it.
 func (s *Server) evalEnt(ie *ient) {
-	if !ie.e.Valid() { // read from the entity, not the tracker's table
-		s.drop(ie) // created and destroyed within the tick: never seen
-		return
-	}
 	ie.vstamp = s.entStamp
 	s.stamp++
 	try := func(c *Conn) {
@@ -438,7 +459,11 @@ func (s *Server) evalEnt(ie *ient) {
 	// The viewers whose viewpoint is within reach: one beyond cannot
 	// want ie, every other reason having been tried above. So were
 	// all the clients that see ie: one not tried yet has no pair with it.
-	reach := s.radius(ie) + sp.cfg.Hysteresis
+	// The reach is a billionth longer than the radius and hysteresis: a
+	// viewpoint far from a huge radius's entity (1e20 away, say) is at
+	// an offset within rounds, and it may round into reach from beyond
+	// the cells the exact bounds give.
+	reach := (s.radius(ie) + sp.cfg.Hysteresis) * (1 + 1e-9)
 	for _, run := range sp.cells.viewRuns(sp.key(ie.x-reach, ie.y-reach), sp.key(ie.x+reach, ie.y+reach)) {
 		for i := range run {
 			if v := &run[i]; sp.within(v.x-ie.x, v.y-ie.y, reach) {

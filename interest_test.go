@@ -831,14 +831,19 @@ func TestInterestErrors(t *testing.T) {
 	if _, err := w.srv.NewSpace(replica.SpaceConfig{Radius: math.Inf(1)}); !errors.Is(err, replica.ErrBadRadius) {
 		t.Errorf("NewSpace with an infinite radius: %v", err)
 	}
-	if err := w.srv.SetViewpoint(c, math.NaN(), 0); err == nil {
-		t.Error("SetViewpoint(NaN) accepted")
+	if _, err := w.srv.NewSpace(replica.SpaceConfig{Radius: 3, Metric: 7}); !errors.Is(err, replica.ErrUnknownMetric) {
+		t.Errorf("NewSpace with metric 7: %v", err)
+	}
+	if err := w.srv.SetViewpoint(c, math.NaN(), 0); !errors.Is(err, replica.ErrBadViewpoint) {
+		t.Errorf("SetViewpoint(NaN): %v", err)
 	}
 	if _, err := w.srv.Explain(c, gone); !errors.Is(err, replica.ErrUnknownEntity) {
 		t.Errorf("Explain of a destroyed entity: %v", err)
 	}
-	if _, err := w.srv.Explain(c, flag, "nope"); err == nil {
-		t.Error("Explain of a field that does not exist: no error")
+	for _, path := range [][]string{{"nope"}, {""}, {"score", "x"}, {"score", ""}} {
+		if _, err := w.srv.Explain(c, flag, path...); !errors.Is(err, replica.ErrUnknownField) {
+			t.Errorf("Explain of field %q, which the class does not have: %v", path, err)
+		}
 	}
 	if err := w.srv.View(other.conns[0], nil); !errors.Is(err, replica.ErrConnGone) {
 		t.Errorf("View of another server's connection: %v", err)
@@ -854,6 +859,11 @@ func TestInterestErrors(t *testing.T) {
 	}
 	if err := w.srv.SetViewpoint(c, 1, 1); !errors.Is(err, replica.ErrConnGone) {
 		t.Errorf("SetViewpoint of a connection that left: %v", err)
+	}
+	// It sees nothing, not even what is always relevant.
+	w.srv.SetAlwaysRelevant(flag, true)
+	if x, err := w.srv.Explain(c, flag); !errors.Is(err, replica.ErrConnGone) {
+		t.Errorf("Explain for a connection that left: %v (%s)", err, x.Reason)
 	}
 	w.srv.NewGroup("late").AddConn(c) // nothing
 	w.srv.Tick()

@@ -55,6 +55,9 @@ func TestMisuseForeignAndNil(t *testing.T) {
 	if got := r.srv.Owner(mine); got != ana {
 		t.Errorf("owner of ana's bot is %v after another server's entity was given away, want ana", got)
 	}
+	if got := r.srv.Owner(theirs); got != nil {
+		t.Errorf("another server's entity, of the ID of ana's bot, is owned by %s", got.UserID())
+	}
 	if err := r.srv.SetOwner(mine, olga); !errors.Is(err, replica.ErrConnGone) {
 		t.Errorf("SetOwner(e, another server's conn) = %v, want ErrConnGone", err)
 	}

@@ -620,8 +620,16 @@ type owner struct {
 	login uint64
 }
 
-// Owner returns the connection that owns e, or nil.
-func (s *Server) Owner(e *state.Entity) *Conn { return s.ownerOf(e) }
+// Owner returns the connection that owns e, or nil. An entity that is not
+// a live one of this server (nil, destroyed, or of another server) has
+// none: the owners are kept by ID, which another server's entity may
+// share with one of this server.
+func (s *Server) Owner(e *state.Entity) *Conn {
+	if e == nil || s.tr.Entity(e.ID()) != e {
+		return nil
+	}
+	return s.ownerOf(e)
+}
 
 func (s *Server) ownerOf(e *state.Entity) *Conn { return s.ownerByID(e.ID()) }
 
@@ -1243,17 +1251,22 @@ func empty(seg []byte) bool { return len(seg) == 1 && seg[0] == 0 }
 
 // reap drops closed connections and their ownerships.
 func (s *Server) reap() {
-	// Their ownerships in one pass over the owners for all of them: a
-	// pass for each would make a mass disconnect cost leavers × slots.
 	left := false
 	for _, c := range s.conns {
 		if c.closed() {
 			c.left, left = true, true
 		}
 	}
-	if !left {
-		return
+	if left {
+		s.dropLeft()
 	}
+}
+
+// dropLeft drops the connections marked left, and their ownerships, and
+// runs OnLeave for each.
+func (s *Server) dropLeft() {
+	// Their ownerships in one pass over the owners for all of them: a
+	// pass for each would make a mass disconnect cost leavers × slots.
 	for i, o := range s.owners {
 		if o.c != nil && o.c.left {
 			s.owners[i].c = nil
@@ -1387,14 +1400,16 @@ func (s *Server) close(ctx context.Context) ([]transport.Conn, error) {
 		c.tc.Close(transport.CloseGoingAway, "server shutting down")
 		closed = append(closed, c.tc)
 	}
+	// The joined ones leave as they would in a tick (reap): OnLeave
+	// finds what they owned unowned, and a connection it is given
+	// refused (ErrConnGone) as an owner or a viewer, which would
+	// otherwise be one for ever.
 	for _, c := range s.conns {
 		c.tc.Close(transport.CloseGoingAway, "server shutting down")
 		closed = append(closed, c.tc)
-		if s.cfg.OnLeave != nil {
-			s.cfg.OnLeave(c)
-		}
+		c.left = true
 	}
-	s.conns = nil
+	s.dropLeft()
 	return closed, s.closePersist(ctx)
 }
 
