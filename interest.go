@@ -37,7 +37,7 @@ var (
 	ErrUnknownSpace = errors.New("replica: space not of this server")
 	// ErrBadRadius is returned for a negative, infinite or NaN radius,
 	// hysteresis or cell size.
-	ErrBadRadius = errors.New("replica: radius must be finite and not negative")
+	ErrBadRadius = errors.New("replica: a distance (radius, hysteresis, cell size) must be finite and not negative")
 	// ErrNoPosition is returned when following an entity whose class has
 	// no position fields.
 	ErrNoPosition = errors.New("replica: class has no position (pos=x, pos=y fields)")
@@ -375,7 +375,9 @@ func (s *Server) SetViewpoint(c *Conn, x, y float64) error {
 // default a client follows the first entity with a position it is given
 // to own (SetOwner). When the entity it follows is destroyed, it follows
 // another entity with a position it owns, if it has one (an avatar that
-// respawns), else it has no viewpoint.
+// respawns), else it has no viewpoint. After a camera (SetViewpoint),
+// Follow the avatar again to view from it: nil is not an entity, and
+// returns ErrUnknownEntity.
 func (s *Server) Follow(c *Conn, e *state.Entity) error {
 	if c == nil || c.srv != s || c.view.gone {
 		return ErrConnGone
@@ -430,7 +432,7 @@ func (s *Server) moveFollowers(ie *ient) {
 // entity, it has no effect until e moves to an area-of-interest space.
 func (s *Server) SetRadius(e *state.Entity, r float64) error {
 	if r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-		return fmt.Errorf("%w: %v", ErrBadRadius, r)
+		return fmt.Errorf("%w: radius %v", ErrBadRadius, r)
 	}
 	ie, err := s.ientOf(e)
 	if err != nil {

@@ -87,7 +87,7 @@ func TestMisuseForeignAndNil(t *testing.T) {
 	sp, err := r.srv.NewSpace(replica.SpaceConfig{Name: "zone", Radius: 10, Hysteresis: -5})
 	if !errors.Is(err, replica.ErrBadRadius) || sp != nil {
 		t.Errorf("NewSpace(Hysteresis -5) = %v, %v; want ErrBadRadius", sp, err)
-	} else if want := `replica: radius must be finite and not negative: space "zone": Hysteresis is -5`; err.Error() != want {
+	} else if want := `replica: a distance (radius, hysteresis, cell size) must be finite and not negative: space "zone": Hysteresis is -5`; err.Error() != want {
 		t.Errorf("NewSpace(Hysteresis -5): %q, want %q", err, want)
 	}
 	r.srv.Tick()
