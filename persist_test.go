@@ -692,13 +692,7 @@ func TestPersistShutdownDatabaseDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the client did not join")
-		}
-		srv.Tick()
-		time.Sleep(time.Millisecond)
-	}
+	tickUntilJoined(t, srv, 1)
 	p, _ := persistschema.SpawnPlayer(srv.Tracker())
 	srv.Bind(p.Entity(), "p")
 	p.SetGold(7)

@@ -86,12 +86,19 @@ func (r *rig) join(n int) []*client.Conn {
 // tickUntilJoined ticks until the server has n connections.
 func (r *rig) tickUntilJoined(n int) {
 	r.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(r.srv.Conns()) < n {
+	tickUntilJoined(r.t, r.srv, n)
+}
+
+// tickUntilJoined ticks srv until it has n connections, for at most 10
+// seconds.
+func tickUntilJoined(t testing.TB, srv *replica.Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(srv.Conns()) < n {
 		if time.Now().After(deadline) {
-			r.t.Fatalf("only %d of %d clients joined", len(r.srv.Conns()), n)
+			t.Fatalf("only %d of %d clients joined", len(srv.Conns()), n)
 		}
-		r.srv.Tick()
+		srv.Tick()
 		time.Sleep(time.Millisecond)
 	}
 }

@@ -83,13 +83,7 @@ func TestShutdown(t *testing.T) {
 		defer c.Close()
 		clients = append(clients, c)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d clients joined", len(srv.Conns()), n)
-		}
-		srv.Tick()
-		time.Sleep(time.Millisecond)
-	}
+	tickUntilJoined(t, srv, n)
 	srv.Tick()
 	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer scancel()
@@ -150,13 +144,7 @@ func TestClientCloseTellsServer(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(srv.Conns()) < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d clients joined", len(srv.Conns()), n)
-		}
-		srv.Tick()
-		time.Sleep(time.Millisecond)
-	}
+	tickUntilJoined(t, srv, n)
 	for _, c := range clients {
 		c.Close()
 	}
