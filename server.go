@@ -713,7 +713,11 @@ func (s *Server) Tick() {
 	if errs, n := s.tr.TakeRefusals(); n > 0 {
 		s.stats.Refused += uint64(n)
 		for _, err := range errs {
-			s.cfg.Logger.Error("replica: write refused: clients would refuse the value", "tick", s.tick, "err", err)
+			msg := "replica: write refused: clients would refuse the value"
+			if errors.Is(err, state.ErrNaN) {
+				msg = "replica: write refused: NaN for a quantized float"
+			}
+			s.cfg.Logger.Error(msg, "tick", s.tick, "err", err)
 		}
 		if n > len(errs) {
 			s.cfg.Logger.Error("replica: more writes refused", "tick", s.tick, "count", n-len(errs))

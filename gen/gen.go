@@ -30,7 +30,8 @@
 //	quant=STEP        quantization step, a decimal (0.25) or a fraction (1/64)
 //	min=F, max=F      bounds of a bounded quantization: max sizes the field
 //	                  (its bits), and values clamp to what the bits hold,
-//	                  which can pass max; below min, and NaN, store min
+//	                  which can pass max; below min stores min (a NaN set
+//	                  on an entity is refused: state.ErrNaN)
 //	bits=N            bits of a bounded quantization (step derived from min and max)
 //	bag               on a map of structs: an ID-keyed bag of items
 //	deprecated        keep the field's ID but stop storing and sending it

@@ -117,12 +117,36 @@ func (t *Tracker) Refused() int { return t.refused }
 
 // refuse records a refused write to leaf of e.
 func (e *Entity) refuse(leaf int, what string, n, max int) {
+	e.noteRefusal(&LimitError{Class: e.t.Name, Field: fieldPath(e.t, leaf), What: what, Len: n, Max: max})
+}
+
+// noteRefusal records a refused write, err saying why.
+func (e *Entity) noteRefusal(err error) {
 	t := e.tr
 	t.refused++
 	if len(t.refusals) < maxRefusals {
-		t.refusals = append(t.refusals, &LimitError{Class: e.t.Name, Field: fieldPath(e.t, leaf), What: what, Len: n, Max: max})
+		t.refusals = append(t.refusals, err)
 	}
 }
+
+// ErrNaN is wrapped by the refusal of a NaN written to a quantized float
+// field of an entity: a quantized field has no code for it (stored, it
+// would read as the bottom of the field's range, moving an entity to the
+// edge of the map), so the field keeps its value. Tracker.TakeRefusals
+// reports it; the server logs it and counts it in Stats.Refused.
+var ErrNaN = errors.New("state: NaN written to a quantized float")
+
+// A NaNError is the refusal of a NaN written to a quantized float field.
+type NaNError struct {
+	Class string // the entity's class
+	Field string // the field written, a dotted path for nested fields
+}
+
+func (e *NaNError) Error() string {
+	return fmt.Sprintf("state: %s.%s: NaN for a quantized float, refused: the field keeps its value", e.Class, e.Field)
+}
+
+func (e *NaNError) Unwrap() error { return ErrNaN }
 
 // fieldPath names leaf of c by its field names.
 func fieldPath(c *schema.Struct, leaf int) string {

@@ -126,7 +126,8 @@ func (e *Entity) Handle() Handle {
 
 // SetNum sets numeric leaf of e to v, given in its plain representation
 // (see [Normalize]), and records the change. It is the fast path of the
-// setters generated for an entity's own fields. It panics, with an error
+// setters generated for an entity's own fields. A NaN for a quantized
+// float is refused (see [ErrNaN]): the field keeps its value. It panics, with an error
 // wrapping [ErrInvalidHandle], if e is nil or destroyed, and with one
 // wrapping [ErrReadOnly] if e belongs to a client replica.
 func (e *Entity) SetNum(leaf int, v uint64) {
@@ -135,6 +136,12 @@ func (e *Entity) SetNum(leaf int, v uint64) {
 	}
 	l := e.t.Leaf(leaf)
 	if t := &l.Field.Type; t.Kind != schema.Float32 || t.Quant.Enabled() {
+		if t.Quant.Enabled() && isNaN(t.Kind, v) {
+			if e.tr != nil {
+				e.noteRefusal(&NaNError{Class: e.t.Name, Field: fieldPath(e.t, leaf)})
+			}
+			return
+		}
 		v = Normalize(t, v)
 	} else {
 		v = uint64(uint32(v))
@@ -160,6 +167,17 @@ func (e *Entity) SetNum(leaf int, v uint64) {
 		c.dirty[w] |= b
 		c.setBase(s, old)
 	}
+}
+
+// isNaN reports whether v, the plain representation of a float of kind k,
+// is a NaN.
+func isNaN(k schema.Kind, v uint64) bool {
+	if k == schema.Float32 {
+		f := math.Float32frombits(uint32(v))
+		return f != f
+	}
+	f := math.Float64frombits(v)
+	return f != f
 }
 
 // NewEntity returns an untracked entity of class c with the given ID. Client

@@ -868,3 +868,44 @@ func TestChangeRecordSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestSetNumRefusesNaN checks that a NaN written to a quantized float of
+// an entity is refused (the field keeps its value; TakeRefusals reports a
+// NaNError wrapping ErrNaN), where stored it would read as the bottom of
+// the field's range, and that an unquantized float stores NaN as it is.
+func TestSetNumRefusesNaN(t *testing.T) {
+	ts := newTestSchema(t)
+	tr := state.NewTracker(ts.s)
+	e, err := tr.Spawn(ts.player)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const x, y = 1, 2 // Pos.X, unquantized; Pos.Y, quantized
+	if !ts.player.Leaf(y).Field.Type.Quant.Enabled() || ts.player.Leaf(x).Field.Type.Quant.Enabled() {
+		t.Fatal("the test schema's leaves moved")
+	}
+	val := func(leaf int) float64 {
+		l := ts.player.Leaf(leaf)
+		return state.Float(&l.Field.Type, e.Num(l.Num))
+	}
+	nan := uint64(math.Float32bits(float32(math.NaN())))
+	e.SetNum(y, uint64(math.Float32bits(3.5)))
+	before := val(y)
+	tr.TakeRefusals()
+	e.SetNum(y, nan)
+	if got := val(y); got != before {
+		t.Errorf("Pos.Y after a NaN: %v, want %v kept", got, before)
+	}
+	errs, n := tr.TakeRefusals()
+	var ne *state.NaNError
+	if n != 1 || len(errs) != 1 || !errors.Is(errs[0], state.ErrNaN) || !errors.As(errs[0], &ne) || ne.Field != "Pos.Y" {
+		t.Errorf("refusals %v (%d), want one NaNError of Pos.Y", errs, n)
+	}
+	e.SetNum(x, nan)
+	if got := val(x); !math.IsNaN(got) {
+		t.Errorf("unquantized Pos.X after a NaN: %v, want NaN", got)
+	}
+	if _, n := tr.TakeRefusals(); n != 0 {
+		t.Errorf("%d refusals for an unquantized NaN", n)
+	}
+}
