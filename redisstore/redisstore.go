@@ -34,9 +34,12 @@ type Config struct {
 	// go-redis's logging.Disable silences them, for the whole process
 	// (the Store's own calls return their errors either way).
 	Options *redis.Options
-	// Prefix starts every key the store uses. If empty, "replica:".
+	// Prefix starts every key the store uses. If empty, DefaultPrefix.
 	Prefix string
 }
+
+// DefaultPrefix is Config.Prefix's default.
+const DefaultPrefix = "replica:"
 
 // Store is a store.Store in Redis.
 type Store struct {
@@ -58,7 +61,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = "replica:"
+		cfg.Prefix = DefaultPrefix
 	}
 	c := redis.NewClient(opt)
 	if err := c.Ping(ctx).Err(); err != nil {

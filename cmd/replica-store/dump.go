@@ -116,29 +116,27 @@ func checkTables(ctx context.Context, kind, dsn, table string) error {
 	return nil
 }
 
-// checkRedis makes sure Redis holds documents under the key prefix (the
-// store's index of keys, redisstore's layout): with a mistyped prefix
-// dump would print nothing.
+// checkRedis makes sure Redis holds a document under the key prefix: with
+// a mistyped prefix dump would print nothing.
 func checkRedis(ctx context.Context, dsn, prefix string) error {
-	if prefix == "" {
-		prefix = "replica:"
-	}
-	opt, err := redisOptions(dsn)
+	st, err := openStore(ctx, "redis", dsn, prefix)
 	if err != nil {
 		return err
 	}
-	c := redis.NewClient(opt)
-	defer c.Close()
-	n, err := c.Exists(ctx, prefix+"keys").Result()
-	if err != nil {
-		return fmt.Errorf("store: redis %s: %w", opt.Addr, err)
-	}
-	if n == 0 {
+	defer st.Close()
+	errFound := errors.New("a document") // ends the scan at the first
+	if err := st.Scan(ctx, func(store.Document) error { return errFound }); !errors.Is(err, errFound) {
+		if err != nil {
+			return err
+		}
+		if prefix == "" {
+			prefix = redisstore.DefaultPrefix
+		}
 		hint := ""
 		if !strings.HasSuffix(prefix, ":") {
 			hint = fmt.Sprintf(" (prefixes end with a colon: -table %s:?)", prefix)
 		}
-		return fmt.Errorf("store: redis %s has no document under the prefix %q%s", opt.Addr, prefix, hint)
+		return fmt.Errorf("store: redis has no document under the prefix %q%s", prefix, hint)
 	}
 	return nil
 }
