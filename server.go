@@ -1368,14 +1368,8 @@ func (s *Server) Close() error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	closed, err := s.close(ctx)
 	for _, tc := range closed {
-		f, ok := tc.(transport.Finisher)
-		if !ok {
-			continue
-		}
-		select {
-		case <-f.Finished():
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
+		if werr := transport.AwaitFinished(ctx, tc); werr != nil {
+			return errors.Join(err, werr)
 		}
 	}
 	return err

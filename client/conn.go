@@ -490,14 +490,9 @@ func (c *Conn) CloseInfo() (transport.CloseCode, string, bool) { return c.tc.Clo
 func (c *Conn) Close() error {
 	tc := c.tc
 	err := tc.Close(transport.CloseNormal, "client left")
-	if f, ok := tc.(transport.Finisher); ok {
-		t := time.NewTimer(closeWait)
-		defer t.Stop()
-		select {
-		case <-f.Finished():
-		case <-t.C:
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+	defer cancel()
+	transport.AwaitFinished(ctx, tc) // past closeWait, the goodbye is the transport's to finish
 	return err
 }
 

@@ -136,7 +136,7 @@ func (e *Entity) SetNum(leaf int, v uint64) {
 	}
 	l := e.t.Leaf(leaf)
 	if t := &l.Field.Type; t.Kind != schema.Float32 || t.Quant.Enabled() {
-		if t.Quant.Enabled() && isNaN(t.Kind, v) {
+		if RefusesNaN(t, v) {
 			if e.tr != nil {
 				e.noteRefusal(&NaNError{Class: e.t.Name, Field: fieldPath(e.t, leaf)})
 			}
@@ -169,10 +169,14 @@ func (e *Entity) SetNum(leaf int, v uint64) {
 	}
 }
 
-// isNaN reports whether v, the plain representation of a float of kind k,
-// is a NaN.
-func isNaN(k schema.Kind, v uint64) bool {
-	if k == schema.Float32 {
+// RefusesNaN reports whether an entity refuses v, in plain representation
+// (see [Normalize]), for a numeric field of type t: a NaN for a quantized
+// float, which has no code for it (see [ErrNaN]).
+func RefusesNaN(t *schema.Type, v uint64) bool {
+	if !t.Quant.Enabled() {
+		return false
+	}
+	if t.Kind == schema.Float32 {
 		f := math.Float32frombits(uint32(v))
 		return f != f
 	}

@@ -96,6 +96,22 @@ type Finisher interface {
 	Finished() <-chan struct{}
 }
 
+// AwaitFinished waits until tc, closed, is done with the network (see
+// Finisher) or ctx ends, when it returns ctx's error. A connection that is
+// no Finisher counts as done.
+func AwaitFinished(ctx context.Context, tc Conn) error {
+	f, ok := tc.(Finisher)
+	if !ok {
+		return nil
+	}
+	select {
+	case <-f.Finished():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // A Releaser is a Backlogger whose Backlog counts, in its messages, every
 // message given to Send that the connection still refers to: queued,
 // being written, or, on an in-memory network, not yet received (Receive

@@ -219,15 +219,6 @@ func Record(t *rapid.T, st *schema.Struct, depth int) state.Handle {
 	return h
 }
 
-// isNaN reports whether v, the plain representation of a float of kind k,
-// is a NaN.
-func isNaN(k schema.Kind, v uint64) bool {
-	if k == schema.Float32 {
-		return math.IsNaN(float64(math.Float32frombits(uint32(v))))
-	}
-	return math.IsNaN(math.Float64frombits(v))
-}
-
 // ---- generic mutations through state handles ----
 
 // SetScalar sets the scalar field at leaf of h, of type typ and with
@@ -240,7 +231,7 @@ func SetScalar(t *rapid.T, h state.Handle, leaf, num, obj int, typ *schema.Type)
 		got, want := h.Num(num), state.Normalize(typ, v)
 		// A NaN for a quantized float of an entity (not of a bag's item)
 		// is refused, the field keeping its value (state.ErrNaN).
-		if refused := typ.Quant.Enabled() && isNaN(typ.Kind, v) && got == old; got != want && !refused {
+		if refused := state.RefusesNaN(typ, v) && got == old; got != want && !refused {
 			t.Fatalf("SetNum(%d, %#x) stored %#x, want %#x", leaf, v, got, want)
 		}
 	} else {
