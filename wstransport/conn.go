@@ -284,6 +284,7 @@ func (c *conn) readMessage(r io.Reader) ([]byte, error) {
 
 // readFailed ends the connection after a read error.
 func (c *conn) readFailed(err error) {
+	defer c.finish() // whichever way, the socket is closed on return
 	var ce websocket.CloseError
 	switch {
 	case errors.As(err, &ce):
@@ -292,14 +293,12 @@ func (c *conn) readFailed(err error) {
 		c.mu.Lock()
 		c.closeLocked(code, reason, true)
 		c.mu.Unlock()
-		c.finish()
 	case errors.Is(err, websocket.ErrMessageTooBig):
 		// The library sent the peer a close frame with status 1009. Finish
 		// the handshake, discarding the rest of the message.
 		reason := fmt.Sprintf("message over the limit of %d bytes", c.cfg.MaxMessageSize)
 		c.closeLocal(transport.CloseMessageTooLarge, reason)
 		c.ws.Close(websocket.StatusMessageTooBig, "")
-		c.finish()
 	default:
 		// The socket failed or was closed, by us (then the connection is
 		// already closed and this changes nothing) or by the network.
@@ -314,7 +313,6 @@ func (c *conn) readFailed(err error) {
 		c.closeLocked(code, err.Error(), false)
 		c.mu.Unlock()
 		c.ws.CloseNow()
-		c.finish()
 	}
 }
 
