@@ -675,18 +675,9 @@ func TestPersistRunThenShutdown(t *testing.T) {
 func TestPersistShutdownDatabaseDown(t *testing.T) {
 	sc := persistschema.Schema()
 	st := &flaky{Memory: storetest.NewMemory()}
-	srv, err := replica.NewServer(replica.Config{Schema: sc, Auth: auth.Anonymous{}, Store: st,
+	srv, ln, nw := memServer(t, replica.Config{Schema: sc, Store: st,
 		StoreWriter: store.WriterConfig{FlushInterval: time.Hour, WriteTimeout: time.Minute,
-			RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw := transport.NewMemNetwork()
-	ln, err := nw.Listen("", transport.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(context.Background(), ln)
+			RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}}, nil)
 	c, err := client.Dial(context.Background(), nw.Dialer(transport.Config{}), ln.Addr().String(), sc, client.DialConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/replicago/replica"
-	"github.com/replicago/replica/auth"
 	"github.com/replicago/replica/client"
 	"github.com/replicago/replica/internal/demo"
 	"github.com/replicago/replica/transport"
@@ -66,13 +65,8 @@ func TestShutdown(t *testing.T) {
 	}
 	sockets := &socketsListener{Listener: raw}
 	ln := wstransport.NewListener(sockets, wstransport.Config{})
-	srv, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
+	srv := serveOn(t, ln, replica.Config{})
+	ctx := context.Background()
 	const n = 8
 	var clients []*client.Conn
 	for range n {
@@ -110,19 +104,12 @@ func TestShutdown(t *testing.T) {
 // a lost connection.
 func TestClientCloseTellsServer(t *testing.T) {
 	var logged syncBuffer
-	srv, err := replica.NewServer(replica.Config{Schema: demo.Schema(), Auth: auth.Anonymous{},
-		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := wstransport.Listen("127.0.0.1:0", wstransport.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
-	defer srv.Close()
+	srv := serveOn(t, ln, replica.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	ctx := context.Background()
 	sockets := &socketsListener{} // its record of sockets, filled by the dialer
 	d := &wstransport.Dialer{}
 	d.NetDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
